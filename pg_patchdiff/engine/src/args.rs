@@ -1,0 +1,187 @@
+//! Argument objects of the SQL API and their `invalid_argument` / `not_found` answers.
+//!
+//! Every SQL function takes one JSON object, the MCP tool's arguments. A malformed argument is
+//! answered with `status: "invalid_argument"`, a stable `code` and a `failure_detail`; nothing
+//! is written for it.
+
+use crate::json::{as_int, is_big_int, type_name};
+use crate::uuid::canonical_uuid;
+use serde_json::{Map, Value, json};
+
+/// An `invalid_argument` answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ArgError {
+    pub code: &'static str,
+    pub detail: String,
+    /// Extra fields appended after `failure_detail` (e.g. `unknown_arguments`).
+    pub extra: Map<String, Value>,
+}
+
+impl ArgError {
+    pub fn new(code: &'static str, detail: impl Into<String>) -> Self {
+        ArgError { code, detail: detail.into(), extra: Map::new() }
+    }
+
+    pub fn with(mut self, key: &str, v: Value) -> Self {
+        self.extra.insert(key.to_owned(), v);
+        self
+    }
+
+    pub fn to_json(&self, tool: &str) -> Value {
+        let mut m = Map::new();
+        m.insert("status".into(), json!("invalid_argument"));
+        m.insert("code".into(), json!(self.code));
+        if matches!(self.code, "unknown_argument" | "missing_argument") {
+            m.insert("tool".into(), json!(tool));
+        }
+        m.insert("failure_detail".into(), json!(self.detail));
+        for (k, v) in &self.extra {
+            m.insert(k.clone(), v.clone());
+        }
+        Value::Object(m)
+    }
+}
+
+/// The answer for a well-formed target ID that names no target.
+pub fn not_found(target_file_id: &str) -> Value {
+    json!({
+        "status": "not_found",
+        "code": "target_not_found",
+        "target_file_id": target_file_id,
+        "failure_detail": format!("No target with target_file_id {target_file_id}."),
+    })
+}
+
+/// A parsed argument object: checked for unknown names, with typed accessors.
+pub struct Args {
+    map: Map<String, Value>,
+}
+
+impl Args {
+    /// Parses `text` as a JSON object whose keys are all in `allowed` and include `required`.
+    pub fn parse(text: &str, allowed: &[&str], required: &[&str]) -> Result<Args, ArgError> {
+        let value: Value = serde_json::from_str(text)
+            .map_err(|e| ArgError::new("invalid_json", format!("arguments are not valid JSON: {e}")))?;
+        let Value::Object(map) = value else {
+            return Err(ArgError::new(
+                "invalid_arguments",
+                format!("arguments must be a JSON object, not {}", type_name(&value)),
+            ));
+        };
+        let mut unknown: Vec<&String> = map.keys().filter(|k| !allowed.contains(&k.as_str())).collect();
+        if !unknown.is_empty() {
+            unknown.sort();
+            return Err(ArgError::new(
+                "unknown_argument",
+                format!("unknown argument(s): {}", join(&unknown)),
+            )
+            .with("unknown_arguments", json!(unknown)));
+        }
+        let missing: Vec<&str> = required.iter().copied().filter(|k| !map.contains_key(*k)).collect();
+        if !missing.is_empty() {
+            return Err(ArgError::new(
+                "missing_argument",
+                format!("missing required argument(s): {}", missing.join(", ")),
+            )
+            .with("missing_arguments", json!(missing)));
+        }
+        Ok(Args { map })
+    }
+
+    pub fn get(&self, k: &str) -> Option<&Value> {
+        self.map.get(k)
+    }
+
+    /// Present and not null.
+    pub fn given(&self, k: &str) -> Option<&Value> {
+        self.map.get(k).filter(|v| !v.is_null())
+    }
+
+    pub fn has(&self, k: &str) -> bool {
+        self.map.contains_key(k)
+    }
+
+    /// The required `target_file_id`, in lowercase hyphenated form.
+    pub fn target_file_id(&self) -> Result<String, ArgError> {
+        match self.map.get("target_file_id") {
+            Some(Value::String(s)) => canonical_uuid(s).ok_or_else(|| {
+                ArgError::new("invalid_target_file_id", "target_file_id must be a hyphenated UUID string")
+            }),
+            Some(v) => Err(ArgError::new(
+                "invalid_target_file_id",
+                format!("target_file_id must be a UUID string, not {}", type_name(v)),
+            )),
+            None => Err(ArgError::new("missing_argument", "missing required argument(s): target_file_id")
+                .with("missing_arguments", json!(["target_file_id"]))),
+        }
+    }
+
+    /// An optional boolean; null and omission both give `default`.
+    pub fn bool_or(&self, k: &str, default: bool, code: &'static str) -> Result<bool, ArgError> {
+        match self.map.get(k) {
+            None | Some(Value::Null) => Ok(default),
+            Some(Value::Bool(b)) => Ok(*b),
+            Some(v) => Err(ArgError::new(code, format!("{k} must be a boolean, not {}", type_name(v)))),
+        }
+    }
+
+    /// An optional string; omission gives `None`, null is accepted only when `nullable`.
+    pub fn opt_str(&self, k: &str, nullable: bool, code: &'static str) -> Result<Option<&str>, ArgError> {
+        match self.map.get(k) {
+            None => Ok(None),
+            Some(Value::Null) if nullable => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s)),
+            Some(v) => Err(ArgError::new(code, format!("{k} must be a string, not {}", type_name(v)))),
+        }
+    }
+
+    /// An optional non-bool integer `>= min`. Null or omission give `None` when `nullable`;
+    /// a non-nullable argument rejects an explicit null.
+    pub fn opt_int(&self, k: &str, min: i64, nullable: bool, code: &'static str) -> Result<Option<i64>, ArgError> {
+        match self.map.get(k) {
+            None => Ok(None),
+            Some(Value::Null) if nullable => Ok(None),
+            Some(v) => match as_int(v) {
+                Some(n) if n >= min => Ok(Some(n)),
+                Some(n) => Err(ArgError::new(code, format!("{k} must be an integer >= {min}, not {n}"))),
+                None if is_big_int(v) => Err(ArgError::new(code, format!("{k} is out of range"))),
+                None => Err(ArgError::new(
+                    code,
+                    format!("{k} must be a non-boolean integer >= {min}, not {}", type_name(v)),
+                )),
+            },
+        }
+    }
+}
+
+fn join(keys: &[&String]) -> String {
+    keys.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_and_missing_arguments_are_named() {
+        let e = Args::parse(r#"{"b":1,"a":2}"#, &["x"], &[]).err().unwrap();
+        assert_eq!(e.code, "unknown_argument");
+        assert_eq!(e.extra["unknown_arguments"], json!(["a", "b"]));
+        let e = Args::parse("{}", &["x"], &["x"]).err().unwrap();
+        assert_eq!(e.code, "missing_argument");
+        assert_eq!(e.to_json("t")["tool"], "t");
+        assert_eq!(Args::parse("[1]", &[], &[]).err().unwrap().code, "invalid_arguments");
+        assert_eq!(Args::parse("{", &[], &[]).err().unwrap().code, "invalid_json");
+    }
+
+    #[test]
+    fn integers_reject_bools_floats_and_negatives() {
+        let a = Args::parse(r#"{"a":true,"b":1.5,"c":-1,"d":null,"e":7}"#, &["a", "b", "c", "d", "e"], &[]).unwrap();
+        assert!(a.opt_int("a", 0, true, "x").is_err());
+        assert!(a.opt_int("b", 0, true, "x").is_err());
+        assert!(a.opt_int("c", 0, true, "x").is_err());
+        assert_eq!(a.opt_int("d", 0, true, "x"), Ok(None));
+        assert!(a.opt_int("d", 0, false, "x").is_err());
+        assert_eq!(a.opt_int("e", 0, false, "x"), Ok(Some(7)));
+    }
+}

@@ -1,0 +1,543 @@
+//! The submission pipeline shared by every submission tool: the argument envelope, the stored
+//! record and its identity, guards, lineage, keyed recovery and the response shapes.
+//!
+//! The extension calls, in order and under the target's row lock: [`parse_submit_edits`],
+//! [`prepare`], [`recover_or_conflict`] when the request key is already stored, else
+//! [`evaluate`]; it writes the returned [`Attempt`] and answers with [`respond`].
+
+use crate::args::{ArgError, Args};
+use crate::json::{CANONICAL, as_int, to_string, type_name};
+use crate::limits::CLIENT_REQUEST_ID_MAX;
+use crate::rejection::{Rejection, Stage, current_context, validity};
+use crate::target::TargetView;
+use crate::text::{head_chars, sha256_hex};
+use crate::tx1::{self, ChangeFact};
+use crate::uuid::{canonical_uuid, is_sha256_hex};
+use serde_json::{Map, Value, json};
+
+pub const SUBMIT_EDITS_ARGS: &[&str] = &[
+    "target_file_id",
+    "intent",
+    "edits",
+    "expected_target_version",
+    "expected_current_hash",
+    "source",
+    "parent_pdcp_log_id",
+    "attempt",
+    "client_request_id",
+    "include_correlation_id",
+];
+pub const SUBMIT_EDITS_REQUIRED: &[&str] = &["target_file_id", "intent", "edits"];
+pub const DEFAULT_SOURCE: &str = "model_response";
+/// A submitted-key preview in a diagnostic is bounded; it is evidence, not an identity.
+pub const KEY_PREVIEW_CHARS: usize = 64;
+/// Contract "Request-key diagnostics": at most 10 differing record paths.
+pub const DIFFERING_FIELDS_MAX: usize = 10;
+
+/// A parsed submission, before it meets its target.
+#[derive(Debug, Clone)]
+pub struct Submission {
+    pub target_file_id: String,
+    pub protocol_version: &'static str,
+    pub runtime_version: &'static str,
+    /// The proposal as sent (intent, edits), omitted fields staying omitted.
+    pub record: Map<String, Value>,
+    pub expected_target_version: Value,
+    pub expected_current_hash: Value,
+    pub client_request_id: Value,
+    pub parent_pdcp_log_id: Value,
+    pub attempt: Value,
+    pub source: String,
+    pub include_correlation_id: bool,
+    /// `pdcp_content`: the record as compact ASCII-escaped JSON with sorted keys.
+    pub pdcp_content: String,
+    pub pdcp_content_hash: String,
+}
+
+/// Parses `patchdiff_submit_edits` arguments. Only what cannot be audited against a target
+/// is an `invalid_argument`: the object itself, names, the target ID, `source` and
+/// `include_correlation_id`. Everything else is judged, and logged, by [`evaluate`].
+pub fn parse_submit_edits(text: &str) -> Result<Submission, ArgError> {
+    let a = Args::parse(text, SUBMIT_EDITS_ARGS, SUBMIT_EDITS_REQUIRED)?;
+    let mut record = Map::new();
+    record.insert("protocol_version".into(), json!(tx1::PROTOCOL));
+    for k in ["intent", "edits"] {
+        if let Some(v) = a.get(k) {
+            record.insert(k.into(), v.clone());
+        }
+    }
+    envelope(&a, record, tx1::PROTOCOL, tx1::RUNTIME)
+}
+
+fn envelope(a: &Args, record: Map<String, Value>, protocol: &'static str, runtime: &'static str) -> Result<Submission, ArgError> {
+    let target_file_id = a.target_file_id()?;
+    let include_correlation_id = a.bool_or("include_correlation_id", false, "invalid_include_correlation_id")?;
+    let source = match a.opt_str("source", true, "invalid_source")? {
+        None => DEFAULT_SOURCE.to_owned(),
+        Some(s) if !s.is_empty() && s.len() <= 64 && s.bytes().all(|c| c.is_ascii_graphic()) => s.to_owned(),
+        Some(_) => return Err(ArgError::new("invalid_source", "source must be 1..64 printable ASCII characters")),
+    };
+    let pdcp_content = to_string(&Value::Object(record.clone()), CANONICAL);
+    let take = |k: &str| a.get(k).cloned().unwrap_or(Value::Null);
+    Ok(Submission {
+        target_file_id,
+        protocol_version: protocol,
+        runtime_version: runtime,
+        pdcp_content_hash: sha256_hex(&pdcp_content),
+        pdcp_content,
+        record,
+        expected_target_version: take("expected_target_version"),
+        expected_current_hash: take("expected_current_hash"),
+        client_request_id: take("client_request_id"),
+        parent_pdcp_log_id: take("parent_pdcp_log_id"),
+        attempt: take("attempt"),
+        source,
+        include_correlation_id,
+    })
+}
+
+/// Contract "Common input and request-key rules": 1..128 printable ASCII, no whitespace.
+pub fn valid_request_key(v: &Value) -> Option<&str> {
+    match v {
+        Value::String(s) if (1..=CLIENT_REQUEST_ID_MAX).contains(&s.len()) && s.bytes().all(|c| c.is_ascii_graphic()) => Some(s),
+        _ => None,
+    }
+}
+
+impl Submission {
+    /// The request key when one was supplied with valid syntax.
+    pub fn request_key(&self) -> Option<&str> {
+        valid_request_key(&self.client_request_id)
+    }
+
+    /// The parent to look up, when one was supplied as a UUID string.
+    pub fn parent_uuid(&self) -> Option<String> {
+        self.parent_pdcp_log_id.as_str().and_then(canonical_uuid)
+    }
+}
+
+/// What the database knows of a supplied `parent_pdcp_log_id`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Parent {
+    /// None was supplied, or it is not a UUID string (judged in [`evaluate`]).
+    NotLookedUp,
+    NotFound,
+    Found { target_file_id: String, status: String },
+}
+
+/// The request identity: a fingerprint over the envelope, which names the record by its hash.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Identity {
+    pub fingerprint: String,
+    /// The fingerprinted envelope, stored so that a conflict can name what differs.
+    pub envelope: Value,
+    /// The parent to store: only an eligible same-target rejected parent.
+    pub parent: Option<String>,
+}
+
+/// Computes the request identity. An eligible parent canonicalizes; any other keeps its spelling.
+pub fn prepare(sub: &Submission, parent: &Parent) -> Identity {
+    let eligible = match parent {
+        Parent::Found { target_file_id, status } if *target_file_id == sub.target_file_id && status == "rejected" => sub.parent_uuid(),
+        _ => None,
+    };
+    let parent_identity = eligible.clone().map_or_else(|| sub.parent_pdcp_log_id.clone(), Value::String);
+    let envelope = json!({
+        "protocol_version": sub.protocol_version,
+        "target_file_id": sub.target_file_id,
+        "pdcp_content_hash": sub.pdcp_content_hash,
+        "expected_target_version": sub.expected_target_version,
+        "expected_current_hash": sub.expected_current_hash,
+        "parent_pdcp_log_id": parent_identity,
+    });
+    Identity { fingerprint: sha256_hex(&to_string(&envelope, CANONICAL)), envelope, parent: eligible }
+}
+
+/// One attempt row, with the ledger rows and new content of an acceptance.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Attempt {
+    pub status: &'static str,
+    pub protocol_version: &'static str,
+    pub runtime_version: &'static str,
+    pub pdcp_content: String,
+    pub pdcp_content_hash: String,
+    pub request_fingerprint: String,
+    pub request_envelope: Value,
+    pub client_request_id: Option<String>,
+    pub conflicts_with_pdcp_log_id: Option<String>,
+    pub before_version: i64,
+    pub before_hash: String,
+    pub after_version: Option<i64>,
+    pub after_hash: Option<String>,
+    pub failure_reason: Option<&'static str>,
+    pub failure_detail: Option<String>,
+    pub failure_stage: Option<&'static str>,
+    pub failed_change_id: Option<String>,
+    pub diagnostic: Option<Value>,
+    pub validity: Value,
+    pub parent_pdcp_log_id: Option<String>,
+    pub attempt: Option<i64>,
+    pub source: String,
+    /// The transaction intent when the record has a valid one (ledger rows repeat it).
+    pub intent: Option<String>,
+    pub new_content: Option<String>,
+    pub changes: Vec<ChangeFact>,
+}
+
+fn protocol(code: &str, reason: &'static str, detail: String) -> Rejection {
+    Rejection::coded(reason, Stage::ProtocolValidation, code, detail)
+}
+
+fn key_preview(v: &Value) -> Value {
+    match v {
+        Value::String(s) => json!(head_chars(s, KEY_PREVIEW_CHARS)),
+        other => json!(format!("<{}>", type_name(other))),
+    }
+}
+
+/// A rejected attempt row for `sub` with no failure filled in yet.
+fn base_attempt(sub: &Submission, id: &Identity, start: &TargetView) -> Attempt {
+    Attempt {
+        status: "rejected",
+        protocol_version: sub.protocol_version,
+        runtime_version: sub.runtime_version,
+        pdcp_content: sub.pdcp_content.clone(),
+        pdcp_content_hash: sub.pdcp_content_hash.clone(),
+        request_fingerprint: id.fingerprint.clone(),
+        request_envelope: id.envelope.clone(),
+        client_request_id: sub.request_key().map(str::to_owned),
+        conflicts_with_pdcp_log_id: None,
+        before_version: start.version,
+        before_hash: start.current_hash.to_owned(),
+        after_version: None,
+        after_hash: None,
+        failure_reason: None,
+        failure_detail: None,
+        failure_stage: None,
+        failed_change_id: None,
+        diagnostic: None,
+        validity: validity(true, true),
+        parent_pdcp_log_id: id.parent.clone(),
+        attempt: as_int(&sub.attempt).filter(|n| *n >= 1),
+        source: sub.source.clone(),
+        intent: sub.record.get("intent").and_then(Value::as_str).map(str::to_owned),
+        new_content: None,
+        changes: Vec::new(),
+    }
+}
+
+/// Judges a fresh submission against the locked target state.
+pub fn evaluate(sub: &Submission, id: &Identity, parent: &Parent, start: &TargetView) -> Attempt {
+    let base = base_attempt(sub, id, start);
+    let verdict = judge(sub, parent, start, base.attempt);
+    match verdict {
+        Ok(applied) => {
+            let after_hash = sha256_hex(&applied.content);
+            Attempt {
+                status: "accepted",
+                after_version: Some(start.version + 1),
+                after_hash: Some(after_hash),
+                new_content: Some(applied.content),
+                changes: applied.changes,
+                ..base
+            }
+        }
+        Err(r) => rejected(base, &r, sub.protocol_version, start),
+    }
+}
+
+fn rejected(base: Attempt, r: &Rejection, format: &str, start: &TargetView) -> Attempt {
+    Attempt {
+        failure_reason: Some(r.reason),
+        failure_detail: Some(r.detail.clone()),
+        failure_stage: Some(r.stage.column()),
+        failed_change_id: r.failed_change_id.clone(),
+        diagnostic: Some(r.diagnostic(format, start)),
+        validity: r.stage.validity(),
+        ..base
+    }
+}
+
+fn judge(sub: &Submission, parent: &Parent, start: &TargetView, attempt_no: Option<i64>) -> Result<tx1::Applied, Rejection> {
+    // PROTOCOL_VALIDATION: request key, guards, lineage, then the record.
+    if !sub.client_request_id.is_null() && sub.request_key().is_none() {
+        return Err(protocol(
+            "invalid_client_request_id",
+            "context_invalid",
+            "client_request_id must be 1 to 128 printable ASCII characters without whitespace.".into(),
+        )
+        .field("submitted_client_request_id_preview", key_preview(&sub.client_request_id)));
+    }
+    let version = &sub.expected_target_version;
+    let hash = &sub.expected_current_hash;
+    if version.is_null() && hash.is_null() {
+        return Err(Rejection::new(
+            "context_missing",
+            Stage::ProtocolValidation,
+            "At least one guard is required: expected_target_version or expected_current_hash.",
+        ));
+    }
+    let expected_version = match version {
+        Value::Null => None,
+        v => match as_int(v) {
+            Some(n) if n >= 0 => Some(n),
+            _ => {
+                return Err(protocol(
+                    "invalid_expected_target_version",
+                    "context_invalid",
+                    "expected_target_version must be a non-negative, non-boolean integer or null.".into(),
+                ));
+            }
+        },
+    };
+    let expected_hash = match hash {
+        Value::Null => None,
+        Value::String(s) if is_sha256_hex(s) => Some(s.as_str()),
+        _ => {
+            return Err(protocol(
+                "invalid_expected_current_hash",
+                "context_invalid",
+                "expected_current_hash must be 64 lowercase hexadecimal characters or null.".into(),
+            ));
+        }
+    };
+    if !sub.attempt.is_null() && attempt_no.is_none() {
+        return Err(protocol("invalid_attempt", "context_invalid", "attempt must be a positive, non-boolean integer or null.".into()));
+    }
+    check_parent(sub, parent)?;
+    let (_, edits) = tx1::parse(sub.record.get("intent"), sub.record.get("edits"))?;
+    // PRECONDITION_GUARD: every supplied guard must hold.
+    if let Some(v) = expected_version.filter(|v| *v != start.version) {
+        return Err(Rejection::new(
+            "target_version_mismatch",
+            Stage::PreconditionGuard,
+            format!("expected_target_version {v} does not match current version {}.", start.version),
+        )
+        .field("expected_target_version", json!(v))
+        .field("current_version", json!(start.version)));
+    }
+    if let Some(h) = expected_hash.filter(|h| *h != start.current_hash) {
+        return Err(Rejection::new(
+            "target_hash_mismatch",
+            Stage::PreconditionGuard,
+            "expected_current_hash does not match the current target hash.",
+        )
+        .field("expected_current_hash", json!(h))
+        .field("current_hash", json!(start.current_hash)));
+    }
+    tx1::apply(start, &edits)
+}
+
+fn check_parent(sub: &Submission, parent: &Parent) -> Result<(), Rejection> {
+    let raw = &sub.parent_pdcp_log_id;
+    if raw.is_null() {
+        return Ok(());
+    }
+    let reject = |code: &str, detail: &str| Err(protocol(code, "context_invalid", detail.into()));
+    match (sub.parent_uuid(), parent) {
+        (None, _) => reject("invalid_parent_pdcp_log_id", "parent_pdcp_log_id must be a UUID string or null."),
+        (Some(_), Parent::NotFound | Parent::NotLookedUp) => reject("parent_not_found", "parent_pdcp_log_id names no attempt."),
+        (Some(_), Parent::Found { target_file_id, .. }) if *target_file_id != sub.target_file_id => {
+            reject("parent_target_mismatch", "parent_pdcp_log_id names an attempt on another target.")
+        }
+        (Some(_), Parent::Found { status, .. }) if status != "rejected" => {
+            reject("parent_not_rejected", "parent_pdcp_log_id must name a rejected attempt; continue from an accepted one instead.")
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The answer to a freshly written attempt. `current` is the target after this attempt.
+pub fn respond(a: &Attempt, sub: &Submission, pdcp_log_id: &str, current: &TargetView, correlation_id: Option<&str>) -> Value {
+    let mut m = Map::new();
+    let echo_key = if a.conflicts_with_pdcp_log_id.is_some() { sub.request_key().map(str::to_owned) } else { a.client_request_id.clone() };
+    if a.status == "accepted" {
+        accepted_fields(&mut m, &sub.target_file_id, &a.before_hash, a.after_version, a.after_hash.as_deref(), current, pdcp_log_id);
+        let facts: Vec<Value> = a.changes.iter().map(ChangeFact::to_json).collect();
+        finish_accepted(&mut m, facts, a.validity.clone());
+    } else {
+        let facts = RejectedFacts {
+            reason: a.failure_reason,
+            detail: a.failure_detail.as_deref(),
+            failed_change_id: a.failed_change_id.as_deref(),
+            before_hash: &a.before_hash,
+            diagnostic: a.diagnostic.as_ref(),
+            validity: &a.validity,
+        };
+        rejected_fields(&mut m, &sub.target_file_id, &facts, current, pdcp_log_id);
+    }
+    m.insert("deduplicated".into(), json!(false));
+    m.insert("client_request_id".into(), json!(echo_key));
+    if let Some(c) = correlation_id {
+        m.insert("correlation_id".into(), json!(c));
+    }
+    Value::Object(m)
+}
+
+fn accepted_fields(m: &mut Map<String, Value>, target: &str, before: &str, version: Option<i64>, after: Option<&str>, current: &TargetView, log_id: &str) {
+    m.insert("status".into(), json!("accepted"));
+    m.insert("target_file_id".into(), json!(target));
+    m.insert("before_hash".into(), json!(before));
+    m.insert("after_hash".into(), json!(after));
+    m.insert("version".into(), json!(version));
+    m.insert("current_version".into(), json!(current.version));
+    m.insert("current_hash".into(), json!(current.current_hash));
+    m.insert("pdcp_log_id".into(), json!(log_id));
+}
+
+fn finish_accepted(m: &mut Map<String, Value>, facts: Vec<Value>, validity: Value) {
+    m.insert("manifest_entries_added".into(), json!(facts.len()));
+    m.insert("warnings".into(), json!([]));
+    m.insert("warning_details".into(), json!([]));
+    m.insert("warning_count".into(), json!(0));
+    m.insert("warnings_truncated".into(), json!(false));
+    m.insert("validity".into(), validity);
+    m.insert("evidence".into(), json!({ "changes": facts }));
+}
+
+/// The stored facts a rejected response repeats.
+struct RejectedFacts<'a> {
+    reason: Option<&'a str>,
+    detail: Option<&'a str>,
+    failed_change_id: Option<&'a str>,
+    before_hash: &'a str,
+    diagnostic: Option<&'a Value>,
+    validity: &'a Value,
+}
+
+fn rejected_fields(m: &mut Map<String, Value>, target: &str, a: &RejectedFacts, current: &TargetView, log_id: &str) {
+    let fc = a.diagnostic.and_then(|d| d.get("failure_context"));
+    m.insert("status".into(), json!("rejected"));
+    m.insert("target_file_id".into(), json!(target));
+    m.insert("failure_reason".into(), json!(a.reason));
+    m.insert("failure_detail".into(), json!(a.detail));
+    m.insert("failed_change_id".into(), json!(a.failed_change_id));
+    m.insert("before_hash".into(), json!(a.before_hash));
+    m.insert("after_hash".into(), Value::Null);
+    m.insert("current_version".into(), json!(current.version));
+    m.insert("current_hash".into(), json!(current.current_hash));
+    m.insert("pdcp_log_id".into(), json!(log_id));
+    m.insert("diagnostic".into(), a.diagnostic.cloned().unwrap_or(Value::Null));
+    m.insert("current_context".into(), current_context(current, fc));
+    m.insert("validity".into(), a.validity.clone());
+}
+
+/// A stored attempt found under the submitted request key.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredAttempt {
+    pub pdcp_log_id: String,
+    pub status: String,
+    pub request_fingerprint: String,
+    pub request_envelope: Value,
+    pub pdcp_content: String,
+    pub before_hash: String,
+    pub after_version: Option<i64>,
+    pub after_hash: Option<String>,
+    pub failure_reason: Option<String>,
+    pub failure_detail: Option<String>,
+    pub failed_change_id: Option<String>,
+    pub diagnostic: Option<Value>,
+    pub validity: Value,
+    /// The ledger's `derived` facts of an accepted attempt, in change order.
+    pub changes: Vec<Value>,
+}
+
+pub enum KeyOutcome {
+    /// The recorded outcome; nothing is written.
+    Recovered(Value),
+    /// A different proposal under a used key: a new rejected attempt to write.
+    Conflict(Box<Attempt>),
+}
+
+/// Exact recovery (same fingerprint) or an audited `request_key_conflict`.
+pub fn recover_or_conflict(sub: &Submission, id: &Identity, stored: &StoredAttempt, current: &TargetView, correlation_id: Option<&str>) -> KeyOutcome {
+    if stored.request_fingerprint != id.fingerprint {
+        return KeyOutcome::Conflict(Box::new(conflict(sub, id, stored, current)));
+    }
+    let mut m = Map::new();
+    if stored.status == "accepted" {
+        accepted_fields(&mut m, &sub.target_file_id, &stored.before_hash, stored.after_version, stored.after_hash.as_deref(), current, &stored.pdcp_log_id);
+        finish_accepted(&mut m, stored.changes.clone(), stored.validity.clone());
+    } else {
+        let facts = RejectedFacts {
+            reason: stored.failure_reason.as_deref(),
+            detail: stored.failure_detail.as_deref(),
+            failed_change_id: stored.failed_change_id.as_deref(),
+            before_hash: &stored.before_hash,
+            diagnostic: stored.diagnostic.as_ref(),
+            validity: &stored.validity,
+        };
+        rejected_fields(&mut m, &sub.target_file_id, &facts, current, &stored.pdcp_log_id);
+    }
+    m.insert("deduplicated".into(), json!(true));
+    m.insert("client_request_id".into(), json!(sub.request_key()));
+    if let Some(c) = correlation_id {
+        m.insert("correlation_id".into(), json!(c));
+    }
+    KeyOutcome::Recovered(Value::Object(m))
+}
+
+const ENVELOPE_COMPONENTS: &[&str] =
+    &["protocol_version", "pdcp_content_hash", "expected_target_version", "expected_current_hash", "parent_pdcp_log_id"];
+
+fn conflict(sub: &Submission, id: &Identity, stored: &StoredAttempt, start: &TargetView) -> Attempt {
+    let components: Vec<&str> = ENVELOPE_COMPONENTS
+        .iter()
+        .copied()
+        .filter(|k| stored.request_envelope.get(k) != id.envelope.get(k))
+        .collect();
+    let old: Value = serde_json::from_str(&stored.pdcp_content).unwrap_or(Value::Null);
+    let mut paths = Vec::new();
+    diff_paths(&old, &Value::Object(sub.record.clone()), String::new(), &mut paths);
+    let truncated = paths.len() > DIFFERING_FIELDS_MAX;
+    paths.truncate(DIFFERING_FIELDS_MAX);
+    let r = Rejection::coded(
+        "context_invalid",
+        Stage::PreconditionGuard,
+        "request_key_conflict",
+        "client_request_id was already used for a different proposal on this target.",
+    )
+    .field("existing_pdcp_log_id", json!(stored.pdcp_log_id))
+    .field("differing_components", json!(components))
+    .field("differing_fields", json!(paths))
+    .field("differing_fields_truncated", json!(truncated))
+    .field("submitted_client_request_id_preview", key_preview(&sub.client_request_id));
+    let base = Attempt {
+        client_request_id: None,
+        conflicts_with_pdcp_log_id: Some(stored.pdcp_log_id.clone()),
+        ..base_attempt(sub, id, start)
+    };
+    rejected(base, &r, sub.protocol_version, start)
+}
+
+/// Record paths (`edits[0].rationale`) whose values differ, depth first, in key order.
+fn diff_paths(a: &Value, b: &Value, at: String, out: &mut Vec<String>) {
+    if out.len() > DIFFERING_FIELDS_MAX {
+        return;
+    }
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            let mut keys: Vec<&String> = x.keys().chain(y.keys()).collect();
+            keys.sort();
+            keys.dedup();
+            for k in keys {
+                let p = if at.is_empty() { k.clone() } else { format!("{at}.{k}") };
+                match (x.get(k), y.get(k)) {
+                    (Some(u), Some(v)) => diff_paths(u, v, p, out),
+                    _ => out.push(p),
+                }
+            }
+        }
+        (Value::Array(x), Value::Array(y)) => {
+            for i in 0..x.len().max(y.len()) {
+                let p = format!("{at}[{i}]");
+                match (x.get(i), y.get(i)) {
+                    (Some(u), Some(v)) => diff_paths(u, v, p, out),
+                    _ => out.push(p),
+                }
+            }
+        }
+        _ if a != b => out.push(at),
+        _ => {}
+    }
+}

@@ -1,0 +1,211 @@
+//! pg_patchdiff: the PatchDIFF SQL API.
+//!
+//! Each MCP tool `patchdiff_X` is the SQL function `patchdiff_X(args json) RETURNS json`; the
+//! result is the tool's JSON exactly as the contract describes it. This crate is glue: it
+//! takes the target's row lock, reads what the engine needs, calls `patchdiff-engine`, and
+//! writes the attempt, ledger and target rows in the caller's transaction.
+
+use patchdiff_engine::args::{ArgError, Args, not_found};
+use patchdiff_engine::json::{LITERAL, to_string};
+use patchdiff_engine::read;
+use patchdiff_engine::submit::{self, KeyOutcome, Parent};
+use patchdiff_engine::target::{self, TargetMeta, TargetView};
+use json_text::JsonText as JsonString;
+use pgrx::prelude::*;
+use serde_json::{Map, Value, json};
+
+mod json_text;
+mod store;
+
+::pgrx::pg_module_magic!(name, version);
+
+pgrx::extension_sql_file!("../../sql/schema.sql", name = "schema", bootstrap);
+
+fn out(v: &Value) -> JsonString {
+    JsonString(to_string(v, LITERAL))
+}
+
+fn new_id() -> String {
+    uuid::Uuid::new_v4().to_string()
+}
+
+fn view<'a>(id: &'a str, t: &'a store::TargetRow) -> TargetView<'a> {
+    TargetView { target_file_id: id, version: t.version, current_hash: &t.current_hash, content: &t.content }
+}
+
+/// Parses a read tool's arguments and runs `f` on the target, or answers `invalid_argument` /
+/// `not_found`.
+fn with_target(tool: &str, args: &str, allowed: &[&str], f: impl FnOnce(&Args, &str, &store::TargetRow) -> Result<Value, ArgError>) -> JsonString {
+    let a = match Args::parse(args, allowed, &["target_file_id"]) {
+        Ok(a) => a,
+        Err(e) => return out(&e.to_json(tool)),
+    };
+    let id = match a.target_file_id() {
+        Ok(id) => id,
+        Err(e) => return out(&e.to_json(tool)),
+    };
+    let answer = Spi::connect(|c| match store::target(c, &id, false) {
+        None => not_found(&id),
+        Some(t) => f(&a, &id, &t).unwrap_or_else(|e| e.to_json(tool)),
+    });
+    out(&answer)
+}
+
+fn initialize(tool: &str, args: &str, upload: bool) -> JsonString {
+    let t = match target::parse_initialize(args, upload) {
+        Ok(t) => t,
+        Err(e) => return out(&e.to_json(tool)),
+    };
+    let (id, cycle, snapshot) = (new_id(), new_id(), new_id());
+    Spi::connect_mut(|c| store::insert_target(c, &t, &id, &cycle, &snapshot));
+    out(&target::initialized_response(&t, &id, &cycle))
+}
+
+/// Creates a target from inline content: LF canonicalization, recorded source line endings,
+/// version 0, an active editing cycle and the initial snapshot.
+#[pg_extern(security_definer)]
+#[search_path(pg_catalog, pg_temp)]
+fn patchdiff_initialize_target(args: JsonString) -> JsonString {
+    initialize("patchdiff_initialize_target", &args.0, false)
+}
+
+/// Upload alias of patchdiff_initialize_target (filename, content and content_type required).
+#[pg_extern(security_definer)]
+#[search_path(pg_catalog, pg_temp)]
+fn patchdiff_handle_upload(args: JsonString) -> JsonString {
+    initialize("patchdiff_handle_upload", &args.0, true)
+}
+
+#[pg_extern(security_definer, stable)]
+#[search_path(pg_catalog, pg_temp)]
+fn patchdiff_get_target(args: JsonString) -> JsonString {
+    with_target("patchdiff_get_target", &args.0, &["target_file_id"], |_, id, t| {
+        let facts = t.source_line_endings.as_deref().and_then(|s| serde_json::from_str(s).ok()).unwrap_or(Value::Null);
+        let meta = TargetMeta {
+            filename: &t.filename,
+            target_type: &t.target_type,
+            active_editing_cycle_id: &t.active_editing_cycle_id,
+            source_line_endings: facts,
+        };
+        Ok(target::get_target_response(&view(id, t), &meta))
+    })
+}
+
+#[pg_extern(security_definer, stable)]
+#[search_path(pg_catalog, pg_temp)]
+fn patchdiff_read_target(args: JsonString) -> JsonString {
+    with_target("patchdiff_read_target", &args.0, read::READ_TARGET_ARGS, |a, id, t| {
+        read::read_target(&view(id, t), read::parse_read_target(a)?)
+    })
+}
+
+#[pg_extern(security_definer, stable)]
+#[search_path(pg_catalog, pg_temp)]
+fn patchdiff_find_occurrences(args: JsonString) -> JsonString {
+    with_target("patchdiff_find_occurrences", &args.0, read::FIND_ARGS, |a, id, t| {
+        let r = read::parse_find(a)?;
+        Ok(read::find_occurrences(&view(id, t), &r))
+    })
+}
+
+/// Runs one submission under the target's row lock: keyed recovery or conflict, then guards,
+/// application and the attempt, ledger and target writes.
+fn run_submission(tool: &str, sub: Result<submit::Submission, ArgError>) -> JsonString {
+    let sub = match sub {
+        Ok(s) => s,
+        Err(e) => return out(&e.to_json(tool)),
+    };
+    let correlation = sub.include_correlation_id.then(new_id);
+    let answer = Spi::connect_mut(|c| {
+        let id = sub.target_file_id.as_str();
+        let Some(t) = store::target(c, id, true) else {
+            return not_found(id);
+        };
+        let parent = sub.parent_uuid().map_or(Parent::NotLookedUp, |p| store::parent(c, &p));
+        let identity = submit::prepare(&sub, &parent);
+        let start = view(id, &t);
+        let attempt = match sub.request_key().and_then(|k| store::keyed_attempt(c, id, k)) {
+            Some(stored) => match submit::recover_or_conflict(&sub, &identity, &stored, &start, correlation.as_deref()) {
+                KeyOutcome::Recovered(v) => return v,
+                KeyOutcome::Conflict(a) => *a,
+            },
+            None => submit::evaluate(&sub, &identity, &parent, &start),
+        };
+        let log_id = new_id();
+        store::write_attempt(c, &attempt, &log_id, id, &t.active_editing_cycle_id);
+        let now = match (&attempt.new_content, &attempt.after_hash, attempt.after_version) {
+            (Some(content), Some(hash), Some(version)) => TargetView { target_file_id: id, version, current_hash: hash, content },
+            _ => start,
+        };
+        submit::respond(&attempt, &sub, &log_id, &now, correlation.as_deref())
+    });
+    out(&answer)
+}
+
+/// Typed edits (patchdiff-tx/1, runtime patchdiff-mvp-0.2.2): guarded, sequential, all or nothing.
+#[pg_extern(security_definer)]
+#[search_path(pg_catalog, pg_temp)]
+fn patchdiff_submit_edits(args: JsonString) -> JsonString {
+    run_submission("patchdiff_submit_edits", submit::parse_submit_edits(&args.0))
+}
+
+/// The DBA's typed entry point to patchdiff_submit_edits, with named arguments.
+#[allow(clippy::too_many_arguments)]
+#[pg_extern(security_definer)]
+#[search_path(pg_catalog, pg_temp)]
+fn patchdiff_submit(
+    target_file_id: pgrx::Uuid,
+    intent: Option<String>,
+    edits: Option<JsonString>,
+    expected_target_version: default!(Option<i64>, "NULL"),
+    expected_current_hash: default!(Option<String>, "NULL"),
+    client_request_id: default!(Option<String>, "NULL"),
+    parent_pdcp_log_id: default!(Option<pgrx::Uuid>, "NULL"),
+    attempt: default!(Option<i64>, "NULL"),
+    source: default!(Option<String>, "'sql'"),
+    include_correlation_id: default!(bool, false),
+) -> JsonString {
+    let mut m = Map::new();
+    m.insert("target_file_id".into(), json!(target_file_id.to_string()));
+    m.insert("intent".into(), json!(intent));
+    let edits = match edits.map(|e| serde_json::from_str::<Value>(&e.0)) {
+        Some(Ok(v)) => v,
+        Some(Err(e)) => {
+            let err = ArgError::new("invalid_json", format!("edits is not valid JSON: {e}"));
+            return out(&err.to_json("patchdiff_submit"));
+        }
+        None => Value::Null,
+    };
+    m.insert("edits".into(), edits);
+    let optional = [
+        ("expected_target_version", expected_target_version.map(Value::from)),
+        ("expected_current_hash", expected_current_hash.map(Value::from)),
+        ("client_request_id", client_request_id.map(Value::from)),
+        ("parent_pdcp_log_id", parent_pdcp_log_id.map(|u| Value::from(u.to_string()))),
+        ("attempt", attempt.map(Value::from)),
+        ("source", source.map(Value::from)),
+    ];
+    for (k, v) in optional {
+        if let Some(v) = v {
+            m.insert(k.into(), v);
+        }
+    }
+    m.insert("include_correlation_id".into(), json!(include_correlation_id));
+    let args = to_string(&Value::Object(m), LITERAL);
+    run_submission("patchdiff_submit", submit::parse_submit_edits(&args))
+}
+
+#[cfg(any(test, feature = "pg_test"))]
+#[pg_schema]
+mod tests;
+
+/// Required by `cargo pgrx test`.
+#[cfg(test)]
+pub mod pg_test {
+    pub fn setup(_options: Vec<&str>) {}
+
+    #[must_use]
+    pub fn postgresql_conf_options() -> Vec<&'static str> {
+        vec![]
+    }
+}

@@ -1,0 +1,222 @@
+//! Storage through SPI: the only place that knows table and column names.
+//!
+//! Every statement names its schema (`patchdiff.`) because the API functions run as SECURITY
+//! DEFINER with `search_path = pg_catalog, pg_temp`. IDs cross as text and are cast in SQL.
+
+use patchdiff_engine::submit::{Attempt, Parent, StoredAttempt};
+use pgrx::datum::DatumWithOid;
+use pgrx::spi::SpiClient;
+use serde_json::Value;
+
+/// A target's committed row, as read by the locking or the plain read.
+pub struct TargetRow {
+    pub version: i64,
+    pub current_hash: String,
+    pub content: String,
+    pub active_editing_cycle_id: String,
+    pub filename: String,
+    pub target_type: String,
+    pub source_line_endings: Option<String>,
+}
+
+fn fault(what: &str, e: impl std::fmt::Display) -> ! {
+    // Infrastructure faults are SQL errors: they roll back, and the front end reports them as
+    // outcome_unknown, never as a rejection.
+    pgrx::error!("pg_patchdiff: {what}: {e}")
+}
+
+/// Reads a target; with `lock`, takes its row lock (`FOR UPDATE`) first.
+pub fn target(client: &SpiClient, id: &str, lock: bool) -> Option<TargetRow> {
+    let q = if lock {
+        "SELECT version, current_hash, current_content, active_editing_cycle_id::text, filename, target_type, \
+         source_line_endings::text FROM patchdiff.targets WHERE target_file_id = $1::uuid FOR UPDATE"
+    } else {
+        "SELECT version, current_hash, current_content, active_editing_cycle_id::text, filename, target_type, \
+         source_line_endings::text FROM patchdiff.targets WHERE target_file_id = $1::uuid"
+    };
+    let rows = client.select(q, Some(1), &[id.into()]).unwrap_or_else(|e| fault("reading target", e));
+    let row = rows.first();
+    if row.is_empty() {
+        return None;
+    }
+    let get = |i: usize| row.get::<String>(i).unwrap_or_else(|e| fault("reading target", e));
+    Some(TargetRow {
+        version: row.get::<i64>(1).unwrap_or_else(|e| fault("reading target", e)).unwrap_or(0),
+        current_hash: get(2).unwrap_or_default(),
+        content: get(3).unwrap_or_default(),
+        active_editing_cycle_id: get(4).unwrap_or_default(),
+        filename: get(5).unwrap_or_default(),
+        target_type: get(6).unwrap_or_default(),
+        source_line_endings: get(7),
+    })
+}
+
+/// Inserts a target with its first editing cycle and its initial snapshot.
+pub fn insert_target(
+    client: &mut SpiClient,
+    t: &patchdiff_engine::target::NewTarget,
+    target_file_id: &str,
+    cycle_id: &str,
+    snapshot_id: &str,
+) {
+    let facts = patchdiff_engine::json::to_string(&t.source_line_endings.to_json(), patchdiff_engine::json::LITERAL);
+    let args: [DatumWithOid; 9] = [
+        target_file_id.into(),
+        t.project_id.as_deref().into(),
+        t.filename.as_str().into(),
+        t.target_type.as_str().into(),
+        t.canonical.as_str().into(),
+        t.current_hash.as_str().into(),
+        cycle_id.into(),
+        facts.as_str().into(),
+        snapshot_id.into(),
+    ];
+    client
+        .update(
+            "WITH t AS (INSERT INTO patchdiff.targets (target_file_id, project_id, filename, target_type, current_content, \
+                 current_hash, version, active_editing_cycle_id, source_line_endings) \
+                 VALUES ($1::uuid, $2::uuid, $3, $4, $5, $6, 0, $7::uuid, $8::json) RETURNING target_file_id), \
+             c AS (INSERT INTO patchdiff.editing_cycles (editing_cycle_id, target_file_id, opened_version) \
+                 SELECT $7::uuid, target_file_id, 0 FROM t RETURNING editing_cycle_id) \
+             INSERT INTO patchdiff.snapshots (snapshot_id, target_file_id, editing_cycle_id, snapshot_reason, version, content_hash, content) \
+                 SELECT $9::uuid, t.target_file_id, c.editing_cycle_id, 'initial', 0, $6, $5 FROM t, c",
+            None,
+            &args,
+        )
+        .unwrap_or_else(|e| fault("initializing target", e));
+}
+
+/// What the log knows of a parent attempt.
+pub fn parent(client: &SpiClient, id: &str) -> Parent {
+    let rows = client
+        .select("SELECT target_file_id::text, status FROM patchdiff.pdcp_logs WHERE pdcp_log_id = $1::uuid", Some(1), &[id.into()])
+        .unwrap_or_else(|e| fault("reading parent attempt", e));
+    let row = rows.first();
+    if row.is_empty() {
+        return Parent::NotFound;
+    }
+    let (t, s) = row.get_two::<String, String>().unwrap_or_else(|e| fault("reading parent attempt", e));
+    Parent::Found { target_file_id: t.unwrap_or_default(), status: s.unwrap_or_default() }
+}
+
+fn json_col(s: Option<String>) -> Option<Value> {
+    s.and_then(|s| serde_json::from_str(&s).ok())
+}
+
+/// The attempt stored under a request key on a target, with its ledger facts.
+pub fn keyed_attempt(client: &SpiClient, target_file_id: &str, key: &str) -> Option<StoredAttempt> {
+    let rows = client
+        .select(
+            "SELECT p.pdcp_log_id::text, p.status, p.request_fingerprint, p.request_envelope::text, p.pdcp_content, \
+                    p.before_hash, p.after_version, p.after_hash, p.failure_reason, p.failure_detail, p.failed_change_id, \
+                    p.diagnostic::text, p.validity::text, \
+                    (SELECT pg_catalog.json_agg(l.derived ORDER BY l.change_index)::text \
+                       FROM patchdiff.manifest_ledger l WHERE l.pdcp_log_id = p.pdcp_log_id) \
+               FROM patchdiff.pdcp_logs p WHERE p.target_file_id = $1::uuid AND p.client_request_id = $2",
+            Some(1),
+            &[target_file_id.into(), key.into()],
+        )
+        .unwrap_or_else(|e| fault("reading keyed attempt", e));
+    let row = rows.first();
+    if row.is_empty() {
+        return None;
+    }
+    let s = |i: usize| row.get::<String>(i).unwrap_or_else(|e| fault("reading keyed attempt", e));
+    Some(StoredAttempt {
+        pdcp_log_id: s(1).unwrap_or_default(),
+        status: s(2).unwrap_or_default(),
+        request_fingerprint: s(3).unwrap_or_default(),
+        request_envelope: json_col(s(4)).unwrap_or(Value::Null),
+        pdcp_content: s(5).unwrap_or_default(),
+        before_hash: s(6).unwrap_or_default(),
+        after_version: row.get::<i64>(7).unwrap_or_else(|e| fault("reading keyed attempt", e)),
+        after_hash: s(8),
+        failure_reason: s(9),
+        failure_detail: s(10),
+        failed_change_id: s(11),
+        diagnostic: json_col(s(12)),
+        validity: json_col(s(13)).unwrap_or(Value::Null),
+        changes: json_col(s(14)).and_then(|v| v.as_array().cloned()).unwrap_or_default(),
+    })
+}
+
+/// Writes an attempt row, its ledger rows and, for an acceptance, the new target state, in
+/// one statement. Returns nothing: the caller chose the attempt's ID.
+pub fn write_attempt(client: &mut SpiClient, a: &Attempt, pdcp_log_id: &str, target_file_id: &str, cycle_id: &str) {
+    use patchdiff_engine::json::{LITERAL, to_string};
+    let text = |v: &Value| to_string(v, LITERAL);
+    let diagnostic = a.diagnostic.as_ref().map(text);
+    let changes: Value = a
+        .changes
+        .iter()
+        .map(|c| {
+            serde_json::json!({
+                "change_index": c.change_index,
+                "change_id": c.change_id,
+                "rationale": c.rationale,
+                "risk": c.risk,
+                "derived": c.to_json(),
+            })
+        })
+        .collect();
+    let envelope = text(&a.request_envelope);
+    let validity = text(&a.validity);
+    let changes = text(&changes);
+    let args: [DatumWithOid; 28] = [
+        pdcp_log_id.into(),
+        target_file_id.into(),
+        cycle_id.into(),
+        a.status.into(),
+        a.protocol_version.into(),
+        a.runtime_version.into(),
+        a.pdcp_content.as_str().into(),
+        a.pdcp_content_hash.as_str().into(),
+        a.request_fingerprint.as_str().into(),
+        envelope.as_str().into(),
+        a.client_request_id.as_deref().into(),
+        a.conflicts_with_pdcp_log_id.as_deref().into(),
+        a.before_version.into(),
+        a.before_hash.as_str().into(),
+        a.after_version.into(),
+        a.after_hash.as_deref().into(),
+        a.failure_reason.into(),
+        a.failure_detail.as_deref().into(),
+        a.failure_stage.into(),
+        a.failed_change_id.as_deref().into(),
+        diagnostic.as_deref().into(),
+        validity.as_str().into(),
+        a.parent_pdcp_log_id.as_deref().into(),
+        a.attempt.into(),
+        a.source.as_str().into(),
+        changes.as_str().into(),
+        a.intent.as_deref().into(),
+        a.new_content.as_deref().into(),
+    ];
+    client
+        .update(
+            "WITH log AS ( \
+               INSERT INTO patchdiff.pdcp_logs (pdcp_log_id, target_file_id, editing_cycle_id, status, protocol_version, \
+                 runtime_version, pdcp_content, pdcp_content_hash, request_fingerprint, request_envelope, client_request_id, \
+                 conflicts_with_pdcp_log_id, before_version, before_hash, after_version, after_hash, failure_reason, \
+                 failure_detail, failure_stage, failed_change_id, diagnostic, validity, parent_pdcp_log_id, attempt, source) \
+               VALUES ($1::uuid, $2::uuid, $3::uuid, $4, $5, $6, $7, $8, $9, $10::json, $11, $12::uuid, $13, $14, $15, $16, \
+                 $17, $18, $19, $20, $21::json, $22::json, $23::uuid, $24, $25) \
+               RETURNING pdcp_log_id, log_sequence), \
+             ledger AS ( \
+               INSERT INTO patchdiff.manifest_ledger (ledger_entry_id, pdcp_log_id, log_sequence, target_file_id, \
+                 editing_cycle_id, before_version, after_version, change_index, change_id, origin, intent, rationale, risk, derived) \
+               SELECT pg_catalog.gen_random_uuid(), log.pdcp_log_id, log.log_sequence, $2::uuid, $3::uuid, $13, $15, \
+                 c.change_index, c.change_id, 'typed', COALESCE(c.rationale, $27), c.rationale, c.risk, c.derived \
+               FROM log, pg_catalog.json_to_recordset($26::json) \
+                 AS c(change_index integer, change_id text, rationale text, risk text, derived json) \
+               WHERE $4 = 'accepted'), \
+             target AS ( \
+               UPDATE patchdiff.targets SET current_content = $28, current_hash = $16, version = $15, \
+                 updated_at = pg_catalog.clock_timestamp() \
+               WHERE target_file_id = $2::uuid AND $4 = 'accepted') \
+             SELECT log_sequence FROM log",
+            None,
+            &args,
+        )
+        .unwrap_or_else(|e| fault("writing attempt", e));
+}

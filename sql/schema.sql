@@ -1,0 +1,144 @@
+-- pg_patchdiff storage. Embedded by the extension (extension_sql_file!); released upgrade
+-- scripts in this folder are never edited.
+--
+-- Tables live in schema "patchdiff", which only the extension owner can write. The SQL API
+-- functions are SECURITY DEFINER and are the only way ordinary roles change anything.
+
+DO $$
+BEGIN
+    IF pg_catalog.current_setting('server_encoding') <> 'UTF8' THEN
+        RAISE EXCEPTION 'pg_patchdiff requires a UTF8 database, not %',
+            pg_catalog.current_setting('server_encoding')
+            USING HINT = 'Create the database with ENCODING ''UTF8''.';
+    END IF;
+END
+$$;
+
+CREATE SCHEMA patchdiff;
+REVOKE ALL ON SCHEMA patchdiff FROM PUBLIC;
+COMMENT ON SCHEMA patchdiff IS 'pg_patchdiff storage: targets, editing cycles, snapshots, the append-only attempt log and manifest ledger. Write through the patchdiff_* functions only.';
+
+CREATE TABLE patchdiff.targets (
+    target_file_id          uuid PRIMARY KEY,
+    project_id              uuid,
+    filename                text NOT NULL,
+    target_type             text NOT NULL,
+    current_content         text COMPRESSION lz4 NOT NULL,
+    current_hash            text NOT NULL CHECK (current_hash ~ '^[0-9a-f]{64}$'),
+    version                 bigint NOT NULL CHECK (version >= 0),
+    active_editing_cycle_id uuid NOT NULL,
+    source_line_endings     json,
+    created_at              timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
+    updated_at              timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp()
+);
+COMMENT ON TABLE patchdiff.targets IS 'One managed document: canonical LF content, its SHA-256 and version.';
+COMMENT ON COLUMN patchdiff.targets.current_content IS 'Canonical text: LF line endings only.';
+COMMENT ON COLUMN patchdiff.targets.source_line_endings IS 'Line-ending facts of the raw upload, recorded before normalization; NULL when unknown.';
+
+CREATE TABLE patchdiff.editing_cycles (
+    editing_cycle_id uuid PRIMARY KEY,
+    target_file_id   uuid NOT NULL REFERENCES patchdiff.targets,
+    opened_version   bigint NOT NULL,
+    opened_at        timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
+    closed_version   bigint,
+    closed_at        timestamptz
+);
+CREATE INDEX ON patchdiff.editing_cycles (target_file_id);
+ALTER TABLE patchdiff.targets
+    ADD FOREIGN KEY (active_editing_cycle_id) REFERENCES patchdiff.editing_cycles DEFERRABLE INITIALLY DEFERRED;
+COMMENT ON TABLE patchdiff.editing_cycles IS 'Editing cycles: a save closes the active cycle and opens the next.';
+
+CREATE TABLE patchdiff.snapshots (
+    snapshot_id      uuid PRIMARY KEY,
+    target_file_id   uuid NOT NULL REFERENCES patchdiff.targets,
+    editing_cycle_id uuid NOT NULL REFERENCES patchdiff.editing_cycles,
+    snapshot_reason  text NOT NULL CHECK (snapshot_reason IN ('initial', 'save_checkpoint')),
+    version          bigint NOT NULL,
+    content_hash     text NOT NULL,
+    content          text COMPRESSION lz4 NOT NULL,
+    created_at       timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp()
+);
+CREATE UNIQUE INDEX ON patchdiff.snapshots (target_file_id) WHERE snapshot_reason = 'initial';
+COMMENT ON TABLE patchdiff.snapshots IS 'Target content at initialization (the replay base) and at each save checkpoint.';
+
+CREATE TABLE patchdiff.pdcp_logs (
+    pdcp_log_id                uuid PRIMARY KEY,
+    log_sequence               bigint GENERATED ALWAYS AS IDENTITY UNIQUE,
+    target_file_id             uuid NOT NULL REFERENCES patchdiff.targets,
+    editing_cycle_id           uuid NOT NULL REFERENCES patchdiff.editing_cycles,
+    status                     text NOT NULL CHECK (status IN ('accepted', 'rejected')),
+    protocol_version           text NOT NULL,
+    runtime_version            text NOT NULL,
+    pdcp_content               text COMPRESSION lz4 NOT NULL,
+    pdcp_content_hash          text NOT NULL,
+    request_fingerprint        text NOT NULL,
+    request_envelope           json NOT NULL,
+    client_request_id          text,
+    conflicts_with_pdcp_log_id uuid REFERENCES patchdiff.pdcp_logs,
+    before_version             bigint NOT NULL,
+    before_hash                text NOT NULL,
+    after_version              bigint,
+    after_hash                 text,
+    failure_reason             text,
+    failure_detail             text,
+    failure_stage              text CHECK (failure_stage IN ('PROTOCOL_VALIDATION', 'PRECONDITION_GUARD', 'TRANSACTION_APPLICABILITY')),
+    failed_change_id           text,
+    diagnostic                 json,
+    validity                   json NOT NULL,
+    parent_pdcp_log_id         uuid REFERENCES patchdiff.pdcp_logs,
+    attempt                    bigint CHECK (attempt >= 1),
+    source                     text NOT NULL,
+    created_at                 timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
+    CHECK ((status = 'accepted') = (after_version IS NOT NULL AND failure_reason IS NULL))
+);
+CREATE UNIQUE INDEX ON patchdiff.pdcp_logs (target_file_id, client_request_id) WHERE client_request_id IS NOT NULL;
+CREATE INDEX ON patchdiff.pdcp_logs (target_file_id, log_sequence);
+COMMENT ON TABLE patchdiff.pdcp_logs IS 'Append-only log of every submission attempt, accepted or rejected. UPDATE, DELETE and TRUNCATE are refused.';
+COMMENT ON COLUMN patchdiff.pdcp_logs.pdcp_content IS 'The stored record: the proposal as compact ASCII-escaped JSON with sorted keys.';
+COMMENT ON COLUMN patchdiff.pdcp_logs.request_fingerprint IS 'SHA-256 of the request envelope (protocol, target, record hash, guards, parent).';
+
+CREATE TABLE patchdiff.manifest_ledger (
+    ledger_entry_id  uuid PRIMARY KEY,
+    ledger_sequence  bigint GENERATED ALWAYS AS IDENTITY UNIQUE,
+    pdcp_log_id      uuid NOT NULL REFERENCES patchdiff.pdcp_logs,
+    log_sequence     bigint NOT NULL,
+    target_file_id   uuid NOT NULL REFERENCES patchdiff.targets,
+    editing_cycle_id uuid NOT NULL REFERENCES patchdiff.editing_cycles,
+    before_version   bigint NOT NULL,
+    after_version    bigint NOT NULL,
+    change_index     integer NOT NULL CHECK (change_index >= 1),
+    change_id        text NOT NULL,
+    origin           text NOT NULL,
+    intent           text,
+    rationale        text,
+    risk             text,
+    derived          json NOT NULL,
+    created_at       timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
+    UNIQUE (pdcp_log_id, change_index)
+);
+CREATE INDEX ON patchdiff.manifest_ledger (target_file_id, ledger_sequence);
+COMMENT ON TABLE patchdiff.manifest_ledger IS 'Append-only ledger of accepted changes, one row per change, linked to its attempt. UPDATE, DELETE and TRUNCATE are refused.';
+
+-- Append-only, enforced by the database for every role, the owner included.
+CREATE FUNCTION patchdiff.refuse_mutation() RETURNS trigger
+LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+BEGIN
+    RAISE EXCEPTION 'patchdiff.% is append-only: % is not allowed', TG_TABLE_NAME, TG_OP
+        USING ERRCODE = 'insufficient_privilege';
+END
+$$;
+CREATE TRIGGER append_only BEFORE UPDATE OR DELETE ON patchdiff.pdcp_logs
+    FOR EACH ROW EXECUTE FUNCTION patchdiff.refuse_mutation();
+CREATE TRIGGER append_only_truncate BEFORE TRUNCATE ON patchdiff.pdcp_logs
+    FOR EACH STATEMENT EXECUTE FUNCTION patchdiff.refuse_mutation();
+CREATE TRIGGER append_only BEFORE UPDATE OR DELETE ON patchdiff.manifest_ledger
+    FOR EACH ROW EXECUTE FUNCTION patchdiff.refuse_mutation();
+CREATE TRIGGER append_only_truncate BEFORE TRUNCATE ON patchdiff.manifest_ledger
+    FOR EACH STATEMENT EXECUTE FUNCTION patchdiff.refuse_mutation();
+
+-- pg_dump keeps the data of extension tables only when they are registered.
+SELECT pg_catalog.pg_extension_config_dump('patchdiff.targets', '');
+SELECT pg_catalog.pg_extension_config_dump('patchdiff.editing_cycles', '');
+SELECT pg_catalog.pg_extension_config_dump('patchdiff.snapshots', '');
+SELECT pg_catalog.pg_extension_config_dump('patchdiff.pdcp_logs', '');
+SELECT pg_catalog.pg_extension_config_dump('patchdiff.manifest_ledger', '');
