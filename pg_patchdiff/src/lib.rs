@@ -44,7 +44,7 @@ fn with_target(tool: &str, args: &str, allowed: &[&str], f: impl FnOnce(&Args, &
         Ok(id) => id,
         Err(e) => return out(&e.to_json(tool)),
     };
-    let answer = Spi::connect(|c| match store::target(c, &id, false) {
+    let answer = Spi::connect(|c| match store::target(c, &id) {
         None => not_found(&id),
         Some(t) => f(&a, &id, &t).unwrap_or_else(|e| e.to_json(tool)),
     });
@@ -118,7 +118,7 @@ fn run_submission(tool: &str, sub: Result<submit::Submission, ArgError>) -> Json
     let correlation = sub.include_correlation_id.then(new_id);
     let answer = Spi::connect_mut(|c| {
         let id = sub.target_file_id.as_str();
-        let Some(t) = store::target(c, id, true) else {
+        let Some(t) = store::lock_target(c, id) else {
             return not_found(id);
         };
         let parent = sub.parent_uuid().map_or(Parent::NotLookedUp, |p| store::parent(c, &p));

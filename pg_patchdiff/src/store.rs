@@ -25,16 +25,25 @@ fn fault(what: &str, e: impl std::fmt::Display) -> ! {
     pgrx::error!("pg_patchdiff: {what}: {e}")
 }
 
-/// Reads a target; with `lock`, takes its row lock (`FOR UPDATE`) first.
-pub fn target(client: &SpiClient, id: &str, lock: bool) -> Option<TargetRow> {
-    let q = if lock {
-        "SELECT version, current_hash, current_content, active_editing_cycle_id::text, filename, target_type, \
-         source_line_endings::text FROM patchdiff.targets WHERE target_file_id = $1::uuid FOR UPDATE"
-    } else {
-        "SELECT version, current_hash, current_content, active_editing_cycle_id::text, filename, target_type, \
-         source_line_endings::text FROM patchdiff.targets WHERE target_file_id = $1::uuid"
-    };
-    let rows = client.select(q, Some(1), &[id.into()]).unwrap_or_else(|e| fault("reading target", e));
+const TARGET_SELECT: &str = "SELECT version, current_hash, current_content, active_editing_cycle_id::text, \
+    filename, target_type, source_line_endings::text FROM patchdiff.targets";
+
+/// Reads a target.
+pub fn target(client: &SpiClient, id: &str) -> Option<TargetRow> {
+    let q = format!("{TARGET_SELECT} WHERE target_file_id = $1::uuid");
+    let rows = client.select(q.as_str(), Some(1), &[id.into()]).unwrap_or_else(|e| fault("reading target", e));
+    target_row(rows)
+}
+
+/// Takes a target's row lock (`FOR UPDATE`) and reads it. From here on, every statement of this
+/// SPI connection runs read-write and sees the latest committed state.
+pub fn lock_target(client: &mut SpiClient, id: &str) -> Option<TargetRow> {
+    let q = format!("{TARGET_SELECT} WHERE target_file_id = $1::uuid FOR UPDATE");
+    let rows = client.update(q.as_str(), Some(1), &[id.into()]).unwrap_or_else(|e| fault("locking target", e));
+    target_row(rows)
+}
+
+fn target_row(rows: pgrx::spi::SpiTupleTable) -> Option<TargetRow> {
     let row = rows.first();
     if row.is_empty() {
         return None;

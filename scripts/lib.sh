@@ -1,0 +1,93 @@
+# Shared set-up for run.sh, test.sh and bench.sh. Every step is idempotent: it checks before it
+# installs, so a second run on a prepared machine only rebuilds what changed.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+PG_BIN=/usr/lib/postgresql/15/bin
+PG_CONFIG="$PG_BIN/pg_config"
+PGRX_VERSION=0.18.1
+export PATH="$HOME/.cargo/bin:$PATH"
+
+log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
+
+# PostgreSQL's children fail with "cannot create /dev/null" if it is ever a regular file.
+ensure_devnull() {
+  [ -c /dev/null ] || { rm -f /dev/null; mknod -m 666 /dev/null c 1 3; }
+}
+
+setup_system() {
+  ensure_devnull
+  local pkgs=(postgresql-15 postgresql-server-dev-15 libclang-dev clang pkg-config libssl-dev sudo)
+  local missing=()
+  for p in "${pkgs[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  if [ ${#missing[@]} -gt 0 ]; then
+    log "installing ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -q
+    apt-get install -y -q --no-install-recommends "${missing[@]}"
+  fi
+  # Debian starts a default cluster on 5432; this project runs its own clusters.
+  if command -v pg_lsclusters >/dev/null && pg_lsclusters -h 2>/dev/null | grep -q '^15 main .* online'; then
+    pg_ctlcluster 15 main stop || true
+  fi
+}
+
+setup_pgrx() {
+  if ! cargo pgrx --version 2>/dev/null | grep -q "$PGRX_VERSION"; then
+    log "installing cargo-pgrx $PGRX_VERSION (about 8 minutes on two cores)"
+    cargo install cargo-pgrx --version "$PGRX_VERSION" --locked
+  fi
+  if ! grep -q "$PG_CONFIG" "${PGRX_HOME:-$HOME/.pgrx}/config.toml" 2>/dev/null; then
+    cargo pgrx init --pg15 "$PG_CONFIG"
+  fi
+}
+
+install_extension() {
+  log "building and installing pg_patchdiff"
+  (cd "$ROOT" && cargo pgrx install --release -p pg_patchdiff --pg-config "$PG_CONFIG")
+}
+
+setup_all() {
+  setup_system
+  setup_pgrx
+  install_extension
+}
+
+# start_cluster DIR PORT: a private PostgreSQL 15 cluster in DIR, owned by the unprivileged
+# `postgres` user (initdb refuses root), listening on 127.0.0.1:PORT and a socket in DIR.
+start_cluster() {
+  local dir="$1" port="$2"
+  ensure_devnull
+  mkdir -p "$dir"
+  chown postgres:postgres "$dir"
+  chmod 700 "$dir"
+  if [ ! -f "$dir/PG_VERSION" ]; then
+    log "initdb $dir"
+    runuser -u postgres -- "$PG_BIN/initdb" -D "$dir" -E UTF8 --locale=C.UTF-8 -U postgres --auth=trust >/dev/null
+  fi
+  if ! runuser -u postgres -- "$PG_BIN/pg_ctl" -D "$dir" status >/dev/null 2>&1; then
+    runuser -u postgres -- "$PG_BIN/pg_ctl" -D "$dir" -l "$dir/server.log" -w -o \
+      "-p $port -k $dir -c listen_addresses=127.0.0.1 -c fsync=${PATCHDIFF_FSYNC:-on}" start >/dev/null
+  fi
+}
+
+stop_cluster() {
+  local dir="$1"
+  runuser -u postgres -- "$PG_BIN/pg_ctl" -D "$dir" -m fast stop >/dev/null 2>&1 || true
+}
+
+# psql against a cluster started by start_cluster.
+cluster_psql() {
+  local dir="$1" port="$2"; shift 2
+  "$PG_BIN/psql" -X -q -v ON_ERROR_STOP=1 -h "$dir" -p "$port" -U postgres "$@"
+}
+
+# (Re)creates the extension in DB on the cluster, so a rebuilt extension is the one in use.
+create_database() {
+  local dir="$1" port="$2" db="$3"
+  cluster_psql "$dir" "$port" -d postgres -tAc "SELECT 1 FROM pg_database WHERE datname = '$db'" | grep -q 1 \
+    || cluster_psql "$dir" "$port" -d postgres -c "CREATE DATABASE $db ENCODING 'UTF8' TEMPLATE template0"
+  cluster_psql "$dir" "$port" -d "$db" -c "CREATE EXTENSION IF NOT EXISTS pg_patchdiff"
+}
