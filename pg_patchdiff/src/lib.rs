@@ -33,20 +33,23 @@ fn view<'a>(id: &'a str, t: &'a store::TargetRow) -> TargetView<'a> {
     TargetView { target_file_id: id, version: t.version, current_hash: &t.current_hash, content: &t.content }
 }
 
-/// Parses a read tool's arguments and runs `f` on the target, or answers `invalid_argument` /
-/// `not_found`.
-fn with_target(tool: &str, args: &str, allowed: &[&str], f: impl FnOnce(&Args, &str, &store::TargetRow) -> Result<Value, ArgError>) -> JsonString {
-    let a = match Args::parse(args, allowed, &["target_file_id"]) {
-        Ok(a) => a,
-        Err(e) => return out(&e.to_json(tool)),
-    };
-    let id = match a.target_file_id() {
-        Ok(id) => id,
+/// Parses a read tool's arguments, all of them before the target is looked up, then runs `f`
+/// on the target; or answers `invalid_argument` / `not_found`.
+fn with_target<R>(
+    tool: &str,
+    args: &str,
+    allowed: &[&str],
+    parse: impl FnOnce(&Args) -> Result<R, ArgError>,
+    f: impl FnOnce(R, TargetView, &store::TargetRow) -> Result<Value, ArgError>,
+) -> JsonString {
+    let parsed = Args::parse(args, allowed, &["target_file_id"]).and_then(|a| Ok((a.target_file_id()?, parse(&a)?)));
+    let (id, request) = match parsed {
+        Ok(p) => p,
         Err(e) => return out(&e.to_json(tool)),
     };
     let answer = Spi::connect(|c| match store::target(c, &id) {
         None => not_found(&id),
-        Some(t) => f(&a, &id, &t).unwrap_or_else(|e| e.to_json(tool)),
+        Some(t) => f(request, view(&id, &t), &t).unwrap_or_else(|e| e.to_json(tool)),
     });
     out(&answer)
 }
@@ -79,7 +82,7 @@ fn patchdiff_handle_upload(args: JsonString) -> JsonString {
 #[pg_extern(security_definer, stable)]
 #[search_path(pg_catalog, pg_temp)]
 fn patchdiff_get_target(args: JsonString) -> JsonString {
-    with_target("patchdiff_get_target", &args.0, &["target_file_id"], |_, id, t| {
+    with_target("patchdiff_get_target", &args.0, &["target_file_id"], |_| Ok(()), |(), v, t| {
         let facts = t.source_line_endings.as_deref().and_then(|s| serde_json::from_str(s).ok()).unwrap_or(Value::Null);
         let meta = TargetMeta {
             filename: &t.filename,
@@ -87,24 +90,23 @@ fn patchdiff_get_target(args: JsonString) -> JsonString {
             active_editing_cycle_id: &t.active_editing_cycle_id,
             source_line_endings: facts,
         };
-        Ok(target::get_target_response(&view(id, t), &meta))
+        Ok(target::get_target_response(&v, &meta))
     })
 }
 
 #[pg_extern(security_definer, stable)]
 #[search_path(pg_catalog, pg_temp)]
 fn patchdiff_read_target(args: JsonString) -> JsonString {
-    with_target("patchdiff_read_target", &args.0, read::READ_TARGET_ARGS, |a, id, t| {
-        read::read_target(&view(id, t), read::parse_read_target(a)?)
+    with_target("patchdiff_read_target", &args.0, read::READ_TARGET_ARGS, read::parse_read_target, |r, v, _| {
+        read::read_target(&v, r)
     })
 }
 
 #[pg_extern(security_definer, stable)]
 #[search_path(pg_catalog, pg_temp)]
 fn patchdiff_find_occurrences(args: JsonString) -> JsonString {
-    with_target("patchdiff_find_occurrences", &args.0, read::FIND_ARGS, |a, id, t| {
-        let r = read::parse_find(a)?;
-        Ok(read::find_occurrences(&view(id, t), &r))
+    with_target("patchdiff_find_occurrences", &args.0, read::FIND_ARGS, read::parse_find, |r, v, _| {
+        Ok(read::find_occurrences(&v, &r))
     })
 }
 
@@ -196,7 +198,6 @@ fn patchdiff_submit(
 }
 
 #[cfg(any(test, feature = "pg_test"))]
-#[pg_schema]
 mod tests;
 
 /// Required by `cargo pgrx test`.
@@ -209,3 +210,5 @@ pub mod pg_test {
         vec![]
     }
 }
+
+pgrx::extension_sql_file!("../../sql/comments.sql", name = "comments", finalize);

@@ -1,0 +1,261 @@
+//! End-to-end tests of the SQL API's concurrency and audit guarantees, against a real
+//! PostgreSQL 15 with pg_patchdiff installed.
+//!
+//! Environment:
+//! - `PATCHDIFF_TEST_DSN` (required): a libpq-style connection string for a superuser (the
+//!   extension owner), e.g. `host=127.0.0.1 port=54331 user=postgres dbname=pd_helper`.
+//!   `pg_dump_keeps_log_rows` takes host, port, user and dbname from it too.
+//! - `PATCHDIFF_PG_BIN` (optional): directory holding `pg_dump`; default
+//!   `/usr/lib/postgresql/15/bin`.
+//!
+//! Every test creates its own targets, so the tests can run in parallel on one database.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use patchdiff_tests::{call, connect, initialize_target};
+use serde_json::{Value, json};
+use tokio::sync::Barrier;
+use tokio_postgres::Client;
+
+/// How long a test waits for the other side of a race to block before it gives up.
+const RACE_TIMEOUT: Duration = Duration::from_secs(10);
+
+fn dsn() -> String {
+    // CI always sets it; skipping silently would turn a broken set-up into a green run.
+    std::env::var("PATCHDIFF_TEST_DSN").expect("PATCHDIFF_TEST_DSN must be set to a superuser connection string")
+}
+
+async fn client() -> Client {
+    connect(&dsn()).await.expect("connecting with PATCHDIFF_TEST_DSN")
+}
+
+async fn backend_pid(c: &Client) -> i32 {
+    c.query_one("SELECT pg_backend_pid()", &[]).await.unwrap().get(0)
+}
+
+/// A version-guarded tx/1 submission that replaces one word.
+fn replace_word(target: &str, word: &str, version: i64) -> Value {
+    json!({
+        "target_file_id": target,
+        "expected_target_version": version,
+        "intent": format!("uppercase {word}"),
+        "edits": [{"match": word, "replace": word.to_uppercase()}],
+    })
+}
+
+/// Attempt rows per status for one target, from the log itself.
+async fn logged_statuses(c: &Client, target: &str) -> Vec<(String, i64)> {
+    c.query(
+        "SELECT status, count(*) FROM patchdiff.pdcp_logs WHERE target_file_id = $1::text::uuid GROUP BY status ORDER BY status",
+        &[&target],
+    )
+    .await
+    .unwrap()
+    .iter()
+    .map(|r| (r.get(0), r.get(1)))
+    .collect()
+}
+
+async fn logged_ids(c: &Client, target: &str) -> BTreeSet<String> {
+    c.query("SELECT pdcp_log_id::text FROM patchdiff.pdcp_logs WHERE target_file_id = $1::text::uuid", &[&target])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect()
+}
+
+async fn current_version(c: &Client, target: &str) -> i64 {
+    let t = call(c, "patchdiff_get_target", &json!({"target_file_id": target})).await.unwrap();
+    t["version"].as_i64().unwrap_or_else(|| panic!("no version in {t}"))
+}
+
+/// Waits until backend `pid` is blocked on a heavyweight lock (here: the target's row lock).
+/// Returns false if it never is within `RACE_TIMEOUT`.
+async fn wait_until_blocked(observer: &Client, pid: i32) -> bool {
+    let deadline = tokio::time::Instant::now() + RACE_TIMEOUT;
+    while tokio::time::Instant::now() < deadline {
+        let row = observer
+            .query_opt("SELECT 1 FROM pg_stat_activity WHERE pid = $1 AND wait_event_type = 'Lock'", &[&pid])
+            .await
+            .unwrap();
+        if row.is_some() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    false
+}
+
+/// One side of the two-transaction race: submit inside `BEGIN`; if accepted, keep the
+/// transaction (and so the row lock) open until the peer is seen blocked behind it, then
+/// commit. A rejection is a value, not an error, so the loser commits too and its attempt row
+/// becomes durable.
+async fn submit_in_transaction(c: &mut Client, observer: &Client, peer_pid: i32, args: &Value) -> (Value, bool) {
+    let tx = c.transaction().await.unwrap();
+    let r = call(&tx, "patchdiff_submit_edits", args).await.unwrap();
+    let saw_peer_blocked = r["status"] == "accepted" && wait_until_blocked(observer, peer_pid).await;
+    tx.commit().await.unwrap();
+    (r, saw_peer_blocked)
+}
+
+/// Contract, patchdiff_submit_edits: "Validated deterministically and committed atomically
+/// under SELECT ... FOR UPDATE", with `expected_target_version` as the target version guard and
+/// every attempt, accepted or rejected, durable in the append-only log. Two submissions with
+/// the same guard race: exactly one is accepted, the other waits for the row lock, then sees
+/// the new version and is rejected with `target_version_mismatch`; both attempts are logged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn same_version_guard_race_accepts_exactly_one() {
+    // Two callers in their own explicit transactions.
+    let observer = client().await;
+    let target = initialize_target(&observer, "race.md", "alpha beta gamma\n").await.unwrap();
+    let (mut a, mut b) = (client().await, client().await);
+    let (pid_a, pid_b) = (backend_pid(&a).await, backend_pid(&b).await);
+    let (edit_a, edit_b) = (replace_word(&target, "alpha", 0), replace_word(&target, "beta", 0));
+    // Whichever takes the row lock first wins; the winner holds its transaction open until the
+    // loser is visibly waiting on that lock, so the race goes through the lock every time
+    // instead of depending on a sleep being long enough.
+    let ((ra, a_saw), (rb, b_saw)) = tokio::join!(
+        submit_in_transaction(&mut a, &observer, pid_b, &edit_a),
+        submit_in_transaction(&mut b, &observer, pid_a, &edit_b),
+    );
+    let results = [&ra, &rb];
+    let accepted: Vec<_> = results.iter().filter(|r| r["status"] == "accepted").collect();
+    let rejected: Vec<_> = results.iter().filter(|r| r["status"] == "rejected").collect();
+    assert_eq!((accepted.len(), rejected.len()), (1, 1), "expected one winner: {ra}\n{rb}");
+    assert_eq!(rejected[0]["failure_reason"], "target_version_mismatch", "{}", rejected[0]);
+    assert!(a_saw || b_saw, "the loser never waited on the winner's row lock");
+    assert_eq!(accepted[0]["version"], 1);
+    assert_eq!(logged_statuses(&observer, &target).await, [("accepted".into(), 1), ("rejected".into(), 1)]);
+    let ids: BTreeSet<String> = results.iter().map(|r| r["pdcp_log_id"].as_str().unwrap().to_owned()).collect();
+    assert_eq!(logged_ids(&observer, &target).await, ids, "each response names its own log row");
+    assert_eq!(current_version(&observer, &target).await, 1);
+
+    // Autocommit, as the front end calls: N callers released together by a barrier.
+    const N: usize = 8;
+    let words: Vec<String> = (0..N).map(|i| format!("word{i}")).collect();
+    let target = initialize_target(&observer, "race8.md", &(words.join(" ") + "\n")).await.unwrap();
+    let barrier = Arc::new(Barrier::new(N));
+    let mut callers = tokio::task::JoinSet::new();
+    for word in words {
+        let (c, barrier, args) = (client().await, barrier.clone(), replace_word(&target, &word, 0));
+        callers.spawn(async move {
+            barrier.wait().await;
+            call(&c, "patchdiff_submit_edits", &args).await.unwrap()
+        });
+    }
+    let results = callers.join_all().await;
+    let count = |s: &str| results.iter().filter(|r| r["status"] == s).count();
+    assert_eq!((count("accepted"), count("rejected")), (1, N - 1), "{results:#?}");
+    for r in results.iter().filter(|r| r["status"] == "rejected") {
+        assert_eq!(r["failure_reason"], "target_version_mismatch", "{r}");
+    }
+    assert_eq!(logged_statuses(&observer, &target).await, [("accepted".into(), 1), ("rejected".into(), N as i64 - 1)]);
+    let ids: BTreeSet<String> = results.iter().map(|r| r["pdcp_log_id"].as_str().unwrap().to_owned()).collect();
+    assert_eq!(ids.len(), N);
+    assert_eq!(logged_ids(&observer, &target).await, ids);
+    assert_eq!(current_version(&observer, &target).await, 1);
+}
+
+/// Runs `sql` and returns its error message; panics if it succeeds.
+async fn refused(c: &Client, sql: &str, params: &[&(dyn tokio_postgres::types::ToSql + Sync)]) -> String {
+    match c.execute(sql, params).await {
+        Ok(n) => panic!("{sql} succeeded ({n} rows)"),
+        Err(e) => e.as_db_error().map_or_else(|| e.to_string(), |d| d.message().to_owned()),
+    }
+}
+
+/// Contract (DESIGN, rules that hold everywhere): "The attempt log and the ledger are
+/// append-only, enforced by the database itself (triggers and privileges), not by convention."
+/// UPDATE, DELETE and TRUNCATE are refused even for the superuser who owns the tables; an
+/// ordinary role cannot write the tables at all, yet can use the API, whose functions are
+/// SECURITY DEFINER.
+#[tokio::test]
+async fn log_and_ledger_refuse_update_delete_truncate_even_for_owner() {
+    let c = client().await;
+    let target = initialize_target(&c, "append-only.md", "one two three\n").await.unwrap();
+    let r = call(&c, "patchdiff_submit_edits", &replace_word(&target, "two", 0)).await.unwrap();
+    assert_eq!(r["status"], "accepted", "{r}");
+    let rows_before = logged_ids(&c, &target).await;
+    let ledger_rows = "SELECT count(*) FROM patchdiff.manifest_ledger WHERE target_file_id = $1::text::uuid";
+    let ledger_before: i64 = c.query_one(ledger_rows, &[&target]).await.unwrap().get(0);
+    assert_eq!(ledger_before, 1);
+
+    // Row triggers only fire on rows that exist, so UPDATE and DELETE aim at this test's rows.
+    // pdcp_logs is referenced by manifest_ledger, so a plain TRUNCATE of it already fails on
+    // the foreign key; CASCADE gets past that check, and the trigger must still refuse.
+    let owner_attacks = [
+        "UPDATE patchdiff.pdcp_logs SET failure_detail = 'tampered' WHERE target_file_id = $1::text::uuid",
+        "DELETE FROM patchdiff.pdcp_logs WHERE target_file_id = $1::text::uuid",
+        "UPDATE patchdiff.manifest_ledger SET intent = 'tampered' WHERE target_file_id = $1::text::uuid",
+        "DELETE FROM patchdiff.manifest_ledger WHERE target_file_id = $1::text::uuid",
+    ];
+    for sql in owner_attacks {
+        let msg = refused(&c, sql, &[&target]).await;
+        assert!(msg.contains("append-only"), "{sql}: {msg}");
+    }
+    for sql in ["TRUNCATE patchdiff.pdcp_logs CASCADE", "TRUNCATE patchdiff.manifest_ledger"] {
+        let msg = refused(&c, sql, &[]).await;
+        assert!(msg.contains("append-only"), "{sql}: {msg}");
+    }
+    refused(&c, "TRUNCATE patchdiff.pdcp_logs", &[]).await;
+    assert_eq!(logged_ids(&c, &target).await, rows_before);
+    let ledger_after: i64 = c.query_one(ledger_rows, &[&target]).await.unwrap().get(0);
+    assert_eq!(ledger_after, ledger_before);
+
+    // An ordinary application role. Creating it may race another run of this test.
+    c.batch_execute(
+        "DO $$ BEGIN CREATE ROLE pd_app LOGIN; EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END $$",
+    )
+    .await
+    .unwrap();
+    let app = client().await;
+    app.batch_execute("SET ROLE pd_app").await.unwrap();
+    let insert = "INSERT INTO patchdiff.pdcp_logs (pdcp_log_id, target_file_id, editing_cycle_id, status, \
+        protocol_version, runtime_version, pdcp_content, pdcp_content_hash, request_fingerprint, request_envelope, \
+        before_version, before_hash, validity, source) \
+        SELECT gen_random_uuid(), target_file_id, editing_cycle_id, status, protocol_version, runtime_version, \
+        pdcp_content, pdcp_content_hash, request_fingerprint, request_envelope, before_version, before_hash, validity, source \
+        FROM patchdiff.pdcp_logs WHERE target_file_id = $1::text::uuid";
+    for sql in [insert, owner_attacks[0], owner_attacks[1]] {
+        let msg = refused(&app, sql, &[&target]).await;
+        assert!(msg.contains("permission denied"), "{sql}: {msg}");
+    }
+    let read = call(&app, "patchdiff_read_target", &json!({"target_file_id": target})).await.unwrap();
+    assert_eq!(read["text"], "one TWO three\n", "{read}");
+    let r = call(&app, "patchdiff_submit_edits", &replace_word(&target, "three", 1)).await.unwrap();
+    assert_eq!(r["status"], "accepted", "pd_app edits through the API: {r}");
+}
+
+/// Contract: the attempt log is durable audit evidence, so an ordinary `pg_dump` must carry
+/// it. pg_dump skips the data of extension member tables unless the extension registers them
+/// with pg_extension_config_dump; this proves pdcp_logs is registered.
+#[tokio::test]
+async fn pg_dump_keeps_log_rows() {
+    let c = client().await;
+    let target = initialize_target(&c, "dump.md", "keep me\n").await.unwrap();
+    let r = call(&c, "patchdiff_submit_edits", &replace_word(&target, "keep", 0)).await.unwrap();
+    let log_id = r["pdcp_log_id"].as_str().unwrap_or_else(|| panic!("no pdcp_log_id in {r}"));
+
+    let config: tokio_postgres::Config = dsn().parse().expect("PATCHDIFF_TEST_DSN");
+    let host = match config.get_hosts().first() {
+        Some(tokio_postgres::config::Host::Tcp(h)) => h.clone(),
+        Some(tokio_postgres::config::Host::Unix(p)) => p.display().to_string(),
+        None => "localhost".into(),
+    };
+    let port = config.get_ports().first().copied().unwrap_or(5432);
+    let bin = std::env::var("PATCHDIFF_PG_BIN").unwrap_or_else(|_| "/usr/lib/postgresql/15/bin".into());
+    let mut dump = std::process::Command::new(format!("{bin}/pg_dump"));
+    dump.args(["-h", &host, "-p", &port.to_string(), "--data-only", "-t", "patchdiff.pdcp_logs"]);
+    if let Some(user) = config.get_user() {
+        dump.args(["-U", user]);
+    }
+    dump.arg(config.get_dbname().expect("PATCHDIFF_TEST_DSN names no dbname"));
+    let out = dump.output().expect("running pg_dump");
+    assert!(out.status.success(), "pg_dump failed: {}", String::from_utf8_lossy(&out.stderr));
+    let sql = String::from_utf8_lossy(&out.stdout);
+    assert!(sql.contains("COPY patchdiff.pdcp_logs"), "no data section for pdcp_logs");
+    assert!(sql.contains(log_id), "pg_dump output lacks pdcp_log_id {log_id}");
+}
