@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Every test: engine unit and property tests, the SQL API inside PostgreSQL (cargo pgrx test),
+# and end-to-end tests over real connections to a private PostgreSQL 15 cluster.
+# Does all of its own set-up on a fresh Debian 12 machine (as root); safe to run again.
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cd "$ROOT"
+
+setup_system
+setup_pgrx
+
+log "engine and front-end tests (cargo test)"
+cargo test --locked -p patchdiff-engine -p patchdiff-mcp
+
+log "SQL API tests inside PostgreSQL (cargo pgrx test)"
+# pgrx's own cluster, owned by the unprivileged postgres user because initdb refuses root.
+PGRX_TEST_DATA="${PATCHDIFF_TEST_DIR:-/tmp/patchdiff-test}/pgrx"
+mkdir -p "$PGRX_TEST_DATA"
+chown -R postgres:postgres "$(dirname "$PGRX_TEST_DATA")"
+cargo pgrx test pg15 -p pg_patchdiff --runas postgres --pgdata "$PGRX_TEST_DATA"
+
+# `cargo pgrx test` installed its test build; the end-to-end suite runs the release build.
+install_extension
+
+log "end-to-end tests against a private cluster"
+E2E_DATA="${PATCHDIFF_TEST_DIR:-/tmp/patchdiff-test}/e2e"
+E2E_PORT="${PATCHDIFF_TEST_PORT:-54330}"
+stop_cluster "$E2E_DATA"
+rm -rf "$E2E_DATA"
+start_cluster "$E2E_DATA" "$E2E_PORT"
+trap 'stop_cluster "$E2E_DATA"' EXIT
+create_database "$E2E_DATA" "$E2E_PORT" patchdiff_test
+export PATCHDIFF_TEST_DSN="host=127.0.0.1 port=$E2E_PORT user=postgres dbname=patchdiff_test"
+export PATCHDIFF_TEST_HOST=127.0.0.1 PATCHDIFF_TEST_PORT="$E2E_PORT" PATCHDIFF_TEST_DB=patchdiff_test
+cargo test --locked -p patchdiff-tests
