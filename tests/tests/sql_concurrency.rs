@@ -187,18 +187,21 @@ async fn log_and_ledger_refuse_update_delete_truncate_even_for_owner() {
     // pdcp_logs is referenced by manifest_ledger, so a plain TRUNCATE of it already fails on
     // the foreign key; CASCADE gets past that check, and the trigger must still refuse.
     let owner_attacks = [
-        "UPDATE patchdiff.pdcp_logs SET failure_detail = 'tampered' WHERE target_file_id = $1::text::uuid",
-        "DELETE FROM patchdiff.pdcp_logs WHERE target_file_id = $1::text::uuid",
-        "UPDATE patchdiff.manifest_ledger SET intent = 'tampered' WHERE target_file_id = $1::text::uuid",
-        "DELETE FROM patchdiff.manifest_ledger WHERE target_file_id = $1::text::uuid",
+        ("pdcp_logs", "UPDATE patchdiff.pdcp_logs SET failure_detail = 'tampered' WHERE target_file_id = $1::text::uuid"),
+        ("pdcp_logs", "DELETE FROM patchdiff.pdcp_logs WHERE target_file_id = $1::text::uuid"),
+        ("manifest_ledger", "UPDATE patchdiff.manifest_ledger SET intent = 'tampered' WHERE target_file_id = $1::text::uuid"),
+        ("manifest_ledger", "DELETE FROM patchdiff.manifest_ledger WHERE target_file_id = $1::text::uuid"),
     ];
-    for sql in owner_attacks {
+    // Each refusal must come from the table's own trigger: TRUNCATE ... CASCADE would also be
+    // stopped by the ledger's trigger, which would hide a missing one on pdcp_logs.
+    let append_only = |table: &str, msg: &str| msg.contains(&format!("patchdiff.{table} is append-only"));
+    for (table, sql) in owner_attacks {
         let msg = refused(&c, sql, &[&target]).await;
-        assert!(msg.contains("append-only"), "{sql}: {msg}");
+        assert!(append_only(table, &msg), "{sql}: {msg}");
     }
-    for sql in ["TRUNCATE patchdiff.pdcp_logs CASCADE", "TRUNCATE patchdiff.manifest_ledger"] {
+    for (table, sql) in [("pdcp_logs", "TRUNCATE patchdiff.pdcp_logs CASCADE"), ("manifest_ledger", "TRUNCATE patchdiff.manifest_ledger")] {
         let msg = refused(&c, sql, &[]).await;
-        assert!(msg.contains("append-only"), "{sql}: {msg}");
+        assert!(append_only(table, &msg), "{sql}: {msg}");
     }
     refused(&c, "TRUNCATE patchdiff.pdcp_logs", &[]).await;
     assert_eq!(logged_ids(&c, &target).await, rows_before);
@@ -213,13 +216,16 @@ async fn log_and_ledger_refuse_update_delete_truncate_even_for_owner() {
     .unwrap();
     let app = client().await;
     app.batch_execute("SET ROLE pd_app").await.unwrap();
-    let insert = "INSERT INTO patchdiff.pdcp_logs (pdcp_log_id, target_file_id, editing_cycle_id, status, \
-        protocol_version, runtime_version, pdcp_content, pdcp_content_hash, request_fingerprint, request_envelope, \
-        before_version, before_hash, validity, source) \
-        SELECT gen_random_uuid(), target_file_id, editing_cycle_id, status, protocol_version, runtime_version, \
-        pdcp_content, pdcp_content_hash, request_fingerprint, request_envelope, before_version, before_hash, validity, source \
-        FROM patchdiff.pdcp_logs WHERE target_file_id = $1::text::uuid";
-    for sql in [insert, owner_attacks[0], owner_attacks[1]] {
+    // A well-formed copy of an existing row, so only privileges can stop it.
+    let columns = "target_file_id, editing_cycle_id, status, protocol_version, runtime_version, pdcp_content, \
+        pdcp_content_hash, request_fingerprint, request_envelope, client_request_id, conflicts_with_pdcp_log_id, \
+        before_version, before_hash, after_version, after_hash, failure_reason, failure_detail, failure_stage, \
+        failed_change_id, diagnostic, validity, parent_pdcp_log_id, attempt, source";
+    let insert = format!(
+        "INSERT INTO patchdiff.pdcp_logs (pdcp_log_id, {columns}) \
+         SELECT gen_random_uuid(), {columns} FROM patchdiff.pdcp_logs WHERE target_file_id = $1::text::uuid"
+    );
+    for sql in [insert.as_str(), owner_attacks[0].1, owner_attacks[1].1] {
         let msg = refused(&app, sql, &[&target]).await;
         assert!(msg.contains("permission denied"), "{sql}: {msg}");
     }
