@@ -29,6 +29,12 @@ rm -rf "$E2E_DATA"
 start_cluster "$E2E_DATA" "$E2E_PORT"
 trap 'stop_cluster "$E2E_DATA"' EXIT
 create_database "$E2E_DATA" "$E2E_PORT" patchdiff_test
+log "documented SQL examples (docs/demo.sql, docs/sql-api.md)"
+awk '/^```sql$/{f=1;next}/^```$/{f=0}f' docs/sql-api.md > "$E2E_DATA/sql-api-examples.sql"
+for f in docs/demo.sql "$E2E_DATA/sql-api-examples.sql"; do
+  cluster_psql "$E2E_DATA" "$E2E_PORT" -d patchdiff_test -f "$f" > "$E2E_DATA/examples.out" 2>&1 \
+    || { cat "$E2E_DATA/examples.out"; echo "documented example failed: $f" >&2; exit 1; }
+done
 export PATCHDIFF_TEST_DSN="host=127.0.0.1 port=$E2E_PORT user=postgres dbname=patchdiff_test"
 export PATCHDIFF_TEST_HOST=127.0.0.1 PATCHDIFF_TEST_PORT="$E2E_PORT" PATCHDIFF_TEST_DB=patchdiff_test
 cargo test --locked -p patchdiff-tests

@@ -10,7 +10,11 @@ use pgrx::prelude::*;
 pub struct JsonText(pub String);
 
 impl FromDatum for JsonText {
-    unsafe fn from_polymorphic_datum(datum: pg_sys::Datum, is_null: bool, oid: pg_sys::Oid) -> Option<Self> {
+    unsafe fn from_polymorphic_datum(
+        datum: pg_sys::Datum,
+        is_null: bool,
+        oid: pg_sys::Oid,
+    ) -> Option<Self> {
         // SAFETY: forwarded unchanged; JsonString copies the detoasted varlena into a String.
         unsafe { JsonString::from_polymorphic_datum(datum, is_null, oid) }.map(|j| JsonText(j.0))
     }
@@ -34,17 +38,23 @@ unsafe impl<'fcx> pgrx::callconv::ArgAbi<'fcx> for JsonText {
     unsafe fn unbox_arg_unchecked(arg: pgrx::callconv::Arg<'_, 'fcx>) -> Self {
         let index = arg.index();
         // SAFETY: the argument is declared `json`; JsonText reads it as text.
-        unsafe { arg.unbox_arg_using_from_datum() }.unwrap_or_else(|| panic!("argument {index} must not be null"))
+        unsafe { arg.unbox_arg_using_from_datum() }
+            .unwrap_or_else(|| panic!("argument {index} must not be null"))
     }
 
-    unsafe fn unbox_nullable_arg(arg: pgrx::callconv::Arg<'_, 'fcx>) -> pgrx::nullable::Nullable<Self> {
+    unsafe fn unbox_nullable_arg(
+        arg: pgrx::callconv::Arg<'_, 'fcx>,
+    ) -> pgrx::nullable::Nullable<Self> {
         // SAFETY: as above.
         unsafe { arg.unbox_arg_using_from_datum() }.into()
     }
 }
 
 unsafe impl pgrx::callconv::BoxRet for JsonText {
-    unsafe fn box_into<'fcx>(self, fcinfo: &mut pgrx::callconv::FcInfo<'fcx>) -> pgrx::datum::Datum<'fcx> {
+    unsafe fn box_into<'fcx>(
+        self,
+        fcinfo: &mut pgrx::callconv::FcInfo<'fcx>,
+    ) -> pgrx::datum::Datum<'fcx> {
         match self.into_datum() {
             // SAFETY: a freshly palloc'd text datum, returned as the function's json result.
             Some(datum) => unsafe { fcinfo.return_raw_datum(datum) },

@@ -5,12 +5,12 @@
 //! takes the target's row lock, reads what the engine needs, calls `patchdiff-engine`, and
 //! writes the attempt, ledger and target rows in the caller's transaction.
 
+use json_text::JsonText as JsonString;
 use patchdiff_engine::args::{ArgError, Args, not_found};
 use patchdiff_engine::json::{LITERAL, to_string};
 use patchdiff_engine::read;
 use patchdiff_engine::submit::{self, KeyOutcome, Parent};
 use patchdiff_engine::target::{self, TargetMeta, TargetView};
-use json_text::JsonText as JsonString;
 use pgrx::prelude::*;
 use serde_json::{Map, Value, json};
 
@@ -30,7 +30,12 @@ fn new_id() -> String {
 }
 
 fn view<'a>(id: &'a str, t: &'a store::TargetRow) -> TargetView<'a> {
-    TargetView { target_file_id: id, version: t.version, current_hash: &t.current_hash, content: &t.content }
+    TargetView {
+        target_file_id: id,
+        version: t.version,
+        current_hash: &t.current_hash,
+        content: &t.content,
+    }
 }
 
 /// Parses a read tool's arguments, all of them before the target is looked up, then runs `f`
@@ -42,7 +47,8 @@ fn with_target<R>(
     parse: impl FnOnce(&Args) -> Result<R, ArgError>,
     f: impl FnOnce(R, TargetView, &store::TargetRow) -> Result<Value, ArgError>,
 ) -> JsonString {
-    let parsed = Args::parse(args, allowed, &["target_file_id"]).and_then(|a| Ok((a.target_file_id()?, parse(&a)?)));
+    let parsed = Args::parse(args, allowed, &["target_file_id"])
+        .and_then(|a| Ok((a.target_file_id()?, parse(&a)?)));
     let (id, request) = match parsed {
         Ok(p) => p,
         Err(e) => return out(&e.to_json(tool)),
@@ -82,32 +88,50 @@ fn patchdiff_handle_upload(args: JsonString) -> JsonString {
 #[pg_extern(security_definer, stable)]
 #[search_path(pg_catalog, pg_temp)]
 fn patchdiff_get_target(args: JsonString) -> JsonString {
-    with_target("patchdiff_get_target", &args.0, &["target_file_id"], |_| Ok(()), |(), v, t| {
-        let facts = t.source_line_endings.as_deref().and_then(|s| serde_json::from_str(s).ok()).unwrap_or(Value::Null);
-        let meta = TargetMeta {
-            filename: &t.filename,
-            target_type: &t.target_type,
-            active_editing_cycle_id: &t.active_editing_cycle_id,
-            source_line_endings: facts,
-        };
-        Ok(target::get_target_response(&v, &meta))
-    })
+    with_target(
+        "patchdiff_get_target",
+        &args.0,
+        &["target_file_id"],
+        |_| Ok(()),
+        |(), v, t| {
+            let facts = t
+                .source_line_endings
+                .as_deref()
+                .and_then(|s| serde_json::from_str(s).ok())
+                .unwrap_or(Value::Null);
+            let meta = TargetMeta {
+                filename: &t.filename,
+                target_type: &t.target_type,
+                active_editing_cycle_id: &t.active_editing_cycle_id,
+                source_line_endings: facts,
+            };
+            Ok(target::get_target_response(&v, &meta))
+        },
+    )
 }
 
 #[pg_extern(security_definer, stable)]
 #[search_path(pg_catalog, pg_temp)]
 fn patchdiff_read_target(args: JsonString) -> JsonString {
-    with_target("patchdiff_read_target", &args.0, read::READ_TARGET_ARGS, read::parse_read_target, |r, v, _| {
-        read::read_target(&v, r)
-    })
+    with_target(
+        "patchdiff_read_target",
+        &args.0,
+        read::READ_TARGET_ARGS,
+        read::parse_read_target,
+        |r, v, _| read::read_target(&v, r),
+    )
 }
 
 #[pg_extern(security_definer, stable)]
 #[search_path(pg_catalog, pg_temp)]
 fn patchdiff_find_occurrences(args: JsonString) -> JsonString {
-    with_target("patchdiff_find_occurrences", &args.0, read::FIND_ARGS, read::parse_find, |r, v, _| {
-        Ok(read::find_occurrences(&v, &r))
-    })
+    with_target(
+        "patchdiff_find_occurrences",
+        &args.0,
+        read::FIND_ARGS,
+        read::parse_find,
+        |r, v, _| Ok(read::find_occurrences(&v, &r)),
+    )
 }
 
 /// Runs one submission under the target's row lock: keyed recovery or conflict, then guards,
@@ -123,11 +147,22 @@ fn run_submission(tool: &str, sub: Result<submit::Submission, ArgError>) -> Json
         let Some(t) = store::lock_target(c, id) else {
             return not_found(id);
         };
-        let parent = sub.parent_uuid().map_or(Parent::NotLookedUp, |p| store::parent(c, &p));
+        let parent = sub
+            .parent_uuid()
+            .map_or(Parent::NotLookedUp, |p| store::parent(c, &p));
         let identity = submit::prepare(&sub, &parent);
         let start = view(id, &t);
-        let attempt = match sub.request_key().and_then(|k| store::keyed_attempt(c, id, k)) {
-            Some(stored) => match submit::recover_or_conflict(&sub, &identity, &stored, &start, correlation.as_deref()) {
+        let attempt = match sub
+            .request_key()
+            .and_then(|k| store::keyed_attempt(c, id, k))
+        {
+            Some(stored) => match submit::recover_or_conflict(
+                &sub,
+                &identity,
+                &stored,
+                &start,
+                correlation.as_deref(),
+            ) {
                 KeyOutcome::Recovered(v) => return v,
                 KeyOutcome::Conflict(a) => *a,
             },
@@ -135,8 +170,17 @@ fn run_submission(tool: &str, sub: Result<submit::Submission, ArgError>) -> Json
         };
         let log_id = new_id();
         store::write_attempt(c, &attempt, &log_id, id, &t.active_editing_cycle_id);
-        let now = match (&attempt.new_content, &attempt.after_hash, attempt.after_version) {
-            (Some(content), Some(hash), Some(version)) => TargetView { target_file_id: id, version, current_hash: hash, content },
+        let now = match (
+            &attempt.new_content,
+            &attempt.after_hash,
+            attempt.after_version,
+        ) {
+            (Some(content), Some(hash), Some(version)) => TargetView {
+                target_file_id: id,
+                version,
+                current_hash: hash,
+                content,
+            },
             _ => start,
         };
         submit::respond(&attempt, &sub, &log_id, &now, correlation.as_deref())
@@ -148,7 +192,10 @@ fn run_submission(tool: &str, sub: Result<submit::Submission, ArgError>) -> Json
 #[pg_extern(security_definer)]
 #[search_path(pg_catalog, pg_temp)]
 fn patchdiff_submit_edits(args: JsonString) -> JsonString {
-    run_submission("patchdiff_submit_edits", submit::parse_submit_edits(&args.0))
+    run_submission(
+        "patchdiff_submit_edits",
+        submit::parse_submit_edits(&args.0),
+    )
 }
 
 /// The DBA's typed entry point to patchdiff_submit_edits, with named arguments.
@@ -180,10 +227,19 @@ fn patchdiff_submit(
     };
     m.insert("edits".into(), edits);
     let optional = [
-        ("expected_target_version", expected_target_version.map(Value::from)),
-        ("expected_current_hash", expected_current_hash.map(Value::from)),
+        (
+            "expected_target_version",
+            expected_target_version.map(Value::from),
+        ),
+        (
+            "expected_current_hash",
+            expected_current_hash.map(Value::from),
+        ),
         ("client_request_id", client_request_id.map(Value::from)),
-        ("parent_pdcp_log_id", parent_pdcp_log_id.map(|u| Value::from(u.to_string()))),
+        (
+            "parent_pdcp_log_id",
+            parent_pdcp_log_id.map(|u| Value::from(u.to_string())),
+        ),
         ("attempt", attempt.map(Value::from)),
         ("source", source.map(Value::from)),
     ];
@@ -192,7 +248,10 @@ fn patchdiff_submit(
             m.insert(k.into(), v);
         }
     }
-    m.insert("include_correlation_id".into(), json!(include_correlation_id));
+    m.insert(
+        "include_correlation_id".into(),
+        json!(include_correlation_id),
+    );
     let args = to_string(&Value::Object(m), LITERAL);
     run_submission("patchdiff_submit", submit::parse_submit_edits(&args))
 }

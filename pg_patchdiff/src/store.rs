@@ -4,9 +4,45 @@
 //! DEFINER with `search_path = pg_catalog, pg_temp`. IDs cross as text and are cast in SQL.
 
 use patchdiff_engine::submit::{Attempt, Parent, StoredAttempt};
+use pgrx::PgOid;
 use pgrx::datum::DatumWithOid;
-use pgrx::spi::SpiClient;
+use pgrx::spi::{OwnedPreparedStatement, SpiClient, SpiTupleTable};
 use serde_json::Value;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+
+thread_local! {
+    /// Plans kept for the life of the backend (SPI_keepplan): parsing and planning the
+    /// attempt-writing statement every call would cost more than the edit itself. PostgreSQL's
+    /// plan cache revalidates them after DDL.
+    static PLANS: RefCell<HashMap<&'static str, Rc<OwnedPreparedStatement>>> = RefCell::new(HashMap::new());
+}
+
+/// Runs `sql` as a kept prepared statement whose parameter types are those of `args`.
+fn run<'c>(
+    client: &mut SpiClient<'c>,
+    sql: &'static str,
+    args: &[DatumWithOid],
+    what: &str,
+) -> SpiTupleTable<'c> {
+    let plan = PLANS
+        .with(|p| p.borrow().get(sql).cloned())
+        .unwrap_or_else(|| {
+            let types: Vec<PgOid> = args.iter().map(|a| PgOid::from(a.oid())).collect();
+            let plan = Rc::new(
+                client
+                    .prepare_mut(sql, &types)
+                    .unwrap_or_else(|e| fault(what, e))
+                    .keep(),
+            );
+            PLANS.with(|p| p.borrow_mut().insert(sql, plan.clone()));
+            plan
+        });
+    client
+        .update(&*plan, None, args)
+        .unwrap_or_else(|e| fault(what, e))
+}
 
 /// A target's committed row, as read by the locking or the plain read.
 pub struct TargetRow {
@@ -25,32 +61,50 @@ fn fault(what: &str, e: impl std::fmt::Display) -> ! {
     pgrx::error!("pg_patchdiff: {what}: {e}")
 }
 
-const TARGET_SELECT: &str = "SELECT version, current_hash, current_content, active_editing_cycle_id::text, \
-    filename, target_type, source_line_endings::text FROM patchdiff.targets";
+macro_rules! target_select {
+    ($tail:literal) => {
+        concat!(
+            "SELECT version, current_hash, current_content, active_editing_cycle_id::text, filename, target_type, ",
+            "source_line_endings::text FROM patchdiff.targets WHERE target_file_id = $1::uuid",
+            $tail
+        )
+    };
+}
 
 /// Reads a target.
 pub fn target(client: &SpiClient, id: &str) -> Option<TargetRow> {
-    let q = format!("{TARGET_SELECT} WHERE target_file_id = $1::uuid");
-    let rows = client.select(q.as_str(), Some(1), &[id.into()]).unwrap_or_else(|e| fault("reading target", e));
+    let rows = client
+        .select(target_select!(""), Some(1), &[id.into()])
+        .unwrap_or_else(|e| fault("reading target", e));
     target_row(rows)
 }
 
 /// Takes a target's row lock (`FOR UPDATE`) and reads it. From here on, every statement of this
 /// SPI connection runs read-write and sees the latest committed state.
 pub fn lock_target(client: &mut SpiClient, id: &str) -> Option<TargetRow> {
-    let q = format!("{TARGET_SELECT} WHERE target_file_id = $1::uuid FOR UPDATE");
-    let rows = client.update(q.as_str(), Some(1), &[id.into()]).unwrap_or_else(|e| fault("locking target", e));
+    let rows = run(
+        client,
+        target_select!(" FOR UPDATE"),
+        &[id.into()],
+        "locking target",
+    );
     target_row(rows)
 }
 
-fn target_row(rows: pgrx::spi::SpiTupleTable) -> Option<TargetRow> {
+fn target_row(rows: SpiTupleTable) -> Option<TargetRow> {
     let row = rows.first();
     if row.is_empty() {
         return None;
     }
-    let get = |i: usize| row.get::<String>(i).unwrap_or_else(|e| fault("reading target", e));
+    let get = |i: usize| {
+        row.get::<String>(i)
+            .unwrap_or_else(|e| fault("reading target", e))
+    };
     Some(TargetRow {
-        version: row.get::<i64>(1).unwrap_or_else(|e| fault("reading target", e)).unwrap_or(0),
+        version: row
+            .get::<i64>(1)
+            .unwrap_or_else(|e| fault("reading target", e))
+            .unwrap_or(0),
         current_hash: get(2).unwrap_or_default(),
         content: get(3).unwrap_or_default(),
         active_editing_cycle_id: get(4).unwrap_or_default(),
@@ -68,7 +122,10 @@ pub fn insert_target(
     cycle_id: &str,
     snapshot_id: &str,
 ) {
-    let facts = patchdiff_engine::json::to_string(&t.source_line_endings.to_json(), patchdiff_engine::json::LITERAL);
+    let facts = patchdiff_engine::json::to_string(
+        &t.source_line_endings.to_json(),
+        patchdiff_engine::json::LITERAL,
+    );
     let args: [DatumWithOid; 9] = [
         target_file_id.into(),
         t.project_id.as_deref().into(),
@@ -96,16 +153,24 @@ pub fn insert_target(
 }
 
 /// What the log knows of a parent attempt.
-pub fn parent(client: &SpiClient, id: &str) -> Parent {
-    let rows = client
-        .select("SELECT target_file_id::text, status FROM patchdiff.pdcp_logs WHERE pdcp_log_id = $1::uuid", Some(1), &[id.into()])
-        .unwrap_or_else(|e| fault("reading parent attempt", e));
+pub fn parent(client: &mut SpiClient, id: &str) -> Parent {
+    let rows = run(
+        client,
+        "SELECT target_file_id::text, status FROM patchdiff.pdcp_logs WHERE pdcp_log_id = $1::uuid",
+        &[id.into()],
+        "reading parent attempt",
+    );
     let row = rows.first();
     if row.is_empty() {
         return Parent::NotFound;
     }
-    let (t, s) = row.get_two::<String, String>().unwrap_or_else(|e| fault("reading parent attempt", e));
-    Parent::Found { target_file_id: t.unwrap_or_default(), status: s.unwrap_or_default() }
+    let (t, s) = row
+        .get_two::<String, String>()
+        .unwrap_or_else(|e| fault("reading parent attempt", e));
+    Parent::Found {
+        target_file_id: t.unwrap_or_default(),
+        status: s.unwrap_or_default(),
+    }
 }
 
 fn json_col(s: Option<String>) -> Option<Value> {
@@ -113,24 +178,30 @@ fn json_col(s: Option<String>) -> Option<Value> {
 }
 
 /// The attempt stored under a request key on a target, with its ledger facts.
-pub fn keyed_attempt(client: &SpiClient, target_file_id: &str, key: &str) -> Option<StoredAttempt> {
-    let rows = client
-        .select(
-            "SELECT p.pdcp_log_id::text, p.status, p.request_fingerprint, p.request_envelope::text, p.pdcp_content, \
+pub fn keyed_attempt(
+    client: &mut SpiClient,
+    target_file_id: &str,
+    key: &str,
+) -> Option<StoredAttempt> {
+    let rows = run(
+        client,
+        "SELECT p.pdcp_log_id::text, p.status, p.request_fingerprint, p.request_envelope::text, p.pdcp_content, \
                     p.before_hash, p.after_version, p.after_hash, p.failure_reason, p.failure_detail, p.failed_change_id, \
                     p.diagnostic::text, p.validity::text, \
                     (SELECT pg_catalog.json_agg(l.derived ORDER BY l.change_index)::text \
                        FROM patchdiff.manifest_ledger l WHERE l.pdcp_log_id = p.pdcp_log_id) \
                FROM patchdiff.pdcp_logs p WHERE p.target_file_id = $1::uuid AND p.client_request_id = $2",
-            Some(1),
-            &[target_file_id.into(), key.into()],
-        )
-        .unwrap_or_else(|e| fault("reading keyed attempt", e));
+        &[target_file_id.into(), key.into()],
+        "reading keyed attempt",
+    );
     let row = rows.first();
     if row.is_empty() {
         return None;
     }
-    let s = |i: usize| row.get::<String>(i).unwrap_or_else(|e| fault("reading keyed attempt", e));
+    let s = |i: usize| {
+        row.get::<String>(i)
+            .unwrap_or_else(|e| fault("reading keyed attempt", e))
+    };
     Some(StoredAttempt {
         pdcp_log_id: s(1).unwrap_or_default(),
         status: s(2).unwrap_or_default(),
@@ -138,20 +209,30 @@ pub fn keyed_attempt(client: &SpiClient, target_file_id: &str, key: &str) -> Opt
         request_envelope: json_col(s(4)).unwrap_or(Value::Null),
         pdcp_content: s(5).unwrap_or_default(),
         before_hash: s(6).unwrap_or_default(),
-        after_version: row.get::<i64>(7).unwrap_or_else(|e| fault("reading keyed attempt", e)),
+        after_version: row
+            .get::<i64>(7)
+            .unwrap_or_else(|e| fault("reading keyed attempt", e)),
         after_hash: s(8),
         failure_reason: s(9),
         failure_detail: s(10),
         failed_change_id: s(11),
         diagnostic: json_col(s(12)),
         validity: json_col(s(13)).unwrap_or(Value::Null),
-        changes: json_col(s(14)).and_then(|v| v.as_array().cloned()).unwrap_or_default(),
+        changes: json_col(s(14))
+            .and_then(|v| v.as_array().cloned())
+            .unwrap_or_default(),
     })
 }
 
 /// Writes an attempt row, its ledger rows and, for an acceptance, the new target state, in
 /// one statement. Returns nothing: the caller chose the attempt's ID.
-pub fn write_attempt(client: &mut SpiClient, a: &Attempt, pdcp_log_id: &str, target_file_id: &str, cycle_id: &str) {
+pub fn write_attempt(
+    client: &mut SpiClient,
+    a: &Attempt,
+    pdcp_log_id: &str,
+    target_file_id: &str,
+    cycle_id: &str,
+) {
     use patchdiff_engine::json::{LITERAL, to_string};
     let text = |v: &Value| to_string(v, LITERAL);
     let diagnostic = a.diagnostic.as_ref().map(text);
@@ -201,9 +282,9 @@ pub fn write_attempt(client: &mut SpiClient, a: &Attempt, pdcp_log_id: &str, tar
         a.intent.as_deref().into(),
         a.new_content.as_deref().into(),
     ];
-    client
-        .update(
-            "WITH log AS ( \
+    run(
+        client,
+        "WITH log AS ( \
                INSERT INTO patchdiff.pdcp_logs (pdcp_log_id, target_file_id, editing_cycle_id, status, protocol_version, \
                  runtime_version, pdcp_content, pdcp_content_hash, request_fingerprint, request_envelope, client_request_id, \
                  conflicts_with_pdcp_log_id, before_version, before_hash, after_version, after_hash, failure_reason, \
@@ -224,8 +305,7 @@ pub fn write_attempt(client: &mut SpiClient, a: &Attempt, pdcp_log_id: &str, tar
                  updated_at = pg_catalog.clock_timestamp() \
                WHERE target_file_id = $2::uuid AND $4 = 'accepted') \
              SELECT log_sequence FROM log",
-            None,
-            &args,
-        )
-        .unwrap_or_else(|e| fault("writing attempt", e));
+        &args,
+        "writing attempt",
+    );
 }

@@ -7,12 +7,17 @@ use serde_json::{Value, json};
 /// Calls `SELECT <function>($1::json)` and parses the result.
 fn call(function: &str, args: Value) -> Value {
     let q = format!("SELECT {function}($1::json)::text");
-    let text: String = Spi::get_one_with_args(&q, &[args.to_string().into()]).unwrap().unwrap();
+    let text: String = Spi::get_one_with_args(&q, &[args.to_string().into()])
+        .unwrap()
+        .unwrap();
     serde_json::from_str(&text).unwrap()
 }
 
 fn init(content: &str) -> String {
-    let r = call("patchdiff_initialize_target", json!({"filename": "doc.md", "content": content}));
+    let r = call(
+        "patchdiff_initialize_target",
+        json!({"filename": "doc.md", "content": content}),
+    );
     assert_eq!(r["status"], "ok", "{r}");
     r["target_file_id"].as_str().unwrap().to_owned()
 }
@@ -25,19 +30,30 @@ fn submit(target: &str, version: i64, edits: Value) -> Value {
 }
 
 fn content(target: &str) -> String {
-    call("patchdiff_get_target", json!({"target_file_id": target}))["current_content"].as_str().unwrap().to_owned()
+    call("patchdiff_get_target", json!({"target_file_id": target}))["current_content"]
+        .as_str()
+        .unwrap()
+        .to_owned()
 }
 
 fn scalar<T: FromDatum + IntoDatum>(q: &str, target: &str) -> T {
-    Spi::get_one_with_args::<T>(q, &[target.into()]).unwrap().unwrap()
+    Spi::get_one_with_args::<T>(q, &[target.into()])
+        .unwrap()
+        .unwrap()
 }
 
 fn log_rows(target: &str) -> i64 {
-    scalar("SELECT count(*) FROM patchdiff.pdcp_logs WHERE target_file_id = $1::uuid", target)
+    scalar(
+        "SELECT count(*) FROM patchdiff.pdcp_logs WHERE target_file_id = $1::uuid",
+        target,
+    )
 }
 
 fn ledger_rows(target: &str) -> i64 {
-    scalar("SELECT count(*) FROM patchdiff.manifest_ledger WHERE target_file_id = $1::uuid", target)
+    scalar(
+        "SELECT count(*) FROM patchdiff.manifest_ledger WHERE target_file_id = $1::uuid",
+        target,
+    )
 }
 
 const ALPHA_HASH: &str = "b22ebf774cb2d9b12dc23d13ac860581d994ab579f4fb470b6f79d0b43a15ff2";
@@ -61,15 +77,39 @@ mod tests {
         assert_eq!(r["current_hash"], ALPHA_HASH);
         let f = &r["source_line_endings"];
         assert_eq!(
-            (&f["style"], &f["lf"], &f["crlf"], &f["cr"], &f["normalized"]),
-            (&json!("crlf"), &json!(0), &json!(1), &json!(0), &json!(true))
+            (
+                &f["style"],
+                &f["lf"],
+                &f["crlf"],
+                &f["cr"],
+                &f["normalized"]
+            ),
+            (
+                &json!("crlf"),
+                &json!(0),
+                &json!(1),
+                &json!(0),
+                &json!(true)
+            )
         );
-        assert_eq!((&f["source_code_points"], &f["source_utf8_bytes"]), (&json!(18), &json!(18)));
+        assert_eq!(
+            (&f["source_code_points"], &f["source_utf8_bytes"]),
+            (&json!(18), &json!(18))
+        );
         assert!(f["source_sha256"].as_str().unwrap().starts_with("0e66cb5c"));
         let keys: Vec<&String> = r.as_object().unwrap().keys().collect();
         assert_eq!(
             keys,
-            ["status", "target_file_id", "filename", "target_type", "version", "current_hash", "active_editing_cycle_id", "source_line_endings"]
+            [
+                "status",
+                "target_file_id",
+                "filename",
+                "target_type",
+                "version",
+                "current_hash",
+                "active_editing_cycle_id",
+                "source_line_endings"
+            ]
         );
         let id = r["target_file_id"].as_str().unwrap();
         let g = call("patchdiff_get_target", json!({"target_file_id": id}));
@@ -88,7 +128,10 @@ mod tests {
             id,
         );
         assert_eq!(open, 1);
-        let up = call("patchdiff_handle_upload", json!({"filename": "u.txt", "content": "x", "content_type": "text/plain"}));
+        let up = call(
+            "patchdiff_handle_upload",
+            json!({"filename": "u.txt", "content": "x", "content_type": "text/plain"}),
+        );
         assert_eq!(up["status"], "ok");
     }
 
@@ -105,24 +148,77 @@ mod tests {
         let keys: Vec<&String> = r.as_object().unwrap().keys().collect();
         assert_eq!(
             keys,
-            ["status", "target_file_id", "before_hash", "after_hash", "version", "current_version", "current_hash", "pdcp_log_id",
-             "manifest_entries_added", "warnings", "warning_details", "warning_count", "warnings_truncated", "validity", "evidence",
-             "deduplicated", "client_request_id"]
+            [
+                "status",
+                "target_file_id",
+                "before_hash",
+                "after_hash",
+                "version",
+                "current_version",
+                "current_hash",
+                "pdcp_log_id",
+                "manifest_entries_added",
+                "warnings",
+                "warning_details",
+                "warning_count",
+                "warnings_truncated",
+                "validity",
+                "evidence",
+                "deduplicated",
+                "client_request_id"
+            ]
         );
         assert_eq!(r["status"], "accepted");
         assert_eq!(r["before_hash"], ALPHA_HASH);
         assert!(r["after_hash"].as_str().unwrap().starts_with("adf7157c"));
-        assert_eq!((&r["version"], &r["current_version"]), (&json!(1), &json!(1)));
+        assert_eq!(
+            (&r["version"], &r["current_version"]),
+            (&json!(1), &json!(1))
+        );
         assert_eq!(r["current_hash"], r["after_hash"]);
         assert_eq!(r["manifest_entries_added"], 1);
-        assert_eq!((&r["warnings"], &r["warning_count"], &r["warnings_truncated"]), (&json!([]), &json!(0), &json!(false)));
-        assert_eq!(r["validity"], json!({"protocol_valid": true, "transaction_valid": true, "task_correct": "not_evaluated", "semantic": "not_evaluated"}));
+        assert_eq!(
+            (
+                &r["warnings"],
+                &r["warning_count"],
+                &r["warnings_truncated"]
+            ),
+            (&json!([]), &json!(0), &json!(false))
+        );
+        assert_eq!(
+            r["validity"],
+            json!({"protocol_valid": true, "transaction_valid": true, "task_correct": "not_evaluated", "semantic": "not_evaluated"})
+        );
         let c = &r["evidence"]["changes"][0];
-        assert_eq!((&c["change_id"], &c["change_index"], &c["span_start"], &c["span_end"]), (&json!("chg_001"), &json!(1), &json!(11), &json!(16)));
-        assert_eq!((&c["matched_chars"], &c["replacement_chars"]), (&json!(5), &json!(5)));
-        assert!(c["matched_sha256"].as_str().unwrap().starts_with("8ed3f6ad"));
-        assert!(c["replacement_sha256"].as_str().unwrap().starts_with("be9d587d"));
-        assert_eq!((&r["deduplicated"], &r["client_request_id"]), (&json!(false), &json!("req-002")));
+        assert_eq!(
+            (
+                &c["change_id"],
+                &c["change_index"],
+                &c["span_start"],
+                &c["span_end"]
+            ),
+            (&json!("chg_001"), &json!(1), &json!(11), &json!(16))
+        );
+        assert_eq!(
+            (&c["matched_chars"], &c["replacement_chars"]),
+            (&json!(5), &json!(5))
+        );
+        assert!(
+            c["matched_sha256"]
+                .as_str()
+                .unwrap()
+                .starts_with("8ed3f6ad")
+        );
+        assert!(
+            c["replacement_sha256"]
+                .as_str()
+                .unwrap()
+                .starts_with("be9d587d")
+        );
+        assert_eq!(
+            (&r["deduplicated"], &r["client_request_id"]),
+            (&json!(false), &json!("req-002"))
+        );
         assert_eq!(content(&t), "alpha beta gamma\n");
         // The ledger row: origin typed, intent (no rationale) is the transaction intent, derived = the fact.
         let row: String = scalar(
@@ -135,7 +231,10 @@ mod tests {
         assert_eq!(row["intent"], "Rename alpha");
         assert_eq!(row["derived"], *c);
         assert_eq!(row["after_version"], 1);
-        let stored: String = scalar("SELECT status || ' ' || runtime_version || ' ' || protocol_version FROM patchdiff.pdcp_logs WHERE target_file_id = $1::uuid", &t);
+        let stored: String = scalar(
+            "SELECT status || ' ' || runtime_version || ' ' || protocol_version FROM patchdiff.pdcp_logs WHERE target_file_id = $1::uuid",
+            &t,
+        );
         assert_eq!(stored, "accepted patchdiff-mvp-0.2.2 patchdiff-tx/1");
     }
 
@@ -152,16 +251,40 @@ mod tests {
         let keys: Vec<&String> = r.as_object().unwrap().keys().collect();
         assert_eq!(
             keys,
-            ["status", "target_file_id", "failure_reason", "failure_detail", "failed_change_id", "before_hash", "after_hash",
-             "current_version", "current_hash", "pdcp_log_id", "diagnostic", "current_context", "validity", "deduplicated", "client_request_id"]
+            [
+                "status",
+                "target_file_id",
+                "failure_reason",
+                "failure_detail",
+                "failed_change_id",
+                "before_hash",
+                "after_hash",
+                "current_version",
+                "current_hash",
+                "pdcp_log_id",
+                "diagnostic",
+                "current_context",
+                "validity",
+                "deduplicated",
+                "client_request_id"
+            ]
         );
         assert_eq!(r["status"], "rejected");
         assert_eq!(r["failure_reason"], "match_ambiguous");
-        assert_eq!(r["failure_detail"], "MATCH text appears multiple times without disambiguation.");
+        assert_eq!(
+            r["failure_detail"],
+            "MATCH text appears multiple times without disambiguation."
+        );
         assert_eq!(r["failed_change_id"], "chg_001");
-        assert_eq!((&r["before_hash"], &r["after_hash"], &r["current_version"]), (&json!(ALPHA_HASH), &Value::Null, &json!(0)));
+        assert_eq!(
+            (&r["before_hash"], &r["after_hash"], &r["current_version"]),
+            (&json!(ALPHA_HASH), &Value::Null, &json!(0))
+        );
         let d = &r["diagnostic"];
-        assert_eq!((&d["format"], &d["occurrence_count"]), (&json!("patchdiff-tx/1"), &json!(2)));
+        assert_eq!(
+            (&d["format"], &d["occurrence_count"]),
+            (&json!("patchdiff-tx/1"), &json!(2))
+        );
         let ec = &d["exact_candidates"];
         assert_eq!(
             ec["candidates"],
@@ -170,18 +293,42 @@ mod tests {
                 {"occurrence_index": 2, "start": 11, "end": 16, "before": "alpha beta ", "match_preview": "alpha", "match_truncated": false, "after": "\n"}
             ])
         );
-        assert_eq!((&ec["truncated"], &ec["next_occurrence_index"], &ec["buffer_stage"]), (&json!(false), &Value::Null, &json!("canonical_target")));
-        assert_eq!((&d["retryable"], &d["requires_new_submission"]), (&json!(true), &json!(true)));
+        assert_eq!(
+            (
+                &ec["truncated"],
+                &ec["next_occurrence_index"],
+                &ec["buffer_stage"]
+            ),
+            (&json!(false), &Value::Null, &json!("canonical_target"))
+        );
+        assert_eq!(
+            (&d["retryable"], &d["requires_new_submission"]),
+            (&json!(true), &json!(true))
+        );
         assert_eq!(d["validation_stage"], "transaction_applicability");
         let fc = &d["failure_context"];
-        assert_eq!((&fc["selection"], &fc["start"], &fc["end"], &fc["total_chars"]), (&json!("prefix"), &json!(0), &json!(17), &json!(17)));
+        assert_eq!(
+            (
+                &fc["selection"],
+                &fc["start"],
+                &fc["end"],
+                &fc["total_chars"]
+            ),
+            (&json!("prefix"), &json!(0), &json!(17), &json!(17))
+        );
         assert_eq!(fc["text"], "alpha beta alpha\n");
-        assert_eq!(r["current_context"]["unavailable_reason"], "same_as_failure_context");
+        assert_eq!(
+            r["current_context"]["unavailable_reason"],
+            "same_as_failure_context"
+        );
         assert_eq!(r["current_context"]["text"], Value::Null);
         assert_eq!(r["validity"]["transaction_valid"], false);
         assert_eq!(r["validity"]["protocol_valid"], true);
         assert_eq!(content(&t), "alpha beta alpha\n");
-        let stage: String = scalar("SELECT failure_stage FROM patchdiff.pdcp_logs WHERE target_file_id = $1::uuid", &t);
+        let stage: String = scalar(
+            "SELECT failure_stage FROM patchdiff.pdcp_logs WHERE target_file_id = $1::uuid",
+            &t,
+        );
         assert_eq!(stage, "TRANSACTION_APPLICABILITY");
         assert_eq!(ledger_rows(&t), 0);
     }
@@ -204,11 +351,19 @@ mod tests {
         assert_eq!(r["current_version"], 0);
         assert_eq!(log_rows(&t), 1);
         // An index and anchors are combined constraints: index 1 with an anchor that fails.
-        let r = submit(&t, 0, json!([{"match": "hello", "replace": "bye", "occurrence_index": 1, "anchor_before": "x"}]));
+        let r = submit(
+            &t,
+            0,
+            json!([{"match": "hello", "replace": "bye", "occurrence_index": 1, "anchor_before": "x"}]),
+        );
         assert_eq!(r["failure_reason"], "disambiguation_invalid");
         // Anchors hold anywhere before/after, not adjacent.
         let t2 = init("a X b X c");
-        let r = submit(&t2, 0, json!([{"match": "X", "replace": "Y", "anchor_before": "b"}]));
+        let r = submit(
+            &t2,
+            0,
+            json!([{"match": "X", "replace": "Y", "anchor_before": "b"}]),
+        );
         assert_eq!(r["status"], "accepted", "{r}");
         assert_eq!(content(&t2), "a X b Y c");
     }
@@ -228,9 +383,20 @@ mod tests {
             ]),
         );
         assert_eq!(r["status"], "accepted", "{r}");
-        assert_eq!(content(&t), "Numra 1, Calcly 2, Numra 3, Calcly 4, Numra 5, Calcly 6.");
-        let ids: Vec<&Value> = r["evidence"]["changes"].as_array().unwrap().iter().map(|c| &c["change_id"]).collect();
-        assert_eq!(ids, [&json!("chg_001"), &json!("chg_002"), &json!("chg_003")]);
+        assert_eq!(
+            content(&t),
+            "Numra 1, Calcly 2, Numra 3, Calcly 4, Numra 5, Calcly 6."
+        );
+        let ids: Vec<&Value> = r["evidence"]["changes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| &c["change_id"])
+            .collect();
+        assert_eq!(
+            ids,
+            [&json!("chg_001"), &json!("chg_002"), &json!("chg_003")]
+        );
         assert_eq!(r["manifest_entries_added"], 3);
         assert_eq!(ledger_rows(&t), 3);
     }
@@ -240,32 +406,60 @@ mod tests {
     #[pg_test]
     fn guards_are_required_and_checked() {
         let t = init("one two");
-        let r = call("patchdiff_submit_edits", json!({"target_file_id": t, "intent": "x", "edits": [{"match": "one", "replace": "1"}]}));
-        assert_eq!((&r["status"], &r["failure_reason"]), (&json!("rejected"), &json!("context_missing")));
+        let r = call(
+            "patchdiff_submit_edits",
+            json!({"target_file_id": t, "intent": "x", "edits": [{"match": "one", "replace": "1"}]}),
+        );
+        assert_eq!(
+            (&r["status"], &r["failure_reason"]),
+            (&json!("rejected"), &json!("context_missing"))
+        );
         assert_eq!(r["validity"]["protocol_valid"], false);
         assert_eq!(r["diagnostic"]["validation_stage"], "protocol_validation");
         assert_eq!(r["diagnostic"]["retryable"], false);
         for bad in [json!(-1), json!(true), json!(1.5), json!("0")] {
-            let r = call("patchdiff_submit_edits", json!({"target_file_id": t, "intent": "x", "expected_target_version": bad, "edits": [{"match": "one", "replace": "1"}]}));
-            assert_eq!((&r["failure_reason"], &r["diagnostic"]["code"]), (&json!("context_invalid"), &json!("invalid_expected_target_version")));
+            let r = call(
+                "patchdiff_submit_edits",
+                json!({"target_file_id": t, "intent": "x", "expected_target_version": bad, "edits": [{"match": "one", "replace": "1"}]}),
+            );
+            assert_eq!(
+                (&r["failure_reason"], &r["diagnostic"]["code"]),
+                (
+                    &json!("context_invalid"),
+                    &json!("invalid_expected_target_version")
+                )
+            );
         }
-        let r = call("patchdiff_submit_edits", json!({"target_file_id": t, "intent": "x", "expected_current_hash": "ABC", "edits": [{"match": "one", "replace": "1"}]}));
+        let r = call(
+            "patchdiff_submit_edits",
+            json!({"target_file_id": t, "intent": "x", "expected_current_hash": "ABC", "edits": [{"match": "one", "replace": "1"}]}),
+        );
         assert_eq!(r["diagnostic"]["code"], "invalid_expected_current_hash");
         // Every supplied guard is checked: a right version with a stale hash rejects.
         let stale = "0".repeat(64);
-        let r = call("patchdiff_submit_edits", json!({"target_file_id": t, "intent": "x", "expected_target_version": 0, "expected_current_hash": stale, "edits": [{"match": "one", "replace": "1"}]}));
+        let r = call(
+            "patchdiff_submit_edits",
+            json!({"target_file_id": t, "intent": "x", "expected_target_version": 0, "expected_current_hash": stale, "edits": [{"match": "one", "replace": "1"}]}),
+        );
         assert_eq!(r["failure_reason"], "target_hash_mismatch");
         assert_eq!(r["diagnostic"]["validation_stage"], "precondition_guard");
         assert_eq!(r["validity"]["protocol_valid"], true);
         let r = submit(&t, 7, json!([{"match": "one", "replace": "1"}]));
         assert_eq!(r["failure_reason"], "target_version_mismatch");
         assert_eq!(r["diagnostic"]["retryable"], true);
-        let hash = call("patchdiff_get_target", json!({"target_file_id": t}))["current_hash"].clone();
-        let r = call("patchdiff_submit_edits", json!({"target_file_id": t, "intent": "x", "expected_current_hash": hash, "edits": [{"match": "one", "replace": "1"}]}));
+        let hash =
+            call("patchdiff_get_target", json!({"target_file_id": t}))["current_hash"].clone();
+        let r = call(
+            "patchdiff_submit_edits",
+            json!({"target_file_id": t, "intent": "x", "expected_current_hash": hash, "edits": [{"match": "one", "replace": "1"}]}),
+        );
         assert_eq!(r["status"], "accepted");
         // Every attempt, accepted or rejected, is logged with its stage.
         assert_eq!(log_rows(&t), 9);
-        let unstaged: i64 = scalar("SELECT count(*) FROM patchdiff.pdcp_logs WHERE target_file_id = $1::uuid AND status = 'rejected' AND failure_stage IS NULL", &t);
+        let unstaged: i64 = scalar(
+            "SELECT count(*) FROM patchdiff.pdcp_logs WHERE target_file_id = $1::uuid AND status = 'rejected' AND failure_stage IS NULL",
+            &t,
+        );
         assert_eq!(unstaged, 0);
     }
 
@@ -274,13 +468,23 @@ mod tests {
     #[pg_test]
     fn consumed_match_is_sequential_match_invalid_and_nothing_applies() {
         let t = init("foo bar baz");
-        let r = submit(&t, 0, json!([{"match": "foo bar", "replace": "qux"}, {"match": "bar", "replace": "BAR"}]));
+        let r = submit(
+            &t,
+            0,
+            json!([{"match": "foo bar", "replace": "qux"}, {"match": "bar", "replace": "BAR"}]),
+        );
         assert_eq!(r["failure_reason"], "sequential_match_invalid");
-        assert_eq!(r["failure_detail"], "MATCH text was consumed by earlier change in this transaction.");
+        assert_eq!(
+            r["failure_detail"],
+            "MATCH text was consumed by earlier change in this transaction."
+        );
         assert_eq!(r["failed_change_id"], "chg_002");
         let d = &r["diagnostic"];
         assert_eq!(d["original_occurrence_count"], 1);
-        assert_eq!(d["original_occurrences"], json!([{"start": 4, "end": 7, "consumed_by_change_id": "chg_001", "consumed_by_change_index": 1}]));
+        assert_eq!(
+            d["original_occurrences"],
+            json!([{"start": 4, "end": 7, "consumed_by_change_id": "chg_001", "consumed_by_change_index": 1}])
+        );
         assert_eq!(d["failure_context"]["buffer_stage"], "intermediate_buffer");
         assert_eq!(d["failure_context"]["prior_changes"], 1);
         assert_eq!(d["failure_context"]["text"], "qux baz");
@@ -305,19 +509,42 @@ mod tests {
             (json!({"match": "a"}), "manifest_malformed"),
             (json!([{"match": "", "replace": "x"}]), "block_malformed"),
             (json!([{"match": "one"}]), "block_malformed"),
-            (json!([{"match": "one", "replace": "1", "bogus": 1}]), "block_malformed"),
-            (json!([{"match": "one", "replace": "1", "occurrence_index": 0}]), "block_malformed"),
-            (json!([{"match": "one", "replace": "1", "occurrence_index": true}]), "block_malformed"),
-            (json!([{"match": "one", "replace": "1", "risk": "extreme"}]), "block_malformed"),
-            (json!([{"match": "one", "replace": "1", "change_id": "a"}, {"match": "two", "replace": "2", "change_id": "a"}]), "block_malformed"),
+            (
+                json!([{"match": "one", "replace": "1", "bogus": 1}]),
+                "block_malformed",
+            ),
+            (
+                json!([{"match": "one", "replace": "1", "occurrence_index": 0}]),
+                "block_malformed",
+            ),
+            (
+                json!([{"match": "one", "replace": "1", "occurrence_index": true}]),
+                "block_malformed",
+            ),
+            (
+                json!([{"match": "one", "replace": "1", "risk": "extreme"}]),
+                "block_malformed",
+            ),
+            (
+                json!([{"match": "one", "replace": "1", "change_id": "a"}, {"match": "two", "replace": "2", "change_id": "a"}]),
+                "block_malformed",
+            ),
         ];
         for (edits, reason) in cases {
             let r = submit(&t, 0, edits.clone());
-            assert_eq!((&r["status"], &r["failure_reason"]), (&json!("rejected"), &json!(reason)), "{edits}");
+            assert_eq!(
+                (&r["status"], &r["failure_reason"]),
+                (&json!("rejected"), &json!(reason)),
+                "{edits}"
+            );
             assert_eq!(r["validity"]["protocol_valid"], false);
         }
         assert_eq!(log_rows(&t), 9);
-        let r = submit(&t, 0, json!([{"match": "one\r\nline", "replace": "1\r\nLINE", "change_id": "first"}]));
+        let r = submit(
+            &t,
+            0,
+            json!([{"match": "one\r\nline", "replace": "1\r\nLINE", "change_id": "first"}]),
+        );
         assert_eq!(r["status"], "accepted", "{r}");
         assert_eq!(r["evidence"]["changes"][0]["change_id"], "first");
         assert_eq!(content(&t), "line 1\nLINE two\n");
@@ -327,28 +554,67 @@ mod tests {
     /// code and failure_detail and write nothing; an unknown target is not_found.
     #[pg_test]
     fn argument_errors_write_nothing() {
-        let before: i64 = Spi::get_one("SELECT count(*) FROM patchdiff.pdcp_logs").unwrap().unwrap();
+        let before: i64 = Spi::get_one("SELECT count(*) FROM patchdiff.pdcp_logs")
+            .unwrap()
+            .unwrap();
         let unknown = "11111111-1111-4111-8111-111111111111";
         let cases = [
             ("patchdiff_submit_edits", json!([1]), "invalid_arguments"),
-            ("patchdiff_submit_edits", json!({"target_file_id": "nope", "intent": "x", "edits": []}), "invalid_target_file_id"),
-            ("patchdiff_submit_edits", json!({"target_file_id": unknown, "intent": "x"}), "missing_argument"),
-            ("patchdiff_submit_edits", json!({"target_file_id": unknown, "intent": "x", "edits": [], "surprise": 1}), "unknown_argument"),
-            ("patchdiff_submit_edits", json!({"target_file_id": unknown, "intent": "x", "edits": [], "include_correlation_id": "yes"}), "invalid_include_correlation_id"),
-            ("patchdiff_read_target", json!({"target_file_id": unknown, "length": 0}), "invalid_length"),
-            ("patchdiff_find_occurrences", json!({"target_file_id": unknown, "text": "a", "context_chars": null}), "invalid_context_chars"),
-            ("patchdiff_initialize_target", json!({"filename": "a", "content": "x\u{0}"}), "invalid_text"),
+            (
+                "patchdiff_submit_edits",
+                json!({"target_file_id": "nope", "intent": "x", "edits": []}),
+                "invalid_target_file_id",
+            ),
+            (
+                "patchdiff_submit_edits",
+                json!({"target_file_id": unknown, "intent": "x"}),
+                "missing_argument",
+            ),
+            (
+                "patchdiff_submit_edits",
+                json!({"target_file_id": unknown, "intent": "x", "edits": [], "surprise": 1}),
+                "unknown_argument",
+            ),
+            (
+                "patchdiff_submit_edits",
+                json!({"target_file_id": unknown, "intent": "x", "edits": [], "include_correlation_id": "yes"}),
+                "invalid_include_correlation_id",
+            ),
+            (
+                "patchdiff_read_target",
+                json!({"target_file_id": unknown, "length": 0}),
+                "invalid_length",
+            ),
+            (
+                "patchdiff_find_occurrences",
+                json!({"target_file_id": unknown, "text": "a", "context_chars": null}),
+                "invalid_context_chars",
+            ),
+            (
+                "patchdiff_initialize_target",
+                json!({"filename": "a", "content": "x\u{0}"}),
+                "invalid_text",
+            ),
         ];
         for (f, args, code) in cases {
             let r = call(f, args.clone());
-            assert_eq!((&r["status"], &r["code"]), (&json!("invalid_argument"), &json!(code)), "{f} {args}");
+            assert_eq!(
+                (&r["status"], &r["code"]),
+                (&json!("invalid_argument"), &json!(code)),
+                "{f} {args}"
+            );
             assert!(r["failure_detail"].is_string());
         }
-        let r = call("patchdiff_submit_edits", json!({"target_file_id": unknown, "intent": "x", "edits": [], "expected_target_version": 0}));
+        let r = call(
+            "patchdiff_submit_edits",
+            json!({"target_file_id": unknown, "intent": "x", "edits": [], "expected_target_version": 0}),
+        );
         assert_eq!(r["status"], "not_found");
         let r = call("patchdiff_read_target", json!({"target_file_id": unknown}));
         assert_eq!(r["status"], "not_found");
-        let after: i64 = Spi::get_one("SELECT count(*) FROM patchdiff.pdcp_logs").unwrap().unwrap();
+        let after: i64 = Spi::get_one("SELECT count(*) FROM patchdiff.pdcp_logs")
+            .unwrap()
+            .unwrap();
         assert_eq!(before, after);
     }
 
@@ -357,14 +623,55 @@ mod tests {
     fn reads_and_search_page_in_code_points() {
         let t = init(&"🌍 alpha ".repeat(1000)); // 8,000 code points, 1,000 occurrences
         let r = call("patchdiff_read_target", json!({"target_file_id": t}));
-        assert_eq!((&r["start"], &r["end"], &r["total_chars"], &r["truncated"], &r["next_start"]), (&json!(0), &json!(4000), &json!(8000), &json!(true), &json!(4000)));
-        let r = call("patchdiff_read_target", json!({"target_file_id": t, "start": 7999, "length": 5}));
+        assert_eq!(
+            (
+                &r["start"],
+                &r["end"],
+                &r["total_chars"],
+                &r["truncated"],
+                &r["next_start"]
+            ),
+            (
+                &json!(0),
+                &json!(4000),
+                &json!(8000),
+                &json!(true),
+                &json!(4000)
+            )
+        );
+        let r = call(
+            "patchdiff_read_target",
+            json!({"target_file_id": t, "start": 7999, "length": 5}),
+        );
         assert_eq!((&r["text"], &r["next_start"]), (&json!(" "), &Value::Null));
-        let r = call("patchdiff_find_occurrences", json!({"target_file_id": t, "text": "alpha", "context_chars": 2}));
-        assert_eq!((&r["occurrence_count"], &r["returned_count"], &r["next_occurrence_index"]), (&json!(1000), &json!(200), &json!(201)));
-        assert_eq!(r["occurrences"][0], json!({"occurrence_index": 1, "start": 2, "end": 7, "before": "🌍 ", "after": " 🌍"}));
-        let r = call("patchdiff_find_occurrences", json!({"target_file_id": t, "text": "alpha", "start_occurrence": 1000}));
-        assert_eq!((&r["returned_count"], &r["truncated"], &r["next_occurrence_index"]), (&json!(1), &json!(false), &Value::Null));
+        let r = call(
+            "patchdiff_find_occurrences",
+            json!({"target_file_id": t, "text": "alpha", "context_chars": 2}),
+        );
+        assert_eq!(
+            (
+                &r["occurrence_count"],
+                &r["returned_count"],
+                &r["next_occurrence_index"]
+            ),
+            (&json!(1000), &json!(200), &json!(201))
+        );
+        assert_eq!(
+            r["occurrences"][0],
+            json!({"occurrence_index": 1, "start": 2, "end": 7, "before": "🌍 ", "after": " 🌍"})
+        );
+        let r = call(
+            "patchdiff_find_occurrences",
+            json!({"target_file_id": t, "text": "alpha", "start_occurrence": 1000}),
+        );
+        assert_eq!(
+            (
+                &r["returned_count"],
+                &r["truncated"],
+                &r["next_occurrence_index"]
+            ),
+            (&json!(1), &json!(false), &Value::Null)
+        );
         assert_eq!(r["occurrences"][0]["start"], 7994);
     }
 
@@ -378,10 +685,20 @@ mod tests {
                           "edits": [{"match": "alpha", "replace": "gamma", "occurrence_index": 2}], "client_request_id": "req-002"});
         let first = call("patchdiff_submit_edits", args.clone());
         // Advance the target so that recovery reports the recorded outcome and the current state.
-        assert_eq!(submit(&t, 1, json!([{"match": "beta", "replace": "delta"}]))["status"], "accepted");
+        assert_eq!(
+            submit(&t, 1, json!([{"match": "beta", "replace": "delta"}]))["status"],
+            "accepted"
+        );
         let again = call("patchdiff_submit_edits", args.clone());
         assert_eq!(again["deduplicated"], true);
-        assert_eq!((&again["pdcp_log_id"], &again["version"], &again["after_hash"]), (&first["pdcp_log_id"], &json!(1), &first["after_hash"]));
+        assert_eq!(
+            (
+                &again["pdcp_log_id"],
+                &again["version"],
+                &again["after_hash"]
+            ),
+            (&first["pdcp_log_id"], &json!(1), &first["after_hash"])
+        );
         assert_eq!(again["current_version"], 2);
         assert_ne!(again["current_hash"], first["after_hash"]);
         assert_eq!(again["evidence"], first["evidence"]);
@@ -389,11 +706,23 @@ mod tests {
         let mut changed = args.clone();
         changed["edits"][0]["rationale"] = json!("reworded");
         let c = call("patchdiff_submit_edits", changed);
-        assert_eq!((&c["failure_reason"], &c["diagnostic"]["code"]), (&json!("context_invalid"), &json!("request_key_conflict")));
-        assert_eq!(c["diagnostic"]["existing_pdcp_log_id"], first["pdcp_log_id"]);
-        assert_eq!(c["diagnostic"]["differing_fields"], json!(["edits[0].rationale"]));
+        assert_eq!(
+            (&c["failure_reason"], &c["diagnostic"]["code"]),
+            (&json!("context_invalid"), &json!("request_key_conflict"))
+        );
+        assert_eq!(
+            c["diagnostic"]["existing_pdcp_log_id"],
+            first["pdcp_log_id"]
+        );
+        assert_eq!(
+            c["diagnostic"]["differing_fields"],
+            json!(["edits[0].rationale"])
+        );
         assert_eq!(c["client_request_id"], "req-002");
-        let null_key: i64 = scalar("SELECT count(*) FROM patchdiff.pdcp_logs WHERE target_file_id = $1::uuid AND client_request_id IS NULL AND conflicts_with_pdcp_log_id IS NOT NULL", &t);
+        let null_key: i64 = scalar(
+            "SELECT count(*) FROM patchdiff.pdcp_logs WHERE target_file_id = $1::uuid AND client_request_id IS NULL AND conflicts_with_pdcp_log_id IS NOT NULL",
+            &t,
+        );
         assert_eq!(null_key, 1);
         // The original is still recoverable.
         assert_eq!(call("patchdiff_submit_edits", args)["deduplicated"], true);
@@ -410,11 +739,16 @@ mod tests {
         let t = init("hello world");
         let q = "SELECT patchdiff_submit(target_file_id => $1::uuid, intent => 'greet', \
                  edits => '[{\"match\":\"world\",\"replace\":\"there\"}]', expected_target_version => 0)::text";
-        let r: String = Spi::get_one_with_args(q, &[t.as_str().into()]).unwrap().unwrap();
+        let r: String = Spi::get_one_with_args(q, &[t.as_str().into()])
+            .unwrap()
+            .unwrap();
         let r: Value = serde_json::from_str(&r).unwrap();
         assert_eq!(r["status"], "accepted", "{r}");
         assert_eq!(content(&t), "hello there");
-        let source: String = scalar("SELECT source FROM patchdiff.pdcp_logs WHERE target_file_id = $1::uuid", &t);
+        let source: String = scalar(
+            "SELECT source FROM patchdiff.pdcp_logs WHERE target_file_id = $1::uuid",
+            &t,
+        );
         assert_eq!(source, "sql");
     }
 
@@ -424,16 +758,34 @@ mod tests {
         let t = init("a b");
         let rejected = submit(&t, 0, json!([{"match": "zzz", "replace": "y"}]));
         let parent = rejected["pdcp_log_id"].as_str().unwrap().to_uppercase();
-        let r = call("patchdiff_submit_edits", json!({"target_file_id": t, "expected_target_version": 0, "intent": "retry",
-            "edits": [{"match": "a", "replace": "A"}], "parent_pdcp_log_id": parent, "attempt": 2}));
+        let r = call(
+            "patchdiff_submit_edits",
+            json!({"target_file_id": t, "expected_target_version": 0, "intent": "retry",
+            "edits": [{"match": "a", "replace": "A"}], "parent_pdcp_log_id": parent, "attempt": 2}),
+        );
         assert_eq!(r["status"], "accepted", "{r}");
-        let stored: String = scalar("SELECT parent_pdcp_log_id::text || ' ' || attempt FROM patchdiff.pdcp_logs WHERE target_file_id = $1::uuid AND status = 'accepted'", &t);
-        assert_eq!(stored, format!("{} 2", rejected["pdcp_log_id"].as_str().unwrap()));
-        let r = call("patchdiff_submit_edits", json!({"target_file_id": t, "expected_target_version": 1, "intent": "x",
-            "edits": [{"match": "b", "replace": "B"}], "parent_pdcp_log_id": r["pdcp_log_id"]}));
-        assert_eq!((&r["failure_reason"], &r["diagnostic"]["code"]), (&json!("context_invalid"), &json!("parent_not_rejected")));
-        let r = call("patchdiff_submit_edits", json!({"target_file_id": t, "expected_target_version": 1, "intent": "x",
-            "edits": [{"match": "b", "replace": "B"}], "attempt": 0}));
+        let stored: String = scalar(
+            "SELECT parent_pdcp_log_id::text || ' ' || attempt FROM patchdiff.pdcp_logs WHERE target_file_id = $1::uuid AND status = 'accepted'",
+            &t,
+        );
+        assert_eq!(
+            stored,
+            format!("{} 2", rejected["pdcp_log_id"].as_str().unwrap())
+        );
+        let r = call(
+            "patchdiff_submit_edits",
+            json!({"target_file_id": t, "expected_target_version": 1, "intent": "x",
+            "edits": [{"match": "b", "replace": "B"}], "parent_pdcp_log_id": r["pdcp_log_id"]}),
+        );
+        assert_eq!(
+            (&r["failure_reason"], &r["diagnostic"]["code"]),
+            (&json!("context_invalid"), &json!("parent_not_rejected"))
+        );
+        let r = call(
+            "patchdiff_submit_edits",
+            json!({"target_file_id": t, "expected_target_version": 1, "intent": "x",
+            "edits": [{"match": "b", "replace": "B"}], "attempt": 0}),
+        );
         assert_eq!(r["diagnostic"]["code"], "invalid_attempt");
     }
 }

@@ -20,22 +20,43 @@ pub async fn connect(dsn: &str) -> Result<Client, tokio_postgres::Error> {
 pub fn call_sql(function: &str) -> String {
     // The name is spliced into SQL, so only the API's own names are accepted.
     assert!(
-        function.starts_with("patchdiff_") && function.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'),
+        function.starts_with("patchdiff_")
+            && function
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b == b'_'),
         "not a pg_patchdiff API function: {function}"
     );
     format!("SELECT {function}($1::text::json)::text")
 }
 
 /// Calls `function(args::json)` on `client` (a connection or an open transaction).
-pub async fn call(client: &impl GenericClient, function: &str, args: &Value) -> Result<Value, tokio_postgres::Error> {
-    let row = client.query_one(&call_sql(function), &[&args.to_string()]).await?;
+pub async fn call(
+    client: &impl GenericClient,
+    function: &str,
+    args: &Value,
+) -> Result<Value, tokio_postgres::Error> {
+    let row = client
+        .query_one(&call_sql(function), &[&args.to_string()])
+        .await?;
     let text: String = row.get(0);
     Ok(serde_json::from_str(&text).expect("pg_patchdiff returned invalid JSON"))
 }
 
 /// Initializes a target with `content` and returns its `target_file_id`.
-pub async fn initialize_target(client: &impl GenericClient, filename: &str, content: &str) -> Result<String, tokio_postgres::Error> {
-    let r = call(client, "patchdiff_initialize_target", &serde_json::json!({"filename": filename, "content": content})).await?;
+pub async fn initialize_target(
+    client: &impl GenericClient,
+    filename: &str,
+    content: &str,
+) -> Result<String, tokio_postgres::Error> {
+    let r = call(
+        client,
+        "patchdiff_initialize_target",
+        &serde_json::json!({"filename": filename, "content": content}),
+    )
+    .await?;
     assert_eq!(r["status"], "ok", "initialize failed: {r}");
-    Ok(r["target_file_id"].as_str().expect("target_file_id").to_owned())
+    Ok(r["target_file_id"]
+        .as_str()
+        .expect("target_file_id")
+        .to_owned())
 }

@@ -24,15 +24,21 @@ const RACE_TIMEOUT: Duration = Duration::from_secs(10);
 
 fn dsn() -> String {
     // CI always sets it; skipping silently would turn a broken set-up into a green run.
-    std::env::var("PATCHDIFF_TEST_DSN").expect("PATCHDIFF_TEST_DSN must be set to a superuser connection string")
+    std::env::var("PATCHDIFF_TEST_DSN")
+        .expect("PATCHDIFF_TEST_DSN must be set to a superuser connection string")
 }
 
 async fn client() -> Client {
-    connect(&dsn()).await.expect("connecting with PATCHDIFF_TEST_DSN")
+    connect(&dsn())
+        .await
+        .expect("connecting with PATCHDIFF_TEST_DSN")
 }
 
 async fn backend_pid(c: &Client) -> i32 {
-    c.query_one("SELECT pg_backend_pid()", &[]).await.unwrap().get(0)
+    c.query_one("SELECT pg_backend_pid()", &[])
+        .await
+        .unwrap()
+        .get(0)
 }
 
 /// A version-guarded tx/1 submission that replaces one word.
@@ -59,17 +65,28 @@ async fn logged_statuses(c: &Client, target: &str) -> Vec<(String, i64)> {
 }
 
 async fn logged_ids(c: &Client, target: &str) -> BTreeSet<String> {
-    c.query("SELECT pdcp_log_id::text FROM patchdiff.pdcp_logs WHERE target_file_id = $1::text::uuid", &[&target])
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect()
+    c.query(
+        "SELECT pdcp_log_id::text FROM patchdiff.pdcp_logs WHERE target_file_id = $1::text::uuid",
+        &[&target],
+    )
+    .await
+    .unwrap()
+    .iter()
+    .map(|r| r.get(0))
+    .collect()
 }
 
 async fn current_version(c: &Client, target: &str) -> i64 {
-    let t = call(c, "patchdiff_get_target", &json!({"target_file_id": target})).await.unwrap();
-    t["version"].as_i64().unwrap_or_else(|| panic!("no version in {t}"))
+    let t = call(
+        c,
+        "patchdiff_get_target",
+        &json!({"target_file_id": target}),
+    )
+    .await
+    .unwrap();
+    t["version"]
+        .as_i64()
+        .unwrap_or_else(|| panic!("no version in {t}"))
 }
 
 /// Waits until backend `pid` is blocked on a heavyweight lock (here: the target's row lock).
@@ -78,7 +95,10 @@ async fn wait_until_blocked(observer: &Client, pid: i32) -> bool {
     let deadline = tokio::time::Instant::now() + RACE_TIMEOUT;
     while tokio::time::Instant::now() < deadline {
         let row = observer
-            .query_opt("SELECT 1 FROM pg_stat_activity WHERE pid = $1 AND wait_event_type = 'Lock'", &[&pid])
+            .query_opt(
+                "SELECT 1 FROM pg_stat_activity WHERE pid = $1 AND wait_event_type = 'Lock'",
+                &[&pid],
+            )
             .await
             .unwrap();
         if row.is_some() {
@@ -93,10 +113,16 @@ async fn wait_until_blocked(observer: &Client, pid: i32) -> bool {
 /// transaction (and so the row lock) open until the peer is seen blocked behind it, then
 /// commit. A rejection is a value, not an error, so the loser commits too and its attempt row
 /// becomes durable.
-async fn submit_in_transaction(c: &mut Client, observer: &Client, peer_pid: i32, args: &Value) -> (Value, bool) {
+async fn submit_in_transaction(
+    c: &mut Client,
+    observer: &Client,
+    peer_pid: i32,
+    args: &Value,
+) -> (Value, bool) {
     let tx = c.transaction().await.unwrap();
     let r = call(&tx, "patchdiff_submit_edits", args).await.unwrap();
-    let saw_peer_blocked = r["status"] == "accepted" && wait_until_blocked(observer, peer_pid).await;
+    let saw_peer_blocked =
+        r["status"] == "accepted" && wait_until_blocked(observer, peer_pid).await;
     tx.commit().await.unwrap();
     (r, saw_peer_blocked)
 }
@@ -110,10 +136,15 @@ async fn submit_in_transaction(c: &mut Client, observer: &Client, peer_pid: i32,
 async fn same_version_guard_race_accepts_exactly_one() {
     // Two callers in their own explicit transactions.
     let observer = client().await;
-    let target = initialize_target(&observer, "race.md", "alpha beta gamma\n").await.unwrap();
+    let target = initialize_target(&observer, "race.md", "alpha beta gamma\n")
+        .await
+        .unwrap();
     let (mut a, mut b) = (client().await, client().await);
     let (pid_a, pid_b) = (backend_pid(&a).await, backend_pid(&b).await);
-    let (edit_a, edit_b) = (replace_word(&target, "alpha", 0), replace_word(&target, "beta", 0));
+    let (edit_a, edit_b) = (
+        replace_word(&target, "alpha", 0),
+        replace_word(&target, "beta", 0),
+    );
     // Whichever takes the row lock first wins; the winner holds its transaction open until the
     // loser is visibly waiting on that lock, so the race goes through the lock every time
     // instead of depending on a sleep being long enough.
@@ -122,25 +153,58 @@ async fn same_version_guard_race_accepts_exactly_one() {
         submit_in_transaction(&mut b, &observer, pid_a, &edit_b),
     );
     let results = [&ra, &rb];
-    let accepted: Vec<_> = results.iter().filter(|r| r["status"] == "accepted").collect();
-    let rejected: Vec<_> = results.iter().filter(|r| r["status"] == "rejected").collect();
-    assert_eq!((accepted.len(), rejected.len()), (1, 1), "expected one winner: {ra}\n{rb}");
-    assert_eq!(rejected[0]["failure_reason"], "target_version_mismatch", "{}", rejected[0]);
-    assert!(a_saw || b_saw, "the loser never waited on the winner's row lock");
+    let accepted: Vec<_> = results
+        .iter()
+        .filter(|r| r["status"] == "accepted")
+        .collect();
+    let rejected: Vec<_> = results
+        .iter()
+        .filter(|r| r["status"] == "rejected")
+        .collect();
+    assert_eq!(
+        (accepted.len(), rejected.len()),
+        (1, 1),
+        "expected one winner: {ra}\n{rb}"
+    );
+    assert_eq!(
+        rejected[0]["failure_reason"], "target_version_mismatch",
+        "{}",
+        rejected[0]
+    );
+    assert!(
+        a_saw || b_saw,
+        "the loser never waited on the winner's row lock"
+    );
     assert_eq!(accepted[0]["version"], 1);
-    assert_eq!(logged_statuses(&observer, &target).await, [("accepted".into(), 1), ("rejected".into(), 1)]);
-    let ids: BTreeSet<String> = results.iter().map(|r| r["pdcp_log_id"].as_str().unwrap().to_owned()).collect();
-    assert_eq!(logged_ids(&observer, &target).await, ids, "each response names its own log row");
+    assert_eq!(
+        logged_statuses(&observer, &target).await,
+        [("accepted".into(), 1), ("rejected".into(), 1)]
+    );
+    let ids: BTreeSet<String> = results
+        .iter()
+        .map(|r| r["pdcp_log_id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        logged_ids(&observer, &target).await,
+        ids,
+        "each response names its own log row"
+    );
     assert_eq!(current_version(&observer, &target).await, 1);
 
     // Autocommit, as the front end calls: N callers released together by a barrier.
     const N: usize = 8;
     let words: Vec<String> = (0..N).map(|i| format!("word{i}")).collect();
-    let target = initialize_target(&observer, "race8.md", &(words.join(" ") + "\n")).await.unwrap();
+    let target = initialize_target(&observer, "race8.md", &(words.join(" ") + "\n"))
+        .await
+        .unwrap();
     let barrier = Arc::new(Barrier::new(N));
     let mut callers = tokio::task::JoinSet::new();
     for word in words {
-        let (c, barrier, args) = (client().await, barrier.clone(), replace_word(&target, &word, 0));
+        let (c, barrier, args) = (
+            client().await,
+            barrier.clone(),
+            replace_word(&target, &word, 0),
+        );
         callers.spawn(async move {
             barrier.wait().await;
             call(&c, "patchdiff_submit_edits", &args).await.unwrap()
@@ -148,22 +212,38 @@ async fn same_version_guard_race_accepts_exactly_one() {
     }
     let results = callers.join_all().await;
     let count = |s: &str| results.iter().filter(|r| r["status"] == s).count();
-    assert_eq!((count("accepted"), count("rejected")), (1, N - 1), "{results:#?}");
+    assert_eq!(
+        (count("accepted"), count("rejected")),
+        (1, N - 1),
+        "{results:#?}"
+    );
     for r in results.iter().filter(|r| r["status"] == "rejected") {
         assert_eq!(r["failure_reason"], "target_version_mismatch", "{r}");
     }
-    assert_eq!(logged_statuses(&observer, &target).await, [("accepted".into(), 1), ("rejected".into(), N as i64 - 1)]);
-    let ids: BTreeSet<String> = results.iter().map(|r| r["pdcp_log_id"].as_str().unwrap().to_owned()).collect();
+    assert_eq!(
+        logged_statuses(&observer, &target).await,
+        [("accepted".into(), 1), ("rejected".into(), N as i64 - 1)]
+    );
+    let ids: BTreeSet<String> = results
+        .iter()
+        .map(|r| r["pdcp_log_id"].as_str().unwrap().to_owned())
+        .collect();
     assert_eq!(ids.len(), N);
     assert_eq!(logged_ids(&observer, &target).await, ids);
     assert_eq!(current_version(&observer, &target).await, 1);
 }
 
 /// Runs `sql` and returns its error message; panics if it succeeds.
-async fn refused(c: &Client, sql: &str, params: &[&(dyn tokio_postgres::types::ToSql + Sync)]) -> String {
+async fn refused(
+    c: &Client,
+    sql: &str,
+    params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+) -> String {
     match c.execute(sql, params).await {
         Ok(n) => panic!("{sql} succeeded ({n} rows)"),
-        Err(e) => e.as_db_error().map_or_else(|| e.to_string(), |d| d.message().to_owned()),
+        Err(e) => e
+            .as_db_error()
+            .map_or_else(|| e.to_string(), |d| d.message().to_owned()),
     }
 }
 
@@ -175,11 +255,20 @@ async fn refused(c: &Client, sql: &str, params: &[&(dyn tokio_postgres::types::T
 #[tokio::test]
 async fn log_and_ledger_refuse_update_delete_truncate_even_for_owner() {
     let c = client().await;
-    let target = initialize_target(&c, "append-only.md", "one two three\n").await.unwrap();
-    let r = call(&c, "patchdiff_submit_edits", &replace_word(&target, "two", 0)).await.unwrap();
+    let target = initialize_target(&c, "append-only.md", "one two three\n")
+        .await
+        .unwrap();
+    let r = call(
+        &c,
+        "patchdiff_submit_edits",
+        &replace_word(&target, "two", 0),
+    )
+    .await
+    .unwrap();
     assert_eq!(r["status"], "accepted", "{r}");
     let rows_before = logged_ids(&c, &target).await;
-    let ledger_rows = "SELECT count(*) FROM patchdiff.manifest_ledger WHERE target_file_id = $1::text::uuid";
+    let ledger_rows =
+        "SELECT count(*) FROM patchdiff.manifest_ledger WHERE target_file_id = $1::text::uuid";
     let ledger_before: i64 = c.query_one(ledger_rows, &[&target]).await.unwrap().get(0);
     assert_eq!(ledger_before, 1);
 
@@ -187,19 +276,35 @@ async fn log_and_ledger_refuse_update_delete_truncate_even_for_owner() {
     // pdcp_logs is referenced by manifest_ledger, so a plain TRUNCATE of it already fails on
     // the foreign key; CASCADE gets past that check, and the trigger must still refuse.
     let owner_attacks = [
-        ("pdcp_logs", "UPDATE patchdiff.pdcp_logs SET failure_detail = 'tampered' WHERE target_file_id = $1::text::uuid"),
-        ("pdcp_logs", "DELETE FROM patchdiff.pdcp_logs WHERE target_file_id = $1::text::uuid"),
-        ("manifest_ledger", "UPDATE patchdiff.manifest_ledger SET intent = 'tampered' WHERE target_file_id = $1::text::uuid"),
-        ("manifest_ledger", "DELETE FROM patchdiff.manifest_ledger WHERE target_file_id = $1::text::uuid"),
+        (
+            "pdcp_logs",
+            "UPDATE patchdiff.pdcp_logs SET failure_detail = 'tampered' WHERE target_file_id = $1::text::uuid",
+        ),
+        (
+            "pdcp_logs",
+            "DELETE FROM patchdiff.pdcp_logs WHERE target_file_id = $1::text::uuid",
+        ),
+        (
+            "manifest_ledger",
+            "UPDATE patchdiff.manifest_ledger SET intent = 'tampered' WHERE target_file_id = $1::text::uuid",
+        ),
+        (
+            "manifest_ledger",
+            "DELETE FROM patchdiff.manifest_ledger WHERE target_file_id = $1::text::uuid",
+        ),
     ];
     // Each refusal must come from the table's own trigger: TRUNCATE ... CASCADE would also be
     // stopped by the ledger's trigger, which would hide a missing one on pdcp_logs.
-    let append_only = |table: &str, msg: &str| msg.contains(&format!("patchdiff.{table} is append-only"));
+    let append_only =
+        |table: &str, msg: &str| msg.contains(&format!("patchdiff.{table} is append-only"));
     for (table, sql) in owner_attacks {
         let msg = refused(&c, sql, &[&target]).await;
         assert!(append_only(table, &msg), "{sql}: {msg}");
     }
-    for (table, sql) in [("pdcp_logs", "TRUNCATE patchdiff.pdcp_logs CASCADE"), ("manifest_ledger", "TRUNCATE patchdiff.manifest_ledger")] {
+    for (table, sql) in [
+        ("pdcp_logs", "TRUNCATE patchdiff.pdcp_logs CASCADE"),
+        ("manifest_ledger", "TRUNCATE patchdiff.manifest_ledger"),
+    ] {
         let msg = refused(&c, sql, &[]).await;
         assert!(append_only(table, &msg), "{sql}: {msg}");
     }
@@ -229,9 +334,21 @@ async fn log_and_ledger_refuse_update_delete_truncate_even_for_owner() {
         let msg = refused(&app, sql, &[&target]).await;
         assert!(msg.contains("permission denied"), "{sql}: {msg}");
     }
-    let read = call(&app, "patchdiff_read_target", &json!({"target_file_id": target})).await.unwrap();
+    let read = call(
+        &app,
+        "patchdiff_read_target",
+        &json!({"target_file_id": target}),
+    )
+    .await
+    .unwrap();
     assert_eq!(read["text"], "one TWO three\n", "{read}");
-    let r = call(&app, "patchdiff_submit_edits", &replace_word(&target, "three", 1)).await.unwrap();
+    let r = call(
+        &app,
+        "patchdiff_submit_edits",
+        &replace_word(&target, "three", 1),
+    )
+    .await
+    .unwrap();
     assert_eq!(r["status"], "accepted", "pd_app edits through the API: {r}");
 }
 
@@ -242,8 +359,16 @@ async fn log_and_ledger_refuse_update_delete_truncate_even_for_owner() {
 async fn pg_dump_keeps_log_rows() {
     let c = client().await;
     let target = initialize_target(&c, "dump.md", "keep me\n").await.unwrap();
-    let r = call(&c, "patchdiff_submit_edits", &replace_word(&target, "keep", 0)).await.unwrap();
-    let log_id = r["pdcp_log_id"].as_str().unwrap_or_else(|| panic!("no pdcp_log_id in {r}"));
+    let r = call(
+        &c,
+        "patchdiff_submit_edits",
+        &replace_word(&target, "keep", 0),
+    )
+    .await
+    .unwrap();
+    let log_id = r["pdcp_log_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no pdcp_log_id in {r}"));
 
     let config: tokio_postgres::Config = dsn().parse().expect("PATCHDIFF_TEST_DSN");
     let host = match config.get_hosts().first() {
@@ -252,16 +377,39 @@ async fn pg_dump_keeps_log_rows() {
         None => "localhost".into(),
     };
     let port = config.get_ports().first().copied().unwrap_or(5432);
-    let bin = std::env::var("PATCHDIFF_PG_BIN").unwrap_or_else(|_| "/usr/lib/postgresql/15/bin".into());
+    let bin =
+        std::env::var("PATCHDIFF_PG_BIN").unwrap_or_else(|_| "/usr/lib/postgresql/15/bin".into());
     let mut dump = std::process::Command::new(format!("{bin}/pg_dump"));
-    dump.args(["-h", &host, "-p", &port.to_string(), "--data-only", "-t", "patchdiff.pdcp_logs"]);
+    dump.args([
+        "-h",
+        &host,
+        "-p",
+        &port.to_string(),
+        "--data-only",
+        "-t",
+        "patchdiff.pdcp_logs",
+    ]);
     if let Some(user) = config.get_user() {
         dump.args(["-U", user]);
     }
-    dump.arg(config.get_dbname().expect("PATCHDIFF_TEST_DSN names no dbname"));
+    dump.arg(
+        config
+            .get_dbname()
+            .expect("PATCHDIFF_TEST_DSN names no dbname"),
+    );
     let out = dump.output().expect("running pg_dump");
-    assert!(out.status.success(), "pg_dump failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "pg_dump failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let sql = String::from_utf8_lossy(&out.stdout);
-    assert!(sql.contains("COPY patchdiff.pdcp_logs"), "no data section for pdcp_logs");
-    assert!(sql.contains(log_id), "pg_dump output lacks pdcp_log_id {log_id}");
+    assert!(
+        sql.contains("COPY patchdiff.pdcp_logs"),
+        "no data section for pdcp_logs"
+    );
+    assert!(
+        sql.contains(log_id),
+        "pg_dump output lacks pdcp_log_id {log_id}"
+    );
 }

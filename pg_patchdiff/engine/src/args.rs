@@ -19,7 +19,11 @@ pub struct ArgError {
 
 impl ArgError {
     pub fn new(code: &'static str, detail: impl Into<String>) -> Self {
-        ArgError { code, detail: detail.into(), extra: Map::new() }
+        ArgError {
+            code,
+            detail: detail.into(),
+            extra: Map::new(),
+        }
     }
 
     pub fn with(mut self, key: &str, v: Value) -> Self {
@@ -60,15 +64,19 @@ pub struct Args {
 impl Args {
     /// Parses `text` as a JSON object whose keys are all in `allowed` and include `required`.
     pub fn parse(text: &str, allowed: &[&str], required: &[&str]) -> Result<Args, ArgError> {
-        let value: Value = serde_json::from_str(text)
-            .map_err(|e| ArgError::new("invalid_json", format!("arguments are not valid JSON: {e}")))?;
+        let value: Value = serde_json::from_str(text).map_err(|e| {
+            ArgError::new("invalid_json", format!("arguments are not valid JSON: {e}"))
+        })?;
         let Value::Object(map) = value else {
             return Err(ArgError::new(
                 "invalid_arguments",
                 format!("arguments must be a JSON object, not {}", type_name(&value)),
             ));
         };
-        let mut unknown: Vec<&String> = map.keys().filter(|k| !allowed.contains(&k.as_str())).collect();
+        let mut unknown: Vec<&String> = map
+            .keys()
+            .filter(|k| !allowed.contains(&k.as_str()))
+            .collect();
         if !unknown.is_empty() {
             unknown.sort();
             return Err(ArgError::new(
@@ -77,7 +85,11 @@ impl Args {
             )
             .with("unknown_arguments", json!(unknown)));
         }
-        let missing: Vec<&str> = required.iter().copied().filter(|k| !map.contains_key(*k)).collect();
+        let missing: Vec<&str> = required
+            .iter()
+            .copied()
+            .filter(|k| !map.contains_key(*k))
+            .collect();
         if !missing.is_empty() {
             return Err(ArgError::new(
                 "missing_argument",
@@ -105,14 +117,20 @@ impl Args {
     pub fn target_file_id(&self) -> Result<String, ArgError> {
         match self.map.get("target_file_id") {
             Some(Value::String(s)) => canonical_uuid(s).ok_or_else(|| {
-                ArgError::new("invalid_target_file_id", "target_file_id must be a hyphenated UUID string")
+                ArgError::new(
+                    "invalid_target_file_id",
+                    "target_file_id must be a hyphenated UUID string",
+                )
             }),
             Some(v) => Err(ArgError::new(
                 "invalid_target_file_id",
                 format!("target_file_id must be a UUID string, not {}", type_name(v)),
             )),
-            None => Err(ArgError::new("missing_argument", "missing required argument(s): target_file_id")
-                .with("missing_arguments", json!(["target_file_id"]))),
+            None => Err(ArgError::new(
+                "missing_argument",
+                "missing required argument(s): target_file_id",
+            )
+            .with("missing_arguments", json!(["target_file_id"]))),
         }
     }
 
@@ -121,33 +139,56 @@ impl Args {
         match self.map.get(k) {
             None | Some(Value::Null) => Ok(default),
             Some(Value::Bool(b)) => Ok(*b),
-            Some(v) => Err(ArgError::new(code, format!("{k} must be a boolean, not {}", type_name(v)))),
+            Some(v) => Err(ArgError::new(
+                code,
+                format!("{k} must be a boolean, not {}", type_name(v)),
+            )),
         }
     }
 
     /// An optional string; omission gives `None`, null is accepted only when `nullable`.
-    pub fn opt_str(&self, k: &str, nullable: bool, code: &'static str) -> Result<Option<&str>, ArgError> {
+    pub fn opt_str(
+        &self,
+        k: &str,
+        nullable: bool,
+        code: &'static str,
+    ) -> Result<Option<&str>, ArgError> {
         match self.map.get(k) {
             None => Ok(None),
             Some(Value::Null) if nullable => Ok(None),
             Some(Value::String(s)) => Ok(Some(s)),
-            Some(v) => Err(ArgError::new(code, format!("{k} must be a string, not {}", type_name(v)))),
+            Some(v) => Err(ArgError::new(
+                code,
+                format!("{k} must be a string, not {}", type_name(v)),
+            )),
         }
     }
 
     /// An optional non-bool integer `>= min`. Null or omission give `None` when `nullable`;
     /// a non-nullable argument rejects an explicit null.
-    pub fn opt_int(&self, k: &str, min: i64, nullable: bool, code: &'static str) -> Result<Option<i64>, ArgError> {
+    pub fn opt_int(
+        &self,
+        k: &str,
+        min: i64,
+        nullable: bool,
+        code: &'static str,
+    ) -> Result<Option<i64>, ArgError> {
         match self.map.get(k) {
             None => Ok(None),
             Some(Value::Null) if nullable => Ok(None),
             Some(v) => match as_int(v) {
                 Some(n) if n >= min => Ok(Some(n)),
-                Some(n) => Err(ArgError::new(code, format!("{k} must be an integer >= {min}, not {n}"))),
+                Some(n) => Err(ArgError::new(
+                    code,
+                    format!("{k} must be an integer >= {min}, not {n}"),
+                )),
                 None if is_big_int(v) => Err(ArgError::new(code, format!("{k} is out of range"))),
                 None => Err(ArgError::new(
                     code,
-                    format!("{k} must be a non-boolean integer >= {min}, not {}", type_name(v)),
+                    format!(
+                        "{k} must be a non-boolean integer >= {min}, not {}",
+                        type_name(v)
+                    ),
                 )),
             },
         }
@@ -155,7 +196,10 @@ impl Args {
 }
 
 fn join(keys: &[&String]) -> String {
-    keys.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
+    keys.iter()
+        .map(|s| s.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 #[cfg(test)]
@@ -170,13 +214,24 @@ mod tests {
         let e = Args::parse("{}", &["x"], &["x"]).err().unwrap();
         assert_eq!(e.code, "missing_argument");
         assert_eq!(e.to_json("t")["tool"], "t");
-        assert_eq!(Args::parse("[1]", &[], &[]).err().unwrap().code, "invalid_arguments");
-        assert_eq!(Args::parse("{", &[], &[]).err().unwrap().code, "invalid_json");
+        assert_eq!(
+            Args::parse("[1]", &[], &[]).err().unwrap().code,
+            "invalid_arguments"
+        );
+        assert_eq!(
+            Args::parse("{", &[], &[]).err().unwrap().code,
+            "invalid_json"
+        );
     }
 
     #[test]
     fn integers_reject_bools_floats_and_negatives() {
-        let a = Args::parse(r#"{"a":true,"b":1.5,"c":-1,"d":null,"e":7}"#, &["a", "b", "c", "d", "e"], &[]).unwrap();
+        let a = Args::parse(
+            r#"{"a":true,"b":1.5,"c":-1,"d":null,"e":7}"#,
+            &["a", "b", "c", "d", "e"],
+            &[],
+        )
+        .unwrap();
         assert!(a.opt_int("a", 0, true, "x").is_err());
         assert!(a.opt_int("b", 0, true, "x").is_err());
         assert!(a.opt_int("c", 0, true, "x").is_err());

@@ -17,11 +17,20 @@ pub struct Style {
 }
 
 /// Compact, literal UTF-8, insertion order: what SQL callers read.
-pub const LITERAL: Style = Style { ascii: false, sorted: false };
+pub const LITERAL: Style = Style {
+    ascii: false,
+    sorted: false,
+};
 /// Compact ASCII-escaped, insertion order: what byte budgets count.
-pub const ASCII: Style = Style { ascii: true, sorted: false };
+pub const ASCII: Style = Style {
+    ascii: true,
+    sorted: false,
+};
 /// Compact ASCII-escaped with sorted keys: stored records and hashed identities.
-pub const CANONICAL: Style = Style { ascii: true, sorted: true };
+pub const CANONICAL: Style = Style {
+    ascii: true,
+    sorted: true,
+};
 
 pub fn to_string(v: &Value, style: Style) -> String {
     let mut out = String::with_capacity(128);
@@ -166,7 +175,10 @@ mod tests {
             r#"{"b":"\ud83c\udf0d \u4e2d\u2028\"\\\n\u0001","a":1}"#
         );
         assert_eq!(to_string(&v, CANONICAL).find("\"a\""), Some(1));
-        assert_eq!(ascii_str_len("🌍 中\u{2028}\"\\\n\u{1}"), to_string(&v["b"], ASCII).len());
+        assert_eq!(
+            ascii_str_len("🌍 中\u{2028}\"\\\n\u{1}"),
+            to_string(&v["b"], ASCII).len()
+        );
         assert_eq!(to_string(&json!("中"), LITERAL), "\"中\"");
     }
 

@@ -3,11 +3,19 @@
 use crate::args::{ArgError, Args};
 use crate::limits::*;
 use crate::target::TargetView;
-use crate::text::{byte_offset, canonicalize, char_len, for_each_occurrence, head_chars, tail_chars, text_defect};
+use crate::text::{
+    byte_offset, canonicalize, char_len, for_each_occurrence, head_chars, tail_chars, text_defect,
+};
 use serde_json::{Value, json};
 
 pub const READ_TARGET_ARGS: &[&str] = &["target_file_id", "start", "length"];
-pub const FIND_ARGS: &[&str] = &["target_file_id", "text", "context_chars", "start_occurrence", "max_results"];
+pub const FIND_ARGS: &[&str] = &[
+    "target_file_id",
+    "text",
+    "context_chars",
+    "start_occurrence",
+    "max_results",
+];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ReadRequest {
@@ -19,15 +27,26 @@ pub struct ReadRequest {
 /// clamped to 8,000).
 pub fn parse_read_target(a: &Args) -> Result<ReadRequest, ArgError> {
     let start = a.opt_int("start", 0, false, "invalid_start")?.unwrap_or(0);
-    let length = a.opt_int("length", 1, true, "invalid_length")?.map_or(READ_DEFAULT_CHARS, |n| (n as u64).min(READ_MAX_CHARS as u64) as usize);
-    Ok(ReadRequest { start: usize::try_from(start).unwrap_or(usize::MAX), length })
+    let length = a
+        .opt_int("length", 1, true, "invalid_length")?
+        .map_or(READ_DEFAULT_CHARS, |n| {
+            (n as u64).min(READ_MAX_CHARS as u64) as usize
+        });
+    Ok(ReadRequest {
+        start: usize::try_from(start).unwrap_or(usize::MAX),
+        length,
+    })
 }
 
 pub fn read_target(t: &TargetView, r: ReadRequest) -> Result<Value, ArgError> {
     let Some(b0) = byte_offset(t.content, r.start) else {
         return Err(ArgError::new(
             "start_out_of_range",
-            format!("start {} is past the end of the target ({} code points)", r.start, char_len(t.content)),
+            format!(
+                "start {} is past the end of the target ({} code points)",
+                r.start,
+                char_len(t.content)
+            ),
         ));
     };
     let rest = &t.content[b0..];
@@ -62,17 +81,36 @@ pub struct FindRequest {
 pub fn parse_find(a: &Args) -> Result<FindRequest, ArgError> {
     let text = match a.opt_str("text", false, "invalid_text")? {
         Some(s) if !s.is_empty() => s,
-        _ => return Err(ArgError::new("invalid_text", "text must be a non-empty string")),
+        _ => {
+            return Err(ArgError::new(
+                "invalid_text",
+                "text must be a non-empty string",
+            ));
+        }
     };
     if let Some(why) = text_defect(text) {
         return Err(ArgError::new("invalid_text", format!("text {why}")));
     }
-    let clamp = |n: Option<i64>, default: usize, cap: usize| n.map_or(default, |n| (n as u64).min(cap as u64) as usize);
+    let clamp = |n: Option<i64>, default: usize, cap: usize| {
+        n.map_or(default, |n| (n as u64).min(cap as u64) as usize)
+    };
     Ok(FindRequest {
         text: canonicalize(text).into_owned(),
-        context_chars: clamp(a.opt_int("context_chars", 0, false, "invalid_context_chars")?, SEARCH_CONTEXT_DEFAULT, SEARCH_CONTEXT_MAX),
-        start_occurrence: clamp(a.opt_int("start_occurrence", 1, true, "invalid_start_occurrence")?, 1, usize::MAX),
-        max_results: clamp(a.opt_int("max_results", 1, true, "invalid_max_results")?, SEARCH_MAX_RESULTS, SEARCH_MAX_RESULTS),
+        context_chars: clamp(
+            a.opt_int("context_chars", 0, false, "invalid_context_chars")?,
+            SEARCH_CONTEXT_DEFAULT,
+            SEARCH_CONTEXT_MAX,
+        ),
+        start_occurrence: clamp(
+            a.opt_int("start_occurrence", 1, true, "invalid_start_occurrence")?,
+            1,
+            usize::MAX,
+        ),
+        max_results: clamp(
+            a.opt_int("max_results", 1, true, "invalid_max_results")?,
+            SEARCH_MAX_RESULTS,
+            SEARCH_MAX_RESULTS,
+        ),
     })
 }
 
@@ -135,7 +173,12 @@ mod tests {
     use super::*;
 
     fn view(content: &str) -> TargetView<'_> {
-        TargetView { target_file_id: "t", version: 1, current_hash: "h", content }
+        TargetView {
+            target_file_id: "t",
+            version: 1,
+            current_hash: "h",
+            content,
+        }
     }
 
     fn args(s: &str, allowed: &[&str]) -> Args {
@@ -148,9 +191,17 @@ mod tests {
         let content = "a🌍".repeat(5000); // 10,000 code points
         let r = parse_read_target(&args("{}", READ_TARGET_ARGS)).unwrap();
         let v = read_target(&view(&content), r).unwrap();
-        assert_eq!((v["start"].as_u64(), v["end"].as_u64(), v["total_chars"].as_u64()), (Some(0), Some(4000), Some(10000)));
+        assert_eq!(
+            (
+                v["start"].as_u64(),
+                v["end"].as_u64(),
+                v["total_chars"].as_u64()
+            ),
+            (Some(0), Some(4000), Some(10000))
+        );
         assert_eq!(v["next_start"], 4000);
-        let r = parse_read_target(&args(r#"{"start":9999,"length":100000}"#, READ_TARGET_ARGS)).unwrap();
+        let r = parse_read_target(&args(r#"{"start":9999,"length":100000}"#, READ_TARGET_ARGS))
+            .unwrap();
         let v = read_target(&view(&content), r).unwrap();
         assert_eq!(v["text"], "🌍");
         assert_eq!(v["truncated"], false);
@@ -158,10 +209,27 @@ mod tests {
         let r = parse_read_target(&args(r#"{"start":10000}"#, READ_TARGET_ARGS)).unwrap();
         assert_eq!(read_target(&view(&content), r).unwrap()["text"], "");
         let r = parse_read_target(&args(r#"{"start":10001}"#, READ_TARGET_ARGS)).unwrap();
-        assert_eq!(read_target(&view(&content), r).unwrap_err().code, "start_out_of_range");
-        assert_eq!(parse_read_target(&args(r#"{"length":20000}"#, READ_TARGET_ARGS)).unwrap().length, 8000);
-        for bad in [r#"{"length":0}"#, r#"{"start":-1}"#, r#"{"start":true}"#, r#"{"start":null}"#, r#"{"length":1.5}"#] {
-            assert!(parse_read_target(&args(bad, READ_TARGET_ARGS)).is_err(), "{bad}");
+        assert_eq!(
+            read_target(&view(&content), r).unwrap_err().code,
+            "start_out_of_range"
+        );
+        assert_eq!(
+            parse_read_target(&args(r#"{"length":20000}"#, READ_TARGET_ARGS))
+                .unwrap()
+                .length,
+            8000
+        );
+        for bad in [
+            r#"{"length":0}"#,
+            r#"{"start":-1}"#,
+            r#"{"start":true}"#,
+            r#"{"start":null}"#,
+            r#"{"length":1.5}"#,
+        ] {
+            assert!(
+                parse_read_target(&args(bad, READ_TARGET_ARGS)).is_err(),
+                "{bad}"
+            );
         }
     }
 
@@ -169,25 +237,60 @@ mod tests {
     #[test]
     fn find_overlapping_with_context_and_paging() {
         let t = view("xaaaay");
-        let r = parse_find(&args(r#"{"text":"aa","context_chars":1,"max_results":2}"#, FIND_ARGS)).unwrap();
+        let r = parse_find(&args(
+            r#"{"text":"aa","context_chars":1,"max_results":2}"#,
+            FIND_ARGS,
+        ))
+        .unwrap();
         let v = find_occurrences(&t, &r);
         assert_eq!(v["occurrence_count"], 3);
         assert_eq!(v["returned_count"], 2);
-        assert_eq!(v["occurrences"][0], json!({"occurrence_index":1,"start":1,"end":3,"before":"x","after":"a"}));
-        assert_eq!(v["occurrences"][1], json!({"occurrence_index":2,"start":2,"end":4,"before":"a","after":"a"}));
+        assert_eq!(
+            v["occurrences"][0],
+            json!({"occurrence_index":1,"start":1,"end":3,"before":"x","after":"a"})
+        );
+        assert_eq!(
+            v["occurrences"][1],
+            json!({"occurrence_index":2,"start":2,"end":4,"before":"a","after":"a"})
+        );
         assert_eq!(v["truncated"], true);
         assert_eq!(v["next_occurrence_index"], 3);
-        let r = parse_find(&args(r#"{"text":"aa","context_chars":0,"start_occurrence":3}"#, FIND_ARGS)).unwrap();
+        let r = parse_find(&args(
+            r#"{"text":"aa","context_chars":0,"start_occurrence":3}"#,
+            FIND_ARGS,
+        ))
+        .unwrap();
         let v = find_occurrences(&t, &r);
-        assert_eq!(v["occurrences"][0], json!({"occurrence_index":3,"start":3,"end":5,"before":"","after":""}));
+        assert_eq!(
+            v["occurrences"][0],
+            json!({"occurrence_index":3,"start":3,"end":5,"before":"","after":""})
+        );
         assert_eq!(v["truncated"], false);
         assert_eq!(v["next_occurrence_index"], Value::Null);
-        for bad in [r#"{"text":"a","context_chars":null}"#, r#"{"text":"a","context_chars":-1}"#, r#"{"text":"a","context_chars":true}"#,
-                    r#"{"text":"a","context_chars":"4"}"#, r#"{"text":"a","context_chars":1.0}"#, r#"{"text":""}"#, r#"{"text":"a","max_results":0}"#] {
+        for bad in [
+            r#"{"text":"a","context_chars":null}"#,
+            r#"{"text":"a","context_chars":-1}"#,
+            r#"{"text":"a","context_chars":true}"#,
+            r#"{"text":"a","context_chars":"4"}"#,
+            r#"{"text":"a","context_chars":1.0}"#,
+            r#"{"text":""}"#,
+            r#"{"text":"a","max_results":0}"#,
+        ] {
             assert!(parse_find(&args(bad, FIND_ARGS)).is_err(), "{bad}");
         }
-        assert_eq!(parse_find(&args(r#"{"text":"a","context_chars":9999,"max_results":999}"#, FIND_ARGS)).unwrap(),
-                   FindRequest { text: "a".into(), context_chars: 400, start_occurrence: 1, max_results: 200 });
+        assert_eq!(
+            parse_find(&args(
+                r#"{"text":"a","context_chars":9999,"max_results":999}"#,
+                FIND_ARGS
+            ))
+            .unwrap(),
+            FindRequest {
+                text: "a".into(),
+                context_chars: 400,
+                start_occurrence: 1,
+                max_results: 200
+            }
+        );
     }
 
     #[test]
@@ -195,6 +298,9 @@ mod tests {
         let t = view("🌍中ab中🌍");
         let r = parse_find(&args(r#"{"text":"ab","context_chars":2}"#, FIND_ARGS)).unwrap();
         let v = find_occurrences(&t, &r);
-        assert_eq!(v["occurrences"][0], json!({"occurrence_index":1,"start":2,"end":4,"before":"🌍中","after":"中🌍"}));
+        assert_eq!(
+            v["occurrences"][0],
+            json!({"occurrence_index":1,"start":2,"end":4,"before":"🌍中","after":"中🌍"})
+        );
     }
 }

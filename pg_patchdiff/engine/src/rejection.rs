@@ -93,7 +93,12 @@ impl Rejection {
     }
 
     /// A `context_invalid` (or other) rejection with a stable `diagnostic.code`.
-    pub fn coded(reason: &'static str, stage: Stage, code: &str, detail: impl Into<String>) -> Self {
+    pub fn coded(
+        reason: &'static str,
+        stage: Stage,
+        code: &str,
+        detail: impl Into<String>,
+    ) -> Self {
         Self::new(reason, stage, detail).field("code", json!(code))
     }
 
@@ -125,7 +130,13 @@ impl Rejection {
 ///
 /// A prefix of at most 256 code points that fits 4,096 bytes; when a failure location is known
 /// and fewer than 64 of its code points would show in that prefix, a window around it instead.
-pub fn context(buf: &str, stage: &str, prior_changes: usize, location: Option<usize>, observed: &TargetView) -> Value {
+pub fn context(
+    buf: &str,
+    stage: &str,
+    prior_changes: usize,
+    location: Option<usize>,
+    observed: &TargetView,
+) -> Value {
     let total = char_len(buf);
     let (mut start, mut end, mut selection) = (0, total.min(CONTEXT_MAX_CHARS), "prefix");
     if let Some(loc) = location.filter(|&l| l <= total) {
@@ -140,7 +151,15 @@ pub fn context(buf: &str, stage: &str, prior_changes: usize, location: Option<us
     let b0 = byte_offset(buf, start).unwrap_or(buf.len());
     let mut text = head_chars(&buf[b0..], end - start);
     loop {
-        let v = context_value(selection, stage, prior_changes, start, total, text, observed);
+        let v = context_value(
+            selection,
+            stage,
+            prior_changes,
+            start,
+            total,
+            text,
+            observed,
+        );
         if ascii_len(&v) <= CONTEXT_MAX_BYTES || text.is_empty() {
             return v;
         }
@@ -151,7 +170,15 @@ pub fn context(buf: &str, stage: &str, prior_changes: usize, location: Option<us
     }
 }
 
-fn context_value(selection: &str, stage: &str, prior: usize, start: usize, total: usize, text: &str, t: &TargetView) -> Value {
+fn context_value(
+    selection: &str,
+    stage: &str,
+    prior: usize,
+    start: usize,
+    total: usize,
+    text: &str,
+    t: &TargetView,
+) -> Value {
     let end = start + char_len(text);
     json!({
         "available": true,
@@ -191,7 +218,14 @@ pub fn current_context(current: &TargetView, failure_context: Option<&Value>) ->
 
 /// Exact candidates for an ambiguity failure: at most five, 20 code points of context per side,
 /// a match preview of at most 64 code points, 8,192 bytes with the wrapper.
-pub fn exact_candidates(buf: &str, needle: &str, occ: &[(usize, usize)], stage: &str, prior: usize, observed: &TargetView) -> Value {
+pub fn exact_candidates(
+    buf: &str,
+    needle: &str,
+    occ: &[(usize, usize)],
+    stage: &str,
+    prior: usize,
+    observed: &TargetView,
+) -> Value {
     let preview = head_chars(needle, CANDIDATE_PREVIEW_CHARS);
     let match_truncated = preview.len() < needle.len();
     let mut list: Vec<Value> = Vec::new();

@@ -69,13 +69,29 @@ pub fn parse_submit_edits(text: &str) -> Result<Submission, ArgError> {
     envelope(&a, record, tx1::PROTOCOL, tx1::RUNTIME)
 }
 
-fn envelope(a: &Args, record: Map<String, Value>, protocol: &'static str, runtime: &'static str) -> Result<Submission, ArgError> {
+fn envelope(
+    a: &Args,
+    record: Map<String, Value>,
+    protocol: &'static str,
+    runtime: &'static str,
+) -> Result<Submission, ArgError> {
     let target_file_id = a.target_file_id()?;
-    let include_correlation_id = a.bool_or("include_correlation_id", false, "invalid_include_correlation_id")?;
+    let include_correlation_id = a.bool_or(
+        "include_correlation_id",
+        false,
+        "invalid_include_correlation_id",
+    )?;
     let source = match a.opt_str("source", true, "invalid_source")? {
         None => DEFAULT_SOURCE.to_owned(),
-        Some(s) if !s.is_empty() && s.len() <= 64 && s.bytes().all(|c| c.is_ascii_graphic()) => s.to_owned(),
-        Some(_) => return Err(ArgError::new("invalid_source", "source must be 1..64 printable ASCII characters")),
+        Some(s) if !s.is_empty() && s.len() <= 64 && s.bytes().all(|c| c.is_ascii_graphic()) => {
+            s.to_owned()
+        }
+        Some(_) => {
+            return Err(ArgError::new(
+                "invalid_source",
+                "source must be 1..64 printable ASCII characters",
+            ));
+        }
     };
     let pdcp_content = to_string(&Value::Object(record.clone()), CANONICAL);
     let take = |k: &str| a.get(k).cloned().unwrap_or(Value::Null);
@@ -99,7 +115,12 @@ fn envelope(a: &Args, record: Map<String, Value>, protocol: &'static str, runtim
 /// Contract "Common input and request-key rules": 1..128 printable ASCII, no whitespace.
 pub fn valid_request_key(v: &Value) -> Option<&str> {
     match v {
-        Value::String(s) if (1..=CLIENT_REQUEST_ID_MAX).contains(&s.len()) && s.bytes().all(|c| c.is_ascii_graphic()) => Some(s),
+        Value::String(s)
+            if (1..=CLIENT_REQUEST_ID_MAX).contains(&s.len())
+                && s.bytes().all(|c| c.is_ascii_graphic()) =>
+        {
+            Some(s)
+        }
         _ => None,
     }
 }
@@ -122,7 +143,10 @@ pub enum Parent {
     /// None was supplied, or it is not a UUID string (judged in [`evaluate`]).
     NotLookedUp,
     NotFound,
-    Found { target_file_id: String, status: String },
+    Found {
+        target_file_id: String,
+        status: String,
+    },
 }
 
 /// The request identity: a fingerprint over the envelope, which names the record by its hash.
@@ -138,10 +162,15 @@ pub struct Identity {
 /// Computes the request identity. An eligible parent canonicalizes; any other keeps its spelling.
 pub fn prepare(sub: &Submission, parent: &Parent) -> Identity {
     let eligible = match parent {
-        Parent::Found { target_file_id, status } if *target_file_id == sub.target_file_id && status == "rejected" => sub.parent_uuid(),
+        Parent::Found {
+            target_file_id,
+            status,
+        } if *target_file_id == sub.target_file_id && status == "rejected" => sub.parent_uuid(),
         _ => None,
     };
-    let parent_identity = eligible.clone().map_or_else(|| sub.parent_pdcp_log_id.clone(), Value::String);
+    let parent_identity = eligible
+        .clone()
+        .map_or_else(|| sub.parent_pdcp_log_id.clone(), Value::String);
     let envelope = json!({
         "protocol_version": sub.protocol_version,
         "target_file_id": sub.target_file_id,
@@ -150,7 +179,11 @@ pub fn prepare(sub: &Submission, parent: &Parent) -> Identity {
         "expected_current_hash": sub.expected_current_hash,
         "parent_pdcp_log_id": parent_identity,
     });
-    Identity { fingerprint: sha256_hex(&to_string(&envelope, CANONICAL)), envelope, parent: eligible }
+    Identity {
+        fingerprint: sha256_hex(&to_string(&envelope, CANONICAL)),
+        envelope,
+        parent: eligible,
+    }
 }
 
 /// One attempt row, with the ledger rows and new content of an acceptance.
@@ -220,7 +253,11 @@ fn base_attempt(sub: &Submission, id: &Identity, start: &TargetView) -> Attempt 
         parent_pdcp_log_id: id.parent.clone(),
         attempt: as_int(&sub.attempt).filter(|n| *n >= 1),
         source: sub.source.clone(),
-        intent: sub.record.get("intent").and_then(Value::as_str).map(str::to_owned),
+        intent: sub
+            .record
+            .get("intent")
+            .and_then(Value::as_str)
+            .map(str::to_owned),
         new_content: None,
         changes: Vec::new(),
     }
@@ -258,15 +295,24 @@ fn rejected(base: Attempt, r: &Rejection, format: &str, start: &TargetView) -> A
     }
 }
 
-fn judge(sub: &Submission, parent: &Parent, start: &TargetView, attempt_no: Option<i64>) -> Result<tx1::Applied, Rejection> {
+fn judge(
+    sub: &Submission,
+    parent: &Parent,
+    start: &TargetView,
+    attempt_no: Option<i64>,
+) -> Result<tx1::Applied, Rejection> {
     // PROTOCOL_VALIDATION: request key, guards, lineage, then the record.
     if !sub.client_request_id.is_null() && sub.request_key().is_none() {
         return Err(protocol(
             "invalid_client_request_id",
             "context_invalid",
-            "client_request_id must be 1 to 128 printable ASCII characters without whitespace.".into(),
+            "client_request_id must be 1 to 128 printable ASCII characters without whitespace."
+                .into(),
         )
-        .field("submitted_client_request_id_preview", key_preview(&sub.client_request_id)));
+        .field(
+            "submitted_client_request_id_preview",
+            key_preview(&sub.client_request_id),
+        ));
     }
     let version = &sub.expected_target_version;
     let hash = &sub.expected_current_hash;
@@ -285,7 +331,8 @@ fn judge(sub: &Submission, parent: &Parent, start: &TargetView, attempt_no: Opti
                 return Err(protocol(
                     "invalid_expected_target_version",
                     "context_invalid",
-                    "expected_target_version must be a non-negative, non-boolean integer or null.".into(),
+                    "expected_target_version must be a non-negative, non-boolean integer or null."
+                        .into(),
                 ));
             }
         },
@@ -302,7 +349,11 @@ fn judge(sub: &Submission, parent: &Parent, start: &TargetView, attempt_no: Opti
         }
     };
     if !sub.attempt.is_null() && attempt_no.is_none() {
-        return Err(protocol("invalid_attempt", "context_invalid", "attempt must be a positive, non-boolean integer or null.".into()));
+        return Err(protocol(
+            "invalid_attempt",
+            "context_invalid",
+            "attempt must be a positive, non-boolean integer or null.".into(),
+        ));
     }
     check_parent(sub, parent)?;
     let (_, edits) = tx1::parse(sub.record.get("intent"), sub.record.get("edits"))?;
@@ -311,7 +362,10 @@ fn judge(sub: &Submission, parent: &Parent, start: &TargetView, attempt_no: Opti
         return Err(Rejection::new(
             "target_version_mismatch",
             Stage::PreconditionGuard,
-            format!("expected_target_version {v} does not match current version {}.", start.version),
+            format!(
+                "expected_target_version {v} does not match current version {}.",
+                start.version
+            ),
         )
         .field("expected_target_version", json!(v))
         .field("current_version", json!(start.version)));
@@ -335,24 +389,53 @@ fn check_parent(sub: &Submission, parent: &Parent) -> Result<(), Rejection> {
     }
     let reject = |code: &str, detail: &str| Err(protocol(code, "context_invalid", detail.into()));
     match (sub.parent_uuid(), parent) {
-        (None, _) => reject("invalid_parent_pdcp_log_id", "parent_pdcp_log_id must be a UUID string or null."),
-        (Some(_), Parent::NotFound | Parent::NotLookedUp) => reject("parent_not_found", "parent_pdcp_log_id names no attempt."),
-        (Some(_), Parent::Found { target_file_id, .. }) if *target_file_id != sub.target_file_id => {
-            reject("parent_target_mismatch", "parent_pdcp_log_id names an attempt on another target.")
+        (None, _) => reject(
+            "invalid_parent_pdcp_log_id",
+            "parent_pdcp_log_id must be a UUID string or null.",
+        ),
+        (Some(_), Parent::NotFound | Parent::NotLookedUp) => {
+            reject("parent_not_found", "parent_pdcp_log_id names no attempt.")
         }
-        (Some(_), Parent::Found { status, .. }) if status != "rejected" => {
-            reject("parent_not_rejected", "parent_pdcp_log_id must name a rejected attempt; continue from an accepted one instead.")
+        (Some(_), Parent::Found { target_file_id, .. })
+            if *target_file_id != sub.target_file_id =>
+        {
+            reject(
+                "parent_target_mismatch",
+                "parent_pdcp_log_id names an attempt on another target.",
+            )
         }
+        (Some(_), Parent::Found { status, .. }) if status != "rejected" => reject(
+            "parent_not_rejected",
+            "parent_pdcp_log_id must name a rejected attempt; continue from an accepted one instead.",
+        ),
         _ => Ok(()),
     }
 }
 
 /// The answer to a freshly written attempt. `current` is the target after this attempt.
-pub fn respond(a: &Attempt, sub: &Submission, pdcp_log_id: &str, current: &TargetView, correlation_id: Option<&str>) -> Value {
+pub fn respond(
+    a: &Attempt,
+    sub: &Submission,
+    pdcp_log_id: &str,
+    current: &TargetView,
+    correlation_id: Option<&str>,
+) -> Value {
     let mut m = Map::new();
-    let echo_key = if a.conflicts_with_pdcp_log_id.is_some() { sub.request_key().map(str::to_owned) } else { a.client_request_id.clone() };
+    let echo_key = if a.conflicts_with_pdcp_log_id.is_some() {
+        sub.request_key().map(str::to_owned)
+    } else {
+        a.client_request_id.clone()
+    };
     if a.status == "accepted" {
-        accepted_fields(&mut m, &sub.target_file_id, &a.before_hash, a.after_version, a.after_hash.as_deref(), current, pdcp_log_id);
+        accepted_fields(
+            &mut m,
+            &sub.target_file_id,
+            &a.before_hash,
+            a.after_version,
+            a.after_hash.as_deref(),
+            current,
+            pdcp_log_id,
+        );
         let facts: Vec<Value> = a.changes.iter().map(ChangeFact::to_json).collect();
         finish_accepted(&mut m, facts, a.validity.clone());
     } else {
@@ -374,7 +457,15 @@ pub fn respond(a: &Attempt, sub: &Submission, pdcp_log_id: &str, current: &Targe
     Value::Object(m)
 }
 
-fn accepted_fields(m: &mut Map<String, Value>, target: &str, before: &str, version: Option<i64>, after: Option<&str>, current: &TargetView, log_id: &str) {
+fn accepted_fields(
+    m: &mut Map<String, Value>,
+    target: &str,
+    before: &str,
+    version: Option<i64>,
+    after: Option<&str>,
+    current: &TargetView,
+    log_id: &str,
+) {
     m.insert("status".into(), json!("accepted"));
     m.insert("target_file_id".into(), json!(target));
     m.insert("before_hash".into(), json!(before));
@@ -405,7 +496,13 @@ struct RejectedFacts<'a> {
     validity: &'a Value,
 }
 
-fn rejected_fields(m: &mut Map<String, Value>, target: &str, a: &RejectedFacts, current: &TargetView, log_id: &str) {
+fn rejected_fields(
+    m: &mut Map<String, Value>,
+    target: &str,
+    a: &RejectedFacts,
+    current: &TargetView,
+    log_id: &str,
+) {
     let fc = a.diagnostic.and_then(|d| d.get("failure_context"));
     m.insert("status".into(), json!("rejected"));
     m.insert("target_file_id".into(), json!(target));
@@ -417,7 +514,10 @@ fn rejected_fields(m: &mut Map<String, Value>, target: &str, a: &RejectedFacts, 
     m.insert("current_version".into(), json!(current.version));
     m.insert("current_hash".into(), json!(current.current_hash));
     m.insert("pdcp_log_id".into(), json!(log_id));
-    m.insert("diagnostic".into(), a.diagnostic.cloned().unwrap_or(Value::Null));
+    m.insert(
+        "diagnostic".into(),
+        a.diagnostic.cloned().unwrap_or(Value::Null),
+    );
     m.insert("current_context".into(), current_context(current, fc));
     m.insert("validity".into(), a.validity.clone());
 }
@@ -450,13 +550,27 @@ pub enum KeyOutcome {
 }
 
 /// Exact recovery (same fingerprint) or an audited `request_key_conflict`.
-pub fn recover_or_conflict(sub: &Submission, id: &Identity, stored: &StoredAttempt, current: &TargetView, correlation_id: Option<&str>) -> KeyOutcome {
+pub fn recover_or_conflict(
+    sub: &Submission,
+    id: &Identity,
+    stored: &StoredAttempt,
+    current: &TargetView,
+    correlation_id: Option<&str>,
+) -> KeyOutcome {
     if stored.request_fingerprint != id.fingerprint {
         return KeyOutcome::Conflict(Box::new(conflict(sub, id, stored, current)));
     }
     let mut m = Map::new();
     if stored.status == "accepted" {
-        accepted_fields(&mut m, &sub.target_file_id, &stored.before_hash, stored.after_version, stored.after_hash.as_deref(), current, &stored.pdcp_log_id);
+        accepted_fields(
+            &mut m,
+            &sub.target_file_id,
+            &stored.before_hash,
+            stored.after_version,
+            stored.after_hash.as_deref(),
+            current,
+            &stored.pdcp_log_id,
+        );
         finish_accepted(&mut m, stored.changes.clone(), stored.validity.clone());
     } else {
         let facts = RejectedFacts {
@@ -467,7 +581,13 @@ pub fn recover_or_conflict(sub: &Submission, id: &Identity, stored: &StoredAttem
             diagnostic: stored.diagnostic.as_ref(),
             validity: &stored.validity,
         };
-        rejected_fields(&mut m, &sub.target_file_id, &facts, current, &stored.pdcp_log_id);
+        rejected_fields(
+            &mut m,
+            &sub.target_file_id,
+            &facts,
+            current,
+            &stored.pdcp_log_id,
+        );
     }
     m.insert("deduplicated".into(), json!(true));
     m.insert("client_request_id".into(), json!(sub.request_key()));
@@ -477,10 +597,20 @@ pub fn recover_or_conflict(sub: &Submission, id: &Identity, stored: &StoredAttem
     KeyOutcome::Recovered(Value::Object(m))
 }
 
-const ENVELOPE_COMPONENTS: &[&str] =
-    &["protocol_version", "pdcp_content_hash", "expected_target_version", "expected_current_hash", "parent_pdcp_log_id"];
+const ENVELOPE_COMPONENTS: &[&str] = &[
+    "protocol_version",
+    "pdcp_content_hash",
+    "expected_target_version",
+    "expected_current_hash",
+    "parent_pdcp_log_id",
+];
 
-fn conflict(sub: &Submission, id: &Identity, stored: &StoredAttempt, start: &TargetView) -> Attempt {
+fn conflict(
+    sub: &Submission,
+    id: &Identity,
+    stored: &StoredAttempt,
+    start: &TargetView,
+) -> Attempt {
     let components: Vec<&str> = ENVELOPE_COMPONENTS
         .iter()
         .copied()
@@ -488,7 +618,12 @@ fn conflict(sub: &Submission, id: &Identity, stored: &StoredAttempt, start: &Tar
         .collect();
     let old: Value = serde_json::from_str(&stored.pdcp_content).unwrap_or(Value::Null);
     let mut paths = Vec::new();
-    diff_paths(&old, &Value::Object(sub.record.clone()), String::new(), &mut paths);
+    diff_paths(
+        &old,
+        &Value::Object(sub.record.clone()),
+        String::new(),
+        &mut paths,
+    );
     let truncated = paths.len() > DIFFERING_FIELDS_MAX;
     paths.truncate(DIFFERING_FIELDS_MAX);
     let r = Rejection::coded(
@@ -501,7 +636,10 @@ fn conflict(sub: &Submission, id: &Identity, stored: &StoredAttempt, start: &Tar
     .field("differing_components", json!(components))
     .field("differing_fields", json!(paths))
     .field("differing_fields_truncated", json!(truncated))
-    .field("submitted_client_request_id_preview", key_preview(&sub.client_request_id));
+    .field(
+        "submitted_client_request_id_preview",
+        key_preview(&sub.client_request_id),
+    );
     let base = Attempt {
         client_request_id: None,
         conflicts_with_pdcp_log_id: Some(stored.pdcp_log_id.clone()),
@@ -521,7 +659,11 @@ fn diff_paths(a: &Value, b: &Value, at: String, out: &mut Vec<String>) {
             keys.sort();
             keys.dedup();
             for k in keys {
-                let p = if at.is_empty() { k.clone() } else { format!("{at}.{k}") };
+                let p = if at.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{at}.{k}")
+                };
                 match (x.get(k), y.get(k)) {
                     (Some(u), Some(v)) => diff_paths(u, v, p, out),
                     _ => out.push(p),

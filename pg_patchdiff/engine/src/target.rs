@@ -26,7 +26,13 @@ pub struct NewTarget {
     pub source_line_endings: SourceLineEndings,
 }
 
-pub const INITIALIZE_ARGS: &[&str] = &["filename", "content", "from_workspace", "content_type", "project_id"];
+pub const INITIALIZE_ARGS: &[&str] = &[
+    "filename",
+    "content",
+    "from_workspace",
+    "content_type",
+    "project_id",
+];
 pub const UPLOAD_ARGS: &[&str] = &["filename", "content", "content_type", "project_id"];
 pub const DEFAULT_TARGET_TYPE: &str = "text/plain";
 
@@ -45,19 +51,34 @@ pub fn parse_initialize(text: &str, upload: bool) -> Result<NewTarget, ArgError>
             "from_workspace is served by patchdiff-mcp's workspace profile; over SQL, pass content inline",
         ));
     }
-    let filename = a.opt_str("filename", false, "invalid_filename")?.unwrap_or_default();
+    let filename = a
+        .opt_str("filename", false, "invalid_filename")?
+        .unwrap_or_default();
     if filename.trim().is_empty() {
-        return Err(ArgError::new("invalid_filename", "filename must be a non-blank string"));
-    }
-    if filename.len() > FILENAME_MAX_BYTES || text_defect(filename).is_some() || filename.contains(['\n', '\r']) {
         return Err(ArgError::new(
             "invalid_filename",
-            format!("filename must be at most {FILENAME_MAX_BYTES} bytes without NUL or line breaks"),
+            "filename must be a non-blank string",
+        ));
+    }
+    if filename.len() > FILENAME_MAX_BYTES
+        || text_defect(filename).is_some()
+        || filename.contains(['\n', '\r'])
+    {
+        return Err(ArgError::new(
+            "invalid_filename",
+            format!(
+                "filename must be at most {FILENAME_MAX_BYTES} bytes without NUL or line breaks"
+            ),
         ));
     }
     let content = match a.opt_str("content", true, "invalid_content")? {
         Some(c) => c,
-        None => return Err(ArgError::new("missing_content", "content is required for inline initialization")),
+        None => {
+            return Err(ArgError::new(
+                "missing_content",
+                "content is required for inline initialization",
+            ));
+        }
     };
     if let Some(why) = text_defect(content) {
         return Err(ArgError::new("invalid_text", format!("content {why}")));
@@ -65,15 +86,21 @@ pub fn parse_initialize(text: &str, upload: bool) -> Result<NewTarget, ArgError>
     let target_type = match a.opt_str("content_type", true, "invalid_content_type")? {
         None => DEFAULT_TARGET_TYPE.to_owned(),
         Some(t) if t.trim().is_empty() || t.len() > 255 || text_defect(t).is_some() => {
-            return Err(ArgError::new("invalid_content_type", "content_type must be a non-blank string of at most 255 bytes"));
+            return Err(ArgError::new(
+                "invalid_content_type",
+                "content_type must be a non-blank string of at most 255 bytes",
+            ));
         }
         Some(t) => t.to_owned(),
     };
     let project_id = match a.opt_str("project_id", true, "invalid_project_id")? {
         None => None,
-        Some(p) => Some(
-            canonical_uuid(p).ok_or_else(|| ArgError::new("invalid_project_id", "project_id must be a UUID string or null"))?,
-        ),
+        Some(p) => Some(canonical_uuid(p).ok_or_else(|| {
+            ArgError::new(
+                "invalid_project_id",
+                "project_id must be a UUID string or null",
+            )
+        })?),
     };
     let canonical = canonicalize(content).into_owned();
     Ok(NewTarget {
@@ -147,12 +174,36 @@ mod tests {
     fn initialize_argument_errors() {
         let code = |s: &str, up: bool| parse_initialize(s, up).err().map(|e| e.code);
         assert_eq!(code(r#"{"filename":"a"}"#, false), Some("missing_content"));
-        assert_eq!(code(r#"{"filename":"","content":""}"#, false), Some("invalid_filename"));
-        assert_eq!(code(r#"{"filename":"a","content":"x\u0000"}"#, false), Some("invalid_text"));
-        assert_eq!(code(r#"{"filename":"a","content":"x","project_id":"nope"}"#, false), Some("invalid_project_id"));
-        assert_eq!(code(r#"{"filename":"a","content":"x","from_workspace":true}"#, true), Some("unknown_argument"));
-        assert_eq!(code(r#"{"filename":"a","content":"x"}"#, true), Some("missing_argument"));
-        assert_eq!(code(r#"{"filename":"a","content":1}"#, false), Some("invalid_content"));
+        assert_eq!(
+            code(r#"{"filename":"","content":""}"#, false),
+            Some("invalid_filename")
+        );
+        assert_eq!(
+            code(r#"{"filename":"a","content":"x\u0000"}"#, false),
+            Some("invalid_text")
+        );
+        assert_eq!(
+            code(
+                r#"{"filename":"a","content":"x","project_id":"nope"}"#,
+                false
+            ),
+            Some("invalid_project_id")
+        );
+        assert_eq!(
+            code(
+                r#"{"filename":"a","content":"x","from_workspace":true}"#,
+                true
+            ),
+            Some("unknown_argument")
+        );
+        assert_eq!(
+            code(r#"{"filename":"a","content":"x"}"#, true),
+            Some("missing_argument")
+        );
+        assert_eq!(
+            code(r#"{"filename":"a","content":1}"#, false),
+            Some("invalid_content")
+        );
         assert!(parse_initialize(r#"{"filename":"a","content":""}"#, false).is_ok());
     }
 }

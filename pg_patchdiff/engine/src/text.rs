@@ -42,7 +42,11 @@ pub fn canonicalize(s: &str) -> Cow<'_, str> {
                 let cr = i + rel;
                 out.push_str(&s[i..cr]);
                 out.push('\n');
-                i = if bytes.get(cr + 1) == Some(&b'\n') { cr + 2 } else { cr + 1 };
+                i = if bytes.get(cr + 1) == Some(&b'\n') {
+                    cr + 2
+                } else {
+                    cr + 1
+                };
             }
         }
     }
@@ -227,7 +231,11 @@ pub fn find_all(hay: &str, needle: &str) -> Vec<(usize, usize)> {
 
 /// Calls `f(start, end)` in code points for each overlapping occurrence until it returns false.
 /// Returns the number of occurrences visited.
-pub fn for_each_occurrence(hay: &str, needle: &str, mut f: impl FnMut(usize, usize) -> bool) -> usize {
+pub fn for_each_occurrence(
+    hay: &str,
+    needle: &str,
+    mut f: impl FnMut(usize, usize) -> bool,
+) -> usize {
     debug_assert!(!needle.is_empty());
     if needle.is_empty() {
         return 0;
@@ -273,7 +281,10 @@ mod tests {
         let f = SourceLineEndings::of("one\r\ntwo\r\n");
         assert_eq!((f.lf, f.crlf, f.cr), (0, 2, 0));
         assert_eq!(f.style(), LineEndingStyle::Crlf);
-        assert_eq!(SourceLineEndings::of("a\nb\r\n").style(), LineEndingStyle::Mixed);
+        assert_eq!(
+            SourceLineEndings::of("a\nb\r\n").style(),
+            LineEndingStyle::Mixed
+        );
         assert_eq!(SourceLineEndings::of("a\rb\r").style(), LineEndingStyle::Cr);
         assert_eq!(SourceLineEndings::of("abc").style(), LineEndingStyle::None);
         let g = SourceLineEndings::of("h\u{e9}\r\n");
@@ -285,7 +296,10 @@ mod tests {
         assert_eq!(find_all("aaaa", "aa"), vec![(0, 2), (1, 3), (2, 4)]);
         // Astral and combining characters count as one code point each.
         assert_eq!(find_all("🌍x🌍x", "x"), vec![(1, 2), (3, 4)]);
-        assert_eq!(find_all("e\u{301}e\u{301}", "e\u{301}"), vec![(0, 2), (2, 4)]);
+        assert_eq!(
+            find_all("e\u{301}e\u{301}", "e\u{301}"),
+            vec![(0, 2), (2, 4)]
+        );
     }
 
     #[test]

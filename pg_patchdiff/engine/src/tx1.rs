@@ -16,8 +16,16 @@ pub const PROTOCOL: &str = "patchdiff-tx/1";
 pub const RUNTIME: &str = "patchdiff-mvp-0.2.2";
 
 /// The fields an edit object may carry (TYPED_EDIT_JSON_SCHEMA).
-pub const EDIT_FIELDS: &[&str] =
-    &["match", "replace", "change_id", "rationale", "risk", "occurrence_index", "anchor_before", "anchor_after"];
+pub const EDIT_FIELDS: &[&str] = &[
+    "match",
+    "replace",
+    "change_id",
+    "rationale",
+    "risk",
+    "occurrence_index",
+    "anchor_before",
+    "anchor_after",
+];
 pub const RISKS: &[&str] = &["low", "medium", "high"];
 
 /// One validated edit, its strings canonicalized (LF) for matching.
@@ -74,27 +82,74 @@ fn malformed(reason: &'static str, code: &str, detail: String) -> Rejection {
 }
 
 /// Validates `intent` and `edits` of a tx/1 record.
-pub fn parse(intent: Option<&Value>, edits: Option<&Value>) -> Result<(String, Vec<Edit>), Rejection> {
+pub fn parse(
+    intent: Option<&Value>,
+    edits: Option<&Value>,
+) -> Result<(String, Vec<Edit>), Rejection> {
     let intent = match intent {
         Some(Value::String(s)) if !s.trim().is_empty() => s,
-        Some(Value::String(_)) => return Err(malformed("manifest_malformed", "invalid_intent", "intent must be a non-blank string.".into())),
-        Some(v) => return Err(malformed("manifest_malformed", "invalid_intent", format!("intent must be a string, not {}.", type_name(v)))),
-        None => return Err(malformed("manifest_missing", "missing_intent", "intent is required.".into())),
+        Some(Value::String(_)) => {
+            return Err(malformed(
+                "manifest_malformed",
+                "invalid_intent",
+                "intent must be a non-blank string.".into(),
+            ));
+        }
+        Some(v) => {
+            return Err(malformed(
+                "manifest_malformed",
+                "invalid_intent",
+                format!("intent must be a string, not {}.", type_name(v)),
+            ));
+        }
+        None => {
+            return Err(malformed(
+                "manifest_missing",
+                "missing_intent",
+                "intent is required.".into(),
+            ));
+        }
     };
     if let Some(why) = text_defect(intent) {
-        return Err(malformed("manifest_malformed", "invalid_intent", format!("intent {why}.")));
+        return Err(malformed(
+            "manifest_malformed",
+            "invalid_intent",
+            format!("intent {why}."),
+        ));
     }
     let list = match edits {
         Some(Value::Array(a)) if !a.is_empty() => a,
-        Some(Value::Array(_)) => return Err(malformed("manifest_missing", "empty_edits", "edits must contain at least one edit.".into())),
-        Some(Value::Null) | None => return Err(malformed("manifest_missing", "missing_edits", "edits is required.".into())),
-        Some(v) => return Err(malformed("manifest_malformed", "invalid_edits", format!("edits must be an array, not {}.", type_name(v)))),
+        Some(Value::Array(_)) => {
+            return Err(malformed(
+                "manifest_missing",
+                "empty_edits",
+                "edits must contain at least one edit.".into(),
+            ));
+        }
+        Some(Value::Null) | None => {
+            return Err(malformed(
+                "manifest_missing",
+                "missing_edits",
+                "edits is required.".into(),
+            ));
+        }
+        Some(v) => {
+            return Err(malformed(
+                "manifest_malformed",
+                "invalid_edits",
+                format!("edits must be an array, not {}.", type_name(v)),
+            ));
+        }
     };
     let mut out: Vec<Edit> = Vec::with_capacity(list.len());
     for (i, raw) in list.iter().enumerate() {
         let edit = parse_edit(i, raw)?;
         if out.iter().any(|e| e.change_id == edit.change_id) {
-            return Err(block(i, "change_id", format!("duplicate change_id {:?}", edit.change_id)));
+            return Err(block(
+                i,
+                "change_id",
+                format!("duplicate change_id {:?}", edit.change_id),
+            ));
         }
         out.push(edit);
     }
@@ -102,38 +157,70 @@ pub fn parse(intent: Option<&Value>, edits: Option<&Value>) -> Result<(String, V
 }
 
 fn block(i: usize, field: &str, what: String) -> Rejection {
-    Rejection::coded("block_malformed", Stage::ProtocolValidation, "invalid_edit", format!("edits[{i}].{field}: {what}."))
-        .field("edit_index", json!(i))
-        .field("field", json!(field))
+    Rejection::coded(
+        "block_malformed",
+        Stage::ProtocolValidation,
+        "invalid_edit",
+        format!("edits[{i}].{field}: {what}."),
+    )
+    .field("edit_index", json!(i))
+    .field("field", json!(field))
 }
 
-fn opt_text(i: usize, o: &Map<String, Value>, k: &str, allow_empty: bool) -> Result<Option<String>, Rejection> {
+fn opt_text(
+    i: usize,
+    o: &Map<String, Value>,
+    k: &str,
+    allow_empty: bool,
+) -> Result<Option<String>, Rejection> {
     match o.get(k) {
         None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) if s.is_empty() && !allow_empty => Err(block(i, k, "must not be empty".into())),
+        Some(Value::String(s)) if s.is_empty() && !allow_empty => {
+            Err(block(i, k, "must not be empty".into()))
+        }
         Some(Value::String(s)) => match text_defect(s) {
             Some(why) => Err(block(i, k, why.into())),
             None => Ok(Some(canonicalize(s).into_owned())),
         },
-        Some(v) => Err(block(i, k, format!("must be a string or null, not {}", type_name(v)))),
+        Some(v) => Err(block(
+            i,
+            k,
+            format!("must be a string or null, not {}", type_name(v)),
+        )),
     }
 }
 
 fn parse_edit(i: usize, raw: &Value) -> Result<Edit, Rejection> {
     let Value::Object(o) = raw else {
-        return Err(block(i, "*", format!("an edit must be an object, not {}", type_name(raw))));
+        return Err(block(
+            i,
+            "*",
+            format!("an edit must be an object, not {}", type_name(raw)),
+        ));
     };
     if let Some(k) = o.keys().find(|k| !EDIT_FIELDS.contains(&k.as_str())) {
         return Err(block(i, k, "unknown field".into()));
     }
     let match_text = match o.get("match") {
         Some(Value::String(_)) => opt_text(i, o, "match", false)?.unwrap_or_default(),
-        Some(v) => return Err(block(i, "match", format!("must be a non-empty string, not {}", type_name(v)))),
+        Some(v) => {
+            return Err(block(
+                i,
+                "match",
+                format!("must be a non-empty string, not {}", type_name(v)),
+            ));
+        }
         None => return Err(block(i, "match", "is required".into())),
     };
     let replace = match o.get("replace") {
         Some(Value::String(_)) => opt_text(i, o, "replace", true)?.unwrap_or_default(),
-        Some(v) => return Err(block(i, "replace", format!("must be a string, not {}", type_name(v)))),
+        Some(v) => {
+            return Err(block(
+                i,
+                "replace",
+                format!("must be a string, not {}", type_name(v)),
+            ));
+        }
         None => return Err(block(i, "replace", "is required".into())),
     };
     let change_id = match o.get("change_id") {
@@ -141,25 +228,42 @@ fn parse_edit(i: usize, raw: &Value) -> Result<Edit, Rejection> {
         Some(Value::String(s))
             if !s.is_empty()
                 && s.len() <= CHANGE_ID_MAX
-                && s.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b'-') =>
+                && s.bytes()
+                    .all(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b'-') =>
         {
             s.clone()
         }
         Some(_) => {
-            return Err(block(i, "change_id", format!("must be 1..{CHANGE_ID_MAX} characters of A-Z, a-z, 0-9, '_' or '-'")));
+            return Err(block(
+                i,
+                "change_id",
+                format!("must be 1..{CHANGE_ID_MAX} characters of A-Z, a-z, 0-9, '_' or '-'"),
+            ));
         }
     };
     let risk = match o.get("risk") {
         None | Some(Value::Null) => None,
         Some(Value::String(s)) if RISKS.contains(&s.as_str()) => Some(s.clone()),
-        Some(_) => return Err(block(i, "risk", "must be \"low\", \"medium\", \"high\" or null".into())),
+        Some(_) => {
+            return Err(block(
+                i,
+                "risk",
+                "must be \"low\", \"medium\", \"high\" or null".into(),
+            ));
+        }
     };
     let occurrence_index = match o.get("occurrence_index") {
         None | Some(Value::Null) => None,
         Some(v) => match as_int(v) {
             Some(n) if n >= 1 => Some(n as usize),
             _ if is_big_int(v) => Some(usize::MAX),
-            _ => return Err(block(i, "occurrence_index", "must be a non-boolean integer >= 1 or null".into())),
+            _ => {
+                return Err(block(
+                    i,
+                    "occurrence_index",
+                    "must be a non-boolean integer >= 1 or null".into(),
+                ));
+            }
         },
     };
     Ok(Edit {
@@ -191,7 +295,12 @@ fn occurrences(buf: &str, needle: &str) -> Vec<Occ> {
     while let Some(rel) = finder.find(&bytes[pos..]) {
         let at = pos + rel;
         pos_cp += char_len(&buf[pos..at]);
-        out.push(Occ { s: pos_cp, e: pos_cp + n_chars, bs: at, be: at + needle.len() });
+        out.push(Occ {
+            s: pos_cp,
+            e: pos_cp + n_chars,
+            bs: at,
+            be: at + needle.len(),
+        });
         let step = buf[at..].chars().next().map_or(1, char::len_utf8);
         pos = at + step;
         pos_cp += 1;
@@ -242,7 +351,11 @@ pub fn apply(start: &TargetView, edits: &[Edit]) -> Result<Applied, Rejection> {
             }
             r
         };
-        let stage = if prior > 0 { "intermediate_buffer" } else { "canonical_target" };
+        let stage = if prior > 0 {
+            "intermediate_buffer"
+        } else {
+            "canonical_target"
+        };
         let with_candidates = |mut r: Rejection| {
             let spans: Vec<(usize, usize)> = occ.iter().map(|o| (o.s, o.e)).collect();
             if prior > 0 {
@@ -252,8 +365,12 @@ pub fn apply(start: &TargetView, edits: &[Edit]) -> Result<Applied, Rejection> {
                 ));
             }
             r.location = spans.first().map(|s| s.0);
-            r.fields.insert("occurrence_count".into(), json!(spans.len()));
-            r.fields.insert("exact_candidates".into(), exact_candidates(&buf, &edit.match_text, &spans, stage, prior, start));
+            r.fields
+                .insert("occurrence_count".into(), json!(spans.len()));
+            r.fields.insert(
+                "exact_candidates".into(),
+                exact_candidates(&buf, &edit.match_text, &spans, stage, prior, start),
+            );
             r
         };
         if occ.is_empty() {
@@ -264,7 +381,13 @@ pub fn apply(start: &TargetView, edits: &[Edit]) -> Result<Applied, Rejection> {
                     .filter_map(|o| {
                         consumed
                             .iter()
-                            .position(|&(cs, ce)| if cs == ce { o.s < cs && cs < o.e } else { o.s < ce && cs < o.e })
+                            .position(|&(cs, ce)| {
+                                if cs == ce {
+                                    o.s < cs && cs < o.e
+                                } else {
+                                    o.s < ce && cs < o.e
+                                }
+                            })
                             .map(|j| (*o, j))
                     })
                     .collect();
@@ -280,30 +403,48 @@ pub fn apply(start: &TargetView, edits: &[Edit]) -> Result<Applied, Rejection> {
                             })
                         })
                         .collect();
-                    let mut r = fail("sequential_match_invalid", "MATCH text was consumed by earlier change in this transaction.".into());
-                    r.fields.insert("original_occurrence_count".into(), json!(originals.len()));
-                    r.fields.insert("original_occurrences".into(), json!(listed));
+                    let mut r = fail(
+                        "sequential_match_invalid",
+                        "MATCH text was consumed by earlier change in this transaction.".into(),
+                    );
+                    r.fields
+                        .insert("original_occurrence_count".into(), json!(originals.len()));
+                    r.fields
+                        .insert("original_occurrences".into(), json!(listed));
                     return Err(r);
                 }
             }
-            return Err(fail("match_absent", "MATCH text not found in target.".into()));
+            return Err(fail(
+                "match_absent",
+                "MATCH text not found in target.".into(),
+            ));
         }
         let holds = |o: &Occ| {
-            edit.anchor_before.as_deref().is_none_or(|a| memmem::find(&buf.as_bytes()[..o.bs], a.as_bytes()).is_some())
-                && edit.anchor_after.as_deref().is_none_or(|a| memmem::find(&buf.as_bytes()[o.be..], a.as_bytes()).is_some())
+            edit.anchor_before
+                .as_deref()
+                .is_none_or(|a| memmem::find(&buf.as_bytes()[..o.bs], a.as_bytes()).is_some())
+                && edit
+                    .anchor_after
+                    .as_deref()
+                    .is_none_or(|a| memmem::find(&buf.as_bytes()[o.be..], a.as_bytes()).is_some())
         };
         let anchored = edit.anchor_before.is_some() || edit.anchor_after.is_some();
         let chosen: Occ = match edit.occurrence_index {
             Some(n) if n > occ.len() => {
                 return Err(with_candidates(fail(
                     "disambiguation_invalid",
-                    format!("occurrence_index {n} exceeds the {} exact occurrence(s) of MATCH text in the buffer this edit sees.", occ.len()),
+                    format!(
+                        "occurrence_index {n} exceeds the {} exact occurrence(s) of MATCH text in the buffer this edit sees.",
+                        occ.len()
+                    ),
                 )));
             }
             Some(n) if !holds(&occ[n - 1]) => {
                 return Err(with_candidates(fail(
                     "disambiguation_invalid",
-                    format!("occurrence_index {n} selects an occurrence that does not satisfy the anchors."),
+                    format!(
+                        "occurrence_index {n} selects an occurrence that does not satisfy the anchors."
+                    ),
                 )));
             }
             Some(n) => occ[n - 1],
@@ -312,18 +453,28 @@ pub fn apply(start: &TargetView, edits: &[Edit]) -> Result<Applied, Rejection> {
                 if ok.len() != 1 {
                     return Err(with_candidates(fail(
                         "disambiguation_invalid",
-                        format!("Anchors select {} of {} exact occurrences of MATCH text; they must select exactly one.", ok.len(), occ.len()),
+                        format!(
+                            "Anchors select {} of {} exact occurrences of MATCH text; they must select exactly one.",
+                            ok.len(),
+                            occ.len()
+                        ),
                     )));
                 }
                 *ok[0]
             }
             None if occ.len() > 1 => {
-                return Err(with_candidates(fail("match_ambiguous", "MATCH text appears multiple times without disambiguation.".into())));
+                return Err(with_candidates(fail(
+                    "match_ambiguous",
+                    "MATCH text appears multiple times without disambiguation.".into(),
+                )));
             }
             None => occ[0],
         };
         let new_len = char_len(&edit.replace);
-        consumed.push((to_original(&steps, chosen.s, false), to_original(&steps, chosen.e, true)));
+        consumed.push((
+            to_original(&steps, chosen.s, false),
+            to_original(&steps, chosen.e, true),
+        ));
         changes.push(ChangeFact {
             change_id: edit.change_id.clone(),
             change_index: k + 1,
@@ -336,8 +487,15 @@ pub fn apply(start: &TargetView, edits: &[Edit]) -> Result<Applied, Rejection> {
             rationale: edit.rationale.clone(),
             risk: edit.risk.clone(),
         });
-        steps.push(Step { start: chosen.s, old_end: chosen.e, new_len });
+        steps.push(Step {
+            start: chosen.s,
+            old_end: chosen.e,
+            new_len,
+        });
         buf.replace_range(chosen.bs..chosen.be, &edit.replace);
     }
-    Ok(Applied { content: buf, changes })
+    Ok(Applied {
+        content: buf,
+        changes,
+    })
 }

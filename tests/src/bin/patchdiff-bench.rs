@@ -39,7 +39,8 @@ const WORDS: &[&str] = &[
     "stone", "across", "under", "garden", "letter", "before", "winter", "light", "north", "small",
     "harbour", "kept", "found", "turned", "bright", "old", "road", "between", "silver", "after",
     "market", "slowly", "voice", "table", "field", "returned", "clock", "along", "bridge", "heavy",
-    "summer", "open", "measure", "careful", "engine", "story", "valley", "answer", "grain", "distant",
+    "summer", "open", "measure", "careful", "engine", "story", "valley", "answer", "grain",
+    "distant",
 ];
 
 /// Deterministic prose-like text of exactly `bytes` bytes (ASCII). Sentence `i` carries the
@@ -58,7 +59,9 @@ fn generate_text(bytes: usize) -> (String, usize) {
     let mut text = String::with_capacity(bytes + 256);
     let mut sentence = 0;
     while text.len() < bytes {
-        let mut words: Vec<&str> = (0..8 + next(10)).map(|_| WORDS[next(WORDS.len())]).collect();
+        let mut words: Vec<&str> = (0..8 + next(10))
+            .map(|_| WORDS[next(WORDS.len())])
+            .collect();
         if sentence % NEEDLE_EVERY == 0 {
             let at = next(words.len());
             words[at] = NEEDLE;
@@ -85,7 +88,11 @@ fn generate_text(bytes: usize) -> (String, usize) {
 fn toggle_edit(k: usize, markers: usize) -> (String, String) {
     let (n, round) = (k % markers, k / markers);
     let (lower, upper) = (format!("ref-{n:05}"), format!("REF-{n:05}"));
-    if round % 2 == 0 { (lower, upper) } else { (upper, lower) }
+    if round % 2 == 0 {
+        (lower, upper)
+    } else {
+        (upper, lower)
+    }
 }
 
 #[derive(Default)]
@@ -99,7 +106,11 @@ fn stats(v: &[f64]) -> (f64, f64) {
     let mut s = v.to_vec();
     s.sort_by(f64::total_cmp);
     let n = s.len();
-    let median = if n % 2 == 1 { s[n / 2] } else { (s[n / 2 - 1] + s[n / 2]) / 2.0 };
+    let median = if n % 2 == 1 {
+        s[n / 2]
+    } else {
+        (s[n / 2 - 1] + s[n / 2]) / 2.0
+    };
     let p90 = s[((n as f64 * 0.9).ceil() as usize).clamp(1, n) - 1];
     (median, p90)
 }
@@ -107,7 +118,13 @@ fn stats(v: &[f64]) -> (f64, f64) {
 /// Runs `sql` with the parameters `params_for(i)` for `WARMUP + n` iterations per pass, timing
 /// the client round trip in the first pass and the server's Execution Time in the second.
 /// `check` sees each first-pass result row, so a benchmark can verify what it measured.
-async fn measure<F, C>(c: &Client, sql: &str, n: usize, mut params_for: F, mut check: C) -> Result<Samples, Err>
+async fn measure<F, C>(
+    c: &Client,
+    sql: &str,
+    n: usize,
+    mut params_for: F,
+    mut check: C,
+) -> Result<Samples, Err>
 where
     F: FnMut(usize) -> Vec<Box<dyn ToSql + Sync + Send>>,
     C: FnMut(&tokio_postgres::Row) -> Result<(), Err>,
@@ -118,7 +135,10 @@ where
     for i in 0..WARMUP + n {
         let p = params_for(call_no);
         call_no += 1;
-        let refs: Vec<&(dyn ToSql + Sync)> = p.iter().map(|b| b.as_ref() as &(dyn ToSql + Sync)).collect();
+        let refs: Vec<&(dyn ToSql + Sync)> = p
+            .iter()
+            .map(|b| b.as_ref() as &(dyn ToSql + Sync))
+            .collect();
         let start = Instant::now();
         let rows = c.query(&stmt, &refs).await?;
         let elapsed = start.elapsed().as_secs_f64() * 1e3;
@@ -129,13 +149,22 @@ where
             out.client_ms.push(elapsed);
         }
     }
-    let explain = c.prepare(&format!("EXPLAIN (ANALYZE, TIMING OFF, SUMMARY ON, FORMAT JSON) {sql}")).await?;
+    let explain = c
+        .prepare(&format!(
+            "EXPLAIN (ANALYZE, TIMING OFF, SUMMARY ON, FORMAT JSON) {sql}"
+        ))
+        .await?;
     for i in 0..WARMUP + n {
         let p = params_for(call_no);
         call_no += 1;
-        let refs: Vec<&(dyn ToSql + Sync)> = p.iter().map(|b| b.as_ref() as &(dyn ToSql + Sync)).collect();
+        let refs: Vec<&(dyn ToSql + Sync)> = p
+            .iter()
+            .map(|b| b.as_ref() as &(dyn ToSql + Sync))
+            .collect();
         let plan: Value = c.query_one(&explain, &refs).await?.get(0);
-        let ms = plan[0]["Execution Time"].as_f64().ok_or("EXPLAIN output has no Execution Time")?;
+        let ms = plan[0]["Execution Time"]
+            .as_f64()
+            .ok_or("EXPLAIN output has no Execution Time")?;
         if i >= WARMUP {
             out.server_ms.push(ms);
         }
@@ -152,7 +181,13 @@ const fn calls(n: usize) -> usize {
 /// guard: the first pass checks every result is accepted with the expected version; the
 /// EXPLAIN pass cannot see results, so it relies on the toggle always matching and checks the
 /// final version afterwards.
-async fn bench_submit(c: &Client, name: &str, text: &str, markers: usize, n: usize) -> Result<Samples, Err> {
+async fn bench_submit(
+    c: &Client,
+    name: &str,
+    text: &str,
+    markers: usize,
+    n: usize,
+) -> Result<Samples, Err> {
     let target = initialize_target(c, name, text).await?;
     let t = target.clone();
     let params = move |k: usize| -> Vec<Box<dyn ToSql + Sync + Send>> {
@@ -175,9 +210,18 @@ async fn bench_submit(c: &Client, name: &str, text: &str, markers: usize, n: usi
         Ok(())
     };
     let samples = measure(c, &call_sql("patchdiff_submit_edits"), n, params, check).await?;
-    let end = call(c, "patchdiff_get_target", &json!({"target_file_id": target})).await?;
+    let end = call(
+        c,
+        "patchdiff_get_target",
+        &json!({"target_file_id": target}),
+    )
+    .await?;
     if end["version"] != calls(n) {
-        return Err(format!("expected version {} after the EXPLAIN pass, target says {end}", calls(n)).into());
+        return Err(format!(
+            "expected version {} after the EXPLAIN pass, target says {end}",
+            calls(n)
+        )
+        .into());
     }
     Ok(samples)
 }
@@ -188,7 +232,9 @@ async fn bench_update(c: &Client, id: i32, text: &str, n: usize) -> Result<Sampl
     let (from, to) = toggle_edit(0, 1);
     let bodies = [text.to_owned(), text.replacen(&from, &to, 1)];
     let sql = format!("UPDATE {BASELINE_TABLE} SET body = $1 WHERE id = $2");
-    let params = |k: usize| -> Vec<Box<dyn ToSql + Sync + Send>> { vec![Box::new(bodies[k % 2].clone()), Box::new(id)] };
+    let params = |k: usize| -> Vec<Box<dyn ToSql + Sync + Send>> {
+        vec![Box::new(bodies[k % 2].clone()), Box::new(id)]
+    };
     measure(c, &sql, n, params, |_| Ok(())).await
 }
 
@@ -201,7 +247,16 @@ struct Row {
 }
 
 fn table(rows: &[Row], markdown: bool) -> String {
-    let head = ["benchmark", "n", "client median ms", "client p90 ms", "server median ms", "server p90 ms", "baseline", "× baseline (client / server)"];
+    let head = [
+        "benchmark",
+        "n",
+        "client median ms",
+        "client p90 ms",
+        "server median ms",
+        "server p90 ms",
+        "baseline",
+        "× baseline (client / server)",
+    ];
     let mut lines = vec![head.iter().map(|s| s.to_string()).collect::<Vec<_>>()];
     for r in rows {
         let (cm, cp) = stats(&r.samples.client_ms);
@@ -210,12 +265,28 @@ fn table(rows: &[Row], markdown: bool) -> String {
             Some(b) => {
                 let (bcm, _) = stats(&rows[b].samples.client_ms);
                 let (bsm, _) = stats(&rows[b].samples.server_ms);
-                (rows[b].name.to_owned(), format!("{:.1} / {:.1}", cm / bcm, sm / bsm))
+                (
+                    rows[b].name.to_owned(),
+                    format!("{:.1} / {:.1}", cm / bcm, sm / bsm),
+                )
             }
             None => ("-".into(), "-".into()),
         };
-        let name = if r.note.is_empty() { r.name.to_owned() } else { format!("{} ({})", r.name, r.note) };
-        lines.push(vec![name, r.samples.client_ms.len().to_string(), format!("{cm:.3}"), format!("{cp:.3}"), format!("{sm:.3}"), format!("{sp:.3}"), base, ratio]);
+        let name = if r.note.is_empty() {
+            r.name.to_owned()
+        } else {
+            format!("{} ({})", r.name, r.note)
+        };
+        lines.push(vec![
+            name,
+            r.samples.client_ms.len().to_string(),
+            format!("{cm:.3}"),
+            format!("{cp:.3}"),
+            format!("{sm:.3}"),
+            format!("{sp:.3}"),
+            base,
+            ratio,
+        ]);
     }
     let mut s = String::new();
     if markdown {
@@ -226,9 +297,15 @@ fn table(rows: &[Row], markdown: bool) -> String {
             }
         }
     } else {
-        let widths: Vec<usize> = (0..head.len()).map(|c| lines.iter().map(|l| l[c].chars().count()).max().unwrap()).collect();
+        let widths: Vec<usize> = (0..head.len())
+            .map(|c| lines.iter().map(|l| l[c].chars().count()).max().unwrap())
+            .collect();
         for l in &lines {
-            let cells: Vec<String> = l.iter().zip(&widths).map(|(cell, w)| format!("{cell:<w$}")).collect();
+            let cells: Vec<String> = l
+                .iter()
+                .zip(&widths)
+                .map(|(cell, w)| format!("{cell:<w$}"))
+                .collect();
             writeln!(s, "{}", cells.join("  ").trim_end()).unwrap();
         }
     }
@@ -245,10 +322,18 @@ struct Options {
 fn options() -> Result<Options, Err> {
     let usage = "usage: patchdiff-bench --dsn CONNSTR [--iterations N (default 200)] \
                  [--large-iterations N (1 MiB rows, default 50)] [--out FILE.md]";
-    let mut o = Options { dsn: std::env::var("PATCHDIFF_TEST_DSN").unwrap_or_default(), iterations: 200, large_iterations: 50, out: None };
+    let mut o = Options {
+        dsn: std::env::var("PATCHDIFF_TEST_DSN").unwrap_or_default(),
+        iterations: 200,
+        large_iterations: 50,
+        out: None,
+    };
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
-        let mut value = || args.next().ok_or_else(|| format!("{flag} needs a value\n{usage}"));
+        let mut value = || {
+            args.next()
+                .ok_or_else(|| format!("{flag} needs a value\n{usage}"))
+        };
         match flag.as_str() {
             "--dsn" => o.dsn = value()?,
             "--iterations" => o.iterations = value()?.parse()?,
@@ -282,7 +367,11 @@ async fn main() -> Result<(), Err> {
          CREATE TABLE {BASELINE_TABLE} (id int PRIMARY KEY, body text COMPRESSION lz4 NOT NULL);"
     ))
     .await?;
-    c.execute(&format!("INSERT INTO {BASELINE_TABLE} VALUES (1, $1), (2, $2)"), &[&small, &large]).await?;
+    c.execute(
+        &format!("INSERT INTO {BASELINE_TABLE} VALUES (1, $1), (2, $2)"),
+        &[&small, &large],
+    )
+    .await?;
 
     let (n, nl) = (o.iterations, o.large_iterations);
     eprintln!("SELECT 1 ...");
@@ -300,24 +389,65 @@ async fn main() -> Result<(), Err> {
     eprintln!("find_occurrences 1 MiB ...");
     let find_args = json!({"target_file_id": large_target, "text": NEEDLE}).to_string();
     let mut found = Value::Null;
-    let find = measure(&c, &call_sql("patchdiff_find_occurrences"), nl, |_| vec![Box::new(find_args.clone())], |row| {
-        found = serde_json::from_str(row.get::<_, &str>(0))?;
-        Ok(())
-    })
+    let find = measure(
+        &c,
+        &call_sql("patchdiff_find_occurrences"),
+        nl,
+        |_| vec![Box::new(find_args.clone())],
+        |row| {
+            found = serde_json::from_str(row.get::<_, &str>(0))?;
+            Ok(())
+        },
+    )
     .await?;
     // Plain-SQL counterpart: count the same word in the same 1 MiB text (detoast + scan).
-    let count_sql = format!("SELECT (length(body) - length(replace(body, $1, ''))) / length($1) FROM {BASELINE_TABLE} WHERE id = 2");
+    let count_sql = format!(
+        "SELECT (length(body) - length(replace(body, $1, ''))) / length($1) FROM {BASELINE_TABLE} WHERE id = 2"
+    );
     let sql_count = measure(&c, &count_sql, nl, |_| vec![Box::new(NEEDLE)], |_| Ok(())).await?;
 
     let occurrences = found["occurrence_count"].clone();
-    let returned = found.get("occurrences").and_then(Value::as_array).map_or(0, Vec::len);
+    let returned = found
+        .get("occurrences")
+        .and_then(Value::as_array)
+        .map_or(0, Vec::len);
     let rows = vec![
-        Row { name: "SELECT 1", samples: select1, baseline: None, note: String::new() },
-        Row { name: "UPDATE 64 KiB text row", samples: update_small, baseline: Some(0), note: String::new() },
-        Row { name: "UPDATE 1 MiB text row", samples: update_large, baseline: Some(0), note: String::new() },
-        Row { name: "submit_edits, 1 edit, 64 KiB", samples: submit_small, baseline: Some(1), note: String::new() },
-        Row { name: "submit_edits, 1 edit, 1 MiB", samples: submit_large, baseline: Some(2), note: String::new() },
-        Row { name: "SQL count of a word, 1 MiB", samples: sql_count, baseline: Some(0), note: String::new() },
+        Row {
+            name: "SELECT 1",
+            samples: select1,
+            baseline: None,
+            note: String::new(),
+        },
+        Row {
+            name: "UPDATE 64 KiB text row",
+            samples: update_small,
+            baseline: Some(0),
+            note: String::new(),
+        },
+        Row {
+            name: "UPDATE 1 MiB text row",
+            samples: update_large,
+            baseline: Some(0),
+            note: String::new(),
+        },
+        Row {
+            name: "submit_edits, 1 edit, 64 KiB",
+            samples: submit_small,
+            baseline: Some(1),
+            note: String::new(),
+        },
+        Row {
+            name: "submit_edits, 1 edit, 1 MiB",
+            samples: submit_large,
+            baseline: Some(2),
+            note: String::new(),
+        },
+        Row {
+            name: "SQL count of a word, 1 MiB",
+            samples: sql_count,
+            baseline: Some(0),
+            note: String::new(),
+        },
         Row {
             name: "find_occurrences, 1 MiB",
             samples: find,
@@ -325,7 +455,13 @@ async fn main() -> Result<(), Err> {
             note: format!("{occurrences} occurrences, {returned} returned"),
         },
     ];
-    let version: String = c.query_one("SELECT extversion FROM pg_extension WHERE extname = 'pg_patchdiff'", &[]).await?.get(0);
+    let version: String = c
+        .query_one(
+            "SELECT extversion FROM pg_extension WHERE extname = 'pg_patchdiff'",
+            &[],
+        )
+        .await?
+        .get(0);
     let server: String = c.query_one("SHOW server_version", &[]).await?.get(0);
     println!("pg_patchdiff {version} on PostgreSQL {server}; warm-up {WARMUP} calls per pass\n");
     print!("{}", table(&rows, false));
@@ -333,6 +469,7 @@ async fn main() -> Result<(), Err> {
         std::fs::write(&path, table(&rows, true))?;
         eprintln!("wrote {path}");
     }
-    c.batch_execute(&format!("DROP TABLE {BASELINE_TABLE}")).await?;
+    c.batch_execute(&format!("DROP TABLE {BASELINE_TABLE}"))
+        .await?;
     Ok(())
 }
