@@ -136,6 +136,11 @@ CREATE TRIGGER append_only BEFORE UPDATE OR DELETE ON patchdiff.manifest_ledger
 CREATE TRIGGER append_only_truncate BEFORE TRUNCATE ON patchdiff.manifest_ledger
     FOR EACH STATEMENT EXECUTE FUNCTION patchdiff.refuse_mutation();
 
+-- ALWAYS: session_replication_role = replica (logical replication, pg_restore) must not turn
+-- the log into a mutable table either.
+ALTER TABLE patchdiff.pdcp_logs ENABLE ALWAYS TRIGGER append_only, ENABLE ALWAYS TRIGGER append_only_truncate;
+ALTER TABLE patchdiff.manifest_ledger ENABLE ALWAYS TRIGGER append_only, ENABLE ALWAYS TRIGGER append_only_truncate;
+
 -- pg_dump keeps the data of extension tables only when they are registered.
 SELECT pg_catalog.pg_extension_config_dump('patchdiff.targets', '');
 SELECT pg_catalog.pg_extension_config_dump('patchdiff.editing_cycles', '');
