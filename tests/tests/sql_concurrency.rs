@@ -309,6 +309,19 @@ async fn log_and_ledger_refuse_update_delete_truncate_even_for_owner() {
         assert!(append_only(table, &msg), "{sql}: {msg}");
     }
     refused(&c, "TRUNCATE patchdiff.pdcp_logs", &[]).await;
+    // Replica mode skips ordinary triggers (it is how logical replication and restores write);
+    // the append-only triggers are ENABLE ALWAYS, so it changes nothing.
+    c.batch_execute("SET session_replication_role = replica")
+        .await
+        .unwrap();
+    for table in ["pdcp_logs", "manifest_ledger"] {
+        let sql = format!("DELETE FROM patchdiff.{table} WHERE target_file_id = $1::text::uuid");
+        let msg = refused(&c, &sql, &[&target]).await;
+        assert!(append_only(table, &msg), "replica mode, {sql}: {msg}");
+    }
+    c.batch_execute("RESET session_replication_role")
+        .await
+        .unwrap();
     assert_eq!(logged_ids(&c, &target).await, rows_before);
     let ledger_after: i64 = c.query_one(ledger_rows, &[&target]).await.unwrap().get(0);
     assert_eq!(ledger_after, ledger_before);

@@ -3,19 +3,36 @@
 
 use patchdiff_engine::json::{ASCII, CANONICAL, to_string};
 use patchdiff_engine::target::TargetView;
-use patchdiff_engine::text::{SourceLineEndings, byte_offset, canonicalize, char_len, find_all, slice_chars};
+use patchdiff_engine::text::{
+    SourceLineEndings, byte_offset, canonicalize, char_len, find_all, slice_chars,
+};
 use patchdiff_engine::tx1::{self, Edit};
 use proptest::prelude::*;
 use serde_json::Value;
 
 /// Small alphabets make repeated and overlapping matches likely.
 fn text(max: usize) -> impl Strategy<Value = String> {
-    proptest::collection::vec(prop_oneof![Just('a'), Just('b'), Just('🌍'), Just('e'), Just('\u{301}'), Just('\n'), Just('中')], 0..max)
-        .prop_map(|v| v.into_iter().collect())
+    proptest::collection::vec(
+        prop_oneof![
+            Just('a'),
+            Just('b'),
+            Just('🌍'),
+            Just('e'),
+            Just('\u{301}'),
+            Just('\n'),
+            Just('中')
+        ],
+        0..max,
+    )
+    .prop_map(|v| v.into_iter().collect())
 }
 
 fn raw_text(max: usize) -> impl Strategy<Value = String> {
-    proptest::collection::vec(prop_oneof![Just('a'), Just('\r'), Just('\n'), Just('é')], 0..max).prop_map(|v| v.into_iter().collect())
+    proptest::collection::vec(
+        prop_oneof![Just('a'), Just('\r'), Just('\n'), Just('é')],
+        0..max,
+    )
+    .prop_map(|v| v.into_iter().collect())
 }
 
 /// Overlapping occurrences by brute force over code points.
@@ -23,7 +40,10 @@ fn naive_find(hay: &[char], needle: &[char]) -> Vec<(usize, usize)> {
     if needle.is_empty() || needle.len() > hay.len() {
         return vec![];
     }
-    (0..=hay.len() - needle.len()).filter(|&i| hay[i..i + needle.len()] == *needle).map(|i| (i, i + needle.len())).collect()
+    (0..=hay.len() - needle.len())
+        .filter(|&i| hay[i..i + needle.len()] == *needle)
+        .map(|i| (i, i + needle.len()))
+        .collect()
 }
 
 fn contains(hay: &[char], needle: &[char]) -> bool {
@@ -37,8 +57,12 @@ fn naive_apply(original: &str, edits: &[Edit]) -> Option<String> {
         let m: Vec<char> = e.match_text.chars().collect();
         let occ = naive_find(&buf, &m);
         let holds = |&(s, t): &(usize, usize)| {
-            e.anchor_before.as_ref().is_none_or(|a| contains(&buf[..s], &a.chars().collect::<Vec<_>>()))
-                && e.anchor_after.as_ref().is_none_or(|a| contains(&buf[t..], &a.chars().collect::<Vec<_>>()))
+            e.anchor_before
+                .as_ref()
+                .is_none_or(|a| contains(&buf[..s], &a.chars().collect::<Vec<_>>()))
+                && e.anchor_after
+                    .as_ref()
+                    .is_none_or(|a| contains(&buf[t..], &a.chars().collect::<Vec<_>>()))
         };
         let chosen = match e.occurrence_index {
             Some(n) => *occ.get(n - 1).filter(|o| holds(o))?,
@@ -55,7 +79,14 @@ fn naive_apply(original: &str, edits: &[Edit]) -> Option<String> {
     Some(buf.into_iter().collect())
 }
 
-fn edit(m: String, r: String, idx: Option<usize>, before: Option<String>, after: Option<String>, i: usize) -> Edit {
+fn edit(
+    m: String,
+    r: String,
+    idx: Option<usize>,
+    before: Option<String>,
+    after: Option<String>,
+    i: usize,
+) -> Edit {
     Edit {
         change_id: format!("chg_{:03}", i + 1),
         match_text: m,
@@ -70,10 +101,21 @@ fn edit(m: String, r: String, idx: Option<usize>, before: Option<String>, after:
 
 fn edits() -> impl Strategy<Value = Vec<Edit>> {
     proptest::collection::vec(
-        (text(3).prop_filter("non-empty", |s| !s.is_empty()), text(3), proptest::option::of(1usize..4), proptest::option::of(text(2)), proptest::option::of(text(2))),
+        (
+            text(3).prop_filter("non-empty", |s| !s.is_empty()),
+            text(3),
+            proptest::option::of(1usize..4),
+            proptest::option::of(text(2)),
+            proptest::option::of(text(2)),
+        ),
         1..4,
     )
-    .prop_map(|v| v.into_iter().enumerate().map(|(i, (m, r, idx, b, a))| edit(m, r, idx, b, a, i)).collect())
+    .prop_map(|v| {
+        v.into_iter()
+            .enumerate()
+            .map(|(i, (m, r, idx, b, a))| edit(m, r, idx, b, a, i))
+            .collect()
+    })
 }
 
 proptest! {
