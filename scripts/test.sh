@@ -8,15 +8,19 @@ cd "$ROOT"
 setup_system
 setup_pgrx
 
+# Every cargo test run is also copied here, so the closing line can count them all.
+RESULTS="$(mktemp)"
+counted() { "$@" 2>&1 | tee -a "$RESULTS"; }
+
 log "engine and front-end tests (cargo test)"
-cargo test --locked -p patchdiff-engine -p patchdiff-mcp
+counted cargo test --locked -p patchdiff-engine -p patchdiff-mcp
 
 log "SQL API tests inside PostgreSQL (cargo pgrx test)"
 # pgrx's own cluster, owned by the unprivileged postgres user because initdb refuses root.
 PGRX_TEST_DATA="${PATCHDIFF_TEST_DIR:-/tmp/patchdiff-test}/pgrx"
 mkdir -p "$PGRX_TEST_DATA"
 chown -R postgres:postgres "$(dirname "$PGRX_TEST_DATA")"
-cargo pgrx test pg15 -p pg_patchdiff --runas postgres --pgdata "$PGRX_TEST_DATA"
+counted cargo pgrx test pg15 -p pg_patchdiff --runas postgres --pgdata "$PGRX_TEST_DATA"
 
 # `cargo pgrx test` installed its test build; the end-to-end suite runs the release build.
 install_extension
@@ -36,5 +40,7 @@ for f in docs/demo.sql "$E2E_DATA/sql-api-examples.sql"; do
     || { cat "$E2E_DATA/examples.out"; echo "documented example failed: $f" >&2; exit 1; }
 done
 export PATCHDIFF_TEST_DSN="host=127.0.0.1 port=$E2E_PORT user=postgres dbname=patchdiff_test"
-export PATCHDIFF_TEST_HOST=127.0.0.1 PATCHDIFF_TEST_PORT="$E2E_PORT" PATCHDIFF_TEST_DB=patchdiff_test
-cargo test --locked -p patchdiff-tests
+counted cargo test --locked -p patchdiff-tests
+
+awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
+     END { printf "tests: %d passed, %d failed\n", p, f }' "$RESULTS"

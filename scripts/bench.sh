@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Benchmarks (docs/benchmarks.md): pg_patchdiff's hot calls against plain-SQL baselines of the
+# same size, on a private cluster and a throwaway database, in one run.
+#   bash scripts/bench.sh [patchdiff-bench options, e.g. --iterations 400 --out /tmp/bench.md]
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cd "$ROOT"
+setup_all
+DATA="${PATCHDIFF_BENCH_DIR:-/tmp/patchdiff-bench}"
+PORT="${PATCHDIFF_BENCH_PORT:-54332}"
+start_cluster "$DATA" "$PORT"
+trap 'stop_cluster "$DATA"' EXIT
+cluster_psql "$DATA" "$PORT" -d postgres -c "DROP DATABASE IF EXISTS patchdiff_bench"
+create_database "$DATA" "$PORT" patchdiff_bench
+cargo run --release --locked -p patchdiff-tests --bin patchdiff-bench -- \
+  --dsn "host=127.0.0.1 port=$PORT user=postgres dbname=patchdiff_bench" "$@"
