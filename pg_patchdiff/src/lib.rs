@@ -203,7 +203,7 @@ fn patchdiff_submit_edits(args: JsonString) -> JsonString {
 #[pg_extern(security_definer)]
 #[search_path(pg_catalog, pg_temp)]
 fn patchdiff_submit(
-    target_file_id: pgrx::Uuid,
+    target_file_id: Option<pgrx::Uuid>,
     intent: Option<String>,
     edits: Option<JsonString>,
     expected_target_version: default!(Option<i64>, "NULL"),
@@ -215,18 +215,22 @@ fn patchdiff_submit(
     include_correlation_id: default!(bool, false),
 ) -> JsonString {
     let mut m = Map::new();
-    m.insert("target_file_id".into(), json!(target_file_id.to_string()));
-    m.insert("intent".into(), json!(intent));
-    let edits = match edits.map(|e| serde_json::from_str::<Value>(&e.0)) {
-        Some(Ok(v)) => v,
+    // NULLs become omitted arguments, so they meet the same checks as over JSON.
+    if let Some(id) = target_file_id {
+        m.insert("target_file_id".into(), json!(id.to_string()));
+    }
+    match edits.map(|e| serde_json::from_str::<Value>(&e.0)) {
+        Some(Ok(v)) => {
+            m.insert("edits".into(), v);
+        }
         Some(Err(e)) => {
             let err = ArgError::new("invalid_json", format!("edits is not valid JSON: {e}"));
             return out(&err.to_json("patchdiff_submit"));
         }
-        None => Value::Null,
-    };
-    m.insert("edits".into(), edits);
+        None => {}
+    }
     let optional = [
+        ("intent", intent.map(Value::from)),
         (
             "expected_target_version",
             expected_target_version.map(Value::from),
