@@ -44,9 +44,13 @@ setup_pgrx() {
   fi
 }
 
+# Installing writes into PostgreSQL's own folders, and so does `cargo pgrx test`: concurrent
+# builds on one machine take this lock so that one never replaces the other's library mid-run.
+PGRX_LOCK=/tmp/pg_patchdiff-install.lock
+
 install_extension() {
   log "building and installing pg_patchdiff"
-  (cd "$ROOT" && cargo pgrx install --release -p pg_patchdiff --pg-config "$PG_CONFIG")
+  (cd "$ROOT" && flock "$PGRX_LOCK" cargo pgrx install --release -p pg_patchdiff --pg-config "$PG_CONFIG")
 }
 
 setup_all() {

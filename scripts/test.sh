@@ -20,7 +20,7 @@ log "SQL API tests inside PostgreSQL (cargo pgrx test)"
 PGRX_TEST_DATA="${PATCHDIFF_TEST_DIR:-/tmp/patchdiff-test}/pgrx"
 mkdir -p "$PGRX_TEST_DATA"
 chown -R postgres:postgres "$(dirname "$PGRX_TEST_DATA")"
-counted cargo pgrx test pg15 -p pg_patchdiff --runas postgres --pgdata "$PGRX_TEST_DATA"
+counted flock "$PGRX_LOCK" cargo pgrx test pg15 -p pg_patchdiff --runas postgres --pgdata "$PGRX_TEST_DATA"
 
 # `cargo pgrx test` installed its test build; the end-to-end suite runs the release build.
 install_extension
