@@ -1,0 +1,125 @@
+//! Start-up configuration, read once from the environment and fixed for the process's life.
+
+use std::path::PathBuf;
+
+/// `PATCHDIFF_MCP_PROFILE`: which tools a connection advertises and accepts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Profile {
+    Full,
+    Workspace,
+    Editor,
+    ObservedWorkspace,
+    ObservedEditor,
+    ObservedV2,
+}
+
+impl Profile {
+    pub const ALL: [Profile; 6] =
+        [Profile::Full, Profile::Workspace, Profile::Editor, Profile::ObservedWorkspace, Profile::ObservedEditor, Profile::ObservedV2];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Profile::Full => "full",
+            Profile::Workspace => "workspace",
+            Profile::Editor => "editor",
+            Profile::ObservedWorkspace => "observed_workspace",
+            Profile::ObservedEditor => "observed_editor",
+            Profile::ObservedV2 => "observed_v2",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Profile> {
+        Profile::ALL.into_iter().find(|p| p.name() == s)
+    }
+}
+
+/// `PATCHDIFF_MCP_RESPONSE_MODE`: how successful results are presented.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResponseMode {
+    Detailed,
+    Compact,
+}
+
+/// Where the database is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Database {
+    /// `PATCHDIFF_DATABASE_URL`: a libpq connection string or URL.
+    Url(String),
+    /// The embedded default: a private cluster in this folder, created on first use.
+    Embedded { data_dir: PathBuf },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    pub profile: Profile,
+    pub response_mode: ResponseMode,
+    pub database: Database,
+}
+
+impl Config {
+    /// Reads the configuration through `var` (the process environment in production).
+    /// Unknown values stop start-up with a message that names the variable and the choices.
+    pub fn from_env(var: impl Fn(&str) -> Option<String>) -> Result<Config, String> {
+        let set = |k: &str| var(k).filter(|v| !v.is_empty());
+        let profile = match set("PATCHDIFF_MCP_PROFILE") {
+            None => Profile::Full,
+            Some(p) => Profile::parse(&p).ok_or_else(|| {
+                let names: Vec<&str> = Profile::ALL.iter().map(|p| p.name()).collect();
+                format!("PATCHDIFF_MCP_PROFILE={p:?} is not a profile; use one of: {}", names.join(", "))
+            })?,
+        };
+        let response_mode = match set("PATCHDIFF_MCP_RESPONSE_MODE").as_deref() {
+            None | Some("detailed") => ResponseMode::Detailed,
+            Some("compact") => ResponseMode::Compact,
+            Some(m) => return Err(format!("PATCHDIFF_MCP_RESPONSE_MODE={m:?} is not a response mode; use detailed or compact")),
+        };
+        let database = match set("PATCHDIFF_DATABASE_URL") {
+            Some(url) => Database::Url(url),
+            None => Database::Embedded { data_dir: set("PATCHDIFF_DATA_DIR").map(PathBuf::from).unwrap_or_else(|| default_data_dir(&var)) },
+        };
+        Ok(Config { profile, response_mode, database })
+    }
+}
+
+/// The embedded cluster's default home. Root runs PostgreSQL as the `postgres` user, which must
+/// reach the folder, so root's default is a system folder rather than root's private home.
+fn default_data_dir(var: &impl Fn(&str) -> Option<String>) -> PathBuf {
+    if crate::embedded::running_as_root() {
+        return PathBuf::from("/var/lib/patchdiff/pg15");
+    }
+    let data_home = var("XDG_DATA_HOME")
+        .filter(|v| v.starts_with('/'))
+        .map(PathBuf::from)
+        .or_else(|| var("HOME").map(|h| PathBuf::from(h).join(".local/share")))
+        .unwrap_or_else(|| PathBuf::from("."));
+    data_home.join("patchdiff/pg15")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env<'a>(pairs: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
+        move |k| pairs.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string())
+    }
+
+    #[test]
+    fn defaults_are_full_detailed_embedded() {
+        let c = Config::from_env(env(&[("PATCHDIFF_DATA_DIR", "/tmp/x")])).unwrap();
+        assert_eq!(c.profile, Profile::Full);
+        assert_eq!(c.response_mode, ResponseMode::Detailed);
+        assert_eq!(c.database, Database::Embedded { data_dir: "/tmp/x".into() });
+    }
+
+    /// Contract "External response representations": unknown values prevent start-up.
+    #[test]
+    fn unknown_profile_or_mode_refuses_start_up() {
+        let e = Config::from_env(env(&[("PATCHDIFF_MCP_PROFILE", "everything")])).unwrap_err();
+        assert!(e.contains("PATCHDIFF_MCP_PROFILE") && e.contains("observed_v2"), "{e}");
+        let e = Config::from_env(env(&[("PATCHDIFF_MCP_RESPONSE_MODE", "terse")])).unwrap_err();
+        assert!(e.contains("PATCHDIFF_MCP_RESPONSE_MODE"), "{e}");
+        let c = Config::from_env(env(&[("PATCHDIFF_MCP_PROFILE", "editor"), ("PATCHDIFF_MCP_RESPONSE_MODE", "compact"), ("PATCHDIFF_DATABASE_URL", "host=/x")])).unwrap();
+        assert_eq!((c.profile, c.response_mode), (Profile::Editor, ResponseMode::Compact));
+        assert_eq!(c.database, Database::Url("host=/x".into()));
+    }
+}

@@ -1,0 +1,119 @@
+//! The one database connection: one SQL function call per tool call.
+
+use crate::config::Database;
+use std::collections::{BTreeSet, HashMap};
+use tokio_postgres::{Client, NoTls, Statement};
+
+pub struct Db {
+    conninfo: String,
+    client: Client,
+    /// The extension's schema, quoted, so calls do not depend on the role's search_path.
+    schema: String,
+    /// pg_patchdiff functions present in the database: tools are advertised only when their
+    /// function exists, so a front end newer than the installed extension never lists a tool
+    /// it cannot serve.
+    pub functions: BTreeSet<String>,
+    statements: HashMap<String, Statement>,
+}
+
+/// The failure of a call whose outcome the front end cannot know.
+#[derive(Debug)]
+pub struct CallError(pub String);
+
+async fn open(conninfo: &str) -> Result<Client, String> {
+    let (client, connection) = tokio_postgres::connect(conninfo, NoTls).await.map_err(|e| format!("cannot connect to the database: {e}"))?;
+    tokio::spawn(async move {
+        if let Err(e) = connection.await {
+            tracing::warn!("database connection ended: {e}");
+        }
+    });
+    Ok(client)
+}
+
+impl Db {
+    pub async fn connect(database: &Database) -> Result<Db, String> {
+        let conninfo = match database {
+            Database::Url(url) => url.clone(),
+            Database::Embedded { data_dir } => {
+                let dir = data_dir.clone();
+                let conninfo = tokio::task::spawn_blocking(move || crate::embedded::ensure_cluster(&dir))
+                    .await
+                    .map_err(|e| e.to_string())??;
+                prepare_embedded(&conninfo).await?;
+                conninfo
+            }
+        };
+        let client = open(&conninfo).await?;
+        let (schema, functions) = inspect(&client).await?;
+        Ok(Db { conninfo, client, schema, functions, statements: HashMap::new() })
+    }
+
+    /// Calls `function(args::json)` and returns its JSON text. Reconnects first when the
+    /// previous connection was lost; an error during the call is reported, never retried.
+    pub async fn call(&mut self, function: &str, args: &str) -> Result<String, CallError> {
+        if self.client.is_closed() {
+            self.client = open(&self.conninfo).await.map_err(CallError)?;
+            self.statements.clear();
+        }
+        let statement = match self.statements.get(function) {
+            Some(s) => s.clone(),
+            None => {
+                let sql = format!("SELECT {}.{function}($1::text::json)::text", self.schema);
+                let s = self.client.prepare(&sql).await.map_err(|e| CallError(e.to_string()))?;
+                self.statements.insert(function.to_owned(), s.clone());
+                s
+            }
+        };
+        let row = self.client.query_one(&statement, &[&args]).await.map_err(|e| CallError(describe(&e)))?;
+        row.try_get::<_, Option<String>>(0)
+            .map_err(|e| CallError(e.to_string()))?
+            .ok_or_else(|| CallError(format!("{function} returned NULL")))
+    }
+}
+
+fn describe(e: &tokio_postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => format!("{}: {} ({})", db.severity(), db.message(), db.code().code()),
+        None => e.to_string(),
+    }
+}
+
+/// Creates the `patchdiff` database and the extension in a fresh embedded cluster.
+async fn prepare_embedded(conninfo: &str) -> Result<(), String> {
+    let admin = conninfo.replace(&format!("dbname={}", crate::embedded::DATABASE), "dbname=postgres");
+    let client = open(&admin).await?;
+    let exists = client
+        .query_opt("SELECT 1 FROM pg_database WHERE datname = $1", &[&crate::embedded::DATABASE])
+        .await
+        .map_err(|e| e.to_string())?
+        .is_some();
+    if !exists {
+        client
+            .batch_execute(&format!("CREATE DATABASE {} ENCODING 'UTF8' TEMPLATE template0", crate::embedded::DATABASE))
+            .await
+            .map_err(|e| format!("cannot create the patchdiff database: {}", describe(&e)))?;
+    }
+    let client = open(conninfo).await?;
+    client
+        .batch_execute("CREATE EXTENSION IF NOT EXISTS pg_patchdiff")
+        .await
+        .map_err(|e| format!("cannot create the pg_patchdiff extension: {}", describe(&e)))
+}
+
+async fn inspect(client: &Client) -> Result<(String, BTreeSet<String>), String> {
+    let row = client
+        .query_opt("SELECT quote_ident(n.nspname) FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'pg_patchdiff'", &[])
+        .await
+        .map_err(|e| describe(&e))?
+        .ok_or("the database has no pg_patchdiff extension: run CREATE EXTENSION pg_patchdiff in it (as a superuser)")?;
+    let schema: String = row.get(0);
+    let rows = client
+        .query(
+            "SELECT p.proname::text FROM pg_proc p JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid \
+             AND d.deptype = 'e' JOIN pg_extension e ON e.oid = d.refobjid WHERE e.extname = 'pg_patchdiff'",
+            &[],
+        )
+        .await
+        .map_err(|e| describe(&e))?;
+    Ok((schema, rows.iter().map(|r| r.get(0)).collect()))
+}

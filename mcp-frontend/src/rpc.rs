@@ -1,0 +1,106 @@
+//! Newline-delimited JSON-RPC 2.0: strict UTF-8 in, pure ASCII out.
+
+use patchdiff_engine::json::{ASCII, to_string};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use serde_json::{Value, json};
+
+pub const PARSE_ERROR: i64 = -32700;
+pub const INVALID_REQUEST: i64 = -32600;
+pub const METHOD_NOT_FOUND: i64 = -32601;
+pub const INVALID_PARAMS: i64 = -32602;
+
+/// One message from the client.
+#[derive(Debug)]
+pub enum Incoming {
+    Request { id: Value, method: String, params: Option<Box<RawValue>> },
+    Notification { method: String },
+}
+
+/// The wire shape; `params` stays raw so that argument strings reach SQL exactly as sent
+/// (an escaped lone surrogate must become an audited rejection there, not a parse error here).
+#[derive(Deserialize)]
+struct Wire {
+    jsonrpc: Option<Value>,
+    #[serde(default, deserialize_with = "present")]
+    id: Option<Value>,
+    method: Option<Value>,
+    params: Option<Box<RawValue>>,
+}
+
+/// Distinguishes `"id": null` (present) from no `id` at all.
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(d).map(Some)
+}
+
+/// An error answer to send back: `(id, code, message)`.
+pub type Reject = (Value, i64, String);
+
+/// Parses one line. Malformed UTF-8 is a parse error and is never repaired.
+pub fn parse_line(line: &[u8]) -> Result<Incoming, Reject> {
+    let text = std::str::from_utf8(line).map_err(|e| (Value::Null, PARSE_ERROR, format!("Parse error: invalid UTF-8 ({e})")))?;
+    if text.trim_start().starts_with('[') {
+        return Err((Value::Null, INVALID_REQUEST, "Invalid Request: batches are not supported".into()));
+    }
+    let wire: Wire = serde_json::from_str(text).map_err(|e| {
+        let code = if e.is_data() { INVALID_REQUEST } else { PARSE_ERROR };
+        (Value::Null, code, format!("{}: {e}", if code == PARSE_ERROR { "Parse error" } else { "Invalid Request" }))
+    })?;
+    let id = wire.id.clone().unwrap_or(Value::Null);
+    let invalid = |why: &str| (id.clone(), INVALID_REQUEST, format!("Invalid Request: {why}"));
+    if wire.jsonrpc != Some(json!("2.0")) {
+        return Err(invalid("jsonrpc must be \"2.0\""));
+    }
+    let method = match wire.method {
+        Some(Value::String(m)) => m,
+        _ => return Err(invalid("method must be a string")),
+    };
+    match wire.id {
+        None => Ok(Incoming::Notification { method }),
+        Some(id @ (Value::String(_) | Value::Number(_))) => Ok(Incoming::Request { id, method, params: wire.params }),
+        Some(_) => Err((Value::Null, INVALID_REQUEST, "Invalid Request: id must be a string or a number, not null".into())),
+    }
+}
+
+/// A success line, ASCII-escaped so that no character of any document can split or corrupt it.
+pub fn result_line(id: &Value, result: Value) -> String {
+    to_string(&json!({"jsonrpc": "2.0", "id": id, "result": result}), ASCII)
+}
+
+pub fn error_line(id: &Value, code: i64, message: &str) -> String {
+    to_string(&json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}}), ASCII)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_notifications_and_errors() {
+        assert!(matches!(parse_line(br#"{"jsonrpc":"2.0","id":0,"method":"ping"}"#), Ok(Incoming::Request { id, .. }) if id == json!(0)));
+        assert!(matches!(parse_line(br#"{"jsonrpc":"2.0","id":"a","method":"ping"}"#), Ok(Incoming::Request { .. })));
+        assert!(matches!(parse_line(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#), Ok(Incoming::Notification { .. })));
+        assert_eq!(parse_line(br#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#).unwrap_err().1, INVALID_REQUEST);
+        assert_eq!(parse_line(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"\xff\"}").unwrap_err().1, PARSE_ERROR);
+        assert_eq!(parse_line(b"{nope").unwrap_err().1, PARSE_ERROR);
+        assert_eq!(parse_line(b"[]").unwrap_err().1, INVALID_REQUEST);
+        assert_eq!(parse_line(br#"{"id":1,"method":"ping"}"#).unwrap_err(), (json!(1), INVALID_REQUEST, "Invalid Request: jsonrpc must be \"2.0\"".into()));
+    }
+
+    /// Raw params keep escaped lone surrogates for the SQL side to judge.
+    #[test]
+    fn params_stay_raw() {
+        let Ok(Incoming::Request { params, .. }) = parse_line(br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"a":"\ud800"}}"#) else {
+            panic!()
+        };
+        assert_eq!(params.unwrap().get(), r#"{"a":"\ud800"}"#);
+    }
+
+    #[test]
+    fn output_is_ascii() {
+        let line = result_line(&json!(1), json!({"text": "🌍 中\u{2028}\u{2029}\u{85}"}));
+        assert!(line.is_ascii() && !line.contains('\n'));
+        let back: Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(back["result"]["text"], "🌍 中\u{2028}\u{2029}\u{85}");
+    }
+}

@@ -1,0 +1,244 @@
+//! The MCP session: lifecycle, discovery and one SQL call per tool call.
+
+use crate::catalog::{REVISIONS, Tool, all_tools, in_profile};
+use crate::compact;
+use crate::config::{Config, ResponseMode};
+use crate::database::Db;
+use crate::rpc::{self, INVALID_PARAMS, INVALID_REQUEST, Incoming, METHOD_NOT_FOUND};
+use patchdiff_engine::json::{LITERAL, to_string};
+use serde::Deserialize;
+use serde::de::IgnoredAny;
+use serde_json::value::RawValue;
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt};
+
+/// What the server tells a host about using it, once, at initialization.
+const INSTRUCTIONS: &str = "PatchDIFF edits documents as guarded transactions. Read first (read_target, read_lines, find_occurrences) and pass the version (or hash) you read as a guard; on a rejection, re-read before proposing again and link the retry with parent_pdcp_log_id. Offsets are Unicode code points. Use client_request_id to recover a lost response by resending the identical call.";
+
+pub struct Server {
+    config: Config,
+    db: Db,
+    /// The tools of this profile whose SQL functions exist, in catalog order.
+    tools: Vec<Tool>,
+    revision: Option<&'static str>,
+}
+
+/// The catalog as a profile and an installed extension allow it.
+pub fn active_tools(config: &Config, installed: &dyn Fn(&str) -> bool) -> Vec<Tool> {
+    let mut tools: Vec<Tool> = all_tools().into_iter().filter(|t| in_profile(t.name, config.profile) && installed(t.name)).collect();
+    if config.response_mode == ResponseMode::Compact {
+        for t in tools.iter_mut().filter(|t| compact::PROJECTED_TOOLS.contains(&t.name)) {
+            t.description.push_str(compact::ANNOUNCEMENT);
+        }
+    }
+    tools
+}
+
+/// The `tools/list` result for a revision.
+pub fn list(tools: &[Tool], revision: &str) -> Value {
+    json!({"tools": tools.iter().map(|t| t.declaration(revision)).collect::<Vec<_>>()})
+}
+
+/// Negotiates the revision: a supported request is echoed, an unsupported one is offered the
+/// newest, an omitted one gets the oldest. Anything else is an invalid initialize.
+pub fn negotiate(params: Option<&RawValue>) -> Result<&'static str, String> {
+    let params: Value = match params {
+        None => return Ok(REVISIONS[0]),
+        Some(p) => serde_json::from_str(p.get()).map_err(|e| format!("initialize params: {e}"))?,
+    };
+    let Value::Object(p) = params else {
+        return Err("initialize params must be an object".into());
+    };
+    match p.get("protocolVersion") {
+        None => Ok(REVISIONS[0]),
+        Some(Value::String(v)) => Ok(REVISIONS.iter().find(|r| **r == v).copied().unwrap_or(REVISIONS[2])),
+        Some(_) => Err("protocolVersion must be a string".into()),
+    }
+}
+
+#[derive(Deserialize)]
+struct CallParams<'a> {
+    name: Value,
+    #[serde(borrow, default)]
+    arguments: Option<&'a RawValue>,
+}
+
+fn is_error_status(status: Option<&str>) -> bool {
+    matches!(status, Some("invalid_argument" | "not_found" | "outcome_unknown"))
+}
+
+impl Server {
+    pub fn new(config: Config, db: Db) -> Server {
+        let tools = active_tools(&config, &|name| db.functions.contains(name));
+        Server { config, db, tools, revision: None }
+    }
+
+    /// Serves newline-delimited JSON-RPC until the input ends.
+    pub async fn serve<R: AsyncBufRead + Unpin, W: AsyncWrite + Unpin>(mut self, mut input: R, mut output: W) -> std::io::Result<()> {
+        let mut line = Vec::with_capacity(8192);
+        loop {
+            line.clear();
+            if input.read_until(b'\n', &mut line).await? == 0 {
+                return Ok(());
+            }
+            while matches!(line.last(), Some(b'\n' | b'\r')) {
+                line.pop();
+            }
+            if line.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            let reply = match rpc::parse_line(&line) {
+                Err((id, code, message)) => Some(rpc::error_line(&id, code, &message)),
+                Ok(Incoming::Notification { method }) => {
+                    tracing::debug!(method, "notification");
+                    None
+                }
+                Ok(Incoming::Request { id, method, params }) => Some(self.request(&id, &method, params.as_deref()).await),
+            };
+            if let Some(mut reply) = reply {
+                reply.push('\n');
+                output.write_all(reply.as_bytes()).await?;
+                output.flush().await?;
+            }
+        }
+    }
+
+    async fn request(&mut self, id: &Value, method: &str, params: Option<&RawValue>) -> String {
+        match method {
+            "initialize" => {
+                if self.revision.is_some() {
+                    return rpc::error_line(id, INVALID_REQUEST, "Invalid Request: already initialized; the connection keeps its revision");
+                }
+                match negotiate(params) {
+                    Ok(revision) => {
+                        self.revision = Some(revision);
+                        tracing::info!(revision, profile = self.config.profile.name(), "initialized");
+                        rpc::result_line(
+                            id,
+                            json!({
+                                "protocolVersion": revision,
+                                "capabilities": {"tools": {"listChanged": false}},
+                                "serverInfo": {"name": "patchdiff-mcp", "version": env!("CARGO_PKG_VERSION")},
+                                "instructions": INSTRUCTIONS,
+                            }),
+                        )
+                    }
+                    Err(why) => rpc::error_line(id, INVALID_PARAMS, &format!("Invalid params: {why}")),
+                }
+            }
+            "ping" => rpc::result_line(id, json!({})),
+            "tools/list" => rpc::result_line(id, list(&self.tools, self.revision())),
+            "tools/call" => match self.call(params).await {
+                Ok(result) => rpc::result_line(id, result),
+                Err(message) => rpc::error_line(id, INVALID_PARAMS, &message),
+            },
+            _ => rpc::error_line(id, METHOD_NOT_FOUND, &format!("Method not found: {method}")),
+        }
+    }
+
+    /// Before `initialize` a client gets the oldest revision's shapes.
+    fn revision(&self) -> &'static str {
+        self.revision.unwrap_or(REVISIONS[0])
+    }
+
+    /// One tool call: argument names checked against the schema, then exactly one SQL call.
+    async fn call(&mut self, params: Option<&RawValue>) -> Result<Value, String> {
+        let params = params.ok_or("Invalid params: tools/call needs params {name, arguments}")?;
+        let p: CallParams = serde_json::from_str(params.get()).map_err(|e| format!("Invalid params: {e}"))?;
+        let Value::String(name) = p.name else {
+            return Err("Invalid params: name must be a string".into());
+        };
+        let Some(tool) = self.tools.iter().find(|t| t.name == name) else {
+            let why = if all_tools().iter().any(|t| t.name == name) {
+                format!("tool {name} is not available in profile {}", self.config.profile.name())
+            } else {
+                format!("unknown tool {name}")
+            };
+            return Err(format!("Invalid params: {why}"));
+        };
+        let raw = match p.arguments.map(RawValue::get) {
+            None | Some("null") => "{}",
+            Some(a) => a,
+        };
+        // Names only: values reach SQL untouched (IgnoredAny decodes no string).
+        let names = match serde_json::from_str::<BTreeMap<String, IgnoredAny>>(raw) {
+            Ok(n) => n,
+            Err(_) => return Ok(self.tool_error(json!({"status": "invalid_argument", "code": "invalid_arguments", "tool": name, "failure_detail": "arguments must be a JSON object"}))),
+        };
+        let unknown: Vec<&String> = names.keys().filter(|k| !tool.allowed().any(|a| a == k.as_str())).collect();
+        if !unknown.is_empty() {
+            let list = unknown.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ");
+            return Ok(self.tool_error(json!({
+                "status": "invalid_argument", "code": "unknown_argument", "tool": name,
+                "failure_detail": format!("unknown argument(s) for {name}: {list}"), "unknown_arguments": unknown,
+            })));
+        }
+        let missing: Vec<&str> = tool.required().filter(|r| !names.contains_key(*r)).collect();
+        if !missing.is_empty() {
+            return Ok(self.tool_error(json!({
+                "status": "invalid_argument", "code": "missing_argument", "tool": name,
+                "failure_detail": format!("missing required argument(s) for {name}: {}", missing.join(", ")), "missing_arguments": missing,
+            })));
+        }
+        let text = match self.db.call(tool.name, raw).await {
+            Ok(text) => text,
+            Err(e) => {
+                tracing::error!(tool = tool.name, error = e.0, "database call failed");
+                return Ok(self.tool_error(json!({
+                    "status": "outcome_unknown", "tool": name,
+                    "failure_detail": format!("The database call failed ({}); whether it committed is unknown. Read the target, or resend the identical call with the same client_request_id, before proposing again.", e.0),
+                })));
+            }
+        };
+        let Ok(mut value) = serde_json::from_str::<Value>(&text) else {
+            return Ok(self.tool_error(json!({"status": "outcome_unknown", "tool": name, "failure_detail": "the database returned a result that is not JSON"})));
+        };
+        let status = value.get("status").and_then(Value::as_str).map(str::to_owned);
+        if is_error_status(status.as_deref()) {
+            return Ok(self.result(text, None, true));
+        }
+        if self.config.response_mode == ResponseMode::Compact && compact::PROJECTED_TOOLS.contains(&tool.name) {
+            compact::project(tool.name, &mut value);
+            return Ok(self.result(to_string(&value, LITERAL), Some(value), false));
+        }
+        Ok(self.result(text, Some(value), false))
+    }
+
+    fn tool_error(&self, payload: Value) -> Value {
+        self.result(to_string(&payload, LITERAL), None, true)
+    }
+
+    /// A tool result: literal JSON text always, the same value as structuredContent on
+    /// revisions that have it, never structuredContent on an error.
+    fn result(&self, text: String, value: Option<Value>, is_error: bool) -> Value {
+        let mut r = json!({"content": [{"type": "text", "text": text}]});
+        if let (Some(v), false) = (value, is_error || self.revision() == REVISIONS[0]) {
+            r["structuredContent"] = v;
+        }
+        r["isError"] = json!(is_error);
+        r
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn raw(s: &str) -> Box<RawValue> {
+        RawValue::from_string(s.to_owned()).unwrap()
+    }
+
+    /// Contract "MCP negotiation and startup".
+    #[test]
+    fn negotiation_echoes_offers_newest_and_defaults_oldest() {
+        for r in REVISIONS {
+            assert_eq!(negotiate(Some(&raw(&format!(r#"{{"protocolVersion":"{r}"}}"#)))), Ok(r));
+        }
+        assert_eq!(negotiate(Some(&raw(r#"{"protocolVersion":"2099-01-01"}"#))), Ok("2025-11-25"));
+        assert_eq!(negotiate(Some(&raw(r#"{"capabilities":{}}"#))), Ok("2024-11-05"));
+        assert_eq!(negotiate(None), Ok("2024-11-05"));
+        assert!(negotiate(Some(&raw(r#"{"protocolVersion":5}"#))).is_err());
+        assert!(negotiate(Some(&raw(r#"[1]"#))).is_err());
+    }
+}
