@@ -21,7 +21,12 @@ pub struct Db {
 pub struct CallError(pub String);
 
 async fn open(conninfo: &str) -> Result<Client, String> {
-    let (client, connection) = tokio_postgres::connect(conninfo, NoTls).await.map_err(|e| format!("cannot connect to the database: {e}"))?;
+    let mut config: tokio_postgres::Config = conninfo.parse().map_err(|e| format!("PATCHDIFF_DATABASE_URL is not a connection string: {e}"))?;
+    if config.get_application_name().is_none() {
+        // Names this server's sessions in pg_stat_activity.
+        config.application_name("patchdiff-mcp");
+    }
+    let (client, connection) = config.connect(NoTls).await.map_err(|e| format!("cannot connect to the database: {e}"))?;
     tokio::spawn(async move {
         if let Err(e) = connection.await {
             tracing::warn!("database connection ended: {e}");

@@ -1,0 +1,290 @@
+//! The real `patchdiff-mcp` process over real pipes against a real PostgreSQL.
+//!
+//! Environment: `PATCHDIFF_TEST_DSN` (required, a superuser connection string to a database
+//! with pg_patchdiff) and `PATCHDIFF_MCP_BIN` (the built server; default target/debug).
+
+use patchdiff_engine::json::ascii_len;
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{Receiver, channel};
+use std::time::Duration;
+
+const REPLY_TIMEOUT: Duration = Duration::from_secs(20);
+
+fn dsn() -> String {
+    std::env::var("PATCHDIFF_TEST_DSN").expect("PATCHDIFF_TEST_DSN must be set to a superuser connection string")
+}
+
+fn bin() -> String {
+    std::env::var("PATCHDIFF_MCP_BIN").unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/../target/debug/patchdiff-mcp").to_owned())
+}
+
+/// A running server with its pipes. Lines are read on a thread so that a hung server fails the
+/// test instead of hanging it.
+struct Mcp {
+    child: Child,
+    stdin: ChildStdin,
+    lines: Receiver<Vec<u8>>,
+    next_id: i64,
+}
+
+impl Mcp {
+    fn start(env: &[(&str, &str)]) -> Mcp {
+        let mut cmd = Command::new(bin());
+        cmd.env("PATCHDIFF_DATABASE_URL", dsn()).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::null());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().expect("spawning patchdiff-mcp (build it first: cargo build -p patchdiff-mcp)");
+        let stdin = child.stdin.take().unwrap();
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        let (tx, lines) = channel();
+        std::thread::spawn(move || {
+            loop {
+                let mut line = Vec::new();
+                match out.read_until(b'\n', &mut line) {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => {
+                        if tx.send(line).is_err() {
+                            break;
+                        }
+                    }
+                }
+            }
+        });
+        Mcp { child, stdin, lines, next_id: 1 }
+    }
+
+    fn send_raw(&mut self, bytes: &[u8]) {
+        self.stdin.write_all(bytes).unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    /// The next stdout line, checked to be pure ASCII and one JSON value.
+    fn reply(&self) -> Value {
+        let line = self.lines.recv_timeout(REPLY_TIMEOUT).expect("no reply from patchdiff-mcp");
+        assert!(line.is_ascii(), "stdout line is not ASCII: {}", String::from_utf8_lossy(&line));
+        assert_eq!(line.iter().filter(|b| **b == b'\n').count(), 1);
+        serde_json::from_slice(&line).expect("stdout line is not JSON")
+    }
+
+    fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send_raw(format!("{}\n", json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})).as_bytes());
+        let r = self.reply();
+        assert_eq!(r["id"], id, "{r}");
+        r
+    }
+
+    fn initialize(&mut self, revision: Option<&str>) -> Value {
+        let mut params = json!({"capabilities": {}, "clientInfo": {"name": "stdio-test", "version": "1"}});
+        if let Some(r) = revision {
+            params["protocolVersion"] = json!(r);
+        }
+        let r = self.request("initialize", params);
+        self.send_raw(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n");
+        r
+    }
+
+    /// tools/call; returns (the parsed tool text, the whole result).
+    fn call(&mut self, name: &str, arguments: Value) -> (Value, Value) {
+        let r = self.request("tools/call", json!({"name": name, "arguments": arguments}));
+        let result = r["result"].clone();
+        assert!(result.is_object(), "{r}");
+        let text: Value = serde_json::from_str(result["content"][0]["text"].as_str().unwrap()).unwrap();
+        (text, result)
+    }
+}
+
+impl Drop for Mcp {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn initialize_target(m: &mut Mcp, content: &str) -> String {
+    let (t, _) = m.call("patchdiff_initialize_target", json!({"filename": "doc.md", "content": content}));
+    assert_eq!(t["status"], "ok", "{t}");
+    t["target_file_id"].as_str().unwrap().to_owned()
+}
+
+/// Contract "MCP negotiation and startup": each supported revision is echoed, an unsupported
+/// one is offered 2025-11-25, an omitted one gets 2024-11-05; only the newer revisions declare
+/// outputSchema and annotations and return structuredContent.
+#[test]
+fn handshake_per_revision_and_declarations() {
+    for (asked, got) in [
+        (Some("2024-11-05"), "2024-11-05"),
+        (Some("2025-06-18"), "2025-06-18"),
+        (Some("2025-11-25"), "2025-11-25"),
+        (Some("1999-01-01"), "2025-11-25"),
+        (None, "2024-11-05"),
+    ] {
+        let mut m = Mcp::start(&[]);
+        let r = m.initialize(asked);
+        assert_eq!(r["result"]["protocolVersion"], got, "{asked:?}");
+        assert_eq!(r["result"]["serverInfo"]["name"], "patchdiff-mcp");
+        let tools = m.request("tools/list", json!({}))["result"]["tools"].clone();
+        let modern = got != "2024-11-05";
+        for t in tools.as_array().unwrap() {
+            assert_eq!(t["inputSchema"]["type"], "object");
+            assert_eq!(t.get("outputSchema").is_some(), modern, "{got} {}", t["name"]);
+            assert_eq!(t.get("annotations").is_some(), modern);
+        }
+        let target = initialize_target(&mut m, "x\n");
+        let (_, result) = m.call("patchdiff_get_target", json!({"target_file_id": target}));
+        assert_eq!(result.get("structuredContent").is_some(), modern, "{got}");
+        if modern {
+            let text: Value = serde_json::from_str(result["content"][0]["text"].as_str().unwrap()).unwrap();
+            assert_eq!(result["structuredContent"], text);
+        }
+        // The connection keeps its revision: a second initialize is refused.
+        let again = m.request("initialize", json!({"protocolVersion": "2025-06-18"}));
+        assert_eq!(again["error"]["code"], -32600);
+    }
+    // An invalid initialize is rejected, and the connection still serves a valid one.
+    let mut m = Mcp::start(&[]);
+    let bad = m.request("initialize", json!({"protocolVersion": 20250618}));
+    assert_eq!(bad["error"]["code"], -32602);
+    assert_eq!(m.initialize(Some("2025-06-18"))["result"]["protocolVersion"], "2025-06-18");
+}
+
+/// Contract "Discovery, argument errors and examples": every stdout line is ASCII, and the
+/// parsed tool text carries the literal characters, U+2028/U+2029/U+0085 included.
+#[test]
+fn lines_are_ascii_and_text_is_literal() {
+    let mut m = Mcp::start(&[]);
+    m.initialize(Some("2025-11-25"));
+    let content = "🌍 中\u{2028}line\u{2029}para\u{85}next\n";
+    let target = initialize_target(&mut m, content);
+    let (t, result) = m.call("patchdiff_get_target", json!({"target_file_id": target}));
+    assert_eq!(t["current_content"], content);
+    let raw_text = result["content"][0]["text"].as_str().unwrap();
+    assert!(raw_text.contains('🌍') && raw_text.contains('中'), "tool text must be literal, not escaped");
+    // Raw UTF-8 in a request is accepted as well as \u escapes.
+    m.send_raw(format!("{{\"jsonrpc\":\"2.0\",\"id\":900,\"method\":\"tools/call\",\"params\":{{\"name\":\"patchdiff_find_occurrences\",\"arguments\":{{\"target_file_id\":\"{target}\",\"text\":\"中\"}}}}}}\n").as_bytes());
+    let r = m.reply();
+    let found: Value = serde_json::from_str(r["result"]["content"][0]["text"].as_str().unwrap()).unwrap();
+    assert_eq!(found["occurrence_count"], 1);
+    let (found, _) = m.call("patchdiff_find_occurrences", json!({"target_file_id": target, "text": "\u{2028}"}));
+    assert_eq!(found["occurrences"][0]["start"], 3);
+}
+
+/// Malformed UTF-8 is a -32700 parse error, never repaired, and the process keeps serving;
+/// ids may be 0 or strings, a null id is invalid, unknown methods are -32601.
+#[test]
+fn malformed_input_is_answered_and_serving_continues() {
+    let mut m = Mcp::start(&[]);
+    m.initialize(Some("2025-06-18"));
+    m.send_raw(b"{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"ping\",\"x\":\"\xc3\x28\"}\n");
+    let r = m.reply();
+    assert_eq!((r["error"]["code"].as_i64(), &r["id"]), (Some(-32700), &Value::Null));
+    m.send_raw(b"{not json\n");
+    assert_eq!(m.reply()["error"]["code"], -32700);
+    m.send_raw(b"{\"jsonrpc\":\"2.0\",\"id\":null,\"method\":\"ping\"}\n");
+    assert_eq!(m.reply()["error"]["code"], -32600);
+    m.send_raw(b"{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"ping\"}\n");
+    assert_eq!(m.reply(), json!({"jsonrpc": "2.0", "id": 0, "result": {}}));
+    m.send_raw(b"{\"jsonrpc\":\"2.0\",\"id\":\"s-1\",\"method\":\"server/discover\"}\n");
+    let r = m.reply();
+    assert_eq!((r["id"].as_str(), r["error"]["code"].as_i64()), (Some("s-1"), Some(-32601)));
+    assert_eq!(m.request("ping", json!({}))["result"], json!({}));
+}
+
+/// Unknown and missing argument names never reach SQL: isError with the contract's payload and
+/// no structuredContent; a tool outside the profile is refused.
+#[test]
+fn argument_names_and_profiles_are_enforced() {
+    let mut m = Mcp::start(&[]);
+    m.initialize(Some("2025-11-25"));
+    let (t, result) = m.call("patchdiff_read_target", json!({"target_file_id": "11111111-1111-4111-8111-111111111111", "surprise": 1, "also": 2}));
+    assert_eq!(result["isError"], true);
+    assert!(result.get("structuredContent").is_none());
+    assert_eq!(
+        t,
+        json!({"status": "invalid_argument", "code": "unknown_argument", "tool": "patchdiff_read_target",
+               "failure_detail": "unknown argument(s) for patchdiff_read_target: also, surprise", "unknown_arguments": ["also", "surprise"]})
+    );
+    let (t, result) = m.call("patchdiff_submit_edits", json!({"target_file_id": "11111111-1111-4111-8111-111111111111"}));
+    assert_eq!(result["isError"], true);
+    assert_eq!((&t["code"], &t["missing_arguments"]), (&json!("missing_argument"), &json!(["intent", "edits"])));
+    // A domain rejection is a normal result, with structuredContent.
+    let target = initialize_target(&mut m, "alpha beta alpha\n");
+    let (t, result) = m.call("patchdiff_submit_edits", json!({"target_file_id": target, "expected_target_version": 0, "intent": "x", "edits": [{"match": "alpha", "replace": "gamma"}]}));
+    assert_eq!((&t["status"], &t["failure_reason"], &result["isError"]), (&json!("rejected"), &json!("match_ambiguous"), &json!(false)));
+    assert_eq!(result["structuredContent"], t);
+
+    let mut editor = Mcp::start(&[("PATCHDIFF_MCP_PROFILE", "editor")]);
+    editor.initialize(Some("2025-11-25"));
+    let names: Vec<String> = editor.request("tools/list", json!({}))["result"]["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap().to_owned()).collect();
+    assert!(!names.contains(&"patchdiff_initialize_target".to_owned()), "{names:?}");
+    assert!(names.contains(&"patchdiff_read_target".to_owned()));
+    let r = editor.request("tools/call", json!({"name": "patchdiff_initialize_target", "arguments": {"filename": "a", "content": "b"}}));
+    assert_eq!(r["error"]["code"], -32602);
+    assert!(r["error"]["message"].as_str().unwrap().contains("not available in profile editor"));
+}
+
+/// Contract "External response representations" and issue 3: unknown profiles and response
+/// modes stop start-up with a clear message.
+#[test]
+fn bad_configuration_stops_start_up() {
+    for (k, v, expect) in [("PATCHDIFF_MCP_PROFILE", "everything", "PATCHDIFF_MCP_PROFILE"), ("PATCHDIFF_MCP_RESPONSE_MODE", "terse", "PATCHDIFF_MCP_RESPONSE_MODE")] {
+        let out = Command::new(bin()).env("PATCHDIFF_DATABASE_URL", dsn()).env(k, v).stdin(Stdio::null()).output().unwrap();
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(expect), "{err}");
+        assert!(out.stdout.is_empty(), "nothing but MCP may go to stdout");
+    }
+}
+
+/// Contract "Bounded Wire & Context Budgets": tools/list at most 65,536 bytes and its
+/// examples at most 8,192, as compact ASCII JSON, on every revision and profile.
+#[test]
+fn discovery_stays_within_budget() {
+    for profile in ["full", "workspace", "editor", "observed_workspace", "observed_editor", "observed_v2"] {
+        for revision in ["2024-11-05", "2025-11-25"] {
+            let mut m = Mcp::start(&[("PATCHDIFF_MCP_PROFILE", profile)]);
+            m.initialize(Some(revision));
+            let list = m.request("tools/list", json!({}))["result"].clone();
+            let n = ascii_len(&list);
+            assert!(n <= 65_536, "{profile} {revision}: {n}");
+            let examples: serde_json::Map<String, Value> = list["tools"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(|t| t["inputSchema"].get("examples").map(|e| (t["name"].as_str().unwrap().to_owned(), e.clone())))
+                .collect();
+            assert!(ascii_len(&Value::Object(examples)) <= 8_192);
+        }
+    }
+}
+
+/// A database failure during a call is outcome_unknown, never a claimed rejection; the next
+/// call reconnects.
+#[test]
+fn database_failure_is_outcome_unknown() {
+    let url = format!("{} application_name=mcp-stdio-outcome-test", dsn());
+    let mut m = Mcp::start(&[("PATCHDIFF_DATABASE_URL", &url)]);
+    m.initialize(Some("2025-11-25"));
+    let target = initialize_target(&mut m, "abc\n");
+    let mut admin = postgres_admin();
+    admin("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'mcp-stdio-outcome-test'");
+    std::thread::sleep(Duration::from_millis(300));
+    let (t, result) = m.call("patchdiff_read_target", json!({"target_file_id": target}));
+    assert_eq!((&t["status"], &result["isError"]), (&json!("outcome_unknown"), &json!(true)), "{t}");
+    assert!(t["failure_detail"].as_str().unwrap().contains("unknown"));
+    let (t, _) = m.call("patchdiff_read_target", json!({"target_file_id": target}));
+    assert_eq!(t["text"], "abc\n");
+}
+
+/// Runs one SQL statement as the test superuser through psql-free tokio-postgres.
+fn postgres_admin() -> impl FnMut(&str) {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let client = rt.block_on(patchdiff_tests::connect(&dsn())).unwrap();
+    move |sql: &str| {
+        rt.block_on(client.batch_execute(sql)).unwrap();
+    }
+}
