@@ -270,17 +270,25 @@ fn database_failure_is_outcome_unknown() {
     let mut m = Mcp::start(&[("PATCHDIFF_DATABASE_URL", &url)]);
     m.initialize(Some("2025-11-25"));
     let target = initialize_target(&mut m, "abc\n");
-    let mut admin = postgres_admin();
-    admin("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'mcp-stdio-outcome-test'");
-    std::thread::sleep(Duration::from_millis(300));
-    let (t, result) = m.call("patchdiff_read_target", json!({"target_file_id": target}));
+    // Hold the target's row lock so that the submission is in flight when its backend dies.
+    let mut holder = postgres_admin();
+    holder(&format!("BEGIN; SELECT 1 FROM patchdiff.targets WHERE target_file_id = '{target}' FOR UPDATE"));
+    let call = json!({"jsonrpc": "2.0", "id": 77, "method": "tools/call", "params": {"name": "patchdiff_submit_edits",
+        "arguments": {"target_file_id": target, "expected_target_version": 0, "intent": "x", "edits": [{"match": "abc", "replace": "xyz"}]}}});
+    m.send_raw(format!("{call}\n").as_bytes());
+    std::thread::sleep(Duration::from_millis(500));
+    postgres_admin()("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'mcp-stdio-outcome-test'");
+    let r = m.reply();
+    let result = &r["result"];
+    let t: Value = serde_json::from_str(result["content"][0]["text"].as_str().unwrap()).unwrap();
     assert_eq!((&t["status"], &result["isError"]), (&json!("outcome_unknown"), &json!(true)), "{t}");
-    assert!(t["failure_detail"].as_str().unwrap().contains("unknown"));
+    assert!(t["failure_detail"].as_str().unwrap().contains("whether it committed is unknown"));
+    holder("ROLLBACK");
     let (t, _) = m.call("patchdiff_read_target", json!({"target_file_id": target}));
     assert_eq!(t["text"], "abc\n");
 }
 
-/// Runs one SQL statement as the test superuser through psql-free tokio-postgres.
+/// Runs SQL as the test superuser on one connection of its own.
 fn postgres_admin() -> impl FnMut(&str) {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let client = rt.block_on(patchdiff_tests::connect(&dsn())).unwrap();
