@@ -59,6 +59,19 @@ setup_all() {
   install_extension
 }
 
+# A virtualenv with the pinned test clients (tests/mcp_sdk/requirements.txt), from PyPI.
+PY_ENV="$ROOT/target/py"
+setup_python() {
+  local req="$ROOT/tests/mcp_sdk/requirements.txt"
+  if [ ! -x "$PY_ENV/bin/python" ]; then
+    python3 -m venv "$PY_ENV"
+  fi
+  if ! cmp -s "$req" "$PY_ENV/requirements.txt"; then
+    "$PY_ENV/bin/pip" install -q --disable-pip-version-check -r "$req"
+    cp "$req" "$PY_ENV/requirements.txt"
+  fi
+}
+
 # start_cluster DIR PORT: a private PostgreSQL 15 cluster in DIR, owned by the unprivileged
 # `postgres` user (initdb refuses root), listening on 127.0.0.1:PORT and a socket in DIR.
 start_cluster() {

@@ -1,25 +1,23 @@
 #!/usr/bin/env bash
-# The main job: the embedded default database, a private PostgreSQL 15 cluster under
-# $PATCHDIFF_DATA (default ./.pgdata) with pg_patchdiff created in database "patchdiff".
-# Until the MCP front end lands, it runs a short SQL demo there and leaves the cluster running.
-# Does all of its own set-up on a fresh Debian 12 machine (as root); safe to run again.
-#   bash scripts/run.sh          set up, start, demo
-#   bash scripts/run.sh stop     stop the cluster
+# The main job: the patchdiff-mcp server on stdin/stdout, on the embedded default database (a
+# private PostgreSQL 15 cluster it creates on first use under /var/lib/patchdiff/pg15 as root,
+# or $PATCHDIFF_DATA_DIR; PATCHDIFF_DATABASE_URL selects another server instead).
+# Does all of its own set-up on a fresh Debian 12 machine (as root); safe to run again. All
+# set-up output goes to stderr: stdout carries nothing but MCP.
+#   bash scripts/run.sh          set up, then serve MCP on stdio
+#   bash scripts/run.sh stop     stop the embedded cluster
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-DATA="${PATCHDIFF_DATA:-$ROOT/.pgdata}"
-PORT="${PATCHDIFF_PORT:-54329}"
 
 if [ "${1:-}" = stop ]; then
-  stop_cluster "$DATA"
+  stop_cluster "${PATCHDIFF_DATA_DIR:-/var/lib/patchdiff/pg15}"
   exit 0
 fi
 
-setup_all
-start_cluster "$DATA" "$PORT"
-create_database "$DATA" "$PORT" patchdiff
-cluster_psql "$DATA" "$PORT" -d patchdiff -f "$ROOT/docs/demo.sql"
-cat <<MSG
-
-pg_patchdiff is running: psql -h $DATA -p $PORT -U postgres patchdiff
-(also on 127.0.0.1:$PORT). Stop it with: bash scripts/run.sh stop
-MSG
+{
+  setup_all
+  log "building patchdiff-mcp"
+  (cd "$ROOT" && cargo build --release --locked -p patchdiff-mcp)
+  install -m 0755 "$ROOT/target/release/patchdiff-mcp" /usr/local/bin/patchdiff-mcp
+  log "serving MCP on stdio (/usr/local/bin/patchdiff-mcp); logs on stderr"
+} >&2
+exec /usr/local/bin/patchdiff-mcp

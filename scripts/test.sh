@@ -40,7 +40,14 @@ for f in docs/demo.sql "$E2E_DATA/sql-api-examples.sql"; do
     || { cat "$E2E_DATA/examples.out"; echo "documented example failed: $f" >&2; exit 1; }
 done
 export PATCHDIFF_TEST_DSN="host=127.0.0.1 port=$E2E_PORT user=postgres dbname=patchdiff_test"
+cargo build --locked -p patchdiff-mcp
+export PATCHDIFF_MCP_BIN="$ROOT/target/debug/patchdiff-mcp"
 counted cargo test --locked -p patchdiff-tests
 
-awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
+log "patchdiff-mcp under the official MCP Python SDK"
+setup_python
+counted "$PY_ENV/bin/python" -m pytest -q -p no:cacheprovider tests/mcp_sdk
+
+# cargo's "test result: ok. N passed; M failed" and pytest's "N passed, M failed in 1.2s".
+awk '/^test result:/ || /^[0-9]+ (passed|failed)/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
      END { printf "tests: %d passed, %d failed\n", p, f }' "$RESULTS"

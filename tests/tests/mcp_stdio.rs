@@ -36,6 +36,10 @@ impl Mcp {
         for (k, v) in env {
             cmd.env(k, v);
         }
+        Mcp::spawn(cmd)
+    }
+
+    fn spawn(mut cmd: Command) -> Mcp {
         let mut child = cmd.spawn().expect("spawning patchdiff-mcp (build it first: cargo build -p patchdiff-mcp)");
         let stdin = child.stdin.take().unwrap();
         let mut out = BufReader::new(child.stdout.take().unwrap());
@@ -295,4 +299,44 @@ fn postgres_admin() -> impl FnMut(&str) {
     move |sql: &str| {
         rt.block_on(client.batch_execute(sql)).unwrap();
     }
+}
+
+/// Issue 3, "The embedded default database": without PATCHDIFF_DATABASE_URL the server creates a
+/// private cluster on first use (as `postgres` when run as root), serves on its unix socket only,
+/// and reuses it on the next start.
+#[test]
+fn embedded_database_is_created_then_reused() {
+    let base = std::env::temp_dir().join(format!("patchdiff-embedded-{}", std::process::id()));
+    let data = base.join("pg15");
+    let _ = std::fs::remove_dir_all(&base);
+    let start = || {
+        let mut cmd = Command::new(bin());
+        cmd.env_remove("PATCHDIFF_DATABASE_URL").env("PATCHDIFF_DATA_DIR", &data).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::null());
+        cmd
+    };
+    let mut first = Mcp::spawn(start());
+    first.initialize(Some("2025-11-25"));
+    let target = initialize_target(&mut first, "embedded\n");
+    drop(first);
+    assert!(data.join("PG_VERSION").exists());
+    let conf = std::fs::read_to_string(data.join("postmaster.opts")).unwrap();
+    assert!(conf.contains("listen_addresses="), "{conf}");
+    let mut second = Mcp::spawn(start());
+    second.initialize(Some("2025-11-25"));
+    let (t, _) = second.call("patchdiff_read_target", json!({"target_file_id": target}));
+    assert_eq!(t["text"], "embedded\n");
+    drop(second);
+    let pg_ctl = "/usr/lib/postgresql/15/bin/pg_ctl";
+    let dir = data.to_str().unwrap();
+    let stopped = if is_root() {
+        Command::new("runuser").args(["-u", "postgres", "--", pg_ctl, "-D", dir, "-m", "fast", "stop"]).status()
+    } else {
+        Command::new(pg_ctl).args(["-D", dir, "-m", "fast", "stop"]).status()
+    };
+    assert!(stopped.unwrap().success());
+    let _ = std::fs::remove_dir_all(&base);
+}
+
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status").map(|s| s.lines().any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"))).unwrap_or(false)
 }
