@@ -340,3 +340,75 @@ fn embedded_database_is_created_then_reused() {
 fn is_root() -> bool {
     std::fs::read_to_string("/proc/self/status").map(|s| s.lines().any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"))).unwrap_or(false)
 }
+
+/// Host guide "Discovery example sequence": every advertised example runs over real stdio and
+/// PostgreSQL once its placeholders are bound — four accepted facts and five attempts, the
+/// original rejection immutable, and history paged to exhaustion through the cursor examples.
+#[test]
+fn discovery_examples_run_in_sequence() {
+    let mut m = Mcp::start(&[]);
+    m.initialize(Some("2025-11-25"));
+    let tools = m.request("tools/list", json!({}))["result"]["tools"].clone();
+    let examples = |name: &str| -> Vec<Value> {
+        let t = tools.as_array().unwrap().iter().find(|t| t["name"] == name).unwrap_or_else(|| panic!("{name} is not listed"));
+        t["inputSchema"]["examples"].as_array().unwrap().clone()
+    };
+    let target = initialize_target(&mut m, "alpha alpha\n🌟 中\n");
+    let bind = |mut e: Value, parent: Option<&str>| {
+        e["target_file_id"] = json!(target);
+        if let (Some(p), true) = (parent, e.get("parent_pdcp_log_id").is_some()) {
+            e["parent_pdcp_log_id"] = json!(p);
+        }
+        e
+    };
+    let run = |m: &mut Mcp, name: &str, args: Value| {
+        let (t, result) = m.call(name, args);
+        assert_eq!(result["isError"], false, "{name}: {t}");
+        t
+    };
+    let read = run(&mut m, "patchdiff_read_target", bind(examples("patchdiff_read_target")[0].clone(), None));
+    assert_eq!(read["text"], "alpha alpha\n🌟 中\n");
+    let found = run(&mut m, "patchdiff_find_occurrences", bind(examples("patchdiff_find_occurrences")[0].clone(), None));
+    assert_eq!(found["occurrence_count"], 2);
+    let typed = examples("patchdiff_submit_edits");
+    let first = run(&mut m, "patchdiff_submit_edits", bind(typed[0].clone(), None));
+    assert_eq!((&first["status"], &first["version"]), (&json!("accepted"), &json!(1)), "{first}");
+    let again = run(&mut m, "patchdiff_submit_edits", bind(typed[0].clone(), None));
+    assert_eq!((&again["deduplicated"], &again["pdcp_log_id"]), (&json!(true), &first["pdcp_log_id"]));
+    let missing = run(&mut m, "patchdiff_submit_edits", bind(typed[1].clone(), None));
+    assert_eq!((&missing["status"], &missing["failure_reason"]), (&json!("rejected"), &json!("match_absent")), "{missing}");
+    let parent = missing["pdcp_log_id"].as_str().unwrap().to_owned();
+    let retry = run(&mut m, "patchdiff_submit_edits", bind(typed[2].clone(), Some(&parent)));
+    assert_eq!((&retry["status"], &retry["version"]), (&json!("accepted"), &json!(2)), "{retry}");
+    let span = run(&mut m, "patchdiff_submit_operations", bind(examples("patchdiff_submit_operations")[0].clone(), None));
+    assert_eq!((&span["status"], &span["version"]), (&json!("accepted"), &json!(3)), "{span}");
+    let replaced = run(&mut m, "patchdiff_submit_replacement", bind(examples("patchdiff_submit_replacement")[0].clone(), None));
+    assert_eq!((&replaced["status"], &replaced["version"]), (&json!("accepted"), &json!(4)), "{replaced}");
+    let line = run(&mut m, "patchdiff_read_lines", bind(examples("patchdiff_read_lines")[0].clone(), None));
+    assert_eq!(line["text"], "Final text\n");
+    let preview = run(&mut m, "patchdiff_preview", bind(examples("patchdiff_preview")[0].clone(), None));
+    assert_eq!((&preview["preview"], &preview["status"]), (&json!(true), &json!("accepted")), "{preview}");
+    let (now, _) = m.call("patchdiff_get_target", json!({"target_file_id": target}));
+    assert_eq!((&now["current_content"], &now["version"]), (&json!("Final text\n"), &json!(4)));
+    // History: the first example, then its continuation bound to next_sequence until the end.
+    for (tool, expected) in [("patchdiff_get_pdcp_log", 5), ("patchdiff_get_manifest_ledger", 4)] {
+        let ex = examples(tool);
+        let mut page = run(&mut m, tool, bind(ex[0].clone(), None));
+        let mut seen: Vec<i64> = vec![];
+        loop {
+            let key = if tool == "patchdiff_get_pdcp_log" { "sequence" } else { "ledger_sequence" };
+            seen.extend(page["entries"].as_array().unwrap().iter().map(|e| e[key].as_i64().or_else(|| e["log_sequence"].as_i64()).unwrap()));
+            if page["has_more"] != json!(true) {
+                assert_eq!(page["next_sequence"], Value::Null);
+                break;
+            }
+            let mut next = bind(ex[1].clone(), None);
+            next["before_sequence"] = page["next_sequence"].clone();
+            page = run(&mut m, tool, next);
+        }
+        assert_eq!(seen.len(), expected, "{tool}: {seen:?}");
+    }
+    // The original rejection is immutable: recovering it returns the same diagnostic.
+    let recovered = run(&mut m, "patchdiff_submit_edits", bind(typed[1].clone(), None));
+    assert_eq!((&recovered["deduplicated"], &recovered["diagnostic"]), (&json!(true), &missing["diagnostic"]));
+}
