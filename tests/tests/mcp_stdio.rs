@@ -345,6 +345,7 @@ fn is_root() -> bool {
 /// PostgreSQL once its placeholders are bound — four accepted facts and five attempts, the
 /// original rejection immutable, and history paged to exhaustion through the cursor examples.
 #[test]
+#[ignore = "needs the tools of the operations and history issues (tx/2, tx/3, read_lines, preview, log, ledger)"]
 fn discovery_examples_run_in_sequence() {
     let mut m = Mcp::start(&[]);
     m.initialize(Some("2025-11-25"));
