@@ -88,13 +88,19 @@ CREATE TABLE patchdiff.pdcp_logs (
     parent_pdcp_log_id         uuid REFERENCES patchdiff.pdcp_logs,
     attempt                    bigint CHECK (attempt >= 1),
     source                     text NOT NULL,
+    intent                     text,
     created_at                 timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
     CHECK ((status = 'accepted') = (after_version IS NOT NULL AND failure_reason IS NULL))
 );
 CREATE UNIQUE INDEX ON patchdiff.pdcp_logs (target_file_id, client_request_id) WHERE client_request_id IS NOT NULL;
 CREATE INDEX ON patchdiff.pdcp_logs (target_file_id, log_sequence);
+-- History pages filtered by status or record hash, and replay's accepted rows, read one index
+-- range whose cost does not grow with the target's history.
+CREATE INDEX ON patchdiff.pdcp_logs (target_file_id, status, log_sequence);
+CREATE INDEX ON patchdiff.pdcp_logs (target_file_id, pdcp_content_hash, log_sequence);
 COMMENT ON TABLE patchdiff.pdcp_logs IS 'Append-only log of every submission attempt, accepted or rejected. UPDATE, DELETE and TRUNCATE are refused.';
 COMMENT ON COLUMN patchdiff.pdcp_logs.pdcp_content IS 'The stored record: the proposal as compact ASCII-escaped JSON with sorted keys.';
+COMMENT ON COLUMN patchdiff.pdcp_logs.intent IS 'The stored record''s transaction intent (NULL when it has none), written with the attempt so that history pages never decode pdcp_content.';
 COMMENT ON COLUMN patchdiff.pdcp_logs.request_fingerprint IS 'SHA-256 of the request envelope (protocol, target, record hash, guards, parent).';
 
 CREATE TABLE patchdiff.manifest_ledger (
@@ -117,6 +123,8 @@ CREATE TABLE patchdiff.manifest_ledger (
     UNIQUE (pdcp_log_id, change_index)
 );
 CREATE INDEX ON patchdiff.manifest_ledger (target_file_id, ledger_sequence);
+-- The default ledger page reads the active cycle only, even when it is empty after a SAVE.
+CREATE INDEX ON patchdiff.manifest_ledger (editing_cycle_id, ledger_sequence);
 COMMENT ON TABLE patchdiff.manifest_ledger IS 'Append-only ledger of accepted changes, one row per change, linked to its attempt. UPDATE, DELETE and TRUNCATE are refused.';
 
 -- Append-only, enforced by the database for every role, the owner included.

@@ -14,7 +14,10 @@ use patchdiff_engine::target::{self, TargetMeta, TargetView};
 use pgrx::prelude::*;
 use serde_json::{Map, Value, json};
 
+mod export;
+mod history;
 mod json_text;
+mod ops;
 mod store;
 
 ::pgrx::pg_module_magic!(name, version);
@@ -166,7 +169,11 @@ fn run_submission(tool: &str, sub: Result<submit::Submission, ArgError>) -> Json
                 KeyOutcome::Recovered(v) => return v,
                 KeyOutcome::Conflict(a) => *a,
             },
-            None => submit::evaluate(&sub, &identity, &parent, &start),
+            None => match submit::admission(&sub, correlation.as_deref()) {
+                // Sole replacement over its fresh admission limits: no row.
+                Some(too_large) => return too_large,
+                None => submit::evaluate(&sub, &identity, &parent, &start),
+            },
         };
         let log_id = new_id();
         store::write_attempt(c, &attempt, &log_id, id, &t.active_editing_cycle_id);
@@ -262,6 +269,10 @@ fn patchdiff_submit(
 
 #[cfg(any(test, feature = "pg_test"))]
 mod tests;
+#[cfg(any(test, feature = "pg_test"))]
+mod tests_history;
+#[cfg(any(test, feature = "pg_test"))]
+mod tests_ops;
 
 /// Required by `cargo pgrx test`.
 #[cfg(test)]

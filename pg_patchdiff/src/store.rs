@@ -288,9 +288,9 @@ pub fn write_attempt(
                INSERT INTO patchdiff.pdcp_logs (pdcp_log_id, target_file_id, editing_cycle_id, status, protocol_version, \
                  runtime_version, pdcp_content, pdcp_content_hash, request_fingerprint, request_envelope, client_request_id, \
                  conflicts_with_pdcp_log_id, before_version, before_hash, after_version, after_hash, failure_reason, \
-                 failure_detail, failure_stage, failed_change_id, diagnostic, validity, parent_pdcp_log_id, attempt, source) \
+                 failure_detail, failure_stage, failed_change_id, diagnostic, validity, parent_pdcp_log_id, attempt, source, intent) \
                VALUES ($1::uuid, $2::uuid, $3::uuid, $4, $5, $6, $7, $8, $9, $10::json, $11, $12::uuid, $13, $14, $15, $16, \
-                 $17, $18, $19, $20, $21::json, $22::json, $23::uuid, $24, $25) \
+                 $17, $18, $19, $20, $21::json, $22::json, $23::uuid, $24, $25, $27) \
                RETURNING pdcp_log_id, log_sequence), \
              ledger AS ( \
                INSERT INTO patchdiff.manifest_ledger (ledger_entry_id, pdcp_log_id, log_sequence, target_file_id, \

@@ -369,7 +369,7 @@ mod tests {
     }
 
     /// Host guide "occurrence_index counts the buffer each edit sees": six Calcly, indexes 1, 2
-    /// and 3 rename originals 1, 3 and 5.
+    /// and 3 rename originals 1, 3 and 5, accepted with occurrence_index_basis_shift warnings.
     #[pg_test]
     fn six_calcly_with_indexes_1_2_3_rename_originals_1_3_5() {
         let t = init("Calcly 1, Calcly 2, Calcly 3, Calcly 4, Calcly 5, Calcly 6.");
@@ -399,6 +399,27 @@ mod tests {
         );
         assert_eq!(r["manifest_entries_added"], 3);
         assert_eq!(ledger_rows(&t), 3);
+        // Accepted, with the basis-shift warnings the host guide quotes.
+        assert_eq!(
+            r["warnings"],
+            json!([
+                "occurrence_index_basis_shift: chg_002 occurrence_index 2 selected the occurrence that was index 3 at transaction start",
+                "occurrence_index_basis_shift: chg_003 occurrence_index 3 selected the occurrence that was index 5 at transaction start"
+            ])
+        );
+        assert_eq!(
+            (&r["warning_count"], &r["warnings_truncated"]),
+            (&json!(2), &json!(false))
+        );
+        let d = &r["warning_details"][1];
+        assert_eq!(
+            (
+                &d["change_id"],
+                &d["occurrence_index"],
+                &d["transaction_start_occurrence_index"]
+            ),
+            (&json!("chg_003"), &json!(3), &json!(5))
+        );
     }
 
     /// Contract "At least one guard is required": no guard is context_missing, audited at

@@ -5,12 +5,22 @@
 //! writes rows around the calls into this crate.
 
 pub mod args;
+pub mod checkpoint;
+pub mod export;
+pub mod history;
 pub mod json;
 pub mod limits;
+pub mod lines;
+pub mod preview;
 pub mod read;
 pub mod rejection;
+pub mod replay;
+pub mod sequential;
 pub mod submit;
 pub mod target;
 pub mod text;
 pub mod tx1;
+pub mod tx2;
+pub mod tx3;
 pub mod uuid;
+pub mod warnings;

@@ -31,3 +31,38 @@ pub const CHANGE_ID_MAX: usize = 64;
 
 /// Filenames are labels, not paths to open; bounded like a POSIX PATH_MAX.
 pub const FILENAME_MAX_BYTES: usize = 4_096;
+
+/// "patchdiff_submit_replacement": fresh admission of the raw replacement and of its canonical
+/// result, at most 1,000,000 code points and 1,048,576 UTF-8 bytes each, inclusive.
+pub const REPLACEMENT_MAX_CODE_POINTS: usize = 1_000_000;
+pub const REPLACEMENT_MAX_UTF8_BYTES: usize = 1_048_576;
+
+/// "patchdiff_submit_operations": a span text check shows at most 64 code points of what is
+/// actually there (`actual_text`).
+pub const SPAN_ACTUAL_TEXT_CHARS: usize = 64;
+
+/// "Accepted responses, current state and warnings": at most 16 warning_details (and warnings).
+pub const WARNINGS_MAX: usize = 16;
+
+/// "patchdiff_preview": the complete payload is at most 32,768 bytes; accepted evidence is a
+/// prefix of at most 32 whole facts, each at most 2,048 bytes, at most 16,384 bytes with the
+/// change_facts wrapper; each textual evidence field at most 1,024 code points and 8,192
+/// wrapper bytes; the diagnostic wrapper at most 16,384 bytes.
+pub const PREVIEW_MAX_BYTES: usize = 32_768;
+pub const PREVIEW_FACTS_MAX: usize = 32;
+pub const PREVIEW_FACT_MAX_BYTES: usize = 2_048;
+pub const PREVIEW_FACTS_MAX_BYTES: usize = 16_384;
+pub const PREVIEW_TEXT_MAX_CHARS: usize = 1_024;
+pub const PREVIEW_TEXT_MAX_BYTES: usize = 8_192;
+pub const PREVIEW_DIAGNOSTIC_MAX_BYTES: usize = 16_384;
+
+/// "Bounded Wire & Context Budgets", history and ledger paging: limit default 50 / cap 200.
+pub const HISTORY_DEFAULT_LIMIT: usize = 50;
+pub const HISTORY_MAX_LIMIT: usize = 200;
+
+/// "patchdiff_get_pdcp_log": with include_content, at most 1,048,576 UTF-8 bytes of records
+/// per page (the first record with content is returned whole).
+pub const LOG_CONTENT_PAGE_BYTES: usize = 1_048_576;
+
+/// "patchdiff_get_pdcp_log": an entry's transaction intent, at most 256 code points.
+pub const LOG_INTENT_MAX_CHARS: usize = 256;

@@ -1,18 +1,22 @@
 //! The submission pipeline shared by every submission tool: the argument envelope, the stored
 //! record and its identity, guards, lineage, keyed recovery and the response shapes.
 //!
-//! The extension calls, in order and under the target's row lock: [`parse_submit_edits`],
+//! The extension calls, in order and under the target's row lock: a parser
+//! ([`parse_submit_edits`], [`parse_submit_operations`], [`parse_submit_replacement`]),
 //! [`prepare`], [`recover_or_conflict`] when the request key is already stored, else
-//! [`evaluate`]; it writes the returned [`Attempt`] and answers with [`respond`].
+//! [`admission`] (sole replacement only) and [`evaluate`]; it writes the returned [`Attempt`]
+//! and answers with [`respond`]. Preview ([`crate::preview`]) runs the same [`judge`].
 
 use crate::args::{ArgError, Args};
 use crate::json::{CANONICAL, as_int, to_string, type_name};
 use crate::limits::CLIENT_REQUEST_ID_MAX;
 use crate::rejection::{Rejection, Stage, current_context, validity};
 use crate::target::TargetView;
-use crate::text::{head_chars, sha256_hex};
+use crate::text::{head_chars, sha256_hex, text_defect};
 use crate::tx1::{self, ChangeFact};
 use crate::uuid::{canonical_uuid, is_sha256_hex};
+use crate::warnings::{self, Warning};
+use crate::{sequential, tx2, tx3};
 use serde_json::{Map, Value, json};
 
 pub const SUBMIT_EDITS_ARGS: &[&str] = &[
@@ -28,6 +32,32 @@ pub const SUBMIT_EDITS_ARGS: &[&str] = &[
     "include_correlation_id",
 ];
 pub const SUBMIT_EDITS_REQUIRED: &[&str] = &["target_file_id", "intent", "edits"];
+pub const SUBMIT_OPERATIONS_ARGS: &[&str] = &[
+    "target_file_id",
+    "intent",
+    "operations",
+    "expected_target_version",
+    "expected_current_hash",
+    "source",
+    "parent_pdcp_log_id",
+    "attempt",
+    "client_request_id",
+    "include_correlation_id",
+];
+pub const SUBMIT_OPERATIONS_REQUIRED: &[&str] = &["target_file_id", "intent", "operations"];
+pub const SUBMIT_REPLACEMENT_ARGS: &[&str] = &[
+    "target_file_id",
+    "intent",
+    "replacement",
+    "expected_target_version",
+    "expected_current_hash",
+    "source",
+    "parent_pdcp_log_id",
+    "attempt",
+    "client_request_id",
+    "include_correlation_id",
+];
+pub const SUBMIT_REPLACEMENT_REQUIRED: &[&str] = &["target_file_id", "intent", "replacement"];
 pub const DEFAULT_SOURCE: &str = "model_response";
 /// A submitted-key preview in a diagnostic is bounded; it is evidence, not an identity.
 pub const KEY_PREVIEW_CHARS: usize = 64;
@@ -59,17 +89,39 @@ pub struct Submission {
 /// `include_correlation_id`. Everything else is judged, and logged, by [`evaluate`].
 pub fn parse_submit_edits(text: &str) -> Result<Submission, ArgError> {
     let a = Args::parse(text, SUBMIT_EDITS_ARGS, SUBMIT_EDITS_REQUIRED)?;
+    let record = record_of(&a, tx1::PROTOCOL, "edits");
+    envelope(&a, record, tx1::PROTOCOL, tx1::RUNTIME)
+}
+
+/// Parses `patchdiff_submit_operations` arguments (patchdiff-tx/2). The runtime is fixed by the
+/// record: 0.5.0 when a span carries context keys, otherwise 0.3.0.
+pub fn parse_submit_operations(text: &str) -> Result<Submission, ArgError> {
+    let a = Args::parse(text, SUBMIT_OPERATIONS_ARGS, SUBMIT_OPERATIONS_REQUIRED)?;
+    let record = record_of(&a, tx2::PROTOCOL, "operations");
+    let runtime = tx2::runtime_for(record.get("operations"));
+    envelope(&a, record, tx2::PROTOCOL, runtime)
+}
+
+/// Parses `patchdiff_submit_replacement` arguments (patchdiff-tx/3, runtime 0.4.0).
+pub fn parse_submit_replacement(text: &str) -> Result<Submission, ArgError> {
+    let a = Args::parse(text, SUBMIT_REPLACEMENT_ARGS, SUBMIT_REPLACEMENT_REQUIRED)?;
+    let record = record_of(&a, tx3::PROTOCOL, "replacement");
+    envelope(&a, record, tx3::PROTOCOL, tx3::RUNTIME)
+}
+
+/// The stored record: `protocol_version`, `intent` and the format's proposal field, as sent.
+pub(crate) fn record_of(a: &Args, protocol: &str, proposal: &str) -> Map<String, Value> {
     let mut record = Map::new();
-    record.insert("protocol_version".into(), json!(tx1::PROTOCOL));
-    for k in ["intent", "edits"] {
+    record.insert("protocol_version".into(), json!(protocol));
+    for k in ["intent", proposal] {
         if let Some(v) = a.get(k) {
             record.insert(k.into(), v.clone());
         }
     }
-    envelope(&a, record, tx1::PROTOCOL, tx1::RUNTIME)
+    record
 }
 
-fn envelope(
+pub(crate) fn envelope(
     a: &Args,
     record: Map<String, Value>,
     protocol: &'static str,
@@ -215,6 +267,8 @@ pub struct Attempt {
     pub intent: Option<String>,
     pub new_content: Option<String>,
     pub changes: Vec<ChangeFact>,
+    /// Advisory warnings of an acceptance; `diagnostic` stores them when there is one.
+    pub warnings: Vec<Warning>,
 }
 
 fn protocol(code: &str, reason: &'static str, detail: String) -> Rejection {
@@ -260,6 +314,7 @@ fn base_attempt(sub: &Submission, id: &Identity, start: &TargetView) -> Attempt 
             .map(str::to_owned),
         new_content: None,
         changes: Vec::new(),
+        warnings: Vec::new(),
     }
 }
 
@@ -276,6 +331,8 @@ pub fn evaluate(sub: &Submission, id: &Identity, parent: &Parent, start: &Target
                 after_hash: Some(after_hash),
                 new_content: Some(applied.content),
                 changes: applied.changes,
+                diagnostic: warnings::stored_diagnostic(&applied.warnings),
+                warnings: applied.warnings,
                 ..base
             }
         }
@@ -295,12 +352,40 @@ fn rejected(base: Attempt, r: &Rejection, format: &str, start: &TargetView) -> A
     }
 }
 
-fn judge(
+/// Fresh admission (contract "patchdiff_submit_replacement"): after keyed recovery or conflict
+/// and before anything is written, a valid oversized sole replacement is answered with
+/// `invalid_argument` / `replacement_too_large` and no row. Other formats have no admission cap.
+pub fn admission(sub: &Submission, correlation_id: Option<&str>) -> Option<Value> {
+    if sub.protocol_version != tx3::PROTOCOL {
+        return None;
+    }
+    // Invalid text is classified first, through the audited path of `evaluate`.
+    let raw = sub.record.get("replacement")?.as_str()?;
+    if text_defect(raw).is_some() {
+        return None;
+    }
+    let d = tx3::admission(raw).err()?;
+    let mut m = Map::new();
+    m.insert("status".into(), json!("invalid_argument"));
+    m.insert("code".into(), json!("replacement_too_large"));
+    m.insert("target_file_id".into(), json!(sub.target_file_id));
+    m.insert("failure_detail".into(), json!(tx3::too_large_detail(&d)));
+    m.insert("pdcp_log_id".into(), Value::Null);
+    m.insert("diagnostic".into(), d);
+    if let Some(c) = correlation_id {
+        m.insert("correlation_id".into(), json!(c));
+    }
+    Some(Value::Object(m))
+}
+
+/// The verdict on a proposal against one observation of its target: protocol checks, guards,
+/// then application. Shared by submission and preview; writes nothing.
+pub fn judge(
     sub: &Submission,
     parent: &Parent,
     start: &TargetView,
     attempt_no: Option<i64>,
-) -> Result<tx1::Applied, Rejection> {
+) -> Result<sequential::Applied, Rejection> {
     // PROTOCOL_VALIDATION: request key, guards, lineage, then the record.
     if !sub.client_request_id.is_null() && sub.request_key().is_none() {
         return Err(protocol(
@@ -356,7 +441,7 @@ fn judge(
         ));
     }
     check_parent(sub, parent)?;
-    let (_, edits) = tx1::parse(sub.record.get("intent"), sub.record.get("edits"))?;
+    let proposal = Proposal::parse(sub)?;
     // PRECONDITION_GUARD: every supplied guard must hold.
     if let Some(v) = expected_version.filter(|v| *v != start.version) {
         return Err(Rejection::new(
@@ -379,7 +464,37 @@ fn judge(
         .field("expected_current_hash", json!(h))
         .field("current_hash", json!(start.current_hash)));
     }
-    tx1::apply(start, &edits)
+    proposal.apply(start)
+}
+
+/// A validated record of any submission format.
+enum Proposal {
+    Edits(Vec<tx1::Edit>),
+    Operations(Vec<tx2::Operation>),
+    Replacement(String),
+}
+
+impl Proposal {
+    fn parse(sub: &Submission) -> Result<Proposal, Rejection> {
+        let r = &sub.record;
+        Ok(match sub.protocol_version {
+            tx2::PROTOCOL => Proposal::Operations(
+                tx2::parse(r.get("intent"), r.get("operations"), sub.runtime_version)?.1,
+            ),
+            tx3::PROTOCOL => {
+                Proposal::Replacement(tx3::parse(r.get("intent"), r.get("replacement"))?.1)
+            }
+            _ => Proposal::Edits(tx1::parse(r.get("intent"), r.get("edits"))?.1),
+        })
+    }
+
+    fn apply(&self, start: &TargetView) -> Result<sequential::Applied, Rejection> {
+        match self {
+            Proposal::Edits(e) => tx1::apply(start, e),
+            Proposal::Operations(o) => tx2::apply(start, o),
+            Proposal::Replacement(r) => Ok(tx3::apply(start, r)),
+        }
+    }
 }
 
 fn check_parent(sub: &Submission, parent: &Parent) -> Result<(), Rejection> {
@@ -437,7 +552,8 @@ pub fn respond(
             pdcp_log_id,
         );
         let facts: Vec<Value> = a.changes.iter().map(ChangeFact::to_json).collect();
-        finish_accepted(&mut m, facts, a.validity.clone());
+        let ws = warnings::response_fields(&a.warnings);
+        finish_accepted(&mut m, facts, ws, a.validity.clone());
     } else {
         let facts = RejectedFacts {
             reason: a.failure_reason,
@@ -476,12 +592,16 @@ fn accepted_fields(
     m.insert("pdcp_log_id".into(), json!(log_id));
 }
 
-fn finish_accepted(m: &mut Map<String, Value>, facts: Vec<Value>, validity: Value) {
+fn finish_accepted(
+    m: &mut Map<String, Value>,
+    facts: Vec<Value>,
+    ws: [(&str, Value); 4],
+    validity: Value,
+) {
     m.insert("manifest_entries_added".into(), json!(facts.len()));
-    m.insert("warnings".into(), json!([]));
-    m.insert("warning_details".into(), json!([]));
-    m.insert("warning_count".into(), json!(0));
-    m.insert("warnings_truncated".into(), json!(false));
+    for (k, v) in ws {
+        m.insert(k.into(), v);
+    }
     m.insert("validity".into(), validity);
     m.insert("evidence".into(), json!({ "changes": facts }));
 }
@@ -571,7 +691,8 @@ pub fn recover_or_conflict(
             current,
             &stored.pdcp_log_id,
         );
-        finish_accepted(&mut m, stored.changes.clone(), stored.validity.clone());
+        let ws = warnings::recovered_fields(stored.diagnostic.as_ref());
+        finish_accepted(&mut m, stored.changes.clone(), ws, stored.validity.clone());
     } else {
         let facts = RejectedFacts {
             reason: stored.failure_reason.as_deref(),

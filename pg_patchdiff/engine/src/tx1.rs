@@ -6,10 +6,10 @@
 
 use crate::json::{as_int, is_big_int, type_name};
 use crate::limits::CHANGE_ID_MAX;
-use crate::rejection::{Rejection, Stage, exact_candidates};
+use crate::rejection::{Rejection, Stage};
+use crate::sequential::{self, Op};
 use crate::target::TargetView;
-use crate::text::{canonicalize, char_len, sha256_hex, text_defect};
-use memchr::memmem;
+use crate::text::{canonicalize, text_defect};
 use serde_json::{Map, Value, json};
 
 pub const PROTOCOL: &str = "patchdiff-tx/1";
@@ -54,11 +54,13 @@ pub struct ChangeFact {
     pub replacement_sha256: String,
     pub rationale: Option<String>,
     pub risk: Option<String>,
+    /// `"span"` (tx/2 spans) or `"replace_all"` (tx/3); match facts carry none.
+    pub operation: Option<&'static str>,
 }
 
 impl ChangeFact {
     pub fn to_json(&self) -> Value {
-        json!({
+        let mut v = json!({
             "change_id": self.change_id,
             "change_index": self.change_index,
             "span_start": self.span_start,
@@ -67,25 +69,22 @@ impl ChangeFact {
             "replacement_chars": self.replacement_chars,
             "matched_sha256": self.matched_sha256,
             "replacement_sha256": self.replacement_sha256,
-        })
+        });
+        if let (Some(op), Value::Object(m)) = (self.operation, &mut v) {
+            m.insert("operation".into(), json!(op));
+        }
+        v
     }
 }
 
-#[derive(Debug, Clone, PartialEq)]
-pub struct Applied {
-    pub content: String,
-    pub changes: Vec<ChangeFact>,
-}
+pub use crate::sequential::Applied;
 
-fn malformed(reason: &'static str, code: &str, detail: String) -> Rejection {
+pub(crate) fn malformed(reason: &'static str, code: &str, detail: String) -> Rejection {
     Rejection::coded(reason, Stage::ProtocolValidation, code, detail)
 }
 
-/// Validates `intent` and `edits` of a tx/1 record.
-pub fn parse(
-    intent: Option<&Value>,
-    edits: Option<&Value>,
-) -> Result<(String, Vec<Edit>), Rejection> {
+/// The transaction `intent`: a non-blank string.
+pub(crate) fn parse_intent(intent: Option<&Value>) -> Result<String, Rejection> {
     let intent = match intent {
         Some(Value::String(s)) if !s.trim().is_empty() => s,
         Some(Value::String(_)) => {
@@ -117,35 +116,72 @@ pub fn parse(
             format!("intent {why}."),
         ));
     }
-    let list = match edits {
-        Some(Value::Array(a)) if !a.is_empty() => a,
-        Some(Value::Array(_)) => {
-            return Err(malformed(
-                "manifest_missing",
-                "empty_edits",
-                "edits must contain at least one edit.".into(),
-            ));
-        }
-        Some(Value::Null) | None => {
-            return Err(malformed(
-                "manifest_missing",
-                "missing_edits",
-                "edits is required.".into(),
-            ));
-        }
-        Some(v) => {
-            return Err(malformed(
-                "manifest_malformed",
-                "invalid_edits",
-                format!("edits must be an array, not {}.", type_name(v)),
-            ));
-        }
-    };
+    Ok(intent.clone())
+}
+
+/// Names of a record's list of changes in its rejections: `edits` (tx/1) or `operations` (tx/2).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct List {
+    pub name: &'static str,
+    /// Singular, for `empty_edits` style messages.
+    pub item: &'static str,
+    /// `diagnostic.code` of a malformed item.
+    pub code: &'static str,
+    /// The diagnostic member naming the item's position.
+    pub index_key: &'static str,
+}
+
+pub(crate) const EDITS: List = List {
+    name: "edits",
+    item: "edit",
+    code: "invalid_edit",
+    index_key: "edit_index",
+};
+
+/// The record's non-empty array of changes.
+pub(crate) fn parse_list(list: List, v: Option<&Value>) -> Result<&Vec<Value>, Rejection> {
+    let n = list.name;
+    match v {
+        Some(Value::Array(a)) if !a.is_empty() => Ok(a),
+        Some(Value::Array(_)) => Err(malformed(
+            "manifest_missing",
+            &format!("empty_{n}"),
+            format!("{n} must contain at least one {}.", list.item),
+        )),
+        Some(Value::Null) | None => Err(malformed(
+            "manifest_missing",
+            &format!("missing_{n}"),
+            format!("{n} is required."),
+        )),
+        Some(v) => Err(malformed(
+            "manifest_malformed",
+            &format!("invalid_{n}"),
+            format!("{n} must be an array, not {}.", type_name(v)),
+        )),
+    }
+}
+
+/// Validates `intent` and `edits` of a tx/1 record.
+pub fn parse(
+    intent: Option<&Value>,
+    edits: Option<&Value>,
+) -> Result<(String, Vec<Edit>), Rejection> {
+    let intent = parse_intent(intent)?;
+    let list = parse_list(EDITS, edits)?;
     let mut out: Vec<Edit> = Vec::with_capacity(list.len());
     for (i, raw) in list.iter().enumerate() {
-        let edit = parse_edit(i, raw)?;
+        let Value::Object(o) = raw else {
+            return Err(block(
+                EDITS,
+                i,
+                "*",
+                format!("an edit must be an object, not {}", type_name(raw)),
+            ));
+        };
+        let edit = parse_edit(EDITS, i, o, EDIT_FIELDS)?;
         if out.iter().any(|e| e.change_id == edit.change_id) {
             return Err(block(
+                EDITS,
                 i,
                 "change_id",
                 format!("duplicate change_id {:?}", edit.change_id),
@@ -153,21 +189,22 @@ pub fn parse(
         }
         out.push(edit);
     }
-    Ok((intent.clone(), out))
+    Ok((intent, out))
 }
 
-fn block(i: usize, field: &str, what: String) -> Rejection {
+pub(crate) fn block(list: List, i: usize, field: &str, what: String) -> Rejection {
     Rejection::coded(
         "block_malformed",
         Stage::ProtocolValidation,
-        "invalid_edit",
-        format!("edits[{i}].{field}: {what}."),
+        list.code,
+        format!("{}[{i}].{field}: {what}.", list.name),
     )
-    .field("edit_index", json!(i))
+    .field(list.index_key, json!(i))
     .field("field", json!(field))
 }
 
-fn opt_text(
+pub(crate) fn opt_text(
+    list: List,
     i: usize,
     o: &Map<String, Value>,
     k: &str,
@@ -176,13 +213,14 @@ fn opt_text(
     match o.get(k) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) if s.is_empty() && !allow_empty => {
-            Err(block(i, k, "must not be empty".into()))
+            Err(block(list, i, k, "must not be empty".into()))
         }
         Some(Value::String(s)) => match text_defect(s) {
-            Some(why) => Err(block(i, k, why.into())),
+            Some(why) => Err(block(list, i, k, why.into())),
             None => Ok(Some(canonicalize(s).into_owned())),
         },
         Some(v) => Err(block(
+            list,
             i,
             k,
             format!("must be a string or null, not {}", type_name(v)),
@@ -190,39 +228,31 @@ fn opt_text(
     }
 }
 
-fn parse_edit(i: usize, raw: &Value) -> Result<Edit, Rejection> {
-    let Value::Object(o) = raw else {
-        return Err(block(
+/// A required string field (`replace`, `expected_text`), canonicalized; empty is allowed.
+pub(crate) fn required_text(
+    list: List,
+    i: usize,
+    o: &Map<String, Value>,
+    k: &str,
+) -> Result<String, Rejection> {
+    match o.get(k) {
+        Some(Value::String(_)) => Ok(opt_text(list, i, o, k, true)?.unwrap_or_default()),
+        Some(v) => Err(block(
+            list,
             i,
-            "*",
-            format!("an edit must be an object, not {}", type_name(raw)),
-        ));
-    };
-    if let Some(k) = o.keys().find(|k| !EDIT_FIELDS.contains(&k.as_str())) {
-        return Err(block(i, k, "unknown field".into()));
+            k,
+            format!("must be a string, not {}", type_name(v)),
+        )),
+        None => Err(block(list, i, k, "is required".into())),
     }
-    let match_text = match o.get("match") {
-        Some(Value::String(_)) => opt_text(i, o, "match", false)?.unwrap_or_default(),
-        Some(v) => {
-            return Err(block(
-                i,
-                "match",
-                format!("must be a non-empty string, not {}", type_name(v)),
-            ));
-        }
-        None => return Err(block(i, "match", "is required".into())),
-    };
-    let replace = match o.get("replace") {
-        Some(Value::String(_)) => opt_text(i, o, "replace", true)?.unwrap_or_default(),
-        Some(v) => {
-            return Err(block(
-                i,
-                "replace",
-                format!("must be a string, not {}", type_name(v)),
-            ));
-        }
-        None => return Err(block(i, "replace", "is required".into())),
-    };
+}
+
+/// `change_id` (default `chg_NNN` by position) and `risk`.
+pub(crate) fn parse_advisory(
+    list: List,
+    i: usize,
+    o: &Map<String, Value>,
+) -> Result<(String, Option<String>), Rejection> {
     let change_id = match o.get("change_id") {
         None | Some(Value::Null) => format!("chg_{:03}", i + 1),
         Some(Value::String(s))
@@ -235,6 +265,7 @@ fn parse_edit(i: usize, raw: &Value) -> Result<Edit, Rejection> {
         }
         Some(_) => {
             return Err(block(
+                list,
                 i,
                 "change_id",
                 format!("must be 1..{CHANGE_ID_MAX} characters of A-Z, a-z, 0-9, '_' or '-'"),
@@ -246,12 +277,40 @@ fn parse_edit(i: usize, raw: &Value) -> Result<Edit, Rejection> {
         Some(Value::String(s)) if RISKS.contains(&s.as_str()) => Some(s.clone()),
         Some(_) => {
             return Err(block(
+                list,
                 i,
                 "risk",
                 "must be \"low\", \"medium\", \"high\" or null".into(),
             ));
         }
     };
+    Ok((change_id, risk))
+}
+
+/// One typed-match edit (a tx/1 edit, or a tx/2 `match` operation whose `fields` add `op`).
+pub(crate) fn parse_edit(
+    list: List,
+    i: usize,
+    o: &Map<String, Value>,
+    fields: &[&str],
+) -> Result<Edit, Rejection> {
+    if let Some(k) = o.keys().find(|k| !fields.contains(&k.as_str())) {
+        return Err(block(list, i, k, "unknown field".into()));
+    }
+    let match_text = match o.get("match") {
+        Some(Value::String(_)) => opt_text(list, i, o, "match", false)?.unwrap_or_default(),
+        Some(v) => {
+            return Err(block(
+                list,
+                i,
+                "match",
+                format!("must be a non-empty string, not {}", type_name(v)),
+            ));
+        }
+        None => return Err(block(list, i, "match", "is required".into())),
+    };
+    let replace = required_text(list, i, o, "replace")?;
+    let (change_id, risk) = parse_advisory(list, i, o)?;
     let occurrence_index = match o.get("occurrence_index") {
         None | Some(Value::Null) => None,
         Some(v) => match as_int(v) {
@@ -259,6 +318,7 @@ fn parse_edit(i: usize, raw: &Value) -> Result<Edit, Rejection> {
             _ if is_big_int(v) => Some(usize::MAX),
             _ => {
                 return Err(block(
+                    list,
                     i,
                     "occurrence_index",
                     "must be a non-boolean integer >= 1 or null".into(),
@@ -270,232 +330,16 @@ fn parse_edit(i: usize, raw: &Value) -> Result<Edit, Rejection> {
         change_id,
         match_text,
         replace,
-        rationale: opt_text(i, o, "rationale", true)?,
+        rationale: opt_text(list, i, o, "rationale", true)?,
         risk,
         occurrence_index,
-        anchor_before: opt_text(i, o, "anchor_before", false)?,
-        anchor_after: opt_text(i, o, "anchor_after", false)?,
+        anchor_before: opt_text(list, i, o, "anchor_before", false)?,
+        anchor_after: opt_text(list, i, o, "anchor_after", false)?,
     })
 }
 
-/// An occurrence in the current buffer: code-point span and byte span.
-#[derive(Debug, Clone, Copy)]
-struct Occ {
-    s: usize,
-    e: usize,
-    bs: usize,
-    be: usize,
-}
-
-fn occurrences(buf: &str, needle: &str) -> Vec<Occ> {
-    let finder = memmem::Finder::new(needle.as_bytes());
-    let n_chars = char_len(needle);
-    let bytes = buf.as_bytes();
-    let (mut out, mut pos, mut pos_cp) = (Vec::new(), 0usize, 0usize);
-    while let Some(rel) = finder.find(&bytes[pos..]) {
-        let at = pos + rel;
-        pos_cp += char_len(&buf[pos..at]);
-        out.push(Occ {
-            s: pos_cp,
-            e: pos_cp + n_chars,
-            bs: at,
-            be: at + needle.len(),
-        });
-        let step = buf[at..].chars().next().map_or(1, char::len_utf8);
-        pos = at + step;
-        pos_cp += 1;
-    }
-    out
-}
-
-/// One applied change, kept to map later spans back to transaction-start coordinates.
-struct Step {
-    start: usize,
-    old_end: usize,
-    new_len: usize,
-}
-
-/// Maps a position of the buffer after `steps` back to transaction-start coordinates.
-/// A position inside text an earlier change produced maps to that change's original start
-/// (`right == false`) or end (`right == true`).
-fn to_original(steps: &[Step], mut p: usize, right: bool) -> usize {
-    for st in steps.iter().rev() {
-        if p < st.start {
-            continue;
-        }
-        if p >= st.start + st.new_len && !(st.new_len == 0 && p == st.start && !right) {
-            p = p - st.new_len + (st.old_end - st.start);
-        } else {
-            p = if right { st.old_end } else { st.start };
-        }
-    }
-    p
-}
-
-/// Applies `edits` to `original` sequentially, all or nothing.
+/// Applies `edits` to the target sequentially, all or nothing.
 pub fn apply(start: &TargetView, edits: &[Edit]) -> Result<Applied, Rejection> {
-    let original = start.content;
-    let mut buf = original.to_owned();
-    let mut steps: Vec<Step> = Vec::with_capacity(edits.len());
-    // Transaction-start intervals each change consumed, for sequential_match_invalid.
-    let mut consumed: Vec<(usize, usize)> = Vec::with_capacity(edits.len());
-    let mut changes = Vec::with_capacity(edits.len());
-    for (k, edit) in edits.iter().enumerate() {
-        let prior = k;
-        let occ = occurrences(&buf, &edit.match_text);
-        let fail = |reason: &'static str, detail: String| {
-            let mut r = Rejection::new(reason, Stage::TransactionApplicability, detail);
-            r.failed_change_id = Some(edit.change_id.clone());
-            if prior > 0 {
-                r.intermediate = Some((buf.clone(), prior));
-            }
-            r
-        };
-        let stage = if prior > 0 {
-            "intermediate_buffer"
-        } else {
-            "canonical_target"
-        };
-        let with_candidates = |mut r: Rejection| {
-            let spans: Vec<(usize, usize)> = occ.iter().map(|o| (o.s, o.e)).collect();
-            if prior > 0 {
-                r.detail.push_str(&format!(
-                    " Selectors count the sequential buffer after {prior} simulated change{}.",
-                    if prior == 1 { "" } else { "s" }
-                ));
-            }
-            r.location = spans.first().map(|s| s.0);
-            r.fields
-                .insert("occurrence_count".into(), json!(spans.len()));
-            r.fields.insert(
-                "exact_candidates".into(),
-                exact_candidates(&buf, &edit.match_text, &spans, stage, prior, start),
-            );
-            r
-        };
-        if occ.is_empty() {
-            if prior > 0 {
-                let originals = occurrences(original, &edit.match_text);
-                let hit: Vec<(Occ, usize)> = originals
-                    .iter()
-                    .filter_map(|o| {
-                        consumed
-                            .iter()
-                            .position(|&(cs, ce)| {
-                                if cs == ce {
-                                    o.s < cs && cs < o.e
-                                } else {
-                                    o.s < ce && cs < o.e
-                                }
-                            })
-                            .map(|j| (*o, j))
-                    })
-                    .collect();
-                if !hit.is_empty() {
-                    let listed: Vec<Value> = hit
-                        .iter()
-                        .take(crate::limits::CANDIDATES_MAX)
-                        .map(|(o, j)| {
-                            json!({
-                                "start": o.s, "end": o.e,
-                                "consumed_by_change_id": edits[*j].change_id,
-                                "consumed_by_change_index": j + 1,
-                            })
-                        })
-                        .collect();
-                    let mut r = fail(
-                        "sequential_match_invalid",
-                        "MATCH text was consumed by earlier change in this transaction.".into(),
-                    );
-                    r.fields
-                        .insert("original_occurrence_count".into(), json!(originals.len()));
-                    r.fields
-                        .insert("original_occurrences".into(), json!(listed));
-                    return Err(r);
-                }
-            }
-            return Err(fail(
-                "match_absent",
-                "MATCH text not found in target.".into(),
-            ));
-        }
-        let holds = |o: &Occ| {
-            edit.anchor_before
-                .as_deref()
-                .is_none_or(|a| memmem::find(&buf.as_bytes()[..o.bs], a.as_bytes()).is_some())
-                && edit
-                    .anchor_after
-                    .as_deref()
-                    .is_none_or(|a| memmem::find(&buf.as_bytes()[o.be..], a.as_bytes()).is_some())
-        };
-        let anchored = edit.anchor_before.is_some() || edit.anchor_after.is_some();
-        let chosen: Occ = match edit.occurrence_index {
-            Some(n) if n > occ.len() => {
-                return Err(with_candidates(fail(
-                    "disambiguation_invalid",
-                    format!(
-                        "occurrence_index {n} exceeds the {} exact occurrence(s) of MATCH text in the buffer this edit sees.",
-                        occ.len()
-                    ),
-                )));
-            }
-            Some(n) if !holds(&occ[n - 1]) => {
-                return Err(with_candidates(fail(
-                    "disambiguation_invalid",
-                    format!(
-                        "occurrence_index {n} selects an occurrence that does not satisfy the anchors."
-                    ),
-                )));
-            }
-            Some(n) => occ[n - 1],
-            None if anchored => {
-                let ok: Vec<&Occ> = occ.iter().filter(|o| holds(o)).collect();
-                if ok.len() != 1 {
-                    return Err(with_candidates(fail(
-                        "disambiguation_invalid",
-                        format!(
-                            "Anchors select {} of {} exact occurrences of MATCH text; they must select exactly one.",
-                            ok.len(),
-                            occ.len()
-                        ),
-                    )));
-                }
-                *ok[0]
-            }
-            None if occ.len() > 1 => {
-                return Err(with_candidates(fail(
-                    "match_ambiguous",
-                    "MATCH text appears multiple times without disambiguation.".into(),
-                )));
-            }
-            None => occ[0],
-        };
-        let new_len = char_len(&edit.replace);
-        consumed.push((
-            to_original(&steps, chosen.s, false),
-            to_original(&steps, chosen.e, true),
-        ));
-        changes.push(ChangeFact {
-            change_id: edit.change_id.clone(),
-            change_index: k + 1,
-            span_start: chosen.s,
-            span_end: chosen.e,
-            matched_chars: chosen.e - chosen.s,
-            replacement_chars: new_len,
-            matched_sha256: sha256_hex(&edit.match_text),
-            replacement_sha256: sha256_hex(&edit.replace),
-            rationale: edit.rationale.clone(),
-            risk: edit.risk.clone(),
-        });
-        steps.push(Step {
-            start: chosen.s,
-            old_end: chosen.e,
-            new_len,
-        });
-        buf.replace_range(chosen.bs..chosen.be, &edit.replace);
-    }
-    Ok(Applied {
-        content: buf,
-        changes,
-    })
+    let ops: Vec<Op> = edits.iter().map(Op::Match).collect();
+    sequential::apply(start, &ops)
 }
