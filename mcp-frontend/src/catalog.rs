@@ -10,7 +10,8 @@ use serde_json::{Map, Value, json};
 /// Revisions of MCP this server speaks, newest last.
 pub const REVISIONS: [&str; 3] = ["2024-11-05", "2025-06-18", "2025-11-25"];
 
-const UUID_RE: &str = "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$";
+const UUID_RE: &str =
+    "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$";
 const HASH_RE: &str = "^[0-9a-f]{64}$";
 const GUARD_RULE: &str = "At least one guard is required: expected_target_version and/or expected_current_hash from the read this edit is based on; every supplied guard is checked.";
 
@@ -129,28 +130,85 @@ fn boolean(description: &str) -> Value {
 }
 
 fn target_id() -> (&'static str, Value, bool) {
-    ("target_file_id", described(strict(UUID_RE), "Target UUID, from patchdiff_initialize_target."), true)
+    (
+        "target_file_id",
+        described(
+            strict(UUID_RE),
+            "Target UUID, from patchdiff_initialize_target.",
+        ),
+        true,
+    )
 }
 
 fn guards() -> Vec<(&'static str, Value, bool)> {
     vec![
-        ("expected_target_version", nullable(json!({"type": "integer", "minimum": 0}), "Version guard: the version your read returned (preferred: it detects no-op and ABA changes)."), false),
-        ("expected_current_hash", nullable(strict(HASH_RE), "Hash guard: the 64-hex SHA-256 current_hash your read returned."), false),
+        (
+            "expected_target_version",
+            nullable(
+                json!({"type": "integer", "minimum": 0}),
+                "Version guard: the version your read returned (preferred: it detects no-op and ABA changes).",
+            ),
+            false,
+        ),
+        (
+            "expected_current_hash",
+            nullable(
+                strict(HASH_RE),
+                "Hash guard: the 64-hex SHA-256 current_hash your read returned.",
+            ),
+            false,
+        ),
     ]
 }
 
 fn submission_options() -> Vec<(&'static str, Value, bool)> {
     vec![
-        ("source", string("Who proposed this (recorded, outside request identity); default model_response."), false),
-        ("parent_pdcp_log_id", nullable(strict(UUID_RE), "On a retry: the pdcp_log_id of the rejected attempt this corrects."), false),
-        ("attempt", nullable(json!({"type": "integer", "minimum": 1}), "Your retry counter, 1-based (recorded, outside request identity)."), false),
-        ("client_request_id", nullable(json!({"type": "string", "minLength": 1, "maxLength": 128, "pattern": "^[!-~]+$"}), "Request key, 1-128 printable ASCII without spaces: resend the identical call to recover a lost response."), false),
-        ("include_correlation_id", boolean("Return a fresh correlation_id UUID for your logs (never stored); default false."), false),
+        (
+            "source",
+            string(
+                "Who proposed this (recorded, outside request identity); default model_response.",
+            ),
+            false,
+        ),
+        (
+            "parent_pdcp_log_id",
+            nullable(
+                strict(UUID_RE),
+                "On a retry: the pdcp_log_id of the rejected attempt this corrects.",
+            ),
+            false,
+        ),
+        (
+            "attempt",
+            nullable(
+                json!({"type": "integer", "minimum": 1}),
+                "Your retry counter, 1-based (recorded, outside request identity).",
+            ),
+            false,
+        ),
+        (
+            "client_request_id",
+            nullable(
+                json!({"type": "string", "minLength": 1, "maxLength": 128, "pattern": "^[!-~]+$"}),
+                "Request key, 1-128 printable ASCII without spaces: resend the identical call to recover a lost response.",
+            ),
+            false,
+        ),
+        (
+            "include_correlation_id",
+            boolean(
+                "Return a fresh correlation_id UUID for your logs (never stored); default false.",
+            ),
+            false,
+        ),
     ]
 }
 
 fn guard_any_of() -> (&'static str, Value) {
-    ("anyOf", json!([{"required": ["expected_target_version"]}, {"required": ["expected_current_hash"]}]))
+    (
+        "anyOf",
+        json!([{"required": ["expected_target_version"]}, {"required": ["expected_current_hash"]}]),
+    )
 }
 
 fn output(props: Value) -> Value {
@@ -174,7 +232,9 @@ fn submission_output() -> Value {
 }
 
 fn history_output() -> Value {
-    output(json!({"entries": {"type": "array"}, "has_more": {"type": "boolean"}, "next_sequence": {"type": ["integer", "null"]}}))
+    output(
+        json!({"entries": {"type": "array"}, "has_more": {"type": "boolean"}, "next_sequence": {"type": ["integer", "null"]}}),
+    )
 }
 
 /// Placeholders in examples: hosts bind real IDs, guards, parents and cursors.
@@ -223,25 +283,116 @@ fn operation_item() -> Value {
     })
 }
 
+/// `x-patchdiff-capabilities` of patchdiff_submit_operations, from the engine's constants:
+/// protocol, immutable runtime, operations, coordinates, insertion and span context.
+fn operations_capabilities() -> (&'static str, Value) {
+    use patchdiff_engine::{limits, tx2};
+    (
+        "x-patchdiff-capabilities",
+        json!({
+            "protocol": tx2::PROTOCOL,
+            "runtime": tx2::RUNTIME,
+            "runtime_immutable": true,
+            "operations": ["match", "span"],
+            "coordinates": "unicode_code_points_sequential_buffer",
+            "span_end": "exclusive",
+            "insertion": {"supported": true, "form": "start == end with expected_text \"\""},
+            "span_context": {
+                "fields": ["expected_before", "expected_after"],
+                "runtime": tx2::RUNTIME_SPAN_CONTEXT,
+                "actual_text_max_chars": limits::SPAN_ACTUAL_TEXT_CHARS,
+            },
+        }),
+    )
+}
+
+/// `x-patchdiff-capabilities` of patchdiff_submit_replacement: protocol, immutable runtime,
+/// the one operation and the fresh admission limits.
+fn replacement_capabilities() -> (&'static str, Value) {
+    use patchdiff_engine::{limits, tx3};
+    (
+        "x-patchdiff-capabilities",
+        json!({
+            "protocol": tx3::PROTOCOL,
+            "runtime": tx3::RUNTIME,
+            "runtime_immutable": true,
+            "operations": ["replace_all"],
+            "limits": {
+                "max_code_points": limits::REPLACEMENT_MAX_CODE_POINTS,
+                "max_utf8_bytes": limits::REPLACEMENT_MAX_UTF8_BYTES,
+                "inclusive": true,
+                "checked": ["raw_code_points", "raw_utf8_bytes", "canonical_code_points", "canonical_utf8_bytes"],
+            },
+        }),
+    )
+}
+
 /// Every tool this front end can serve, in catalog order.
 pub fn all_tools() -> Vec<Tool> {
     let id = target_id;
-    let intent = || ("intent", nonempty("What this transaction is for (recorded; never used for matching)."), true);
-    let mut submit_edits = vec![id(), intent(), ("edits", json!({"type": "array", "minItems": 1, "items": edit_item(), "description": "Ordered edits; each sees the text after the earlier ones; all apply or none."}), true)];
+    let intent = || {
+        (
+            "intent",
+            nonempty("What this transaction is for (recorded; never used for matching)."),
+            true,
+        )
+    };
+    let mut submit_edits = vec![
+        id(),
+        intent(),
+        (
+            "edits",
+            json!({"type": "array", "minItems": 1, "items": edit_item(), "description": "Ordered edits; each sees the text after the earlier ones; all apply or none."}),
+            true,
+        ),
+    ];
     submit_edits.extend(guards());
     submit_edits.extend(submission_options());
-    let mut submit_ops = vec![id(), intent(), ("operations", json!({"type": "array", "minItems": 1, "items": operation_item(), "description": "Ordered match/span operations; send spans from one read in descending start order."}), true)];
+    let mut submit_ops = vec![
+        id(),
+        intent(),
+        (
+            "operations",
+            json!({"type": "array", "minItems": 1, "items": operation_item(), "description": "Ordered match/span operations; send spans from one read in descending start order."}),
+            true,
+        ),
+    ];
     submit_ops.extend(guards());
     submit_ops.extend(submission_options());
-    let mut submit_replacement = vec![id(), intent(), ("replacement", string("The whole new document (at most 1,000,000 code points and 1,048,576 UTF-8 bytes); empty is valid."), true)];
+    let mut submit_replacement = vec![
+        id(),
+        intent(),
+        (
+            "replacement",
+            string(
+                "The whole new document (at most 1,000,000 code points and 1,048,576 UTF-8 bytes); empty is valid.",
+            ),
+            true,
+        ),
+    ];
     submit_replacement.extend(guards());
     submit_replacement.extend(submission_options());
-    let mut preview = vec![id(), ("format", json!({"enum": ["patchdiff-tx/1", "patchdiff-tx/2", "patchdiff-tx/3"], "description": "Which proposal fields follow: edits (tx/1), operations (tx/2) or replacement (tx/3)."}), true)];
+    let mut preview = vec![
+        id(),
+        (
+            "format",
+            json!({"enum": ["patchdiff-tx/1", "patchdiff-tx/2", "patchdiff-tx/3"], "description": "Which proposal fields follow: edits (tx/1), operations (tx/2) or replacement (tx/3)."}),
+            true,
+        ),
+    ];
     preview.extend(guards());
     preview.extend([
         ("intent", nonempty("The proposal's intent."), false),
-        ("edits", json!({"type": "array", "items": edit_item(), "description": "tx/1 edits."}), false),
-        ("operations", json!({"type": "array", "items": operation_item(), "description": "tx/2 operations."}), false),
+        (
+            "edits",
+            json!({"type": "array", "items": edit_item(), "description": "tx/1 edits."}),
+            false,
+        ),
+        (
+            "operations",
+            json!({"type": "array", "items": operation_item(), "description": "tx/2 operations."}),
+            false,
+        ),
         ("replacement", string("tx/3 replacement text."), false),
     ]);
     let mut save = vec![id()];
@@ -251,8 +402,26 @@ pub fn all_tools() -> Vec<Tool> {
         ("sync_workspace", nullable(json!({"type": "boolean"}), "Publish the file to the workspace (workspace profiles)."), false),
         ("workspace_eol_format", json!({"enum": ["original_eol", "canonical_lf", "crlf"], "description": "Line endings of a published file; default original_eol."}), false),
     ]);
-    let limit = || ("limit", nullable(json!({"type": "integer", "minimum": 1}), "Page size; default 50, capped at 200."), false);
-    let before = || ("before_sequence", nullable(json!({"type": "integer", "minimum": 1}), "Exclusive cursor: pass next_sequence from the previous page."), false);
+    let limit = || {
+        (
+            "limit",
+            nullable(
+                json!({"type": "integer", "minimum": 1}),
+                "Page size; default 50, capped at 200.",
+            ),
+            false,
+        )
+    };
+    let before = || {
+        (
+            "before_sequence",
+            nullable(
+                json!({"type": "integer", "minimum": 1}),
+                "Exclusive cursor: pass next_sequence from the previous page.",
+            ),
+            false,
+        )
+    };
     vec![
         Tool {
             name: "patchdiff_initialize_target",
@@ -368,7 +537,7 @@ pub fn all_tools() -> Vec<Tool> {
             description: format!("Guarded ordered match/span operations (patchdiff-tx/2), all or nothing. Spans use code points in the text after earlier operations and must carry the exact expected_text; start == end with empty expected_text inserts (verify with expected_before/expected_after). {GUARD_RULE}"),
             kind: Kind::Submit,
             params: submit_ops,
-            root: vec![guard_any_of()],
+            root: vec![guard_any_of(), operations_capabilities()],
             output: submission_output(),
             examples: vec![json!({"target_file_id": T, "expected_target_version": 2, "intent": "Add a heading marker", "operations": [{"op": "span", "start": 0, "end": 0, "expected_text": "", "replace": "# ", "expected_after": "alpha"}]})],
         },
@@ -378,7 +547,7 @@ pub fn all_tools() -> Vec<Tool> {
             description: format!("Guarded replacement of the whole document (patchdiff-tx/3); only when the whole document is meant to change. {GUARD_RULE}"),
             kind: Kind::Submit,
             params: submit_replacement,
-            root: vec![guard_any_of()],
+            root: vec![guard_any_of(), replacement_capabilities()],
             output: submission_output(),
             examples: vec![json!({"target_file_id": T, "expected_target_version": 3, "intent": "Replace the document", "replacement": "Final text\n"})],
         },
@@ -445,8 +614,13 @@ pub fn all_tools() -> Vec<Tool> {
 
 /// The tools each profile advertises and accepts.
 pub fn in_profile(tool: &str, profile: Profile) -> bool {
-    const WORKSPACE: &[&str] =
-        &["patchdiff_initialize_target", "patchdiff_read_target", "patchdiff_find_occurrences", "patchdiff_submit_edits", "patchdiff_save"];
+    const WORKSPACE: &[&str] = &[
+        "patchdiff_initialize_target",
+        "patchdiff_read_target",
+        "patchdiff_find_occurrences",
+        "patchdiff_submit_edits",
+        "patchdiff_save",
+    ];
     const EDITOR: &[&str] = &[
         "patchdiff_get_target",
         "patchdiff_read_target",
@@ -506,12 +680,22 @@ mod tests {
             let n = ascii_len(&full_list(r));
             assert!(n <= 65_536, "{r}: {n} bytes");
         }
-        let examples: Map<String, Value> = all_tools().iter().filter(|t| !t.examples.is_empty()).map(|t| (t.name.to_owned(), json!(t.examples))).collect();
+        let examples: Map<String, Value> = all_tools()
+            .iter()
+            .filter(|t| !t.examples.is_empty())
+            .map(|t| (t.name.to_owned(), json!(t.examples)))
+            .collect();
         let n = ascii_len(&Value::Object(examples.clone()));
         assert!(n <= 8_192, "examples: {n} bytes");
         // Contract "Discovery": 13 examples across nine tools.
         assert_eq!(examples.len(), 9);
-        assert_eq!(examples.values().map(|e| e.as_array().unwrap().len()).sum::<usize>(), 13);
+        assert_eq!(
+            examples
+                .values()
+                .map(|e| e.as_array().unwrap().len())
+                .sum::<usize>(),
+            13
+        );
     }
 
     /// Every top-level parameter has a one-line description; roots are objects; submission
@@ -522,7 +706,9 @@ mod tests {
             let s = t.input_schema();
             assert_eq!(s["type"], "object", "{}", t.name);
             for (name, p) in s["properties"].as_object().unwrap() {
-                let d = p["description"].as_str().unwrap_or_else(|| panic!("{}.{name} has no description", t.name));
+                let d = p["description"]
+                    .as_str()
+                    .unwrap_or_else(|| panic!("{}.{name} has no description", t.name));
                 assert!(!d.is_empty() && !d.contains('\n'), "{}.{name}", t.name);
             }
             if t.kind == Kind::Submit {
@@ -535,15 +721,27 @@ mod tests {
     /// The argument names a tool declares are the names the SQL function accepts.
     #[test]
     fn declared_arguments_match_the_sql_api() {
-        use patchdiff_engine::{read, submit, target};
-        let engine: [(&str, &[&str]); 6] = [
+        use patchdiff_engine::{
+            checkpoint, export, history, lines, preview, read, replay, submit, target,
+        };
+        let engine: [(&str, &[&str]); 15] = [
             ("patchdiff_initialize_target", target::INITIALIZE_ARGS),
             ("patchdiff_handle_upload", target::UPLOAD_ARGS),
             ("patchdiff_get_target", &["target_file_id"]),
+            ("patchdiff_export_target", export::EXPORT_ARGS),
             ("patchdiff_read_target", read::READ_TARGET_ARGS),
+            ("patchdiff_read_lines", lines::READ_LINES_ARGS),
             ("patchdiff_find_occurrences", read::FIND_ARGS),
             ("patchdiff_submit_edits", submit::SUBMIT_EDITS_ARGS),
+            ("patchdiff_submit_operations", submit::SUBMIT_OPERATIONS_ARGS),
+            ("patchdiff_submit_replacement", submit::SUBMIT_REPLACEMENT_ARGS),
+            ("patchdiff_preview", preview::PREVIEW_ARGS),
+            ("patchdiff_save", checkpoint::SAVE_ARGS),
+            ("patchdiff_replay", replay::REPLAY_ARGS),
+            ("patchdiff_get_pdcp_log", history::LOG_ARGS),
+            ("patchdiff_get_manifest_ledger", history::LEDGER_ARGS),
         ];
+        assert_eq!(engine.len(), all_tools().len());
         for (name, args) in engine {
             let tool = all_tools().into_iter().find(|t| t.name == name).unwrap();
             let mut declared: Vec<&str> = tool.allowed().collect();
@@ -552,5 +750,39 @@ mod tests {
             accepted.sort();
             assert_eq!(declared, accepted, "{name}");
         }
+        // Required arguments: what the SQL function reports missing is what the schema requires.
+        let required: [(&str, &[&str]); 4] = [
+            ("patchdiff_submit_edits", submit::SUBMIT_EDITS_REQUIRED),
+            ("patchdiff_submit_operations", submit::SUBMIT_OPERATIONS_REQUIRED),
+            ("patchdiff_submit_replacement", submit::SUBMIT_REPLACEMENT_REQUIRED),
+            ("patchdiff_preview", preview::PREVIEW_REQUIRED),
+        ];
+        for (name, args) in required {
+            let tool = all_tools().into_iter().find(|t| t.name == name).unwrap();
+            let mut declared: Vec<&str> = tool.required().collect();
+            let mut accepted = args.to_vec();
+            declared.sort();
+            accepted.sort();
+            assert_eq!(declared, accepted, "{name}");
+        }
+    }
+
+    /// Contract "Discovery": both newer submission tools advertise x-patchdiff-capabilities
+    /// taken from the runtime constants.
+    #[test]
+    fn capabilities_come_from_the_runtime_constants() {
+        use patchdiff_engine::{limits, tx2, tx3};
+        let tools = all_tools();
+        let schema = |n: &str| tools.iter().find(|t| t.name == n).unwrap().input_schema();
+        let ops = &schema("patchdiff_submit_operations")["x-patchdiff-capabilities"];
+        assert_eq!(ops["protocol"], tx2::PROTOCOL);
+        assert_eq!(ops["runtime"], tx2::RUNTIME);
+        assert_eq!(ops["span_context"]["runtime"], tx2::RUNTIME_SPAN_CONTEXT);
+        assert_eq!(ops["operations"], json!(["match", "span"]));
+        let rep = &schema("patchdiff_submit_replacement")["x-patchdiff-capabilities"];
+        assert_eq!(rep["protocol"], tx3::PROTOCOL);
+        assert_eq!(rep["runtime"], tx3::RUNTIME);
+        assert_eq!(rep["limits"]["max_code_points"], limits::REPLACEMENT_MAX_CODE_POINTS);
+        assert_eq!(rep["limits"]["max_utf8_bytes"], limits::REPLACEMENT_MAX_UTF8_BYTES);
     }
 }

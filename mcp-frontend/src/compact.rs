@@ -5,18 +5,34 @@
 use serde_json::{Map, Value, json};
 
 /// Tools whose successful results compact mode projects.
-pub const PROJECTED_TOOLS: &[&str] = &["patchdiff_submit_observed_operations", "patchdiff_observe_scope"];
+pub const PROJECTED_TOOLS: &[&str] = &[
+    "patchdiff_submit_observed_operations",
+    "patchdiff_observe_scope",
+];
 
 /// The sentence compact mode adds to those tools' descriptions.
 pub const ANNOUNCEMENT: &str = " Compact mode: successful results omit supplementary evidence and duplicate page metadata, listed in presentation.omitted.";
 
 const CANDIDATE_KEYS: &[&str] = &["name", "kind", "parent", "start_line", "end_line"];
-const SCOPE_PAGE_METADATA: &[&str] = &["start", "end", "max_chars", "next_start", "start_line", "end_line"];
+const SCOPE_PAGE_METADATA: &[&str] = &[
+    "start",
+    "end",
+    "max_chars",
+    "next_start",
+    "start_line",
+    "end_line",
+];
 
 /// Projects one result in place when the contract lists its tool and status.
 pub fn project(tool: &str, result: &mut Value) {
-    let status = result.get("status").and_then(Value::as_str).unwrap_or("").to_owned();
-    let Some(obj) = result.as_object_mut() else { return };
+    let status = result
+        .get("status")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_owned();
+    let Some(obj) = result.as_object_mut() else {
+        return;
+    };
     let mut omitted: Vec<&str> = Vec::new();
     match (tool, status.as_str()) {
         ("patchdiff_submit_observed_operations", "accepted") => {
@@ -69,23 +85,47 @@ mod tests {
     fn projections_follow_the_contract() {
         let mut accepted = json!({"status": "accepted", "evidence": {}, "groups": [], "warnings": [], "version": 2});
         project("patchdiff_submit_observed_operations", &mut accepted);
-        assert_eq!(accepted, json!({"status": "accepted", "warnings": [], "version": 2, "presentation": {"mode": "compact", "omitted": ["evidence", "groups"]}}));
+        assert_eq!(
+            accepted,
+            json!({"status": "accepted", "warnings": [], "version": 2, "presentation": {"mode": "compact", "omitted": ["evidence", "groups"]}})
+        );
 
         let mut candidates = json!({"status": "candidates", "candidates": [{"name": "f", "kind": "function", "parent": null, "start_line": 1, "end_line": 3, "start": 0, "end": 9}], "truncated": false});
         project("patchdiff_observe_scope", &mut candidates);
-        assert_eq!(candidates["candidates"][0], json!({"name": "f", "kind": "function", "parent": null, "start_line": 1, "end_line": 3}));
-        assert_eq!(candidates["presentation"]["omitted"], json!(["candidate_details"]));
+        assert_eq!(
+            candidates["candidates"][0],
+            json!({"name": "f", "kind": "function", "parent": null, "start_line": 1, "end_line": 3})
+        );
+        assert_eq!(
+            candidates["presentation"]["omitted"],
+            json!(["candidate_details"])
+        );
 
         let mut batch = json!({"status": "observed_batch", "scopes": [{"observation_id": "o", "text": "x", "start": 0, "end": 1, "max_chars": 4000, "next_start": null, "start_line": 1, "end_line": 1, "offset": 0, "next_offset": null}]});
         project("patchdiff_observe_scope", &mut batch);
-        assert_eq!(batch["scopes"][0], json!({"observation_id": "o", "text": "x", "offset": 0, "next_offset": null}));
-        assert_eq!(batch["presentation"]["omitted"], json!(["duplicate_page_metadata"]));
+        assert_eq!(
+            batch["scopes"][0],
+            json!({"observation_id": "o", "text": "x", "offset": 0, "next_offset": null})
+        );
+        assert_eq!(
+            batch["presentation"]["omitted"],
+            json!(["duplicate_page_metadata"])
+        );
 
         // Failures, single observations and other tools keep their representation.
         for (tool, mut v) in [
-            ("patchdiff_submit_observed_operations", json!({"status": "rejected", "diagnostic": {}})),
-            ("patchdiff_observe_scope", json!({"status": "observed", "text": "x", "start": 0})),
-            ("patchdiff_submit_edits", json!({"status": "accepted", "evidence": {}})),
+            (
+                "patchdiff_submit_observed_operations",
+                json!({"status": "rejected", "diagnostic": {}}),
+            ),
+            (
+                "patchdiff_observe_scope",
+                json!({"status": "observed", "text": "x", "start": 0}),
+            ),
+            (
+                "patchdiff_submit_edits",
+                json!({"status": "accepted", "evidence": {}}),
+            ),
         ] {
             let before = v.clone();
             project(tool, &mut v);

@@ -14,8 +14,14 @@ pub enum Profile {
 }
 
 impl Profile {
-    pub const ALL: [Profile; 6] =
-        [Profile::Full, Profile::Workspace, Profile::Editor, Profile::ObservedWorkspace, Profile::ObservedEditor, Profile::ObservedV2];
+    pub const ALL: [Profile; 6] = [
+        Profile::Full,
+        Profile::Workspace,
+        Profile::Editor,
+        Profile::ObservedWorkspace,
+        Profile::ObservedEditor,
+        Profile::ObservedV2,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -65,19 +71,34 @@ impl Config {
             None => Profile::Full,
             Some(p) => Profile::parse(&p).ok_or_else(|| {
                 let names: Vec<&str> = Profile::ALL.iter().map(|p| p.name()).collect();
-                format!("PATCHDIFF_MCP_PROFILE={p:?} is not a profile; use one of: {}", names.join(", "))
+                format!(
+                    "PATCHDIFF_MCP_PROFILE={p:?} is not a profile; use one of: {}",
+                    names.join(", ")
+                )
             })?,
         };
         let response_mode = match set("PATCHDIFF_MCP_RESPONSE_MODE").as_deref() {
             None | Some("detailed") => ResponseMode::Detailed,
             Some("compact") => ResponseMode::Compact,
-            Some(m) => return Err(format!("PATCHDIFF_MCP_RESPONSE_MODE={m:?} is not a response mode; use detailed or compact")),
+            Some(m) => {
+                return Err(format!(
+                    "PATCHDIFF_MCP_RESPONSE_MODE={m:?} is not a response mode; use detailed or compact"
+                ));
+            }
         };
         let database = match set("PATCHDIFF_DATABASE_URL") {
             Some(url) => Database::Url(url),
-            None => Database::Embedded { data_dir: set("PATCHDIFF_DATA_DIR").map(PathBuf::from).unwrap_or_else(|| default_data_dir(&var)) },
+            None => Database::Embedded {
+                data_dir: set("PATCHDIFF_DATA_DIR")
+                    .map(PathBuf::from)
+                    .unwrap_or_else(|| default_data_dir(&var)),
+            },
         };
-        Ok(Config { profile, response_mode, database })
+        Ok(Config {
+            profile,
+            response_mode,
+            database,
+        })
     }
 }
 
@@ -100,7 +121,12 @@ mod tests {
     use super::*;
 
     fn env<'a>(pairs: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
-        move |k| pairs.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string())
+        move |k| {
+            pairs
+                .iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| v.to_string())
+        }
     }
 
     #[test]
@@ -108,18 +134,34 @@ mod tests {
         let c = Config::from_env(env(&[("PATCHDIFF_DATA_DIR", "/tmp/x")])).unwrap();
         assert_eq!(c.profile, Profile::Full);
         assert_eq!(c.response_mode, ResponseMode::Detailed);
-        assert_eq!(c.database, Database::Embedded { data_dir: "/tmp/x".into() });
+        assert_eq!(
+            c.database,
+            Database::Embedded {
+                data_dir: "/tmp/x".into()
+            }
+        );
     }
 
     /// Contract "External response representations": unknown values prevent start-up.
     #[test]
     fn unknown_profile_or_mode_refuses_start_up() {
         let e = Config::from_env(env(&[("PATCHDIFF_MCP_PROFILE", "everything")])).unwrap_err();
-        assert!(e.contains("PATCHDIFF_MCP_PROFILE") && e.contains("observed_v2"), "{e}");
+        assert!(
+            e.contains("PATCHDIFF_MCP_PROFILE") && e.contains("observed_v2"),
+            "{e}"
+        );
         let e = Config::from_env(env(&[("PATCHDIFF_MCP_RESPONSE_MODE", "terse")])).unwrap_err();
         assert!(e.contains("PATCHDIFF_MCP_RESPONSE_MODE"), "{e}");
-        let c = Config::from_env(env(&[("PATCHDIFF_MCP_PROFILE", "editor"), ("PATCHDIFF_MCP_RESPONSE_MODE", "compact"), ("PATCHDIFF_DATABASE_URL", "host=/x")])).unwrap();
-        assert_eq!((c.profile, c.response_mode), (Profile::Editor, ResponseMode::Compact));
+        let c = Config::from_env(env(&[
+            ("PATCHDIFF_MCP_PROFILE", "editor"),
+            ("PATCHDIFF_MCP_RESPONSE_MODE", "compact"),
+            ("PATCHDIFF_DATABASE_URL", "host=/x"),
+        ]))
+        .unwrap();
+        assert_eq!(
+            (c.profile, c.response_mode),
+            (Profile::Editor, ResponseMode::Compact)
+        );
         assert_eq!(c.database, Database::Url("host=/x".into()));
     }
 }

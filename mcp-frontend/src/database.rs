@@ -21,12 +21,17 @@ pub struct Db {
 pub struct CallError(pub String);
 
 async fn open(conninfo: &str) -> Result<Client, String> {
-    let mut config: tokio_postgres::Config = conninfo.parse().map_err(|e| format!("PATCHDIFF_DATABASE_URL is not a connection string: {e}"))?;
+    let mut config: tokio_postgres::Config = conninfo
+        .parse()
+        .map_err(|e| format!("PATCHDIFF_DATABASE_URL is not a connection string: {e}"))?;
     if config.get_application_name().is_none() {
         // Names this server's sessions in pg_stat_activity.
         config.application_name("patchdiff-mcp");
     }
-    let (client, connection) = config.connect(NoTls).await.map_err(|e| format!("cannot connect to the database: {e}"))?;
+    let (client, connection) = config
+        .connect(NoTls)
+        .await
+        .map_err(|e| format!("cannot connect to the database: {e}"))?;
     tokio::spawn(async move {
         if let Err(e) = connection.await {
             tracing::warn!("database connection ended: {e}");
@@ -41,16 +46,23 @@ impl Db {
             Database::Url(url) => url.clone(),
             Database::Embedded { data_dir } => {
                 let dir = data_dir.clone();
-                let conninfo = tokio::task::spawn_blocking(move || crate::embedded::ensure_cluster(&dir))
-                    .await
-                    .map_err(|e| e.to_string())??;
+                let conninfo =
+                    tokio::task::spawn_blocking(move || crate::embedded::ensure_cluster(&dir))
+                        .await
+                        .map_err(|e| e.to_string())??;
                 prepare_embedded(&conninfo).await?;
                 conninfo
             }
         };
         let client = open(&conninfo).await?;
         let (schema, functions) = inspect(&client).await?;
-        Ok(Db { conninfo, client, schema, functions, statements: HashMap::new() })
+        Ok(Db {
+            conninfo,
+            client,
+            schema,
+            functions,
+            statements: HashMap::new(),
+        })
     }
 
     /// Calls `function(args::json)` and returns its JSON text. Reconnects first when the
@@ -64,12 +76,20 @@ impl Db {
             Some(s) => s.clone(),
             None => {
                 let sql = format!("SELECT {}.{function}($1::text::json)::text", self.schema);
-                let s = self.client.prepare(&sql).await.map_err(|e| CallError(e.to_string()))?;
+                let s = self
+                    .client
+                    .prepare(&sql)
+                    .await
+                    .map_err(|e| CallError(e.to_string()))?;
                 self.statements.insert(function.to_owned(), s.clone());
                 s
             }
         };
-        let row = self.client.query_one(&statement, &[&args]).await.map_err(|e| CallError(describe(&e)))?;
+        let row = self
+            .client
+            .query_one(&statement, &[&args])
+            .await
+            .map_err(|e| CallError(describe(&e)))?;
         row.try_get::<_, Option<String>>(0)
             .map_err(|e| CallError(e.to_string()))?
             .ok_or_else(|| CallError(format!("{function} returned NULL")))
@@ -85,16 +105,25 @@ fn describe(e: &tokio_postgres::Error) -> String {
 
 /// Creates the `patchdiff` database and the extension in a fresh embedded cluster.
 async fn prepare_embedded(conninfo: &str) -> Result<(), String> {
-    let admin = conninfo.replace(&format!("dbname={}", crate::embedded::DATABASE), "dbname=postgres");
+    let admin = conninfo.replace(
+        &format!("dbname={}", crate::embedded::DATABASE),
+        "dbname=postgres",
+    );
     let client = open(&admin).await?;
     let exists = client
-        .query_opt("SELECT 1 FROM pg_database WHERE datname = $1", &[&crate::embedded::DATABASE])
+        .query_opt(
+            "SELECT 1 FROM pg_database WHERE datname = $1",
+            &[&crate::embedded::DATABASE],
+        )
         .await
         .map_err(|e| e.to_string())?
         .is_some();
     if !exists {
         client
-            .batch_execute(&format!("CREATE DATABASE {} ENCODING 'UTF8' TEMPLATE template0", crate::embedded::DATABASE))
+            .batch_execute(&format!(
+                "CREATE DATABASE {} ENCODING 'UTF8' TEMPLATE template0",
+                crate::embedded::DATABASE
+            ))
             .await
             .map_err(|e| format!("cannot create the patchdiff database: {}", describe(&e)))?;
     }

@@ -17,7 +17,11 @@ pub const PORT: u16 = 5432;
 pub fn running_as_root() -> bool {
     fs::read_to_string("/proc/self/status")
         .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("Uid:")).map(|l| l.split_whitespace().nth(2) == Some("0")))
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .map(|l| l.split_whitespace().nth(2) == Some("0"))
+        })
         .unwrap_or(false)
 }
 
@@ -76,17 +80,28 @@ fn run(bin: &Path, program: &str, args: &[&str]) -> Result<std::process::Output,
         Command::new(&path)
     };
     cmd.args(args).stdin(std::process::Stdio::null());
-    cmd.output().map_err(|e| format!("cannot run {}: {e}", path.display()))
+    cmd.output()
+        .map_err(|e| format!("cannot run {}: {e}", path.display()))
 }
 
 fn chown_to_postgres(path: &Path) -> Result<(), String> {
-    let out = Command::new("id").args(["-u", "postgres"]).output().map_err(|e| e.to_string())?;
+    let out = Command::new("id")
+        .args(["-u", "postgres"])
+        .output()
+        .map_err(|e| e.to_string())?;
     let uid: u32 = String::from_utf8_lossy(&out.stdout).trim().parse().map_err(|_| {
         "running as root needs an unprivileged `postgres` user to run PostgreSQL (install postgresql-15)".to_string()
     })?;
-    let out = Command::new("id").args(["-g", "postgres"]).output().map_err(|e| e.to_string())?;
-    let gid: u32 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap_or(uid);
-    std::os::unix::fs::chown(path, Some(uid), Some(gid)).map_err(|e| format!("cannot hand {} to postgres: {e}", path.display()))
+    let out = Command::new("id")
+        .args(["-g", "postgres"])
+        .output()
+        .map_err(|e| e.to_string())?;
+    let gid: u32 = String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .unwrap_or(uid);
+    std::os::unix::fs::chown(path, Some(uid), Some(gid))
+        .map_err(|e| format!("cannot hand {} to postgres: {e}", path.display()))
 }
 
 /// Creates (first use) and starts (if stopped) the cluster in `data_dir`; returns the
@@ -97,30 +112,70 @@ pub fn ensure_cluster(data_dir: &Path) -> Result<String, String> {
     let parent = data_dir.parent().unwrap_or(Path::new("/"));
     fs::create_dir_all(parent).map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
     // Two servers starting at once must not both run initdb or pg_ctl start.
-    let lock_path = parent.join(format!(".{}.lock", data_dir.file_name().and_then(|n| n.to_str()).unwrap_or("cluster")));
-    let lock = File::create(&lock_path).map_err(|e| format!("cannot create {}: {e}", lock_path.display()))?;
-    lock.lock().map_err(|e| format!("cannot lock {}: {e}", lock_path.display()))?;
-    let dir = data_dir.to_str().ok_or("the data folder's path must be UTF-8")?;
+    let lock_path = parent.join(format!(
+        ".{}.lock",
+        data_dir
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("cluster")
+    ));
+    let lock = File::create(&lock_path)
+        .map_err(|e| format!("cannot create {}: {e}", lock_path.display()))?;
+    lock.lock()
+        .map_err(|e| format!("cannot lock {}: {e}", lock_path.display()))?;
+    let dir = data_dir
+        .to_str()
+        .ok_or("the data folder's path must be UTF-8")?;
     if !data_dir.join("PG_VERSION").exists() {
         tracing::info!(data_dir = dir, "creating the embedded PostgreSQL cluster");
         fs::create_dir_all(data_dir).map_err(|e| format!("cannot create {dir}: {e}"))?;
         if running_as_root() {
             chown_to_postgres(data_dir)?;
         }
-        let user = if running_as_root() { "postgres".to_string() } else { current_user() };
-        let out = run(&bin, "initdb", &["-D", dir, "-E", "UTF8", "--locale=C.UTF-8", "-U", &user, "--auth=trust"])?;
+        let user = if running_as_root() {
+            "postgres".to_string()
+        } else {
+            current_user()
+        };
+        let out = run(
+            &bin,
+            "initdb",
+            &[
+                "-D",
+                dir,
+                "-E",
+                "UTF8",
+                "--locale=C.UTF-8",
+                "-U",
+                &user,
+                "--auth=trust",
+            ],
+        )?;
         if !out.status.success() {
-            return Err(format!("initdb failed: {}", String::from_utf8_lossy(&out.stderr).trim()));
+            return Err(format!(
+                "initdb failed: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
         }
     }
-    let running = run(&bin, "pg_ctl", &["-D", dir, "status"])?.status.success();
+    let running = run(&bin, "pg_ctl", &["-D", dir, "status"])?
+        .status
+        .success();
     if !running {
         tracing::info!(data_dir = dir, "starting the embedded PostgreSQL cluster");
         // A socket inside the data folder (mode 0700) and no TCP listener: only this user
         // (and root) can connect, which is what makes trust authentication safe here.
-        let opts = format!("-c listen_addresses='' -c unix_socket_directories='{dir}' -c unix_socket_permissions=0700 -p {PORT}");
+        let opts = format!(
+            "-c listen_addresses='' -c unix_socket_directories='{dir}' -c unix_socket_permissions=0700 -p {PORT}"
+        );
         let log = format!("{dir}/server.log");
-        let out = run(&bin, "pg_ctl", &["-D", dir, "-l", &log, "-w", "-t", "60", "-o", &opts, "start"])?;
+        let out = run(
+            &bin,
+            "pg_ctl",
+            &[
+                "-D", dir, "-l", &log, "-w", "-t", "60", "-o", &opts, "start",
+            ],
+        )?;
         if !out.status.success() {
             return Err(format!(
                 "PostgreSQL did not start ({}); see {log}",
@@ -129,12 +184,25 @@ pub fn ensure_cluster(data_dir: &Path) -> Result<String, String> {
         }
     }
     drop(lock);
-    let user = if running_as_root() { "postgres".to_string() } else { current_user() };
-    Ok(format!("host={dir} port={PORT} user={user} dbname={DATABASE}"))
+    let user = if running_as_root() {
+        "postgres".to_string()
+    } else {
+        current_user()
+    };
+    Ok(format!(
+        "host={dir} port={PORT} user={user} dbname={DATABASE}"
+    ))
 }
 
 fn current_user() -> String {
-    std::env::var("USER").ok().filter(|u| !u.is_empty()).unwrap_or_else(|| {
-        Command::new("id").arg("-un").output().map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string()).unwrap_or_default()
-    })
+    std::env::var("USER")
+        .ok()
+        .filter(|u| !u.is_empty())
+        .unwrap_or_else(|| {
+            Command::new("id")
+                .arg("-un")
+                .output()
+                .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+                .unwrap_or_default()
+        })
 }

@@ -13,8 +13,14 @@ pub const INVALID_PARAMS: i64 = -32602;
 /// One message from the client.
 #[derive(Debug)]
 pub enum Incoming {
-    Request { id: Value, method: String, params: Option<Box<RawValue>> },
-    Notification { method: String },
+    Request {
+        id: Value,
+        method: String,
+        params: Option<Box<RawValue>>,
+    },
+    Notification {
+        method: String,
+    },
 }
 
 /// The wire shape; `params` stays raw so that argument strings reach SQL exactly as sent
@@ -38,16 +44,47 @@ pub type Reject = (Value, i64, String);
 
 /// Parses one line. Malformed UTF-8 is a parse error and is never repaired.
 pub fn parse_line(line: &[u8]) -> Result<Incoming, Reject> {
-    let text = std::str::from_utf8(line).map_err(|e| (Value::Null, PARSE_ERROR, format!("Parse error: invalid UTF-8 ({e})")))?;
+    let text = std::str::from_utf8(line).map_err(|e| {
+        (
+            Value::Null,
+            PARSE_ERROR,
+            format!("Parse error: invalid UTF-8 ({e})"),
+        )
+    })?;
     if text.trim_start().starts_with('[') {
-        return Err((Value::Null, INVALID_REQUEST, "Invalid Request: batches are not supported".into()));
+        return Err((
+            Value::Null,
+            INVALID_REQUEST,
+            "Invalid Request: batches are not supported".into(),
+        ));
     }
     let wire: Wire = serde_json::from_str(text).map_err(|e| {
-        let code = if e.is_data() { INVALID_REQUEST } else { PARSE_ERROR };
-        (Value::Null, code, format!("{}: {e}", if code == PARSE_ERROR { "Parse error" } else { "Invalid Request" }))
+        let code = if e.is_data() {
+            INVALID_REQUEST
+        } else {
+            PARSE_ERROR
+        };
+        (
+            Value::Null,
+            code,
+            format!(
+                "{}: {e}",
+                if code == PARSE_ERROR {
+                    "Parse error"
+                } else {
+                    "Invalid Request"
+                }
+            ),
+        )
     })?;
     let id = wire.id.clone().unwrap_or(Value::Null);
-    let invalid = |why: &str| (id.clone(), INVALID_REQUEST, format!("Invalid Request: {why}"));
+    let invalid = |why: &str| {
+        (
+            id.clone(),
+            INVALID_REQUEST,
+            format!("Invalid Request: {why}"),
+        )
+    };
     if wire.jsonrpc != Some(json!("2.0")) {
         return Err(invalid("jsonrpc must be \"2.0\""));
     }
@@ -57,18 +94,32 @@ pub fn parse_line(line: &[u8]) -> Result<Incoming, Reject> {
     };
     match wire.id {
         None => Ok(Incoming::Notification { method }),
-        Some(id @ (Value::String(_) | Value::Number(_))) => Ok(Incoming::Request { id, method, params: wire.params }),
-        Some(_) => Err((Value::Null, INVALID_REQUEST, "Invalid Request: id must be a string or a number, not null".into())),
+        Some(id @ (Value::String(_) | Value::Number(_))) => Ok(Incoming::Request {
+            id,
+            method,
+            params: wire.params,
+        }),
+        Some(_) => Err((
+            Value::Null,
+            INVALID_REQUEST,
+            "Invalid Request: id must be a string or a number, not null".into(),
+        )),
     }
 }
 
 /// A success line, ASCII-escaped so that no character of any document can split or corrupt it.
 pub fn result_line(id: &Value, result: Value) -> String {
-    to_string(&json!({"jsonrpc": "2.0", "id": id, "result": result}), ASCII)
+    to_string(
+        &json!({"jsonrpc": "2.0", "id": id, "result": result}),
+        ASCII,
+    )
 }
 
 pub fn error_line(id: &Value, code: i64, message: &str) -> String {
-    to_string(&json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}}), ASCII)
+    to_string(
+        &json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}}),
+        ASCII,
+    )
 }
 
 #[cfg(test)]
@@ -77,20 +128,47 @@ mod tests {
 
     #[test]
     fn ids_notifications_and_errors() {
-        assert!(matches!(parse_line(br#"{"jsonrpc":"2.0","id":0,"method":"ping"}"#), Ok(Incoming::Request { id, .. }) if id == json!(0)));
-        assert!(matches!(parse_line(br#"{"jsonrpc":"2.0","id":"a","method":"ping"}"#), Ok(Incoming::Request { .. })));
-        assert!(matches!(parse_line(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#), Ok(Incoming::Notification { .. })));
-        assert_eq!(parse_line(br#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#).unwrap_err().1, INVALID_REQUEST);
-        assert_eq!(parse_line(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"\xff\"}").unwrap_err().1, PARSE_ERROR);
+        assert!(
+            matches!(parse_line(br#"{"jsonrpc":"2.0","id":0,"method":"ping"}"#), Ok(Incoming::Request { id, .. }) if id == json!(0))
+        );
+        assert!(matches!(
+            parse_line(br#"{"jsonrpc":"2.0","id":"a","method":"ping"}"#),
+            Ok(Incoming::Request { .. })
+        ));
+        assert!(matches!(
+            parse_line(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#),
+            Ok(Incoming::Notification { .. })
+        ));
+        assert_eq!(
+            parse_line(br#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#)
+                .unwrap_err()
+                .1,
+            INVALID_REQUEST
+        );
+        assert_eq!(
+            parse_line(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"\xff\"}")
+                .unwrap_err()
+                .1,
+            PARSE_ERROR
+        );
         assert_eq!(parse_line(b"{nope").unwrap_err().1, PARSE_ERROR);
         assert_eq!(parse_line(b"[]").unwrap_err().1, INVALID_REQUEST);
-        assert_eq!(parse_line(br#"{"id":1,"method":"ping"}"#).unwrap_err(), (json!(1), INVALID_REQUEST, "Invalid Request: jsonrpc must be \"2.0\"".into()));
+        assert_eq!(
+            parse_line(br#"{"id":1,"method":"ping"}"#).unwrap_err(),
+            (
+                json!(1),
+                INVALID_REQUEST,
+                "Invalid Request: jsonrpc must be \"2.0\"".into()
+            )
+        );
     }
 
     /// Raw params keep escaped lone surrogates for the SQL side to judge.
     #[test]
     fn params_stay_raw() {
-        let Ok(Incoming::Request { params, .. }) = parse_line(br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"a":"\ud800"}}"#) else {
+        let Ok(Incoming::Request { params, .. }) = parse_line(
+            br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"a":"\ud800"}}"#,
+        ) else {
             panic!()
         };
         assert_eq!(params.unwrap().get(), r#"{"a":"\ud800"}"#);

@@ -26,9 +26,15 @@ pub struct Server {
 
 /// The catalog as a profile and an installed extension allow it.
 pub fn active_tools(config: &Config, installed: &dyn Fn(&str) -> bool) -> Vec<Tool> {
-    let mut tools: Vec<Tool> = all_tools().into_iter().filter(|t| in_profile(t.name, config.profile) && installed(t.name)).collect();
+    let mut tools: Vec<Tool> = all_tools()
+        .into_iter()
+        .filter(|t| in_profile(t.name, config.profile) && installed(t.name))
+        .collect();
     if config.response_mode == ResponseMode::Compact {
-        for t in tools.iter_mut().filter(|t| compact::PROJECTED_TOOLS.contains(&t.name)) {
+        for t in tools
+            .iter_mut()
+            .filter(|t| compact::PROJECTED_TOOLS.contains(&t.name))
+        {
             t.description.push_str(compact::ANNOUNCEMENT);
         }
     }
@@ -52,7 +58,11 @@ pub fn negotiate(params: Option<&RawValue>) -> Result<&'static str, String> {
     };
     match p.get("protocolVersion") {
         None => Ok(REVISIONS[0]),
-        Some(Value::String(v)) => Ok(REVISIONS.iter().find(|r| **r == v).copied().unwrap_or(REVISIONS[2])),
+        Some(Value::String(v)) => Ok(REVISIONS
+            .iter()
+            .find(|r| **r == v)
+            .copied()
+            .unwrap_or(REVISIONS[2])),
         Some(_) => Err("protocolVersion must be a string".into()),
     }
 }
@@ -65,17 +75,29 @@ struct CallParams<'a> {
 }
 
 fn is_error_status(status: Option<&str>) -> bool {
-    matches!(status, Some("invalid_argument" | "not_found" | "outcome_unknown"))
+    matches!(
+        status,
+        Some("invalid_argument" | "not_found" | "outcome_unknown")
+    )
 }
 
 impl Server {
     pub fn new(config: Config, db: Db) -> Server {
         let tools = active_tools(&config, &|name| db.functions.contains(name));
-        Server { config, db, tools, revision: None }
+        Server {
+            config,
+            db,
+            tools,
+            revision: None,
+        }
     }
 
     /// Serves newline-delimited JSON-RPC until the input ends.
-    pub async fn serve<R: AsyncBufRead + Unpin, W: AsyncWrite + Unpin>(mut self, mut input: R, mut output: W) -> std::io::Result<()> {
+    pub async fn serve<R: AsyncBufRead + Unpin, W: AsyncWrite + Unpin>(
+        mut self,
+        mut input: R,
+        mut output: W,
+    ) -> std::io::Result<()> {
         let mut line = Vec::with_capacity(8192);
         loop {
             line.clear();
@@ -94,7 +116,9 @@ impl Server {
                     tracing::debug!(method, "notification");
                     None
                 }
-                Ok(Incoming::Request { id, method, params }) => Some(self.request(&id, &method, params.as_deref()).await),
+                Ok(Incoming::Request { id, method, params }) => {
+                    Some(self.request(&id, &method, params.as_deref()).await)
+                }
             };
             if let Some(mut reply) = reply {
                 reply.push('\n');
@@ -108,12 +132,20 @@ impl Server {
         match method {
             "initialize" => {
                 if self.revision.is_some() {
-                    return rpc::error_line(id, INVALID_REQUEST, "Invalid Request: already initialized; the connection keeps its revision");
+                    return rpc::error_line(
+                        id,
+                        INVALID_REQUEST,
+                        "Invalid Request: already initialized; the connection keeps its revision",
+                    );
                 }
                 match negotiate(params) {
                     Ok(revision) => {
                         self.revision = Some(revision);
-                        tracing::info!(revision, profile = self.config.profile.name(), "initialized");
+                        tracing::info!(
+                            revision,
+                            profile = self.config.profile.name(),
+                            "initialized"
+                        );
                         rpc::result_line(
                             id,
                             json!({
@@ -124,7 +156,9 @@ impl Server {
                             }),
                         )
                     }
-                    Err(why) => rpc::error_line(id, INVALID_PARAMS, &format!("Invalid params: {why}")),
+                    Err(why) => {
+                        rpc::error_line(id, INVALID_PARAMS, &format!("Invalid params: {why}"))
+                    }
                 }
             }
             "ping" => rpc::result_line(id, json!({})),
@@ -145,13 +179,17 @@ impl Server {
     /// One tool call: argument names checked against the schema, then exactly one SQL call.
     async fn call(&mut self, params: Option<&RawValue>) -> Result<Value, String> {
         let params = params.ok_or("Invalid params: tools/call needs params {name, arguments}")?;
-        let p: CallParams = serde_json::from_str(params.get()).map_err(|e| format!("Invalid params: {e}"))?;
+        let p: CallParams =
+            serde_json::from_str(params.get()).map_err(|e| format!("Invalid params: {e}"))?;
         let Value::String(name) = p.name else {
             return Err("Invalid params: name must be a string".into());
         };
         let Some(tool) = self.tools.iter().find(|t| t.name == name) else {
             let why = if all_tools().iter().any(|t| t.name == name) {
-                format!("tool {name} is not available in profile {}", self.config.profile.name())
+                format!(
+                    "tool {name} is not available in profile {}",
+                    self.config.profile.name()
+                )
             } else {
                 format!("unknown tool {name}")
             };
@@ -166,15 +204,25 @@ impl Server {
             Ok(n) => n,
             Err(_) => return Ok(self.tool_error(json!({"status": "invalid_argument", "code": "invalid_arguments", "tool": name, "failure_detail": "arguments must be a JSON object"}))),
         };
-        let unknown: Vec<&String> = names.keys().filter(|k| !tool.allowed().any(|a| a == k.as_str())).collect();
+        let unknown: Vec<&String> = names
+            .keys()
+            .filter(|k| !tool.allowed().any(|a| a == k.as_str()))
+            .collect();
         if !unknown.is_empty() {
-            let list = unknown.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ");
+            let list = unknown
+                .iter()
+                .map(|s| s.as_str())
+                .collect::<Vec<_>>()
+                .join(", ");
             return Ok(self.tool_error(json!({
                 "status": "invalid_argument", "code": "unknown_argument", "tool": name,
                 "failure_detail": format!("unknown argument(s) for {name}: {list}"), "unknown_arguments": unknown,
             })));
         }
-        let missing: Vec<&str> = tool.required().filter(|r| !names.contains_key(*r)).collect();
+        let missing: Vec<&str> = tool
+            .required()
+            .filter(|r| !names.contains_key(*r))
+            .collect();
         if !missing.is_empty() {
             return Ok(self.tool_error(json!({
                 "status": "invalid_argument", "code": "missing_argument", "tool": name,
@@ -194,11 +242,16 @@ impl Server {
         let Ok(mut value) = serde_json::from_str::<Value>(&text) else {
             return Ok(self.tool_error(json!({"status": "outcome_unknown", "tool": name, "failure_detail": "the database returned a result that is not JSON"})));
         };
-        let status = value.get("status").and_then(Value::as_str).map(str::to_owned);
+        let status = value
+            .get("status")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
         if is_error_status(status.as_deref()) {
             return Ok(self.result(text, None, true));
         }
-        if self.config.response_mode == ResponseMode::Compact && compact::PROJECTED_TOOLS.contains(&tool.name) {
+        if self.config.response_mode == ResponseMode::Compact
+            && compact::PROJECTED_TOOLS.contains(&tool.name)
+        {
             compact::project(tool.name, &mut value);
             return Ok(self.result(to_string(&value, LITERAL), Some(value), false));
         }
@@ -233,10 +286,19 @@ mod tests {
     #[test]
     fn negotiation_echoes_offers_newest_and_defaults_oldest() {
         for r in REVISIONS {
-            assert_eq!(negotiate(Some(&raw(&format!(r#"{{"protocolVersion":"{r}"}}"#)))), Ok(r));
+            assert_eq!(
+                negotiate(Some(&raw(&format!(r#"{{"protocolVersion":"{r}"}}"#)))),
+                Ok(r)
+            );
         }
-        assert_eq!(negotiate(Some(&raw(r#"{"protocolVersion":"2099-01-01"}"#))), Ok("2025-11-25"));
-        assert_eq!(negotiate(Some(&raw(r#"{"capabilities":{}}"#))), Ok("2024-11-05"));
+        assert_eq!(
+            negotiate(Some(&raw(r#"{"protocolVersion":"2099-01-01"}"#))),
+            Ok("2025-11-25")
+        );
+        assert_eq!(
+            negotiate(Some(&raw(r#"{"capabilities":{}}"#))),
+            Ok("2024-11-05")
+        );
         assert_eq!(negotiate(None), Ok("2024-11-05"));
         assert!(negotiate(Some(&raw(r#"{"protocolVersion":5}"#))).is_err());
         assert!(negotiate(Some(&raw(r#"[1]"#))).is_err());

@@ -13,11 +13,14 @@ use std::time::Duration;
 const REPLY_TIMEOUT: Duration = Duration::from_secs(20);
 
 fn dsn() -> String {
-    std::env::var("PATCHDIFF_TEST_DSN").expect("PATCHDIFF_TEST_DSN must be set to a superuser connection string")
+    std::env::var("PATCHDIFF_TEST_DSN")
+        .expect("PATCHDIFF_TEST_DSN must be set to a superuser connection string")
 }
 
 fn bin() -> String {
-    std::env::var("PATCHDIFF_MCP_BIN").unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/../target/debug/patchdiff-mcp").to_owned())
+    std::env::var("PATCHDIFF_MCP_BIN").unwrap_or_else(|_| {
+        concat!(env!("CARGO_MANIFEST_DIR"), "/../target/debug/patchdiff-mcp").to_owned()
+    })
 }
 
 /// A running server with its pipes. Lines are read on a thread so that a hung server fails the
@@ -32,7 +35,10 @@ struct Mcp {
 impl Mcp {
     fn start(env: &[(&str, &str)]) -> Mcp {
         let mut cmd = Command::new(bin());
-        cmd.env("PATCHDIFF_DATABASE_URL", dsn()).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::null());
+        cmd.env("PATCHDIFF_DATABASE_URL", dsn())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
         for (k, v) in env {
             cmd.env(k, v);
         }
@@ -40,7 +46,9 @@ impl Mcp {
     }
 
     fn spawn(mut cmd: Command) -> Mcp {
-        let mut child = cmd.spawn().expect("spawning patchdiff-mcp (build it first: cargo build -p patchdiff-mcp)");
+        let mut child = cmd
+            .spawn()
+            .expect("spawning patchdiff-mcp (build it first: cargo build -p patchdiff-mcp)");
         let stdin = child.stdin.take().unwrap();
         let mut out = BufReader::new(child.stdout.take().unwrap());
         let (tx, lines) = channel();
@@ -57,7 +65,12 @@ impl Mcp {
                 }
             }
         });
-        Mcp { child, stdin, lines, next_id: 1 }
+        Mcp {
+            child,
+            stdin,
+            lines,
+            next_id: 1,
+        }
     }
 
     fn send_raw(&mut self, bytes: &[u8]) {
@@ -67,8 +80,15 @@ impl Mcp {
 
     /// The next stdout line, checked to be pure ASCII and one JSON value.
     fn reply(&self) -> Value {
-        let line = self.lines.recv_timeout(REPLY_TIMEOUT).expect("no reply from patchdiff-mcp");
-        assert!(line.is_ascii(), "stdout line is not ASCII: {}", String::from_utf8_lossy(&line));
+        let line = self
+            .lines
+            .recv_timeout(REPLY_TIMEOUT)
+            .expect("no reply from patchdiff-mcp");
+        assert!(
+            line.is_ascii(),
+            "stdout line is not ASCII: {}",
+            String::from_utf8_lossy(&line)
+        );
         assert_eq!(line.iter().filter(|b| **b == b'\n').count(), 1);
         serde_json::from_slice(&line).expect("stdout line is not JSON")
     }
@@ -76,14 +96,21 @@ impl Mcp {
     fn request(&mut self, method: &str, params: Value) -> Value {
         let id = self.next_id;
         self.next_id += 1;
-        self.send_raw(format!("{}\n", json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})).as_bytes());
+        self.send_raw(
+            format!(
+                "{}\n",
+                json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+            )
+            .as_bytes(),
+        );
         let r = self.reply();
         assert_eq!(r["id"], id, "{r}");
         r
     }
 
     fn initialize(&mut self, revision: Option<&str>) -> Value {
-        let mut params = json!({"capabilities": {}, "clientInfo": {"name": "stdio-test", "version": "1"}});
+        let mut params =
+            json!({"capabilities": {}, "clientInfo": {"name": "stdio-test", "version": "1"}});
         if let Some(r) = revision {
             params["protocolVersion"] = json!(r);
         }
@@ -97,7 +124,8 @@ impl Mcp {
         let r = self.request("tools/call", json!({"name": name, "arguments": arguments}));
         let result = r["result"].clone();
         assert!(result.is_object(), "{r}");
-        let text: Value = serde_json::from_str(result["content"][0]["text"].as_str().unwrap()).unwrap();
+        let text: Value =
+            serde_json::from_str(result["content"][0]["text"].as_str().unwrap()).unwrap();
         (text, result)
     }
 }
@@ -110,7 +138,10 @@ impl Drop for Mcp {
 }
 
 fn initialize_target(m: &mut Mcp, content: &str) -> String {
-    let (t, _) = m.call("patchdiff_initialize_target", json!({"filename": "doc.md", "content": content}));
+    let (t, _) = m.call(
+        "patchdiff_initialize_target",
+        json!({"filename": "doc.md", "content": content}),
+    );
     assert_eq!(t["status"], "ok", "{t}");
     t["target_file_id"].as_str().unwrap().to_owned()
 }
@@ -135,14 +166,20 @@ fn handshake_per_revision_and_declarations() {
         let modern = got != "2024-11-05";
         for t in tools.as_array().unwrap() {
             assert_eq!(t["inputSchema"]["type"], "object");
-            assert_eq!(t.get("outputSchema").is_some(), modern, "{got} {}", t["name"]);
+            assert_eq!(
+                t.get("outputSchema").is_some(),
+                modern,
+                "{got} {}",
+                t["name"]
+            );
             assert_eq!(t.get("annotations").is_some(), modern);
         }
         let target = initialize_target(&mut m, "x\n");
         let (_, result) = m.call("patchdiff_get_target", json!({"target_file_id": target}));
         assert_eq!(result.get("structuredContent").is_some(), modern, "{got}");
         if modern {
-            let text: Value = serde_json::from_str(result["content"][0]["text"].as_str().unwrap()).unwrap();
+            let text: Value =
+                serde_json::from_str(result["content"][0]["text"].as_str().unwrap()).unwrap();
             assert_eq!(result["structuredContent"], text);
         }
         // The connection keeps its revision: a second initialize is refused.
@@ -153,7 +190,10 @@ fn handshake_per_revision_and_declarations() {
     let mut m = Mcp::start(&[]);
     let bad = m.request("initialize", json!({"protocolVersion": 20250618}));
     assert_eq!(bad["error"]["code"], -32602);
-    assert_eq!(m.initialize(Some("2025-06-18"))["result"]["protocolVersion"], "2025-06-18");
+    assert_eq!(
+        m.initialize(Some("2025-06-18"))["result"]["protocolVersion"],
+        "2025-06-18"
+    );
 }
 
 /// Contract "Discovery, argument errors and examples": every stdout line is ASCII, and the
@@ -167,13 +207,20 @@ fn lines_are_ascii_and_text_is_literal() {
     let (t, result) = m.call("patchdiff_get_target", json!({"target_file_id": target}));
     assert_eq!(t["current_content"], content);
     let raw_text = result["content"][0]["text"].as_str().unwrap();
-    assert!(raw_text.contains('🌍') && raw_text.contains('中'), "tool text must be literal, not escaped");
+    assert!(
+        raw_text.contains('🌍') && raw_text.contains('中'),
+        "tool text must be literal, not escaped"
+    );
     // Raw UTF-8 in a request is accepted as well as \u escapes.
     m.send_raw(format!("{{\"jsonrpc\":\"2.0\",\"id\":900,\"method\":\"tools/call\",\"params\":{{\"name\":\"patchdiff_find_occurrences\",\"arguments\":{{\"target_file_id\":\"{target}\",\"text\":\"中\"}}}}}}\n").as_bytes());
     let r = m.reply();
-    let found: Value = serde_json::from_str(r["result"]["content"][0]["text"].as_str().unwrap()).unwrap();
+    let found: Value =
+        serde_json::from_str(r["result"]["content"][0]["text"].as_str().unwrap()).unwrap();
     assert_eq!(found["occurrence_count"], 1);
-    let (found, _) = m.call("patchdiff_find_occurrences", json!({"target_file_id": target, "text": "\u{2028}"}));
+    let (found, _) = m.call(
+        "patchdiff_find_occurrences",
+        json!({"target_file_id": target, "text": "\u{2028}"}),
+    );
     assert_eq!(found["occurrences"][0]["start"], 3);
 }
 
@@ -185,7 +232,10 @@ fn malformed_input_is_answered_and_serving_continues() {
     m.initialize(Some("2025-06-18"));
     m.send_raw(b"{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"ping\",\"x\":\"\xc3\x28\"}\n");
     let r = m.reply();
-    assert_eq!((r["error"]["code"].as_i64(), &r["id"]), (Some(-32700), &Value::Null));
+    assert_eq!(
+        (r["error"]["code"].as_i64(), &r["id"]),
+        (Some(-32700), &Value::Null)
+    );
     m.send_raw(b"{not json\n");
     assert_eq!(m.reply()["error"]["code"], -32700);
     m.send_raw(b"{\"jsonrpc\":\"2.0\",\"id\":null,\"method\":\"ping\"}\n");
@@ -194,7 +244,10 @@ fn malformed_input_is_answered_and_serving_continues() {
     assert_eq!(m.reply(), json!({"jsonrpc": "2.0", "id": 0, "result": {}}));
     m.send_raw(b"{\"jsonrpc\":\"2.0\",\"id\":\"s-1\",\"method\":\"server/discover\"}\n");
     let r = m.reply();
-    assert_eq!((r["id"].as_str(), r["error"]["code"].as_i64()), (Some("s-1"), Some(-32601)));
+    assert_eq!(
+        (r["id"].as_str(), r["error"]["code"].as_i64()),
+        (Some("s-1"), Some(-32601))
+    );
     assert_eq!(m.request("ping", json!({}))["result"], json!({}));
 }
 
@@ -204,7 +257,10 @@ fn malformed_input_is_answered_and_serving_continues() {
 fn argument_names_and_profiles_are_enforced() {
     let mut m = Mcp::start(&[]);
     m.initialize(Some("2025-11-25"));
-    let (t, result) = m.call("patchdiff_read_target", json!({"target_file_id": "11111111-1111-4111-8111-111111111111", "surprise": 1, "also": 2}));
+    let (t, result) = m.call(
+        "patchdiff_read_target",
+        json!({"target_file_id": "11111111-1111-4111-8111-111111111111", "surprise": 1, "also": 2}),
+    );
     assert_eq!(result["isError"], true);
     assert!(result.get("structuredContent").is_none());
     assert_eq!(
@@ -212,31 +268,69 @@ fn argument_names_and_profiles_are_enforced() {
         json!({"status": "invalid_argument", "code": "unknown_argument", "tool": "patchdiff_read_target",
                "failure_detail": "unknown argument(s) for patchdiff_read_target: also, surprise", "unknown_arguments": ["also", "surprise"]})
     );
-    let (t, result) = m.call("patchdiff_submit_edits", json!({"target_file_id": "11111111-1111-4111-8111-111111111111"}));
+    let (t, result) = m.call(
+        "patchdiff_submit_edits",
+        json!({"target_file_id": "11111111-1111-4111-8111-111111111111"}),
+    );
     assert_eq!(result["isError"], true);
-    assert_eq!((&t["code"], &t["missing_arguments"]), (&json!("missing_argument"), &json!(["intent", "edits"])));
+    assert_eq!(
+        (&t["code"], &t["missing_arguments"]),
+        (&json!("missing_argument"), &json!(["intent", "edits"]))
+    );
     // A domain rejection is a normal result, with structuredContent.
     let target = initialize_target(&mut m, "alpha beta alpha\n");
     let (t, result) = m.call("patchdiff_submit_edits", json!({"target_file_id": target, "expected_target_version": 0, "intent": "x", "edits": [{"match": "alpha", "replace": "gamma"}]}));
-    assert_eq!((&t["status"], &t["failure_reason"], &result["isError"]), (&json!("rejected"), &json!("match_ambiguous"), &json!(false)));
+    assert_eq!(
+        (&t["status"], &t["failure_reason"], &result["isError"]),
+        (&json!("rejected"), &json!("match_ambiguous"), &json!(false))
+    );
     assert_eq!(result["structuredContent"], t);
 
     let mut editor = Mcp::start(&[("PATCHDIFF_MCP_PROFILE", "editor")]);
     editor.initialize(Some("2025-11-25"));
-    let names: Vec<String> = editor.request("tools/list", json!({}))["result"]["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap().to_owned()).collect();
-    assert!(!names.contains(&"patchdiff_initialize_target".to_owned()), "{names:?}");
+    let names: Vec<String> = editor.request("tools/list", json!({}))["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(
+        !names.contains(&"patchdiff_initialize_target".to_owned()),
+        "{names:?}"
+    );
     assert!(names.contains(&"patchdiff_read_target".to_owned()));
     let r = editor.request("tools/call", json!({"name": "patchdiff_initialize_target", "arguments": {"filename": "a", "content": "b"}}));
     assert_eq!(r["error"]["code"], -32602);
-    assert!(r["error"]["message"].as_str().unwrap().contains("not available in profile editor"));
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("not available in profile editor")
+    );
 }
 
 /// Contract "External response representations" and issue 3: unknown profiles and response
 /// modes stop start-up with a clear message.
 #[test]
 fn bad_configuration_stops_start_up() {
-    for (k, v, expect) in [("PATCHDIFF_MCP_PROFILE", "everything", "PATCHDIFF_MCP_PROFILE"), ("PATCHDIFF_MCP_RESPONSE_MODE", "terse", "PATCHDIFF_MCP_RESPONSE_MODE")] {
-        let out = Command::new(bin()).env("PATCHDIFF_DATABASE_URL", dsn()).env(k, v).stdin(Stdio::null()).output().unwrap();
+    for (k, v, expect) in [
+        (
+            "PATCHDIFF_MCP_PROFILE",
+            "everything",
+            "PATCHDIFF_MCP_PROFILE",
+        ),
+        (
+            "PATCHDIFF_MCP_RESPONSE_MODE",
+            "terse",
+            "PATCHDIFF_MCP_RESPONSE_MODE",
+        ),
+    ] {
+        let out = Command::new(bin())
+            .env("PATCHDIFF_DATABASE_URL", dsn())
+            .env(k, v)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
         assert!(!out.status.success());
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains(expect), "{err}");
@@ -248,7 +342,14 @@ fn bad_configuration_stops_start_up() {
 /// examples at most 8,192, as compact ASCII JSON, on every revision and profile.
 #[test]
 fn discovery_stays_within_budget() {
-    for profile in ["full", "workspace", "editor", "observed_workspace", "observed_editor", "observed_v2"] {
+    for profile in [
+        "full",
+        "workspace",
+        "editor",
+        "observed_workspace",
+        "observed_editor",
+        "observed_v2",
+    ] {
         for revision in ["2024-11-05", "2025-11-25"] {
             let mut m = Mcp::start(&[("PATCHDIFF_MCP_PROFILE", profile)]);
             m.initialize(Some(revision));
@@ -259,7 +360,11 @@ fn discovery_stays_within_budget() {
                 .as_array()
                 .unwrap()
                 .iter()
-                .filter_map(|t| t["inputSchema"].get("examples").map(|e| (t["name"].as_str().unwrap().to_owned(), e.clone())))
+                .filter_map(|t| {
+                    t["inputSchema"]
+                        .get("examples")
+                        .map(|e| (t["name"].as_str().unwrap().to_owned(), e.clone()))
+                })
                 .collect();
             assert!(ascii_len(&Value::Object(examples)) <= 8_192);
         }
@@ -276,17 +381,30 @@ fn database_failure_is_outcome_unknown() {
     let target = initialize_target(&mut m, "abc\n");
     // Hold the target's row lock so that the submission is in flight when its backend dies.
     let mut holder = postgres_admin();
-    holder(&format!("BEGIN; SELECT 1 FROM patchdiff.targets WHERE target_file_id = '{target}' FOR UPDATE"));
+    holder(&format!(
+        "BEGIN; SELECT 1 FROM patchdiff.targets WHERE target_file_id = '{target}' FOR UPDATE"
+    ));
     let call = json!({"jsonrpc": "2.0", "id": 77, "method": "tools/call", "params": {"name": "patchdiff_submit_edits",
         "arguments": {"target_file_id": target, "expected_target_version": 0, "intent": "x", "edits": [{"match": "abc", "replace": "xyz"}]}}});
     m.send_raw(format!("{call}\n").as_bytes());
     std::thread::sleep(Duration::from_millis(500));
-    postgres_admin()("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'mcp-stdio-outcome-test'");
+    postgres_admin()(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'mcp-stdio-outcome-test'",
+    );
     let r = m.reply();
     let result = &r["result"];
     let t: Value = serde_json::from_str(result["content"][0]["text"].as_str().unwrap()).unwrap();
-    assert_eq!((&t["status"], &result["isError"]), (&json!("outcome_unknown"), &json!(true)), "{t}");
-    assert!(t["failure_detail"].as_str().unwrap().contains("whether it committed is unknown"));
+    assert_eq!(
+        (&t["status"], &result["isError"]),
+        (&json!("outcome_unknown"), &json!(true)),
+        "{t}"
+    );
+    assert!(
+        t["failure_detail"]
+            .as_str()
+            .unwrap()
+            .contains("whether it committed is unknown")
+    );
     holder("ROLLBACK");
     let (t, _) = m.call("patchdiff_read_target", json!({"target_file_id": target}));
     assert_eq!(t["text"], "abc\n");
@@ -294,7 +412,10 @@ fn database_failure_is_outcome_unknown() {
 
 /// Runs SQL as the test superuser on one connection of its own.
 fn postgres_admin() -> impl FnMut(&str) {
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     let client = rt.block_on(patchdiff_tests::connect(&dsn())).unwrap();
     move |sql: &str| {
         rt.block_on(client.batch_execute(sql)).unwrap();
@@ -311,7 +432,11 @@ fn embedded_database_is_created_then_reused() {
     let _ = std::fs::remove_dir_all(&base);
     let start = || {
         let mut cmd = Command::new(bin());
-        cmd.env_remove("PATCHDIFF_DATABASE_URL").env("PATCHDIFF_DATA_DIR", &data).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::null());
+        cmd.env_remove("PATCHDIFF_DATABASE_URL")
+            .env("PATCHDIFF_DATA_DIR", &data)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
         cmd
     };
     let mut first = Mcp::spawn(start());
@@ -329,29 +454,44 @@ fn embedded_database_is_created_then_reused() {
     let pg_ctl = "/usr/lib/postgresql/15/bin/pg_ctl";
     let dir = data.to_str().unwrap();
     let stopped = if is_root() {
-        Command::new("runuser").args(["-u", "postgres", "--", pg_ctl, "-D", dir, "-m", "fast", "stop"]).status()
+        Command::new("runuser")
+            .args([
+                "-u", "postgres", "--", pg_ctl, "-D", dir, "-m", "fast", "stop",
+            ])
+            .status()
     } else {
-        Command::new(pg_ctl).args(["-D", dir, "-m", "fast", "stop"]).status()
+        Command::new(pg_ctl)
+            .args(["-D", dir, "-m", "fast", "stop"])
+            .status()
     };
     assert!(stopped.unwrap().success());
     let _ = std::fs::remove_dir_all(&base);
 }
 
 fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status").map(|s| s.lines().any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"))).unwrap_or(false)
+    std::fs::read_to_string("/proc/self/status")
+        .map(|s| {
+            s.lines()
+                .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"))
+        })
+        .unwrap_or(false)
 }
 
 /// Host guide "Discovery example sequence": every advertised example runs over real stdio and
 /// PostgreSQL once its placeholders are bound — four accepted facts and five attempts, the
 /// original rejection immutable, and history paged to exhaustion through the cursor examples.
 #[test]
-#[ignore = "needs the tools of the operations and history issues (tx/2, tx/3, read_lines, preview, log, ledger)"]
 fn discovery_examples_run_in_sequence() {
     let mut m = Mcp::start(&[]);
     m.initialize(Some("2025-11-25"));
     let tools = m.request("tools/list", json!({}))["result"]["tools"].clone();
     let examples = |name: &str| -> Vec<Value> {
-        let t = tools.as_array().unwrap().iter().find(|t| t["name"] == name).unwrap_or_else(|| panic!("{name} is not listed"));
+        let t = tools
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == name)
+            .unwrap_or_else(|| panic!("{name} is not listed"));
         t["inputSchema"]["examples"].as_array().unwrap().clone()
     };
     let target = initialize_target(&mut m, "alpha alpha\n🌟 中\n");
@@ -367,38 +507,120 @@ fn discovery_examples_run_in_sequence() {
         assert_eq!(result["isError"], false, "{name}: {t}");
         t
     };
-    let read = run(&mut m, "patchdiff_read_target", bind(examples("patchdiff_read_target")[0].clone(), None));
+    let read = run(
+        &mut m,
+        "patchdiff_read_target",
+        bind(examples("patchdiff_read_target")[0].clone(), None),
+    );
     assert_eq!(read["text"], "alpha alpha\n🌟 中\n");
-    let found = run(&mut m, "patchdiff_find_occurrences", bind(examples("patchdiff_find_occurrences")[0].clone(), None));
+    let found = run(
+        &mut m,
+        "patchdiff_find_occurrences",
+        bind(examples("patchdiff_find_occurrences")[0].clone(), None),
+    );
     assert_eq!(found["occurrence_count"], 2);
     let typed = examples("patchdiff_submit_edits");
-    let first = run(&mut m, "patchdiff_submit_edits", bind(typed[0].clone(), None));
-    assert_eq!((&first["status"], &first["version"]), (&json!("accepted"), &json!(1)), "{first}");
-    let again = run(&mut m, "patchdiff_submit_edits", bind(typed[0].clone(), None));
-    assert_eq!((&again["deduplicated"], &again["pdcp_log_id"]), (&json!(true), &first["pdcp_log_id"]));
-    let missing = run(&mut m, "patchdiff_submit_edits", bind(typed[1].clone(), None));
-    assert_eq!((&missing["status"], &missing["failure_reason"]), (&json!("rejected"), &json!("match_absent")), "{missing}");
+    let first = run(
+        &mut m,
+        "patchdiff_submit_edits",
+        bind(typed[0].clone(), None),
+    );
+    assert_eq!(
+        (&first["status"], &first["version"]),
+        (&json!("accepted"), &json!(1)),
+        "{first}"
+    );
+    let again = run(
+        &mut m,
+        "patchdiff_submit_edits",
+        bind(typed[0].clone(), None),
+    );
+    assert_eq!(
+        (&again["deduplicated"], &again["pdcp_log_id"]),
+        (&json!(true), &first["pdcp_log_id"])
+    );
+    let missing = run(
+        &mut m,
+        "patchdiff_submit_edits",
+        bind(typed[1].clone(), None),
+    );
+    assert_eq!(
+        (&missing["status"], &missing["failure_reason"]),
+        (&json!("rejected"), &json!("match_absent")),
+        "{missing}"
+    );
     let parent = missing["pdcp_log_id"].as_str().unwrap().to_owned();
-    let retry = run(&mut m, "patchdiff_submit_edits", bind(typed[2].clone(), Some(&parent)));
-    assert_eq!((&retry["status"], &retry["version"]), (&json!("accepted"), &json!(2)), "{retry}");
-    let span = run(&mut m, "patchdiff_submit_operations", bind(examples("patchdiff_submit_operations")[0].clone(), None));
-    assert_eq!((&span["status"], &span["version"]), (&json!("accepted"), &json!(3)), "{span}");
-    let replaced = run(&mut m, "patchdiff_submit_replacement", bind(examples("patchdiff_submit_replacement")[0].clone(), None));
-    assert_eq!((&replaced["status"], &replaced["version"]), (&json!("accepted"), &json!(4)), "{replaced}");
-    let line = run(&mut m, "patchdiff_read_lines", bind(examples("patchdiff_read_lines")[0].clone(), None));
+    let retry = run(
+        &mut m,
+        "patchdiff_submit_edits",
+        bind(typed[2].clone(), Some(&parent)),
+    );
+    assert_eq!(
+        (&retry["status"], &retry["version"]),
+        (&json!("accepted"), &json!(2)),
+        "{retry}"
+    );
+    let span = run(
+        &mut m,
+        "patchdiff_submit_operations",
+        bind(examples("patchdiff_submit_operations")[0].clone(), None),
+    );
+    assert_eq!(
+        (&span["status"], &span["version"]),
+        (&json!("accepted"), &json!(3)),
+        "{span}"
+    );
+    let replaced = run(
+        &mut m,
+        "patchdiff_submit_replacement",
+        bind(examples("patchdiff_submit_replacement")[0].clone(), None),
+    );
+    assert_eq!(
+        (&replaced["status"], &replaced["version"]),
+        (&json!("accepted"), &json!(4)),
+        "{replaced}"
+    );
+    let line = run(
+        &mut m,
+        "patchdiff_read_lines",
+        bind(examples("patchdiff_read_lines")[0].clone(), None),
+    );
     assert_eq!(line["text"], "Final text\n");
-    let preview = run(&mut m, "patchdiff_preview", bind(examples("patchdiff_preview")[0].clone(), None));
-    assert_eq!((&preview["preview"], &preview["status"]), (&json!(true), &json!("accepted")), "{preview}");
+    let preview = run(
+        &mut m,
+        "patchdiff_preview",
+        bind(examples("patchdiff_preview")[0].clone(), None),
+    );
+    assert_eq!(
+        (&preview["preview"], &preview["status"]),
+        (&json!(true), &json!("accepted")),
+        "{preview}"
+    );
     let (now, _) = m.call("patchdiff_get_target", json!({"target_file_id": target}));
-    assert_eq!((&now["current_content"], &now["version"]), (&json!("Final text\n"), &json!(4)));
+    assert_eq!(
+        (&now["current_content"], &now["version"]),
+        (&json!("Final text\n"), &json!(4))
+    );
     // History: the first example, then its continuation bound to next_sequence until the end.
-    for (tool, expected) in [("patchdiff_get_pdcp_log", 5), ("patchdiff_get_manifest_ledger", 4)] {
+    for (tool, expected) in [
+        ("patchdiff_get_pdcp_log", 5),
+        ("patchdiff_get_manifest_ledger", 4),
+    ] {
         let ex = examples(tool);
         let mut page = run(&mut m, tool, bind(ex[0].clone(), None));
         let mut seen: Vec<i64> = vec![];
         loop {
-            let key = if tool == "patchdiff_get_pdcp_log" { "sequence" } else { "ledger_sequence" };
-            seen.extend(page["entries"].as_array().unwrap().iter().map(|e| e[key].as_i64().or_else(|| e["log_sequence"].as_i64()).unwrap()));
+            let key = if tool == "patchdiff_get_pdcp_log" {
+                "sequence"
+            } else {
+                "ledger_sequence"
+            };
+            seen.extend(page["entries"].as_array().unwrap().iter().map(|e| {
+                e[key]
+                    .as_i64()
+                    .or_else(|| e["log_sequence"].as_i64())
+                    .unwrap()
+            }));
             if page["has_more"] != json!(true) {
                 assert_eq!(page["next_sequence"], Value::Null);
                 break;
@@ -410,6 +632,13 @@ fn discovery_examples_run_in_sequence() {
         assert_eq!(seen.len(), expected, "{tool}: {seen:?}");
     }
     // The original rejection is immutable: recovering it returns the same diagnostic.
-    let recovered = run(&mut m, "patchdiff_submit_edits", bind(typed[1].clone(), None));
-    assert_eq!((&recovered["deduplicated"], &recovered["diagnostic"]), (&json!(true), &missing["diagnostic"]));
+    let recovered = run(
+        &mut m,
+        "patchdiff_submit_edits",
+        bind(typed[1].clone(), None),
+    );
+    assert_eq!(
+        (&recovered["deduplicated"], &recovered["diagnostic"]),
+        (&json!(true), &missing["diagnostic"])
+    );
 }
