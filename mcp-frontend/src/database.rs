@@ -14,6 +14,10 @@ pub struct Db {
     /// it cannot serve.
     pub functions: BTreeSet<String>,
     statements: HashMap<String, Statement>,
+    /// Set when a call failed in a way that ends the session (a FATAL from the server, a lost
+    /// socket): the next call opens a new connection even if the old one has not been seen to
+    /// close yet, instead of failing a second time on it.
+    broken: bool,
 }
 
 /// The failure of a call whose outcome the front end cannot know.
@@ -62,15 +66,17 @@ impl Db {
             schema,
             functions,
             statements: HashMap::new(),
+            broken: false,
         })
     }
 
     /// Calls `function(args::json)` and returns its JSON text. Reconnects first when the
     /// previous connection was lost; an error during the call is reported, never retried.
     pub async fn call(&mut self, function: &str, args: &str) -> Result<String, CallError> {
-        if self.client.is_closed() {
+        if self.broken || self.client.is_closed() {
             self.client = open(&self.conninfo).await.map_err(CallError)?;
             self.statements.clear();
+            self.broken = false;
         }
         let statement = match self.statements.get(function) {
             Some(s) => s.clone(),
@@ -80,7 +86,7 @@ impl Db {
                     .client
                     .prepare(&sql)
                     .await
-                    .map_err(|e| CallError(e.to_string()))?;
+                    .map_err(|e| self.failed(&e))?;
                 self.statements.insert(function.to_owned(), s.clone());
                 s
             }
@@ -89,10 +95,32 @@ impl Db {
             .client
             .query_one(&statement, &[&args])
             .await
-            .map_err(|e| CallError(describe(&e)))?;
+            .map_err(|e| self.failed(&e))?;
         row.try_get::<_, Option<String>>(0)
             .map_err(|e| CallError(e.to_string()))?
             .ok_or_else(|| CallError(format!("{function} returned NULL")))
+    }
+}
+
+impl Db {
+    fn failed(&mut self, e: &tokio_postgres::Error) -> CallError {
+        self.broken |= ends_session(e);
+        CallError(describe(e))
+    }
+}
+
+/// Whether an error leaves the session unusable: not a server error at all (I/O, protocol),
+/// a FATAL or PANIC, or SQLSTATE class 08 (connection exception) or 57 (operator
+/// intervention that ends sessions, 57P01-57P05: pg_terminate_backend, shutdown, crash).
+fn ends_session(e: &tokio_postgres::Error) -> bool {
+    match e.as_db_error() {
+        None => true,
+        Some(db) => {
+            let code = db.code().code();
+            matches!(db.severity(), "FATAL" | "PANIC")
+                || code.starts_with("08")
+                || code.starts_with("57P")
+        }
     }
 }
 

@@ -407,7 +407,7 @@ fn database_failure_is_outcome_unknown() {
     );
     holder("ROLLBACK");
     let (t, _) = m.call("patchdiff_read_target", json!({"target_file_id": target}));
-    assert_eq!(t["text"], "abc\n");
+    assert_eq!(t["text"], "abc\n", "{t}");
 }
 
 /// Runs SQL as the test superuser on one connection of its own.
