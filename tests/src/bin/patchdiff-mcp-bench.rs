@@ -120,7 +120,7 @@ async fn main() -> Result<(), Err> {
     // Each submission swaps one marker's case, so every call is accepted and the size holds.
     let edit = |version: i64| {
         let k = (version as usize) % 128;
-        let (from, to) = if (version as usize / 128) % 2 == 0 {
+        let (from, to) = if (version as usize / 128).is_multiple_of(2) {
             (format!("marker-{k:05}"), format!("MARKER-{k:05}"))
         } else {
             (format!("MARKER-{k:05}"), format!("marker-{k:05}"))
