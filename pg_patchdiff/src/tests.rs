@@ -13,6 +13,14 @@ fn call(function: &str, args: Value) -> Value {
     serde_json::from_str(&text).unwrap()
 }
 
+/// Calls a function with argument text as sent, for what `serde_json::Value` cannot hold
+/// (an escaped lone surrogate).
+fn call_text(function: &str, args: &str) -> Value {
+    let q = format!("SELECT {function}($1::json)::text");
+    let text: String = Spi::get_one_with_args(&q, &[args.into()]).unwrap().unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
 fn init(content: &str) -> String {
     let r = call(
         "patchdiff_initialize_target",
@@ -808,5 +816,105 @@ mod tests {
             "edits": [{"match": "b", "replace": "B"}], "attempt": 0}),
         );
         assert_eq!(r["diagnostic"]["code"], "invalid_attempt");
+    }
+
+    /// Contract "Common input and request-key rules" / host guide "Invalid text and safe
+    /// rejected evidence": NUL or an escaped lone surrogate in a known-target proposal is an
+    /// audited target_encoding_invalid rejection at PROTOCOL_VALIDATION whose pdcp_content is
+    /// the reversible ASCII patchdiff-invalid-input/1 envelope; nothing else changes; a keyed
+    /// resend recovers it; the same text in read or search arguments is invalid_argument with
+    /// no row.
+    #[pg_test]
+    fn invalid_text_is_an_audited_rejection() {
+        let t = init("abc\n");
+        let cases = [
+            (
+                "patchdiff_submit_edits",
+                format!(
+                    r#"{{"target_file_id":"{t}","expected_target_version":0,"intent":"x","edits":[{{"match":"abc","replace":"a\u0000c"}}],"client_request_id":"bad-nul"}}"#
+                ),
+                "record.edits[0].replace",
+                "nul",
+                r#""replace":"a\u0000c""#,
+            ),
+            (
+                "patchdiff_submit_operations",
+                format!(
+                    r#"{{"target_file_id":"{t}","expected_target_version":0,"intent":"\ud800 intent","operations":[{{"op":"match","match":"abc","replace":"z"}}]}}"#
+                ),
+                "record.intent",
+                "lone_surrogate",
+                r#""intent":"\ud800 intent""#,
+            ),
+            (
+                "patchdiff_submit_replacement",
+                format!(
+                    r#"{{"target_file_id":"{t}","expected_target_version":0,"intent":"x","replacement":"ok\udc00"}}"#
+                ),
+                "record.replacement",
+                "lone_surrogate",
+                r#""replacement":"ok\udc00""#,
+            ),
+        ];
+        for (i, (function, args, path, kind, spelled)) in cases.iter().enumerate() {
+            let r = call_text(function, args);
+            assert_eq!(
+                (
+                    &r["status"],
+                    &r["failure_reason"],
+                    &r["diagnostic"]["validation_stage"]
+                ),
+                (
+                    &json!("rejected"),
+                    &json!("target_encoding_invalid"),
+                    &json!("protocol_validation")
+                ),
+                "{function}: {r}"
+            );
+            assert_eq!(
+                r["diagnostic"]["invalid_text"][0],
+                json!({"path": path, "kind": kind}),
+                "{r}"
+            );
+            assert_eq!(r["current_version"], 0);
+            assert_eq!(log_rows(&t), i as i64 + 1);
+            let stored: String = Spi::get_one_with_args(
+                "SELECT pdcp_content FROM patchdiff.pdcp_logs WHERE pdcp_log_id = $1::uuid",
+                &[r["pdcp_log_id"].as_str().unwrap().into()],
+            )
+            .unwrap()
+            .unwrap();
+            assert!(stored.is_ascii() && stored.contains(spelled), "{stored}");
+            assert!(
+                stored.contains(r#""format":"patchdiff-invalid-input/1""#),
+                "{stored}"
+            );
+        }
+        assert_eq!((content(&t), ledger_rows(&t)), ("abc\n".to_owned(), 0));
+        // The keyed resend recovers the recorded rejection without a new row.
+        let again = call_text(cases[0].0, &cases[0].1);
+        assert_eq!(again["deduplicated"], true, "{again}");
+        assert_eq!(log_rows(&t), 3);
+        // Reads and search: invalid_argument, no row.
+        for (function, args) in [
+            (
+                "patchdiff_find_occurrences",
+                format!(r#"{{"target_file_id":"{t}","text":"a\ud800"}}"#),
+            ),
+            (
+                "patchdiff_find_occurrences",
+                format!(r#"{{"target_file_id":"{t}","text":"a\u0000"}}"#),
+            ),
+        ] {
+            let r = call_text(function, &args);
+            assert_eq!(r["status"], "invalid_argument", "{r}");
+        }
+        assert_eq!(log_rows(&t), 3);
+        // Unknown target: nothing to audit against.
+        let r = call_text(
+            "patchdiff_submit_edits",
+            r#"{"target_file_id":"00000000-0000-4000-8000-000000000000","expected_target_version":0,"intent":"\u0000","edits":[]}"#,
+        );
+        assert_eq!(r["status"], "not_found", "{r}");
     }
 }

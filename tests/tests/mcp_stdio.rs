@@ -642,3 +642,43 @@ fn discovery_examples_run_in_sequence() {
         (&json!(true), &missing["diagnostic"])
     );
 }
+
+/// Contract "Common input and request-key rules", through the real front end: `\u0000` and an
+/// escaped lone surrogate in a submission reach SQL untouched and come back as an audited
+/// target_encoding_invalid rejection; in search arguments they are invalid_argument.
+#[test]
+fn invalid_text_arrives_through_the_front_end() {
+    let mut m = Mcp::start(&[]);
+    m.initialize(Some("2025-11-25"));
+    let target = initialize_target(&mut m, "abc\n");
+    for (n, text) in [(1, r"a\u0000"), (2, r"a\ud800")] {
+        let line = format!(
+            r#"{{"jsonrpc":"2.0","id":{n},"method":"tools/call","params":{{"name":"patchdiff_submit_edits","arguments":{{"target_file_id":"{target}","expected_target_version":0,"intent":"x","edits":[{{"match":"abc","replace":"{text}"}}]}}}}}}"#
+        );
+        m.send_raw(format!("{line}\n").as_bytes());
+        let r = m.reply();
+        let t: Value =
+            serde_json::from_str(r["result"]["content"][0]["text"].as_str().unwrap()).unwrap();
+        assert_eq!(
+            (&t["status"], &t["failure_reason"]),
+            (&json!("rejected"), &json!("target_encoding_invalid")),
+            "{t}"
+        );
+        assert!(t["pdcp_log_id"].is_string());
+        let line = format!(
+            r#"{{"jsonrpc":"2.0","id":{},"method":"tools/call","params":{{"name":"patchdiff_find_occurrences","arguments":{{"target_file_id":"{target}","text":"{text}"}}}}}}"#,
+            n + 10
+        );
+        m.send_raw(format!("{line}\n").as_bytes());
+        let r = m.reply();
+        let t: Value =
+            serde_json::from_str(r["result"]["content"][0]["text"].as_str().unwrap()).unwrap();
+        assert_eq!(t["status"], "invalid_argument", "{t}");
+        assert_eq!(r["result"]["isError"], true);
+    }
+    let (t, _) = m.call("patchdiff_get_target", json!({"target_file_id": target}));
+    assert_eq!(
+        (&t["version"], &t["current_content"]),
+        (&json!(0), &json!("abc\n"))
+    );
+}

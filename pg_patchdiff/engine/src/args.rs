@@ -59,14 +59,54 @@ pub fn not_found(target_file_id: &str) -> Value {
 /// A parsed argument object: checked for unknown names, with typed accessors.
 pub struct Args {
     map: Map<String, Value>,
+    /// Set by [`Args::parse_proposal`] when the request escaped a lone surrogate: strings carry
+    /// this character, then the surrogate's hex digits (see [`crate::invalid_text`]).
+    pub sentinel: Option<char>,
 }
 
 impl Args {
     /// Parses `text` as a JSON object whose keys are all in `allowed` and include `required`.
+    /// An escaped lone surrogate is `invalid_text`: for reads and other calls that write no
+    /// attempt, invalid text is an argument error.
     pub fn parse(text: &str, allowed: &[&str], required: &[&str]) -> Result<Args, ArgError> {
         let value: Value = serde_json::from_str(text).map_err(|e| {
-            ArgError::new("invalid_json", format!("arguments are not valid JSON: {e}"))
+            if crate::invalid_text::mark_lone_surrogates(text).is_some() {
+                ArgError::new(
+                    "invalid_text",
+                    "arguments contain an escaped lone surrogate, which is not Unicode text; send valid UTF-16 pairs or the character itself",
+                )
+            } else {
+                ArgError::new("invalid_json", format!("arguments are not valid JSON: {e}"))
+            }
         })?;
+        Self::from_value(value, allowed, required, None)
+    }
+
+    /// Like [`Args::parse`], but a proposal against a known target must be audited even when
+    /// its text is invalid: lone surrogates are kept, marked by [`Args::sentinel`].
+    pub fn parse_proposal(
+        text: &str,
+        allowed: &[&str],
+        required: &[&str],
+    ) -> Result<Args, ArgError> {
+        match crate::invalid_text::mark_lone_surrogates(text) {
+            Some((marked, sentinel)) => match serde_json::from_str(&marked) {
+                Ok(value) => Self::from_value(value, allowed, required, Some(sentinel)),
+                Err(e) => Err(ArgError::new(
+                    "invalid_json",
+                    format!("arguments are not valid JSON: {e}"),
+                )),
+            },
+            None => Self::parse(text, allowed, required),
+        }
+    }
+
+    fn from_value(
+        value: Value,
+        allowed: &[&str],
+        required: &[&str],
+        sentinel: Option<char>,
+    ) -> Result<Args, ArgError> {
         let Value::Object(map) = value else {
             return Err(ArgError::new(
                 "invalid_arguments",
@@ -97,7 +137,7 @@ impl Args {
             )
             .with("missing_arguments", json!(missing)));
         }
-        Ok(Args { map })
+        Ok(Args { map, sentinel })
     }
 
     pub fn get(&self, k: &str) -> Option<&Value> {

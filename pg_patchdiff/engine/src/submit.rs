@@ -8,6 +8,7 @@
 //! and answers with [`respond`]. Preview ([`crate::preview`]) runs the same [`judge`].
 
 use crate::args::{ArgError, Args};
+use crate::invalid_text::{self, Defect};
 use crate::json::{CANONICAL, as_int, to_string, type_name};
 use crate::limits::CLIENT_REQUEST_ID_MAX;
 use crate::rejection::{Rejection, Stage, current_context, validity};
@@ -79,7 +80,11 @@ pub struct Submission {
     pub attempt: Value,
     pub source: String,
     pub include_correlation_id: bool,
-    /// `pdcp_content`: the record as compact ASCII-escaped JSON with sorted keys.
+    /// Text PostgreSQL cannot store (NUL, lone surrogates) in the record or its metadata: the
+    /// attempt is an audited `target_encoding_invalid` rejection.
+    pub invalid_text: Vec<Defect>,
+    /// `pdcp_content`: the record as compact ASCII-escaped JSON with sorted keys, or for invalid
+    /// text the reversible `patchdiff-invalid-input/1` evidence envelope.
     pub pdcp_content: String,
     pub pdcp_content_hash: String,
 }
@@ -88,7 +93,7 @@ pub struct Submission {
 /// is an `invalid_argument`: the object itself, names, the target ID, `source` and
 /// `include_correlation_id`. Everything else is judged, and logged, by [`evaluate`].
 pub fn parse_submit_edits(text: &str) -> Result<Submission, ArgError> {
-    let a = Args::parse(text, SUBMIT_EDITS_ARGS, SUBMIT_EDITS_REQUIRED)?;
+    let a = Args::parse_proposal(text, SUBMIT_EDITS_ARGS, SUBMIT_EDITS_REQUIRED)?;
     let record = record_of(&a, tx1::PROTOCOL, "edits");
     envelope(&a, record, tx1::PROTOCOL, tx1::RUNTIME)
 }
@@ -96,7 +101,7 @@ pub fn parse_submit_edits(text: &str) -> Result<Submission, ArgError> {
 /// Parses `patchdiff_submit_operations` arguments (patchdiff-tx/2). The runtime is fixed by the
 /// record: 0.5.0 when a span carries context keys, otherwise 0.3.0.
 pub fn parse_submit_operations(text: &str) -> Result<Submission, ArgError> {
-    let a = Args::parse(text, SUBMIT_OPERATIONS_ARGS, SUBMIT_OPERATIONS_REQUIRED)?;
+    let a = Args::parse_proposal(text, SUBMIT_OPERATIONS_ARGS, SUBMIT_OPERATIONS_REQUIRED)?;
     let record = record_of(&a, tx2::PROTOCOL, "operations");
     let runtime = tx2::runtime_for(record.get("operations"));
     envelope(&a, record, tx2::PROTOCOL, runtime)
@@ -104,7 +109,7 @@ pub fn parse_submit_operations(text: &str) -> Result<Submission, ArgError> {
 
 /// Parses `patchdiff_submit_replacement` arguments (patchdiff-tx/3, runtime 0.4.0).
 pub fn parse_submit_replacement(text: &str) -> Result<Submission, ArgError> {
-    let a = Args::parse(text, SUBMIT_REPLACEMENT_ARGS, SUBMIT_REPLACEMENT_REQUIRED)?;
+    let a = Args::parse_proposal(text, SUBMIT_REPLACEMENT_ARGS, SUBMIT_REPLACEMENT_REQUIRED)?;
     let record = record_of(&a, tx3::PROTOCOL, "replacement");
     envelope(&a, record, tx3::PROTOCOL, tx3::RUNTIME)
 }
@@ -133,26 +138,67 @@ pub(crate) fn envelope(
         false,
         "invalid_include_correlation_id",
     )?;
-    let source = match a.opt_str("source", true, "invalid_source")? {
-        None => DEFAULT_SOURCE.to_owned(),
-        Some(s) if !s.is_empty() && s.len() <= 64 && s.bytes().all(|c| c.is_ascii_graphic()) => {
+    // Invalid text first: it is audited against the target, whatever else is wrong.
+    let mut invalid_text = Vec::new();
+    invalid_text::find(
+        &Value::Object(record.clone()),
+        "record",
+        a.sentinel,
+        &mut invalid_text,
+    );
+    let metadata_keys = [
+        "expected_current_hash",
+        "client_request_id",
+        "parent_pdcp_log_id",
+        "source",
+    ];
+    for k in metadata_keys {
+        if let Some(v) = a.get(k) {
+            invalid_text::find(v, k, a.sentinel, &mut invalid_text);
+        }
+    }
+    let source = match a.opt_str("source", true, "invalid_source") {
+        // An unstorable source is evidence in the envelope; the row keeps the default.
+        _ if invalid_text.iter().any(|d| d.path == "source") => DEFAULT_SOURCE.to_owned(),
+        Ok(None) => DEFAULT_SOURCE.to_owned(),
+        Ok(Some(s))
+            if !s.is_empty() && s.len() <= 64 && s.bytes().all(|c| c.is_ascii_graphic()) =>
+        {
             s.to_owned()
         }
-        Some(_) => {
+        Ok(Some(_)) | Err(_) => {
             return Err(ArgError::new(
                 "invalid_source",
                 "source must be 1..64 printable ASCII characters",
             ));
         }
     };
-    let pdcp_content = to_string(&Value::Object(record.clone()), CANONICAL);
     let take = |k: &str| a.get(k).cloned().unwrap_or(Value::Null);
+    let pdcp_content = if invalid_text.is_empty() {
+        to_string(&Value::Object(record.clone()), CANONICAL)
+    } else {
+        let mut metadata = Map::new();
+        for k in [
+            "expected_target_version",
+            "expected_current_hash",
+            "client_request_id",
+            "parent_pdcp_log_id",
+            "attempt",
+            "source",
+        ] {
+            if let Some(v) = a.get(k) {
+                metadata.insert(k.into(), v.clone());
+            }
+        }
+        invalid_text::evidence_envelope(protocol, &record, metadata, &invalid_text, a.sentinel)
+    };
     Ok(Submission {
         target_file_id,
         protocol_version: protocol,
         runtime_version: runtime,
         pdcp_content_hash: sha256_hex(&pdcp_content),
         pdcp_content,
+        invalid_text,
         record,
         expected_target_version: take("expected_target_version"),
         expected_current_hash: take("expected_current_hash"),
@@ -311,6 +357,7 @@ fn base_attempt(sub: &Submission, id: &Identity, start: &TargetView) -> Attempt 
             .record
             .get("intent")
             .and_then(Value::as_str)
+            .filter(|_| sub.invalid_text.is_empty())
             .map(str::to_owned),
         new_content: None,
         changes: Vec::new(),
@@ -386,7 +433,10 @@ pub fn judge(
     start: &TargetView,
     attempt_no: Option<i64>,
 ) -> Result<sequential::Applied, Rejection> {
-    // PROTOCOL_VALIDATION: request key, guards, lineage, then the record.
+    // PROTOCOL_VALIDATION: invalid text, request key, guards, lineage, then the record.
+    if !sub.invalid_text.is_empty() {
+        return Err(invalid_text_rejection(&sub.invalid_text));
+    }
     if !sub.client_request_id.is_null() && sub.request_key().is_none() {
         return Err(protocol(
             "invalid_client_request_id",
@@ -465,6 +515,37 @@ pub fn judge(
         .field("current_hash", json!(start.current_hash)));
     }
     proposal.apply(start)
+}
+
+/// Contract "Common input and request-key rules": text PostgreSQL cannot store is an audited
+/// rejection; the diagnostic names where, never the text itself.
+fn invalid_text_rejection(defects: &[Defect]) -> Rejection {
+    let first = &defects[0];
+    let what = if first.kind == "nul" {
+        "U+0000 (NUL)"
+    } else {
+        "an escaped lone surrogate"
+    };
+    Rejection::new(
+        "target_encoding_invalid",
+        Stage::ProtocolValidation,
+        format!(
+            "The proposal contains text PostgreSQL cannot store: {what} at {}{}. Send valid Unicode text as a new proposal with a new request key; the stored pdcp_content is evidence ({}), not a proposal to resend.",
+            first.path,
+            match defects.len() {
+                1 => String::new(),
+                n => format!(" and {} more location(s)", n - 1),
+            },
+            invalid_text::INVALID_INPUT_FORMAT,
+        ),
+    )
+    .field("evidence_format", json!(invalid_text::INVALID_INPUT_FORMAT))
+    .field("invalid_text", invalid_text::locations(defects))
+    .field("invalid_text_count", json!(defects.len()))
+    .field(
+        "invalid_text_truncated",
+        json!(defects.len() > invalid_text::INVALID_TEXT_LOCATIONS_MAX),
+    )
 }
 
 /// A validated record of any submission format.
