@@ -33,9 +33,13 @@ rm -rf "$E2E_DATA"
 start_cluster "$E2E_DATA" "$E2E_PORT"
 trap 'stop_cluster "$E2E_DATA"' EXIT
 create_database "$E2E_DATA" "$E2E_PORT" patchdiff_test
-log "documented SQL examples (docs/demo.sql, docs/sql-api.md)"
-awk '/^```sql$/{f=1;next}/^```$/{f=0}f' docs/sql-api.md > "$E2E_DATA/sql-api-examples.sql"
-for f in docs/demo.sql "$E2E_DATA/sql-api-examples.sql"; do
+log "documented SQL examples (docs/demo.sql and the sql blocks of docs/{sql-api,operations,history}.md)"
+examples=(docs/demo.sql)
+for doc in sql-api operations history; do
+  awk '/^```sql$/{f=1;next}/^```$/{f=0}f' "docs/$doc.md" > "$E2E_DATA/$doc-examples.sql"
+  examples+=("$E2E_DATA/$doc-examples.sql")
+done
+for f in "${examples[@]}"; do
   cluster_psql "$E2E_DATA" "$E2E_PORT" -d patchdiff_test -f "$f" > "$E2E_DATA/examples.out" 2>&1 \
     || { cat "$E2E_DATA/examples.out"; echo "documented example failed: $f" >&2; exit 1; }
 done
