@@ -753,6 +753,24 @@ mod tests {
             &t,
         );
         assert_eq!(null_key, 1);
+        // A repeated conflict appends another immutable row; the original stays as it was.
+        let mut changed_again = args.clone();
+        changed_again["edits"][0]["rationale"] = json!("reworded again");
+        let c2 = call("patchdiff_submit_edits", changed_again);
+        assert_eq!(c2["diagnostic"]["code"], "request_key_conflict");
+        assert_ne!(c2["pdcp_log_id"], c["pdcp_log_id"]);
+        let conflicts: i64 = scalar(
+            "SELECT count(*) FROM patchdiff.pdcp_logs WHERE target_file_id = $1::uuid AND conflicts_with_pdcp_log_id IS NOT NULL",
+            &t,
+        );
+        assert_eq!(conflicts, 2);
+        let original_key: String = Spi::get_one_with_args(
+            "SELECT client_request_id FROM patchdiff.pdcp_logs WHERE pdcp_log_id = $1::uuid",
+            &[first["pdcp_log_id"].as_str().unwrap().into()],
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(original_key, "req-002");
         // The original is still recoverable.
         assert_eq!(call("patchdiff_submit_edits", args)["deduplicated"], true);
         let mut bad = json!({"target_file_id": t, "expected_target_version": 2, "intent": "x", "edits": [{"match": "gamma", "replace": "g"}]});
