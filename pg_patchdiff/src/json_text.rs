@@ -15,6 +15,19 @@ impl FromDatum for JsonText {
         is_null: bool,
         oid: pg_sys::Oid,
     ) -> Option<Self> {
+        if !is_null {
+            // The raw (uncompressed) size, read from the header without detoasting: an
+            // oversized argument is refused before it is copied or parsed.
+            // SAFETY: a non-null json datum is a varlena.
+            let raw = unsafe { pg_sys::toast_raw_datum_size(datum) };
+            let size = raw.saturating_sub(pg_sys::VARHDRSZ);
+            let max = crate::max_argument_bytes();
+            if size > max {
+                return Some(JsonText(patchdiff_engine::args::oversized_marker(
+                    size, max,
+                )));
+            }
+        }
         // SAFETY: forwarded unchanged; JsonString copies the detoasted varlena into a String.
         unsafe { JsonString::from_polymorphic_datum(datum, is_null, oid) }.map(|j| JsonText(j.0))
     }

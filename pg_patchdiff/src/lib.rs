@@ -11,6 +11,7 @@ use patchdiff_engine::json::{LITERAL, to_string};
 use patchdiff_engine::read;
 use patchdiff_engine::submit::{self, KeyOutcome, Parent};
 use patchdiff_engine::target::{self, TargetMeta, TargetView};
+use pgrx::guc::{GucContext, GucFlags, GucRegistry, GucSetting};
 use pgrx::prelude::*;
 use serde_json::{Map, Value, json};
 
@@ -21,6 +22,29 @@ mod ops;
 mod store;
 
 ::pgrx::pg_module_magic!(name, version);
+
+/// `patchdiff.max_argument_bytes`: the largest argument text any function reads. Superuser-only,
+/// so a client role cannot raise its own limit. 16 MiB holds a 1 MiB document even when every
+/// character arrives `\u`-escaped, with room for the rest of the request.
+static MAX_ARGUMENT_BYTES: GucSetting<i32> = GucSetting::<i32>::new(16 * 1024 * 1024);
+
+pub(crate) fn max_argument_bytes() -> usize {
+    usize::try_from(MAX_ARGUMENT_BYTES.get()).unwrap_or(0)
+}
+
+#[pg_guard]
+extern "C-unwind" fn _PG_init() {
+    GucRegistry::define_int_guc(
+        c"patchdiff.max_argument_bytes",
+        c"Largest argument text, in bytes, that a pg_patchdiff function reads.",
+        c"Larger arguments are answered with invalid_argument / arguments_too_large before they are detoasted or parsed; nothing is written.",
+        &MAX_ARGUMENT_BYTES,
+        1024,
+        i32::MAX,
+        GucContext::Suset,
+        GucFlags::UNIT_BYTE,
+    );
+}
 
 pgrx::extension_sql_file!("../../sql/schema.sql", name = "schema", bootstrap);
 
@@ -225,6 +249,12 @@ fn patchdiff_submit(
     // NULLs become omitted arguments, so they meet the same checks as over JSON.
     if let Some(id) = target_file_id {
         m.insert("target_file_id".into(), json!(id.to_string()));
+    }
+    if let Some(Err(e)) = edits
+        .as_ref()
+        .map(|e| patchdiff_engine::args::oversized(&e.0))
+    {
+        return out(&e.to_json("patchdiff_submit"));
     }
     match edits.map(|e| serde_json::from_str::<Value>(&e.0)) {
         Some(Ok(v)) => {

@@ -935,4 +935,48 @@ mod tests {
         );
         assert_eq!(r["status"], "not_found", "{r}");
     }
+
+    /// Resource bounds (issue 9): an argument over patchdiff.max_argument_bytes is refused with
+    /// invalid_argument / arguments_too_large before it is parsed, by every kind of function,
+    /// and nothing is written.
+    #[pg_test]
+    fn oversized_arguments_are_refused_before_parsing() {
+        let t = init("abc\n");
+        Spi::run("SET patchdiff.max_argument_bytes = 1024").unwrap();
+        let big = "x".repeat(2_000);
+        for (function, args) in [
+            (
+                "patchdiff_submit_edits",
+                json!({"target_file_id": t, "expected_target_version": 0, "intent": "x", "edits": [{"match": "abc", "replace": big}]}),
+            ),
+            (
+                "patchdiff_find_occurrences",
+                json!({"target_file_id": t, "text": big}),
+            ),
+            (
+                "patchdiff_initialize_target",
+                json!({"filename": "a.md", "content": big}),
+            ),
+        ] {
+            let r = call(function, args);
+            assert_eq!(
+                (&r["status"], &r["code"]),
+                (&json!("invalid_argument"), &json!("arguments_too_large")),
+                "{function}: {r}"
+            );
+        }
+        let r: String = Spi::get_one_with_args(
+            "SELECT patchdiff_submit(target_file_id => $1::uuid, intent => 'x', edits => $2::json, expected_target_version => 0)::text",
+            &[t.as_str().into(), json!([{"match": "abc", "replace": big}]).to_string().into()],
+        )
+        .unwrap()
+        .unwrap();
+        assert!(r.contains("arguments_too_large"), "{r}");
+        assert_eq!((log_rows(&t), content(&t)), (0, "abc\n".to_owned()));
+        Spi::run("RESET patchdiff.max_argument_bytes").unwrap();
+        assert_eq!(
+            submit(&t, 0, json!([{"match": "abc", "replace": big}]))["status"],
+            "accepted"
+        );
+    }
 }

@@ -56,6 +56,31 @@ pub fn not_found(target_file_id: &str) -> Value {
     })
 }
 
+/// Arguments over the server's size limit never reach the JSON parser. The extension checks the
+/// raw size of the `json` datum before it is even detoasted and, when it is too large, hands the
+/// engine this marker instead of the text. Valid `json` can never begin with NUL, so the marker
+/// cannot be confused with a request.
+const OVERSIZED_PREFIX: &str = "\0patchdiff-oversized:";
+
+/// The marker for an argument of `size` bytes refused under a limit of `max` bytes.
+pub fn oversized_marker(size: usize, max: usize) -> String {
+    format!("{OVERSIZED_PREFIX}{size}:{max}")
+}
+
+/// `invalid_argument` / `arguments_too_large` for the marker, nothing otherwise.
+pub fn oversized(text: &str) -> Result<(), ArgError> {
+    let Some(rest) = text.strip_prefix(OVERSIZED_PREFIX) else {
+        return Ok(());
+    };
+    let (size, max) = rest.split_once(':').unwrap_or((rest, "?"));
+    Err(ArgError::new(
+        "arguments_too_large",
+        format!(
+            "the arguments are {size} bytes, over this server's limit of {max} bytes (patchdiff.max_argument_bytes); nothing was read or written"
+        ),
+    ))
+}
+
 /// A parsed argument object: checked for unknown names, with typed accessors.
 pub struct Args {
     map: Map<String, Value>,
@@ -69,6 +94,7 @@ impl Args {
     /// An escaped lone surrogate is `invalid_text`: for reads and other calls that write no
     /// attempt, invalid text is an argument error.
     pub fn parse(text: &str, allowed: &[&str], required: &[&str]) -> Result<Args, ArgError> {
+        oversized(text)?;
         let value: Value = serde_json::from_str(text).map_err(|e| {
             if crate::invalid_text::mark_lone_surrogates(text).is_some() {
                 ArgError::new(
@@ -89,6 +115,7 @@ impl Args {
         allowed: &[&str],
         required: &[&str],
     ) -> Result<Args, ArgError> {
+        oversized(text)?;
         match crate::invalid_text::mark_lone_surrogates(text) {
             Some((marked, sentinel)) => match serde_json::from_str(&marked) {
                 Ok(value) => Self::from_value(value, allowed, required, Some(sentinel)),
@@ -245,6 +272,19 @@ fn join(keys: &[&String]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Resource bounds: the oversized marker is refused before any parsing, by every parser.
+    #[test]
+    fn oversized_arguments_are_refused() {
+        let m = oversized_marker(20_000_000, 16_777_216);
+        for e in [
+            Args::parse(&m, &[], &[]).err().unwrap(),
+            Args::parse_proposal(&m, &[], &[]).err().unwrap(),
+        ] {
+            assert_eq!(e.code, "arguments_too_large");
+            assert!(e.detail.contains("20000000") && e.detail.contains("16777216"));
+        }
+    }
 
     #[test]
     fn unknown_and_missing_arguments_are_named() {
