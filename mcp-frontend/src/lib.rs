@@ -9,5 +9,6 @@ pub mod compact;
 pub mod config;
 pub mod database;
 pub mod embedded;
+pub mod finalize;
 pub mod rpc;
 pub mod server;

@@ -1,4 +1,12 @@
 //! `patchdiff-mcp`: serves MCP on stdin/stdout; logs go to stderr. Configuration: README.md.
+//! `patchdiff-mcp finalize ...` is the trusted host finalizer instead (docs/finalize.md).
+
+const HELP: &str = "\
+usage: patchdiff-mcp                 serve MCP (JSON-RPC over stdin/stdout)
+       patchdiff-mcp finalize ...    trusted host finalization (patchdiff-mcp finalize --help)
+
+Configured by the environment: PATCHDIFF_DATABASE_URL (else the embedded cluster in
+PATCHDIFF_DATA_DIR), PATCHDIFF_MCP_PROFILE, PATCHDIFF_MCP_RESPONSE_MODE, PATCHDIFF_LOG.";
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
@@ -7,6 +15,20 @@ async fn main() {
         .with_env_filter(tracing_subscriber::EnvFilter::from_env("PATCHDIFF_LOG"))
         .with_ansi(false)
         .init();
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.first().map(String::as_str) {
+        None => serve().await,
+        Some("finalize") => std::process::exit(patchdiff_mcp::finalize::command(&args[1..]).await),
+        Some("-h" | "--help" | "help") => println!("{HELP}"),
+        Some("-V" | "--version") => println!("patchdiff-mcp {}", env!("CARGO_PKG_VERSION")),
+        Some(other) => {
+            eprintln!("patchdiff-mcp: unknown argument {other:?}\n\n{HELP}");
+            std::process::exit(2);
+        }
+    }
+}
+
+async fn serve() {
     let started = async {
         let config = patchdiff_mcp::config::Config::from_env(|k| std::env::var(k).ok())?;
         let db = patchdiff_mcp::database::Db::connect(&config.database).await?;
