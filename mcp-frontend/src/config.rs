@@ -60,7 +60,14 @@ pub struct Config {
     pub profile: Profile,
     pub response_mode: ResponseMode,
     pub database: Database,
+    /// `PATCHDIFF_MCP_MAX_LINE_BYTES`: the longest JSON-RPC line read; longer lines are
+    /// discarded unread and answered with -32600.
+    pub max_line_bytes: usize,
 }
+
+/// 32 MiB: twice the extension's default `patchdiff.max_argument_bytes`, so the database's limit
+/// is the one a normal request meets first.
+pub const DEFAULT_MAX_LINE_BYTES: usize = 32 * 1024 * 1024;
 
 impl Config {
     /// Reads the configuration through `var` (the process environment in production).
@@ -94,10 +101,21 @@ impl Config {
                     .unwrap_or_else(|| default_data_dir(&var)),
             },
         };
+        let max_line_bytes = match set("PATCHDIFF_MCP_MAX_LINE_BYTES") {
+            None => DEFAULT_MAX_LINE_BYTES,
+            Some(v) => v
+                .parse::<usize>()
+                .ok()
+                .filter(|n| *n >= 1024)
+                .ok_or_else(|| {
+                    format!("PATCHDIFF_MCP_MAX_LINE_BYTES={v:?} is not a number of bytes >= 1024")
+                })?,
+        };
         Ok(Config {
             profile,
             response_mode,
             database,
+            max_line_bytes,
         })
     }
 }

@@ -99,18 +99,27 @@ impl Server {
         mut output: W,
     ) -> std::io::Result<()> {
         let mut line = Vec::with_capacity(8192);
+        let max = self.config.max_line_bytes;
         loop {
             line.clear();
-            if input.read_until(b'\n', &mut line).await? == 0 {
-                return Ok(());
-            }
+            let oversized = match read_bounded_line(&mut input, &mut line, max).await? {
+                Line::End => return Ok(()),
+                Line::Read => None,
+                Line::TooLong(n) => Some(n),
+            };
             while matches!(line.last(), Some(b'\n' | b'\r')) {
                 line.pop();
             }
-            if line.iter().all(u8::is_ascii_whitespace) {
+            if oversized.is_none() && line.iter().all(u8::is_ascii_whitespace) {
                 continue;
             }
-            let reply = match rpc::parse_line(&line) {
+            let reply = match oversized.map_or_else(|| rpc::parse_line(&line), |n| {
+                Err((
+                    Value::Null,
+                    rpc::INVALID_REQUEST,
+                    format!("Invalid Request: a line of {n} bytes or more is over this server's limit of {max} bytes (PATCHDIFF_MCP_MAX_LINE_BYTES); it was discarded unread"),
+                ))
+            }) {
                 Err((id, code, message)) => Some(rpc::error_line(&id, code, &message)),
                 Ok(Incoming::Notification { method }) => {
                     tracing::debug!(method, "notification");
@@ -302,5 +311,50 @@ mod tests {
         assert_eq!(negotiate(None), Ok("2024-11-05"));
         assert!(negotiate(Some(&raw(r#"{"protocolVersion":5}"#))).is_err());
         assert!(negotiate(Some(&raw(r#"[1]"#))).is_err());
+    }
+}
+
+enum Line {
+    End,
+    Read,
+    /// Over the limit: this many bytes were seen before the line was dropped.
+    TooLong(usize),
+}
+
+/// Reads one line into `line`, holding at most `max` bytes of it: a longer line is consumed to
+/// its end and discarded without being buffered, so one huge request cannot exhaust memory.
+async fn read_bounded_line<R: AsyncBufRead + Unpin>(
+    input: &mut R,
+    line: &mut Vec<u8>,
+    max: usize,
+) -> std::io::Result<Line> {
+    let mut seen = 0usize;
+    loop {
+        let chunk = input.fill_buf().await?;
+        if chunk.is_empty() {
+            return Ok(match seen {
+                0 => Line::End,
+                n if n > max => Line::TooLong(n),
+                _ => Line::Read,
+            });
+        }
+        let (take, done) = match chunk.iter().position(|b| *b == b'\n') {
+            Some(i) => (i + 1, true),
+            None => (chunk.len(), false),
+        };
+        seen += take;
+        if seen <= max {
+            line.extend_from_slice(&chunk[..take]);
+        } else {
+            line.clear();
+        }
+        input.consume(take);
+        if done {
+            return Ok(if seen > max {
+                Line::TooLong(seen)
+            } else {
+                Line::Read
+            });
+        }
     }
 }

@@ -682,3 +682,31 @@ fn invalid_text_arrives_through_the_front_end() {
         (&json!(0), &json!("abc\n"))
     );
 }
+
+/// Resource bounds (issue 9): a line over PATCHDIFF_MCP_MAX_LINE_BYTES is discarded without being
+/// buffered and answered with -32600 (id null); the next request is served.
+#[test]
+fn oversized_lines_are_refused_and_serving_continues() {
+    let mut m = Mcp::start(&[("PATCHDIFF_MCP_MAX_LINE_BYTES", "4096")]);
+    m.initialize(Some("2025-11-25"));
+    let big = format!(
+        r#"{{"jsonrpc":"2.0","id":9,"method":"ping","params":{{"pad":"{}"}}}}"#,
+        "x".repeat(1_000_000)
+    );
+    m.send_raw(format!("{big}\n").as_bytes());
+    let r = m.reply();
+    assert_eq!(
+        (&r["id"], &r["error"]["code"]),
+        (&Value::Null, &json!(-32600)),
+        "{r}"
+    );
+    assert!(r["error"]["message"].as_str().unwrap().contains("4096"));
+    assert_eq!(m.request("ping", json!({}))["result"], json!({}));
+    // A line just under the limit is read as usual.
+    let fits = format!(
+        r#"{{"jsonrpc":"2.0","id":10,"method":"ping","params":{{"pad":"{}"}}}}"#,
+        "x".repeat(3_000)
+    );
+    m.send_raw(format!("{fits}\n").as_bytes());
+    assert_eq!(m.reply()["id"], 10);
+}
