@@ -426,3 +426,64 @@ async fn pg_dump_keeps_log_rows() {
         "pg_dump output lacks pdcp_log_id {log_id}"
     );
 }
+
+/// Resource bounds (issue 9): a statement_timeout set by the operator ends a submission that is
+/// waiting for its target, and the call leaves nothing behind: no attempt row, no new version.
+#[tokio::test]
+async fn statement_timeout_ends_a_call_without_leaving_state() {
+    let holder = client().await;
+    let caller = client().await;
+    let target = initialize_target(&holder, "timeout.md", "one two\n")
+        .await
+        .unwrap();
+    holder.batch_execute("BEGIN").await.unwrap();
+    holder
+        .execute(
+            "SELECT 1 FROM patchdiff.targets WHERE target_file_id = $1::text::uuid FOR UPDATE",
+            &[&target],
+        )
+        .await
+        .unwrap();
+    caller
+        .batch_execute("SET statement_timeout = '300ms'")
+        .await
+        .unwrap();
+    let e = call(
+        &caller,
+        "patchdiff_submit_edits",
+        &replace_word(&target, "one", 0),
+    )
+    .await
+    .expect_err("the call must be cancelled while it waits for the lock");
+    assert_eq!(
+        e.code(),
+        Some(&tokio_postgres::error::SqlState::QUERY_CANCELED),
+        "{e}"
+    );
+    holder.batch_execute("COMMIT").await.unwrap();
+    caller
+        .batch_execute("RESET statement_timeout")
+        .await
+        .unwrap();
+    assert!(logged_statuses(&caller, &target).await.is_empty());
+    let t = call(
+        &caller,
+        "patchdiff_get_target",
+        &json!({"target_file_id": target}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        (&t["version"], &t["current_content"]),
+        (&json!(0), &json!("one two\n"))
+    );
+    // The same connection goes on working.
+    let r = call(
+        &caller,
+        "patchdiff_submit_edits",
+        &replace_word(&target, "one", 0),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r["status"], "accepted", "{r}");
+}
