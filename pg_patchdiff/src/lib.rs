@@ -161,6 +161,16 @@ fn patchdiff_find_occurrences(args: JsonString) -> JsonString {
     )
 }
 
+/// Whether the call runs inside a transaction block the caller opened (BEGIN ... COMMIT), as
+/// opposed to the single-statement transaction of an autocommit call such as the MCP front end's.
+/// The contract computes near misses only once a service-owned transaction has released its lock;
+/// a function cannot run after its own commit, so an autocommit call searches just before it
+/// (bounded: at most 65,536 code points), and a caller's transaction gets `caller_transaction`.
+fn caller_owned_transaction() -> bool {
+    // SAFETY: reads the current transaction state; valid in any function call.
+    unsafe { pg_sys::IsTransactionBlock() }
+}
+
 /// Runs one submission under the target's row lock: keyed recovery or conflict, then guards,
 /// application and the attempt, ledger and target writes.
 fn run_submission(tool: &str, sub: Result<submit::Submission, ArgError>) -> JsonString {
@@ -190,7 +200,10 @@ fn run_submission(tool: &str, sub: Result<submit::Submission, ArgError>) -> Json
                 &start,
                 correlation.as_deref(),
             ) {
-                KeyOutcome::Recovered(v) => return v,
+                KeyOutcome::Recovered(mut v) => {
+                    submit::add_near_misses(&mut v, None, caller_owned_transaction());
+                    return v;
+                }
                 KeyOutcome::Conflict(a) => *a,
             },
             None => match submit::admission(&sub, correlation.as_deref()) {
@@ -214,7 +227,13 @@ fn run_submission(tool: &str, sub: Result<submit::Submission, ArgError>) -> Json
             },
             _ => start,
         };
-        submit::respond(&attempt, &sub, &log_id, &now, correlation.as_deref())
+        let mut answer = submit::respond(&attempt, &sub, &log_id, &now, correlation.as_deref());
+        submit::add_near_misses(
+            &mut answer,
+            attempt.near_miss_input.as_ref(),
+            caller_owned_transaction(),
+        );
+        answer
     });
     out(&answer)
 }

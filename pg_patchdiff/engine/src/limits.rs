@@ -66,3 +66,32 @@ pub const LOG_CONTENT_PAGE_BYTES: usize = 1_048_576;
 
 /// "patchdiff_get_pdcp_log": an entry's transaction intent, at most 256 code points.
 pub const LOG_INTENT_MAX_CHARS: usize = 256;
+
+/// "Exact candidates, consumed matches and near misses": a fresh rejection scans a bounded copy
+/// of the failing buffer, at most its first 65,536 code points.
+pub const NEAR_MISS_SCAN_MAX_CHARS: usize = 65_536;
+
+/// "Exact candidates, consumed matches and near misses": queries (and the persisted
+/// `near_miss_query`) of at most 64 raw code points; longer ones record "match_too_large".
+pub const NEAR_MISS_QUERY_MAX_CHARS: usize = 64;
+
+/// "Exact candidates, consumed matches and near misses": distance is accepted when nonzero and
+/// at most min(4, max(1, len(query) // 4)); this is the 4 ...
+pub const NEAR_MISS_MAX_DISTANCE: usize = 4;
+/// ... and this the divisor of len(query).
+pub const NEAR_MISS_DISTANCE_DIVISOR: usize = 4;
+
+/// "Exact candidates, consumed matches and near misses": up to three candidates at up to three
+/// distinct locations.
+pub const NEAR_MISSES_MAX: usize = 3;
+
+/// "Exact candidates, consumed matches and near misses": 16 code points of context per side.
+pub const NEAR_MISS_CONTEXT_CHARS: usize = 16;
+
+/// "Exact candidates, consumed matches and near misses": the near misses fit 8,192 wrapper
+/// bytes (compact ASCII-escaped JSON).
+pub const NEAR_MISSES_MAX_BYTES: usize = 8_192;
+
+/// "Exact candidates, consumed matches and near misses": the persisted
+/// `diagnostic.near_miss_query` fits 1,024 wrapper bytes.
+pub const NEAR_MISS_QUERY_MAX_BYTES: usize = 1_024;

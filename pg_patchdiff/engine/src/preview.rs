@@ -136,6 +136,7 @@ pub fn preview(sub: &Submission, start: &TargetView) -> Value {
         return invalid_argument("replacement_too_large", &detail, &extra);
     }
     let verdict = submit::judge(sub, &Parent::NotLookedUp, start, None);
+    let mut near_miss_input = None;
     let mut m = Map::new();
     m.insert("preview".into(), json!(true));
     m.insert("advisory".into(), json!(true));
@@ -179,10 +180,14 @@ pub fn preview(sub: &Submission, start: &TargetView) -> Value {
             let cc = current_context(start, d.get("failure_context"));
             m.insert("diagnostic".into(), d);
             m.insert("current_context".into(), cc);
+            near_miss_input = r.near_miss_input;
         }
     }
     m.insert("evidence_omissions".into(), json!([]));
-    bound(Value::Object(m))
+    let mut v = Value::Object(m);
+    // The same near misses a submission would return; preview holds no lock to keep.
+    submit::add_near_misses(&mut v, near_miss_input.as_ref(), false);
+    bound(v)
 }
 
 fn omission(field: &str, reason: &str) -> Value {

@@ -77,6 +77,18 @@ pub struct Rejection {
     pub location: Option<usize>,
     /// The intermediate buffer and the number of simulated changes, for later-edit failures.
     pub intermediate: Option<(String, usize)>,
+    /// For `match_absent`: the query and (a prefix of) the failing buffer its near misses are
+    /// searched in after the attempt is written. Never stored.
+    pub near_miss_input: Option<NearMissInput>,
+}
+
+/// What a response-only near-miss search needs (contract "Exact candidates, consumed matches
+/// and near misses"): the canonical query and at most the first 65,536 code points of the
+/// failing buffer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NearMissInput {
+    pub query: String,
+    pub buffer: String,
 }
 
 impl Rejection {
@@ -89,6 +101,7 @@ impl Rejection {
             fields: Map::new(),
             location: None,
             intermediate: None,
+            near_miss_input: None,
         }
     }
 

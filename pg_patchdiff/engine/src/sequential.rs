@@ -7,8 +7,9 @@
 //! to transaction-start coordinates (for `sequential_match_invalid` and
 //! `occurrence_index_basis_shift`).
 
-use crate::limits::{CANDIDATES_MAX, SPAN_ACTUAL_TEXT_CHARS};
-use crate::rejection::{Rejection, Stage, exact_candidates};
+use crate::limits::{CANDIDATES_MAX, NEAR_MISS_SCAN_MAX_CHARS, SPAN_ACTUAL_TEXT_CHARS};
+use crate::near_miss;
+use crate::rejection::{NearMissInput, Rejection, Stage, exact_candidates};
 use crate::target::TargetView;
 use crate::text::{byte_offset, char_len, for_each_occurrence, head_chars, sha256_hex, tail_chars};
 use crate::tx1::{ChangeFact, Edit};
@@ -391,10 +392,16 @@ fn select_match(
                 return Err(r);
             }
         }
-        return Err(fail(
-            "match_absent",
-            "MATCH text not found in target.".into(),
-        ));
+        let mut r = fail("match_absent", "MATCH text not found in target.".into());
+        let query = near_miss::near_miss_query(edit.match_raw_chars, &edit.match_text);
+        if query.get("query").is_some() {
+            r.near_miss_input = Some(NearMissInput {
+                query: edit.match_text.clone(),
+                buffer: head_chars(buf, NEAR_MISS_SCAN_MAX_CHARS).to_owned(),
+            });
+        }
+        r.fields.insert("near_miss_query".into(), query);
+        return Err(r);
     }
     let holds = |o: &Sel| {
         edit.anchor_before
@@ -639,6 +646,7 @@ mod tests {
         Edit {
             change_id: format!("chg_{:03}", i + 1),
             match_text: m.into(),
+            match_raw_chars: m.chars().count(),
             replace: r.into(),
             rationale: None,
             risk: None,

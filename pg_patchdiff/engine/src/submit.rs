@@ -11,7 +11,8 @@ use crate::args::{ArgError, Args};
 use crate::invalid_text::{self, Defect};
 use crate::json::{CANONICAL, as_int, to_string, type_name};
 use crate::limits::CLIENT_REQUEST_ID_MAX;
-use crate::rejection::{Rejection, Stage, current_context, validity};
+use crate::near_miss::{self, ScanSource};
+use crate::rejection::{NearMissInput, Rejection, Stage, current_context, validity};
 use crate::target::TargetView;
 use crate::text::{head_chars, sha256_hex, text_defect};
 use crate::tx1::{self, ChangeFact};
@@ -315,6 +316,8 @@ pub struct Attempt {
     pub changes: Vec<ChangeFact>,
     /// Advisory warnings of an acceptance; `diagnostic` stores them when there is one.
     pub warnings: Vec<Warning>,
+    /// A `match_absent` rejection's near-miss search input; never stored.
+    pub near_miss_input: Option<NearMissInput>,
 }
 
 fn protocol(code: &str, reason: &'static str, detail: String) -> Rejection {
@@ -362,6 +365,7 @@ fn base_attempt(sub: &Submission, id: &Identity, start: &TargetView) -> Attempt 
         new_content: None,
         changes: Vec::new(),
         warnings: Vec::new(),
+        near_miss_input: None,
     }
 }
 
@@ -395,6 +399,7 @@ fn rejected(base: Attempt, r: &Rejection, format: &str, start: &TargetView) -> A
         failed_change_id: r.failed_change_id.clone(),
         diagnostic: Some(r.diagnostic(format, start)),
         validity: r.stage.validity(),
+        near_miss_input: r.near_miss_input.clone(),
         ..base
     }
 }
@@ -741,6 +746,61 @@ pub struct StoredAttempt {
     pub validity: Value,
     /// The ledger's `derived` facts of an accepted attempt, in change order.
     pub changes: Vec<Value>,
+}
+
+/// Adds the response-only `near_misses` of a rejected response (contract "Exact candidates,
+/// consumed matches and near misses"), right after `current_context`:
+/// - `sequential_match_invalid`: omitted, `sequential_match_consumed`;
+/// - `match_absent` whose stored `near_miss_query` omitted the query: `match_too_large`, or
+///   `historical_context_unavailable` for a row stored without one;
+/// - inside a transaction the caller owns: `caller_transaction` (the search would hold the
+///   caller's target lock longer; the caller can search after committing);
+/// - a fresh rejection: the failing buffer's first 65,536 code points (`input`);
+/// - an exact recovery (`input` is `None`): only the stored failure context.
+///
+/// Other responses are left as they are. Near misses never change the verdict.
+pub fn add_near_misses(response: &mut Value, input: Option<&NearMissInput>, caller_owned: bool) {
+    let Some(m) = response.as_object_mut() else {
+        return;
+    };
+    let value = match m.get("failure_reason").and_then(Value::as_str) {
+        Some("sequential_match_invalid") => near_miss::omitted("sequential_match_consumed"),
+        Some("match_absent") => {
+            let d = &m["diagnostic"];
+            match d["near_miss_query"]["query"].as_str() {
+                None if d["near_miss_query"]["omission_reason"].is_string() => {
+                    near_miss::omitted(near_miss::MATCH_TOO_LARGE)
+                }
+                None => near_miss::omitted("historical_context_unavailable"),
+                Some(_) if caller_owned => near_miss::omitted("caller_transaction"),
+                Some(query) => match input {
+                    Some(i) => near_miss::search(&i.buffer, &i.query).to_json(),
+                    None => {
+                        let fc = &d["failure_context"];
+                        match (fc["text"].as_str(), as_int(&fc["start"])) {
+                            (Some(text), Some(start)) if fc["available"] == true => {
+                                near_miss::search_in(
+                                    text,
+                                    query,
+                                    ScanSource::StoredFailureContext,
+                                    start as usize,
+                                    as_int(&fc["total_chars"]).map(|n| n as usize),
+                                )
+                                .to_json()
+                            }
+                            _ => near_miss::omitted("historical_context_unavailable"),
+                        }
+                    }
+                },
+            }
+        }
+        _ => return,
+    };
+    let at = m
+        .keys()
+        .position(|k| k == "current_context")
+        .map_or(m.len(), |i| i + 1);
+    m.shift_insert(at, "near_misses".into(), value);
 }
 
 pub enum KeyOutcome {

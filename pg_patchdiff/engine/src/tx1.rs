@@ -33,6 +33,9 @@ pub const RISKS: &[&str] = &["low", "medium", "high"];
 pub struct Edit {
     pub change_id: String,
     pub match_text: String,
+    /// Code points of `match` as sent, before LF canonicalization (near misses search only
+    /// queries of at most 64 of them).
+    pub match_raw_chars: usize,
     pub replace: String,
     pub rationale: Option<String>,
     pub risk: Option<String>,
@@ -309,6 +312,10 @@ pub(crate) fn parse_edit(
         }
         None => return Err(block(list, i, "match", "is required".into())),
     };
+    let match_raw_chars = o
+        .get("match")
+        .and_then(Value::as_str)
+        .map_or(0, |s| s.chars().count());
     let replace = required_text(list, i, o, "replace")?;
     let (change_id, risk) = parse_advisory(list, i, o)?;
     let occurrence_index = match o.get("occurrence_index") {
@@ -329,6 +336,7 @@ pub(crate) fn parse_edit(
     Ok(Edit {
         change_id,
         match_text,
+        match_raw_chars,
         replace,
         rationale: opt_text(list, i, o, "rationale", true)?,
         risk,

@@ -88,6 +88,7 @@ fn edit(
     i: usize,
 ) -> Edit {
     Edit {
+        match_raw_chars: 0,
         change_id: format!("chg_{:03}", i + 1),
         match_text: m,
         replace: r,

@@ -1,0 +1,156 @@
+//! Near misses of `match_absent` rejections over a real connection (contract "Exact candidates,
+//! consumed matches and near misses"): computed for a service-owned (autocommit) call, omitted
+//! for a caller's transaction, rescanned from the stored failure context on exact recovery.
+//!
+//! Environment: `PATCHDIFF_TEST_DSN` (see sql_concurrency.rs).
+
+use patchdiff_tests::{call, connect, initialize_target};
+use serde_json::{Value, json};
+use tokio_postgres::Client;
+
+async fn client() -> Client {
+    let dsn = std::env::var("PATCHDIFF_TEST_DSN").expect("PATCHDIFF_TEST_DSN must be set");
+    connect(&dsn)
+        .await
+        .expect("connecting with PATCHDIFF_TEST_DSN")
+}
+
+fn typo(target: &str, key: Option<&str>) -> Value {
+    let mut v = json!({
+        "target_file_id": target,
+        "expected_target_version": 0,
+        "intent": "Rename the lighthouse",
+        "edits": [{"match": "lighthuose keeper", "replace": "harbour master"}],
+    });
+    if let Some(k) = key {
+        v["client_request_id"] = json!(k);
+    }
+    v
+}
+
+const DOC: &str =
+    "The old lighthouse keeper walked along the shore.\nA lighthouse keeps ships away.\n";
+
+/// A fresh autocommit rejection: the persisted near_miss_query and up to three response-only
+/// candidates from the failing buffer, ranked by distance; exact recovery rescans only the
+/// stored failure context.
+#[tokio::test]
+async fn autocommit_rejection_lists_near_misses_and_recovery_rescans_the_stored_context() {
+    let c = client().await;
+    let t = initialize_target(&c, "near.md", DOC).await.unwrap();
+    let r = call(&c, "patchdiff_submit_edits", &typo(&t, Some("near-1")))
+        .await
+        .unwrap();
+    assert_eq!(r["failure_reason"], "match_absent", "{r}");
+    assert_eq!(
+        r["diagnostic"]["near_miss_query"],
+        json!({"query": "lighthuose keeper"})
+    );
+    let nm = &r["near_misses"];
+    assert_eq!(nm["scan_source"], "failing_buffer", "{nm}");
+    assert_eq!(
+        (&nm["scanned_start"], &nm["scanned_end"]),
+        (&json!(0), &json!(DOC.chars().count()))
+    );
+    assert_eq!(nm["truncated"], false);
+    let first = &nm["candidates"][0];
+    assert_eq!(
+        (&first["text"], &first["distance"], &first["start"]),
+        (&json!("lighthouse keeper"), &json!(2), &json!(8)),
+        "{nm}"
+    );
+    assert_eq!(first["context_before"], "The old ");
+    // The keys sit right after current_context.
+    let keys: Vec<&String> = r.as_object().unwrap().keys().collect();
+    let at = keys.iter().position(|k| *k == "current_context").unwrap();
+    assert_eq!(keys[at + 1], "near_misses");
+
+    let again = call(&c, "patchdiff_submit_edits", &typo(&t, Some("near-1")))
+        .await
+        .unwrap();
+    assert_eq!(again["deduplicated"], true, "{again}");
+    assert_eq!(
+        again["near_misses"]["scan_source"],
+        "stored_failure_context"
+    );
+    assert_eq!(again["near_misses"]["candidates"][0]["start"], 8);
+}
+
+/// A caller-owned transaction gets omission_reason "caller_transaction"; the verdict is the same.
+#[tokio::test]
+async fn caller_transaction_omits_near_misses() {
+    let mut c = client().await;
+    let t = initialize_target(&c, "near-tx.md", DOC).await.unwrap();
+    let tx = c.transaction().await.unwrap();
+    let r = call(&tx, "patchdiff_submit_edits", &typo(&t, None))
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    assert_eq!(r["failure_reason"], "match_absent");
+    assert_eq!(
+        r["near_misses"],
+        json!({"omission_reason": "caller_transaction"})
+    );
+}
+
+/// Queries over 64 raw code points record match_too_large and are not searched; a consumed
+/// match is sequential_match_consumed with no near_miss_query.
+#[tokio::test]
+async fn long_queries_and_consumed_matches_are_not_searched() {
+    let c = client().await;
+    let t = initialize_target(&c, "near-long.md", DOC).await.unwrap();
+    let long = "x".repeat(65);
+    let r = call(
+        &c,
+        "patchdiff_submit_edits",
+        &json!({"target_file_id": t, "expected_target_version": 0, "intent": "x",
+                "edits": [{"match": long, "replace": "y"}]}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        r["diagnostic"]["near_miss_query"],
+        json!({"omission_reason": "match_too_large"})
+    );
+    assert_eq!(
+        r["near_misses"],
+        json!({"omission_reason": "match_too_large"})
+    );
+    let r = call(
+        &c,
+        "patchdiff_submit_edits",
+        &json!({"target_file_id": t, "expected_target_version": 0, "intent": "x",
+                "edits": [{"match": "old lighthouse", "replace": "new"},
+                          {"match": "lighthouse keeper", "replace": "z"}]}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r["failure_reason"], "sequential_match_invalid", "{r}");
+    assert!(r["diagnostic"].get("near_miss_query").is_none());
+    assert_eq!(
+        r["near_misses"],
+        json!({"omission_reason": "sequential_match_consumed"})
+    );
+}
+
+/// An empty result carries the hint naming patchdiff_find_occurrences.
+#[tokio::test]
+async fn no_candidate_gives_the_hint() {
+    let c = client().await;
+    let t = initialize_target(&c, "near-none.md", DOC).await.unwrap();
+    let r = call(
+        &c,
+        "patchdiff_submit_edits",
+        &json!({"target_file_id": t, "expected_target_version": 0, "intent": "x",
+                "edits": [{"match": "zzzzqqqq", "replace": "y"}]}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r["near_misses"]["candidates"], json!([]));
+    assert!(
+        r["near_misses"]["hint"]
+            .as_str()
+            .unwrap()
+            .contains("patchdiff_find_occurrences")
+    );
+}
