@@ -5,6 +5,7 @@ use crate::compact;
 use crate::config::{Config, ResponseMode};
 use crate::database::Db;
 use crate::rpc::{self, INVALID_PARAMS, INVALID_REQUEST, Incoming, METHOD_NOT_FOUND};
+use patchdiff_engine::args::{UNKNOWN_NAME_MAX_CHARS, UNKNOWN_NAMES_MAX};
 use patchdiff_engine::json::{LITERAL, to_string};
 use serde::Deserialize;
 use serde::de::IgnoredAny;
@@ -208,6 +209,13 @@ impl Server {
             None | Some("null") => "{}",
             Some(a) => a,
         };
+        // PostgreSQL's json cast recurses per level and fails (54001) on deep nesting before the
+        // function runs; the extension's parser stops at the same depth as this check. Either
+        // way nothing can have been written, so it is an argument error, not outcome_unknown.
+        if nesting_depth(raw) > MAX_ARGUMENT_DEPTH {
+            return Ok(self.tool_error(json!({"status": "invalid_argument", "code": "invalid_json", "tool": name,
+                "failure_detail": format!("arguments nest deeper than {MAX_ARGUMENT_DEPTH} levels")})));
+        }
         // Names only: values reach SQL untouched (IgnoredAny decodes no string).
         let names = match serde_json::from_str::<BTreeMap<String, IgnoredAny>>(raw) {
             Ok(n) => n,
@@ -218,11 +226,16 @@ impl Server {
             .filter(|k| !tool.allowed().any(|a| a == k.as_str()))
             .collect();
         if !unknown.is_empty() {
-            let list = unknown
+            // Quoted names are bounded: an answer never grows with the junk it refuses.
+            let unknown: Vec<String> = unknown
                 .iter()
-                .map(|s| s.as_str())
-                .collect::<Vec<_>>()
-                .join(", ");
+                .take(UNKNOWN_NAMES_MAX)
+                .map(|k| match k.char_indices().nth(UNKNOWN_NAME_MAX_CHARS) {
+                    Some((cut, _)) => format!("{}...", &k[..cut]),
+                    None => (*k).clone(),
+                })
+                .collect();
+            let list = unknown.join(", ");
             return Ok(self.tool_error(json!({
                 "status": "invalid_argument", "code": "unknown_argument", "tool": name,
                 "failure_detail": format!("unknown argument(s) for {name}: {list}"), "unknown_arguments": unknown,
@@ -356,5 +369,47 @@ async fn read_bounded_line<R: AsyncBufRead + Unpin>(
                 Line::Read
             });
         }
+    }
+}
+
+/// The deepest nesting accepted in tool arguments: serde_json's recursion limit, which the
+/// extension's argument parser applies too.
+const MAX_ARGUMENT_DEPTH: usize = 128;
+
+/// The deepest array/object nesting in JSON text (brackets inside strings do not count).
+fn nesting_depth(json: &str) -> usize {
+    let (mut depth, mut max, mut in_string, mut escaped) = (0usize, 0usize, false, false);
+    for b in json.bytes() {
+        if in_string {
+            match b {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                max = max.max(depth);
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    max
+}
+
+#[cfg(test)]
+mod depth_tests {
+    use super::nesting_depth;
+
+    #[test]
+    fn nesting_ignores_brackets_in_strings() {
+        assert_eq!(nesting_depth(r#"{"a":[1,{"b":"[[[{{"}]}"#), 3);
+        assert_eq!(nesting_depth(r#"{"a":"\"[["}"#), 1);
+        assert_eq!(nesting_depth(&"[".repeat(200)), 200);
     }
 }

@@ -262,7 +262,7 @@ fn patchdiff_submit(
     parent_pdcp_log_id: default!(Option<pgrx::Uuid>, "NULL"),
     attempt: default!(Option<i64>, "NULL"),
     source: default!(Option<String>, "'sql'"),
-    include_correlation_id: default!(bool, false),
+    include_correlation_id: default!(Option<bool>, false),
 ) -> JsonString {
     let mut m = Map::new();
     // NULLs become omitted arguments, so they meet the same checks as over JSON.
@@ -302,16 +302,16 @@ fn patchdiff_submit(
         ),
         ("attempt", attempt.map(Value::from)),
         ("source", source.map(Value::from)),
+        (
+            "include_correlation_id",
+            include_correlation_id.map(Value::from),
+        ),
     ];
     for (k, v) in optional {
         if let Some(v) = v {
             m.insert(k.into(), v);
         }
     }
-    m.insert(
-        "include_correlation_id".into(),
-        json!(include_correlation_id),
-    );
     let args = to_string(&Value::Object(m), LITERAL);
     run_submission("patchdiff_submit", submit::parse_submit_edits(&args))
 }

@@ -282,7 +282,7 @@ pub fn write_attempt(
         a.intent.as_deref().into(),
         a.new_content.as_deref().into(),
     ];
-    run(
+    let written = run(
         client,
         "WITH log AS ( \
                INSERT INTO patchdiff.pdcp_logs (pdcp_log_id, target_file_id, editing_cycle_id, status, protocol_version, \
@@ -291,6 +291,7 @@ pub fn write_attempt(
                  failure_detail, failure_stage, failed_change_id, diagnostic, validity, parent_pdcp_log_id, attempt, source, intent) \
                VALUES ($1::uuid, $2::uuid, $3::uuid, $4, $5, $6, $7, $8, $9, $10::json, $11, $12::uuid, $13, $14, $15, $16, \
                  $17, $18, $19, $20, $21::json, $22::json, $23::uuid, $24, $25, $27) \
+               ON CONFLICT (target_file_id, client_request_id) WHERE client_request_id IS NOT NULL DO NOTHING \
                RETURNING pdcp_log_id, log_sequence), \
              ledger AS ( \
                INSERT INTO patchdiff.manifest_ledger (ledger_entry_id, pdcp_log_id, log_sequence, target_file_id, \
@@ -303,9 +304,22 @@ pub fn write_attempt(
              target AS ( \
                UPDATE patchdiff.targets SET current_content = $28, current_hash = $16, version = $15, \
                  updated_at = pg_catalog.clock_timestamp() \
-               WHERE target_file_id = $2::uuid AND $4 = 'accepted') \
+               WHERE target_file_id = $2::uuid AND $4 = 'accepted' AND EXISTS (SELECT FROM log)) \
              SELECT log_sequence FROM log",
         &args,
         "writing attempt",
     );
+    // Every keyed write holds the target's lock and looks the key up first, so the key can only
+    // be taken already when that lookup ran on an older snapshot: a REPEATABLE READ or
+    // SERIALIZABLE transaction that waited for the lock while another one recorded the key.
+    // PostgreSQL itself raises 40001 for that under REPEATABLE READ (ON CONFLICT meets a row its
+    // snapshot cannot see); this is the same answer for any other path. Nothing was written.
+    if written.is_empty() {
+        pgrx::ereport!(
+            ERROR,
+            pgrx::PgSqlErrorCode::ERRCODE_T_R_SERIALIZATION_FAILURE,
+            "could not serialize access: client_request_id was recorded by a concurrent transaction",
+            "Retry the transaction; the identical call then recovers the recorded outcome."
+        );
+    }
 }

@@ -18,10 +18,17 @@ pub struct ArgError {
 }
 
 impl ArgError {
+    /// A detail that quotes a caller's value is bounded: an answer never grows with the junk it
+    /// refuses.
     pub fn new(code: &'static str, detail: impl Into<String>) -> Self {
+        let mut detail = detail.into();
+        if let Some((cut, _)) = detail.char_indices().nth(DETAIL_MAX_CHARS) {
+            detail.truncate(cut);
+            detail.push_str("... (truncated)");
+        }
         ArgError {
             code,
-            detail: detail.into(),
+            detail,
             extra: Map::new(),
         }
     }
@@ -45,6 +52,12 @@ impl ArgError {
         Value::Object(m)
     }
 }
+
+/// Longest `failure_detail` of an argument error, in code points.
+pub const DETAIL_MAX_CHARS: usize = 1_024;
+/// Longest argument name quoted in `unknown_arguments`, in code points; at most this many names.
+pub const UNKNOWN_NAME_MAX_CHARS: usize = 128;
+pub const UNKNOWN_NAMES_MAX: usize = 32;
 
 /// The answer for a well-formed target ID that names no target.
 pub fn not_found(target_file_id: &str) -> Value {
@@ -146,11 +159,24 @@ impl Args {
             .collect();
         if !unknown.is_empty() {
             unknown.sort();
-            return Err(ArgError::new(
+            let total = unknown.len();
+            let names: Vec<String> = unknown
+                .iter()
+                .take(UNKNOWN_NAMES_MAX)
+                .map(|k| match k.char_indices().nth(UNKNOWN_NAME_MAX_CHARS) {
+                    Some((cut, _)) => format!("{}...", &k[..cut]),
+                    None => (*k).clone(),
+                })
+                .collect();
+            let mut e = ArgError::new(
                 "unknown_argument",
-                format!("unknown argument(s): {}", join(&unknown)),
+                format!("unknown argument(s): {}", names.join(", ")),
             )
-            .with("unknown_arguments", json!(unknown)));
+            .with("unknown_arguments", json!(names));
+            if total > names.len() || names.iter().zip(&unknown).any(|(n, k)| n != *k) {
+                e = e.with("unknown_arguments_truncated", json!(true));
+            }
+            return Err(e);
         }
         let missing: Vec<&str> = required
             .iter()
@@ -260,13 +286,6 @@ impl Args {
             },
         }
     }
-}
-
-fn join(keys: &[&String]) -> String {
-    keys.iter()
-        .map(|s| s.as_str())
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 #[cfg(test)]

@@ -110,6 +110,31 @@ pub fn invalid_argument(code: &str, detail: &str, extra: &Map<String, Value>) ->
     for (k, v) in extra {
         m.insert(k.clone(), v.clone());
     }
+    fit_argument_error(m)
+}
+
+/// "patchdiff_preview": the complete payload is at most 32,768 bytes, argument errors included.
+/// Quoted names go first (the list is marked truncated), then the quoted detail is shortened.
+fn fit_argument_error(mut m: Map<String, Value>) -> Value {
+    let fits = |m: &Map<String, Value>| ascii_len(&Value::Object(m.clone())) <= PREVIEW_MAX_BYTES;
+    while !fits(&m) {
+        match m.get_mut("unknown_arguments").and_then(Value::as_array_mut) {
+            Some(names) if !names.is_empty() => {
+                names.pop();
+                m.insert("unknown_arguments_truncated".into(), json!(true));
+            }
+            _ => break,
+        }
+    }
+    if !fits(&m) {
+        for k in ["detail", "failure_detail"] {
+            if let Some(Value::String(s)) = m.get_mut(k) {
+                let cut = head_chars(s, 256).len();
+                s.truncate(cut);
+                s.push_str("... (truncated)");
+            }
+        }
+    }
     Value::Object(m)
 }
 

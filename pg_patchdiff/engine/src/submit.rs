@@ -158,6 +158,9 @@ pub(crate) fn envelope(
             invalid_text::find(v, k, a.sentinel, &mut invalid_text);
         }
     }
+    // Identity must not depend on key order or escape spelling: list defects by path.
+    invalid_text.sort_by(|x, y| (&x.path, x.kind).cmp(&(&y.path, y.kind)));
+    invalid_text.dedup();
     let source = match a.opt_str("source", true, "invalid_source") {
         // An unstorable source is evidence in the envelope; the row keeps the default.
         _ if invalid_text.iter().any(|d| d.path == "source") => DEFAULT_SOURCE.to_owned(),
