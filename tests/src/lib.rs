@@ -4,6 +4,8 @@
 use serde_json::Value;
 use tokio_postgres::{Client, GenericClient, NoTls};
 
+pub mod stress;
+
 /// Connects and drives the connection on the current Tokio runtime.
 pub async fn connect(dsn: &str) -> Result<Client, tokio_postgres::Error> {
     let (client, connection) = tokio_postgres::connect(dsn, NoTls).await?;
