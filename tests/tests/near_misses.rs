@@ -154,3 +154,21 @@ async fn no_candidate_gives_the_hint() {
             .contains("patchdiff_find_occurrences")
     );
 }
+
+/// A failing buffer longer than 65,536 code points is scanned over its first 65,536 only, and
+/// says so: scope_truncated and truncated.
+#[tokio::test]
+async fn a_long_failing_buffer_is_scanned_in_its_first_65536_code_points() {
+    let c = client().await;
+    let doc = format!("{}lighthouse keeper\n", "ab\n".repeat(25_000));
+    let t = initialize_target(&c, "near-big.md", &doc).await.unwrap();
+    let r = call(&c, "patchdiff_submit_edits", &typo(&t, None))
+        .await
+        .unwrap();
+    let nm = &r["near_misses"];
+    assert_eq!(
+        (&nm["scanned_end"], &nm["scope_truncated"], &nm["truncated"]),
+        (&json!(65_536), &json!(true), &json!(true)),
+        "{nm}"
+    );
+}

@@ -52,24 +52,24 @@ pub fn mark_lone_surrogates(text: &str) -> Option<(String, char)> {
         match (in_string, b[i]) {
             (false, b'"') | (true, b'"') => in_string = !in_string,
             (true, b'\\') => {
-                if b.get(i + 1) == Some(&b'u') {
-                    if let Some(u) = hex4(&b[i + 2..]) {
-                        let low_follows = || {
-                            b.get(i + 6) == Some(&b'\\')
-                                && b.get(i + 7) == Some(&b'u')
-                                && hex4(&b[(i + 8).min(b.len())..])
-                                    .is_some_and(|l| (0xDC00..=0xDFFF).contains(&l))
-                        };
-                        if (0xD800..=0xDBFF).contains(&u) && low_follows() {
-                            i += 12;
-                            continue;
-                        }
-                        if (0xD800..=0xDFFF).contains(&u) {
-                            lone.push((i, u));
-                        }
-                        i += 6;
+                if b.get(i + 1) == Some(&b'u')
+                    && let Some(u) = hex4(&b[i + 2..])
+                {
+                    let low_follows = || {
+                        b.get(i + 6) == Some(&b'\\')
+                            && b.get(i + 7) == Some(&b'u')
+                            && hex4(&b[(i + 8).min(b.len())..])
+                                .is_some_and(|l| (0xDC00..=0xDFFF).contains(&l))
+                    };
+                    if (0xD800..=0xDBFF).contains(&u) && low_follows() {
+                        i += 12;
                         continue;
                     }
+                    if (0xD800..=0xDFFF).contains(&u) {
+                        lone.push((i, u));
+                    }
+                    i += 6;
+                    continue;
                 }
                 i += 2;
                 continue;

@@ -17,11 +17,14 @@
 //!    the value `D[e]`: the least distance from the query to *any* substring ending at `e`. Every
 //!    window ending at `e` is such a substring, so its distance is at least `D[e]`. A window whose
 //!    `D[end]` exceeds the threshold (or the level being ranked) cannot qualify (at that level);
-//!    nothing else is skipped.
+//!    nothing else is skipped. The pass runs as four independent lanes over the four quarters of
+//!    the text, each started fresh `m + k + 1` code points before its quarter: a fresh start can
+//!    only raise `D[e]`, and not where `D[e] <= k`, because a substring within distance `k` of
+//!    the query is at most `m + k` long and so lies wholly inside the lane's reach.
 //! 2. Verification. For a start `s` that some surviving end names, one global Myers run over
 //!    the `len(query) + 1` code points from `s` gives the exact distance of every prefix of that
 //!    span, hence of its three windows at once. Verification is lazy (a start is verified when
-//!    the ranking first needs it) and cached.
+//!    the ranking first needs it), four starts at a time, and cached.
 //! 3. Ranking. Level by level, distance 1 up to the threshold, starts ascending, ends
 //!    ascending: a window whose exact distance equals the level and that overlaps no picked window
 //!    is picked. That is exactly the greedy walk over all qualifying windows sorted by
@@ -29,8 +32,10 @@
 //!    qualifying window overlaps none of the three, which is exactly whether the unbounded greedy
 //!    walk would have picked a fourth distinct location.
 //!
-//! The text is decoded once into code points and query-alphabet bit masks; offsets stay code
-//! points throughout and the JSON is built from the decoded code points.
+//! The text is decoded once into one byte per code point (the query-alphabet index of the code
+//! point, 0 when the query lacks it); offsets are code points throughout, and the few byte offsets
+//! the response needs are found in one sweep at the end. On x86_64 the four lanes run two to an
+//! SSE2 register (the same operations; a unit test holds both forms equal).
 
 use crate::json::ascii_len;
 use crate::limits::{
@@ -264,17 +269,101 @@ pub fn near_miss_query(query_raw_len_chars: usize, canonical_query: &str) -> Val
     omitted(MATCH_TOO_LARGE)
 }
 
-/// The query as a bit-parallel pattern. Every distinct query code point has an index in
-/// `1..=64` (0: not in the query). The pattern sits in the top `m` bits of a word, query code
-/// point `i` at bit `64 - m + i`, so that the last row is always bit 63; the `64 - m` bits below
-/// are virtual rows that match every code point and start with zero vertical deltas, which keeps
-/// them all-zero and carry-free forever, so the real rows compute exactly what a pattern in the
-/// low bits would.
+/// Every code point as one byte, its code: an ASCII code point is its own code, a non-ASCII
+/// code point of the query is 128 plus its rank among the query's distinct non-ASCII code points
+/// (at most 64 of them), and every other code point is `OTHER`.
+struct Alphabet {
+    /// Codes below U+10000 when the query has a non-ASCII code point there (else empty).
+    bmp: Vec<u8>,
+    /// Open addressing for the query's code points above U+FFFF: at most 64 keys in 128 slots.
+    keys: [u32; Self::SLOTS],
+    codes: [u8; Self::SLOTS],
+}
+
+/// The code of every non-ASCII code point the query lacks, and of the padding around the text.
+const OTHER: u8 = 0xFF;
+
+impl Alphabet {
+    const SLOTS: usize = 128;
+    const EMPTY: u32 = u32::MAX;
+
+    /// The alphabet and the query's codes.
+    fn new(q: &[char]) -> (Alphabet, Vec<u8>) {
+        let wide_bmp = q.iter().any(|&c| (128..0x10000).contains(&(c as u32)));
+        let mut a = Alphabet {
+            bmp: if wide_bmp {
+                vec![OTHER; 0x10000]
+            } else {
+                Vec::new()
+            },
+            keys: [Self::EMPTY; Self::SLOTS],
+            codes: [OTHER; Self::SLOTS],
+        };
+        let mut next = 128u8;
+        let mut fresh = || {
+            next += 1;
+            next - 1
+        };
+        let codes = q
+            .iter()
+            .map(|&c| {
+                let c = c as u32;
+                if c < 128 {
+                    c as u8
+                } else if c < 0x10000 {
+                    let slot = &mut a.bmp[c as usize];
+                    if *slot == OTHER {
+                        *slot = fresh();
+                    }
+                    *slot
+                } else {
+                    let mut h = Self::slot(c);
+                    while a.keys[h] != Self::EMPTY && a.keys[h] != c {
+                        h = (h + 1) % Self::SLOTS;
+                    }
+                    if a.keys[h] == Self::EMPTY {
+                        a.keys[h] = c;
+                        a.codes[h] = fresh();
+                    }
+                    a.codes[h]
+                }
+            })
+            .collect();
+        (a, codes)
+    }
+
+    #[inline(always)]
+    fn slot(c: u32) -> usize {
+        (c.wrapping_mul(0x9E37_79B1) >> 25) as usize
+    }
+
+    /// The code of a non-ASCII code point.
+    #[inline(always)]
+    fn code(&self, c: u32) -> u8 {
+        if c < 0x10000 {
+            return self.bmp.get(c as usize).copied().unwrap_or(OTHER);
+        }
+        let mut h = Self::slot(c);
+        loop {
+            let key = self.keys[h];
+            if key == c {
+                return self.codes[h];
+            }
+            if key == Self::EMPTY {
+                return OTHER;
+            }
+            h = (h + 1) % Self::SLOTS;
+        }
+    }
+}
+
+/// The query as a bit-parallel pattern over alphabet codes. The pattern sits in the top `m`
+/// bits of a word, query code point `i` at bit `64 - m + i`, so that the last row is always bit
+/// 63; the `64 - m` bits below are virtual rows that match every code point and start with zero
+/// vertical deltas, which keeps their deltas zero and their carries nil forever, so the real rows
+/// compute exactly what a pattern in the low bits would.
 struct Pattern {
     m: usize,
-    ascii: [u8; 128],
-    keys: [u32; Self::SLOTS],
-    ids: [u8; Self::SLOTS],
     /// `eq[index]`: the real rows equal to that code point, plus every virtual row.
     eq: [u64; 256],
     /// Initial vertical deltas: +1 on every real row, 0 on the virtual ones.
@@ -284,71 +373,31 @@ struct Pattern {
 }
 
 impl Pattern {
-    /// Open addressing for non-ASCII code points: at most 64 keys in 128 slots.
-    const SLOTS: usize = 128;
-    const EMPTY: u32 = u32::MAX;
-
-    /// `q` has 1 to 64 code points.
-    fn new(q: &[char]) -> Self {
-        let m = q.len();
-        let mut p = Pattern {
+    /// `codes` are the alphabet codes of the query's 1 to 64 code points.
+    fn new(codes: &[u8]) -> Self {
+        let m = codes.len();
+        let pv0 = !0u64 << (64 - m);
+        let mut eq = [!pv0; 256];
+        for (i, &code) in codes.iter().enumerate() {
+            eq[code as usize] |= 1 << (64 - m + i);
+        }
+        Pattern {
             m,
-            ascii: [0; 128],
-            keys: [Self::EMPTY; Self::SLOTS],
-            ids: [0; Self::SLOTS],
-            eq: [0; 256],
-            pv0: !0u64 << (64 - m),
+            eq,
+            pv0,
             top: 1u64 << (64 - m),
-        };
-        let mut next = 1u8;
-        for (i, &c) in q.iter().enumerate() {
-            let c = c as u32;
-            let id = if c < 128 {
-                if p.ascii[c as usize] == 0 {
-                    p.ascii[c as usize] = next;
-                    next += 1;
-                }
-                p.ascii[c as usize]
-            } else {
-                let mut h = Self::slot(c);
-                while p.keys[h] != Self::EMPTY && p.keys[h] != c {
-                    h = (h + 1) % Self::SLOTS;
-                }
-                if p.keys[h] == Self::EMPTY {
-                    p.keys[h] = c;
-                    p.ids[h] = next;
-                    next += 1;
-                }
-                p.ids[h]
-            };
-            p.eq[id as usize] |= 1 << (64 - m + i);
         }
-        let virtual_rows = !p.pv0;
-        for eq in &mut p.eq {
-            *eq |= virtual_rows;
-        }
-        p
     }
 
-    #[inline(always)]
-    fn slot(c: u32) -> usize {
-        (c.wrapping_mul(0x9E37_79B1) >> 25) as usize
-    }
-
-    /// The index of a non-ASCII code point.
-    #[inline(always)]
-    fn id(&self, c: u32) -> u8 {
-        let mut h = Self::slot(c);
-        loop {
-            let key = self.keys[h];
-            if key == c {
-                return self.ids[h];
-            }
-            if key == Self::EMPTY {
-                return 0;
-            }
-            h = (h + 1) % Self::SLOTS;
+    /// The reversed query: query code point `i` becomes `m - 1 - i`.
+    fn reversed(&self) -> Pattern {
+        let m = self.m;
+        let mut eq = [!self.pv0; 256];
+        for (r, &f) in eq.iter_mut().zip(&self.eq) {
+            // Real row i sits at bit 64 - m + i; reversed it is row m - 1 - i, bit 63 - i.
+            *r |= ((f & self.pv0) >> (64 - m)).reverse_bits();
         }
+        Pattern { eq, ..*self }
     }
 }
 
@@ -415,38 +464,23 @@ fn lanes_scalar<const GLOBAL: bool>(
     cap: u8,
     outputs: [&mut [u8]; LANES],
 ) {
-    let [i0, i1, i2, i3] = inputs;
-    let [o0, o1, o2, o3] = outputs;
-    let len = o0.len();
+    let len = outputs[0].len();
     let top = if GLOBAL { p.top } else { 0 };
-    let (mut pv0, mut pv1, mut pv2, mut pv3) = (p.pv0, p.pv0, p.pv0, p.pv0);
-    let (mut mv0, mut mv1, mut mv2, mut mv3) = (0u64, 0u64, 0u64, 0u64);
-    let m = p.m as u64;
-    let (mut s0, mut s1, mut s2, mut s3) = (m, m, m, m);
+    let mut pv = [p.pv0; LANES];
+    let mut mv = [0u64; LANES];
+    let mut sc = [p.m as u64; LANES];
     let eq = &p.eq;
-    for t in 0..record {
-        myers_step!(pv0, mv0, s0, eq[i0[t] as usize], top);
-        myers_step!(pv1, mv1, s1, eq[i1[t] as usize], top);
-        myers_step!(pv2, mv2, s2, eq[i2[t] as usize], top);
-        myers_step!(pv3, mv3, s3, eq[i3[t] as usize], top);
-    }
-    let (i0, i1, i2, i3) = (
-        &i0[record..record + len],
-        &i1[record..record + len],
-        &i2[record..record + len],
-        &i3[record..record + len],
-    );
-    let (o1, o2, o3) = (&mut o1[..len], &mut o2[..len], &mut o3[..len]);
-    let cap = cap as u64;
-    for t in 0..len {
-        myers_step!(pv0, mv0, s0, eq[i0[t] as usize], top);
-        myers_step!(pv1, mv1, s1, eq[i1[t] as usize], top);
-        myers_step!(pv2, mv2, s2, eq[i2[t] as usize], top);
-        myers_step!(pv3, mv3, s3, eq[i3[t] as usize], top);
-        o0[t] = s0.min(cap) as u8;
-        o1[t] = s1.min(cap) as u8;
-        o2[t] = s2.min(cap) as u8;
-        o3[t] = s3.min(cap) as u8;
+    for t in 0..record + len {
+        for l in 0..LANES {
+            let (mut pvl, mut mvl, mut scl) = (pv[l], mv[l], sc[l]);
+            myers_step!(pvl, mvl, scl, eq[inputs[l][t] as usize], top);
+            (pv[l], mv[l], sc[l]) = (pvl, mvl, scl);
+        }
+        if t >= record {
+            for l in 0..LANES {
+                outputs[l][t - record] = sc[l].min(cap as u64) as u8;
+            }
+        }
     }
 }
 
@@ -461,65 +495,71 @@ fn lanes_sse2<const GLOBAL: bool>(
     outputs: [&mut [u8]; LANES],
 ) {
     use std::arch::x86_64::{
-        __m128i, _mm_add_epi64, _mm_and_si128, _mm_andnot_si128, _mm_cvtsi128_si64, _mm_or_si128,
+        _mm_add_epi64, _mm_and_si128, _mm_andnot_si128, _mm_cvtsi128_si64, _mm_or_si128,
         _mm_set_epi64x, _mm_set1_epi64x, _mm_setzero_si128, _mm_slli_epi64, _mm_srli_epi64,
         _mm_sub_epi64, _mm_unpackhi_epi64, _mm_xor_si128,
     };
-    let [i0, i1, i2, i3] = inputs;
-    let [o0, o1, o2, o3] = outputs;
-    let len = o0.len();
+    const PAIRS: usize = LANES / 2;
+    let len = outputs[0].len();
+    let inputs: [&[u8]; LANES] = inputs.map(|i| &i[..record + len]);
+    let outputs: [&mut [u8]; LANES] = outputs.map(|o| &mut o[..len]);
     let eq = &p.eq;
     let ones = _mm_set1_epi64x(-1);
     let top = _mm_set1_epi64x(p.top as i64);
-    let (mut pva, mut pvb) = (_mm_set1_epi64x(p.pv0 as i64), _mm_set1_epi64x(p.pv0 as i64));
-    let (mut mva, mut mvb) = (_mm_setzero_si128(), _mm_setzero_si128());
-    let m = p.m as i64;
-    let (mut sa, mut sb) = (_mm_set1_epi64x(m), _mm_set1_epi64x(m));
-    macro_rules! step {
-        ($pv:ident, $mv:ident, $sc:ident, $eq:expr) => {{
-            let eq: __m128i = $eq;
-            let xv = _mm_or_si128(eq, $mv);
-            let sum = _mm_add_epi64(_mm_and_si128(eq, $pv), $pv);
-            let xh = _mm_or_si128(_mm_xor_si128(sum, $pv), eq);
-            let ph = _mm_or_si128($mv, _mm_andnot_si128(_mm_or_si128(xh, $pv), ones));
-            let mh = _mm_and_si128($pv, xh);
-            $sc = _mm_sub_epi64(
-                _mm_add_epi64($sc, _mm_srli_epi64(ph, 63)),
-                _mm_srli_epi64(mh, 63),
-            );
+    let mut pv = [_mm_set1_epi64x(p.pv0 as i64); PAIRS];
+    let mut mv = [_mm_setzero_si128(); PAIRS];
+    let mut sc = [_mm_set1_epi64x(p.m as i64); PAIRS];
+    let cap = cap as u64;
+    for t in 0..record + len {
+        for r in 0..PAIRS {
+            let (a, b) = (inputs[2 * r][t] as usize, inputs[2 * r + 1][t] as usize);
+            let eq = _mm_set_epi64x(eq[b] as i64, eq[a] as i64);
+            let (pvr, mvr) = (pv[r], mv[r]);
+            let xv = _mm_or_si128(eq, mvr);
+            let sum = _mm_add_epi64(_mm_and_si128(eq, pvr), pvr);
+            let xh = _mm_or_si128(_mm_xor_si128(sum, pvr), eq);
+            let ph = _mm_or_si128(mvr, _mm_andnot_si128(_mm_or_si128(xh, pvr), ones));
+            let mh = _mm_and_si128(pvr, xh);
+            let up = _mm_add_epi64(sc[r], _mm_srli_epi64(ph, 63));
+            sc[r] = _mm_sub_epi64(up, _mm_srli_epi64(mh, 63));
             let ph = if GLOBAL {
                 _mm_or_si128(_mm_slli_epi64(ph, 1), top)
             } else {
                 _mm_slli_epi64(ph, 1)
             };
             let mh = _mm_slli_epi64(mh, 1);
-            $pv = _mm_or_si128(mh, _mm_andnot_si128(_mm_or_si128(xv, ph), ones));
-            $mv = _mm_and_si128(ph, xv);
-        }};
+            pv[r] = _mm_or_si128(mh, _mm_andnot_si128(_mm_or_si128(xv, ph), ones));
+            mv[r] = _mm_and_si128(ph, xv);
+        }
+        if t >= record {
+            for r in 0..PAIRS {
+                let lo = _mm_cvtsi128_si64(sc[r]) as u64;
+                let hi = _mm_cvtsi128_si64(_mm_unpackhi_epi64(sc[r], sc[r])) as u64;
+                outputs[2 * r][t - record] = lo.min(cap) as u8;
+                outputs[2 * r + 1][t - record] = hi.min(cap) as u8;
+            }
+        }
     }
-    let pair = |a: u8, b: u8| _mm_set_epi64x(eq[b as usize] as i64, eq[a as usize] as i64);
-    for t in 0..record {
-        step!(pva, mva, sa, pair(i0[t], i1[t]));
-        step!(pvb, mvb, sb, pair(i2[t], i3[t]));
-    }
-    let (i0, i1, i2, i3) = (
-        &i0[record..record + len],
-        &i1[record..record + len],
-        &i2[record..record + len],
-        &i3[record..record + len],
-    );
-    let (o1, o2, o3) = (&mut o1[..len], &mut o2[..len], &mut o3[..len]);
-    let cap = cap as u64;
-    let lo = |v: __m128i| _mm_cvtsi128_si64(v) as u64;
-    let hi = |v: __m128i| _mm_cvtsi128_si64(_mm_unpackhi_epi64(v, v)) as u64;
-    for t in 0..len {
-        step!(pva, mva, sa, pair(i0[t], i1[t]));
-        step!(pvb, mvb, sb, pair(i2[t], i3[t]));
-        o0[t] = lo(sa).min(cap) as u8;
-        o1[t] = hi(sa).min(cap) as u8;
-        o2[t] = lo(sb).min(cap) as u8;
-        o3[t] = hi(sb).min(cap) as u8;
-    }
+}
+
+/// `min(over, D[e])` for every end `e` in `0..=n`, and `over` past `n` (at least 65 more):
+/// `D[e]` is the least distance between the pattern and any substring ending at `e` of the text
+/// whose query indices are `codes[pad..pad + n]` (zeros around them). Four lanes take a quarter
+/// of the ends each; lane `l` ends at `l * chunk + 1 ..= (l + 1) * chunk` and starts fresh `pad`
+/// (that is `m + k + 1`) code points before its first end, lane 0 on the zero padding, which
+/// matches nothing and so changes no `D[e]`. A fresh start can only raise `D[e]`, and not when
+/// `D[e] <= k`: such a substring is at most `m + k` long and lies wholly inside the lane's reach.
+fn semi_global(p: &Pattern, codes: &[u8], pad: usize, n: usize, over: u8) -> Vec<u8> {
+    let chunk = n.div_ceil(LANES).max(1);
+    let mut d = vec![over; (LANES * chunk + 1).max(n + 66)];
+    d[0] = p.m.min(over as usize) as u8;
+    let inputs: [&[u8]; LANES] =
+        std::array::from_fn(|l| &codes[l * chunk..l * chunk + pad + chunk]);
+    let mut outs = d[1..].chunks_mut(chunk);
+    let outputs: [&mut [u8]; LANES] = std::array::from_fn(|_| outs.next().unwrap());
+    lanes::<false>(p, inputs, pad, over, outputs);
+    d[n + 1..].fill(over);
+    d
 }
 
 /// The code point at byte `i` of valid UTF-8 whose lead byte is not ASCII, and its width.
@@ -557,8 +597,8 @@ struct Scan<'a> {
     k: usize,
     /// `None` for an empty query.
     pattern: Option<Pattern>,
-    /// `pad` zeros, the query index of each scanned code point, then zeros: reads before the
-    /// start and past the end see code points that occur nowhere in the query.
+    /// `pad` times `OTHER`, the alphabet code of each scanned code point, then `OTHER` again:
+    /// reads before the start and past the end see code points that occur nowhere in the query.
     idx: Vec<u8>,
     pad: usize,
     /// `dmin[e]`, `e` in `0..=n`: `min(k + 1, D[e])`, where `D[e]` is the least distance from the
@@ -573,46 +613,45 @@ struct Scan<'a> {
 impl<'a> Scan<'a> {
     fn new(text: &'a str, q: &[char], k: usize) -> Scan<'a> {
         let m = q.len();
-        let pattern = (m > 0).then(|| Pattern::new(q));
+        let (alphabet, codes) = Alphabet::new(q);
+        let pattern = (m > 0).then(|| Pattern::new(&codes));
         let bytes = text.as_bytes();
         let cap = bytes.len().min(NEAR_MISS_SCAN_MAX_CHARS);
         // The filter warms each lane up on the m + k code points before its first end: no
         // substring within distance k of the query is longer than m + k.
         let pad = m + k + 1;
-        let mut idx = vec![0u8; pad + cap + LANES + m + 2];
-        let (mut n, mut i) = (0usize, 0usize);
-        if let Some(p) = &pattern {
-            let codes = &mut idx[pad..pad + cap];
-            while i < bytes.len() && n < NEAR_MISS_SCAN_MAX_CHARS {
-                // Eight ASCII bytes at a time while they last.
-                if let (Some(run), Some(out)) = (bytes.get(i..i + 8), codes.get_mut(n..n + 8))
-                    && u64::from_le_bytes(run.try_into().unwrap()) & 0x8080_8080_8080_8080 == 0
-                {
-                    for (o, &b) in out.iter_mut().zip(run) {
-                        *o = p.ascii[b as usize];
-                    }
-                    i += 8;
-                    n += 8;
-                    continue;
+        let mut idx = Vec::with_capacity(pad + cap + LANES + m + 2);
+        idx.resize(pad, OTHER);
+        let mut i = 0;
+        while i < bytes.len() && idx.len() - pad < NEAR_MISS_SCAN_MAX_CHARS {
+            // A run of ASCII, which is its own code, found sixteen bytes at a time.
+            let room = NEAR_MISS_SCAN_MAX_CHARS - (idx.len() - pad);
+            let limit = bytes.len().min(i + room);
+            let mut j = i;
+            while let Some(block) = bytes.get(j..j + 16).filter(|_| j + 16 <= limit) {
+                let high =
+                    u128::from_le_bytes(block.try_into().unwrap()) & (u128::MAX / 255 * 0x80);
+                if high != 0 {
+                    j += high.trailing_zeros() as usize / 8;
+                    break;
                 }
-                let b = bytes[i];
-                if b < 0x80 {
-                    codes[n] = p.ascii[b as usize];
-                    i += 1;
-                } else {
-                    let (c, w) = decode_wide(bytes, i);
-                    codes[n] = p.id(c);
-                    i += w;
-                }
-                n += 1;
+                j += 16;
             }
-        } else {
-            for (at, _) in text.char_indices().take(NEAR_MISS_SCAN_MAX_CHARS) {
-                n += 1;
-                i = at;
+            while j < limit && bytes[j] < 0x80 {
+                j += 1;
             }
-            i += text[i..].chars().next().map_or(0, char::len_utf8);
+            idx.extend_from_slice(&bytes[i..j]);
+            i = j;
+            // A run of non-ASCII code points.
+            while i < bytes.len() && bytes[i] >= 0x80 && idx.len() - pad < NEAR_MISS_SCAN_MAX_CHARS
+            {
+                let (c, w) = decode_wide(bytes, i);
+                idx.push(alphabet.code(c));
+                i += w;
+            }
         }
+        let n = idx.len() - pad;
+        idx.resize(pad + cap + LANES + m + 2, OTHER);
         let mut scan = Scan {
             bytes,
             n,
@@ -634,27 +673,15 @@ impl<'a> Scan<'a> {
     fn filter(&mut self) {
         let (m, k, n) = (self.m, self.k, self.n);
         let over = (k + 1) as u8;
-        let chunk = n.div_ceil(LANES).max(1);
-        let mut dmin = vec![over; (LANES * chunk + m + 2).max(n + 66)];
-        match &self.pattern {
+        let dmin = match &self.pattern {
+            Some(p) => semi_global(p, &self.idx, self.pad, n, over),
             // Every length-1 window is one insertion away from the empty query.
-            None => dmin[1..=n].fill(1),
-            Some(p) => {
-                dmin[0] = m.min(k + 1) as u8;
-                // Lane l ends at l * chunk + 1 ..= (l + 1) * chunk; it starts `pad` code points
-                // before, fresh (lane 0 on the zero padding, which matches nothing and so changes
-                // no D[e]). Starting fresh can only raise D[e], and not when D[e] <= k: such a
-                // substring is at most m + k long and lies inside the lane's reach.
-                let warm = self.pad;
-                let inputs: [&[u8]; LANES] =
-                    std::array::from_fn(|l| &self.idx[l * chunk..l * chunk + warm + chunk]);
-                let mut outs = dmin[1..].chunks_mut(chunk);
-                let outputs: [&mut [u8]; LANES] = std::array::from_fn(|_| outs.next().unwrap());
-                lanes::<false>(p, inputs, warm, over, outputs);
-                // Past the end nothing survives.
-                dmin[n + 1..].fill(over);
+            None => {
+                let mut dmin = vec![over; n + 66];
+                dmin[1..=n].fill(1);
+                dmin
             }
-        }
+        };
         // Ends that survive (dmin below k + 1), as a bitmap over e - 1, eight at a time: a
         // byte of `v ^ (k + 1)` is nonzero exactly when v < k + 1, and all values are below 8.
         let mut ends = vec![0u64; n / 64 + 3];
@@ -734,41 +761,36 @@ impl<'a> Scan<'a> {
         }
     }
 
-    /// The exact distance of window slot `i` at start `s`, verifying `s` (and the next three
-    /// unverified candidate starts close after it, which the ranking usually needs next) on
-    /// first use.
-    fn distance(&self, cache: &mut [u16], s: usize, i: usize) -> u8 {
-        if cache[s] == UNVERIFIED {
-            let mut batch = [self.n; LANES];
-            batch[0] = s;
-            let mut filled = 1;
-            let mut from = s + 1;
-            while filled < LANES {
-                match self.next_start(from) {
-                    Some(t) if t < s + 256 => {
-                        if cache[t] == UNVERIFIED {
-                            batch[filled] = t;
-                            filled += 1;
-                        }
-                        from = t + 1;
-                    }
-                    _ => break,
+    /// Per-start lower bounds from the reversed text and query, indexed by `n - s`:
+    /// `min(k + 1, R[s])`, where `R[s]`, the least distance between the query and any substring
+    /// starting at `s`, is at most the distance of every window starting at `s`.
+    fn reverse_bounds(&self) -> Vec<u8> {
+        let (n, pad) = (self.n, self.pad);
+        match &self.pattern {
+            // The empty query: nothing to bound.
+            None => vec![0; n + 1],
+            Some(p) => {
+                let mut reversed = vec![OTHER; self.idx.len()];
+                let codes = self.idx[pad..pad + n].iter().rev();
+                for (r, &c) in reversed[pad..pad + n].iter_mut().zip(codes) {
+                    *r = c;
                 }
-            }
-            let got = self.verify(batch);
-            for (&t, &v) in batch[..filled].iter().zip(&got) {
-                cache[t] = v;
+                semi_global(&p.reversed(), &reversed, pad, n, (self.k + 1) as u8)
             }
         }
-        ((cache[s] >> (5 * i)) & 31) as u8
     }
 
     /// The greedy pick over all qualifying windows in `(distance, start, end)` order, at most
     /// three, and whether a fourth distinct location qualified.
     fn rank(&self) -> (Vec<(usize, usize, u8)>, bool) {
+        let mut r = Ranker {
+            scan: self,
+            cache: vec![UNVERIFIED; self.n],
+            reverse: None,
+            batches: 0,
+        };
         let (k, n) = (self.k, self.n);
         let (lens, first) = window_lens(self.m);
-        let mut cache = vec![UNVERIFIED; n];
         let mut picked: Vec<(usize, usize, u8)> = Vec::with_capacity(NEAR_MISSES_MAX);
         let overlaps = |picked: &[(usize, usize, u8)], s: usize, e: usize| {
             picked.iter().any(|&(ps, pe, _)| s < pe && ps < e)
@@ -777,15 +799,19 @@ impl<'a> Scan<'a> {
         'levels: for d in self.floor.max(1)..=k as u8 {
             let mut next = self.next_start(0);
             while let Some(s) = next {
-                for i in first..3 {
-                    let e = s + lens[i];
+                next = self.next_start(s + 1);
+                if r.start_beyond(s, d) {
+                    continue;
+                }
+                for (i, &len) in lens.iter().enumerate().skip(first) {
+                    let e = s + len;
                     if e > n {
                         break;
                     }
                     if self.dmin[e] > d || overlaps(&picked, s, e) {
                         continue;
                     }
-                    if self.distance(&mut cache, s, i) == d {
+                    if r.distance(s, i, d) == d {
                         picked.push((s, e, d));
                         if picked.len() == NEAR_MISSES_MAX {
                             break 'levels;
@@ -793,7 +819,6 @@ impl<'a> Scan<'a> {
                         break;
                     }
                 }
-                next = self.next_start(s + 1);
             }
         }
         if picked.len() < NEAR_MISSES_MAX {
@@ -801,21 +826,25 @@ impl<'a> Scan<'a> {
             return (picked, false);
         }
         let mut next = self.next_start(0);
+        let k = k as u8;
         while let Some(s) = next {
-            for i in first..3 {
-                let e = s + lens[i];
+            next = self.next_start(s + 1);
+            if r.start_beyond(s, k) {
+                continue;
+            }
+            for (i, &len) in lens.iter().enumerate().skip(first) {
+                let e = s + len;
                 if e > n {
                     break;
                 }
-                if self.dmin[e] as usize > k || overlaps(&picked, s, e) {
+                if self.dmin[e] > k || overlaps(&picked, s, e) {
                     continue;
                 }
-                let d = self.distance(&mut cache, s, i);
-                if d >= 1 && d as usize <= k {
+                let d = r.distance(s, i, k);
+                if d >= 1 && d <= k {
                     return (picked, true);
                 }
             }
-            next = self.next_start(s + 1);
         }
         (picked, false)
     }
@@ -847,6 +876,74 @@ impl<'a> Scan<'a> {
     }
 }
 
+/// How many verification batches run before the ranking also computes the per-start bounds
+/// of the reversed text (one more pass, worth it only when the filter alone leaves a lot to
+/// verify: homogeneous and periodic texts).
+const REVERSE_AFTER_BATCHES: usize = 64;
+
+/// The ranking's state: verified distances and, once verification gets busy, reverse bounds.
+struct Ranker<'s, 'a> {
+    scan: &'s Scan<'a>,
+    /// Per start: `UNVERIFIED`, or `VERIFIED` with the three window distances.
+    cache: Vec<u16>,
+    /// `Scan::reverse_bounds`, once computed.
+    reverse: Option<Vec<u8>>,
+    batches: usize,
+}
+
+impl Ranker<'_, '_> {
+    /// Whether every window at `s` is proven farther than `d` by the reverse bound.
+    fn start_beyond(&mut self, s: usize, d: u8) -> bool {
+        if self.reverse.is_none() && self.batches >= REVERSE_AFTER_BATCHES {
+            self.reverse = Some(self.scan.reverse_bounds());
+        }
+        self.reverse
+            .as_ref()
+            .is_some_and(|r| r[self.scan.n - s] > d)
+    }
+
+    /// Whether start `t` may hold a window at distance `d` or less, as far as the bounds know.
+    fn may_hold(&self, t: usize, d: u8) -> bool {
+        let scan = self.scan;
+        let (lens, first) = window_lens(scan.m);
+        self.reverse.as_ref().is_none_or(|r| r[scan.n - t] <= d)
+            && lens[first..]
+                .iter()
+                .any(|&len| t + len <= scan.n && scan.dmin[t + len] <= d)
+    }
+
+    /// The exact distance of window slot `i` at start `s`, verifying `s` on first use together
+    /// with the next three unverified candidate starts close after it that the ranking at level
+    /// `d` will ask about.
+    fn distance(&mut self, s: usize, i: usize, d: u8) -> u8 {
+        if self.cache[s] == UNVERIFIED {
+            let scan = self.scan;
+            let mut batch = [scan.n; LANES];
+            batch[0] = s;
+            let mut filled = 1;
+            let mut from = s + 1;
+            while filled < LANES {
+                match scan.next_start(from) {
+                    Some(t) if t < s + 256 => {
+                        if self.cache[t] == UNVERIFIED && self.may_hold(t, d) {
+                            batch[filled] = t;
+                            filled += 1;
+                        }
+                        from = t + 1;
+                    }
+                    _ => break,
+                }
+            }
+            let got = scan.verify(batch);
+            for (&t, &v) in batch[..filled].iter().zip(&got) {
+                self.cache[t] = v;
+            }
+            self.batches += 1;
+        }
+        ((self.cache[s] >> (5 * i)) & 31) as u8
+    }
+}
+
 /// The window lengths `m - 1, m, m + 1` for a query of `m` code points, ascending, and the
 /// index of the first positive one: length `lens[i]` has cache slot `i` (`m - 1` is slot 0).
 fn window_lens(m: usize) -> ([usize; 3], usize) {
@@ -870,10 +967,9 @@ mod tests {
         };
         for m in 1..=64 {
             let q: Vec<char> = (0..m).map(|_| (b'a' + (rnd() % 5) as u8) as char).collect();
-            let p = Pattern::new(&q);
-            let text: Vec<u8> = (0..4 * 300)
-                .map(|_| p.ascii[(b'a' + (rnd() % 6) as u8) as usize])
-                .collect();
+            let (_, codes) = Alphabet::new(&q);
+            let p = Pattern::new(&codes);
+            let text: Vec<u8> = (0..4 * 300).map(|_| b'a' + (rnd() % 6) as u8).collect();
             let inputs: [&[u8]; LANES] = std::array::from_fn(|l| &text[l * 300..(l + 1) * 300]);
             let mut a = vec![0u8; 4 * 250];
             let mut b = vec![0u8; 4 * 250];
@@ -890,6 +986,57 @@ mod tests {
                     lanes_scalar::<false>(&p, inputs, 50, 70, ob);
                 }
                 assert_eq!(a, b, "m = {m}, global = {global}");
+            }
+        }
+    }
+
+    /// `f(q, t[..j])` for `j` in `0..=len(t)` by the textbook column DP, where `f` is the edit
+    /// distance (`free_start` false) or its least value over suffixes of `t[..j]` (true).
+    fn last_row(q: &[char], t: &[char], free_start: bool) -> Vec<usize> {
+        let mut col: Vec<usize> = (0..=q.len()).collect();
+        let mut out = vec![col[q.len()]];
+        for (j, &c) in t.iter().enumerate() {
+            let mut next = vec![if free_start { 0 } else { j + 1 }; q.len() + 1];
+            for i in 1..=q.len() {
+                next[i] = (col[i - 1] + usize::from(q[i - 1] != c))
+                    .min(col[i] + 1)
+                    .min(next[i - 1] + 1);
+            }
+            col = next;
+            out.push(col[q.len()]);
+        }
+        out
+    }
+
+    /// The reverse bounds are exactly `min(k + 1, R[s])`, the least distance between the query
+    /// and a substring starting at `s`, and the forward ones `min(k + 1, D[e])`.
+    #[test]
+    fn bounds_are_exact() {
+        let mut x = 0x2545_F491_4F6C_DD1Du64;
+        let mut rnd = move |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        for _ in 0..30 {
+            let n = 1 + rnd(300) as usize;
+            let text: Vec<char> = (0..n).map(|_| ['a', '\0', '中'][rnd(3) as usize]).collect();
+            let m = 1 + rnd(24) as usize;
+            let q: Vec<char> = (0..m)
+                .map(|_| ['a', '\0', '中', 'c'][rnd(4) as usize])
+                .collect();
+            let k = threshold(m);
+            let t: String = text.iter().collect();
+            let scan = Scan::new(&t, &q, k);
+            let reverse = scan.reverse_bounds();
+            let clamp = |d: usize| d.min(k + 1) as u8;
+            for s in 0..n {
+                let best = *last_row(&q, &text[s..], false).iter().min().unwrap();
+                assert_eq!(reverse[n - s], clamp(best), "R[{s}] of {t:?} / {q:?}");
+            }
+            for (e, &d) in last_row(&q, &text, true).iter().enumerate().skip(1) {
+                assert_eq!(scan.dmin[e], clamp(d), "D[{e}] of {t:?} / {q:?}");
             }
         }
     }

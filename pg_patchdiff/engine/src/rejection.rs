@@ -89,6 +89,8 @@ pub struct Rejection {
 pub struct NearMissInput {
     pub query: String,
     pub buffer: String,
+    /// The whole failing buffer's length, so that a cut copy reports `scope_truncated`.
+    pub total_chars: usize,
 }
 
 impl Rejection {

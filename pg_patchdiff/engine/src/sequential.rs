@@ -398,6 +398,7 @@ fn select_match(
             r.near_miss_input = Some(NearMissInput {
                 query: edit.match_text.clone(),
                 buffer: head_chars(buf, NEAR_MISS_SCAN_MAX_CHARS).to_owned(),
+                total_chars: char_len(buf),
             });
         }
         r.fields.insert("near_miss_query".into(), query);

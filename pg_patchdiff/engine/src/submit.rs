@@ -777,7 +777,14 @@ pub fn add_near_misses(response: &mut Value, input: Option<&NearMissInput>, call
                 None => near_miss::omitted("historical_context_unavailable"),
                 Some(_) if caller_owned => near_miss::omitted("caller_transaction"),
                 Some(query) => match input {
-                    Some(i) => near_miss::search(&i.buffer, &i.query).to_json(),
+                    Some(i) => near_miss::search_in(
+                        &i.buffer,
+                        &i.query,
+                        ScanSource::FailingBuffer,
+                        0,
+                        Some(i.total_chars),
+                    )
+                    .to_json(),
                     None => {
                         let fc = &d["failure_context"];
                         match (fc["text"].as_str(), as_int(&fc["start"])) {

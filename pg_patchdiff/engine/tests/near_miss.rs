@@ -204,13 +204,100 @@ proptest! {
     /// overlaps decide the picks.
     #[test]
     fn short_queries_on_tiny_alphabets_equal_reference(
-        buf in proptest::collection::vec(prop_oneof![Just('a'), Just('b'), Just('😀')], 0..80),
-        q in proptest::collection::vec(prop_oneof![Just('a'), Just('b'), Just('😀'), Just('x')], 1..12),
+        buf in proptest::collection::vec(prop_oneof![Just('a'), Just('b'), Just('😀'), Just('\0')], 0..80),
+        q in proptest::collection::vec(prop_oneof![Just('a'), Just('b'), Just('😀'), Just('x'), Just('\0')], 1..12),
     ) {
         let buf: String = buf.into_iter().collect();
         let q: String = q.into_iter().collect();
         check_against_reference(&buf, &q)?;
     }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    /// Same clause on buffers of 300-2,000 code points, long enough that the filter's four lanes
+    /// each start well past the others' warm-up: lane boundaries hide and invent nothing.
+    #[test]
+    fn long_buffers_equal_reference(
+        seed in 1u64..u64::MAX,
+        kind in 0u8..5,
+        n in 300usize..2_000,
+        m in 1usize..=20,
+        edits in 0usize..=3,
+    ) {
+        let mut rng = Rng(seed);
+        let (buf, alpha) = buffer(kind, n, &mut rng);
+        let q = query(&buf, &alpha, m, edits, &mut rng);
+        let buf: String = buf.into_iter().collect();
+        let q: String = q.into_iter().collect();
+        check_against_reference(&buf, &q)?;
+    }
+}
+
+/// Clause "scans a bounded copy of the failing buffer": the scan is split into four lanes
+/// internally; near misses planted across each lane boundary of a 4,096-code-point buffer (1,024,
+/// 2,048 and 3,072) are all found, exactly as the reference finds them.
+#[test]
+fn lane_boundaries_do_not_hide_near_misses() {
+    let q = distinct_query(8);
+    let qs: String = q.iter().collect();
+    let mut buf = vec!['.'; 4_096];
+    for (at, sub) in [(1_020, 2), (2_045, 5), (3_070, 6)] {
+        buf[at..at + 8].copy_from_slice(&q);
+        buf[at + sub] = '#';
+    }
+    let b: String = buf.iter().collect();
+    let r = search(&b, &qs);
+    let spans: Vec<_> = r
+        .candidates
+        .iter()
+        .map(|c| (c.start, c.end, c.distance))
+        .collect();
+    assert_eq!(
+        spans,
+        [(1_020, 1_028, 1), (2_045, 2_053, 1), (3_070, 3_078, 1)]
+    );
+    check_against_reference(&b, &qs).unwrap();
+}
+
+/// Clause "Candidates are chosen in (distance, start, end) order": periodic buffers where every
+/// end passes the filter and whole distance levels hold no window at all (the search then also
+/// bounds each start from the reversed text) still rank exactly as the reference does.
+#[test]
+fn periodic_buffers_with_empty_levels_equal_reference() {
+    let cases = [
+        (
+            "abcabd",
+            "bdabcabdabcabdabcabdabcabdabcabdcabcabdabcabdabacabdabcabdabca",
+        ),
+        ("aba", "abaabbaabaabaabaabaabaabaabaabbaabaabaabadb"),
+        (
+            "abca",
+            "aabcaabcaabcaabcaabcaabcababcababcaabcaabcaabcdaabcaabca",
+        ),
+        ("aabbbb", "aabbbbacabbbbaababbbaabbbabaabbbba"),
+    ];
+    for (period, q) in cases {
+        let buf: String = period.chars().cycle().take(2_500).collect();
+        check_against_reference(&buf, q).unwrap();
+    }
+}
+
+/// Clause "Windows have ... the query length plus one (positive lengths only)": an empty query
+/// has only windows of length 1, each at distance 1.
+#[test]
+fn empty_query_has_only_length_one_windows() {
+    let r = search("ab😀cd", "");
+    let spans: Vec<_> = r
+        .candidates
+        .iter()
+        .map(|c| (c.start, c.end, c.distance))
+        .collect();
+    assert_eq!(spans, [(0, 1, 1), (1, 2, 1), (2, 3, 1)]);
+    assert_eq!(r.candidates[2].text, "😀");
+    assert!(r.candidates_truncated);
+    assert!(search("", "").candidates.is_empty());
 }
 
 /// Clause "accepted when nonzero and at most min(4, max(1, len(query) // 4))": the bound for
@@ -493,19 +580,22 @@ fn wrapper_stays_within_8192_bytes() {
     assert!(ascii_len(&j) <= 8_192);
 }
 
-/// Clause "Near misses never change the verdict" is the caller's; this pins the helper the
-/// caller uses for the omitted forms ("sequential_match_consumed", "caller_transaction").
+/// Clause "their near_misses are omitted with omission_reason: "sequential_match_consumed"" and
+/// "Caller-owned transactions return omission_reason: "caller_transaction"": the omitted form.
 #[test]
 fn omitted_forms() {
-    assert_eq!(
-        near_miss::omitted("sequential_match_consumed"),
-        json!({ "omission_reason": "sequential_match_consumed" })
-    );
+    for reason in ["sequential_match_consumed", "caller_transaction"] {
+        assert_eq!(
+            near_miss::omitted(reason),
+            json!({ "omission_reason": reason })
+        );
+    }
 }
 
-/// Clause "the whole buffer ... always": on a homogeneous 65,536-code-point buffer the ranking
-/// still agrees with the reference's greedy semantics at both ends (the first three picks are
-/// the leftmost non-overlapping best windows and a fourth location exists).
+/// Clauses "scope_truncated is true when that range does not cover the whole failing buffer, and
+/// candidates_truncated when more distinct locations qualified than were returned": on a
+/// homogeneous 65,536-code-point buffer, where every window qualifies, the search still covers the
+/// whole buffer, picks the three leftmost non-overlapping best windows and reports the rest.
 #[test]
 fn homogeneous_full_buffer_picks_leftmost() {
     let buf = "a".repeat(65_536);
@@ -521,8 +611,8 @@ fn homogeneous_full_buffer_picks_leftmost() {
     assert!(r.candidates_truncated && r.truncated && !r.scope_truncated);
 }
 
-/// The proptest's own sanity check for its generators' astral coverage: a buffer of 4-byte code
-/// points reports offsets in code points, not bytes.
+/// Clause "Each has absolute start/end in failing-buffer coordinates": coordinates are code
+/// points, also where every code point takes four UTF-8 bytes.
 #[test]
 fn astral_offsets_are_code_points() {
     let buf = "😀😀😀🌍🌍🌍🌍X🌍🌍😀😀";
