@@ -2,7 +2,9 @@
 # Benchmarks (docs/benchmarks.md): pg_patchdiff's hot calls against plain-SQL baselines of the
 # same size, on a private cluster and a throwaway database, in one run.
 #   bash scripts/bench.sh [patchdiff-bench options, e.g. --iterations 400 --out /tmp/bench.md]
-# Then patchdiff-mcp-bench: the MCP front end's round trip against the same SQL calls.
+# Then patchdiff-mcp-bench: the MCP front end's round trip against the same SQL calls, and
+# patchdiff-near-miss-bench: the near-miss search on 65,536-code-point corpora (no database).
+# The load test against pgbench is separate: target/release/patchdiff-stress (docs/reliability.md).
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$ROOT"
 setup_all
@@ -14,6 +16,8 @@ cluster_psql "$DATA" "$PORT" -d postgres -c "DROP DATABASE IF EXISTS patchdiff_b
 create_database "$DATA" "$PORT" patchdiff_bench
 DSN="host=127.0.0.1 port=$PORT user=postgres dbname=patchdiff_bench"
 cargo build --release --locked -p patchdiff-tests -p patchdiff-mcp
+target/release/patchdiff-near-miss-bench
+echo
 target/release/patchdiff-bench --dsn "$DSN" "$@"
 echo
 target/release/patchdiff-mcp-bench --dsn "$DSN" --mcp-bin target/release/patchdiff-mcp
