@@ -4,6 +4,7 @@
 use serde_json::Value;
 use tokio_postgres::{Client, GenericClient, NoTls};
 
+pub mod stdio;
 pub mod stress;
 
 /// Connects and drives the connection on the current Tokio runtime.

@@ -7,6 +7,7 @@
 //! Every test creates its own targets and output folder, so the tests run in parallel.
 
 use patchdiff_engine::text::sha256_hex;
+use patchdiff_tests::stdio::mcp_bin;
 use patchdiff_tests::{call, connect, initialize_target};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -21,12 +22,6 @@ const RUN_TIMEOUT: Duration = Duration::from_secs(30);
 fn dsn() -> String {
     std::env::var("PATCHDIFF_TEST_DSN")
         .expect("PATCHDIFF_TEST_DSN must be set to a superuser connection string")
-}
-
-fn bin() -> String {
-    std::env::var("PATCHDIFF_MCP_BIN").unwrap_or_else(|_| {
-        concat!(env!("CARGO_MANIFEST_DIR"), "/../target/debug/patchdiff-mcp").to_owned()
-    })
 }
 
 async fn client() -> Client {
@@ -114,7 +109,7 @@ fn write_manifest(dir: &Path, targets: &[&Receipt]) -> PathBuf {
 
 /// The finalizer as a process: `patchdiff-mcp finalize --manifest M --out O [extra]`.
 fn finalizer(manifest: &Path, out: &Path, url: &str, extra: &[&str]) -> Command {
-    let mut cmd = Command::new(bin());
+    let mut cmd = Command::new(mcp_bin());
     cmd.arg("finalize")
         .arg("--manifest")
         .arg(manifest)

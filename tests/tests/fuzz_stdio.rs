@@ -11,10 +11,10 @@
 //! Environment: `PATCHDIFF_TEST_DSN` (required), `PATCHDIFF_MCP_BIN` (default target/debug),
 //! `PATCHDIFF_FUZZ_CASES` (hostile lines; default [`DEFAULT_CASES`]), `PATCHDIFF_FUZZ_SEED`.
 
+use patchdiff_tests::stdio::{Pipes, mcp_bin};
 use serde_json::{Value, json};
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
+use std::io::Write;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 const DEFAULT_CASES: usize = 2_000;
@@ -23,12 +23,6 @@ const REPLY_TIMEOUT: Duration = Duration::from_secs(30);
 fn dsn() -> String {
     std::env::var("PATCHDIFF_TEST_DSN")
         .expect("PATCHDIFF_TEST_DSN must be set to a superuser connection string")
-}
-
-fn bin() -> String {
-    std::env::var("PATCHDIFF_MCP_BIN").unwrap_or_else(|_| {
-        concat!(env!("CARGO_MANIFEST_DIR"), "/../target/debug/patchdiff-mcp").to_owned()
-    })
 }
 
 fn cases() -> usize {
@@ -83,76 +77,41 @@ impl Rng {
     }
 }
 
-/// The server and its pipes; stdout lines are read on a thread so that a hung server fails
-/// the test instead of hanging it.
+/// The server and its pipes.
 struct Mcp {
-    child: Child,
-    stdin: ChildStdin,
-    lines: Receiver<Vec<u8>>,
+    pipes: Pipes,
     next_id: i64,
 }
 
 impl Mcp {
     fn start(env: &[(&str, &str)]) -> Mcp {
-        let mut cmd = Command::new(bin());
+        let mut cmd = Command::new(mcp_bin());
         cmd.env("PATCHDIFF_DATABASE_URL", dsn())
-            .env("PATCHDIFF_MCP_PROFILE", "full");
+            .env("PATCHDIFF_MCP_PROFILE", "full")
+            .stderr(Stdio::null());
         for (k, v) in env {
             cmd.env(k, v);
         }
-        let mut child = cmd
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawning patchdiff-mcp (build it first: cargo build -p patchdiff-mcp)");
-        let stdin = child.stdin.take().unwrap();
-        let mut out = BufReader::new(child.stdout.take().unwrap());
-        let (tx, lines) = channel();
-        std::thread::spawn(move || {
-            loop {
-                let mut line = Vec::new();
-                match out.read_until(b'\n', &mut line) {
-                    Ok(0) | Err(_) => break,
-                    Ok(_) => {
-                        if tx.send(line).is_err() {
-                            break;
-                        }
-                    }
-                }
-            }
-        });
         Mcp {
-            child,
-            stdin,
-            lines,
+            pipes: Pipes::spawn(cmd),
             next_id: 1_000_000,
         }
     }
 
     fn send(&mut self, bytes: &[u8]) {
-        self.stdin
-            .write_all(bytes)
-            .expect("writing to patchdiff-mcp");
-        self.stdin.flush().expect("flushing patchdiff-mcp's stdin");
+        self.pipes.send(bytes);
     }
 
     fn alive(&mut self) -> Result<(), String> {
-        match self.child.try_wait() {
-            Ok(None) => Ok(()),
-            Ok(Some(status)) => Err(format!("patchdiff-mcp exited: {status}")),
-            Err(e) => Err(format!("waiting on patchdiff-mcp: {e}")),
+        match self.pipes.exited()? {
+            None => Ok(()),
+            Some(status) => Err(format!("patchdiff-mcp exited: {status}")),
         }
     }
 
     /// The next line, checked: pure ASCII, one JSON-RPC 2.0 response.
     fn reply(&self, timeout: Duration) -> Result<Value, String> {
-        let line = match self.lines.recv_timeout(timeout) {
-            Ok(l) => l,
-            Err(RecvTimeoutError::Timeout) => return Err("no reply within the timeout".into()),
-            Err(RecvTimeoutError::Disconnected) => return Err("stdout closed".into()),
-        };
-        response(&line)
+        response(&self.pipes.line(timeout)?)
     }
 
     /// Sends a request and waits for the reply with its id; the lines before it are returned.
@@ -172,13 +131,6 @@ impl Mcp {
                 return Err(format!("more replies than lines sent: {before:?}"));
             }
         }
-    }
-}
-
-impl Drop for Mcp {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

@@ -4,10 +4,9 @@
 //! with pg_patchdiff) and `PATCHDIFF_MCP_BIN` (the built server; default target/debug).
 
 use patchdiff_engine::json::ascii_len;
+use patchdiff_tests::stdio::{Pipes, mcp_bin};
 use serde_json::{Value, json};
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc::{Receiver, channel};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 const REPLY_TIMEOUT: Duration = Duration::from_secs(20);
@@ -17,27 +16,16 @@ fn dsn() -> String {
         .expect("PATCHDIFF_TEST_DSN must be set to a superuser connection string")
 }
 
-fn bin() -> String {
-    std::env::var("PATCHDIFF_MCP_BIN").unwrap_or_else(|_| {
-        concat!(env!("CARGO_MANIFEST_DIR"), "/../target/debug/patchdiff-mcp").to_owned()
-    })
-}
-
-/// A running server with its pipes. Lines are read on a thread so that a hung server fails the
-/// test instead of hanging it.
+/// A running server with its pipes.
 struct Mcp {
-    child: Child,
-    stdin: ChildStdin,
-    lines: Receiver<Vec<u8>>,
+    pipes: Pipes,
     next_id: i64,
 }
 
 impl Mcp {
     fn start(env: &[(&str, &str)]) -> Mcp {
-        let mut cmd = Command::new(bin());
+        let mut cmd = Command::new(mcp_bin());
         cmd.env("PATCHDIFF_DATABASE_URL", dsn())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
             .stderr(Stdio::null());
         for (k, v) in env {
             cmd.env(k, v);
@@ -45,44 +33,22 @@ impl Mcp {
         Mcp::spawn(cmd)
     }
 
-    fn spawn(mut cmd: Command) -> Mcp {
-        let mut child = cmd
-            .spawn()
-            .expect("spawning patchdiff-mcp (build it first: cargo build -p patchdiff-mcp)");
-        let stdin = child.stdin.take().unwrap();
-        let mut out = BufReader::new(child.stdout.take().unwrap());
-        let (tx, lines) = channel();
-        std::thread::spawn(move || {
-            loop {
-                let mut line = Vec::new();
-                match out.read_until(b'\n', &mut line) {
-                    Ok(0) | Err(_) => break,
-                    Ok(_) => {
-                        if tx.send(line).is_err() {
-                            break;
-                        }
-                    }
-                }
-            }
-        });
+    fn spawn(cmd: Command) -> Mcp {
         Mcp {
-            child,
-            stdin,
-            lines,
+            pipes: Pipes::spawn(cmd),
             next_id: 1,
         }
     }
 
     fn send_raw(&mut self, bytes: &[u8]) {
-        self.stdin.write_all(bytes).unwrap();
-        self.stdin.flush().unwrap();
+        self.pipes.send(bytes);
     }
 
     /// The next stdout line, checked to be pure ASCII and one JSON value.
     fn reply(&self) -> Value {
         let line = self
-            .lines
-            .recv_timeout(REPLY_TIMEOUT)
+            .pipes
+            .line(REPLY_TIMEOUT)
             .expect("no reply from patchdiff-mcp");
         assert!(
             line.is_ascii(),
@@ -127,13 +93,6 @@ impl Mcp {
         let text: Value =
             serde_json::from_str(result["content"][0]["text"].as_str().unwrap()).unwrap();
         (text, result)
-    }
-}
-
-impl Drop for Mcp {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -325,7 +284,7 @@ fn bad_configuration_stops_start_up() {
             "PATCHDIFF_MCP_RESPONSE_MODE",
         ),
     ] {
-        let out = Command::new(bin())
+        let out = Command::new(mcp_bin())
             .env("PATCHDIFF_DATABASE_URL", dsn())
             .env(k, v)
             .stdin(Stdio::null())
@@ -351,7 +310,12 @@ fn discovery_stays_within_budget() {
         "observed_v2",
     ] {
         for revision in ["2024-11-05", "2025-11-25"] {
-            let mut m = Mcp::start(&[("PATCHDIFF_MCP_PROFILE", profile)]);
+            // The workspace profiles need a root to start (docs/workspace.md).
+            let root = std::env::temp_dir().display().to_string();
+            let mut m = Mcp::start(&[
+                ("PATCHDIFF_MCP_PROFILE", profile),
+                ("PATCHDIFF_WORKSPACE_ROOT", &root),
+            ]);
             m.initialize(Some(revision));
             let list = m.request("tools/list", json!({}))["result"].clone();
             let n = ascii_len(&list);
@@ -431,7 +395,7 @@ fn embedded_database_is_created_then_reused() {
     let data = base.join("pg15");
     let _ = std::fs::remove_dir_all(&base);
     let start = || {
-        let mut cmd = Command::new(bin());
+        let mut cmd = Command::new(mcp_bin());
         cmd.env_remove("PATCHDIFF_DATABASE_URL")
             .env("PATCHDIFF_DATA_DIR", &data)
             .stdin(Stdio::piped())
