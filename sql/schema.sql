@@ -29,11 +29,21 @@ CREATE TABLE patchdiff.targets (
     active_editing_cycle_id uuid NOT NULL,
     source_line_endings     json,
     created_at              timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
-    updated_at              timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp()
+    updated_at              timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
+    workspace_root_device     bigint CHECK (workspace_root_device >= 0),
+    workspace_root_inode      bigint CHECK (workspace_root_inode >= 0),
+    workspace_relative_path   text,
+    workspace_baseline_sha256 text CHECK (workspace_baseline_sha256 ~ '^[0-9a-f]{64}$'),
+    CHECK (num_nulls(workspace_root_device, workspace_root_inode, workspace_relative_path,
+                     workspace_baseline_sha256) IN (0, 4))
 );
 COMMENT ON TABLE patchdiff.targets IS 'One managed document: canonical LF content, its SHA-256 and version.';
 COMMENT ON COLUMN patchdiff.targets.current_content IS 'Canonical text: LF line endings only.';
 COMMENT ON COLUMN patchdiff.targets.source_line_endings IS 'Line-ending facts of the raw upload, recorded before normalization; NULL when unknown.';
+COMMENT ON COLUMN patchdiff.targets.workspace_root_device IS 'Workspace binding: st_dev of the workspace root a target was imported from (NULL: not imported from a workspace).';
+COMMENT ON COLUMN patchdiff.targets.workspace_root_inode IS 'Workspace binding: st_ino of the workspace root; a different directory needs a new target.';
+COMMENT ON COLUMN patchdiff.targets.workspace_relative_path IS 'Workspace binding: the file''s path relative to the root.';
+COMMENT ON COLUMN patchdiff.targets.workspace_baseline_sha256 IS 'SHA-256 of the bytes the workspace file is expected to hold: the imported bytes, then the last published bytes. A publication refuses any other disk content as external_disk_drift.';
 
 CREATE TABLE patchdiff.editing_cycles (
     editing_cycle_id uuid PRIMARY KEY,

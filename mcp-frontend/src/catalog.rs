@@ -733,8 +733,14 @@ mod tests {
             ("patchdiff_read_lines", lines::READ_LINES_ARGS),
             ("patchdiff_find_occurrences", read::FIND_ARGS),
             ("patchdiff_submit_edits", submit::SUBMIT_EDITS_ARGS),
-            ("patchdiff_submit_operations", submit::SUBMIT_OPERATIONS_ARGS),
-            ("patchdiff_submit_replacement", submit::SUBMIT_REPLACEMENT_ARGS),
+            (
+                "patchdiff_submit_operations",
+                submit::SUBMIT_OPERATIONS_ARGS,
+            ),
+            (
+                "patchdiff_submit_replacement",
+                submit::SUBMIT_REPLACEMENT_ARGS,
+            ),
             ("patchdiff_preview", preview::PREVIEW_ARGS),
             ("patchdiff_save", checkpoint::SAVE_ARGS),
             ("patchdiff_replay", replay::REPLAY_ARGS),
@@ -753,8 +759,14 @@ mod tests {
         // Required arguments: what the SQL function reports missing is what the schema requires.
         let required: [(&str, &[&str]); 4] = [
             ("patchdiff_submit_edits", submit::SUBMIT_EDITS_REQUIRED),
-            ("patchdiff_submit_operations", submit::SUBMIT_OPERATIONS_REQUIRED),
-            ("patchdiff_submit_replacement", submit::SUBMIT_REPLACEMENT_REQUIRED),
+            (
+                "patchdiff_submit_operations",
+                submit::SUBMIT_OPERATIONS_REQUIRED,
+            ),
+            (
+                "patchdiff_submit_replacement",
+                submit::SUBMIT_REPLACEMENT_REQUIRED,
+            ),
             ("patchdiff_preview", preview::PREVIEW_REQUIRED),
         ];
         for (name, args) in required {
@@ -782,7 +794,13 @@ mod tests {
         let rep = &schema("patchdiff_submit_replacement")["x-patchdiff-capabilities"];
         assert_eq!(rep["protocol"], tx3::PROTOCOL);
         assert_eq!(rep["runtime"], tx3::RUNTIME);
-        assert_eq!(rep["limits"]["max_code_points"], limits::REPLACEMENT_MAX_CODE_POINTS);
-        assert_eq!(rep["limits"]["max_utf8_bytes"], limits::REPLACEMENT_MAX_UTF8_BYTES);
+        assert_eq!(
+            rep["limits"]["max_code_points"],
+            limits::REPLACEMENT_MAX_CODE_POINTS
+        );
+        assert_eq!(
+            rep["limits"]["max_utf8_bytes"],
+            limits::REPLACEMENT_MAX_UTF8_BYTES
+        );
     }
 }

@@ -63,6 +63,20 @@ pub struct Config {
     /// `PATCHDIFF_MCP_MAX_LINE_BYTES`: the longest JSON-RPC line read; longer lines are
     /// discarded unread and answered with -32600.
     pub max_line_bytes: usize,
+    /// `PATCHDIFF_WORKSPACE_ROOT`: the directory workspace files are imported from and
+    /// published to; required by the `workspace` and `observed_workspace` profiles.
+    pub workspace_root: Option<PathBuf>,
+    /// `PATCHDIFF_WORKSPACE_SYNC_ON_SAVE`: what an omitted or null `sync_workspace` means.
+    pub workspace_sync_on_save: bool,
+    /// `PATCHDIFF_WORKSPACE_TEST_HOOK` / `PATCHDIFF_WORKSPACE_TEST_HOOK_DIR` (tests only).
+    pub workspace_hook: Option<crate::workspace::Hook>,
+}
+
+impl Profile {
+    /// Profiles whose catalog imports and publishes workspace files.
+    pub fn needs_workspace(self) -> bool {
+        matches!(self, Profile::Workspace | Profile::ObservedWorkspace)
+    }
 }
 
 /// 32 MiB: twice the extension's default `patchdiff.max_argument_bytes`, so the database's limit
@@ -111,11 +125,43 @@ impl Config {
                     format!("PATCHDIFF_MCP_MAX_LINE_BYTES={v:?} is not a number of bytes >= 1024")
                 })?,
         };
+        let workspace_root = set("PATCHDIFF_WORKSPACE_ROOT").map(PathBuf::from);
+        if profile.needs_workspace() && workspace_root.is_none() {
+            return Err(format!(
+                "PATCHDIFF_MCP_PROFILE={} needs PATCHDIFF_WORKSPACE_ROOT: set it to the directory whose files this server imports and publishes",
+                profile.name()
+            ));
+        }
+        if let Some(r) = workspace_root.as_ref().filter(|r| !r.is_absolute()) {
+            return Err(format!(
+                "PATCHDIFF_WORKSPACE_ROOT={:?} must be an absolute path",
+                r.display()
+            ));
+        }
+        let workspace_sync_on_save = match set("PATCHDIFF_WORKSPACE_SYNC_ON_SAVE").as_deref() {
+            None | Some("false" | "0" | "no" | "off") => false,
+            Some("true" | "1" | "yes" | "on") => true,
+            Some(v) => {
+                return Err(format!(
+                    "PATCHDIFF_WORKSPACE_SYNC_ON_SAVE={v:?} is not a boolean; use true or false"
+                ));
+            }
+        };
+        let workspace_hook =
+            set("PATCHDIFF_WORKSPACE_TEST_HOOK").map(|point| crate::workspace::Hook {
+                point,
+                dir: set("PATCHDIFF_WORKSPACE_TEST_HOOK_DIR")
+                    .map(PathBuf::from)
+                    .unwrap_or_else(std::env::temp_dir),
+            });
         Ok(Config {
             profile,
             response_mode,
             database,
             max_line_bytes,
+            workspace_root,
+            workspace_sync_on_save,
+            workspace_hook,
         })
     }
 }
@@ -181,5 +227,30 @@ mod tests {
             (Profile::Editor, ResponseMode::Compact)
         );
         assert_eq!(c.database, Database::Url("host=/x".into()));
+    }
+
+    /// Issue 7: the workspace profiles need PATCHDIFF_WORKSPACE_ROOT; sync on save is off unless
+    /// PATCHDIFF_WORKSPACE_SYNC_ON_SAVE says otherwise.
+    #[test]
+    fn workspace_profiles_need_a_root() {
+        for p in ["workspace", "observed_workspace"] {
+            let e = Config::from_env(env(&[("PATCHDIFF_MCP_PROFILE", p)])).unwrap_err();
+            assert!(e.contains("PATCHDIFF_WORKSPACE_ROOT"), "{e}");
+        }
+        let c = Config::from_env(env(&[
+            ("PATCHDIFF_MCP_PROFILE", "workspace"),
+            ("PATCHDIFF_WORKSPACE_ROOT", "/srv/ws"),
+        ]))
+        .unwrap();
+        assert_eq!(c.workspace_root, Some("/srv/ws".into()));
+        assert!(!c.workspace_sync_on_save);
+        let c = Config::from_env(env(&[
+            ("PATCHDIFF_WORKSPACE_ROOT", "/srv/ws"),
+            ("PATCHDIFF_WORKSPACE_SYNC_ON_SAVE", "true"),
+        ]))
+        .unwrap();
+        assert!(c.workspace_sync_on_save);
+        assert!(Config::from_env(env(&[("PATCHDIFF_WORKSPACE_ROOT", "rel")])).is_err());
+        assert!(Config::from_env(env(&[("PATCHDIFF_WORKSPACE_SYNC_ON_SAVE", "maybe")])).is_err());
     }
 }

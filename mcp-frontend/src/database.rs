@@ -102,6 +102,52 @@ impl Db {
     }
 }
 
+/// The transaction of a publishing SAVE, which the front end owns: BEGIN and the session
+/// setting through which the extension accepts `sync_workspace: true`, one SAVE call, then
+/// COMMIT or ROLLBACK once the file is installed or refused.
+impl Db {
+    pub async fn begin_publication(&mut self) -> Result<(), CallError> {
+        if self.broken || self.client.is_closed() {
+            self.client = open(&self.conninfo).await.map_err(CallError)?;
+            self.statements.clear();
+            self.broken = false;
+        }
+        self.client
+            .batch_execute("BEGIN; SET LOCAL patchdiff.workspace_owned_transaction = on")
+            .await
+            .map_err(|e| self.failed(&e))
+    }
+
+    /// A call inside the open transaction: never reconnects (a new session would run outside it).
+    pub async fn call_in_transaction(
+        &mut self,
+        function: &str,
+        args: &str,
+    ) -> Result<String, CallError> {
+        if self.broken || self.client.is_closed() {
+            return Err(CallError(
+                "the connection was lost inside the transaction".into(),
+            ));
+        }
+        self.call(function, args).await
+    }
+
+    pub async fn commit(&mut self) -> Result<(), CallError> {
+        self.client
+            .batch_execute("COMMIT")
+            .await
+            .map_err(|e| self.failed(&e))
+    }
+
+    /// Rolls back; a lost connection rolls back by itself, so its error is only logged.
+    pub async fn rollback(&mut self) {
+        if let Err(e) = self.client.batch_execute("ROLLBACK").await {
+            let e = self.failed(&e);
+            tracing::warn!("rollback: {}", e.0);
+        }
+    }
+}
+
 impl Db {
     fn failed(&mut self, e: &tokio_postgres::Error) -> CallError {
         self.broken |= ends_session(e);

@@ -12,3 +12,4 @@ pub mod embedded;
 pub mod finalize;
 pub mod rpc;
 pub mod server;
+pub mod workspace;

@@ -6,7 +6,8 @@ usage: patchdiff-mcp                 serve MCP (JSON-RPC over stdin/stdout)
        patchdiff-mcp finalize ...    trusted host finalization (patchdiff-mcp finalize --help)
 
 Configured by the environment: PATCHDIFF_DATABASE_URL (else the embedded cluster in
-PATCHDIFF_DATA_DIR), PATCHDIFF_MCP_PROFILE, PATCHDIFF_MCP_RESPONSE_MODE, PATCHDIFF_LOG.";
+PATCHDIFF_DATA_DIR), PATCHDIFF_MCP_PROFILE, PATCHDIFF_MCP_RESPONSE_MODE, PATCHDIFF_LOG,
+PATCHDIFF_WORKSPACE_ROOT (required by the workspace profiles), PATCHDIFF_WORKSPACE_SYNC_ON_SAVE.";
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
@@ -31,8 +32,16 @@ async fn main() {
 async fn serve() {
     let started = async {
         let config = patchdiff_mcp::config::Config::from_env(|k| std::env::var(k).ok())?;
+        // The root is opened before the database, so a bad root fails start-up at once.
+        let workspace = match &config.workspace_root {
+            Some(root) => Some(patchdiff_mcp::workspace::Workspace::open(
+                root,
+                config.workspace_hook.clone(),
+            )?),
+            None => None,
+        };
         let db = patchdiff_mcp::database::Db::connect(&config.database).await?;
-        Ok::<_, String>(patchdiff_mcp::server::Server::new(config, db))
+        Ok::<_, String>(patchdiff_mcp::server::Server::new(config, db).with_workspace(workspace))
     };
     match started.await {
         Ok(server) => server

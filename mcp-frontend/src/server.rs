@@ -5,6 +5,7 @@ use crate::compact;
 use crate::config::{Config, ResponseMode};
 use crate::database::Db;
 use crate::rpc::{self, INVALID_PARAMS, INVALID_REQUEST, Incoming, METHOD_NOT_FOUND};
+use crate::workspace::{self, Outcome, Workspace};
 use patchdiff_engine::args::{UNKNOWN_NAME_MAX_CHARS, UNKNOWN_NAMES_MAX};
 use patchdiff_engine::json::{LITERAL, to_string};
 use serde::Deserialize;
@@ -23,6 +24,8 @@ pub struct Server {
     /// The tools of this profile whose SQL functions exist, in catalog order.
     tools: Vec<Tool>,
     revision: Option<&'static str>,
+    /// The opened `PATCHDIFF_WORKSPACE_ROOT`, when configured.
+    workspace: Option<Workspace>,
 }
 
 /// The catalog as a profile and an installed extension allow it.
@@ -90,7 +93,13 @@ impl Server {
             db,
             tools,
             revision: None,
+            workspace: None,
         }
+    }
+
+    pub fn with_workspace(mut self, workspace: Option<Workspace>) -> Server {
+        self.workspace = workspace;
+        self
     }
 
     /// Serves newline-delimited JSON-RPC until the input ends.
@@ -251,6 +260,29 @@ impl Server {
                 "failure_detail": format!("missing required argument(s) for {name}: {}", missing.join(", ")), "missing_arguments": missing,
             })));
         }
+        // The workspace: an import reads the file and passes its content; a publishing SAVE runs
+        // in a transaction this front end owns (docs/workspace.md).
+        let owned;
+        let mut raw = raw;
+        match tool.name {
+            "patchdiff_initialize_target" => match self.workspace_import(&name, raw) {
+                Ok(Some(args)) => {
+                    owned = args;
+                    raw = &owned;
+                }
+                Ok(None) => {}
+                Err(answer) => return Ok(answer),
+            },
+            "patchdiff_save" => match self.save_mode(&name, raw) {
+                Ok(SaveMode::Plain(args)) => {
+                    owned = args;
+                    raw = &owned;
+                }
+                Ok(SaveMode::Publish(args)) => return Ok(self.publishing_save(&name, &args).await),
+                Err(answer) => return Ok(answer),
+            },
+            _ => {}
+        }
         let text = match self.db.call(tool.name, raw).await {
             Ok(text) => text,
             Err(e) => {
@@ -280,6 +312,185 @@ impl Server {
         Ok(self.result(text, Some(value), false))
     }
 
+    /// `from_workspace: true`: the file's text becomes `content`, with the binding. `None`
+    /// leaves the arguments alone (an inline initialization).
+    fn workspace_import(&self, name: &str, raw: &str) -> Result<Option<String>, Value> {
+        let Ok(Value::Object(mut args)) = serde_json::from_str::<Value>(raw) else {
+            return Ok(None);
+        };
+        if args.get("from_workspace") != Some(&Value::Bool(true)) {
+            return Ok(None);
+        }
+        let invalid = |code: &str, detail: &str| {
+            self.tool_error(json!({"status": "invalid_argument", "code": code, "tool": name, "failure_detail": detail}))
+        };
+        if !matches!(args.get("content"), None | Some(Value::Null)) {
+            return Err(invalid(
+                "workspace_content_conflict",
+                "from_workspace: true reads the content from the file; omit content or pass null",
+            ));
+        }
+        let Some(ws) = &self.workspace else {
+            return Err(invalid(
+                "workspace_not_configured",
+                "from_workspace needs PATCHDIFF_WORKSPACE_ROOT, which this server was not started with",
+            ));
+        };
+        let Some(rel) = args
+            .get("filename")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+        else {
+            return Err(invalid(
+                "invalid_filename",
+                "filename must be a path relative to the workspace root",
+            ));
+        };
+        let text = ws.import(&rel).map_err(|r| {
+            self.tool_answer(json!({"status": "rejected", "failure_reason": r.code, "filename": rel, "failure_detail": r.detail}))
+        })?;
+        args.remove("from_workspace");
+        args.insert("content".into(), Value::String(text));
+        args.insert(
+            "workspace_binding".into(),
+            json!({"root_device": ws.device, "root_inode": ws.inode, "relative_path": rel}),
+        );
+        Ok(Some(to_string(&Value::Object(args), LITERAL)))
+    }
+
+    /// Whether a SAVE publishes: `sync_workspace` true, or omitted/null with
+    /// PATCHDIFF_WORKSPACE_SYNC_ON_SAVE. A non-publishing SAVE drops the workspace arguments
+    /// the SQL function would refuse.
+    fn save_mode(&self, name: &str, raw: &str) -> Result<SaveMode, Value> {
+        let Ok(Value::Object(mut args)) = serde_json::from_str::<Value>(raw) else {
+            return Ok(SaveMode::Plain(raw.to_owned()));
+        };
+        let sync = match args.get("sync_workspace") {
+            None | Some(Value::Null) => self.config.workspace_sync_on_save,
+            Some(Value::Bool(b)) => *b,
+            Some(_) => return Ok(SaveMode::Plain(raw.to_owned())),
+        };
+        let eol_ok = matches!(args.get("workspace_eol_format"), None | Some(Value::Null))
+            || args
+                .get("workspace_eol_format")
+                .and_then(Value::as_str)
+                .is_some_and(|f| patchdiff_engine::checkpoint::WORKSPACE_EOL_FORMATS.contains(&f));
+        if !sync {
+            if eol_ok {
+                args.remove("workspace_eol_format");
+            }
+            args.remove("sync_workspace");
+            return Ok(SaveMode::Plain(to_string(&Value::Object(args), LITERAL)));
+        }
+        if self.workspace.is_none() {
+            return Err(self.tool_error(json!({"status": "invalid_argument", "code": "workspace_not_configured", "tool": name,
+                "failure_detail": "sync_workspace needs PATCHDIFF_WORKSPACE_ROOT, which this server was not started with"})));
+        }
+        args.insert("sync_workspace".into(), Value::Bool(true));
+        Ok(SaveMode::Publish(to_string(&Value::Object(args), LITERAL)))
+    }
+
+    /// A publishing SAVE (contract, "Publication outcomes"): BEGIN; the checkpoint; the file
+    /// installed; COMMIT. `saved` only when both happened, `rejected` when nothing was
+    /// installed (rolled back: no checkpoint), `partial` when the file was installed but the
+    /// checkpoint or the directory's durability is not confirmed.
+    async fn publishing_save(&mut self, name: &str, args: &str) -> Value {
+        let unknown = |s: &Self, why: String| {
+            s.tool_error(json!({"status": "outcome_unknown", "tool": name,
+                "failure_detail": format!("The database call failed ({why}); whether it committed is unknown. Read the target before saving again.")}))
+        };
+        if let Err(e) = self.db.begin_publication().await {
+            return unknown(self, e.0);
+        }
+        let text = match self.db.call_in_transaction("patchdiff_save", args).await {
+            Ok(t) => t,
+            Err(e) => {
+                self.db.rollback().await;
+                return unknown(self, e.0);
+            }
+        };
+        let mut value: Value = match serde_json::from_str(&text) {
+            Ok(v) => v,
+            Err(_) => {
+                self.db.rollback().await;
+                return unknown(
+                    self,
+                    "the database returned a result that is not JSON".into(),
+                );
+            }
+        };
+        let publication = match value
+            .as_object_mut()
+            .and_then(|m| m.remove("workspace_publication"))
+        {
+            Some(p) => p,
+            None => {
+                // Rejected, invalid or not found: nothing was written; end the transaction.
+                self.db.rollback().await;
+                let status = value.get("status").and_then(Value::as_str);
+                return if is_error_status(status) {
+                    self.result(text, None, true)
+                } else {
+                    self.result(text, Some(value), false)
+                };
+            }
+        };
+        let Some(p) = parse_publication(&publication) else {
+            self.db.rollback().await;
+            return unknown(
+                self,
+                "the SAVE result carried a malformed workspace_publication".into(),
+            );
+        };
+        let ws = self
+            .workspace
+            .as_ref()
+            .expect("save_mode checked the workspace");
+        let target_file_id = value["target_file_id"].clone();
+        let partial = |code: &str, receipt: Value, detail: String| {
+            json!({
+                "status": "partial", "target_file_id": target_file_id, "code": code,
+                "snapshot_id": null, "closed_editing_cycle_id": null, "new_editing_cycle_id": null,
+                "workspace_sync": receipt, "failure_detail": detail,
+            })
+        };
+        let installed = match ws.publish(&p) {
+            Outcome::Rejected(r) => {
+                self.db.rollback().await;
+                return self.tool_answer(json!({
+                    "status": "rejected", "target_file_id": value["target_file_id"], "failure_reason": r.code,
+                    "failure_detail": format!("{} No checkpoint was created.", r.detail),
+                    "current_version": value["version"], "current_hash": value["current_hash"],
+                }));
+            }
+            Outcome::DurabilityUncertain(receipt, why) => {
+                self.db.rollback().await;
+                return self.tool_answer(partial("workspace_durability_uncertain", receipt.to_json("uncertain"),
+                    format!("The file was installed but fsync of its directory failed ({why}); no checkpoint was created. Inspect the file, then SAVE again (docs/workspace.md).")));
+            }
+            Outcome::Installed(i) => i,
+        };
+        ws.before_commit();
+        let receipt = installed.receipt.to_json("confirmed");
+        if let Err(e) = self.db.commit().await {
+            return self.tool_answer(partial("workspace_checkpoint_uncertain", receipt,
+                format!("The file was installed; the checkpoint's COMMIT failed ({}), so whether it was recorded is unknown. Inspect the target before saving again (docs/workspace.md).", e.0)));
+        }
+        if let Err(why) = installed.finish() {
+            return self.tool_answer(partial("workspace_post_install_error", receipt,
+                format!("The file was installed and the checkpoint committed, but closing the directory handle failed ({why}).")));
+        }
+        if let Value::Object(m) = &mut value {
+            m.insert("workspace_sync".into(), receipt);
+        }
+        self.tool_answer(value)
+    }
+
+    /// A successful (non-error) tool answer built by the front end.
+    fn tool_answer(&self, v: Value) -> Value {
+        self.result(to_string(&v, LITERAL), Some(v), false)
+    }
+
     fn tool_error(&self, payload: Value) -> Value {
         self.result(to_string(&payload, LITERAL), None, true)
     }
@@ -294,6 +505,24 @@ impl Server {
         r["isError"] = json!(is_error);
         r
     }
+}
+
+enum SaveMode {
+    Plain(String),
+    Publish(String),
+}
+
+fn parse_publication(v: &Value) -> Option<workspace::Publication> {
+    let s = |k: &str| v.get(k).and_then(Value::as_str).map(str::to_owned);
+    Some(workspace::Publication {
+        root_device: v.get("root_device")?.as_u64()?,
+        root_inode: v.get("root_inode")?.as_u64()?,
+        relative_path: s("relative_path")?,
+        baseline_sha256: s("baseline_sha256")?,
+        content: s("content")?,
+        content_eol: s("content_eol")?,
+        content_sha256: s("content_sha256")?,
+    })
 }
 
 #[cfg(test)]

@@ -15,7 +15,7 @@ use patchdiff_engine::export::{self, ExportFormat, ExportMeta};
 use patchdiff_engine::history::{self, LedgerRow, LogRow};
 use patchdiff_engine::json::{LITERAL, to_string};
 use patchdiff_engine::replay::{self, Accepted, Failure, Replay};
-use patchdiff_engine::target::TargetView;
+use patchdiff_engine::target::{TargetView, WorkspaceBinding};
 use pgrx::PgOid;
 use pgrx::datum::DatumWithOid;
 use pgrx::prelude::*;
@@ -139,6 +139,14 @@ const SAVE_SQL: &str = "WITH closed AS ( \
      FROM opened o, snap s WHERE t.target_file_id = $1::uuid \
      RETURNING s.snapshot_id::text";
 
+const SAVE_LOCK_SQL: &str = "SELECT version, current_hash, active_editing_cycle_id::text FROM patchdiff.targets \
+     WHERE target_file_id = $1::uuid FOR UPDATE";
+
+/// A publishing SAVE also reads the content, its recorded line endings and the binding.
+const SAVE_LOCK_PUBLISH_SQL: &str = "SELECT version, current_hash, active_editing_cycle_id::text, current_content, \
+     source_line_endings::text, workspace_root_device, workspace_root_inode, workspace_relative_path, \
+     workspace_baseline_sha256 FROM patchdiff.targets WHERE target_file_id = $1::uuid FOR UPDATE";
+
 /// Creates a `save_checkpoint` snapshot, closes the active editing cycle and opens a new one,
 /// under the target's row lock; content, version and hash are unchanged. Optional guards
 /// `expected_target_version` / `expected_current_hash` are both checked when supplied.
@@ -150,12 +158,20 @@ fn patchdiff_save(args: JsonText) -> JsonText {
         Ok(r) => r,
         Err(e) => return out(&e.to_json(TOOL)),
     };
+    // Refused before anything is read or locked: the publisher installs the file between this
+    // call and its own COMMIT, which only a caller owning the transaction can do.
+    if req.sync_workspace && !crate::workspace_owned_transaction() {
+        return out(&checkpoint::owned_transaction_required().to_json(TOOL));
+    }
     let id = req.target_file_id.as_str();
     let answer = Spi::connect_mut(|c| {
         let rows = write(
             c,
-            "SELECT version, current_hash, active_editing_cycle_id::text FROM patchdiff.targets \
-             WHERE target_file_id = $1::uuid FOR UPDATE",
+            if req.sync_workspace {
+                SAVE_LOCK_PUBLISH_SQL
+            } else {
+                SAVE_LOCK_SQL
+            },
             &[id.into()],
             "locking target",
         );
@@ -171,15 +187,35 @@ fn patchdiff_save(args: JsonText) -> JsonText {
         };
         let r = Row(&tuple, "locking target");
         let (version, hash, cycle) = (r.int(1), r.text(2), r.text(3));
+        let content = if req.sync_workspace {
+            r.text(4)
+        } else {
+            String::new()
+        };
         let locked = TargetView {
             target_file_id: id,
             version,
             current_hash: &hash,
-            content: "",
+            content: &content,
         };
         if let Some(rejected) = checkpoint::check_guards(&req, &locked) {
             return rejected;
         }
+        let publication = if req.sync_workspace {
+            let binding = r.opt::<i64>(6).map(|root_device| WorkspaceBinding {
+                root_device,
+                root_inode: r.int(7),
+                relative_path: r.text(8),
+                baseline_sha256: r.text(9),
+            });
+            let facts = r.json(5).unwrap_or(Value::Null);
+            match checkpoint::publication(&req, &locked, &facts, binding) {
+                Ok(p) => Some(p),
+                Err(rejected) => return rejected,
+            }
+        } else {
+            None
+        };
         let (new_cycle, snapshot) = (new_id(), new_id());
         let rows = write(
             c,
@@ -199,12 +235,24 @@ fn patchdiff_save(args: JsonText) -> JsonText {
                 "the active editing cycle was not found",
             );
         }
+        if let Some(p) = &publication {
+            write(
+                c,
+                "UPDATE patchdiff.targets SET workspace_baseline_sha256 = $2 WHERE target_file_id = $1::uuid",
+                &[id.into(), p.content_sha256.as_str().into()],
+                "moving the workspace baseline",
+            );
+        }
         let export = req.export_after_save.then(|| {
             let t = store::target(c, id).unwrap_or_else(|| fault("exporting", "target vanished"));
             export_response(id, &t, ExportFormat::OriginalText)
                 .unwrap_or_else(|e| e.to_json("patchdiff_export_target"))
         });
-        checkpoint::saved_response(&locked, &snapshot, &cycle, &new_cycle, export)
+        let mut saved = checkpoint::saved_response(&locked, &snapshot, &cycle, &new_cycle, export);
+        if let (Some(p), Value::Object(m)) = (publication, &mut saved) {
+            m.insert("workspace_publication".into(), p.to_json());
+        }
+        saved
     });
     out(&answer)
 }

@@ -32,8 +32,25 @@ pub(crate) fn max_argument_bytes() -> usize {
     usize::try_from(MAX_ARGUMENT_BYTES.get()).unwrap_or(0)
 }
 
+/// `patchdiff.workspace_owned_transaction`: set (with SET LOCAL, inside BEGIN ... COMMIT) by a
+/// caller that owns the transaction of a publishing SAVE and installs the file before COMMIT.
+static WORKSPACE_OWNED_TRANSACTION: GucSetting<bool> = GucSetting::<bool>::new(false);
+
+/// Whether the caller said it owns this transaction, and is in fact inside a transaction block.
+pub(crate) fn workspace_owned_transaction() -> bool {
+    WORKSPACE_OWNED_TRANSACTION.get() && caller_owned_transaction()
+}
+
 #[pg_guard]
 extern "C-unwind" fn _PG_init() {
+    GucRegistry::define_bool_guc(
+        c"patchdiff.workspace_owned_transaction",
+        c"Set with SET LOCAL by a publisher that owns this transaction (patchdiff_save with sync_workspace: true).",
+        c"A publishing SAVE writes its checkpoint, then the publisher installs the file and commits; without this setting, inside BEGIN, the SAVE is refused with workspace_requires_owned_transaction.",
+        &WORKSPACE_OWNED_TRANSACTION,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
     GucRegistry::define_int_guc(
         c"patchdiff.max_argument_bytes",
         c"Largest argument text, in bytes, that a pg_patchdiff function reads.",

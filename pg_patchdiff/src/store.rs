@@ -126,7 +126,8 @@ pub fn insert_target(
         &t.source_line_endings.to_json(),
         patchdiff_engine::json::LITERAL,
     );
-    let args: [DatumWithOid; 9] = [
+    let w = t.workspace.as_ref();
+    let args: [DatumWithOid; 13] = [
         target_file_id.into(),
         t.project_id.as_deref().into(),
         t.filename.as_str().into(),
@@ -136,12 +137,17 @@ pub fn insert_target(
         cycle_id.into(),
         facts.as_str().into(),
         snapshot_id.into(),
+        w.map(|w| w.root_device).into(),
+        w.map(|w| w.root_inode).into(),
+        w.map(|w| w.relative_path.as_str()).into(),
+        w.map(|w| w.baseline_sha256.as_str()).into(),
     ];
     client
         .update(
             "WITH t AS (INSERT INTO patchdiff.targets (target_file_id, project_id, filename, target_type, current_content, \
-                 current_hash, version, active_editing_cycle_id, source_line_endings) \
-                 VALUES ($1::uuid, $2::uuid, $3, $4, $5, $6, 0, $7::uuid, $8::json) RETURNING target_file_id), \
+                 current_hash, version, active_editing_cycle_id, source_line_endings, workspace_root_device, \
+                 workspace_root_inode, workspace_relative_path, workspace_baseline_sha256) \
+                 VALUES ($1::uuid, $2::uuid, $3, $4, $5, $6, 0, $7::uuid, $8::json, $10, $11, $12, $13) RETURNING target_file_id), \
              c AS (INSERT INTO patchdiff.editing_cycles (editing_cycle_id, target_file_id, opened_version) \
                  SELECT $7::uuid, target_file_id, 0 FROM t RETURNING editing_cycle_id) \
              INSERT INTO patchdiff.snapshots (snapshot_id, target_file_id, editing_cycle_id, snapshot_reason, version, content_hash, content) \

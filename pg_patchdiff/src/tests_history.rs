@@ -402,7 +402,7 @@ mod tests {
         for (args, code) in [
             (
                 json!({"target_file_id": t, "sync_workspace": true}),
-                "workspace_not_configured",
+                "workspace_requires_owned_transaction",
             ),
             (
                 json!({"target_file_id": t, "workspace_eol_format": "crlf"}),

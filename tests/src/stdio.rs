@@ -76,6 +76,12 @@ impl Pipes {
     pub fn pid(&self) -> u32 {
         self.child.id()
     }
+
+    /// SIGKILL, then reap.
+    pub fn kill(&mut self) {
+        self.child.kill().expect("killing patchdiff-mcp");
+        self.child.wait().expect("reaping patchdiff-mcp");
+    }
 }
 
 impl Drop for Pipes {

@@ -2,13 +2,20 @@
 //! the next, leaving content, version and hash unchanged (contract, "patchdiff_save").
 //!
 //! Both optional guards are checked when supplied, under the target's row lock; a stale or
-//! invalid guard is a `rejected` value and nothing is written. Workspace publication
-//! (`sync_workspace`, `workspace_eol_format`) belongs to the front end's workspace profile: over
-//! SQL only its disabled forms are accepted.
+//! invalid guard is a `rejected` value and nothing is written.
+//!
+//! Workspace publication (`sync_workspace: true`) is split: the front end owns the file and the
+//! transaction, the extension the checkpoint. A publishing SAVE is accepted only from a caller
+//! that says it owns the transaction (`SET LOCAL patchdiff.workspace_owned_transaction = on`
+//! inside BEGIN ... COMMIT); it checks the guards and the binding, writes the checkpoint, moves
+//! the baseline to the bytes to publish and returns them as `workspace_publication` for the
+//! front end to install before it commits ("Publication outcomes").
 
 use crate::args::{ArgError, Args};
+use crate::export::{ExportFormat, content_eol, write_eol};
 use crate::json::{as_int, type_name};
-use crate::target::TargetView;
+use crate::target::{TargetView, WorkspaceBinding};
+use crate::text::sha256_hex;
 use crate::uuid::is_sha256_hex;
 use serde_json::{Map, Value, json};
 
@@ -21,7 +28,7 @@ pub const SAVE_ARGS: &[&str] = &[
     "workspace_eol_format",
 ];
 
-/// The values `workspace_eol_format` would take if publication were configured.
+/// `workspace_eol_format`: the line endings of a published file.
 pub const WORKSPACE_EOL_FORMATS: &[&str] = &["original_eol", "canonical_lf", "crlf"];
 
 /// A parsed SAVE. The guards stay raw JSON: their syntax is judged against the locked target
@@ -32,6 +39,24 @@ pub struct SaveRequest {
     pub expected_target_version: Value,
     pub expected_current_hash: Value,
     pub export_after_save: bool,
+    /// `sync_workspace: true`: a publishing SAVE.
+    pub sync_workspace: bool,
+    /// `workspace_eol_format` (default `original_eol`); meaningful only when publishing.
+    pub workspace_eol_format: ExportFormat,
+}
+
+/// The session setting through which a caller says it owns the transaction of a publishing
+/// SAVE (the front end runs `SET LOCAL` inside its own BEGIN ... COMMIT).
+pub const OWNED_TRANSACTION_GUC: &str = "patchdiff.workspace_owned_transaction";
+
+/// Contract "Publication outcomes": a workspace SAVE must own its database transaction.
+pub fn owned_transaction_required() -> ArgError {
+    ArgError::new(
+        "workspace_requires_owned_transaction",
+        format!(
+            "sync_workspace: true publishes a file between the checkpoint and its COMMIT, so the publisher must own the transaction: run BEGIN; SET LOCAL {OWNED_TRANSACTION_GUC} = on; SELECT patchdiff_save(...); install the file; COMMIT (patchdiff-mcp's workspace profile does this). Nothing was written."
+        ),
+    )
 }
 
 fn not_configured(what: &str) -> ArgError {
@@ -47,9 +72,9 @@ pub fn parse_save(text: &str) -> Result<SaveRequest, ArgError> {
     let a = Args::parse(text, SAVE_ARGS, &["target_file_id"])?;
     let target_file_id = a.target_file_id()?;
     let export_after_save = a.bool_or("export_after_save", false, "invalid_export_after_save")?;
-    match a.get("sync_workspace") {
-        None | Some(Value::Null) | Some(Value::Bool(false)) => {}
-        Some(Value::Bool(true)) => return Err(not_configured("sync_workspace: true")),
+    let sync_workspace = match a.get("sync_workspace") {
+        None | Some(Value::Null) | Some(Value::Bool(false)) => false,
+        Some(Value::Bool(true)) => true,
         Some(v) => {
             return Err(ArgError::new(
                 "invalid_sync_workspace",
@@ -59,11 +84,20 @@ pub fn parse_save(text: &str) -> Result<SaveRequest, ArgError> {
                 ),
             ));
         }
-    }
-    match a.get("workspace_eol_format") {
-        None | Some(Value::Null) => {}
+    };
+    let workspace_eol_format = match a.get("workspace_eol_format") {
+        None | Some(Value::Null) => ExportFormat::OriginalEol,
         Some(Value::String(s)) if WORKSPACE_EOL_FORMATS.contains(&s.as_str()) => {
-            return Err(not_configured("workspace_eol_format"));
+            if !sync_workspace {
+                return Err(not_configured(
+                    "workspace_eol_format without sync_workspace: true",
+                ));
+            }
+            match s.as_str() {
+                "canonical_lf" => ExportFormat::CanonicalLf,
+                "crlf" => ExportFormat::Crlf,
+                _ => ExportFormat::OriginalEol,
+            }
         }
         Some(_) => {
             return Err(ArgError::new(
@@ -75,13 +109,70 @@ pub fn parse_save(text: &str) -> Result<SaveRequest, ArgError> {
             )
             .with("allowed_formats", json!(WORKSPACE_EOL_FORMATS)));
         }
-    }
+    };
     let take = |k: &str| a.get(k).cloned().unwrap_or(Value::Null);
     Ok(SaveRequest {
         target_file_id,
         expected_target_version: take("expected_target_version"),
         expected_current_hash: take("expected_current_hash"),
         export_after_save,
+        sync_workspace,
+        workspace_eol_format,
+    })
+}
+
+/// What a publishing SAVE hands the front end: where to install, which bytes to expect on
+/// disk, and the bytes to write.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Publication {
+    pub binding: WorkspaceBinding,
+    pub content: String,
+    pub content_eol: &'static str,
+    pub content_sha256: String,
+}
+
+impl Publication {
+    /// The `workspace_publication` member of the saved answer; the front end removes it and
+    /// reports `workspace_sync` instead.
+    pub fn to_json(&self) -> Value {
+        json!({
+            "root_device": self.binding.root_device,
+            "root_inode": self.binding.root_inode,
+            "relative_path": self.binding.relative_path,
+            "baseline_sha256": self.binding.baseline_sha256,
+            "content": self.content,
+            "content_eol": self.content_eol,
+            "content_sha256": self.content_sha256,
+        })
+    }
+}
+
+/// The publication of a locked target whose guards passed, or the `rejected` answer (nothing
+/// written): a target that was not imported from a workspace, or a line-ending format that
+/// cannot be written for it.
+pub fn publication(
+    req: &SaveRequest,
+    t: &TargetView,
+    source_line_endings: &Value,
+    binding: Option<WorkspaceBinding>,
+) -> Result<Publication, Value> {
+    let Some(binding) = binding else {
+        return Err(rejected(
+            t,
+            "workspace_not_bound",
+            "this target was not imported from a workspace (initialize it with from_workspace: true); nothing was saved."
+                .into(),
+            &[],
+        ));
+    };
+    let eol = content_eol(req.workspace_eol_format, source_line_endings)
+        .map_err(|e| rejected(t, e.code, format!("{} Nothing was saved.", e.detail), &[]))?;
+    let content = write_eol(t.content, eol).into_owned();
+    Ok(Publication {
+        binding,
+        content_sha256: sha256_hex(&content),
+        content,
+        content_eol: eol.as_str(),
     })
 }
 
@@ -243,21 +334,19 @@ mod tests {
         assert_eq!(r["code"], "invalid_expected_current_hash");
     }
 
-    /// sync_workspace and workspace_eol_format are accepted only in their disabled forms.
+    /// sync_workspace is a boolean or null; workspace_eol_format one of three formats, and only
+    /// with sync_workspace: true.
     #[test]
-    fn workspace_publication_is_not_served_over_sql() {
+    fn workspace_arguments_are_parsed_and_checked() {
         for ok in [
             json!({}),
             json!({"sync_workspace": null, "workspace_eol_format": null}),
             json!({"sync_workspace": false}),
+            json!({"sync_workspace": true, "workspace_eol_format": "crlf"}),
         ] {
             assert!(req(ok).is_ok());
         }
         let code = |v| req(v).err().map(|e| e.code);
-        assert_eq!(
-            code(json!({"sync_workspace": true})),
-            Some("workspace_not_configured")
-        );
         assert_eq!(
             code(json!({"workspace_eol_format": "crlf"})),
             Some("workspace_not_configured")
@@ -299,5 +388,47 @@ mod tests {
                 "export"
             ]
         );
+    }
+
+    /// Contract "Round-tripping to files": the published bytes use the recorded style
+    /// (original_eol) and their hash is the next baseline; an unbound target is rejected.
+    #[test]
+    fn publication_writes_the_recorded_line_endings() {
+        use crate::text::SourceLineEndings;
+        let facts = SourceLineEndings::of("a\r\nb\r\n").to_json();
+        let t = TargetView {
+            target_file_id: "t",
+            version: 1,
+            current_hash: H,
+            content: "a\nB\n",
+        };
+        let b = WorkspaceBinding {
+            root_device: 1,
+            root_inode: 2,
+            relative_path: "a.txt".into(),
+            baseline_sha256: "0".repeat(64),
+        };
+        let r = req(json!({"sync_workspace": true})).unwrap();
+        let p = publication(&r, &t, &facts, Some(b.clone())).unwrap();
+        assert_eq!(p.content, "a\r\nB\r\n");
+        assert_eq!(p.content_eol, "crlf");
+        assert_eq!(p.content_sha256, sha256_hex("a\r\nB\r\n"));
+        let lf =
+            req(json!({"sync_workspace": true, "workspace_eol_format": "canonical_lf"})).unwrap();
+        assert_eq!(
+            publication(&lf, &t, &facts, Some(b)).unwrap().content,
+            "a\nB\n"
+        );
+        let unbound = publication(&r, &t, &facts, None).unwrap_err();
+        assert_eq!(unbound["failure_reason"], "workspace_not_bound");
+        let mixed = SourceLineEndings::of("a\r\nb\n").to_json();
+        let b2 = WorkspaceBinding {
+            root_device: 1,
+            root_inode: 2,
+            relative_path: "a.txt".into(),
+            baseline_sha256: "0".repeat(64),
+        };
+        let e = publication(&r, &t, &mixed, Some(b2)).unwrap_err();
+        assert_eq!(e["failure_reason"], "original_eol_unrecoverable");
     }
 }

@@ -24,7 +24,26 @@ pub struct NewTarget {
     pub canonical: String,
     pub current_hash: String,
     pub source_line_endings: SourceLineEndings,
+    /// Set when the front end imported the content from its workspace.
+    pub workspace: Option<WorkspaceBinding>,
 }
+
+/// The workspace identity a target imported from a file is bound to (contract, "Workspace
+/// filesystem contract"): the root directory's device and inode, the path under it, and the
+/// SHA-256 of the bytes on disk that the next publication expects to replace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkspaceBinding {
+    pub root_device: i64,
+    pub root_inode: i64,
+    pub relative_path: String,
+    pub baseline_sha256: String,
+}
+
+/// `workspace_binding`: the SQL-only argument through which patchdiff-mcp records an import
+/// (`{root_device, root_inode, relative_path}`). It is not a tool argument: a host asks for an
+/// import with `from_workspace`, and the front end, which read the file, passes the binding. The
+/// baseline is the SHA-256 of `content` itself, which is the file's exact bytes.
+pub const WORKSPACE_BINDING_ARG: &str = "workspace_binding";
 
 pub const INITIALIZE_ARGS: &[&str] = &[
     "filename",
@@ -42,6 +61,17 @@ pub fn parse_initialize(text: &str, upload: bool) -> Result<NewTarget, ArgError>
         (UPLOAD_ARGS, &["filename", "content", "content_type"])
     } else {
         (INITIALIZE_ARGS, &["filename"])
+    };
+    let with_binding: Vec<&str>;
+    let allowed = if upload {
+        allowed
+    } else {
+        with_binding = allowed
+            .iter()
+            .copied()
+            .chain([WORKSPACE_BINDING_ARG])
+            .collect();
+        &with_binding[..]
     };
     let a = Args::parse(text, allowed, required)?;
     if a.bool_or("from_workspace", false, "invalid_from_workspace")? {
@@ -102,14 +132,57 @@ pub fn parse_initialize(text: &str, upload: bool) -> Result<NewTarget, ArgError>
             )
         })?),
     };
+    let source_line_endings = SourceLineEndings::of(content);
+    let workspace = match a.get(WORKSPACE_BINDING_ARG) {
+        None | Some(Value::Null) => None,
+        Some(b) => Some(parse_binding(b, &source_line_endings.source_sha256)?),
+    };
     let canonical = canonicalize(content).into_owned();
     Ok(NewTarget {
         filename: filename.to_owned(),
         target_type,
         project_id,
         current_hash: sha256_hex(&canonical),
-        source_line_endings: SourceLineEndings::of(content),
+        source_line_endings,
         canonical,
+        workspace,
+    })
+}
+
+fn parse_binding(b: &Value, baseline_sha256: &str) -> Result<WorkspaceBinding, ArgError> {
+    let bad = || {
+        ArgError::new(
+            "invalid_workspace_binding",
+            "workspace_binding must be {root_device, root_inode: non-negative integers, relative_path: a non-empty relative path}",
+        )
+    };
+    let o = b.as_object().ok_or_else(bad)?;
+    if o.keys()
+        .any(|k| !matches!(k.as_str(), "root_device" | "root_inode" | "relative_path"))
+    {
+        return Err(bad());
+    }
+    let int = |k: &str| {
+        o.get(k)
+            .and_then(crate::json::as_int)
+            .filter(|n| *n >= 0)
+            .ok_or_else(bad)
+    };
+    let relative_path = o
+        .get("relative_path")
+        .and_then(Value::as_str)
+        .filter(|p| {
+            !p.is_empty()
+                && !p.starts_with('/')
+                && p.len() <= FILENAME_MAX_BYTES
+                && text_defect(p).is_none()
+        })
+        .ok_or_else(bad)?;
+    Ok(WorkspaceBinding {
+        root_device: int("root_device")?,
+        root_inode: int("root_inode")?,
+        relative_path: relative_path.to_owned(),
+        baseline_sha256: baseline_sha256.to_owned(),
     })
 }
 
@@ -205,5 +278,47 @@ mod tests {
             Some("invalid_content")
         );
         assert!(parse_initialize(r#"{"filename":"a","content":""}"#, false).is_ok());
+    }
+
+    /// Contract "Workspace filesystem contract": an import binds the target to the root's
+    /// device and inode and the relative path; the baseline is the hash of the exact bytes.
+    #[test]
+    fn workspace_binding_records_root_identity_and_baseline() {
+        let t = parse_initialize(
+            r#"{"filename":"d/a.txt","content":"x\r\n","workspace_binding":{"root_device":7,"root_inode":42,"relative_path":"d/a.txt"}}"#,
+            false,
+        )
+        .unwrap();
+        assert_eq!(
+            t.workspace,
+            Some(WorkspaceBinding {
+                root_device: 7,
+                root_inode: 42,
+                relative_path: "d/a.txt".into(),
+                baseline_sha256: sha256_hex("x\r\n"),
+            })
+        );
+        let code = |s: &str, up: bool| parse_initialize(s, up).err().map(|e| e.code);
+        assert_eq!(
+            code(
+                r#"{"filename":"a","content":"x","workspace_binding":{"root_device":-1,"root_inode":1,"relative_path":"a"}}"#,
+                false
+            ),
+            Some("invalid_workspace_binding")
+        );
+        assert_eq!(
+            code(
+                r#"{"filename":"a","content":"x","workspace_binding":{"root_device":1,"root_inode":1,"relative_path":"/etc/passwd"}}"#,
+                false
+            ),
+            Some("invalid_workspace_binding")
+        );
+        assert_eq!(
+            code(
+                r#"{"filename":"a","content":"x","content_type":"t","workspace_binding":null}"#,
+                true
+            ),
+            Some("unknown_argument")
+        );
     }
 }

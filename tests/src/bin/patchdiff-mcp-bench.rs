@@ -26,6 +26,8 @@ impl Mcp {
         let mut child = Command::new(bin)
             .env("PATCHDIFF_DATABASE_URL", dsn)
             .env("PATCHDIFF_MCP_PROFILE", profile)
+            // The workspace profiles refuse to start without a root; listing needs no files.
+            .env("PATCHDIFF_WORKSPACE_ROOT", std::env::temp_dir())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())

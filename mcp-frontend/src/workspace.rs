@@ -1,0 +1,620 @@
+//! The workspace: every file operation of the `workspace` and `observed_workspace` profiles
+//! (contract, "Workspace filesystem contract"; docs/workspace.md).
+//!
+//! The files live beside the front end, not the database, so this module is the only place that
+//! touches them. Paths are validated as text first (no escapes, no absolute paths, no reserved or
+//! ambiguous components), then walked one component at a time with non-following directory
+//! handles (`openat` with `O_DIRECTORY | O_NOFOLLOW`), and the file is read and replaced relative
+//! to the opened parent: swapping an ancestor for a symlink after the walk cannot redirect the
+//! write into another tree. An exclusive `flock` on the physical parent directory (a lease)
+//! serializes imports and publications to one directory across processes, targets, overlapping
+//! roots and aliases.
+
+use sha2::{Digest, Sha256};
+use std::ffi::CString;
+use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// A file larger than this is not imported: its text would not fit the extension's default
+/// `patchdiff.max_argument_bytes` (16 MiB) once JSON-escaped.
+pub const IMPORT_MAX_BYTES: u64 = 8 * 1024 * 1024;
+
+/// How long an import or publication waits for another one to release the directory's lease
+/// before it answers `workspace_busy`.
+pub const LEASE_WAIT: Duration = Duration::from_millis(2000);
+
+/// The longest path component a POSIX file system accepts (NAME_MAX).
+const NAME_MAX: usize = 255;
+
+/// The mode of a newly created file; an existing file keeps its own.
+pub const NEW_FILE_MODE: u32 = 0o600;
+
+static STAGE_COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// A refusal before anything was installed: the destination is unchanged.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    pub code: &'static str,
+    pub detail: String,
+}
+
+fn refuse(code: &'static str, detail: impl Into<String>) -> Refusal {
+    Refusal {
+        code,
+        detail: detail.into(),
+    }
+}
+
+fn io_refusal(what: &str, e: std::io::Error) -> Refusal {
+    refuse("workspace_io_error", format!("{what}: {e}"))
+}
+
+/// A test hook (`PATCHDIFF_WORKSPACE_TEST_HOOK=<point>`, `PATCHDIFF_WORKSPACE_TEST_HOOK_DIR`):
+/// at the named point the process creates `<dir>/paused` and waits until `<dir>/resume` exists,
+/// so a test can change the file system, or kill the process, at exactly that point. Points:
+/// `after_walk`, `after_lease`, `before_commit`. It fires once per process.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hook {
+    pub point: String,
+    pub dir: PathBuf,
+}
+
+/// The configured root, opened once at start-up and held: the binding is the identity of this
+/// directory (device and inode), so moving it keeps the targets bound and a different directory
+/// at the same path does not.
+#[derive(Debug)]
+pub struct Workspace {
+    root: OwnedFd,
+    pub path: PathBuf,
+    pub device: u64,
+    pub inode: u64,
+    hook: Option<Hook>,
+    hook_fired: std::cell::Cell<bool>,
+}
+
+/// What a publishing SAVE asks to install.
+#[derive(Debug, Clone)]
+pub struct Publication {
+    pub root_device: u64,
+    pub root_inode: u64,
+    pub relative_path: String,
+    pub baseline_sha256: String,
+    pub content: String,
+    pub content_eol: String,
+    pub content_sha256: String,
+}
+
+/// The `workspace_sync` receipt.
+#[derive(Debug, Clone)]
+pub struct Receipt {
+    pub synced_path: String,
+    pub disk_sha256: String,
+    pub bytes_written: u64,
+    pub content_eol: String,
+}
+
+impl Receipt {
+    pub fn to_json(&self, durability: &str) -> serde_json::Value {
+        serde_json::json!({
+            "synced_path": self.synced_path,
+            "disk_sha256": self.disk_sha256,
+            "bytes_written": self.bytes_written,
+            "content_eol": self.content_eol,
+            "publication": "installed",
+            "durability": durability,
+        })
+    }
+}
+
+/// An installed file whose directory is still open and leased: the caller commits, then
+/// [`Installed::finish`] releases the handles.
+pub struct Installed {
+    pub receipt: Receipt,
+    parent: OwnedFd,
+    lease: Lease,
+}
+
+/// How a publication ended before the caller's COMMIT.
+pub enum Outcome {
+    /// Installed and the directory fsynced.
+    Installed(Installed),
+    /// Nothing installed; the destination is unchanged.
+    Rejected(Refusal),
+    /// Installed, but the directory's durability is uncertain (`workspace_durability_uncertain`).
+    DurabilityUncertain(Receipt, String),
+}
+
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    let mut h = Sha256::new();
+    h.update(bytes);
+    h.finalize()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<String>()
+}
+
+fn cstr(s: &str) -> Result<CString, Refusal> {
+    CString::new(s).map_err(|_| refuse("workspace_path_invalid", "the path contains NUL"))
+}
+
+fn last_error() -> std::io::Error {
+    std::io::Error::last_os_error()
+}
+
+/// Validates a path relative to the root and splits it into components. Refused: empty,
+/// absolute, `..` (escape), `.`, empty components (`a//b`, trailing `/`), backslashes, control
+/// characters and components longer than NAME_MAX (ambiguous or reserved).
+pub fn validate(rel: &str) -> Result<Vec<&str>, Refusal> {
+    if rel.is_empty() {
+        return Err(refuse("workspace_path_invalid", "the path is empty"));
+    }
+    if rel.starts_with('/') {
+        return Err(refuse(
+            "workspace_path_absolute",
+            "the path must be relative to PATCHDIFF_WORKSPACE_ROOT, not absolute",
+        ));
+    }
+    if rel.chars().any(|c| c.is_control()) || rel.contains('\\') {
+        return Err(refuse(
+            "workspace_path_invalid",
+            "the path contains a control character or a backslash",
+        ));
+    }
+    let parts: Vec<&str> = rel.split('/').collect();
+    for p in &parts {
+        match *p {
+            ".." => {
+                return Err(refuse(
+                    "workspace_path_escape",
+                    "the path has a '..' component, which could leave the workspace",
+                ));
+            }
+            "" | "." => {
+                return Err(refuse(
+                    "workspace_path_ambiguous",
+                    "the path has an empty or '.' component; write each directory once, separated by single '/'",
+                ));
+            }
+            p if p.len() > NAME_MAX => {
+                return Err(refuse(
+                    "workspace_path_invalid",
+                    format!("a path component is longer than {NAME_MAX} bytes"),
+                ));
+            }
+            _ => {}
+        }
+    }
+    Ok(parts)
+}
+
+fn fstat(fd: RawFd) -> std::io::Result<libc::stat> {
+    // SAFETY: `st` is written by fstat before it is read; fd is a valid descriptor.
+    unsafe {
+        let mut st: libc::stat = std::mem::zeroed();
+        if libc::fstat(fd, &mut st) != 0 {
+            return Err(last_error());
+        }
+        Ok(st)
+    }
+}
+
+fn is_symlink_at(dir: RawFd, name: &CString) -> bool {
+    // SAFETY: as in fstat; AT_SYMLINK_NOFOLLOW inspects the link itself.
+    unsafe {
+        let mut st: libc::stat = std::mem::zeroed();
+        libc::fstatat(dir, name.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) == 0
+            && (st.st_mode & libc::S_IFMT) == libc::S_IFLNK
+    }
+}
+
+fn openat(dir: RawFd, name: &CString, flags: libc::c_int, mode: u32) -> std::io::Result<OwnedFd> {
+    // SAFETY: name is NUL-terminated; a non-negative result is a descriptor we now own.
+    let fd = unsafe { libc::openat(dir, name.as_ptr(), flags | libc::O_CLOEXEC, mode) };
+    if fd < 0 {
+        return Err(last_error());
+    }
+    // SAFETY: fd is a fresh descriptor owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+const DIR_FLAGS: libc::c_int = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW;
+
+/// The exclusive advisory lease on a directory: `flock` on an open file description of its
+/// own, so it conflicts with every other lease on the same physical directory, in this process
+/// or another, whatever path reached it. Released when dropped (closed).
+pub struct Lease(#[allow(dead_code)] OwnedFd);
+
+impl Lease {
+    fn acquire(dir: &OwnedFd) -> Result<Lease, Refusal> {
+        let fd = openat(dir.as_raw_fd(), &c".".into(), DIR_FLAGS, 0)
+            .map_err(|e| io_refusal("opening the directory for its lease", e))?;
+        let deadline = Instant::now() + LEASE_WAIT;
+        loop {
+            // SAFETY: fd is open.
+            if unsafe { libc::flock(fd.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+                return Ok(Lease(fd));
+            }
+            let e = last_error();
+            if e.raw_os_error() != Some(libc::EWOULDBLOCK) {
+                return Err(io_refusal("taking the directory lease", e));
+            }
+            if Instant::now() >= deadline {
+                return Err(refuse(
+                    "workspace_busy",
+                    format!(
+                        "another import or publication holds this directory's lease (waited {} ms); retry later",
+                        LEASE_WAIT.as_millis()
+                    ),
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+/// The current bytes of `name` in `dir`: `None` when absent. Symlinks and non-regular files
+/// are refused; the file is opened without following and read through its handle.
+fn read_at(dir: &OwnedFd, name: &CString, limit: u64) -> Result<Option<(Vec<u8>, u32)>, Refusal> {
+    let f = match openat(
+        dir.as_raw_fd(),
+        name,
+        libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY,
+        0,
+    ) {
+        Ok(f) => f,
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Ok(None),
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) || is_symlink_at(dir.as_raw_fd(), name) => {
+            return Err(refuse(
+                "workspace_path_symlink",
+                "the file is a symbolic link; managed files must be regular files inside the workspace",
+            ));
+        }
+        Err(e) => return Err(io_refusal("opening the file", e)),
+    };
+    let st = fstat(f.as_raw_fd()).map_err(|e| io_refusal("inspecting the file", e))?;
+    if (st.st_mode & libc::S_IFMT) != libc::S_IFREG {
+        return Err(refuse(
+            "workspace_not_regular_file",
+            "the path names something other than a regular file",
+        ));
+    }
+    if st.st_size as u64 > limit {
+        return Err(refuse(
+            "workspace_file_too_large",
+            format!("the file has {} bytes; the limit is {limit}", st.st_size),
+        ));
+    }
+    use std::io::Read;
+    let mut file = std::fs::File::from(f);
+    let mut bytes = Vec::with_capacity(st.st_size as usize);
+    file.by_ref()
+        .take(limit.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(|e| io_refusal("reading the file", e))?;
+    if bytes.len() as u64 > limit {
+        return Err(refuse(
+            "workspace_file_too_large",
+            "the file grew past the limit while being read",
+        ));
+    }
+    Ok(Some((bytes, st.st_mode & 0o7777)))
+}
+
+impl Workspace {
+    /// Opens the configured root. The root itself may be reached through a symlink (its owner
+    /// chose it); everything below it is walked without following.
+    pub fn open(path: &Path, hook: Option<Hook>) -> Result<Workspace, String> {
+        let c = CString::new(path.as_os_str().as_encoded_bytes())
+            .map_err(|_| "PATCHDIFF_WORKSPACE_ROOT contains NUL".to_string())?;
+        let root =
+            openat(libc::AT_FDCWD, &c, libc::O_RDONLY | libc::O_DIRECTORY, 0).map_err(|e| {
+                format!(
+                    "PATCHDIFF_WORKSPACE_ROOT={} is not an openable directory: {e}",
+                    path.display()
+                )
+            })?;
+        let st = fstat(root.as_raw_fd()).map_err(|e| e.to_string())?;
+        Ok(Workspace {
+            root,
+            path: path.to_owned(),
+            device: st.st_dev,
+            inode: st.st_ino,
+            hook,
+            hook_fired: std::cell::Cell::new(false),
+        })
+    }
+
+    fn hook(&self, point: &str) {
+        let Some(h) = &self.hook else { return };
+        if h.point != point || self.hook_fired.replace(true) {
+            return;
+        }
+        let _ = std::fs::write(h.dir.join("paused"), point);
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !h.dir.join("resume").exists() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Opens the parent directory of `parts` (all but the last), one non-following component at
+    /// a time. With `create`, missing directories are created (mode 0700).
+    fn walk(&self, parts: &[&str], create: bool) -> Result<OwnedFd, Refusal> {
+        let mut dir = openat(self.root.as_raw_fd(), &c".".into(), DIR_FLAGS, 0)
+            .map_err(|e| io_refusal("opening the workspace root", e))?;
+        for part in &parts[..parts.len() - 1] {
+            let name = cstr(part)?;
+            let next = match openat(dir.as_raw_fd(), &name, DIR_FLAGS, 0) {
+                Ok(d) => d,
+                Err(e) if e.raw_os_error() == Some(libc::ENOENT) && create => {
+                    // SAFETY: name is NUL-terminated; dir is open.
+                    if unsafe { libc::mkdirat(dir.as_raw_fd(), name.as_ptr(), 0o700) } != 0 {
+                        let e = last_error();
+                        if e.raw_os_error() != Some(libc::EEXIST) {
+                            return Err(io_refusal("creating a parent directory", e));
+                        }
+                    }
+                    openat(dir.as_raw_fd(), &name, DIR_FLAGS, 0)
+                        .map_err(|e| self.walk_error(&dir, &name, e))?
+                }
+                Err(e) => return Err(self.walk_error(&dir, &name, e)),
+            };
+            dir = next;
+        }
+        Ok(dir)
+    }
+
+    fn walk_error(&self, dir: &OwnedFd, name: &CString, e: std::io::Error) -> Refusal {
+        if is_symlink_at(dir.as_raw_fd(), name) || e.raw_os_error() == Some(libc::ELOOP) {
+            return refuse(
+                "workspace_path_symlink",
+                "a directory on the path is a symbolic link; the workspace is walked without following links",
+            );
+        }
+        match e.raw_os_error() {
+            Some(libc::ENOENT) => refuse(
+                "workspace_file_not_found",
+                "a directory on the path does not exist",
+            ),
+            Some(libc::ENOTDIR) => refuse(
+                "workspace_path_invalid",
+                "a component of the path is not a directory",
+            ),
+            _ => io_refusal("opening a directory on the path", e),
+        }
+    }
+
+    /// Reads `rel` for an import, under the directory's lease. The bytes must be UTF-8 text.
+    pub fn import(&self, rel: &str) -> Result<String, Refusal> {
+        let parts = validate(rel)?;
+        let parent = self.walk(&parts, false)?;
+        let _lease = Lease::acquire(&parent)?;
+        let name = cstr(parts[parts.len() - 1])?;
+        let (bytes, _) = read_at(&parent, &name, IMPORT_MAX_BYTES)?.ok_or_else(|| {
+            refuse(
+                "workspace_file_not_found",
+                format!("{rel} does not exist under the workspace root"),
+            )
+        })?;
+        String::from_utf8(bytes).map_err(|_| {
+            refuse(
+                "workspace_file_not_utf8",
+                "the file is not UTF-8 text; only UTF-8 files can be imported",
+            )
+        })
+    }
+
+    /// Installs a publication: binding check, walk, lease, drift check, staged write, second
+    /// drift check, atomic rename (replacement) or no-clobber link (creation), fsync of file
+    /// and directory. The caller owns the database transaction and commits only after
+    /// [`Outcome::Installed`].
+    pub fn publish(&self, p: &Publication) -> Outcome {
+        match self.try_publish(p) {
+            Ok(o) => o,
+            Err(r) => Outcome::Rejected(r),
+        }
+    }
+
+    fn try_publish(&self, p: &Publication) -> Result<Outcome, Refusal> {
+        if (p.root_device, p.root_inode) != (self.device, self.inode) {
+            return Err(refuse(
+                "workspace_root_mismatch",
+                "the target was imported under a different workspace root (device and inode differ); initialize a new target from this workspace",
+            ));
+        }
+        let parts = validate(&p.relative_path)?;
+        let parent = self.walk(&parts, true)?;
+        self.hook("after_walk");
+        let lease = Lease::acquire(&parent)?;
+        self.hook("after_lease");
+        let name = cstr(parts[parts.len() - 1])?;
+        let bytes = p.content.as_bytes();
+        // A disk that already holds exactly the bytes to publish is not drift: it is the state
+        // a publication interrupted after installation leaves (docs/workspace.md, "Reconciling").
+        let check = |what: &str| -> Result<Option<u32>, Refusal> {
+            match read_at(&parent, &name, u64::MAX)? {
+                None => Ok(None),
+                Some((disk, mode)) => {
+                    let h = sha256_hex(&disk);
+                    if h == p.baseline_sha256 || h == p.content_sha256 {
+                        Ok(Some(mode))
+                    } else {
+                        Err(refuse(
+                            "external_disk_drift",
+                            format!(
+                                "{} changed on disk since it was imported or last published ({what}); it was left as it is. Re-initialize a target from the file before publishing again.",
+                                p.relative_path
+                            ),
+                        ))
+                    }
+                }
+            }
+        };
+        let existing_mode = check("checked under the lease")?;
+        let tmp_name = format!(
+            ".{}.patchdiff-{}-{}.tmp",
+            parts[parts.len() - 1].chars().take(100).collect::<String>(),
+            std::process::id(),
+            STAGE_COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+                ^ std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_nanos() as u64)
+        );
+        let tmp = cstr(&tmp_name)?;
+        let staged = openat(
+            parent.as_raw_fd(),
+            &tmp,
+            libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW,
+            NEW_FILE_MODE,
+        )
+        .map_err(|e| io_refusal("creating the staged file", e))?;
+        let unlink_tmp = || {
+            // SAFETY: tmp is NUL-terminated; parent is open.
+            unsafe { libc::unlinkat(parent.as_raw_fd(), tmp.as_ptr(), 0) };
+        };
+        let staged_result = (|| -> std::io::Result<()> {
+            use std::io::Write;
+            let mut f = std::fs::File::from(staged);
+            f.write_all(bytes)?;
+            let mode = existing_mode.unwrap_or(NEW_FILE_MODE);
+            // SAFETY: f is open.
+            if unsafe { libc::fchmod(f.as_raw_fd(), mode as libc::mode_t) } != 0 {
+                return Err(last_error());
+            }
+            f.sync_all()
+        })();
+        if let Err(e) = staged_result {
+            unlink_tmp();
+            return Err(io_refusal("writing the staged file", e));
+        }
+        let mode_now = match check("checked again after staging") {
+            Ok(m) => m,
+            Err(r) => {
+                unlink_tmp();
+                return Err(r);
+            }
+        };
+        let installed = match (existing_mode, mode_now) {
+            (Some(_), Some(_)) => {
+                // SAFETY: both names are NUL-terminated and relative to the open parent.
+                let rc = unsafe {
+                    libc::renameat(
+                        parent.as_raw_fd(),
+                        tmp.as_ptr(),
+                        parent.as_raw_fd(),
+                        name.as_ptr(),
+                    )
+                };
+                if rc != 0 {
+                    let e = last_error();
+                    unlink_tmp();
+                    return Err(io_refusal("renaming the staged file into place", e));
+                }
+                Ok(())
+            }
+            (None, None) => {
+                // SAFETY: as above; flags 0: never follows, never replaces.
+                let rc = unsafe {
+                    libc::linkat(
+                        parent.as_raw_fd(),
+                        tmp.as_ptr(),
+                        parent.as_raw_fd(),
+                        name.as_ptr(),
+                        0,
+                    )
+                };
+                let e = last_error();
+                unlink_tmp();
+                if rc != 0 {
+                    if e.raw_os_error() == Some(libc::EEXIST) {
+                        Err(refuse(
+                            "external_disk_drift",
+                            format!(
+                                "{} appeared on disk while it was being created; the new file was preserved",
+                                p.relative_path
+                            ),
+                        ))
+                    } else {
+                        Err(io_refusal("linking the new file into place", e))
+                    }
+                } else {
+                    Ok(())
+                }
+            }
+            // The file appeared or vanished between the two checks.
+            _ => {
+                unlink_tmp();
+                Err(refuse(
+                    "external_disk_drift",
+                    format!(
+                        "{} appeared or vanished on disk during publication; it was left as it is",
+                        p.relative_path
+                    ),
+                ))
+            }
+        };
+        installed?;
+        let receipt = Receipt {
+            synced_path: p.relative_path.clone(),
+            disk_sha256: p.content_sha256.clone(),
+            bytes_written: bytes.len() as u64,
+            content_eol: p.content_eol.clone(),
+        };
+        // SAFETY: parent is open.
+        if unsafe { libc::fsync(parent.as_raw_fd()) } != 0 {
+            return Ok(Outcome::DurabilityUncertain(
+                receipt,
+                last_error().to_string(),
+            ));
+        }
+        Ok(Outcome::Installed(Installed {
+            receipt,
+            parent,
+            lease,
+        }))
+    }
+
+    /// Test hook point between installation and the caller's COMMIT.
+    pub fn before_commit(&self) {
+        self.hook("before_commit");
+    }
+}
+
+impl Installed {
+    /// Closes the parent directory handle, checking the close, then releases the lease.
+    pub fn finish(self) -> Result<(), String> {
+        let fd = self.parent.into_raw_fd();
+        // SAFETY: fd was owned by `parent` and is closed exactly once here.
+        let rc = unsafe { libc::close(fd) };
+        let r = if rc != 0 {
+            Err(last_error().to_string())
+        } else {
+            Ok(())
+        };
+        drop(self.lease);
+        r
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Contract "Workspace filesystem contract": escapes, absolute paths and reserved or
+    /// ambiguous components are refused before any IO.
+    #[test]
+    fn path_validation() {
+        assert_eq!(validate("a/b.txt").unwrap(), vec!["a", "b.txt"]);
+        let code = |p: &str| validate(p).err().map(|r| r.code);
+        assert_eq!(code("../x"), Some("workspace_path_escape"));
+        assert_eq!(code("a/../../x"), Some("workspace_path_escape"));
+        assert_eq!(code("/etc/passwd"), Some("workspace_path_absolute"));
+        assert_eq!(code("a//b"), Some("workspace_path_ambiguous"));
+        assert_eq!(code("./a"), Some("workspace_path_ambiguous"));
+        assert_eq!(code("a/"), Some("workspace_path_ambiguous"));
+        assert_eq!(code(""), Some("workspace_path_invalid"));
+        assert_eq!(code("a\\b"), Some("workspace_path_invalid"));
+        assert_eq!(code("a\nb"), Some("workspace_path_invalid"));
+        assert_eq!(code(&"x".repeat(256)), Some("workspace_path_invalid"));
+    }
+}

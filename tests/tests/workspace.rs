@@ -1,0 +1,574 @@
+//! The workspace profile end to end: the real `patchdiff-mcp` over real pipes, a real directory
+//! and a real PostgreSQL (issue 7; contract "patchdiff_save", "Publication outcomes", "Workspace
+//! filesystem contract"; docs/workspace.md).
+//!
+//! Environment: `PATCHDIFF_TEST_DSN` (a superuser connection string to a database with
+//! pg_patchdiff) and `PATCHDIFF_MCP_BIN` (the built server; default target/debug).
+
+use patchdiff_tests::stdio::{Pipes, mcp_bin};
+use serde_json::{Value, json};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const REPLY_TIMEOUT: Duration = Duration::from_secs(30);
+
+fn dsn() -> String {
+    std::env::var("PATCHDIFF_TEST_DSN")
+        .expect("PATCHDIFF_TEST_DSN must be set to a superuser connection string")
+}
+
+/// A fresh directory for one test.
+fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("pd-ws-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+struct Mcp {
+    pipes: Pipes,
+    next_id: i64,
+}
+
+impl Mcp {
+    fn start(root: &Path, env: &[(&str, &str)]) -> Mcp {
+        let mut cmd = Command::new(mcp_bin());
+        cmd.env("PATCHDIFF_DATABASE_URL", dsn())
+            .env("PATCHDIFF_MCP_PROFILE", "workspace")
+            .env("PATCHDIFF_WORKSPACE_ROOT", root)
+            .stderr(Stdio::inherit());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut m = Mcp {
+            pipes: Pipes::spawn(cmd),
+            next_id: 1,
+        };
+        let r = m.request(
+            "initialize",
+            json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "ws", "version": "1"}}),
+        );
+        assert!(r["result"].is_object(), "{r}");
+        m
+    }
+
+    fn send(&mut self, method: &str, params: Value) -> i64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        let line = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        self.pipes.send(format!("{line}\n").as_bytes());
+        id
+    }
+
+    fn reply(&self, id: i64) -> Value {
+        let line = self
+            .pipes
+            .line(REPLY_TIMEOUT)
+            .expect("no reply from patchdiff-mcp");
+        assert!(line.is_ascii());
+        let r: Value = serde_json::from_slice(&line).unwrap();
+        assert_eq!(r["id"], id, "{r}");
+        r
+    }
+
+    fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.send(method, params);
+        self.reply(id)
+    }
+
+    fn send_call(&mut self, name: &str, arguments: Value) -> i64 {
+        self.send("tools/call", json!({"name": name, "arguments": arguments}))
+    }
+
+    fn tool_text(r: &Value) -> Value {
+        serde_json::from_str(r["result"]["content"][0]["text"].as_str().unwrap()).unwrap()
+    }
+
+    fn call(&mut self, name: &str, arguments: Value) -> Value {
+        let id = self.send_call(name, arguments);
+        Mcp::tool_text(&self.reply(id))
+    }
+
+    fn import(&mut self, rel: &str) -> Value {
+        self.call(
+            "patchdiff_initialize_target",
+            json!({"filename": rel, "from_workspace": true}),
+        )
+    }
+
+    fn edit(&mut self, target: &str, version: i64, from: &str, to: &str) {
+        let t = self.call(
+            "patchdiff_submit_edits",
+            json!({"target_file_id": target, "expected_target_version": version, "intent": "test edit",
+                   "edits": [{"match": from, "replace": to}]}),
+        );
+        assert_eq!(t["status"], "accepted", "{t}");
+    }
+
+    fn save_args(target: &str) -> Value {
+        json!({"target_file_id": target, "sync_workspace": true})
+    }
+
+    fn save(&mut self, target: &str) -> Value {
+        self.call("patchdiff_save", Mcp::save_args(target))
+    }
+}
+
+/// Waits until a paused test hook has created `<dir>/paused`.
+fn wait_paused(dir: &Path) {
+    let deadline = Instant::now() + REPLY_TIMEOUT;
+    while !dir.join("paused").exists() {
+        assert!(Instant::now() < deadline, "the test hook never paused");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn sql(query: &str, id: &str) -> Vec<Option<String>> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let c = patchdiff_tests::connect(&dsn()).await.unwrap();
+        let row = c.query_one(query, &[&id]).await.unwrap();
+        (0..row.len())
+            .map(|i| row.get::<_, Option<String>>(i))
+            .collect()
+    })
+}
+
+/// (save_checkpoint snapshots, workspace baseline) of a target.
+fn checkpoints_and_baseline(target: &str) -> (String, String) {
+    let r = sql(
+        "SELECT (SELECT count(*) FROM patchdiff.snapshots WHERE target_file_id = $1::text::uuid AND snapshot_reason = 'save_checkpoint')::text, \
+         (SELECT workspace_baseline_sha256 FROM patchdiff.targets WHERE target_file_id = $1::text::uuid)",
+        target,
+    );
+    (r[0].clone().unwrap(), r[1].clone().unwrap_or_default())
+}
+
+fn sha(bytes: &[u8]) -> String {
+    patchdiff_engine::text::sha256_hex(std::str::from_utf8(bytes).unwrap())
+}
+
+fn id(t: &Value) -> String {
+    assert_eq!(t["status"], "ok", "{t}");
+    t["target_file_id"].as_str().unwrap().to_owned()
+}
+
+/// Issue 7 "the full loop over real stdio": import a CRLF file, edit, SAVE with sync: the file
+/// keeps CRLF and only the edited line differs; its mode is kept; the baseline moves so a
+/// second round publishes too; the profile lists exactly its five tools.
+#[test]
+fn crlf_file_round_trips_with_only_the_edited_lines_changed() {
+    let root = scratch("loop");
+    std::fs::create_dir(root.join("src")).unwrap();
+    let path = root.join("src/notes.md");
+    let original = "# Notes\r\nalpha line\r\nbeta line\r\ngamma line\r\n";
+    std::fs::write(&path, original).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o640)).unwrap();
+    let mut m = Mcp::start(&root, &[]);
+    let tools = m.request("tools/list", json!({}))["result"]["tools"].clone();
+    let mut names: Vec<&str> = tools
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "patchdiff_find_occurrences",
+            "patchdiff_initialize_target",
+            "patchdiff_read_target",
+            "patchdiff_save",
+            "patchdiff_submit_edits"
+        ]
+    );
+    let t = m.import("src/notes.md");
+    let target = id(&t);
+    assert_eq!(t["source_line_endings"]["style"], "crlf");
+    assert_eq!(
+        t["source_line_endings"]["source_sha256"],
+        sha(original.as_bytes())
+    );
+    assert_eq!(
+        checkpoints_and_baseline(&target).1,
+        sha(original.as_bytes())
+    );
+    let read = m.call("patchdiff_read_target", json!({"target_file_id": target}));
+    assert!(read.to_string().contains("beta line"), "{read}");
+    m.edit(&target, 0, "beta line", "BETA line, edited");
+    let s = m.call(
+        "patchdiff_save",
+        json!({"target_file_id": target, "expected_target_version": 1, "sync_workspace": true}),
+    );
+    assert_eq!(s["status"], "saved", "{s}");
+    let expected = "# Notes\r\nalpha line\r\nBETA line, edited\r\ngamma line\r\n";
+    let disk = std::fs::read(&path).unwrap();
+    assert_eq!(String::from_utf8_lossy(&disk), expected);
+    let w = &s["workspace_sync"];
+    assert_eq!(w["synced_path"], "src/notes.md");
+    assert_eq!(w["disk_sha256"], sha(&disk));
+    assert_eq!(w["bytes_written"], disk.len());
+    assert_eq!(w["content_eol"], "crlf");
+    assert_eq!(w["publication"], "installed");
+    assert_eq!(w["durability"], "confirmed");
+    assert!(s.get("workspace_publication").is_none());
+    assert!(s["snapshot_id"].is_string() && s["new_editing_cycle_id"].is_string());
+    let before: Vec<&str> = original.split("\r\n").collect();
+    let after: Vec<&str> = expected.split("\r\n").collect();
+    let changed = before.iter().zip(&after).filter(|(a, b)| a != b).count();
+    assert_eq!((before.len(), changed), (after.len(), 1));
+    assert_eq!(
+        std::fs::metadata(&path).unwrap().permissions().mode() & 0o7777,
+        0o640
+    );
+    assert_eq!(checkpoints_and_baseline(&target), ("1".into(), sha(&disk)));
+    // The baseline moved: a second edit publishes on top of the first.
+    m.edit(&target, 1, "gamma line", "gamma line 2");
+    let s = m.save(&target);
+    assert_eq!(s["status"], "saved", "{s}");
+    assert!(
+        std::fs::read_to_string(&path)
+            .unwrap()
+            .ends_with("gamma line 2\r\n")
+    );
+    // Without sync_workspace (and PATCHDIFF_WORKSPACE_SYNC_ON_SAVE unset) a SAVE is a
+    // checkpoint only.
+    m.edit(&target, 2, "alpha line", "ALPHA");
+    let s = m.call("patchdiff_save", json!({"target_file_id": target}));
+    assert_eq!(s["status"], "saved", "{s}");
+    assert!(s.get("workspace_sync").is_none());
+    assert!(!std::fs::read_to_string(&path).unwrap().contains("ALPHA"));
+    // Conflicting content is refused.
+    let r = m.call(
+        "patchdiff_initialize_target",
+        json!({"filename": "src/notes.md", "from_workspace": true, "content": "x"}),
+    );
+    assert_eq!(r["code"], "workspace_content_conflict", "{r}");
+}
+
+/// Contract "Publication outcomes": over plain SQL, a publishing SAVE in a transaction the
+/// caller did not declare as owned is refused before anything is written.
+#[test]
+fn sql_callers_must_own_the_transaction_to_publish() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let mut c = patchdiff_tests::connect(&dsn()).await.unwrap();
+        let target = patchdiff_tests::initialize_target(&c, "a.txt", "x\n")
+            .await
+            .unwrap();
+        let args = json!({"target_file_id": target, "sync_workspace": true});
+        let r = patchdiff_tests::call(&c, "patchdiff_save", &args)
+            .await
+            .unwrap();
+        assert_eq!(r["code"], "workspace_requires_owned_transaction", "{r}");
+        let tx = c.transaction().await.unwrap();
+        let r = patchdiff_tests::call(&tx, "patchdiff_save", &args)
+            .await
+            .unwrap();
+        assert_eq!(r["code"], "workspace_requires_owned_transaction", "{r}");
+        tx.batch_execute("SET LOCAL patchdiff.workspace_owned_transaction = on")
+            .await
+            .unwrap();
+        // Owned, but the target was never imported from a workspace.
+        let r = patchdiff_tests::call(&tx, "patchdiff_save", &args)
+            .await
+            .unwrap();
+        assert_eq!(r["failure_reason"], "workspace_not_bound", "{r}");
+        tx.rollback().await.unwrap();
+    });
+}
+
+/// Contract "Workspace filesystem contract": escapes, absolute paths, a symlinked file and a
+/// symlinked parent are refused on import and on publication, and nothing outside the root is
+/// read or written.
+#[test]
+fn path_attacks_read_and_write_nothing_outside_the_root() {
+    let base = scratch("attacks");
+    let (root, outside) = (base.join("root"), base.join("outside"));
+    std::fs::create_dir_all(root.join("sub")).unwrap();
+    std::fs::create_dir_all(&outside).unwrap();
+    let secret = "SECRET outside the workspace\n";
+    std::fs::write(outside.join("secret.txt"), secret).unwrap();
+    std::os::unix::fs::symlink(outside.join("secret.txt"), root.join("link.txt")).unwrap();
+    std::os::unix::fs::symlink(&outside, root.join("linkdir")).unwrap();
+    let mut m = Mcp::start(&root, &[]);
+    let abs = outside.join("secret.txt").display().to_string();
+    for (path, code) in [
+        ("../outside/secret.txt", "workspace_path_escape"),
+        ("sub/../../outside/secret.txt", "workspace_path_escape"),
+        (abs.as_str(), "workspace_path_absolute"),
+        ("link.txt", "workspace_path_symlink"),
+        ("linkdir/secret.txt", "workspace_path_symlink"),
+        ("sub//x.txt", "workspace_path_ambiguous"),
+    ] {
+        let r = m.import(path);
+        assert_eq!(r["status"], "rejected", "{path}: {r}");
+        assert_eq!(r["failure_reason"], code, "{path}: {r}");
+        assert!(!r.to_string().contains("SECRET"), "{r}");
+    }
+    // Publication: the file, then its parent, replaced by a symlink after the import.
+    std::fs::write(root.join("sub/a.txt"), "a\n").unwrap();
+    let target = id(&m.import("sub/a.txt"));
+    m.edit(&target, 0, "a", "b");
+    std::fs::remove_file(root.join("sub/a.txt")).unwrap();
+    std::os::unix::fs::symlink(outside.join("secret.txt"), root.join("sub/a.txt")).unwrap();
+    let s = m.save(&target);
+    assert_eq!(
+        (&s["status"], &s["failure_reason"]),
+        (&json!("rejected"), &json!("workspace_path_symlink")),
+        "{s}"
+    );
+    std::fs::remove_file(root.join("sub/a.txt")).unwrap();
+    std::fs::rename(root.join("sub"), root.join("sub.real")).unwrap();
+    std::fs::write(outside.join("a.txt"), "a\n").unwrap();
+    std::os::unix::fs::symlink(&outside, root.join("sub")).unwrap();
+    let s = m.save(&target);
+    assert_eq!(s["failure_reason"], "workspace_path_symlink", "{s}");
+    assert_eq!(
+        std::fs::read_to_string(outside.join("secret.txt")).unwrap(),
+        secret
+    );
+    assert_eq!(
+        std::fs::read_to_string(outside.join("a.txt")).unwrap(),
+        "a\n"
+    );
+    assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 2);
+    assert_eq!(checkpoints_and_baseline(&target).0, "0");
+}
+
+/// Contract "Workspace filesystem contract": replacing an ancestor with a symlink after the
+/// walk cannot redirect the opened handle: the test hook pauses the publication after its walk
+/// while the test swaps the parent for a symlink to another tree.
+#[test]
+fn parent_swapped_for_a_symlink_mid_publication_is_not_followed() {
+    let base = scratch("swap");
+    let (root, outside, hook) = (base.join("root"), base.join("outside"), base.join("hook"));
+    for d in [root.join("sub"), outside.clone(), hook.clone()] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    std::fs::write(root.join("sub/a.txt"), "one\n").unwrap();
+    std::fs::write(outside.join("a.txt"), "one\n").unwrap();
+    let hook_dir = hook.display().to_string();
+    let mut m = Mcp::start(
+        &root,
+        &[
+            ("PATCHDIFF_WORKSPACE_TEST_HOOK", "after_walk"),
+            ("PATCHDIFF_WORKSPACE_TEST_HOOK_DIR", &hook_dir),
+        ],
+    );
+    let target = id(&m.import("sub/a.txt"));
+    m.edit(&target, 0, "one", "two");
+    let call = m.send_call("patchdiff_save", Mcp::save_args(&target));
+    wait_paused(&hook);
+    std::fs::rename(root.join("sub"), root.join("moved")).unwrap();
+    std::os::unix::fs::symlink(&outside, root.join("sub")).unwrap();
+    std::fs::write(hook.join("resume"), "").unwrap();
+    let s = Mcp::tool_text(&m.reply(call));
+    assert_eq!(s["status"], "saved", "{s}");
+    assert_eq!(
+        std::fs::read_to_string(outside.join("a.txt")).unwrap(),
+        "one\n"
+    );
+    assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 1);
+    assert_eq!(
+        std::fs::read_to_string(root.join("moved/a.txt")).unwrap(),
+        "two\n"
+    );
+}
+
+/// Contract "Workspace filesystem contract": a target is bound to its root's device and inode.
+/// Another directory with the same relative path and bytes is refused; the same directory
+/// reached through an aliasing path is the same root.
+#[test]
+fn a_target_bound_to_another_root_is_refused() {
+    let base = scratch("alias");
+    let (a, b) = (base.join("a"), base.join("b"));
+    std::fs::create_dir_all(&a).unwrap();
+    std::fs::create_dir_all(&b).unwrap();
+    std::fs::write(a.join("f.txt"), "same\n").unwrap();
+    std::fs::write(b.join("f.txt"), "same\n").unwrap();
+    std::os::unix::fs::symlink(&a, base.join("alias-of-a")).unwrap();
+    let target = {
+        let mut m = Mcp::start(&a, &[]);
+        let target = id(&m.import("f.txt"));
+        m.edit(&target, 0, "same", "edited");
+        target
+    };
+    let mut other = Mcp::start(&b, &[]);
+    let s = other.save(&target);
+    assert_eq!(s["failure_reason"], "workspace_root_mismatch", "{s}");
+    assert_eq!(std::fs::read_to_string(b.join("f.txt")).unwrap(), "same\n");
+    assert_eq!(std::fs::read_to_string(a.join("f.txt")).unwrap(), "same\n");
+    let mut alias = Mcp::start(&base.join("alias-of-a"), &[]);
+    let s = alias.save(&target);
+    assert_eq!(s["status"], "saved", "{s}");
+    assert_eq!(
+        std::fs::read_to_string(a.join("f.txt")).unwrap(),
+        "edited\n"
+    );
+}
+
+/// Contract "Workspace filesystem contract": a file changed on disk after the import is
+/// refused as external_disk_drift and left as it was; no checkpoint is created.
+#[test]
+fn external_drift_is_refused_and_the_file_left_intact() {
+    let root = scratch("drift");
+    std::fs::write(root.join("d.txt"), "mine\n").unwrap();
+    let mut m = Mcp::start(&root, &[]);
+    let target = id(&m.import("d.txt"));
+    let baseline = checkpoints_and_baseline(&target).1;
+    m.edit(&target, 0, "mine", "ours");
+    std::fs::write(root.join("d.txt"), "theirs\n").unwrap();
+    let s = m.save(&target);
+    assert_eq!(
+        (&s["status"], &s["failure_reason"]),
+        (&json!("rejected"), &json!("external_disk_drift")),
+        "{s}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("d.txt")).unwrap(),
+        "theirs\n"
+    );
+    assert_eq!(checkpoints_and_baseline(&target), ("0".into(), baseline));
+    // No staged file is left behind.
+    assert_eq!(std::fs::read_dir(&root).unwrap().count(), 1);
+}
+
+/// Contract "Workspace filesystem contract": two front-end processes publishing into one
+/// directory are serialized by the directory lease: one holding it makes the other answer
+/// workspace_busy; free-running, every SAVE is saved or busy and no file is ever torn.
+#[test]
+fn two_front_ends_publishing_to_one_directory_are_serialized() {
+    let base = scratch("two");
+    let (root, hook) = (base.join("root"), base.join("hook"));
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::create_dir_all(&hook).unwrap();
+    std::fs::write(root.join("a.txt"), "a0\n").unwrap();
+    std::fs::write(root.join("b.txt"), "b0\n").unwrap();
+    let hook_dir = hook.display().to_string();
+    let mut holder = Mcp::start(
+        &root,
+        &[
+            ("PATCHDIFF_WORKSPACE_TEST_HOOK", "after_lease"),
+            ("PATCHDIFF_WORKSPACE_TEST_HOOK_DIR", &hook_dir),
+        ],
+    );
+    let mut other = Mcp::start(&root, &[]);
+    let ta = id(&holder.import("a.txt"));
+    let tb = id(&other.import("b.txt"));
+    holder.edit(&ta, 0, "a0", "a1");
+    other.edit(&tb, 0, "b0", "b1");
+    let call = holder.send_call("patchdiff_save", Mcp::save_args(&ta));
+    wait_paused(&hook);
+    let s = other.save(&tb);
+    assert_eq!(s["failure_reason"], "workspace_busy", "{s}");
+    assert_eq!(std::fs::read_to_string(root.join("b.txt")).unwrap(), "b0\n");
+    std::fs::write(hook.join("resume"), "").unwrap();
+    assert_eq!(Mcp::tool_text(&holder.reply(call))["status"], "saved");
+    assert_eq!(std::fs::read_to_string(root.join("a.txt")).unwrap(), "a1\n");
+    // Free-running: both publish rounds at once.
+    let run = |mut m: Mcp, target: String, letter: char| {
+        std::thread::spawn(move || {
+            let mut last_saved = format!("{letter}1\n");
+            for round in 2..12 {
+                let prev = format!("{letter}{}", round - 1);
+                let next = format!("{letter}{round}");
+                m.edit(&target, round - 1, &prev, &next);
+                let s = m.save(&target);
+                match s["status"].as_str() {
+                    Some("saved") => last_saved = format!("{next}\n"),
+                    _ => assert_eq!(s["failure_reason"], "workspace_busy", "{s}"),
+                }
+            }
+            last_saved
+        })
+    };
+    // b's first save was refused busy; SAVE it now so both start from a published state.
+    assert_eq!(other.save(&tb)["status"], "saved");
+    let ha = run(holder, ta, 'a');
+    let hb = run(other, tb, 'b');
+    let (la, lb) = (ha.join().unwrap(), hb.join().unwrap());
+    assert_eq!(std::fs::read_to_string(root.join("a.txt")).unwrap(), la);
+    assert_eq!(std::fs::read_to_string(root.join("b.txt")).unwrap(), lb);
+    assert_eq!(std::fs::read_dir(&root).unwrap().count(), 2);
+}
+
+/// Contract "Publication outcomes": a front end killed between installation and COMMIT
+/// leaves the installed bytes and no checkpoint; the next start reconciles by saving again,
+/// which finds the disk already holding the bytes to publish (docs/workspace.md).
+#[test]
+fn a_crash_between_installation_and_commit_is_reconciled_by_saving_again() {
+    let base = scratch("crash");
+    let (root, hook) = (base.join("root"), base.join("hook"));
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::create_dir_all(&hook).unwrap();
+    std::fs::write(root.join("c.txt"), "before\n").unwrap();
+    let hook_dir = hook.display().to_string();
+    let mut m = Mcp::start(
+        &root,
+        &[
+            ("PATCHDIFF_WORKSPACE_TEST_HOOK", "before_commit"),
+            ("PATCHDIFF_WORKSPACE_TEST_HOOK_DIR", &hook_dir),
+        ],
+    );
+    let target = id(&m.import("c.txt"));
+    let baseline = checkpoints_and_baseline(&target).1;
+    m.edit(&target, 0, "before", "after");
+    m.send_call("patchdiff_save", Mcp::save_args(&target));
+    wait_paused(&hook);
+    m.pipes.kill();
+    drop(m);
+    // Installed bytes, uncommitted checkpoint (the session's transaction rolled back).
+    assert_eq!(
+        std::fs::read_to_string(root.join("c.txt")).unwrap(),
+        "after\n"
+    );
+    let deadline = Instant::now() + REPLY_TIMEOUT;
+    while checkpoints_and_baseline(&target) != ("0".into(), baseline.clone()) {
+        assert!(
+            Instant::now() < deadline,
+            "the killed session's transaction is still open"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let mut next = Mcp::start(&root, &[]);
+    let s = next.save(&target);
+    assert_eq!(s["status"], "saved", "{s}");
+    assert_eq!(
+        checkpoints_and_baseline(&target),
+        ("1".into(), sha(b"after\n"))
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("c.txt")).unwrap(),
+        "after\n"
+    );
+}
+
+/// Issue 7: the workspace profiles refuse to start without PATCHDIFF_WORKSPACE_ROOT.
+#[test]
+fn workspace_profiles_do_not_start_without_a_root() {
+    for profile in ["workspace", "observed_workspace"] {
+        let out = Command::new(mcp_bin())
+            .env("PATCHDIFF_DATABASE_URL", dsn())
+            .env("PATCHDIFF_MCP_PROFILE", profile)
+            .env_remove("PATCHDIFF_WORKSPACE_ROOT")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("PATCHDIFF_WORKSPACE_ROOT"),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
