@@ -3,7 +3,8 @@
 # same size, on a private cluster and a throwaway database, in one run.
 #   bash scripts/bench.sh [patchdiff-bench options, e.g. --iterations 400 --out /tmp/bench.md]
 # Then patchdiff-mcp-bench: the MCP front end's round trip against the same SQL calls, and
-# patchdiff-near-miss-bench: the near-miss search on 65,536-code-point corpora (no database).
+# patchdiff-near-miss-bench: the near-miss search on 65,536-code-point corpora (no database), and
+# workspace_bench: a publishing SAVE of a 64 KiB workspace file next to write + rename.
 # The load test against pgbench is separate: target/release/patchdiff-stress (docs/reliability.md).
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$ROOT"
@@ -15,9 +16,11 @@ trap 'stop_cluster "$DATA"' EXIT
 cluster_psql "$DATA" "$PORT" -d postgres -c "DROP DATABASE IF EXISTS patchdiff_bench"
 create_database "$DATA" "$PORT" patchdiff_bench
 DSN="host=127.0.0.1 port=$PORT user=postgres dbname=patchdiff_bench"
-cargo build --release --locked -p patchdiff-tests -p patchdiff-mcp
+cargo build --release --locked -p patchdiff-tests -p patchdiff-mcp --bins --examples
 target/release/patchdiff-near-miss-bench
 echo
 target/release/patchdiff-bench --dsn "$DSN" "$@"
 echo
 target/release/patchdiff-mcp-bench --dsn "$DSN" --mcp-bin target/release/patchdiff-mcp
+echo
+PATCHDIFF_TEST_DSN="$DSN" PATCHDIFF_MCP_BIN=target/release/patchdiff-mcp target/release/examples/workspace_bench 51
