@@ -5,7 +5,7 @@ use pgrx::prelude::*;
 use serde_json::{Value, json};
 
 /// Calls `SELECT <function>($1::json)` and parses the result.
-fn call(function: &str, args: Value) -> Value {
+pub(crate) fn call(function: &str, args: Value) -> Value {
     let q = format!("SELECT {function}($1::json)::text");
     let text: String = Spi::get_one_with_args(&q, &[args.to_string().into()])
         .unwrap()
@@ -21,7 +21,7 @@ fn call_text(function: &str, args: &str) -> Value {
     serde_json::from_str(&text).unwrap()
 }
 
-fn init(content: &str) -> String {
+pub(crate) fn init(content: &str) -> String {
     let r = call(
         "patchdiff_initialize_target",
         json!({"filename": "doc.md", "content": content}),
@@ -37,14 +37,14 @@ fn submit(target: &str, version: i64, edits: Value) -> Value {
     )
 }
 
-fn content(target: &str) -> String {
+pub(crate) fn content(target: &str) -> String {
     call("patchdiff_get_target", json!({"target_file_id": target}))["current_content"]
         .as_str()
         .unwrap()
         .to_owned()
 }
 
-fn scalar<T: FromDatum + IntoDatum>(q: &str, target: &str) -> T {
+pub(crate) fn scalar<T: FromDatum + IntoDatum>(q: &str, target: &str) -> T {
     Spi::get_one_with_args::<T>(q, &[target.into()])
         .unwrap()
         .unwrap()

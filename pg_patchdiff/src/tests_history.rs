@@ -2,16 +2,9 @@
 //! `cargo pgrx test`. Each calls the SQL functions through SPI, as a DBA would, and names the
 //! contract clause it proves.
 
+use crate::tests::call;
 use pgrx::prelude::*;
 use serde_json::{Value, json};
-
-fn call(function: &str, args: Value) -> Value {
-    let q = format!("SELECT {function}($1::json)::text");
-    let text: String = Spi::get_one_with_args(&q, &[args.to_string().into()])
-        .unwrap()
-        .unwrap();
-    serde_json::from_str(&text).unwrap()
-}
 
 fn init_raw(content: &str) -> Value {
     let r = call(

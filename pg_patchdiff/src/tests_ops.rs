@@ -2,25 +2,9 @@
 //! warnings and include_correlation_id. Each calls the SQL functions through SPI and names the
 //! contract clause it proves.
 
+use crate::tests::{call, content as text_of, init, scalar};
 use pgrx::prelude::*;
 use serde_json::{Value, json};
-
-fn call(function: &str, args: Value) -> Value {
-    let q = format!("SELECT {function}($1::json)::text");
-    let text: String = Spi::get_one_with_args(&q, &[args.to_string().into()])
-        .unwrap()
-        .unwrap();
-    serde_json::from_str(&text).unwrap()
-}
-
-fn init(content: &str) -> String {
-    let r = call(
-        "patchdiff_initialize_target",
-        json!({"filename": "doc.md", "content": content}),
-    );
-    assert_eq!(r["status"], "ok", "{r}");
-    r["target_file_id"].as_str().unwrap().to_owned()
-}
 
 fn ops(target: &str, version: i64, operations: Value) -> Value {
     call(
@@ -34,19 +18,6 @@ fn replace(target: &str, version: i64, replacement: &str) -> Value {
         "patchdiff_submit_replacement",
         json!({"target_file_id": target, "expected_target_version": version, "intent": "rewrite", "replacement": replacement}),
     )
-}
-
-fn text_of(target: &str) -> String {
-    call("patchdiff_get_target", json!({"target_file_id": target}))["current_content"]
-        .as_str()
-        .unwrap()
-        .to_owned()
-}
-
-fn scalar<T: FromDatum + IntoDatum>(q: &str, target: &str) -> T {
-    Spi::get_one_with_args::<T>(q, &[target.into()])
-        .unwrap()
-        .unwrap()
 }
 
 fn json_scalar(q: &str, target: &str) -> Value {
