@@ -20,10 +20,10 @@
 //! default [`DEFAULT_CASES`]), `PATCHDIFF_FUZZ_SEED` (replay a run; each run prints its seed).
 
 use patchdiff_engine::json::write_str;
+use patchdiff_tests::fuzz::{Rng, cases, report, seed};
 use patchdiff_tests::{call_sql, connect};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::time::Instant;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::{Client, IsolationLevel};
@@ -36,60 +36,8 @@ fn dsn() -> String {
         .expect("PATCHDIFF_TEST_DSN must be set to a superuser connection string")
 }
 
-fn cases() -> usize {
-    std::env::var("PATCHDIFF_FUZZ_CASES")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(DEFAULT_CASES)
-}
-
-fn seed() -> u64 {
-    std::env::var("PATCHDIFF_FUZZ_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(1, |d| d.as_nanos() as u64)
-        })
-}
-
-/// Written straight to fd 2: libtest captures `eprintln!`, and the figures are the point.
-fn report(line: &str) {
-    let _ = writeln!(std::io::stderr(), "{line}");
-}
-
 // ---------------------------------------------------------------------------------------------
 // Random choices and hand-written JSON.
-
-/// SplitMix64: small, fast, and reproducible from the printed seed.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        if n == 0 {
-            0
-        } else {
-            (self.next() % n as u64) as usize
-        }
-    }
-
-    fn chance(&mut self, percent: usize) -> bool {
-        self.below(100) < percent
-    }
-
-    fn pick<'a, T>(&mut self, xs: &'a [T]) -> &'a T {
-        &xs[self.below(xs.len())]
-    }
-}
 
 /// A JSON tree rendered by hand, so that it can hold verbatim tokens (`1e400`, `"\ud800"`) and
 /// duplicate keys, which no serializer writes.
@@ -1079,7 +1027,7 @@ async fn fuzz_every_sql_function() {
     let started = Instant::now();
     // Recent calls, resent now and then: an exact keyed retry must recover, not write.
     let mut recent: Vec<(String, usize, String)> = Vec::new();
-    for _ in 0..cases() {
+    for _ in 0..cases(DEFAULT_CASES) {
         let (function, ti, text) = if !recent.is_empty() && rng.chance(5) {
             recent[rng.below(recent.len())].clone()
         } else {
@@ -1143,7 +1091,10 @@ async fn fuzz_every_sql_function() {
         .collect();
     report(&format!("fuzz_sql reasons: {}", reasons.join("; ")));
     // Every function was exercised (a run of a few hundred calls reaches them all).
-    for f in json_functions.iter().filter(|_| cases() >= 500) {
+    for f in json_functions
+        .iter()
+        .filter(|_| cases(DEFAULT_CASES) >= 500)
+    {
         assert!(
             tally
                 .per_status
@@ -1195,7 +1146,7 @@ async fn fuzz_typed_submit() {
          source => $9::text, include_correlation_id => $10::bool)::text";
     let mut tally = Tally::default();
     let started = Instant::now();
-    for _ in 0..cases() / 6 + 50 {
+    for _ in 0..cases(DEFAULT_CASES) / 6 + 50 {
         let mut g = Gen {
             r: &mut rng,
             t: &k,

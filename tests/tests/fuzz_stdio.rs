@@ -11,9 +11,9 @@
 //! Environment: `PATCHDIFF_TEST_DSN` (required), `PATCHDIFF_MCP_BIN` (default target/debug),
 //! `PATCHDIFF_FUZZ_CASES` (hostile lines; default [`DEFAULT_CASES`]), `PATCHDIFF_FUZZ_SEED`.
 
+use patchdiff_tests::fuzz::{Rng, cases, report, seed};
 use patchdiff_tests::stdio::{Pipes, mcp_bin};
 use serde_json::{Value, json};
-use std::io::Write;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -23,58 +23,6 @@ const REPLY_TIMEOUT: Duration = Duration::from_secs(30);
 fn dsn() -> String {
     std::env::var("PATCHDIFF_TEST_DSN")
         .expect("PATCHDIFF_TEST_DSN must be set to a superuser connection string")
-}
-
-fn cases() -> usize {
-    std::env::var("PATCHDIFF_FUZZ_CASES")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(DEFAULT_CASES)
-}
-
-fn seed() -> u64 {
-    std::env::var("PATCHDIFF_FUZZ_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(1, |d| d.as_nanos() as u64)
-        })
-}
-
-/// Written straight to fd 2: libtest captures `eprintln!`, and the figures are the point.
-fn report(line: &str) {
-    let _ = writeln!(std::io::stderr(), "{line}");
-}
-
-/// SplitMix64, reproducible from the printed seed.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        if n == 0 {
-            0
-        } else {
-            (self.next() % n as u64) as usize
-        }
-    }
-
-    fn chance(&mut self, percent: usize) -> bool {
-        self.below(100) < percent
-    }
-
-    fn pick<'a, T>(&mut self, xs: &'a [T]) -> &'a T {
-        &xs[self.below(xs.len())]
-    }
 }
 
 /// The server and its pipes.
@@ -550,7 +498,7 @@ fn fuzz_stdio_lines() {
     let mut replies = 0u64;
     let mut tool_statuses: std::collections::BTreeMap<String, u64> = Default::default();
     let started = Instant::now();
-    let n = cases();
+    let n = cases(DEFAULT_CASES);
     for case in 0..n {
         let mut h = Hostile {
             r: &mut rng,
