@@ -6,7 +6,7 @@ use crate::config::{Config, ResponseMode};
 use crate::database::Db;
 use crate::rpc::{self, INVALID_PARAMS, INVALID_REQUEST, Incoming, METHOD_NOT_FOUND};
 use crate::workspace::{self, Outcome, Workspace};
-use patchdiff_engine::args::{UNKNOWN_NAME_MAX_CHARS, UNKNOWN_NAMES_MAX};
+use patchdiff_engine::args::quoted_names;
 use patchdiff_engine::json::{LITERAL, to_string};
 use serde::Deserialize;
 use serde::de::IgnoredAny;
@@ -236,14 +236,7 @@ impl Server {
             .collect();
         if !unknown.is_empty() {
             // Quoted names are bounded: an answer never grows with the junk it refuses.
-            let unknown: Vec<String> = unknown
-                .iter()
-                .take(UNKNOWN_NAMES_MAX)
-                .map(|k| match k.char_indices().nth(UNKNOWN_NAME_MAX_CHARS) {
-                    Some((cut, _)) => format!("{}...", &k[..cut]),
-                    None => (*k).clone(),
-                })
-                .collect();
+            let (unknown, _) = quoted_names(unknown.iter().map(|k| k.as_str()));
             let list = unknown.join(", ");
             return Ok(self.tool_error(json!({
                 "status": "invalid_argument", "code": "unknown_argument", "tool": name,

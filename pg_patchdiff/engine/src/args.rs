@@ -59,6 +59,25 @@ pub const DETAIL_MAX_CHARS: usize = 1_024;
 pub const UNKNOWN_NAME_MAX_CHARS: usize = 128;
 pub const UNKNOWN_NAMES_MAX: usize = 32;
 
+/// Argument names as an answer may quote them: at most `UNKNOWN_NAMES_MAX`, each at most
+/// `UNKNOWN_NAME_MAX_CHARS` code points; `true` when anything was cut.
+pub fn quoted_names<'a>(names: impl ExactSizeIterator<Item = &'a str>) -> (Vec<String>, bool) {
+    let total = names.len();
+    let mut cut = false;
+    let quoted: Vec<String> = names
+        .take(UNKNOWN_NAMES_MAX)
+        .map(|k| match k.char_indices().nth(UNKNOWN_NAME_MAX_CHARS) {
+            Some((at, _)) => {
+                cut = true;
+                format!("{}...", &k[..at])
+            }
+            None => k.to_owned(),
+        })
+        .collect();
+    let truncated = cut || total > quoted.len();
+    (quoted, truncated)
+}
+
 /// The answer for a well-formed target ID that names no target.
 pub fn not_found(target_file_id: &str) -> Value {
     json!({
@@ -159,21 +178,13 @@ impl Args {
             .collect();
         if !unknown.is_empty() {
             unknown.sort();
-            let total = unknown.len();
-            let names: Vec<String> = unknown
-                .iter()
-                .take(UNKNOWN_NAMES_MAX)
-                .map(|k| match k.char_indices().nth(UNKNOWN_NAME_MAX_CHARS) {
-                    Some((cut, _)) => format!("{}...", &k[..cut]),
-                    None => (*k).clone(),
-                })
-                .collect();
+            let (names, truncated) = quoted_names(unknown.iter().map(|k| k.as_str()));
             let mut e = ArgError::new(
                 "unknown_argument",
                 format!("unknown argument(s): {}", names.join(", ")),
             )
             .with("unknown_arguments", json!(names));
-            if total > names.len() || names.iter().zip(&unknown).any(|(n, k)| n != *k) {
+            if truncated {
                 e = e.with("unknown_arguments_truncated", json!(true));
             }
             return Err(e);
