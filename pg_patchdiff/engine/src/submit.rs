@@ -14,7 +14,7 @@ use crate::limits::CLIENT_REQUEST_ID_MAX;
 use crate::near_miss::{self, ScanSource};
 use crate::rejection::{NearMissInput, Rejection, Stage, current_context, validity};
 use crate::target::TargetView;
-use crate::text::{head_chars, sha256_hex, text_defect};
+use crate::text::{head_chars, sha256_hex};
 use crate::tx1::{self, ChangeFact};
 use crate::uuid::{canonical_uuid, is_sha256_hex};
 use crate::warnings::{self, Warning};
@@ -414,11 +414,12 @@ pub fn admission(sub: &Submission, correlation_id: Option<&str>) -> Option<Value
     if sub.protocol_version != tx3::PROTOCOL {
         return None;
     }
-    // Invalid text is classified first, through the audited path of `evaluate`.
-    let raw = sub.record.get("replacement")?.as_str()?;
-    if text_defect(raw).is_some() {
+    // Invalid text is classified first, through the audited path of `evaluate`: NUL and
+    // marked lone surrogates alike (`Submission::invalid_text`).
+    if !sub.invalid_text.is_empty() {
         return None;
     }
+    let raw = sub.record.get("replacement")?.as_str()?;
     let d = tx3::admission(raw).err()?;
     let mut m = Map::new();
     m.insert("status".into(), json!("invalid_argument"));
@@ -953,5 +954,33 @@ fn diff_paths(a: &Value, b: &Value, at: String, out: &mut Vec<String>) {
         }
         _ if a != b => out.push(at),
         _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Contract "patchdiff_submit_replacement" ordering: invalid text first, then admission. An
+    /// oversized replacement holding an escaped lone surrogate or NUL is not answered
+    /// replacement_too_large: it goes on to the audited target_encoding_invalid rejection.
+    #[test]
+    fn invalid_text_precedes_replacement_admission() {
+        let big = "x".repeat(crate::limits::REPLACEMENT_MAX_UTF8_BYTES + 1);
+        let args = |tail: &str| {
+            format!(
+                r#"{{"target_file_id":"11111111-1111-4111-8111-111111111111","expected_target_version":0,"intent":"i","replacement":"{big}{tail}"}}"#
+            )
+        };
+        let plain = parse_submit_replacement(&args("")).unwrap();
+        assert_eq!(
+            admission(&plain, None).unwrap()["code"],
+            "replacement_too_large"
+        );
+        for tail in [r"\ud800", r"\u0000"] {
+            let sub = parse_submit_replacement(&args(tail)).unwrap();
+            assert!(!sub.invalid_text.is_empty(), "{tail}");
+            assert!(admission(&sub, None).is_none(), "{tail}");
+        }
     }
 }
