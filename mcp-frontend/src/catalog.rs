@@ -204,6 +204,17 @@ fn submission_options() -> Vec<(&'static str, Value, bool)> {
     ]
 }
 
+/// A submission tool's parameters: target, intent, its proposal, both guards, the options.
+fn submission_params(
+    intent: (&'static str, Value, bool),
+    proposal: (&'static str, Value, bool),
+) -> Vec<(&'static str, Value, bool)> {
+    let mut params = vec![target_id(), intent, proposal];
+    params.extend(guards());
+    params.extend(submission_options());
+    params
+}
+
 fn guard_any_of() -> (&'static str, Value) {
     (
         "anyOf",
@@ -337,30 +348,23 @@ pub fn all_tools() -> Vec<Tool> {
             true,
         )
     };
-    let mut submit_edits = vec![
-        id(),
+    let submit_edits = submission_params(
         intent(),
         (
             "edits",
             json!({"type": "array", "minItems": 1, "items": edit_item(), "description": "Ordered edits; each sees the text after the earlier ones; all apply or none."}),
             true,
         ),
-    ];
-    submit_edits.extend(guards());
-    submit_edits.extend(submission_options());
-    let mut submit_ops = vec![
-        id(),
+    );
+    let submit_ops = submission_params(
         intent(),
         (
             "operations",
             json!({"type": "array", "minItems": 1, "items": operation_item(), "description": "Ordered match/span operations; send spans from one read in descending start order."}),
             true,
         ),
-    ];
-    submit_ops.extend(guards());
-    submit_ops.extend(submission_options());
-    let mut submit_replacement = vec![
-        id(),
+    );
+    let submit_replacement = submission_params(
         intent(),
         (
             "replacement",
@@ -369,9 +373,7 @@ pub fn all_tools() -> Vec<Tool> {
             ),
             true,
         ),
-    ];
-    submit_replacement.extend(guards());
-    submit_replacement.extend(submission_options());
+    );
     let mut preview = vec![
         id(),
         (
