@@ -169,3 +169,64 @@ SELECT pg_catalog.pg_extension_config_dump('patchdiff.editing_cycles', '');
 SELECT pg_catalog.pg_extension_config_dump('patchdiff.snapshots', '');
 SELECT pg_catalog.pg_extension_config_dump('patchdiff.pdcp_logs', '');
 SELECT pg_catalog.pg_extension_config_dump('patchdiff.manifest_ledger', '');
+
+-- Structural observations (contract "Structural Observation and Scoped Submission"): the scope
+-- of one symbol at one target version, issued by patchdiff_observe_scope. An observation is an
+-- authority row: an observed submission needs one, and consumes it once.
+CREATE TABLE patchdiff.target_scope_observations (
+    observation_id        uuid PRIMARY KEY,
+    target_file_id        uuid NOT NULL REFERENCES patchdiff.targets,
+    editing_cycle_id      uuid NOT NULL REFERENCES patchdiff.editing_cycles,
+    observation_bundle_id uuid,
+    bundle_ordinal        integer CHECK (bundle_ordinal BETWEEN 1 AND 32),
+    target_version        bigint NOT NULL CHECK (target_version >= 0),
+    target_current_hash   text NOT NULL CHECK (target_current_hash ~ '^[0-9a-f]{64}$'),
+    symbol_name           text NOT NULL,
+    symbol_kind           text NOT NULL,
+    parent                text,
+    requested_name        text NOT NULL,
+    requested_kind        text,
+    language              text NOT NULL,
+    engine                text NOT NULL,
+    grammar               text NOT NULL,
+    scope_start           bigint NOT NULL CHECK (scope_start >= 0),
+    scope_end             bigint NOT NULL,
+    scope_start_line      integer NOT NULL CHECK (scope_start_line >= 1),
+    scope_end_line        integer NOT NULL,
+    observed_scope_hash   text NOT NULL CHECK (observed_scope_hash ~ '^[0-9a-f]{64}$'),
+    created_at            timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
+    CHECK (scope_start <= scope_end),
+    CHECK (scope_start_line <= scope_end_line),
+    CHECK ((observation_bundle_id IS NULL) = (bundle_ordinal IS NULL))
+);
+CREATE UNIQUE INDEX ON patchdiff.target_scope_observations (observation_bundle_id, bundle_ordinal)
+    WHERE observation_bundle_id IS NOT NULL;
+CREATE INDEX ON patchdiff.target_scope_observations (target_file_id);
+COMMENT ON TABLE patchdiff.target_scope_observations IS 'Append-only structural observations: one symbol''s scope (code points of the canonical text) and its SHA-256 at one target version and editing cycle. UPDATE, DELETE and TRUNCATE are refused.';
+COMMENT ON COLUMN patchdiff.target_scope_observations.symbol_name IS 'The selected symbol''s path (parent.name), whatever spelling selected it (requested_name).';
+COMMENT ON COLUMN patchdiff.target_scope_observations.engine IS 'The structural engine and version that found the scope (patchdiff-waymark@x.y.z); grammar names the tree-sitter grammar.';
+
+-- Consumption: the accepted attempt that used an observation. The primary key is what makes
+-- an observation single-use, whatever the code above it does.
+CREATE TABLE patchdiff.observation_consumptions (
+    observation_id uuid PRIMARY KEY REFERENCES patchdiff.target_scope_observations,
+    pdcp_log_id    uuid NOT NULL REFERENCES patchdiff.pdcp_logs,
+    group_index    integer CHECK (group_index BETWEEN 1 AND 32),
+    created_at     timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
+    UNIQUE (pdcp_log_id, group_index)
+);
+CREATE INDEX ON patchdiff.observation_consumptions (pdcp_log_id);
+COMMENT ON TABLE patchdiff.observation_consumptions IS 'Append-only links from an accepted observed attempt to the observations it consumed (group_index: its batch group, NULL for the single form).';
+
+CREATE TRIGGER append_only BEFORE UPDATE OR DELETE ON patchdiff.target_scope_observations
+    FOR EACH ROW EXECUTE FUNCTION patchdiff.refuse_mutation();
+CREATE TRIGGER append_only_truncate BEFORE TRUNCATE ON patchdiff.target_scope_observations
+    FOR EACH STATEMENT EXECUTE FUNCTION patchdiff.refuse_mutation();
+CREATE TRIGGER append_only BEFORE UPDATE OR DELETE ON patchdiff.observation_consumptions
+    FOR EACH ROW EXECUTE FUNCTION patchdiff.refuse_mutation();
+CREATE TRIGGER append_only_truncate BEFORE TRUNCATE ON patchdiff.observation_consumptions
+    FOR EACH STATEMENT EXECUTE FUNCTION patchdiff.refuse_mutation();
+ALTER TABLE patchdiff.target_scope_observations ENABLE ALWAYS TRIGGER append_only, ENABLE ALWAYS TRIGGER append_only_truncate;
+ALTER TABLE patchdiff.observation_consumptions ENABLE ALWAYS TRIGGER append_only, ENABLE ALWAYS TRIGGER append_only_truncate;
+SELECT pg_catalog.pg_extension_config_dump('patchdiff.target_scope_observations', '');
+SELECT pg_catalog.pg_extension_config_dump('patchdiff.observation_consumptions', '');

@@ -18,6 +18,7 @@ use serde_json::{Map, Value, json};
 mod export;
 mod history;
 mod json_text;
+mod observe;
 mod ops;
 mod store;
 
@@ -41,8 +42,25 @@ pub(crate) fn workspace_owned_transaction() -> bool {
     WORKSPACE_OWNED_TRANSACTION.get() && caller_owned_transaction()
 }
 
+/// `patchdiff.strict_observation_mode`: every unobserved write (patchdiff_submit_edits,
+/// patchdiff_submit_operations, patchdiff_submit_replacement) is rejected and logged with
+/// `OBSERVATION_REQUIRED`. patchdiff-mcp sets it from PATCHDIFF_STRICT_OBSERVATION_MODE.
+static STRICT_OBSERVATION_MODE: GucSetting<bool> = GucSetting::<bool>::new(false);
+
+pub(crate) fn strict_observation_mode() -> bool {
+    STRICT_OBSERVATION_MODE.get()
+}
+
 #[pg_guard]
 extern "C-unwind" fn _PG_init() {
+    GucRegistry::define_bool_guc(
+        c"patchdiff.strict_observation_mode",
+        c"Reject and log every unobserved write with OBSERVATION_REQUIRED.",
+        c"When on, patchdiff_submit_edits, patchdiff_submit_operations and patchdiff_submit_replacement record an audited rejection instead of editing; edits go through patchdiff_observe_scope and patchdiff_submit_observed_operations. A keyed resend still recovers its recorded outcome.",
+        &STRICT_OBSERVATION_MODE,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
     GucRegistry::define_bool_guc(
         c"patchdiff.workspace_owned_transaction",
         c"Set with SET LOCAL by a publisher that owns this transaction (patchdiff_save with sync_workspace: true).",
@@ -65,15 +83,15 @@ extern "C-unwind" fn _PG_init() {
 
 pgrx::extension_sql_file!("../../sql/schema.sql", name = "schema", bootstrap);
 
-fn out(v: &Value) -> JsonString {
+pub(crate) fn out(v: &Value) -> JsonString {
     JsonString(to_string(v, LITERAL))
 }
 
-fn new_id() -> String {
+pub(crate) fn new_id() -> String {
     uuid::Uuid::new_v4().to_string()
 }
 
-fn view<'a>(id: &'a str, t: &'a store::TargetRow) -> TargetView<'a> {
+pub(crate) fn view<'a>(id: &'a str, t: &'a store::TargetRow) -> TargetView<'a> {
     TargetView {
         target_file_id: id,
         version: t.version,

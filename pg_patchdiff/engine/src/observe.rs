@@ -1,2 +1,762 @@
-//! `patchdiff_observe_scope`: candidate discovery, exact selection, observation pages and
-//! bundles over a target's structural outline.
+//! `patchdiff_observe_scope` (contract "Structural Observation and Scoped Submission"):
+//! candidate discovery, exact selection, observation pages and bundles over a target's
+//! structural outline. The extension parses (crate `patchdiff-waymark`), persists the issued
+//! observations and calls these functions for every decision and every answer.
+
+use crate::args::{ArgError, Args};
+use crate::json::type_name;
+use crate::limits::{READ_DEFAULT_CHARS, READ_MAX_CHARS};
+use crate::scope::{Outline, Symbol};
+use crate::target::TargetView;
+use crate::text::{char_len, sha256_hex};
+use crate::uuid::canonical_uuid;
+use serde_json::{Map, Value, json};
+
+pub const OBSERVE_ARGS: &[&str] = &[
+    "target_file_id",
+    "query",
+    "symbol_name",
+    "kind",
+    "observation_id",
+    "offset",
+    "max_chars",
+    "include_line_starts",
+    "selections",
+];
+/// The fields of one bundle selection.
+pub const SELECTION_FIELDS: &[&str] = &["symbol_name", "kind"];
+/// "at most 200 matching candidates" (ambiguity); discovery lists are bounded the same way.
+pub const SCOPE_CANDIDATES_MAX: usize = 200;
+/// "selections: [...] (1–32 exact, unique, nonempty, disjoint scopes)".
+pub const BUNDLE_SELECTIONS_MAX: usize = 32;
+/// "Total scope contents cap at 65,536 code points".
+pub const BUNDLE_SCOPE_MAX_CHARS: usize = 65_536;
+/// "initial text totals cap at 32,768 (BUNDLE_RESPONSE_TOO_LARGE)".
+pub const BUNDLE_TEXT_MAX_CHARS: usize = 32_768;
+
+/// A page of an observed scope: `offset` within the scope, at most `max_chars` code points.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Page {
+    pub offset: usize,
+    pub max_chars: usize,
+    pub include_line_starts: bool,
+}
+
+/// One exact selection: a symbol's path or name, optionally narrowed by kind.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Selection {
+    pub symbol_name: String,
+    pub kind: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ObserveRequest {
+    /// Candidate discovery: no observation is issued.
+    Candidates {
+        query: Option<String>,
+        kind: Option<String>,
+    },
+    /// Exact selection of one symbol, persisted as an observation.
+    Select { selection: Selection, page: Page },
+    /// A page of an issued observation (`mode: "scope_page"`).
+    Page { observation_id: String, page: Page },
+    /// 1..32 selections issued together from one snapshot and one outline.
+    Bundle {
+        selections: Vec<Selection>,
+        page: Page,
+    },
+}
+
+/// Contract: "must be nonblank when supplied ... rejects whitespace-only strings, including
+/// Unicode whitespace. Nonblank strings are not implicitly trimmed." Omission and null mean
+/// absent.
+fn nonblank(v: Option<&Value>, what: &str, code: &'static str) -> Result<Option<String>, ArgError> {
+    match v {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) if s.chars().all(char::is_whitespace) => Err(ArgError::new(
+            code,
+            format!("{what} must be a nonblank string (whitespace-only strings, including Unicode whitespace, are blank)"),
+        )),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(v) => Err(ArgError::new(
+            code,
+            format!("{what} must be a string or null, not {}", type_name(v)),
+        )),
+    }
+}
+
+fn conflict(detail: &str) -> ArgError {
+    ArgError::new("observe_mode_conflict", detail.to_owned())
+}
+
+/// Parses `patchdiff_observe_scope` arguments (`target_file_id` is read by the caller).
+pub fn parse_observe(a: &Args) -> Result<ObserveRequest, ArgError> {
+    let query = nonblank(a.get("query"), "query", "invalid_query")?;
+    let symbol_name = nonblank(a.get("symbol_name"), "symbol_name", "invalid_symbol_name")?;
+    let kind = nonblank(a.get("kind"), "kind", "invalid_kind")?;
+    let observation_id = match a.get("observation_id") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(canonical_uuid(s).ok_or_else(|| {
+            ArgError::new(
+                "invalid_observation_id",
+                "observation_id must be a hyphenated UUID string issued by patchdiff_observe_scope",
+            )
+        })?),
+        Some(v) => {
+            return Err(ArgError::new(
+                "invalid_observation_id",
+                format!("observation_id must be a UUID string or null, not {}", type_name(v)),
+            ));
+        }
+    };
+    let offset = a.opt_int("offset", 0, false, "invalid_offset")?.unwrap_or(0);
+    let offset = usize::try_from(offset).unwrap_or(usize::MAX);
+    let max_chars = a
+        .opt_int("max_chars", 1, true, "invalid_max_chars")?
+        .map_or(READ_DEFAULT_CHARS, |n| {
+            (n as u64).min(READ_MAX_CHARS as u64) as usize
+        });
+    let include_line_starts =
+        a.bool_or("include_line_starts", false, "invalid_include_line_starts")?;
+    let page = Page {
+        offset,
+        max_chars,
+        include_line_starts,
+    };
+    if let Some(raw) = a.get("selections").filter(|v| !v.is_null()) {
+        let mut given = Vec::new();
+        for (k, v) in [
+            ("symbol_name", symbol_name.is_some()),
+            ("query", query.is_some()),
+            ("observation_id", observation_id.is_some()),
+            ("kind", kind.is_some()),
+            ("offset", offset != 0),
+        ] {
+            if v {
+                given.push(k);
+            }
+        }
+        if !given.is_empty() {
+            return Err(conflict(&format!(
+                "selections is exclusive with {}; give each selection's kind inside it",
+                given.join(", ")
+            ))
+            .with("conflicting_arguments", json!(given)));
+        }
+        return Ok(ObserveRequest::Bundle {
+            selections: parse_selections(raw)?,
+            page,
+        });
+    }
+    if let Some(observation_id) = observation_id {
+        if symbol_name.is_some() || query.is_some() || kind.is_some() {
+            return Err(conflict(
+                "observation_id pages an issued observation; it is exclusive with symbol_name, query and kind",
+            ));
+        }
+        return Ok(ObserveRequest::Page {
+            observation_id,
+            page,
+        });
+    }
+    if let Some(symbol_name) = symbol_name {
+        if query.is_some() {
+            return Err(conflict(
+                "query filters candidate discovery; it is exclusive with symbol_name",
+            ));
+        }
+        return Ok(ObserveRequest::Select {
+            selection: Selection { symbol_name, kind },
+            page,
+        });
+    }
+    if offset != 0 {
+        return Err(conflict(
+            "offset pages an observed scope; candidate discovery takes none",
+        ));
+    }
+    Ok(ObserveRequest::Candidates { query, kind })
+}
+
+fn parse_selections(raw: &Value) -> Result<Vec<Selection>, ArgError> {
+    let bad = |i: Option<usize>, detail: String| {
+        let e = ArgError::new("invalid_selections", detail);
+        match i {
+            Some(i) => e.with("selection_index", json!(i)),
+            None => e,
+        }
+    };
+    let Value::Array(items) = raw else {
+        return Err(bad(
+            None,
+            format!("selections must be an array, not {}", type_name(raw)),
+        ));
+    };
+    if items.is_empty() || items.len() > BUNDLE_SELECTIONS_MAX {
+        return Err(bad(
+            None,
+            format!(
+                "selections must hold 1 to {BUNDLE_SELECTIONS_MAX} selections, not {}",
+                items.len()
+            ),
+        ));
+    }
+    let mut out = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        let Value::Object(o) = item else {
+            return Err(bad(
+                Some(i),
+                format!(
+                    "selections[{i}] must be an object {{symbol_name, kind?}}, not {}",
+                    type_name(item)
+                ),
+            ));
+        };
+        let mut unknown: Vec<&str> = o
+            .keys()
+            .map(String::as_str)
+            .filter(|k| !SELECTION_FIELDS.contains(k))
+            .collect();
+        unknown.sort_unstable();
+        if !unknown.is_empty() {
+            let (names, _) = crate::args::quoted_names(unknown.into_iter());
+            return Err(bad(
+                Some(i),
+                format!("selections[{i}] has unknown field(s): {}", names.join(", ")),
+            )
+            .with("unknown_fields", json!(names)));
+        }
+        let name = nonblank(o.get("symbol_name"), "symbol_name", "invalid_selections")
+            .map_err(|e| bad(Some(i), format!("selections[{i}].{}", e.detail)))?;
+        let Some(symbol_name) = name else {
+            return Err(bad(
+                Some(i),
+                format!("selections[{i}].symbol_name is required"),
+            ));
+        };
+        let kind = nonblank(o.get("kind"), "kind", "invalid_selections")
+            .map_err(|e| bad(Some(i), format!("selections[{i}].{}", e.detail)))?;
+        out.push(Selection { symbol_name, kind });
+    }
+    Ok(out)
+}
+
+/// The outline's facts every answer repeats.
+fn outline_fields(m: &mut Map<String, Value>, t: &TargetView, o: &Outline) {
+    m.insert("target_file_id".into(), json!(t.target_file_id));
+    m.insert("target_version".into(), json!(t.version));
+    m.insert("target_current_hash".into(), json!(t.current_hash));
+    m.insert("language".into(), json!(o.language));
+    m.insert("engine".into(), json!(o.engine));
+    m.insert("grammar".into(), json!(o.grammar));
+    m.insert("has_parse_errors".into(), json!(o.has_errors));
+}
+
+fn candidate(s: &Symbol) -> Value {
+    json!({
+        "name": s.path,
+        "kind": s.kind,
+        "parent": s.parent,
+        "local_name": s.name,
+        "start": s.start,
+        "end": s.end,
+        "start_line": s.start_line,
+        "end_line": s.end_line,
+    })
+}
+
+fn candidate_list(m: &mut Map<String, Value>, found: &[&Symbol]) {
+    let listed: Vec<Value> = found
+        .iter()
+        .take(SCOPE_CANDIDATES_MAX)
+        .map(|s| candidate(s))
+        .collect();
+    m.insert("candidates".into(), Value::Array(listed));
+    m.insert("total_candidates".into(), json!(found.len()));
+    m.insert(
+        "candidates_truncated".into(),
+        json!(found.len() > SCOPE_CANDIDATES_MAX),
+    );
+}
+
+/// Candidate discovery: symbols whose path contains `query` (case-insensitively) and whose
+/// kind is `kind`, in document order. Issues nothing.
+pub fn candidates(t: &TargetView, o: &Outline, query: Option<&str>, kind: Option<&str>) -> Value {
+    let needle = query.map(str::to_lowercase);
+    let found: Vec<&Symbol> = o
+        .symbols
+        .iter()
+        .filter(|s| kind.is_none_or(|k| s.kind == k))
+        .filter(|s| {
+            needle.as_deref().is_none_or(|q| {
+                if s.path.is_ascii() && q.is_ascii() {
+                    ascii_contains_ignore_case(&s.path, q)
+                } else {
+                    s.path.to_lowercase().contains(q)
+                }
+            })
+        })
+        .collect();
+    let mut m = Map::new();
+    m.insert("status".into(), json!("candidates"));
+    outline_fields(&mut m, t, o);
+    m.insert("observation_id".into(), Value::Null);
+    m.insert("query".into(), json!(query));
+    m.insert("kind".into(), json!(kind));
+    candidate_list(&mut m, &found);
+    Value::Object(m)
+}
+
+/// `haystack` contains the lowercase ASCII `needle`, ignoring ASCII case.
+fn ascii_contains_ignore_case(haystack: &str, needle: &str) -> bool {
+    let (h, n) = (haystack.as_bytes(), needle.as_bytes());
+    n.is_empty()
+        || h.windows(n.len())
+            .any(|w| w.iter().zip(n).all(|(a, b)| a.to_ascii_lowercase() == *b))
+}
+
+/// The symbols an exact selection names: by path or by name, and by kind when given.
+pub fn matching<'a>(o: &'a Outline, sel: &Selection) -> Vec<&'a Symbol> {
+    o.symbols
+        .iter()
+        .filter(|s| s.path == sel.symbol_name || s.name == sel.symbol_name)
+        .filter(|s| sel.kind.as_deref().is_none_or(|k| s.kind == k))
+        .collect()
+}
+
+/// `not_found` / `ambiguous` for a selection that does not name exactly one symbol.
+fn selection_failure(
+    t: &TargetView,
+    o: &Outline,
+    sel: &Selection,
+    found: &[&Symbol],
+    index: Option<usize>,
+) -> Value {
+    let mut m = Map::new();
+    let ambiguous = !found.is_empty();
+    m.insert(
+        "status".into(),
+        json!(if ambiguous { "ambiguous" } else { "not_found" }),
+    );
+    m.insert(
+        "code".into(),
+        json!(if ambiguous {
+            "AMBIGUOUS_SCOPE_SELECTION"
+        } else {
+            "SCOPE_NOT_FOUND"
+        }),
+    );
+    let detail = if ambiguous {
+        format!(
+            "{} symbols match symbol_name {:?}{}; select one by its exact path (the candidates' name) or narrow it with kind",
+            found.len(),
+            sel.symbol_name,
+            sel.kind.as_deref().map(|k| format!(" and kind {k:?}")).unwrap_or_default()
+        )
+    } else {
+        format!(
+            "no symbol is named {:?}{}; list candidates with query or kind",
+            sel.symbol_name,
+            sel.kind.as_deref().map(|k| format!(" with kind {k:?}")).unwrap_or_default()
+        )
+    };
+    m.insert("failure_detail".into(), json!(detail));
+    if let Some(i) = index {
+        m.insert("selection_index".into(), json!(i));
+    }
+    outline_fields(&mut m, t, o);
+    m.insert("observation_id".into(), Value::Null);
+    m.insert("symbol_name".into(), json!(sel.symbol_name));
+    m.insert("kind".into(), json!(sel.kind));
+    if ambiguous {
+        candidate_list(&mut m, found);
+    }
+    Value::Object(m)
+}
+
+/// The one symbol `sel` names, or the `not_found` / `ambiguous` answer.
+pub fn select_one<'a>(t: &TargetView, o: &'a Outline, sel: &Selection) -> Result<&'a Symbol, Value> {
+    let found = matching(o, sel);
+    match found.as_slice() {
+        [one] => Ok(one),
+        _ => Err(selection_failure(t, o, sel, &found, None)),
+    }
+}
+
+/// The symbols a bundle names, one per selection, unique and pairwise disjoint, within the
+/// bundle's limits; or the answer that refuses the whole bundle (nothing is issued).
+pub fn select_bundle<'a>(
+    t: &TargetView,
+    o: &'a Outline,
+    sels: &[Selection],
+    page: Page,
+) -> Result<Vec<&'a Symbol>, Value> {
+    let mut picked: Vec<&Symbol> = Vec::with_capacity(sels.len());
+    for (i, sel) in sels.iter().enumerate() {
+        let found = matching(o, sel);
+        let [one] = found.as_slice() else {
+            return Err(selection_failure(t, o, sel, &found, Some(i)));
+        };
+        picked.push(one);
+    }
+    let refuse = |code: &'static str, detail: String, extra: Value| {
+        let mut e = ArgError::new(code, detail);
+        if let Value::Object(m) = extra {
+            for (k, v) in m {
+                e = e.with(&k, v);
+            }
+        }
+        e.to_json("patchdiff_observe_scope")
+    };
+    for i in 0..picked.len() {
+        for j in 0..i {
+            let (a, b) = (picked[j], picked[i]);
+            if std::ptr::eq(a, b) {
+                return Err(refuse(
+                    "DUPLICATE_SELECTION",
+                    format!("selections {j} and {i} name the same symbol {:?}", a.path),
+                    json!({"selection_index": i, "duplicate_of_selection_index": j}),
+                ));
+            }
+            if a.start < b.end && b.start < a.end {
+                return Err(refuse(
+                    "OVERLAPPING_SELECTIONS",
+                    format!(
+                        "the scopes of selections {j} ({:?}, [{}, {})) and {i} ({:?}, [{}, {})) overlap; a bundle's scopes must be disjoint",
+                        a.path, a.start, a.end, b.path, b.start, b.end
+                    ),
+                    json!({"selection_index": i, "overlaps_selection_index": j}),
+                ));
+            }
+        }
+    }
+    let total: usize = picked.iter().map(|s| s.end - s.start).sum();
+    if total > BUNDLE_SCOPE_MAX_CHARS {
+        return Err(refuse(
+            "BUNDLE_SCOPE_TOO_LARGE",
+            format!(
+                "the selected scopes total {total} code points, over the bundle limit of {BUNDLE_SCOPE_MAX_CHARS}; observe large scopes alone and page them"
+            ),
+            json!({"total_scope_chars": total, "limit": BUNDLE_SCOPE_MAX_CHARS}),
+        ));
+    }
+    let text: usize = picked
+        .iter()
+        .map(|s| (s.end - s.start).min(page.max_chars))
+        .sum();
+    if text > BUNDLE_TEXT_MAX_CHARS {
+        return Err(refuse(
+            "BUNDLE_RESPONSE_TOO_LARGE",
+            format!(
+                "the first pages of the selected scopes total {text} code points, over the bundle response limit of {BUNDLE_TEXT_MAX_CHARS}; pass a smaller max_chars or fewer selections"
+            ),
+            json!({"total_text_chars": text, "limit": BUNDLE_TEXT_MAX_CHARS}),
+        ));
+    }
+    Ok(picked)
+}
+
+/// Byte offsets of the ascending code-point offsets `cps` in `text`, in one forward pass.
+pub fn byte_offsets(text: &str, cps: &[usize]) -> Vec<usize> {
+    let mut out = Vec::with_capacity(cps.len());
+    let (mut cp, mut byte) = (0usize, 0usize);
+    let bytes = text.as_bytes();
+    for &want in cps {
+        debug_assert!(want >= cp, "offsets must ascend");
+        while cp < want && byte < bytes.len() {
+            // ASCII runs advance one byte per code point.
+            let b = bytes[byte];
+            byte += if b < 0x80 {
+                1
+            } else if b >= 0xF0 {
+                4
+            } else if b >= 0xE0 {
+                3
+            } else {
+                2
+            };
+            cp += 1;
+        }
+        out.push(byte);
+    }
+    out
+}
+
+/// One observed scope as an answer describes it: a fresh selection's symbol or a stored row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScopeView {
+    pub observation_id: String,
+    pub ordinal: Option<usize>,
+    pub symbol_name: String,
+    pub kind: String,
+    pub parent: Option<String>,
+    pub scope_start: usize,
+    pub scope_end: usize,
+    pub scope_start_line: usize,
+    pub scope_end_line: usize,
+    pub observed_scope_hash: String,
+}
+
+impl ScopeView {
+    pub fn of(s: &Symbol, observation_id: String, ordinal: Option<usize>, hash: String) -> Self {
+        ScopeView {
+            observation_id,
+            ordinal,
+            symbol_name: s.path.clone(),
+            kind: s.kind.to_owned(),
+            parent: s.parent.clone(),
+            scope_start: s.start,
+            scope_end: s.end,
+            scope_start_line: s.start_line,
+            scope_end_line: s.end_line,
+            observed_scope_hash: hash,
+        }
+    }
+}
+
+/// SHA-256 of each symbol's scope text, in one pass over `content`.
+pub fn scope_hashes(content: &str, symbols: &[&Symbol]) -> Vec<String> {
+    let mut order: Vec<usize> = (0..symbols.len()).collect();
+    order.sort_by_key(|&i| symbols[i].start);
+    let mut cps: Vec<usize> = Vec::with_capacity(symbols.len() * 2);
+    for &i in &order {
+        cps.push(symbols[i].start);
+    }
+    let starts = byte_offsets(content, &cps);
+    let mut out = vec![String::new(); symbols.len()];
+    for (k, &i) in order.iter().enumerate() {
+        let s = symbols[i];
+        let b0 = starts[k];
+        let len = crate::text::byte_offset(&content[b0..], s.end - s.start)
+            .unwrap_or(content.len() - b0);
+        out[i] = sha256_hex(&content[b0..b0 + len]);
+    }
+    out
+}
+
+/// The page fields of one scope: `offset` within it, absolute `start`/`end`, the text, lines.
+fn page_fields(
+    m: &mut Map<String, Value>,
+    content: &str,
+    s: &ScopeView,
+    page: Page,
+) -> Result<(), ArgError> {
+    let len = s.scope_end - s.scope_start;
+    if page.offset > len {
+        return Err(ArgError::new(
+            "offset_out_of_range",
+            format!(
+                "offset {} is past the end of the observed scope ({len} code points)",
+                page.offset
+            ),
+        )
+        .with("scope_length", json!(len)));
+    }
+    let start = s.scope_start + page.offset;
+    let end = start + page.max_chars.min(len - page.offset);
+    let b = byte_offsets(content, &[start, end]);
+    let text = &content[b[0]..b[1]];
+    let truncated = end < s.scope_end;
+    let start_line = 1 + memchr::memchr_iter(b'\n', &content.as_bytes()[..b[0]]).count();
+    let end_line = start_line
+        + memchr::memchr_iter(b'\n', text.trim_end_matches('\n').as_bytes()).count();
+    m.insert("offset".into(), json!(page.offset));
+    m.insert("start".into(), json!(start));
+    m.insert("end".into(), json!(end));
+    m.insert("max_chars".into(), json!(page.max_chars));
+    m.insert("text".into(), json!(text));
+    m.insert("truncated".into(), json!(truncated));
+    m.insert(
+        "next_offset".into(),
+        if truncated {
+            json!(end - s.scope_start)
+        } else {
+            Value::Null
+        },
+    );
+    m.insert(
+        "next_start".into(),
+        if truncated { json!(end) } else { Value::Null },
+    );
+    m.insert("start_line".into(), json!(start_line));
+    m.insert("end_line".into(), json!(end_line));
+    if page.include_line_starts {
+        // Absolute starts of the lines that begin on the page: its first position when a line
+        // begins there, then every position after an LF that is still inside the page.
+        let mut starts = Vec::new();
+        let mut line = start_line;
+        if start < end && (b[0] == 0 || content.as_bytes()[b[0] - 1] == b'\n') {
+            starts.push(json!({"line": line, "start": start}));
+        }
+        let (mut cp, mut from) = (start, 0);
+        for at in memchr::memchr_iter(b'\n', text.as_bytes()) {
+            cp += char_len(&text[from..at]) + 1;
+            from = at + 1;
+            line += 1;
+            if cp < end {
+                starts.push(json!({"line": line, "start": cp}));
+            }
+        }
+        m.insert("line_starts".into(), Value::Array(starts));
+    }
+    Ok(())
+}
+
+fn scope_fields(m: &mut Map<String, Value>, s: &ScopeView) {
+    m.insert("observation_id".into(), json!(s.observation_id));
+    m.insert("symbol_name".into(), json!(s.symbol_name));
+    m.insert("kind".into(), json!(s.kind));
+    m.insert("parent".into(), json!(s.parent));
+    m.insert("scope_start".into(), json!(s.scope_start));
+    m.insert("scope_end".into(), json!(s.scope_end));
+    m.insert("scope_length".into(), json!(s.scope_end - s.scope_start));
+    m.insert("scope_start_line".into(), json!(s.scope_start_line));
+    m.insert("scope_end_line".into(), json!(s.scope_end_line));
+    m.insert("observed_scope_hash".into(), json!(s.observed_scope_hash));
+}
+
+/// The engine facts of an observation, from a fresh outline or a stored row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EngineFacts<'a> {
+    pub language: &'a str,
+    pub engine: &'a str,
+    pub grammar: &'a str,
+}
+
+/// `status: "observed"`: one observation and its first (or requested) page. `mode` is
+/// `selection` for a fresh selection and `scope_page` for a page of an issued observation.
+pub fn observed(
+    t: &TargetView,
+    facts: EngineFacts,
+    editing_cycle_id: &str,
+    s: &ScopeView,
+    page: Page,
+    mode: &str,
+) -> Result<Value, ArgError> {
+    let mut m = Map::new();
+    m.insert("status".into(), json!("observed"));
+    m.insert("mode".into(), json!(mode));
+    m.insert("target_file_id".into(), json!(t.target_file_id));
+    scope_fields(&mut m, s);
+    m.insert("editing_cycle_id".into(), json!(editing_cycle_id));
+    m.insert("target_version".into(), json!(t.version));
+    m.insert("target_current_hash".into(), json!(t.current_hash));
+    m.insert("language".into(), json!(facts.language));
+    m.insert("engine".into(), json!(facts.engine));
+    m.insert("grammar".into(), json!(facts.grammar));
+    page_fields(&mut m, t.content, s, page)?;
+    Ok(Value::Object(m))
+}
+
+/// `status: "observed_batch"`: the bundle, its snapshot for the commit, and one receipt per
+/// selection in selection order.
+pub fn observed_batch(
+    t: &TargetView,
+    o: &Outline,
+    editing_cycle_id: &str,
+    bundle_id: &str,
+    scopes: &[ScopeView],
+    page: Page,
+) -> Value {
+    let receipts: Vec<Value> = scopes
+        .iter()
+        .map(|s| {
+            let mut m = Map::new();
+            m.insert("ordinal".into(), json!(s.ordinal));
+            scope_fields(&mut m, s);
+            // The bundle's page is the scope's first: offset 0 is always inside the scope.
+            let first = Page { offset: 0, ..page };
+            page_fields(&mut m, t.content, s, first).expect("offset 0 lies in every scope");
+            Value::Object(m)
+        })
+        .collect();
+    let mut m = Map::new();
+    m.insert("status".into(), json!("observed_batch"));
+    outline_fields(&mut m, t, o);
+    m.insert("observation_bundle_id".into(), json!(bundle_id));
+    m.insert("editing_cycle_id".into(), json!(editing_cycle_id));
+    m.insert(
+        "snapshot".into(),
+        json!({
+            "target_file_id": t.target_file_id,
+            "expected_target_version": t.version,
+            "expected_current_hash": t.current_hash,
+            "observation_bundle_id": bundle_id,
+        }),
+    );
+    m.insert("scope_count".into(), json!(scopes.len()));
+    m.insert("scopes".into(), Value::Array(receipts));
+    Value::Object(m)
+}
+
+/// Why a stored observation cannot be paged now: its cycle closed, or the target moved on.
+pub fn page_refusal(
+    t: &TargetView,
+    observation_id: &str,
+    active_cycle: &str,
+    row_target: &str,
+    row_cycle: &str,
+    row_version: i64,
+    row_hash: &str,
+) -> Option<Value> {
+    let (code, detail) = if row_target != t.target_file_id {
+        (
+            "OBSERVATION_TARGET_MISMATCH",
+            "the observation was issued for another target".to_owned(),
+        )
+    } else if row_cycle != active_cycle {
+        (
+            "OBSERVATION_CYCLE_MISMATCH",
+            "a SAVE closed the editing cycle this observation belongs to; observe the scope again"
+                .to_owned(),
+        )
+    } else if row_version != t.version {
+        (
+            "STALE_OBSERVATION_VERSION",
+            format!(
+                "the observation is of version {row_version}; the target is at version {}: observe the scope again",
+                t.version
+            ),
+        )
+    } else if row_hash != t.current_hash {
+        (
+            "STALE_OBSERVATION_HASH",
+            "the observation's target hash differs from the current hash: observe the scope again"
+                .to_owned(),
+        )
+    } else {
+        return None;
+    };
+    Some(json!({
+        "status": "rejected",
+        "code": code,
+        "failure_detail": detail,
+        "target_file_id": t.target_file_id,
+        "observation_id": observation_id,
+        "current_version": t.version,
+        "current_hash": t.current_hash,
+    }))
+}
+
+/// `status: "unsupported"` for a target Waymark has no grammar for.
+pub fn unsupported(t: &TargetView, filename: &str, target_type: &str) -> Value {
+    json!({
+        "status": "unsupported",
+        "code": "UNSUPPORTED_LANGUAGE",
+        "target_file_id": t.target_file_id,
+        "failure_detail": format!(
+            "structural observation supports .py, .ts, .js, .json, .md, .yaml, .toml and .sh targets; {filename:?} ({target_type}) is none of them: use patchdiff_read_target and patchdiff_find_occurrences"
+        ),
+        "observation_id": Value::Null,
+    })
+}
+
+/// `not_found` for an observation ID that names no observation.
+pub fn unknown_observation(observation_id: &str) -> Value {
+    json!({
+        "status": "not_found",
+        "code": "UNKNOWN_OBSERVATION_ID",
+        "observation_id": observation_id,
+        "failure_detail": format!("No observation with observation_id {observation_id}."),
+    })
+}

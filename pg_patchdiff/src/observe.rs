@@ -1,0 +1,209 @@
+//! `patchdiff_observe_scope`: the outline of a target version (parsed once per backend, the
+//! "resident" mode), candidate discovery, and the observations it persists.
+
+use crate::{new_id, out, store, view};
+use crate::json_text::JsonText as JsonString;
+use patchdiff_engine::args::{Args, not_found};
+use patchdiff_engine::observe::{
+    self, EngineFacts, OBSERVE_ARGS, ObserveRequest, Page, ScopeView,
+};
+use patchdiff_engine::scope::Outline;
+use patchdiff_engine::target::TargetView;
+use pgrx::prelude::*;
+use pgrx::spi::SpiClient;
+use serde_json::Value;
+use std::cell::RefCell;
+use std::rc::Rc;
+
+
+/// Outlines kept per backend: the front end holds one connection, and an agent observes the
+/// same version several times (list, select, bundle) before it commits.
+const RESIDENT_OUTLINES: usize = 8;
+
+type OutlineKey = (String, i64, String);
+
+thread_local! {
+    static RESIDENT: RefCell<Vec<(OutlineKey, Rc<Outline>)>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The outline of this target version: from the backend's resident cache, or parsed now.
+/// Parsing holds no lock: other targets, and readers of this one, go on meanwhile.
+fn outline_of(t: &TargetView, language: patchdiff_waymark::Language) -> Rc<Outline> {
+    let key: OutlineKey = (
+        t.target_file_id.to_owned(),
+        t.version,
+        t.current_hash.to_owned(),
+    );
+    if let Some(hit) = RESIDENT.with(|r| {
+        let mut r = r.borrow_mut();
+        let at = r.iter().position(|(k, _)| *k == key)?;
+        let entry = r.remove(at);
+        let o = entry.1.clone();
+        r.push(entry);
+        Some(o)
+    }) {
+        return hit;
+    }
+    let o = Rc::new(patchdiff_waymark::outline(language, t.content));
+    RESIDENT.with(|r| {
+        let mut r = r.borrow_mut();
+        if r.len() >= RESIDENT_OUTLINES {
+            r.remove(0);
+        }
+        r.push((key, o.clone()));
+    });
+    o
+}
+
+fn facts(o: &Outline) -> EngineFacts<'_> {
+    EngineFacts {
+        language: o.language,
+        engine: o.engine,
+        grammar: o.grammar,
+    }
+}
+
+const TOOL: &str = "patchdiff_observe_scope";
+
+/// Structural observation: candidates, an exact selection, a page of an observation, or a bundle.
+#[pg_extern(security_definer)]
+#[search_path(pg_catalog, pg_temp)]
+fn patchdiff_observe_scope(args: JsonString) -> JsonString {
+    let parsed = Args::parse(&args.0, OBSERVE_ARGS, &["target_file_id"])
+        .and_then(|a| Ok((a.target_file_id()?, observe::parse_observe(&a)?)));
+    let (id, request) = match parsed {
+        Ok(p) => p,
+        Err(e) => return out(&e.to_json(TOOL)),
+    };
+    let answer = Spi::connect_mut(|c| {
+        let Some(t) = store::target(c, &id) else {
+            return not_found(&id);
+        };
+        let v = view(&id, &t);
+        let cycle = t.active_editing_cycle_id.as_str();
+        if let ObserveRequest::Page {
+            observation_id,
+            page,
+        } = &request
+        {
+            return scope_page(c, &v, cycle, observation_id, *page);
+        }
+        let Some(language) = patchdiff_waymark::language_for(&t.filename, &t.target_type) else {
+            return observe::unsupported(&v, &t.filename, &t.target_type);
+        };
+        let o = outline_of(&v, language);
+        match request {
+            ObserveRequest::Candidates { query, kind } => {
+                observe::candidates(&v, &o, query.as_deref(), kind.as_deref())
+            }
+            ObserveRequest::Select { selection, page } => {
+                let symbol = match observe::select_one(&v, &o, &selection) {
+                    Ok(s) => s,
+                    Err(answer) => return answer,
+                };
+                let hash = observe::scope_hashes(v.content, &[symbol]).remove(0);
+                let scope = ScopeView::of(symbol, new_id(), None, hash);
+                // The page is checked before the observation is written: a bad offset writes nothing.
+                let answer = match observe::observed(&v, facts(&o), cycle, &scope, page, "selection") {
+                    Ok(a) => a,
+                    Err(e) => return e.to_json(TOOL),
+                };
+                let new = store::NewObservation {
+                    observation_id: &scope.observation_id,
+                    target_file_id: &id,
+                    editing_cycle_id: cycle,
+                    bundle: None,
+                    target_version: v.version,
+                    target_current_hash: v.current_hash,
+                    scope: &scope,
+                    requested_name: &selection.symbol_name,
+                    requested_kind: selection.kind.as_deref(),
+                    language: o.language,
+                    engine: o.engine,
+                    grammar: o.grammar,
+                };
+                store::insert_observation(c, &new);
+                answer
+            }
+            ObserveRequest::Bundle { selections, page } => {
+                let symbols = match observe::select_bundle(&v, &o, &selections, page) {
+                    Ok(s) => s,
+                    Err(answer) => return answer,
+                };
+                let hashes = observe::scope_hashes(v.content, &symbols);
+                let bundle_id = new_id();
+                let scopes: Vec<ScopeView> = symbols
+                    .iter()
+                    .zip(hashes)
+                    .enumerate()
+                    .map(|(i, (s, h))| ScopeView::of(s, new_id(), Some(i + 1), h))
+                    .collect();
+                for (scope, sel) in scopes.iter().zip(&selections) {
+                    let ordinal = scope.ordinal.map_or(0, |n| i32::try_from(n).unwrap_or(0));
+                    let new = store::NewObservation {
+                        observation_id: &scope.observation_id,
+                        target_file_id: &id,
+                        editing_cycle_id: cycle,
+                        bundle: Some((&bundle_id, ordinal)),
+                        target_version: v.version,
+                        target_current_hash: v.current_hash,
+                        scope,
+                        requested_name: &sel.symbol_name,
+                        requested_kind: sel.kind.as_deref(),
+                        language: o.language,
+                        engine: o.engine,
+                        grammar: o.grammar,
+                    };
+                    store::insert_observation(c, &new);
+                }
+                observe::observed_batch(&v, &o, cycle, &bundle_id, &scopes, page)
+            }
+            ObserveRequest::Page { .. } => unreachable!("answered above"),
+        }
+    });
+    out(&answer)
+}
+
+/// A page of an issued observation: only while its cycle is active and its version current.
+fn scope_page(
+    c: &mut SpiClient,
+    v: &TargetView,
+    active_cycle: &str,
+    observation_id: &str,
+    page: Page,
+) -> Value {
+    let Some(stored) = store::observation(c, observation_id) else {
+        return observe::unknown_observation(observation_id);
+    };
+    let r = &stored.row;
+    if let Some(refusal) = observe::page_refusal(
+        v,
+        observation_id,
+        active_cycle,
+        &r.target_file_id,
+        &r.editing_cycle_id,
+        r.target_version,
+        &r.target_current_hash,
+    ) {
+        return refusal;
+    }
+    let scope = ScopeView {
+        observation_id: r.observation_id.clone(),
+        ordinal: r.bundle_ordinal.and_then(|n| usize::try_from(n).ok()),
+        symbol_name: r.symbol_path.clone(),
+        kind: r.kind.clone(),
+        parent: stored.parent.clone(),
+        scope_start: r.scope_start,
+        scope_end: r.scope_end,
+        scope_start_line: stored.scope_start_line,
+        scope_end_line: stored.scope_end_line,
+        observed_scope_hash: r.observed_scope_hash.clone(),
+    };
+    let facts = EngineFacts {
+        language: &stored.language,
+        engine: &stored.engine,
+        grammar: &stored.grammar,
+    };
+    observe::observed(v, facts, &r.editing_cycle_id, &scope, page, "scope_page")
+        .unwrap_or_else(|e| e.to_json(TOOL))
+}
