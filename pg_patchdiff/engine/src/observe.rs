@@ -75,7 +75,9 @@ fn nonblank(v: Option<&Value>, what: &str, code: &'static str) -> Result<Option<
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) if s.chars().all(char::is_whitespace) => Err(ArgError::new(
             code,
-            format!("{what} must be a nonblank string (whitespace-only strings, including Unicode whitespace, are blank)"),
+            format!(
+                "{what} must be a nonblank string (whitespace-only strings, including Unicode whitespace, are blank)"
+            ),
         )),
         Some(Value::String(s)) => Ok(Some(s.clone())),
         Some(v) => Err(ArgError::new(
@@ -105,11 +107,16 @@ pub fn parse_observe(a: &Args) -> Result<ObserveRequest, ArgError> {
         Some(v) => {
             return Err(ArgError::new(
                 "invalid_observation_id",
-                format!("observation_id must be a UUID string or null, not {}", type_name(v)),
+                format!(
+                    "observation_id must be a UUID string or null, not {}",
+                    type_name(v)
+                ),
             ));
         }
     };
-    let offset = a.opt_int("offset", 0, false, "invalid_offset")?.unwrap_or(0);
+    let offset = a
+        .opt_int("offset", 0, false, "invalid_offset")?
+        .unwrap_or(0);
     let offset = usize::try_from(offset).unwrap_or(usize::MAX);
     let max_chars = a
         .opt_int("max_chars", 1, true, "invalid_max_chars")?
@@ -351,13 +358,19 @@ fn selection_failure(
             "{} symbols match symbol_name {:?}{}; select one by its exact path (the candidates' name) or narrow it with kind",
             found.len(),
             sel.symbol_name,
-            sel.kind.as_deref().map(|k| format!(" and kind {k:?}")).unwrap_or_default()
+            sel.kind
+                .as_deref()
+                .map(|k| format!(" and kind {k:?}"))
+                .unwrap_or_default()
         )
     } else {
         format!(
             "no symbol is named {:?}{}; list candidates with query or kind",
             sel.symbol_name,
-            sel.kind.as_deref().map(|k| format!(" with kind {k:?}")).unwrap_or_default()
+            sel.kind
+                .as_deref()
+                .map(|k| format!(" with kind {k:?}"))
+                .unwrap_or_default()
         )
     };
     m.insert("failure_detail".into(), json!(detail));
@@ -375,7 +388,11 @@ fn selection_failure(
 }
 
 /// The one symbol `sel` names, or the `not_found` / `ambiguous` answer.
-pub fn select_one<'a>(t: &TargetView, o: &'a Outline, sel: &Selection) -> Result<&'a Symbol, Value> {
+pub fn select_one<'a>(
+    t: &TargetView,
+    o: &'a Outline,
+    sel: &Selection,
+) -> Result<&'a Symbol, Value> {
     let found = matching(o, sel);
     match found.as_slice() {
         [one] => Ok(one),
@@ -527,8 +544,8 @@ pub fn scope_hashes(content: &str, symbols: &[&Symbol]) -> Vec<String> {
     for (k, &i) in order.iter().enumerate() {
         let s = symbols[i];
         let b0 = starts[k];
-        let len = crate::text::byte_offset(&content[b0..], s.end - s.start)
-            .unwrap_or(content.len() - b0);
+        let len =
+            crate::text::byte_offset(&content[b0..], s.end - s.start).unwrap_or(content.len() - b0);
         out[i] = sha256_hex(&content[b0..b0 + len]);
     }
     out
@@ -558,8 +575,8 @@ fn page_fields(
     let text = &content[b[0]..b[1]];
     let truncated = end < s.scope_end;
     let start_line = 1 + memchr::memchr_iter(b'\n', &content.as_bytes()[..b[0]]).count();
-    let end_line = start_line
-        + memchr::memchr_iter(b'\n', text.trim_end_matches('\n').as_bytes()).count();
+    let end_line =
+        start_line + memchr::memchr_iter(b'\n', text.trim_end_matches('\n').as_bytes()).count();
     m.insert("offset".into(), json!(page.offset));
     m.insert("start".into(), json!(start));
     m.insert("end".into(), json!(end));
@@ -759,4 +776,416 @@ pub fn unknown_observation(observation_id: &str) -> Value {
         "observation_id": observation_id,
         "failure_detail": format!("No observation with observation_id {observation_id}."),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TEXT: &str = "# 🌟 中\ndef a():\n    x = 1\n\ndef b():\n    x = 1\n";
+
+    fn sym(
+        kind: &'static str,
+        name: &str,
+        parent: Option<&str>,
+        start: usize,
+        end: usize,
+    ) -> Symbol {
+        let path = parent.map_or(name.to_owned(), |p| format!("{p}.{name}"));
+        let line = |cp: usize| 1 + TEXT.chars().take(cp).filter(|&c| c == '\n').count();
+        Symbol {
+            kind,
+            name: name.into(),
+            parent: parent.map(str::to_owned),
+            path,
+            start,
+            end,
+            start_line: line(start),
+            end_line: line(end.max(start + 1) - 1),
+        }
+    }
+
+    fn outline() -> Outline {
+        // "def a():\n    x = 1" starts at code point 6 (after "# 🌟 中\n").
+        Outline {
+            language: "python",
+            engine: "patchdiff-waymark@test",
+            grammar: "tree-sitter-python@test",
+            has_errors: false,
+            symbols: vec![
+                sym("function", "a", None, 6, 24),
+                sym("variable", "x", Some("a"), 19, 24),
+                sym("function", "b", None, 26, 44),
+                sym("variable", "x", Some("b"), 39, 44),
+            ],
+        }
+    }
+
+    fn view() -> TargetView<'static> {
+        TargetView {
+            target_file_id: "t",
+            version: 4,
+            current_hash: "h",
+            content: TEXT,
+        }
+    }
+
+    fn parse(args: &str) -> Result<ObserveRequest, ArgError> {
+        let a = Args::parse(args, OBSERVE_ARGS, &[]).unwrap();
+        parse_observe(&a)
+    }
+
+    fn page(max_chars: usize) -> Page {
+        Page {
+            offset: 0,
+            max_chars,
+            include_line_starts: false,
+        }
+    }
+
+    /// "The optional top-level query, symbol_name and kind values must be nonblank when
+    /// supplied ... rejects whitespace-only strings, including Unicode whitespace. Nonblank
+    /// strings are not implicitly trimmed."
+    #[test]
+    fn selectors_must_be_nonblank_and_are_not_trimmed() {
+        for (k, code) in [
+            ("query", "invalid_query"),
+            ("symbol_name", "invalid_symbol_name"),
+            ("kind", "invalid_kind"),
+        ] {
+            for blank in ["", " ", "\\u3000", "\\u2003\\n"] {
+                let e = parse(&format!(r#"{{"{k}":"{blank}"}}"#)).unwrap_err();
+                assert_eq!(e.code, code, "{k} {blank:?}");
+            }
+            assert_eq!(parse(&format!(r#"{{"{k}":7}}"#)).unwrap_err().code, code);
+        }
+        assert_eq!(
+            parse(r#"{"symbol_name":" a "}"#).unwrap(),
+            ObserveRequest::Select {
+                selection: Selection {
+                    symbol_name: " a ".into(),
+                    kind: None
+                },
+                page: page(4000)
+            }
+        );
+        // Omission and null mean absent.
+        assert_eq!(
+            parse(r#"{"query":null,"kind":null}"#).unwrap(),
+            ObserveRequest::Candidates {
+                query: None,
+                kind: None
+            }
+        );
+    }
+
+    /// "single/batch fields cannot be mixed": selections are exclusive with single selectors,
+    /// query, observation ID, top-level kind and nonzero offset.
+    #[test]
+    fn modes_are_exclusive() {
+        let id = "00000000-0000-4000-8000-000000000001";
+        for args in [
+            r#"{"selections":[{"symbol_name":"a"}],"symbol_name":"a"}"#.to_owned(),
+            r#"{"selections":[{"symbol_name":"a"}],"query":"a"}"#.to_owned(),
+            r#"{"selections":[{"symbol_name":"a"}],"kind":"function"}"#.to_owned(),
+            r#"{"selections":[{"symbol_name":"a"}],"offset":1}"#.to_owned(),
+            format!(r#"{{"selections":[{{"symbol_name":"a"}}],"observation_id":"{id}"}}"#),
+            format!(r#"{{"observation_id":"{id}","symbol_name":"a"}}"#),
+            r#"{"symbol_name":"a","query":"a"}"#.to_owned(),
+            r#"{"offset":3}"#.to_owned(),
+        ] {
+            assert_eq!(
+                parse(&args).unwrap_err().code,
+                "observe_mode_conflict",
+                "{args}"
+            );
+        }
+        // offset 0 is no offset; max_chars is clamped to 8,000.
+        assert!(matches!(
+            parse(r#"{"selections":[{"symbol_name":"a"}],"offset":0,"max_chars":9000}"#).unwrap(),
+            ObserveRequest::Bundle {
+                page: Page {
+                    max_chars: 8000,
+                    ..
+                },
+                ..
+            }
+        ));
+        assert_eq!(
+            parse(r#"{"observation_id":"nope"}"#).unwrap_err().code,
+            "invalid_observation_id"
+        );
+    }
+
+    /// "selections: [{symbol_name, kind?}, ...] (1–32 exact, unique, nonempty ...)".
+    #[test]
+    fn selections_are_validated_with_their_index() {
+        let many = format!(
+            r#"{{"selections":[{}]}}"#,
+            vec![r#"{"symbol_name":"a"}"#; 33].join(",")
+        );
+        for (args, index) in [
+            (r#"{"selections":[]}"#.to_owned(), None),
+            (many, None),
+            (r#"{"selections":{}}"#.to_owned(), None),
+            (
+                r#"{"selections":[{"symbol_name":"a"},"b"]}"#.to_owned(),
+                Some(1),
+            ),
+            (
+                r#"{"selections":[{"symbol_name":"a","x":1}]}"#.to_owned(),
+                Some(0),
+            ),
+            (
+                r#"{"selections":[{"kind":"function"}]}"#.to_owned(),
+                Some(0),
+            ),
+            (
+                r#"{"selections":[{"symbol_name":"a"},{"symbol_name":"\u2028"}]}"#.to_owned(),
+                Some(1),
+            ),
+            (
+                r#"{"selections":[{"symbol_name":"a","kind":" "}]}"#.to_owned(),
+                Some(0),
+            ),
+        ] {
+            let e = parse(&args).unwrap_err();
+            assert_eq!(e.code, "invalid_selections", "{args}");
+            assert_eq!(
+                e.extra.get("selection_index").cloned(),
+                index.map(|i| json!(i)),
+                "{args}"
+            );
+        }
+    }
+
+    /// Candidate discovery: "case-insensitive substring filter", kind filter, observation_id null.
+    #[test]
+    fn candidates_filter_by_query_and_kind() {
+        let v = candidates(&view(), &outline(), Some("B.X"), None);
+        assert_eq!(v["status"], "candidates");
+        assert_eq!(v["observation_id"], Value::Null);
+        assert_eq!(v["total_candidates"], 1);
+        assert_eq!(v["candidates"][0]["name"], "b.x");
+        assert_eq!(v["candidates"][0]["parent"], "b");
+        let v = candidates(&view(), &outline(), None, Some("function"));
+        assert_eq!(v["total_candidates"], 2);
+        assert_eq!(v["candidates_truncated"], false);
+    }
+
+    /// "> 1 matches -> status: ambiguous, code: AMBIGUOUS_SCOPE_SELECTION, observation_id:
+    /// null ... (never silently picks the smallest span)"; "0 matches -> not_found".
+    #[test]
+    fn selection_is_exact_or_refused() {
+        let o = outline();
+        let sel = |n: &str, k: Option<&str>| Selection {
+            symbol_name: n.into(),
+            kind: k.map(str::to_owned),
+        };
+        let e = select_one(&view(), &o, &sel("x", None)).unwrap_err();
+        assert_eq!(e["status"], "ambiguous");
+        assert_eq!(e["code"], "AMBIGUOUS_SCOPE_SELECTION");
+        assert_eq!(e["observation_id"], Value::Null);
+        assert_eq!(e["total_candidates"], 2);
+        let e = select_one(&view(), &o, &sel("c", None)).unwrap_err();
+        assert_eq!(
+            (e["status"].as_str(), e["code"].as_str()),
+            (Some("not_found"), Some("SCOPE_NOT_FOUND"))
+        );
+        assert_eq!(
+            select_one(&view(), &o, &sel("b.x", None)).unwrap().start,
+            39
+        );
+        assert_eq!(
+            select_one(&view(), &o, &sel("a", Some("function")))
+                .unwrap()
+                .start,
+            6
+        );
+        let e = select_one(&view(), &o, &sel("a", Some("class"))).unwrap_err();
+        assert_eq!(e["code"], "SCOPE_NOT_FOUND");
+    }
+
+    /// Bundles: unique, disjoint, within 65,536 scope and 32,768 text code points; a failing
+    /// selection names its selection_index.
+    #[test]
+    fn bundles_are_unique_disjoint_and_bounded() {
+        let o = outline();
+        let sels = |names: &[&str]| -> Vec<Selection> {
+            names
+                .iter()
+                .map(|n| Selection {
+                    symbol_name: (*n).into(),
+                    kind: None,
+                })
+                .collect()
+        };
+        let ok = select_bundle(&view(), &o, &sels(&["b", "a"]), page(4000)).unwrap();
+        assert_eq!((ok[0].path.as_str(), ok[1].path.as_str()), ("b", "a"));
+        let e = select_bundle(&view(), &o, &sels(&["a", "b", "a"]), page(4000)).unwrap_err();
+        assert_eq!(
+            (
+                e["code"].clone(),
+                e["selection_index"].clone(),
+                e["duplicate_of_selection_index"].clone()
+            ),
+            (json!("DUPLICATE_SELECTION"), json!(2), json!(0))
+        );
+        let e = select_bundle(&view(), &o, &sels(&["a", "a.x"]), page(4000)).unwrap_err();
+        assert_eq!(e["code"], "OVERLAPPING_SELECTIONS");
+        let e = select_bundle(&view(), &o, &sels(&["a", "x"]), page(4000)).unwrap_err();
+        assert_eq!(
+            (e["status"].clone(), e["selection_index"].clone()),
+            (json!("ambiguous"), json!(1))
+        );
+        // Limits at their edges, on a synthetic outline of 32 scopes of 2,048 code points.
+        let big = "y".repeat(32 * 2049);
+        let symbols: Vec<Symbol> = (0..32)
+            .map(|i| Symbol {
+                kind: "function",
+                name: format!("f{i}"),
+                parent: None,
+                path: format!("f{i}"),
+                start: i * 2049,
+                end: i * 2049 + 2048,
+                start_line: 1,
+                end_line: 1,
+            })
+            .collect();
+        let o = Outline {
+            symbols,
+            ..outline()
+        };
+        let t = TargetView {
+            content: &big,
+            ..view()
+        };
+        let names: Vec<String> = (0..32).map(|i| format!("f{i}")).collect();
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        // 32 x 2,048 = 65,536 scope code points: at the limit. 32 x 1,024 = 32,768 text: at it.
+        assert!(select_bundle(&t, &o, &sels(&names), page(1024)).is_ok());
+        let e = select_bundle(&t, &o, &sels(&names), page(1025)).unwrap_err();
+        assert_eq!(e["code"], "BUNDLE_RESPONSE_TOO_LARGE");
+        let mut wide = o.clone();
+        wide.symbols[31].end += 1;
+        let e = select_bundle(&t, &wide, &sels(&names), page(1)).unwrap_err();
+        assert_eq!(e["code"], "BUNDLE_SCOPE_TOO_LARGE");
+        assert_eq!(e["total_scope_chars"], 65_537);
+    }
+
+    /// An observed page: bounded canonical slice text, offset within the scope, absolute
+    /// start/end/next_start and line starts, code points throughout.
+    #[test]
+    fn observed_pages_count_code_points_within_the_scope() {
+        let o = outline();
+        let s = &o.symbols[0];
+        let hash = scope_hashes(TEXT, &[s]).remove(0);
+        assert_eq!(hash, sha256_hex("def a():\n    x = 1"));
+        let scope = ScopeView::of(s, "obs".into(), None, hash);
+        let p = Page {
+            offset: 0,
+            max_chars: 9,
+            include_line_starts: true,
+        };
+        let v = observed(&view(), facts(&o), "cyc", &scope, p, "selection").unwrap();
+        assert_eq!(v["text"], "def a():\n");
+        assert_eq!(
+            (v["start"].clone(), v["end"].clone()),
+            (json!(6), json!(15))
+        );
+        assert_eq!(
+            (
+                v["truncated"].clone(),
+                v["next_offset"].clone(),
+                v["next_start"].clone()
+            ),
+            (json!(true), json!(9), json!(15))
+        );
+        assert_eq!(v["line_starts"], json!([{"line": 2, "start": 6}]));
+        let p = Page {
+            offset: 9,
+            max_chars: 100,
+            include_line_starts: true,
+        };
+        let v = observed(&view(), facts(&o), "cyc", &scope, p, "scope_page").unwrap();
+        assert_eq!(v["text"], "    x = 1");
+        assert_eq!(v["line_starts"], json!([{"line": 3, "start": 15}]));
+        assert_eq!(
+            (v["truncated"].clone(), v["next_offset"].clone()),
+            (json!(false), Value::Null)
+        );
+        assert_eq!(
+            (v["start_line"].clone(), v["end_line"].clone()),
+            (json!(3), json!(3))
+        );
+        let p = Page {
+            offset: 19,
+            max_chars: 1,
+            include_line_starts: false,
+        };
+        assert_eq!(
+            observed(&view(), facts(&o), "c", &scope, p, "scope_page")
+                .unwrap_err()
+                .code,
+            "offset_out_of_range"
+        );
+    }
+
+    fn facts(o: &Outline) -> EngineFacts<'_> {
+        EngineFacts {
+            language: o.language,
+            engine: o.engine,
+            grammar: o.grammar,
+        }
+    }
+
+    /// "Selection returns snapshot with exactly target_file_id, expected_target_version,
+    /// expected_current_hash, and observation_bundle_id."
+    #[test]
+    fn a_bundle_returns_the_commit_snapshot() {
+        let o = outline();
+        let picked = [&o.symbols[2], &o.symbols[0]];
+        let hashes = scope_hashes(TEXT, &picked);
+        let scopes: Vec<ScopeView> = picked
+            .iter()
+            .zip(hashes)
+            .enumerate()
+            .map(|(i, (s, h))| ScopeView::of(s, format!("o{i}"), Some(i + 1), h))
+            .collect();
+        let v = observed_batch(&view(), &o, "cyc", "bun", &scopes, page(4000));
+        assert_eq!(
+            v["snapshot"],
+            json!({"target_file_id": "t", "expected_target_version": 4, "expected_current_hash": "h", "observation_bundle_id": "bun"})
+        );
+        assert_eq!(v["scopes"][0]["symbol_name"], "b");
+        assert_eq!(v["scopes"][1]["ordinal"], 2);
+        assert_eq!(
+            v["scopes"][1]["observed_scope_hash"],
+            sha256_hex("def a():\n    x = 1")
+        );
+    }
+
+    /// "Observation pagination rejects a closed cycle after SAVE with OBSERVATION_CYCLE_MISMATCH,
+    /// even when content, hash and version are unchanged."
+    #[test]
+    fn pages_refuse_closed_cycles_and_stale_versions() {
+        let t = view();
+        let code = |row_cycle: &str, version: i64, hash: &str| {
+            page_refusal(&t, "o", "active", "t", row_cycle, version, hash)
+                .map(|v| v["code"].clone())
+        };
+        assert_eq!(
+            code("old", 4, "h"),
+            Some(json!("OBSERVATION_CYCLE_MISMATCH"))
+        );
+        assert_eq!(
+            code("active", 3, "h"),
+            Some(json!("STALE_OBSERVATION_VERSION"))
+        );
+        assert_eq!(
+            code("active", 4, "g"),
+            Some(json!("STALE_OBSERVATION_HASH"))
+        );
+        assert_eq!(code("active", 4, "h"), None);
+    }
 }
