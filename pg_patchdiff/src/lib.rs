@@ -9,6 +9,7 @@ use json_text::JsonText as JsonString;
 use patchdiff_engine::args::{ArgError, Args, not_found};
 use patchdiff_engine::json::{LITERAL, to_string};
 use patchdiff_engine::read;
+use patchdiff_engine::observed;
 use patchdiff_engine::submit::{self, KeyOutcome, Parent};
 use patchdiff_engine::target::{self, TargetMeta, TargetView};
 use pgrx::guc::{GucContext, GucFlags, GucRegistry, GucSetting};
@@ -206,9 +207,22 @@ fn caller_owned_transaction() -> bool {
     unsafe { pg_sys::IsTransactionBlock() }
 }
 
+/// Which service a submission goes through.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Route {
+    /// patchdiff_submit_edits / _operations / _replacement: refused in strict observation mode.
+    Unobserved,
+    /// patchdiff_submit_observed_operations: confined to issued observations.
+    Observed,
+}
+
 /// Runs one submission under the target's row lock: keyed recovery or conflict, then guards,
 /// application and the attempt, ledger and target writes.
-fn run_submission(tool: &str, sub: Result<submit::Submission, ArgError>) -> JsonString {
+fn run_submission(
+    tool: &str,
+    sub: Result<submit::Submission, ArgError>,
+    route: Route,
+) -> JsonString {
     let sub = match sub {
         Ok(s) => s,
         Err(e) => return out(&e.to_json(tool)),
@@ -224,10 +238,12 @@ fn run_submission(tool: &str, sub: Result<submit::Submission, ArgError>) -> Json
             .map_or(Parent::NotLookedUp, |p| store::parent(c, &p));
         let identity = submit::prepare(&sub, &parent);
         let start = view(id, &t);
+        let mut rows = Vec::new();
         let attempt = match sub
             .request_key()
             .and_then(|k| store::keyed_attempt(c, id, k))
         {
+            // Exact keyed recovery precedes every fresh check: strict mode, observations, guards.
             Some(stored) => match submit::recover_or_conflict(
                 &sub,
                 &identity,
@@ -236,11 +252,29 @@ fn run_submission(tool: &str, sub: Result<submit::Submission, ArgError>) -> Json
                 correlation.as_deref(),
             ) {
                 KeyOutcome::Recovered(mut v) => {
+                    if route == Route::Observed {
+                        let consumed = store::consumed_by(c, &stored.pdcp_log_id);
+                        observed::recovered_fields(&mut v, &stored, &consumed);
+                    }
                     submit::add_near_misses(&mut v, None, caller_owned_transaction());
                     return v;
                 }
                 KeyOutcome::Conflict(a) => *a,
             },
+            None if route == Route::Observed => {
+                rows = store::lock_observations(c, &observed::requested_observations(&sub));
+                observed::evaluate(
+                    &sub,
+                    &identity,
+                    &parent,
+                    &start,
+                    &t.active_editing_cycle_id,
+                    &rows,
+                )
+            }
+            None if strict_observation_mode() => {
+                observed::observation_required(&sub, &identity, &start)
+            }
             None => match submit::admission(&sub, correlation.as_deref()) {
                 // Sole replacement over its fresh admission limits: no row.
                 Some(too_large) => return too_large,
@@ -249,6 +283,9 @@ fn run_submission(tool: &str, sub: Result<submit::Submission, ArgError>) -> Json
         };
         let log_id = new_id();
         store::write_attempt(c, &attempt, &log_id, id, &t.active_editing_cycle_id);
+        if attempt.status == "accepted" && !attempt.observations.is_empty() {
+            store::write_consumptions(c, &log_id, &attempt.observations);
+        }
         let now = match (
             &attempt.new_content,
             &attempt.after_hash,
@@ -262,7 +299,14 @@ fn run_submission(tool: &str, sub: Result<submit::Submission, ArgError>) -> Json
             },
             _ => start,
         };
-        let mut answer = submit::respond(&attempt, &sub, &log_id, &now, correlation.as_deref());
+        let mut answer = match route {
+            Route::Observed => {
+                observed::respond(&attempt, &sub, &log_id, &now, correlation.as_deref(), &rows)
+            }
+            Route::Unobserved => {
+                submit::respond(&attempt, &sub, &log_id, &now, correlation.as_deref())
+            }
+        };
         submit::add_near_misses(
             &mut answer,
             attempt.near_miss_input.as_ref(),
@@ -273,6 +317,19 @@ fn run_submission(tool: &str, sub: Result<submit::Submission, ArgError>) -> Json
     out(&answer)
 }
 
+/// Guarded tx/2 operations confined to server-issued structural observations: the single form
+/// (observation_id, absolute spans) or one atomic batch (observation_bundle_id, groups with
+/// scope-local coordinates, patchdiff-observed-batch/1).
+#[pg_extern(security_definer)]
+#[search_path(pg_catalog, pg_temp)]
+fn patchdiff_submit_observed_operations(args: JsonString) -> JsonString {
+    run_submission(
+        "patchdiff_submit_observed_operations",
+        observed::parse_submit_observed_operations(&args.0),
+        Route::Observed,
+    )
+}
+
 /// Typed edits (patchdiff-tx/1, runtime patchdiff-mvp-0.2.2): guarded, sequential, all or nothing.
 #[pg_extern(security_definer)]
 #[search_path(pg_catalog, pg_temp)]
@@ -280,6 +337,7 @@ fn patchdiff_submit_edits(args: JsonString) -> JsonString {
     run_submission(
         "patchdiff_submit_edits",
         submit::parse_submit_edits(&args.0),
+        Route::Unobserved,
     )
 }
 
@@ -348,7 +406,11 @@ fn patchdiff_submit(
         }
     }
     let args = to_string(&Value::Object(m), LITERAL);
-    run_submission("patchdiff_submit", submit::parse_submit_edits(&args))
+    run_submission(
+        "patchdiff_submit",
+        submit::parse_submit_edits(&args),
+        Route::Unobserved,
+    )
 }
 
 #[cfg(any(test, feature = "pg_test"))]
@@ -357,6 +419,8 @@ mod tests;
 mod tests_history;
 #[cfg(any(test, feature = "pg_test"))]
 mod tests_ops;
+#[cfg(any(test, feature = "pg_test"))]
+mod tests_observed;
 
 /// Required by `cargo pgrx test`.
 #[cfg(test)]

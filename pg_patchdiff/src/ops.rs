@@ -4,7 +4,7 @@
 //! a lock and write nothing.
 
 use crate::json_text::JsonText;
-use crate::{out, run_submission, store, view, with_target};
+use crate::{Route, out, run_submission, store, view, with_target};
 use patchdiff_engine::args::not_found;
 use patchdiff_engine::{lines, preview, submit};
 use pgrx::prelude::*;
@@ -17,6 +17,7 @@ fn patchdiff_submit_operations(args: JsonText) -> JsonText {
     run_submission(
         "patchdiff_submit_operations",
         submit::parse_submit_operations(&args.0),
+        Route::Unobserved,
     )
 }
 
@@ -27,6 +28,7 @@ fn patchdiff_submit_replacement(args: JsonText) -> JsonText {
     run_submission(
         "patchdiff_submit_replacement",
         submit::parse_submit_replacement(&args.0),
+        Route::Unobserved,
     )
 }
 
