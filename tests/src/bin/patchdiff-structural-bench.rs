@@ -1,0 +1,241 @@
+//! Structural observation benchmark (issue "Structural observation": each median under 20 ms).
+//!
+//!     patchdiff-structural-bench --dsn CONNSTR [--iterations 50]
+//!
+//! On a 1 MiB Python target (about 7,000 functions and methods) it measures, server side (an
+//! in-run PL/pgSQL timer around the one SQL call) and at the client:
+//! - listing candidates (`patchdiff_observe_scope` with `query`);
+//! - observing a bundle of 32 scopes (`selections`, 32 functions spread over the file);
+//! - committing a 32-group batch (`patchdiff_submit_observed_operations`, one match per group)
+//!   on a fresh bundle each time;
+//! and, as the floor they are compared with, `patchdiff_read_target` of 4,000 code points of the
+//! same target. The first outline of each version is parsed (reported separately as the cold
+//! call); later calls on that version use the backend's resident outline.
+
+use patchdiff_tests::connect;
+use serde_json::{Value, json};
+use std::time::Instant;
+use tokio_postgres::Client;
+
+type Err = Box<dyn std::error::Error + Send + Sync>;
+
+const TIMER: &str = "patchdiff_structural_bench_timer";
+const GOAL_MS: f64 = 20.0;
+
+fn timer_sql() -> String {
+    let calls: String = [
+        "patchdiff_observe_scope",
+        "patchdiff_submit_observed_operations",
+        "patchdiff_read_target",
+    ]
+    .iter()
+    .map(|f| format!("    WHEN '{f}' THEN result := {f}(args::json)::text;\n"))
+    .collect();
+    format!(
+        "CREATE OR REPLACE FUNCTION {TIMER}(fn text, args text, OUT result text, OUT ms float8)
+LANGUAGE plpgsql AS $timer$
+DECLARE t0 timestamptz;
+BEGIN
+  t0 := clock_timestamp();
+  CASE fn
+{calls}  END CASE;
+  ms := extract(epoch FROM clock_timestamp() - t0) * 1000;
+END
+$timer$"
+    )
+}
+
+/// One timed call: (answer, server ms, client ms).
+async fn timed(c: &Client, f: &str, args: &Value) -> Result<(Value, f64, f64), Err> {
+    let t0 = Instant::now();
+    let row = c
+        .query_one(
+            &format!("SELECT result, ms FROM {TIMER}($1, $2)"),
+            &[&f, &args.to_string()],
+        )
+        .await?;
+    let client_ms = t0.elapsed().as_secs_f64() * 1000.0;
+    let text: String = row.get(0);
+    Ok((serde_json::from_str(&text)?, row.get(1), client_ms))
+}
+
+/// A Python module of about `bytes` bytes: classes with methods and functions whose bodies
+/// repeat the same statements, so that only a scope can disambiguate them.
+fn module(bytes: usize) -> (String, usize) {
+    let mut s = String::from("\"\"\"Generated benchmark module.\"\"\"\nRETRY_LIMIT = 3\n\n");
+    let mut n = 0;
+    while s.len() < bytes {
+        s.push_str(&format!(
+            "class Handler{n}:\n    def handle(self, event):\n        retries = 0\n        return dispatch(event, retries)\n\n\ndef handler_{n}(event):\n    retries = 0\n    return dispatch(event, retries)\n\n\n"
+        ));
+        n += 1;
+    }
+    (s, n)
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn p95(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[((v.len() as f64 * 0.95).ceil() as usize).clamp(1, v.len()) - 1]
+}
+
+fn expect(v: &Value, status: &str) -> Result<(), Err> {
+    if v["status"] != status {
+        return Err(format!("expected {status}, got {}", &v.to_string()[..v.to_string().len().min(600)]).into());
+    }
+    Ok(())
+}
+
+/// 32 selections spread evenly over the module's functions, starting at `shift`.
+fn selections(functions: usize, shift: usize) -> Value {
+    let step = functions / 32;
+    Value::Array(
+        (0..32)
+            .map(|k| json!({"symbol_name": format!("handler_{}", (k * step + shift) % functions)}))
+            .collect(),
+    )
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> Result<(), Err> {
+    let mut dsn = None;
+    let mut n = 50usize;
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--dsn" => dsn = args.next(),
+            "--iterations" => n = args.next().ok_or("--iterations N")?.parse()?,
+            _ => return Err("usage: patchdiff-structural-bench --dsn CONNSTR [--iterations 50]".into()),
+        }
+    }
+    let c = connect(&dsn.ok_or("--dsn is required")?).await?;
+    c.batch_execute(&timer_sql()).await?;
+    let (text, functions) = module(1 << 20);
+    let init = patchdiff_tests::call(
+        &c,
+        "patchdiff_initialize_target",
+        &json!({"filename": "bench.py", "content": text}),
+    )
+    .await?;
+    let target = init["target_file_id"].as_str().ok_or("no target")?.to_owned();
+    println!(
+        "target: {} bytes, {functions} classes + {functions} functions, python; {n} iterations",
+        text.len()
+    );
+
+    // Cold: the first outline of this version is parsed.
+    let (v, cold_server, cold_client) = timed(
+        &c,
+        "patchdiff_observe_scope",
+        &json!({"target_file_id": target, "query": "handler_1"}),
+    )
+    .await?;
+    expect(&v, "candidates")?;
+
+    let mut rows: Vec<(String, Vec<f64>, Vec<f64>)> = Vec::new();
+    let mut run = |name: &str, server: Vec<f64>, client: Vec<f64>| {
+        rows.push((name.to_owned(), server, client));
+    };
+
+    let (mut s, mut cl) = (Vec::new(), Vec::new());
+    for _ in 0..n {
+        let (v, a, b) = timed(&c, "patchdiff_read_target", &json!({"target_file_id": target, "start": 500_000})).await?;
+        expect(&v, "ok")?;
+        s.push(a);
+        cl.push(b);
+    }
+    run("read_target 4,000 code points (floor)", s, cl);
+
+    let (mut s, mut cl) = (Vec::new(), Vec::new());
+    for k in 0..n {
+        let q = format!("handler_{}", 100 + k);
+        let (v, a, b) = timed(&c, "patchdiff_observe_scope", &json!({"target_file_id": target, "query": q})).await?;
+        expect(&v, "candidates")?;
+        s.push(a);
+        cl.push(b);
+    }
+    run("list candidates (query)", s, cl);
+
+    let (mut s, mut cl) = (Vec::new(), Vec::new());
+    for k in 0..n {
+        let (v, a, b) = timed(
+            &c,
+            "patchdiff_observe_scope",
+            &json!({"target_file_id": target, "selections": selections(functions, k), "max_chars": 1000}),
+        )
+        .await?;
+        expect(&v, "observed_batch")?;
+        s.push(a);
+        cl.push(b);
+    }
+    run("observe a bundle of 32 scopes", s, cl);
+
+    let (mut s, mut cl) = (Vec::new(), Vec::new());
+    let mut cold_observe = Vec::new();
+    for k in 0..n {
+        // A fresh bundle on the current version (untimed; after a commit it parses again).
+        let t0 = Instant::now();
+        let b = patchdiff_tests::call(
+            &c,
+            "patchdiff_observe_scope",
+            &json!({"target_file_id": target, "selections": selections(functions, 7 + k), "max_chars": 200}),
+        )
+        .await?;
+        cold_observe.push(t0.elapsed().as_secs_f64() * 1000.0);
+        expect(&b, "observed_batch")?;
+        let snap = &b["snapshot"];
+        let groups: Vec<Value> = b["scopes"]
+            .as_array()
+            .ok_or("no scopes")?
+            .iter()
+            .map(|g| {
+                json!({"observation_id": g["observation_id"], "operations": [
+                    {"op": "match", "match": "retries = 0", "replace": format!("retries = {}", k + 1)}]})
+            })
+            .collect();
+        let (v, a, b2) = timed(
+            &c,
+            "patchdiff_submit_observed_operations",
+            &json!({
+                "target_file_id": target,
+                "observation_bundle_id": snap["observation_bundle_id"],
+                "expected_target_version": snap["expected_target_version"],
+                "expected_current_hash": snap["expected_current_hash"],
+                "intent": "bench",
+                "client_request_id": format!("structural-bench-{}-{k}", snap["observation_bundle_id"].as_str().unwrap_or("")),
+                "groups": groups,
+            }),
+        )
+        .await?;
+        expect(&v, "accepted")?;
+        s.push(a);
+        cl.push(b2);
+    }
+    run("commit a 32-group batch", s, cl);
+
+    let floor = median(&mut rows[0].1.clone());
+    println!();
+    println!("| call | server median ms | server p95 ms | client median ms | x floor | x 20 ms goal |");
+    println!("| --- | ---: | ---: | ---: | ---: | ---: |");
+    for (name, mut server, mut client) in rows {
+        let m = median(&mut server);
+        println!(
+            "| {name} | {m:.2} | {:.2} | {:.2} | {:.1} | {:.2} |",
+            p95(&mut server),
+            median(&mut client),
+            m / floor,
+            m / GOAL_MS
+        );
+    }
+    println!();
+    println!(
+        "cold call (first outline of a version: tree-sitter parse of 1 MiB): server {cold_server:.1} ms, client {cold_client:.1} ms; \
+         bundle observation right after each commit (parse included), client median {:.1} ms",
+        median(&mut cold_observe)
+    );
+    Ok(())
+}
