@@ -90,3 +90,58 @@ impl Drop for Pipes {
         let _ = self.child.wait();
     }
 }
+
+/// A JSON-RPC session with a running `patchdiff-mcp`: requests in order, one reply each.
+pub struct Session {
+    pub pipes: Pipes,
+    next_id: i64,
+    timeout: Duration,
+}
+
+impl Session {
+    /// Starts the server on `dsn` with extra environment, and completes the handshake on
+    /// `revision`.
+    pub fn start(dsn: &str, env: &[(&str, &str)], revision: &str) -> Session {
+        let mut cmd = Command::new(mcp_bin());
+        cmd.env("PATCHDIFF_DATABASE_URL", dsn).stderr(Stdio::null());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut s = Session {
+            pipes: Pipes::spawn(cmd),
+            next_id: 1,
+            timeout: Duration::from_secs(30),
+        };
+        let r = s.request(
+            "initialize",
+            serde_json::json!({"protocolVersion": revision, "capabilities": {},
+                               "clientInfo": {"name": "patchdiff-tests", "version": "1"}}),
+        );
+        assert_eq!(r["result"]["protocolVersion"], revision, "{r}");
+        s.pipes
+            .send(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n");
+        s
+    }
+
+    /// One request; the reply, checked to be one ASCII line answering this id.
+    pub fn request(&mut self, method: &str, params: serde_json::Value) -> serde_json::Value {
+        let id = self.next_id;
+        self.next_id += 1;
+        let line = serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        self.pipes.send(format!("{line}\n").as_bytes());
+        let reply = self.pipes.line(self.timeout).expect("no reply from patchdiff-mcp");
+        assert!(reply.is_ascii(), "stdout line is not ASCII");
+        let v: serde_json::Value = serde_json::from_slice(&reply).expect("reply is not JSON");
+        assert_eq!(v["id"], id, "{v}");
+        v
+    }
+
+    /// tools/call: (the tool's JSON from the text channel, the whole result).
+    pub fn call(&mut self, name: &str, arguments: serde_json::Value) -> (serde_json::Value, serde_json::Value) {
+        let r = self.request("tools/call", serde_json::json!({"name": name, "arguments": arguments}));
+        let result = r["result"].clone();
+        assert!(result.is_object(), "{r}");
+        let text = result["content"][0]["text"].as_str().expect("text content");
+        (serde_json::from_str(text).expect("tool text is JSON"), result)
+    }
+}
