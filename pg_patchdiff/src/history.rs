@@ -14,6 +14,7 @@ use patchdiff_engine::checkpoint;
 use patchdiff_engine::export::{self, ExportFormat, ExportMeta};
 use patchdiff_engine::history::{self, LedgerRow, LogRow};
 use patchdiff_engine::json::{LITERAL, to_string};
+use patchdiff_engine::observed::{LinkedObservation, ObservationRow};
 use patchdiff_engine::replay::{self, Accepted, Failure, Replay};
 use patchdiff_engine::target::{TargetView, WorkspaceBinding};
 use pgrx::PgOid;
@@ -300,7 +301,17 @@ pub(crate) const REPLAY_SIZES_SQL: &str = "SELECT log_sequence, pg_catalog.octet
      ORDER BY target_file_id, status, log_sequence LIMIT 512";
 
 pub(crate) const REPLAY_ROWS_SQL: &str = "SELECT log_sequence, pdcp_log_id::text, protocol_version, runtime_version, pdcp_content, \
-       before_version, before_hash, after_version, after_hash \
+       before_version, before_hash, after_version, after_hash, editing_cycle_id::text, \
+       (SELECT pg_catalog.json_agg(pg_catalog.json_build_object( \
+            'observation_id', o.observation_id, 'target_file_id', o.target_file_id, \
+            'editing_cycle_id', o.editing_cycle_id, 'observation_bundle_id', o.observation_bundle_id, \
+            'bundle_ordinal', o.bundle_ordinal, 'symbol_name', o.symbol_name, 'symbol_kind', o.symbol_kind, \
+            'target_version', o.target_version, 'target_current_hash', o.target_current_hash, \
+            'scope_start', o.scope_start, 'scope_end', o.scope_end, 'observed_scope_hash', o.observed_scope_hash, \
+            'consumed_by', c.pdcp_log_id, 'group_index', c.group_index))::text \
+          FROM patchdiff.observation_consumptions c \
+          JOIN patchdiff.target_scope_observations o ON o.observation_id = c.observation_id \
+         WHERE c.pdcp_log_id = pdcp_logs.pdcp_log_id) \
      FROM patchdiff.pdcp_logs \
      WHERE (target_file_id, status, log_sequence) > ($1::uuid, 'accepted', $2) \
        AND (target_file_id, status, log_sequence) <= ($1::uuid, 'accepted', $3) \
@@ -316,6 +327,41 @@ struct StoredRow {
     before_hash: String,
     after_version: Option<i64>,
     after_hash: Option<String>,
+    editing_cycle_id: String,
+    /// The observations this attempt consumed (observed submissions only).
+    observations: Vec<LinkedObservation>,
+}
+
+/// The consumed observations of one attempt, from the json_agg of [`REPLAY_ROWS_SQL`].
+fn linked_observations(json: Option<String>) -> Vec<LinkedObservation> {
+    let Some(v) = json.and_then(|j| serde_json::from_str::<Value>(&j).ok()) else {
+        return Vec::new();
+    };
+    let text = |o: &Value, k: &str| o[k].as_str().map(str::to_owned);
+    let int = |o: &Value, k: &str| o[k].as_i64();
+    let size = |o: &Value, k: &str| o[k].as_u64().and_then(|n| usize::try_from(n).ok()).unwrap_or(0);
+    v.as_array()
+        .into_iter()
+        .flatten()
+        .map(|o| LinkedObservation {
+            row: ObservationRow {
+                observation_id: text(o, "observation_id").unwrap_or_default(),
+                target_file_id: text(o, "target_file_id").unwrap_or_default(),
+                editing_cycle_id: text(o, "editing_cycle_id").unwrap_or_default(),
+                observation_bundle_id: text(o, "observation_bundle_id"),
+                bundle_ordinal: int(o, "bundle_ordinal"),
+                symbol_path: text(o, "symbol_name").unwrap_or_default(),
+                kind: text(o, "symbol_kind").unwrap_or_default(),
+                target_version: int(o, "target_version").unwrap_or(-1),
+                target_current_hash: text(o, "target_current_hash").unwrap_or_default(),
+                scope_start: size(o, "scope_start"),
+                scope_end: size(o, "scope_end"),
+                observed_scope_hash: text(o, "observed_scope_hash").unwrap_or_default(),
+                consumed_by_pdcp_log_id: text(o, "consumed_by"),
+            },
+            group_index: o["group_index"].as_u64().and_then(|n| usize::try_from(n).ok()),
+        })
+        .collect()
 }
 
 impl StoredRow {
@@ -330,6 +376,8 @@ impl StoredRow {
             before_hash: &self.before_hash,
             after_version: self.after_version,
             after_hash: self.after_hash.as_deref(),
+            editing_cycle_id: &self.editing_cycle_id,
+            observations: &self.observations,
         }
     }
 }
@@ -386,6 +434,8 @@ fn batch(id: &str, after: i64, upto: i64) -> Vec<StoredRow> {
                 before_hash: r.text(7),
                 after_version: r.opt(8),
                 after_hash: r.opt(9),
+                editing_cycle_id: r.text(10),
+                observations: linked_observations(r.opt(11)),
             }
         })
         .collect()

@@ -254,7 +254,7 @@ fn run_submission(
                 KeyOutcome::Recovered(mut v) => {
                     if route == Route::Observed {
                         let consumed = store::consumed_by(c, &stored.pdcp_log_id);
-                        observed::recovered_fields(&mut v, &stored, &consumed);
+                        observed::recovered_fields(&mut v, &stored.pdcp_content, &consumed);
                     }
                     submit::add_near_misses(&mut v, None, caller_owned_transaction());
                     return v;
@@ -273,7 +273,12 @@ fn run_submission(
                 )
             }
             None if strict_observation_mode() => {
-                observed::observation_required(&sub, &identity, &start)
+                let a = observed::observation_required(&sub, &identity, &start);
+                let log_id = new_id();
+                store::write_attempt(c, &a, &log_id, id, &t.active_editing_cycle_id);
+                let mut v = submit::respond(&a, &sub, &log_id, &start, correlation.as_deref());
+                observed::add_code(&mut v);
+                return v;
             }
             None => match submit::admission(&sub, correlation.as_deref()) {
                 // Sole replacement over its fresh admission limits: no row.

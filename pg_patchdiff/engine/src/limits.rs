@@ -95,3 +95,11 @@ pub const NEAR_MISSES_MAX_BYTES: usize = 8_192;
 /// "Exact candidates, consumed matches and near misses": the persisted
 /// `diagnostic.near_miss_query` fits 1,024 wrapper bytes.
 pub const NEAR_MISS_QUERY_MAX_BYTES: usize = 1_024;
+
+/// "patchdiff_submit_observed_operations": a batch has 1..32 groups ...
+pub const OBSERVED_MAX_GROUPS: usize = 32;
+/// ... and at most 128 operations in total.
+pub const OBSERVED_MAX_BATCH_OPERATIONS: usize = 128;
+/// "patchdiff_submit_observed_operations": "bounded group summaries"; a summary's
+/// `symbol_name` shows at most 256 code points (`symbol_name_truncated` says when it was cut).
+pub const OBSERVED_SUMMARY_SYMBOL_CHARS: usize = 256;

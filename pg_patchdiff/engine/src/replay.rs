@@ -15,7 +15,15 @@
 //!
 //! The extension streams rows in: [`Replay::start`], [`Replay::step`] per row, then
 //! [`Replay::finish`] against the stored target (or [`Failure::to_json`]).
+//!
+//! Observed submissions (contract "patchdiff_submit_observed_operations") replay from their
+//! record and the observation rows linked to the log ([`Accepted::observations`]), never by
+//! parsing source code: a tx/2 record carrying `observation_id` through
+//! [`observed::replay_single`], the patchdiff-observed-batch/1 format through
+//! [`observed::replay_batch`]. Missing or altered evidence is `replay_protocol_invalid`; so are
+//! observations linked to a log whose record is not observed.
 
+use crate::observed::{self, LinkedObservation};
 use crate::rejection::{Rejection, Stage};
 use crate::sequential::Applied;
 use crate::target::TargetView;
@@ -37,6 +45,12 @@ pub struct Accepted<'a> {
     pub before_hash: &'a str,
     pub after_version: Option<i64>,
     pub after_hash: Option<&'a str>,
+    /// The log's `editing_cycle_id`; observed records check their observations' cycle against
+    /// it, other records ignore it.
+    pub editing_cycle_id: &'a str,
+    /// The observations consumed by this log (`observation_consumptions` joined with
+    /// `target_scope_observations`), any order; empty for every unobserved record.
+    pub observations: &'a [LinkedObservation],
 }
 
 /// What a format's replay function gets: the reconstruction so far, the decoded stored
@@ -78,6 +92,11 @@ pub const FORMATS: &[Format] = &[
         runtime_version: tx3::RUNTIME,
         replay: replay_tx3,
     },
+    Format {
+        protocol_version: observed::BATCH_PROTOCOL,
+        runtime_version: observed::BATCH_RUNTIME,
+        replay: observed::replay_batch,
+    },
 ];
 
 /// A stored record's outcome: a record its format cannot read is `replay_protocol_invalid`,
@@ -98,13 +117,20 @@ fn outcome(row: &Accepted, r: Result<Applied, Rejection>) -> Result<String, Fail
     })
 }
 
-/// patchdiff-tx/2 under patchdiff-mvp-0.3.0, which still rejects span context keys.
+/// patchdiff-tx/2 under patchdiff-mvp-0.3.0, which still rejects span context keys. A record
+/// carrying `observation_id` is an observed single form.
 fn replay_tx2_0_3_0(s: &Step) -> Result<String, Failure> {
+    if s.record.contains_key("observation_id") {
+        return observed::replay_single(s, tx2::RUNTIME);
+    }
     outcome(s.row, tx2::apply_record(s.buffer, s.record, tx2::RUNTIME))
 }
 
 /// patchdiff-tx/2 under patchdiff-mvp-0.5.0 (span context).
 fn replay_tx2_0_5_0(s: &Step) -> Result<String, Failure> {
+    if s.record.contains_key("observation_id") {
+        return observed::replay_single(s, tx2::RUNTIME_SPAN_CONTEXT);
+    }
     outcome(
         s.row,
         tx2::apply_record(s.buffer, s.record, tx2::RUNTIME_SPAN_CONTEXT),
@@ -332,6 +358,17 @@ impl Replay {
                 ),
             ));
         }
+        if !row.observations.is_empty()
+            && !observed::is_observed_record(row.protocol_version, &record)
+        {
+            return Err(Failure::protocol(
+                row,
+                format!(
+                    "{} observation(s) are linked to a log whose record is not an observed submission",
+                    row.observations.len()
+                ),
+            ));
+        }
         let buffer = TargetView {
             target_file_id: &self.target_file_id,
             version: self.version,
@@ -437,6 +474,8 @@ mod tests {
             before_hash: &a.before_hash,
             after_version: a.after_version,
             after_hash: a.after_hash.as_deref(),
+            editing_cycle_id: "",
+            observations: &[],
         }
     }
 

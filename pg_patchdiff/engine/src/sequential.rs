@@ -6,12 +6,20 @@
 //! coordinates. The earlier changes' spans are kept so that a later selection can be mapped back
 //! to transaction-start coordinates (for `sequential_match_invalid` and
 //! `occurrence_index_basis_shift`).
+//!
+//! Observed submissions ([`crate::observed`]) confine the same application to one scope of the
+//! buffer ([`apply_in`] with a [`Confinement`]): matches and their anchors see only the running
+//! scope, spans must lie inside it, and insertions must be strictly inside it with both adjacent
+//! guards, which must not reach past it. Without a confinement nothing changes.
 
 use crate::limits::{CANDIDATES_MAX, NEAR_MISS_SCAN_MAX_CHARS, SPAN_ACTUAL_TEXT_CHARS};
 use crate::near_miss;
+use crate::observed::{INSERTION_GUARDS_REQUIRED, OUTSIDE_OBSERVED_SCOPE};
 use crate::rejection::{NearMissInput, Rejection, Stage, exact_candidates};
 use crate::target::TargetView;
-use crate::text::{byte_offset, char_len, for_each_occurrence, head_chars, sha256_hex, tail_chars};
+use crate::text::{
+    byte_offset, byte_range, char_len, for_each_occurrence, head_chars, sha256_hex, tail_chars,
+};
 use crate::tx1::{ChangeFact, Edit};
 use crate::tx2::SpanOp;
 use crate::warnings::{self, Warning, grapheme_split};
@@ -164,23 +172,72 @@ pub(crate) fn span_to_original(
     Some((s, e))
 }
 
+/// The observed scope an application is confined to: code points `[start, end)` of the
+/// transaction-start buffer. Its end moves with every change (the running scope end); its start
+/// never does, since every change lies inside it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Confinement {
+    pub start: usize,
+    pub end: usize,
+}
+
+/// The running scope in the current buffer: code points and bytes.
+#[derive(Debug, Clone, Copy)]
+struct Window {
+    lo: usize,
+    hi: usize,
+    lo_b: usize,
+    hi_b: usize,
+}
+
 /// Applies `ops` to the target sequentially, all or nothing.
 pub fn apply(start: &TargetView, ops: &[Op]) -> Result<Applied, Rejection> {
+    apply_in(start, ops, None)
+}
+
+/// [`apply`], optionally confined to an observed scope of `start.content`. Facts, warnings and
+/// rejections keep the coordinates of `start.content` (the sequential buffer), whatever the
+/// scope. A scope past the end of the text is clamped to it.
+pub(crate) fn apply_in(
+    start: &TargetView,
+    ops: &[Op],
+    scope: Option<Confinement>,
+) -> Result<Applied, Rejection> {
     let original = start.content;
     let mut buf = Buffer::new(original);
+    let scope = scope.map(|c| {
+        let s = c.start.min(buf.chars);
+        Confinement {
+            start: s,
+            end: c.end.clamp(s, buf.chars),
+        }
+    });
+    // The scope's bytes in the transaction-start text, and the running scope end.
+    let original_scope = scope.map(|c| (c, byte_range(original, c.start, c.end)));
+    let mut running_end = scope.map_or(0, |c| c.end);
     let mut steps: Vec<Step> = Vec::with_capacity(ops.len());
     // Transaction-start intervals each change consumed, for sequential_match_invalid.
     let mut consumed: Vec<(usize, usize)> = Vec::with_capacity(ops.len());
     let mut changes = Vec::with_capacity(ops.len());
     let mut warnings = Vec::new();
     for (k, op) in ops.iter().enumerate() {
+        let win = scope.map(|c| Window {
+            lo: c.start,
+            hi: running_end,
+            lo_b: buf.byte_at(c.start),
+            hi_b: buf.byte_at(running_end),
+        });
         let (sel, matched, replace, operation) = match op {
             Op::Match(edit) => {
-                let sel = select_match(&buf.text, edit, k, &consumed, ops, start)?;
+                let at = Scoped {
+                    win,
+                    original: original_scope,
+                };
+                let sel = select_match(&buf.text, edit, k, &consumed, ops, start, at)?;
                 (sel, edit.match_text.as_str(), edit.replace.as_str(), None)
             }
             Op::Span(sp) => {
-                let sel = check_span(&mut buf, sp, k)?;
+                let sel = check_span(&mut buf, sp, k, win)?;
                 (
                     sel,
                     sp.expected_text.as_str(),
@@ -208,8 +265,15 @@ pub fn apply(start: &TargetView, ops: &[Op]) -> Result<Applied, Rejection> {
         if let (Op::Match(edit), Some(n)) = (op, op_index(op))
             && k > 0
         {
-            let was = span_to_original(&steps, sel.s, sel.e)
-                .map(|(os, _)| start_occurrence_index(original, &edit.match_text, os));
+            let was = span_to_original(&steps, sel.s, sel.e).map(|(os, _)| match original_scope {
+                None => start_occurrence_index(original, &edit.match_text, os),
+                // Inside a scope, indexes count the scope only.
+                Some((c, (b0, b1))) => start_occurrence_index(
+                    &original[b0..b1],
+                    &edit.match_text,
+                    os.saturating_sub(c.start),
+                ),
+            });
             if was != Some(n) {
                 let detail = match was {
                     Some(m) => format!(
@@ -263,7 +327,11 @@ pub fn apply(start: &TargetView, ops: &[Op]) -> Result<Applied, Rejection> {
             rationale: rationale.clone(),
             risk: risk.clone(),
             operation,
+            observed: None,
         });
+        if scope.is_some() {
+            running_end = running_end + new_len - (sel.e - sel.s);
+        }
         steps.push(Step {
             start: sel.s,
             old_end: sel.e,
@@ -308,8 +376,30 @@ fn start_occurrence_index(original: &str, needle: &str, at: usize) -> usize {
     before + 1
 }
 
+/// Where a confined match looks: the running scope of the current buffer and the scope of the
+/// transaction-start text (with its byte range). Both `None` without a confinement.
+#[derive(Clone, Copy)]
+struct Scoped {
+    win: Option<Window>,
+    original: Option<(Confinement, (usize, usize))>,
+}
+
+/// The occurrences of `needle` in `hay[b0..b1]`, in the coordinates of `hay` (`b0` is code
+/// point `cp0`).
+fn occurrences_in(hay: &str, needle: &str, cp0: usize, b0: usize, b1: usize) -> Vec<Sel> {
+    let mut occ = occurrences(&hay[b0..b1], needle);
+    for o in &mut occ {
+        o.s += cp0;
+        o.e += cp0;
+        o.bs += b0;
+        o.be += b0;
+    }
+    occ
+}
+
 /// Selects the one occurrence a typed match names in the current buffer (contract
-/// "patchdiff_submit_edits": every supplied selector must hold).
+/// "patchdiff_submit_edits": every supplied selector must hold). Confined, the match and its
+/// anchors see only the running scope.
 fn select_match(
     buf: &str,
     edit: &Edit,
@@ -317,10 +407,14 @@ fn select_match(
     consumed: &[(usize, usize)],
     ops: &[Op],
     start: &TargetView,
+    at: Scoped,
 ) -> Result<Sel, Rejection> {
     let original = start.content;
     let prior = k;
-    let occ = occurrences(buf, &edit.match_text);
+    let occ = match at.win {
+        None => occurrences(buf, &edit.match_text),
+        Some(w) => occurrences_in(buf, &edit.match_text, w.lo, w.lo_b, w.hi_b),
+    };
     let fail = |reason: &'static str, detail: String| {
         let mut r = Rejection::new(reason, Stage::TransactionApplicability, detail);
         r.failed_change_id = Some(edit.change_id.clone());
@@ -353,7 +447,10 @@ fn select_match(
     };
     if occ.is_empty() {
         if prior > 0 {
-            let originals = occurrences(original, &edit.match_text);
+            let originals = match at.original {
+                None => occurrences(original, &edit.match_text),
+                Some((c, (b0, b1))) => occurrences_in(original, &edit.match_text, c.start, b0, b1),
+            };
             let hit: Vec<(Sel, usize)> = originals
                 .iter()
                 .filter_map(|o| {
@@ -392,7 +489,12 @@ fn select_match(
                 return Err(r);
             }
         }
-        let mut r = fail("match_absent", "MATCH text not found in target.".into());
+        let detail = if at.win.is_some() {
+            "MATCH text not found in the observed scope."
+        } else {
+            "MATCH text not found in target."
+        };
+        let mut r = fail("match_absent", detail.into());
         let query = near_miss::near_miss_query(edit.match_raw_chars, &edit.match_text);
         if query.get("query").is_some() {
             r.near_miss_input = Some(NearMissInput {
@@ -404,14 +506,15 @@ fn select_match(
         r.fields.insert("near_miss_query".into(), query);
         return Err(r);
     }
+    let (lo_b, hi_b) = at.win.map_or((0, buf.len()), |w| (w.lo_b, w.hi_b));
     let holds = |o: &Sel| {
         edit.anchor_before
             .as_deref()
-            .is_none_or(|a| memmem::find(&buf.as_bytes()[..o.bs], a.as_bytes()).is_some())
+            .is_none_or(|a| memmem::find(&buf.as_bytes()[lo_b..o.bs], a.as_bytes()).is_some())
             && edit
                 .anchor_after
                 .as_deref()
-                .is_none_or(|a| memmem::find(&buf.as_bytes()[o.be..], a.as_bytes()).is_some())
+                .is_none_or(|a| memmem::find(&buf.as_bytes()[o.be..hi_b], a.as_bytes()).is_some())
     };
     let anchored = edit.anchor_before.is_some() || edit.anchor_after.is_some();
     match edit.occurrence_index {
@@ -453,7 +556,20 @@ fn select_match(
 
 /// Checks a span against the current buffer (contract "patchdiff_submit_operations"): bounds,
 /// then `expected_text`, then the adjacent `expected_before` and `expected_after`.
-fn check_span(buf: &mut Buffer, sp: &SpanOp, prior: usize) -> Result<Sel, Rejection> {
+///
+/// Confined to a running scope `win` (contract "patchdiff_submit_observed_operations"), the
+/// scope rules come first: the span must lie inside the scope, an insertion strictly inside it
+/// (`span_out_of_bounds` / `OPERATION_OUTSIDE_OBSERVED_SCOPE`); an insertion needs both
+/// `expected_before` and `expected_after` (`span_expected_text_mismatch` /
+/// `OBSERVED_INSERTION_GUARDS_REQUIRED`); no guard may reach past the scope (`span_out_of_bounds`
+/// / `OPERATION_OUTSIDE_OBSERVED_SCOPE`, for every span). Every confined failure names the
+/// running scope (`running_scope_start`, `running_scope_end`).
+fn check_span(
+    buf: &mut Buffer,
+    sp: &SpanOp,
+    prior: usize,
+    win: Option<Window>,
+) -> Result<Sel, Rejection> {
     let len = buf.chars;
     let fail = |buf: &Buffer, reason: &'static str, detail: String, check: &str, at: usize| {
         let mut detail = detail;
@@ -466,6 +582,10 @@ fn check_span(buf: &mut Buffer, sp: &SpanOp, prior: usize) -> Result<Sel, Reject
         let mut r = Rejection::new(reason, Stage::TransactionApplicability, detail)
             .field("span_check", json!(check))
             .field("buffer_length", json!(len));
+        if let Some(w) = win {
+            r.fields.insert("running_scope_start".into(), json!(w.lo));
+            r.fields.insert("running_scope_end".into(), json!(w.hi));
+        }
         r.failed_change_id = Some(sp.change_id.clone());
         r.location = Some(at);
         if prior > 0 {
@@ -473,6 +593,89 @@ fn check_span(buf: &mut Buffer, sp: &SpanOp, prior: usize) -> Result<Sel, Reject
         }
         r
     };
+    if let Some(w) = win {
+        let coded = |mut r: Rejection, code: &str| {
+            r.fields.shift_insert(0, "code".into(), json!(code));
+            r
+        };
+        let insertion = sp.start == sp.end;
+        let span = format!("Span [{}, {})", sp.start, sp.end);
+        let scope = format!("the running observed scope [{}, {})", w.lo, w.hi);
+        let outside = if sp.start < w.lo {
+            Some((format!("{span} begins before {scope}."), sp.start))
+        } else if sp.end > w.hi {
+            Some((format!("{span} ends past {scope}."), w.hi))
+        } else if insertion && (sp.start == w.lo || sp.start == w.hi) {
+            Some((
+                format!(
+                    "{span} inserts at a boundary of {scope}; an insertion must lie strictly inside it."
+                ),
+                sp.start,
+            ))
+        } else {
+            None
+        };
+        if let Some((detail, at)) = outside {
+            let r = fail(
+                buf,
+                "span_out_of_bounds",
+                detail,
+                "observed_scope",
+                at.min(len),
+            );
+            return Err(coded(r, OUTSIDE_OBSERVED_SCOPE));
+        }
+        if insertion {
+            let missing: Vec<&str> = [
+                ("expected_before", &sp.expected_before),
+                ("expected_after", &sp.expected_after),
+            ]
+            .into_iter()
+            .filter(|(_, g)| g.is_none())
+            .map(|(k, _)| k)
+            .collect();
+            if !missing.is_empty() {
+                let r = fail(
+                    buf,
+                    "span_expected_text_mismatch",
+                    format!(
+                        "An insertion into an observed scope needs both non-empty expected_before and expected_after; missing: {}.",
+                        missing.join(", ")
+                    ),
+                    "insertion_guards",
+                    sp.start,
+                )
+                .field("missing_guards", json!(missing));
+                return Err(coded(r, INSERTION_GUARDS_REQUIRED));
+            }
+        }
+        let crossing = [
+            (
+                "expected_before",
+                sp.expected_before.as_deref().map(char_len),
+                sp.start - w.lo,
+            ),
+            (
+                "expected_after",
+                sp.expected_after.as_deref().map(char_len),
+                w.hi - sp.end,
+            ),
+        ];
+        for (check, guard, room) in crossing {
+            if let Some(n) = guard.filter(|n| *n > room) {
+                let r = fail(
+                    buf,
+                    "span_out_of_bounds",
+                    format!(
+                        "{check} of {n} code point(s) reaches past {scope}: only {room} lie between the span and the scope boundary."
+                    ),
+                    check,
+                    sp.start,
+                );
+                return Err(coded(r, OUTSIDE_OBSERVED_SCOPE));
+            }
+        }
+    }
     if sp.end > len {
         return Err(fail(
             buf,

@@ -12,6 +12,7 @@ use crate::invalid_text::{self, Defect};
 use crate::json::{CANONICAL, as_int, to_string, type_name};
 use crate::limits::CLIENT_REQUEST_ID_MAX;
 use crate::near_miss::{self, ScanSource};
+use crate::observed::ObservationLink;
 use crate::rejection::{NearMissInput, Rejection, Stage, current_context, validity};
 use crate::target::TargetView;
 use crate::text::{head_chars, sha256_hex};
@@ -321,6 +322,9 @@ pub struct Attempt {
     pub warnings: Vec<Warning>,
     /// A `match_absent` rejection's near-miss search input; never stored.
     pub near_miss_input: Option<NearMissInput>,
+    /// The observations an accepted observed submission consumes, to write with it in group
+    /// order ([`crate::observed`]); empty for every other attempt.
+    pub observations: Vec<ObservationLink>,
 }
 
 fn protocol(code: &str, reason: &'static str, detail: String) -> Rejection {
@@ -335,7 +339,7 @@ fn key_preview(v: &Value) -> Value {
 }
 
 /// A rejected attempt row for `sub` with no failure filled in yet.
-fn base_attempt(sub: &Submission, id: &Identity, start: &TargetView) -> Attempt {
+pub(crate) fn base_attempt(sub: &Submission, id: &Identity, start: &TargetView) -> Attempt {
     Attempt {
         status: "rejected",
         protocol_version: sub.protocol_version,
@@ -369,6 +373,7 @@ fn base_attempt(sub: &Submission, id: &Identity, start: &TargetView) -> Attempt 
         changes: Vec::new(),
         warnings: Vec::new(),
         near_miss_input: None,
+        observations: Vec::new(),
     }
 }
 
@@ -394,7 +399,7 @@ pub fn evaluate(sub: &Submission, id: &Identity, parent: &Parent, start: &Target
     }
 }
 
-fn rejected(base: Attempt, r: &Rejection, format: &str, start: &TargetView) -> Attempt {
+pub(crate) fn rejected(base: Attempt, r: &Rejection, format: &str, start: &TargetView) -> Attempt {
     Attempt {
         failure_reason: Some(r.reason),
         failure_detail: Some(r.detail.clone()),
@@ -442,7 +447,36 @@ pub fn judge(
     start: &TargetView,
     attempt_no: Option<i64>,
 ) -> Result<sequential::Applied, Rejection> {
-    // PROTOCOL_VALIDATION: invalid text, request key, guards, lineage, then the record.
+    let guards = preflight(sub, parent, attempt_no, Required::default())?;
+    let proposal = Proposal::parse(sub)?;
+    check_guards(&guards, start)?;
+    proposal.apply(start)
+}
+
+/// The guards a submission supplied, validated.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Guards<'a> {
+    pub version: Option<i64>,
+    pub hash: Option<&'a str>,
+}
+
+/// What a format requires beyond the common rules (observed submissions: both guards, and for a
+/// batch the request key).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Required {
+    pub both_guards: bool,
+    pub request_key: bool,
+}
+
+/// PROTOCOL_VALIDATION before the record: invalid text, request key, guards, attempt, lineage.
+pub(crate) fn preflight<'s>(
+    sub: &'s Submission,
+    parent: &Parent,
+    attempt_no: Option<i64>,
+    required: Required,
+) -> Result<Guards<'s>, Rejection> {
+    // PROTOCOL_VALIDATION: invalid text, request key, guards, lineage; the caller then parses
+    // the record.
     if !sub.invalid_text.is_empty() {
         return Err(invalid_text_rejection(&sub.invalid_text));
     }
@@ -458,8 +492,34 @@ pub fn judge(
             key_preview(&sub.client_request_id),
         ));
     }
+    if required.request_key && sub.client_request_id.is_null() {
+        return Err(protocol(
+            "CLIENT_REQUEST_ID_REQUIRED",
+            "context_missing",
+            "client_request_id is required for a batch of observed operations.".into(),
+        ));
+    }
     let version = &sub.expected_target_version;
     let hash = &sub.expected_current_hash;
+    if required.both_guards && (version.is_null() || hash.is_null()) {
+        let missing: Vec<&str> = [
+            ("expected_target_version", version),
+            ("expected_current_hash", hash),
+        ]
+        .into_iter()
+        .filter(|(_, v)| v.is_null())
+        .map(|(k, _)| k)
+        .collect();
+        return Err(protocol(
+            "OBSERVED_GUARDS_REQUIRED",
+            "context_missing",
+            format!(
+                "Both guards are required for observed operations: expected_target_version and expected_current_hash; missing: {}.",
+                missing.join(", ")
+            ),
+        )
+        .field("missing_guards", json!(missing)));
+    }
     if version.is_null() && hash.is_null() {
         return Err(Rejection::new(
             "context_missing",
@@ -500,9 +560,15 @@ pub fn judge(
         ));
     }
     check_parent(sub, parent)?;
-    let proposal = Proposal::parse(sub)?;
-    // PRECONDITION_GUARD: every supplied guard must hold.
-    if let Some(v) = expected_version.filter(|v| *v != start.version) {
+    Ok(Guards {
+        version: expected_version,
+        hash: expected_hash,
+    })
+}
+
+/// PRECONDITION_GUARD: every supplied guard must hold.
+pub(crate) fn check_guards(guards: &Guards, start: &TargetView) -> Result<(), Rejection> {
+    if let Some(v) = guards.version.filter(|v| *v != start.version) {
         return Err(Rejection::new(
             "target_version_mismatch",
             Stage::PreconditionGuard,
@@ -514,7 +580,7 @@ pub fn judge(
         .field("expected_target_version", json!(v))
         .field("current_version", json!(start.version)));
     }
-    if let Some(h) = expected_hash.filter(|h| *h != start.current_hash) {
+    if let Some(h) = guards.hash.filter(|h| *h != start.current_hash) {
         return Err(Rejection::new(
             "target_hash_mismatch",
             Stage::PreconditionGuard,
@@ -523,7 +589,7 @@ pub fn judge(
         .field("expected_current_hash", json!(h))
         .field("current_hash", json!(start.current_hash)));
     }
-    proposal.apply(start)
+    Ok(())
 }
 
 /// Contract "Common input and request-key rules": text PostgreSQL cannot store is an audited

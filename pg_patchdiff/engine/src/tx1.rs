@@ -59,6 +59,22 @@ pub struct ChangeFact {
     pub risk: Option<String>,
     /// `"span"` (tx/2 spans) or `"replace_all"` (tx/3); match facts carry none.
     pub operation: Option<&'static str>,
+    /// A change of an observed batch (patchdiff-observed-batch/1): its group and scope. `None`
+    /// for every other format, whose facts serialize exactly as before.
+    pub observed: Option<ObservedFact>,
+}
+
+/// Where a change of an observed batch applied: its spans are in the coordinates of its group's
+/// scope-local sequential buffer (`span_basis: "scope_local"`), which begins at the absolute
+/// code point `scope_start` of the transaction-start text.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ObservedFact {
+    /// 1-based group of the batch.
+    pub group_index: usize,
+    /// The group's observation, canonical (lowercase hyphenated).
+    pub observation_id: String,
+    pub span_basis: &'static str,
+    pub scope_start: usize,
 }
 
 impl ChangeFact {
@@ -75,6 +91,12 @@ impl ChangeFact {
         });
         if let (Some(op), Value::Object(m)) = (self.operation, &mut v) {
             m.insert("operation".into(), json!(op));
+        }
+        if let (Some(o), Value::Object(m)) = (&self.observed, &mut v) {
+            m.insert("group_index".into(), json!(o.group_index));
+            m.insert("observation_id".into(), json!(o.observation_id));
+            m.insert("span_basis".into(), json!(o.span_basis));
+            m.insert("scope_start".into(), json!(o.scope_start));
         }
         v
     }

@@ -117,6 +117,7 @@ pub fn apply(start: &TargetView, replacement: &str) -> Applied {
         rationale: None,
         risk: None,
         operation: Some("replace_all"),
+        observed: None,
     };
     let mut ws = Vec::new();
     if replacement == original {

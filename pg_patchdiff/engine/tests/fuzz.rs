@@ -1422,6 +1422,8 @@ fn submission(
                 before_hash: &a.before_hash,
                 after_version: a.after_version,
                 after_hash: a.after_hash.as_deref(),
+                editing_cycle_id: "",
+                observations: &[],
             };
             r.step(&row).map_err(|f| {
                 TestCaseError::fail(format!(
@@ -2265,6 +2267,8 @@ fn fuzz_replay_of_stored_rows() {
                 },
                 after_version: if g.chance(90) { Some(1) } else { None },
                 after_hash: Some(&after),
+                editing_cycle_id: "",
+                observations: &[],
             };
             let mut r = Replay::start(T, 0, &hash, content.clone())
                 .map_err(|f| TestCaseError::fail(format!("start: {}", f.detail)))?;

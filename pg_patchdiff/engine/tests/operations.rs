@@ -272,6 +272,8 @@ mod replay_of_operations {
                 before_hash: &a.before_hash,
                 after_version: a.after_version,
                 after_hash: a.after_hash.as_deref(),
+                editing_cycle_id: "",
+                observations: &[],
             })
             .map_err(|f| format!("{}: {}", f.reason, f.detail))?;
         }

@@ -134,6 +134,8 @@ proptest! {
                 before_hash: &a.before_hash,
                 after_version: a.after_version,
                 after_hash: a.after_hash.as_deref(),
+                editing_cycle_id: "",
+                observations: &[],
             }).unwrap();
         }
         prop_assert_eq!(replay.content(), text.as_str());
