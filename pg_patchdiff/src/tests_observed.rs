@@ -177,7 +177,7 @@ mod tests {
             let r = submit_observed(&t, &o, replace(find, with));
             assert_eq!(r["status"], "accepted", "{file}: {r}");
             assert_eq!(content(&t), expected, "{file}");
-            assert_eq!(r["version"], 2, "{file}");
+            assert_eq!(r["version"], 1, "{file}");
         }
     }
 
@@ -455,7 +455,7 @@ mod tests {
         let mut changed = args.clone();
         changed["intent"] = json!("something else");
         let c = call("patchdiff_submit_observed_operations", changed);
-        assert_eq!(c["failure_reason"], "request_key_conflict", "{c}");
+        assert_eq!(c["code"], "request_key_conflict", "{c}");
         assert_eq!((version(&t), ledger_rows(&t)), (1, 2));
         let consumed: i64 = scalar(
             "SELECT count(*) FROM patchdiff.observation_consumptions c JOIN patchdiff.pdcp_logs p USING (pdcp_log_id) \

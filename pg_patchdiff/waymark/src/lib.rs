@@ -3,11 +3,35 @@
 //! Parses canonical (LF) target text with a tree-sitter grammar chosen by filename and content
 //! type, and returns its symbols as a [`patchdiff_engine::scope::Outline`]. Pure computation:
 //! no I/O, no clock, no global state.
+//!
+//! Every extractor walks the syntax tree with an explicit work stack (never recursion), so
+//! deeply nested input cannot overflow the thread's stack; symbols nested more than
+//! `MAX_DEPTH` (128) levels deep are not listed. The naming rules per language are documented
+//! in `docs/structural-names.md`.
 
 use patchdiff_engine::scope::Outline;
 
+mod common;
+mod ecma;
+mod json;
+mod markdown;
+mod python;
+mod shell;
+mod toml;
+mod yaml;
+
 /// The engine's name and version, recorded with every observation.
 pub const ENGINE: &str = concat!("patchdiff-waymark@", env!("CARGO_PKG_VERSION"));
+
+/// The grammars and their exact versions (pinned with `=` in Cargo.toml).
+pub const GRAMMAR_PYTHON: &str = "tree-sitter-python@0.25.0";
+pub const GRAMMAR_TYPESCRIPT: &str = "tree-sitter-typescript@0.23.2";
+pub const GRAMMAR_JAVASCRIPT: &str = "tree-sitter-javascript@0.25.0";
+pub const GRAMMAR_JSON: &str = "tree-sitter-json@0.24.8";
+pub const GRAMMAR_MARKDOWN: &str = "tree-sitter-md@0.5.4";
+pub const GRAMMAR_YAML: &str = "tree-sitter-yaml@0.7.2";
+pub const GRAMMAR_TOML: &str = "tree-sitter-toml-ng@0.7.0";
+pub const GRAMMAR_SHELL: &str = "tree-sitter-bash@0.25.1";
 
 /// The languages Waymark parses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -22,15 +46,147 @@ pub enum Language {
     Shell,
 }
 
+impl Language {
+    /// The language's name in an [`Outline`]: `python`, `typescript`, ...
+    pub fn name(self) -> &'static str {
+        match self {
+            Language::Python => "python",
+            Language::TypeScript => "typescript",
+            Language::JavaScript => "javascript",
+            Language::Json => "json",
+            Language::Markdown => "markdown",
+            Language::Yaml => "yaml",
+            Language::Toml => "toml",
+            Language::Shell => "shell",
+        }
+    }
+
+    /// The grammar and its version, e.g. `tree-sitter-python@0.25.0`.
+    pub fn grammar(self) -> &'static str {
+        match self {
+            Language::Python => GRAMMAR_PYTHON,
+            Language::TypeScript => GRAMMAR_TYPESCRIPT,
+            Language::JavaScript => GRAMMAR_JAVASCRIPT,
+            Language::Json => GRAMMAR_JSON,
+            Language::Markdown => GRAMMAR_MARKDOWN,
+            Language::Yaml => GRAMMAR_YAML,
+            Language::Toml => GRAMMAR_TOML,
+            Language::Shell => GRAMMAR_SHELL,
+        }
+    }
+
+    fn ts_language(self) -> tree_sitter::Language {
+        match self {
+            Language::Python => tree_sitter_python::LANGUAGE.into(),
+            Language::TypeScript => tree_sitter_typescript::LANGUAGE_TYPESCRIPT.into(),
+            Language::JavaScript => tree_sitter_javascript::LANGUAGE.into(),
+            Language::Json => tree_sitter_json::LANGUAGE.into(),
+            Language::Markdown => tree_sitter_md::LANGUAGE.into(),
+            Language::Yaml => tree_sitter_yaml::LANGUAGE.into(),
+            Language::Toml => tree_sitter_toml_ng::LANGUAGE.into(),
+            Language::Shell => tree_sitter_bash::LANGUAGE.into(),
+        }
+    }
+}
+
 /// The language of a target, by its filename's extension first, then its content type; `None`
 /// when Waymark has no grammar for it.
+///
+/// The extension is the part of the last path component after its last `.` (compared
+/// ASCII-case-insensitively; a leading-dot name such as `.bashrc` has no extension). The content
+/// type is compared case-insensitively without its parameters (`; charset=utf-8`).
 pub fn language_for(filename: &str, content_type: &str) -> Option<Language> {
-    let _ = (filename, content_type);
-    todo!("helper A")
+    let base = filename.rsplit(['/', '\\']).next().unwrap_or(filename);
+    let ext = match base.rfind('.') {
+        Some(i) if i > 0 => &base[i + 1..],
+        _ => "",
+    };
+    let by_ext = match ext.to_ascii_lowercase().as_str() {
+        "py" | "pyi" => Some(Language::Python),
+        "ts" | "tsx" | "mts" | "cts" => Some(Language::TypeScript),
+        "js" | "jsx" | "mjs" | "cjs" => Some(Language::JavaScript),
+        "json" => Some(Language::Json),
+        "md" | "markdown" => Some(Language::Markdown),
+        "yaml" | "yml" => Some(Language::Yaml),
+        "toml" => Some(Language::Toml),
+        "sh" | "bash" => Some(Language::Shell),
+        _ => None,
+    };
+    if by_ext.is_some() {
+        return by_ext;
+    }
+    let media = content_type.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+    match media.as_str() {
+        "text/x-python" | "application/x-python" => Some(Language::Python),
+        "application/typescript" | "text/typescript" => Some(Language::TypeScript),
+        "text/javascript" | "application/javascript" => Some(Language::JavaScript),
+        "application/json" => Some(Language::Json),
+        "text/markdown" => Some(Language::Markdown),
+        "application/yaml" | "text/yaml" | "application/x-yaml" => Some(Language::Yaml),
+        "application/toml" => Some(Language::Toml),
+        "application/x-sh" | "text/x-shellscript" => Some(Language::Shell),
+        _ => None,
+    }
+}
+
+fn parse(language: tree_sitter::Language, text: &str) -> Option<tree_sitter::Tree> {
+    let mut parser = tree_sitter::Parser::new();
+    parser.set_language(&language).ok()?;
+    parser.parse(text, None)
 }
 
 /// The outline of `text` in `language`.
+///
+/// TypeScript is parsed with the `typescript` dialect; when that reports syntax errors and the
+/// `tsx` dialect of the same grammar parses the text without errors, the `tsx` tree is used
+/// (the outline has no filename, and `.tsx` targets contain JSX).
 pub fn outline(language: Language, text: &str) -> Outline {
-    let _ = (language, text);
-    todo!("helper A")
+    let empty = |has_errors| Outline {
+        language: language.name(),
+        engine: ENGINE,
+        grammar: language.grammar(),
+        has_errors,
+        symbols: Vec::new(),
+    };
+    // tree-sitter addresses bytes with u32.
+    if u32::try_from(text.len()).is_err() {
+        return empty(true);
+    }
+    let t0 = std::time::Instant::now();
+    let mut tree = parse(language.ts_language(), text);
+    eprintln!("parse {:?}", t0.elapsed());
+    if language == Language::TypeScript && tree.as_ref().is_none_or(|t| t.root_node().has_error()) {
+        if let Some(tsx) = parse(tree_sitter_typescript::LANGUAGE_TSX.into(), text) {
+            if !tsx.root_node().has_error() {
+                tree = Some(tsx);
+            }
+        }
+    }
+    let Some(tree) = tree else {
+        return empty(true);
+    };
+    let root = tree.root_node();
+    let mut out = common::Collector::new(text);
+    match language {
+        Language::Python => python::extract(&mut out, root),
+        Language::TypeScript | Language::JavaScript => ecma::extract(&mut out, root),
+        Language::Json => json::extract(&mut out, root),
+        Language::Markdown => markdown::extract(&mut out, root),
+        Language::Yaml => yaml::extract(&mut out, root),
+        Language::Toml => toml::extract(&mut out, root),
+        Language::Shell => shell::extract(&mut out, root),
+    }
+    eprintln!("extract {:?}", t0.elapsed());
+    let symbols = out.finish();
+    eprintln!("finish {:?}", t0.elapsed());
+    let has_errors = root.has_error();
+    drop(tree);
+    eprintln!("drop {:?}", t0.elapsed());
+    Outline {
+        language: language.name(),
+        engine: ENGINE,
+        grammar: language.grammar(),
+        has_errors,
+        symbols,
+    }
 }
