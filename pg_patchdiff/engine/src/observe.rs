@@ -499,6 +499,40 @@ pub fn byte_offsets(text: &str, cps: &[usize]) -> Vec<usize> {
     out
 }
 
+/// Where a page lies in the text: its byte range and the 1-based line of its first code point.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Located {
+    b0: usize,
+    b1: usize,
+    line: usize,
+}
+
+/// Locates code-point ranges in one forward pass over `content` (a bundle's 32 pages of a 1 MiB
+/// text would otherwise scan it 32 times).
+fn locate(content: &str, ranges: &[(usize, usize)]) -> Vec<Located> {
+    let mut points: Vec<usize> = ranges.iter().flat_map(|&(s, e)| [s, e]).collect();
+    points.sort_unstable();
+    points.dedup();
+    let bytes = byte_offsets(content, &points);
+    // Lines before each point, counted between consecutive points.
+    let mut lines = Vec::with_capacity(points.len());
+    let (mut from, mut seen) = (0usize, 0usize);
+    for &b in &bytes {
+        seen += memchr::memchr_iter(b'\n', &content.as_bytes()[from..b]).count();
+        from = b;
+        lines.push(seen);
+    }
+    let at = |cp: usize| points.binary_search(&cp).unwrap_or(0);
+    ranges
+        .iter()
+        .map(|&(s, e)| Located {
+            b0: bytes[at(s)],
+            b1: bytes[at(e)],
+            line: 1 + lines[at(s)],
+        })
+        .collect()
+}
+
 /// One observed scope as an answer describes it: a fresh selection's symbol or a stored row.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ScopeView {
@@ -557,6 +591,7 @@ fn page_fields(
     content: &str,
     s: &ScopeView,
     page: Page,
+    located: Option<Located>,
 ) -> Result<(), ArgError> {
     let len = s.scope_end - s.scope_start;
     if page.offset > len {
@@ -571,10 +606,14 @@ fn page_fields(
     }
     let start = s.scope_start + page.offset;
     let end = start + page.max_chars.min(len - page.offset);
-    let b = byte_offsets(content, &[start, end]);
+    let Located {
+        b0,
+        b1,
+        line: start_line,
+    } = located.unwrap_or_else(|| locate(content, &[(start, end)])[0]);
+    let b = [b0, b1];
     let text = &content[b[0]..b[1]];
     let truncated = end < s.scope_end;
-    let start_line = 1 + memchr::memchr_iter(b'\n', &content.as_bytes()[..b[0]]).count();
     let end_line =
         start_line + memchr::memchr_iter(b'\n', text.trim_end_matches('\n').as_bytes()).count();
     m.insert("offset".into(), json!(page.offset));
@@ -661,7 +700,7 @@ pub fn observed(
     m.insert("language".into(), json!(facts.language));
     m.insert("engine".into(), json!(facts.engine));
     m.insert("grammar".into(), json!(facts.grammar));
-    page_fields(&mut m, t.content, s, page)?;
+    page_fields(&mut m, t.content, s, page, None)?;
     Ok(Value::Object(m))
 }
 
@@ -675,15 +714,25 @@ pub fn observed_batch(
     scopes: &[ScopeView],
     page: Page,
 ) -> Value {
-    let receipts: Vec<Value> = scopes
+    // The bundle's page is each scope's first: offset 0 is always inside the scope.
+    let first = Page { offset: 0, ..page };
+    let pages: Vec<(usize, usize)> = scopes
         .iter()
         .map(|s| {
+            let end = s.scope_start + first.max_chars.min(s.scope_end - s.scope_start);
+            (s.scope_start, end)
+        })
+        .collect();
+    let located = locate(t.content, &pages);
+    let receipts: Vec<Value> = scopes
+        .iter()
+        .zip(located)
+        .map(|(s, at)| {
             let mut m = Map::new();
             m.insert("ordinal".into(), json!(s.ordinal));
             scope_fields(&mut m, s);
-            // The bundle's page is the scope's first: offset 0 is always inside the scope.
-            let first = Page { offset: 0, ..page };
-            page_fields(&mut m, t.content, s, first).expect("offset 0 lies in every scope");
+            page_fields(&mut m, t.content, s, first, Some(at))
+                .expect("offset 0 lies in every scope");
             Value::Object(m)
         })
         .collect();

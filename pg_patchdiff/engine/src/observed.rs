@@ -53,7 +53,7 @@ use crate::replay::{Failure, Step};
 use crate::sequential::{self, Applied, Confinement, Op};
 use crate::submit::{self, Attempt, Identity, Parent, Required, Submission};
 use crate::target::TargetView;
-use crate::text::{byte_range, char_len, head_chars, sha256_hex, slice_chars};
+use crate::text::{char_len, head_chars, sha256_hex};
 use crate::tx1::{self, ObservedFact};
 use crate::tx2::{self, Operation};
 use crate::uuid::canonical_uuid;
@@ -739,6 +739,18 @@ fn check_observations<'a>(
     Ok(found)
 }
 
+/// The byte ranges of code-point ranges of `content`, all found in one forward pass (a batch
+/// has up to 32 scopes in a 1 MiB text: one scan per scope would dominate the commit).
+/// Ranges past the end of the text are clamped to it; callers check bounds first.
+fn scope_byte_ranges(content: &str, ranges: &[(usize, usize)]) -> Vec<(usize, usize)> {
+    let mut points: Vec<usize> = ranges.iter().flat_map(|&(s, e)| [s, e]).collect();
+    points.sort_unstable();
+    points.dedup();
+    let bytes = crate::observe::byte_offsets(content, &points);
+    let at = |cp: usize| bytes[points.binary_search(&cp).unwrap_or(0)];
+    ranges.iter().map(|&(s, e)| (at(s), at(e))).collect()
+}
+
 /// The re-verification of every participating scope against the text: bounds inside it, its
 /// SHA-256 the recorded `observed_scope_hash`, and (several) pairwise disjoint. The target's
 /// version and hash already equal the observations', so the text is the one Waymark parsed and
@@ -748,6 +760,11 @@ fn verify_scopes(
     rows: &[&ObservationRow],
 ) -> Result<(), (&'static str, String, Option<usize>)> {
     let len = char_len(content);
+    let spans: Vec<(usize, usize)> = rows
+        .iter()
+        .map(|r| (r.scope_start.min(len), r.scope_end.min(len)))
+        .collect();
+    let bytes = scope_byte_ranges(content, &spans);
     for (i, row) in rows.iter().enumerate() {
         if row.scope_start > row.scope_end || row.scope_end > len {
             return Err((
@@ -759,7 +776,7 @@ fn verify_scopes(
                 Some(i),
             ));
         }
-        let hash = sha256_hex(slice_chars(content, row.scope_start, row.scope_end));
+        let hash = sha256_hex(&content[bytes[i].0..bytes[i].1]);
         if hash != row.observed_scope_hash {
             return Err((
                 OBSERVED_SCOPE_MISMATCH,
@@ -825,9 +842,14 @@ fn apply_batch(
     let mut ws = Vec::new();
     let mut texts: Vec<String> = Vec::with_capacity(groups.len());
     let mut offset = 0usize;
+    let spans: Vec<(usize, usize)> = found
+        .iter()
+        .map(|(_, r)| (r.scope_start, r.scope_end))
+        .collect();
+    let bytes = scope_byte_ranges(start.content, &spans);
     for (i, (group, (id, row))) in groups.iter().zip(found).enumerate() {
         let g = i + 1;
-        let scope_text = slice_chars(start.content, row.scope_start, row.scope_end);
+        let scope_text = &start.content[bytes[i].0..bytes[i].1];
         let local = TargetView {
             content: scope_text,
             ..*start
@@ -891,14 +913,20 @@ fn apply_batch(
             }
         }
     }
+    // Each scope's original span replaced by its new text: the disjoint spans in ascending
+    // order, copied once (equal to replacing them in descending original order).
     let mut order: Vec<usize> = (0..found.len()).collect();
-    order.sort_by_key(|&i| std::cmp::Reverse((found[i].1.scope_start, found[i].1.scope_end)));
-    let mut content = start.content.to_owned();
+    order.sort_by_key(|&i| bytes[i]);
+    let grown: usize = texts.iter().map(String::len).sum();
+    let mut content = String::with_capacity(start.content.len() + grown);
+    let mut from = 0;
     for i in order {
-        let row = found[i].1;
-        let (b0, b1) = byte_range(start.content, row.scope_start, row.scope_end);
-        content.replace_range(b0..b1, &texts[i]);
+        let (b0, b1) = bytes[i];
+        content.push_str(&start.content[from..b0]);
+        content.push_str(&texts[i]);
+        from = b1;
     }
+    content.push_str(&start.content[from..]);
     if content == start.content {
         ws.push(sequential::no_op_transaction());
     }
