@@ -4,7 +4,8 @@
 #   bash scripts/bench.sh [patchdiff-bench options, e.g. --iterations 400 --out /tmp/bench.md]
 # Then patchdiff-mcp-bench: the MCP front end's round trip against the same SQL calls, and
 # patchdiff-near-miss-bench: the near-miss search on 65,536-code-point corpora (no database), and
-# workspace_bench: a publishing SAVE of a 64 KiB workspace file next to write + rename.
+# workspace_bench: a publishing SAVE of a 64 KiB workspace file next to write + rename, and
+# patchdiff-structural-bench: candidates, a 32-scope bundle and a 32-group commit on 1 MiB.
 # The load test against pgbench is separate: target/release/patchdiff-stress (docs/reliability.md).
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$ROOT"
@@ -24,3 +25,5 @@ echo
 target/release/patchdiff-mcp-bench --dsn "$DSN" --mcp-bin target/release/patchdiff-mcp
 echo
 PATCHDIFF_TEST_DSN="$DSN" PATCHDIFF_MCP_BIN=target/release/patchdiff-mcp target/release/examples/workspace_bench 51
+echo
+target/release/patchdiff-structural-bench --dsn "$DSN"
