@@ -46,6 +46,14 @@ pub enum ResponseMode {
     Compact,
 }
 
+/// `PATCHDIFF_WAYMARK_MODE`: where structural outlines are kept. Only `resident` exists here:
+/// the outline cache lives in the database backend that serves the connection (docs/structural.md),
+/// so there is no separate worker process to choose.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WaymarkMode {
+    Resident,
+}
+
 /// Where the database is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Database {
@@ -70,6 +78,11 @@ pub struct Config {
     pub workspace_sync_on_save: bool,
     /// `PATCHDIFF_WORKSPACE_TEST_HOOK` / `PATCHDIFF_WORKSPACE_TEST_HOOK_DIR` (tests only).
     pub workspace_hook: Option<crate::workspace::Hook>,
+    /// `PATCHDIFF_STRICT_OBSERVATION_MODE`: set `patchdiff.strict_observation_mode = on` on every
+    /// database session, so every unobserved write is an audited OBSERVATION_REQUIRED rejection.
+    pub strict_observation_mode: bool,
+    /// `PATCHDIFF_WAYMARK_MODE`.
+    pub waymark_mode: WaymarkMode,
 }
 
 impl Profile {
@@ -154,6 +167,25 @@ impl Config {
                     .map(PathBuf::from)
                     .unwrap_or_else(std::env::temp_dir),
             });
+        // Contract "Locked Admission Guarantees": "When PATCHDIFF_STRICT_OBSERVATION_MODE=1 is
+        // enabled, all unobserved write tools ... are rejected and logged".
+        let strict_observation_mode = match set("PATCHDIFF_STRICT_OBSERVATION_MODE").as_deref() {
+            None | Some("0" | "false") => false,
+            Some("1" | "true") => true,
+            Some(v) => {
+                return Err(format!(
+                    "PATCHDIFF_STRICT_OBSERVATION_MODE={v:?} is not a switch; use 1 or true (on), 0 or false (off)"
+                ));
+            }
+        };
+        let waymark_mode = match set("PATCHDIFF_WAYMARK_MODE").as_deref() {
+            None | Some("resident") => WaymarkMode::Resident,
+            Some(v) => {
+                return Err(format!(
+                    "PATCHDIFF_WAYMARK_MODE={v:?} is not supported; use resident (structural outlines are kept in the database backend)"
+                ));
+            }
+        };
         Ok(Config {
             profile,
             response_mode,
@@ -162,7 +194,20 @@ impl Config {
             workspace_root,
             workspace_sync_on_save,
             workspace_hook,
+            strict_observation_mode,
+            waymark_mode,
         })
+    }
+
+    /// Session settings (`SET name = value`) every database session of this server carries,
+    /// applied right after connecting and after every reconnect. Only what the environment turns
+    /// on is set: with strict mode off, a role's or database's own setting stays in force.
+    pub fn session_settings(&self) -> Vec<(&'static str, &'static str)> {
+        let mut settings = Vec::new();
+        if self.strict_observation_mode {
+            settings.push(("patchdiff.strict_observation_mode", "on"));
+        }
+        settings
     }
 }
 
@@ -252,5 +297,44 @@ mod tests {
         assert!(c.workspace_sync_on_save);
         assert!(Config::from_env(env(&[("PATCHDIFF_WORKSPACE_ROOT", "rel")])).is_err());
         assert!(Config::from_env(env(&[("PATCHDIFF_WORKSPACE_SYNC_ON_SAVE", "maybe")])).is_err());
+    }
+
+    /// Contract "Locked Admission Guarantees" (PATCHDIFF_STRICT_OBSERVATION_MODE=1) and
+    /// observed-editor-v2 "Set these on the actual editing MCP process": the switch is read once;
+    /// anything but 1/true/0/false refuses start-up, naming the variable.
+    #[test]
+    fn strict_observation_mode_is_a_strict_switch() {
+        let strict = |v: &str| {
+            Config::from_env(env(&[("PATCHDIFF_STRICT_OBSERVATION_MODE", v)]))
+                .map(|c| (c.strict_observation_mode, c.session_settings()))
+        };
+        let on = vec![("patchdiff.strict_observation_mode", "on")];
+        assert_eq!(strict("1"), Ok((true, on.clone())));
+        assert_eq!(strict("true"), Ok((true, on)));
+        for off in ["0", "false", ""] {
+            assert_eq!(strict(off), Ok((false, vec![])), "{off:?}");
+        }
+        let unset = Config::from_env(env(&[])).unwrap();
+        assert!(!unset.strict_observation_mode && unset.session_settings().is_empty());
+        for bad in ["yes", "on", "TRUE", "2", " 1"] {
+            let e = strict(bad).unwrap_err();
+            assert!(e.contains("PATCHDIFF_STRICT_OBSERVATION_MODE"), "{e}");
+        }
+    }
+
+    /// PATCHDIFF_WAYMARK_MODE: `resident` (the default) is the only mode; others refuse start-up.
+    #[test]
+    fn waymark_mode_is_resident_only() {
+        for v in ["resident", ""] {
+            let c = Config::from_env(env(&[("PATCHDIFF_WAYMARK_MODE", v)])).unwrap();
+            assert_eq!(c.waymark_mode, WaymarkMode::Resident);
+        }
+        for bad in ["worker", "subprocess", "Resident"] {
+            let e = Config::from_env(env(&[("PATCHDIFF_WAYMARK_MODE", bad)])).unwrap_err();
+            assert!(
+                e.contains("PATCHDIFF_WAYMARK_MODE") && e.contains("resident"),
+                "{e}"
+            );
+        }
     }
 }

@@ -18,6 +18,9 @@ pub struct Db {
     /// socket): the next call opens a new connection even if the old one has not been seen to
     /// close yet, instead of failing a second time on it.
     broken: bool,
+    /// `SET ...` statements every session carries (strict observation mode), run right after
+    /// connecting and after every reconnect, before any call.
+    session: String,
 }
 
 /// The failure of a call whose outcome the front end cannot know.
@@ -67,17 +70,51 @@ impl Db {
             functions,
             statements: HashMap::new(),
             broken: false,
+            session: String::new(),
         })
+    }
+
+    /// Fixes the session settings of this connection and of every later reconnection, and
+    /// applies them now. Values are the front end's own constants, quoted as literals anyway.
+    pub async fn set_session(&mut self, settings: &[(&str, &str)]) -> Result<(), String> {
+        self.session = session_sql(settings);
+        if self.session.is_empty() {
+            return Ok(());
+        }
+        self.client.batch_execute(&self.session).await.map_err(|e| {
+            format!(
+                "cannot apply the session settings ({}): {}",
+                self.session,
+                describe(&e)
+            )
+        })
+    }
+
+    /// A new session when the previous one was lost, with the session settings applied; a
+    /// failure to apply them fails the call, so no call runs without them.
+    async fn reconnect_if_lost(&mut self) -> Result<(), CallError> {
+        if !(self.broken || self.client.is_closed()) {
+            return Ok(());
+        }
+        let client = open(&self.conninfo).await.map_err(CallError)?;
+        if !self.session.is_empty() {
+            client.batch_execute(&self.session).await.map_err(|e| {
+                CallError(format!(
+                    "the session settings failed on reconnection: {}",
+                    describe(&e)
+                ))
+            })?;
+        }
+        self.client = client;
+        self.statements.clear();
+        self.broken = false;
+        Ok(())
     }
 
     /// Calls `function(args::json)` and returns its JSON text. Reconnects first when the
     /// previous connection was lost; an error during the call is reported, never retried.
     pub async fn call(&mut self, function: &str, args: &str) -> Result<String, CallError> {
-        if self.broken || self.client.is_closed() {
-            self.client = open(&self.conninfo).await.map_err(CallError)?;
-            self.statements.clear();
-            self.broken = false;
-        }
+        self.reconnect_if_lost().await?;
         let statement = match self.statements.get(function) {
             Some(s) => s.clone(),
             None => {
@@ -107,11 +144,7 @@ impl Db {
 /// COMMIT or ROLLBACK once the file is installed or refused.
 impl Db {
     pub async fn begin_publication(&mut self) -> Result<(), CallError> {
-        if self.broken || self.client.is_closed() {
-            self.client = open(&self.conninfo).await.map_err(CallError)?;
-            self.statements.clear();
-            self.broken = false;
-        }
+        self.reconnect_if_lost().await?;
         self.client
             .batch_execute("BEGIN; SET LOCAL patchdiff.workspace_owned_transaction = on")
             .await
@@ -170,6 +203,15 @@ fn ends_session(e: &tokio_postgres::Error) -> bool {
     }
 }
 
+/// `SET name = 'value'; ...` for the settings, in order.
+fn session_sql(settings: &[(&str, &str)]) -> String {
+    settings
+        .iter()
+        .map(|(name, value)| format!("SET {name} = '{}'", value.replace('\'', "''")))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
 fn describe(e: &tokio_postgres::Error) -> String {
     match e.as_db_error() {
         Some(db) => format!("{}: {} ({})", db.severity(), db.message(), db.code().code()),
@@ -224,4 +266,19 @@ async fn inspect(client: &Client) -> Result<(String, BTreeSet<String>), String> 
         .await
         .map_err(|e| describe(&e))?;
     Ok((schema, rows.iter().map(|r| r.get(0)).collect()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::session_sql;
+
+    /// docs/structural.md "Strict observation mode": patchdiff-mcp sets the session setting.
+    #[test]
+    fn session_settings_become_set_statements() {
+        assert_eq!(session_sql(&[]), "");
+        assert_eq!(
+            session_sql(&[("patchdiff.strict_observation_mode", "on")]),
+            "SET patchdiff.strict_observation_mode = 'on'"
+        );
+    }
 }

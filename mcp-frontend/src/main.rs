@@ -7,7 +7,8 @@ usage: patchdiff-mcp                 serve MCP (JSON-RPC over stdin/stdout)
 
 Configured by the environment: PATCHDIFF_DATABASE_URL (else the embedded cluster in
 PATCHDIFF_DATA_DIR), PATCHDIFF_MCP_PROFILE, PATCHDIFF_MCP_RESPONSE_MODE, PATCHDIFF_LOG,
-PATCHDIFF_WORKSPACE_ROOT (required by the workspace profiles), PATCHDIFF_WORKSPACE_SYNC_ON_SAVE.";
+PATCHDIFF_WORKSPACE_ROOT (required by the workspace profiles), PATCHDIFF_WORKSPACE_SYNC_ON_SAVE,
+PATCHDIFF_STRICT_OBSERVATION_MODE (1/true or 0/false), PATCHDIFF_WAYMARK_MODE (resident).";
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
@@ -40,7 +41,18 @@ async fn serve() {
             )?),
             None => None,
         };
-        let db = patchdiff_mcp::database::Db::connect(&config.database).await?;
+        let mut db = patchdiff_mcp::database::Db::connect(&config.database).await?;
+        // Strict mode is enforced by the extension's patchdiff.strict_observation_mode, which
+        // an extension without observed submissions does not know: a placeholder setting would
+        // be silently ignored, so such a database refuses start-up instead.
+        if config.strict_observation_mode
+            && !db
+                .functions
+                .contains("patchdiff_submit_observed_operations")
+        {
+            return Err("PATCHDIFF_STRICT_OBSERVATION_MODE is on, but the installed pg_patchdiff has no observed submissions (patchdiff_submit_observed_operations): update the extension (ALTER EXTENSION pg_patchdiff UPDATE)".into());
+        }
+        db.set_session(&config.session_settings()).await?;
         Ok::<_, String>(patchdiff_mcp::server::Server::new(config, db).with_workspace(workspace))
     };
     match started.await {

@@ -1,9 +1,10 @@
 //! The MCP session: lifecycle, discovery and one SQL call per tool call.
 
-use crate::catalog::{REVISIONS, Tool, all_tools, in_profile};
+use crate::catalog::{REVISIONS, Tool, all_tools, profile_tools};
 use crate::compact;
-use crate::config::{Config, ResponseMode};
+use crate::config::{Config, Profile, ResponseMode};
 use crate::database::Db;
+use crate::observed_v2;
 use crate::rpc::{self, INVALID_PARAMS, INVALID_REQUEST, Incoming, METHOD_NOT_FOUND};
 use crate::workspace::{self, Outcome, Workspace};
 use patchdiff_engine::args::quoted_names;
@@ -28,17 +29,19 @@ pub struct Server {
     workspace: Option<Workspace>,
 }
 
-/// The catalog as a profile and an installed extension allow it.
+/// The catalog as a profile and an installed extension allow it: a tool is listed when the SQL
+/// function it calls exists.
 pub fn active_tools(config: &Config, installed: &dyn Fn(&str) -> bool) -> Vec<Tool> {
-    let mut tools: Vec<Tool> = all_tools()
+    let mut tools: Vec<Tool> = profile_tools(config.profile)
         .into_iter()
-        .filter(|t| in_profile(t.name, config.profile) && installed(t.name))
+        .filter(|t| installed(t.function))
         .collect();
     if config.response_mode == ResponseMode::Compact {
-        for t in tools
-            .iter_mut()
-            .filter(|t| compact::PROJECTED_TOOLS.contains(&t.name))
-        {
+        // The v2 commit answers with its own receipt in both modes; the v2 selection tools
+        // present their patchdiff_observe_scope results like the tool they route to.
+        for t in tools.iter_mut().filter(|t| {
+            compact::PROJECTED_TOOLS.contains(&t.function) && t.name != observed_v2::COMMIT_BUNDLE
+        }) {
             t.description.push_str(compact::ANNOUNCEMENT);
         }
     }
@@ -214,6 +217,7 @@ impl Server {
             };
             return Err(format!("Invalid params: {why}"));
         };
+        let (tool_name, function) = (tool.name, tool.function);
         let raw = match p.arguments.map(RawValue::get) {
             None | Some("null") => "{}",
             Some(a) => a,
@@ -222,13 +226,13 @@ impl Server {
         // function runs; the extension's parser stops at the same depth as this check. Either
         // way nothing can have been written, so it is an argument error, not outcome_unknown.
         if nesting_depth(raw) > MAX_ARGUMENT_DEPTH {
-            return Ok(self.tool_error(json!({"status": "invalid_argument", "code": "invalid_json", "tool": name,
+            return Ok(self.refuse(tool_name, json!({"status": "invalid_argument", "code": "invalid_json", "tool": name,
                 "failure_detail": format!("arguments nest deeper than {MAX_ARGUMENT_DEPTH} levels")})));
         }
         // Names only: values reach SQL untouched (IgnoredAny decodes no string).
         let names = match serde_json::from_str::<BTreeMap<String, IgnoredAny>>(raw) {
             Ok(n) => n,
-            Err(_) => return Ok(self.tool_error(json!({"status": "invalid_argument", "code": "invalid_arguments", "tool": name, "failure_detail": "arguments must be a JSON object"}))),
+            Err(_) => return Ok(self.refuse(tool_name, json!({"status": "invalid_argument", "code": "invalid_arguments", "tool": name, "failure_detail": "arguments must be a JSON object"}))),
         };
         let unknown: Vec<&String> = names
             .keys()
@@ -238,7 +242,7 @@ impl Server {
             // Quoted names are bounded: an answer never grows with the junk it refuses.
             let (unknown, _) = quoted_names(unknown.iter().map(|k| k.as_str()));
             let list = unknown.join(", ");
-            return Ok(self.tool_error(json!({
+            return Ok(self.refuse(tool_name, json!({
                 "status": "invalid_argument", "code": "unknown_argument", "tool": name,
                 "failure_detail": format!("unknown argument(s) for {name}: {list}"), "unknown_arguments": unknown,
             })));
@@ -248,7 +252,7 @@ impl Server {
             .filter(|r| !names.contains_key(*r))
             .collect();
         if !missing.is_empty() {
-            return Ok(self.tool_error(json!({
+            return Ok(self.refuse(tool_name, json!({
                 "status": "invalid_argument", "code": "missing_argument", "tool": name,
                 "failure_detail": format!("missing required argument(s) for {name}: {}", missing.join(", ")), "missing_arguments": missing,
             })));
@@ -257,7 +261,7 @@ impl Server {
         // in a transaction this front end owns (docs/workspace.md).
         let owned;
         let mut raw = raw;
-        match tool.name {
+        match tool_name {
             "patchdiff_initialize_target" => match self.workspace_import(&name, raw) {
                 Ok(Some(args)) => {
                     owned = args;
@@ -274,21 +278,34 @@ impl Server {
                 Ok(SaveMode::Publish(args)) => return Ok(self.publishing_save(&name, &args).await),
                 Err(answer) => return Ok(answer),
             },
+            // observed_v2 (observed-editor-v2.txt): the snapshot is unwrapped into the batch
+            // form of patchdiff_submit_observed_operations, or refused without a SQL call.
+            observed_v2::COMMIT_BUNDLE => match observed_v2::route_commit_bundle(raw) {
+                Ok(args) => {
+                    owned = args;
+                    raw = &owned;
+                }
+                Err(refusal) => return Ok(self.refuse(tool_name, refusal)),
+            },
             _ => {}
         }
-        let text = match self.db.call(tool.name, raw).await {
+        let text = match self.db.call(function, raw).await {
             Ok(text) => text,
             Err(e) => {
-                tracing::error!(tool = tool.name, error = e.0, "database call failed");
-                return Ok(self.tool_error(json!({
+                tracing::error!(tool = tool_name, error = e.0, "database call failed");
+                return Ok(self.refuse(tool_name, json!({
                     "status": "outcome_unknown", "tool": name,
                     "failure_detail": format!("The database call failed ({}); whether it committed is unknown. Read the target, or resend the identical call with the same client_request_id, before proposing again.", e.0),
                 })));
             }
         };
         let Ok(mut value) = serde_json::from_str::<Value>(&text) else {
-            return Ok(self.tool_error(json!({"status": "outcome_unknown", "tool": name, "failure_detail": "the database returned a result that is not JSON"})));
+            return Ok(self.refuse(tool_name, json!({"status": "outcome_unknown", "tool": name, "failure_detail": "the database returned a result that is not JSON"})));
         };
+        if self.config.profile == Profile::ObservedV2 {
+            let value = observed_v2_present(tool_name, function, value, self.config.response_mode);
+            return Ok(self.v2_answer(tool_name, value));
+        }
         let status = value
             .get("status")
             .and_then(Value::as_str)
@@ -297,9 +314,9 @@ impl Server {
             return Ok(self.result(text, None, true));
         }
         if self.config.response_mode == ResponseMode::Compact
-            && compact::PROJECTED_TOOLS.contains(&tool.name)
+            && compact::PROJECTED_TOOLS.contains(&tool_name)
         {
-            compact::project(tool.name, &mut value);
+            compact::project(tool_name, &mut value);
             return Ok(self.result(to_string(&value, LITERAL), Some(value), false));
         }
         Ok(self.result(text, Some(value), false))
@@ -488,16 +505,89 @@ impl Server {
         self.result(to_string(&payload, LITERAL), None, true)
     }
 
-    /// A tool result: literal JSON text always, the same value as structuredContent on
-    /// revisions that have it, never structuredContent on an error.
-    fn result(&self, text: String, value: Option<Value>, is_error: bool) -> Value {
-        let mut r = json!({"content": [{"type": "text", "text": text}]});
-        if let (Some(v), false) = (value, is_error || self.revision() == REVISIONS[0]) {
-            r["structuredContent"] = v;
+    /// A front-end refusal of a call to `tool`: the profile's error envelope.
+    fn refuse(&self, tool: &'static str, payload: Value) -> Value {
+        if self.config.profile == Profile::ObservedV2 {
+            self.v2_answer(tool, payload)
+        } else {
+            self.tool_error(payload)
         }
-        r["isError"] = json!(is_error);
-        r
     }
+
+    fn v2_answer(&self, tool: &'static str, value: Value) -> Value {
+        observed_v2_result(tool, value, self.revision())
+    }
+
+    fn result(&self, text: String, value: Option<Value>, is_error: bool) -> Value {
+        tool_result(
+            text,
+            value,
+            is_error,
+            self.revision(),
+            self.config.profile == Profile::ObservedV2,
+        )
+    }
+}
+
+/// A tool result: literal JSON text always, the same value as structuredContent on revisions
+/// that have it. Errors carry structuredContent only when `both_channels_on_error`
+/// (observed_v2, whose results carry the same logical JSON in both channels); every other
+/// profile keeps its error results text-only.
+pub fn tool_result(
+    text: String,
+    value: Option<Value>,
+    is_error: bool,
+    revision: &str,
+    both_channels_on_error: bool,
+) -> Value {
+    let mut r = json!({"content": [{"type": "text", "text": text}]});
+    let structured = revision != REVISIONS[0] && (!is_error || both_channels_on_error);
+    if let (Some(v), true) = (value, structured) {
+        r["structuredContent"] = v;
+    }
+    r["isError"] = json!(is_error);
+    r
+}
+
+/// An observed_v2 tool's SQL result as the profile presents it: a selection carries its
+/// snapshot; compact mode projects the selection tools' results like patchdiff_observe_scope's
+/// (`function` is the SQL function the tool called); the commit's receipt is the same in both
+/// modes (it is built in [`observed_v2_result`]).
+pub fn observed_v2_present(
+    tool: &str,
+    function: &str,
+    mut value: Value,
+    mode: ResponseMode,
+) -> Value {
+    if tool == observed_v2::OBSERVE_SCOPES {
+        observed_v2::add_snapshot(&mut value);
+    }
+    if mode == ResponseMode::Compact
+        && tool != observed_v2::COMMIT_BUNDLE
+        && compact::PROJECTED_TOOLS.contains(&function)
+    {
+        compact::project(function, &mut value);
+    }
+    value
+}
+
+/// An observed_v2 answer (observed-editor-v2.txt): a commit becomes its bounded receipt;
+/// definitive failures and outcome_unknown set isError; text and structuredContent carry the
+/// same logical JSON, errors included.
+pub fn observed_v2_result(tool: &str, value: Value, revision: &str) -> Value {
+    let value = if tool == observed_v2::COMMIT_BUNDLE {
+        observed_v2::commit_receipt(&value)
+    } else {
+        value
+    };
+    let is_error = observed_v2::is_definitive_failure(value.get("status").and_then(Value::as_str));
+    tool_result(
+        to_string(&value, LITERAL),
+        Some(value),
+        is_error,
+        revision,
+        true,
+    )
 }
 
 enum SaveMode {
@@ -546,6 +636,150 @@ mod tests {
         assert_eq!(negotiate(None), Ok("2024-11-05"));
         assert!(negotiate(Some(&raw(r#"{"protocolVersion":5}"#))).is_err());
         assert!(negotiate(Some(&raw(r#"[1]"#))).is_err());
+    }
+
+    fn config(profile: &str, mode: &str) -> Config {
+        let vars = [
+            ("PATCHDIFF_MCP_PROFILE", profile),
+            ("PATCHDIFF_MCP_RESPONSE_MODE", mode),
+            ("PATCHDIFF_DATABASE_URL", "host=/nowhere"),
+        ];
+        Config::from_env(|k| {
+            vars.iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| v.to_string())
+        })
+        .unwrap()
+    }
+
+    /// A tool is listed when the SQL function it calls exists: the v2 aliases follow
+    /// patchdiff_observe_scope and patchdiff_submit_observed_operations. Compact mode announces
+    /// itself on the selection tools, not on the commit (its receipt is the same in both modes).
+    #[test]
+    fn observed_v2_tools_follow_their_functions() {
+        let c = config("observed_v2", "detailed");
+        let reads = |f: &str| matches!(f, "patchdiff_read_target" | "patchdiff_find_occurrences");
+        let names = |ts: Vec<Tool>| ts.iter().map(|t| t.name).collect::<Vec<_>>();
+        assert_eq!(
+            names(active_tools(&c, &reads)),
+            ["patchdiff_read_target", "patchdiff_find_occurrences"]
+        );
+        let everything = |_: &str| true;
+        assert_eq!(names(active_tools(&c, &everything)).len(), 5);
+        let compact = active_tools(&config("observed_v2", "compact"), &everything);
+        for t in &compact {
+            let announced = t.description.ends_with(compact::ANNOUNCEMENT);
+            let expected = matches!(t.name, "patchdiff_list_scopes" | "patchdiff_observe_scopes");
+            assert_eq!(announced, expected, "{}", t.name);
+        }
+        let listed = list(&compact, REVISIONS[2]);
+        for t in listed["tools"].as_array().unwrap() {
+            assert_eq!(t["_meta"]["antigravity/alwaysLoad"], true);
+        }
+        let full = active_tools(&config("full", "compact"), &everything);
+        assert_eq!(full.len(), 17);
+        assert!(full.iter().all(|t| t.meta.is_none()));
+    }
+
+    /// observed-editor-v2: "Definitive tool failures set isError: true, retaining their
+    /// domain/audit data"; "Results carry the same logical JSON in text and structuredContent";
+    /// "Other profiles keep their previous error-envelope behavior."
+    #[test]
+    fn observed_v2_results_use_both_channels() {
+        let rejected = json!({"status": "rejected", "code": "STALE_OBSERVATION_HASH",
+            "failure_reason": "target_hash_mismatch", "failure_detail": "stale",
+            "pdcp_log_id": "e0e0e0e0-e0e0-4e0e-8e0e-e0e0e0e0e0e0", "diagnostic": {"code": "STALE_OBSERVATION_HASH"}});
+        for (revision, structured) in [
+            (REVISIONS[0], false),
+            (REVISIONS[1], true),
+            (REVISIONS[2], true),
+        ] {
+            let r = observed_v2_result(observed_v2::COMMIT_BUNDLE, rejected.clone(), revision);
+            assert_eq!(r["isError"], true);
+            let text: Value =
+                serde_json::from_str(r["content"][0]["text"].as_str().unwrap()).unwrap();
+            assert_eq!(text["transaction"]["pdcp_log_id"], rejected["pdcp_log_id"]);
+            assert_eq!(text["diagnostics"]["code"], "STALE_OBSERVATION_HASH");
+            assert!(text.get("presentation").is_some());
+            assert_eq!(
+                r.get("structuredContent").is_some(),
+                structured,
+                "{revision}"
+            );
+            if structured {
+                assert_eq!(r["structuredContent"], text);
+            }
+        }
+        // Accepted with warnings is a success; outcome_unknown stays outcome_unknown.
+        let accepted =
+            json!({"status": "accepted", "warnings": ["W: x"], "warning_count": 1, "groups": []});
+        let r = observed_v2_result(observed_v2::COMMIT_BUNDLE, accepted, REVISIONS[2]);
+        assert_eq!(r["isError"], false);
+        assert_eq!(r["structuredContent"]["warnings"]["items"], json!(["W: x"]));
+        let unknown = json!({"status": "outcome_unknown", "tool": observed_v2::COMMIT_BUNDLE, "failure_detail": "lost"});
+        let r = observed_v2_result(observed_v2::COMMIT_BUNDLE, unknown, REVISIONS[2]);
+        assert_eq!(
+            (&r["isError"], &r["structuredContent"]["status"]),
+            (&json!(true), &json!("outcome_unknown"))
+        );
+        // Selection failures are errors too, with their data, in both channels.
+        let ambiguous =
+            json!({"status": "ambiguous", "code": "AMBIGUOUS_SCOPE_SELECTION", "candidates": []});
+        let r = observed_v2_result(observed_v2::OBSERVE_SCOPES, ambiguous.clone(), REVISIONS[2]);
+        assert_eq!(
+            (&r["isError"], &r["structuredContent"]),
+            (&json!(true), &ambiguous)
+        );
+        // Other profiles: an error is text only.
+        let r = tool_result("{}".into(), Some(json!({})), true, REVISIONS[2], false);
+        assert!(r.get("structuredContent").is_none());
+    }
+
+    /// A selection carries its snapshot; compact mode projects the v2 selection results as it
+    /// projects patchdiff_observe_scope's, and leaves the commit to its receipt.
+    #[test]
+    fn observed_v2_presentation() {
+        let batch = json!({"status": "observed_batch", "target_file_id": "t", "observation_bundle_id": "b",
+            "target_version": 2, "target_current_hash": "h", "scopes": [{"observation_id": "o", "text": "x", "start": 0, "end": 1}]});
+        let v = observed_v2_present(
+            observed_v2::OBSERVE_SCOPES,
+            "patchdiff_observe_scope",
+            batch.clone(),
+            ResponseMode::Detailed,
+        );
+        assert_eq!(
+            v["snapshot"],
+            json!({"target_file_id": "t", "expected_target_version": 2, "expected_current_hash": "h", "observation_bundle_id": "b"})
+        );
+        assert_eq!(v["scopes"], batch["scopes"]);
+        let v = observed_v2_present(
+            observed_v2::OBSERVE_SCOPES,
+            "patchdiff_observe_scope",
+            batch,
+            ResponseMode::Compact,
+        );
+        assert_eq!(v["scopes"][0], json!({"observation_id": "o", "text": "x"}));
+        assert_eq!(
+            v["presentation"]["omitted"],
+            json!(["duplicate_page_metadata"])
+        );
+        assert_eq!(v["snapshot"]["expected_target_version"], 2);
+        let candidates = json!({"status": "candidates", "candidates": [{"name": "f", "kind": "function", "parent": null, "path": "f", "start": 0, "end": 3, "start_line": 1, "end_line": 1}]});
+        let v = observed_v2_present(
+            observed_v2::LIST_SCOPES,
+            "patchdiff_observe_scope",
+            candidates,
+            ResponseMode::Compact,
+        );
+        assert_eq!(v["presentation"]["omitted"], json!(["candidate_details"]));
+        let accepted = json!({"status": "accepted", "evidence": {}, "groups": []});
+        let v = observed_v2_present(
+            observed_v2::COMMIT_BUNDLE,
+            "patchdiff_submit_observed_operations",
+            accepted.clone(),
+            ResponseMode::Compact,
+        );
+        assert_eq!(v, accepted);
     }
 }
 
