@@ -123,9 +123,20 @@ fn documented(tool: &str, status: Option<&str>) -> bool {
         | "patchdiff_find_occurrences"
         | "patchdiff_read_lines"
         | "patchdiff_export_target" => &[Some("ok"), Some("invalid_argument"), Some("not_found")],
+        "patchdiff_observe_scope" => &[
+            Some("candidates"),
+            Some("observed"),
+            Some("observed_batch"),
+            Some("ambiguous"),
+            Some("unsupported"),
+            Some("rejected"),
+            Some("invalid_argument"),
+            Some("not_found"),
+        ],
         "patchdiff_submit_edits"
         | "patchdiff_submit_operations"
         | "patchdiff_submit_replacement"
+        | "patchdiff_submit_observed_operations"
         | "patchdiff_preview" => &[
             Some("accepted"),
             Some("rejected"),
