@@ -107,3 +107,62 @@ def test_sdk_calls_tools_and_structured_content_matches_output_schema():
         assert final["current_content"] == "alpha beta gamma\n🌍 中\n"
 
     run(session_do(body))
+
+
+def test_sdk_drives_the_observed_v2_editor_through_one_bundle():
+    """observed-editor-v2: a trusted full connection initializes the target; the five-tool
+    observed_v2 editor (strict observation mode) lists scopes, observes a bundle and commits it
+    with the returned snapshot; the receipt's structuredContent validates against its
+    outputSchema and fits 8,192 bytes; the trusted connection's replay checks all hold."""
+    source = "def flush(buf):\n    limit = 64\n    return buf[:limit]\n\n\nclass Uploader:\n    def flush(self, buf):\n        limit = 64\n        return self.send(buf[:limit])\n"
+
+    async def trusted(fn):
+        return await session_do(fn)
+
+    async def init_target(session, init):
+        return tool_json(await session.call_tool("patchdiff_initialize_target", {"filename": "uploader.py", "content": source}))["target_file_id"]
+
+    target = run(trusted(init_target))
+    editor = StdioServerParameters(
+        command=SERVER.command,
+        env={**SERVER.env, "PATCHDIFF_MCP_PROFILE": "observed_v2", "PATCHDIFF_STRICT_OBSERVATION_MODE": "1"},
+    )
+
+    async def edit():
+        async with stdio_client(editor) as (read, write):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                tools = (await session.list_tools()).tools
+                assert sorted(t.name for t in tools) == [
+                    "patchdiff_commit_bundle", "patchdiff_find_occurrences", "patchdiff_list_scopes",
+                    "patchdiff_observe_scopes", "patchdiff_read_target"]
+                schemas = {t.name: (t.output_schema if hasattr(t, "output_schema") else t.outputSchema) for t in tools}
+                listed = tool_json(await session.call_tool("patchdiff_list_scopes", {"target_file_id": target, "query": "flush"}))
+                assert [c["name"] for c in listed["candidates"]] == ["flush", "Uploader.flush"]
+                observed = tool_json(await session.call_tool("patchdiff_observe_scopes", {
+                    "target_file_id": target, "selections": [{"symbol_name": "Uploader.flush"}]}))
+                assert observed["status"] == "observed_batch"
+                scope = observed["scopes"][0]
+                result = await session.call_tool("patchdiff_commit_bundle", {
+                    "snapshot": observed["snapshot"], "intent": "raise the uploader limit",
+                    "client_request_id": "sdk-v2-1",
+                    "groups": [{"observation_id": scope["observation_id"],
+                                "operations": [{"op": "match", "match": "limit = 64", "replace": "limit = 128"}]}]})
+                receipt = tool_json(result)
+                structured = result.structured_content if hasattr(result, "structured_content") else result.structuredContent
+                assert structured == receipt
+                for draft in DRAFTS:
+                    draft(schemas["patchdiff_commit_bundle"]).validate(receipt)
+                assert receipt["status"] == "accepted"
+                assert len(json.dumps(receipt, separators=(",", ":"))) <= 8192
+                assert receipt["transaction"]["after"]["version"] == 1
+
+    run(edit())
+
+    async def replay(session, init):
+        r = tool_json(await session.call_tool("patchdiff_replay", {"target_file_id": target}))
+        assert r["materialized_state_matches"] is True, r
+        got = tool_json(await session.call_tool("patchdiff_get_target", {"target_file_id": target}))["current_content"]
+        assert got == source.replace("        limit = 64", "        limit = 128")
+
+    run(trusted(replay))
