@@ -12,8 +12,8 @@ setup_pgrx
 RESULTS="$(mktemp)"
 counted() { "$@" 2>&1 | tee -a "$RESULTS"; }
 
-log "engine and front-end tests (cargo test)"
-counted cargo test --locked -p patchdiff-engine -p patchdiff-mcp
+log "engine, Waymark and front-end tests (cargo test)"
+counted cargo test --locked -p patchdiff-engine -p patchdiff-waymark -p patchdiff-mcp
 
 log "SQL API tests inside PostgreSQL (cargo pgrx test)"
 # pgrx's own cluster, owned by the unprivileged postgres user because initdb refuses root.

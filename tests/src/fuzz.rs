@@ -56,3 +56,68 @@ impl Rng {
         &xs[self.below(xs.len())]
     }
 }
+
+/// The statuses each SQL function (and MCP tool of the same name) documents; `None` is a
+/// history page. `outcome_unknown` is not among them: it would mean the SQL call raised.
+pub fn documented_statuses(function: &str) -> &'static [Option<&'static str>] {
+    match function {
+        "patchdiff_initialize_target" | "patchdiff_handle_upload" => {
+            &[Some("ok"), Some("invalid_argument")]
+        }
+        "patchdiff_get_target"
+        | "patchdiff_read_target"
+        | "patchdiff_find_occurrences"
+        | "patchdiff_read_lines"
+        | "patchdiff_export_target" => &[Some("ok"), Some("invalid_argument"), Some("not_found")],
+        "patchdiff_observe_scope" => &[
+            Some("candidates"),
+            Some("observed"),
+            Some("observed_batch"),
+            Some("ambiguous"),
+            Some("unsupported"),
+            Some("rejected"),
+            Some("invalid_argument"),
+            Some("not_found"),
+        ],
+        "patchdiff_submit_edits"
+        | "patchdiff_submit_operations"
+        | "patchdiff_submit_replacement"
+        | "patchdiff_submit_observed_operations"
+        | "patchdiff_submit"
+        | "patchdiff_preview" => &[
+            Some("accepted"),
+            Some("rejected"),
+            Some("invalid_argument"),
+            Some("not_found"),
+        ],
+        // `partial`: a workspace publication whose checkpoint committed but whose file did not.
+        "patchdiff_save" => &[
+            Some("saved"),
+            Some("rejected"),
+            Some("partial"),
+            Some("invalid_argument"),
+            Some("not_found"),
+        ],
+        "patchdiff_replay" => &[
+            Some("success"),
+            Some("failed"),
+            Some("invalid_argument"),
+            Some("not_found"),
+        ],
+        "patchdiff_get_pdcp_log" | "patchdiff_get_manifest_ledger" => {
+            &[None, Some("invalid_argument"), Some("not_found")]
+        }
+        // A function added after this list: any of the statuses the API uses anywhere.
+        _ => &[
+            Some("ok"),
+            Some("accepted"),
+            Some("rejected"),
+            Some("saved"),
+            Some("success"),
+            Some("failed"),
+            Some("partial"),
+            Some("invalid_argument"),
+            Some("not_found"),
+        ],
+    }
+}

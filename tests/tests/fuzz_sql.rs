@@ -640,56 +640,6 @@ async fn counts(c: &impl tokio_postgres::GenericClient) -> Result<Counts, tokio_
     Ok([r.get(0), r.get(1), r.get(2), r.get(3), r.get(4)])
 }
 
-/// The statuses each function documents (`None`: a history page, which has no status).
-fn statuses(function: &str) -> &'static [Option<&'static str>] {
-    match function {
-        "patchdiff_initialize_target" | "patchdiff_handle_upload" => {
-            &[Some("ok"), Some("invalid_argument")]
-        }
-        "patchdiff_get_target"
-        | "patchdiff_read_target"
-        | "patchdiff_find_occurrences"
-        | "patchdiff_read_lines"
-        | "patchdiff_export_target" => &[Some("ok"), Some("invalid_argument"), Some("not_found")],
-        "patchdiff_submit_edits"
-        | "patchdiff_submit_operations"
-        | "patchdiff_submit_replacement"
-        | "patchdiff_submit"
-        | "patchdiff_preview" => &[
-            Some("accepted"),
-            Some("rejected"),
-            Some("invalid_argument"),
-            Some("not_found"),
-        ],
-        "patchdiff_save" => &[
-            Some("saved"),
-            Some("rejected"),
-            Some("invalid_argument"),
-            Some("not_found"),
-        ],
-        "patchdiff_replay" => &[
-            Some("success"),
-            Some("failed"),
-            Some("invalid_argument"),
-            Some("not_found"),
-        ],
-        "patchdiff_get_pdcp_log" | "patchdiff_get_manifest_ledger" => {
-            &[None, Some("invalid_argument"), Some("not_found")]
-        }
-        // A function added after this file: any of the statuses the API uses anywhere.
-        _ => &[
-            Some("ok"),
-            Some("accepted"),
-            Some("rejected"),
-            Some("saved"),
-            Some("success"),
-            Some("failed"),
-            Some("partial"),
-            Some("invalid_argument"),
-            Some("not_found"),
-        ],
-    }
-}
 
 /// What a call may write, from its answer: rows added per table.
 fn expected_writes(function: &str, v: &Value) -> Option<Counts> {
@@ -871,9 +821,9 @@ fn judge(
     };
     let status = v.get("status").map(|s| s.as_str());
     let documented = match status {
-        None => statuses(function).contains(&None) && v["entries"].is_array(),
+        None => patchdiff_tests::fuzz::documented_statuses(function).contains(&None) && v["entries"].is_array(),
         Some(None) => false,
-        Some(Some(s)) => statuses(function).contains(&Some(s)),
+        Some(Some(s)) => patchdiff_tests::fuzz::documented_statuses(function).contains(&Some(s)),
     };
     let key = status.flatten().unwrap_or("(page)").to_owned();
     *tally

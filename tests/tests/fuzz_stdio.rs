@@ -111,67 +111,9 @@ fn response(line: &[u8]) -> Result<Value, String> {
     Ok(v)
 }
 
-/// The statuses each tool documents (`None`: a history page). `outcome_unknown` is not among
-/// them: it would mean the SQL call raised.
+/// Whether `status` is one the tool documents (tests/src/fuzz.rs).
 fn documented(tool: &str, status: Option<&str>) -> bool {
-    let allowed: &[Option<&str>] = match tool {
-        "patchdiff_initialize_target" | "patchdiff_handle_upload" => {
-            &[Some("ok"), Some("invalid_argument")]
-        }
-        "patchdiff_get_target"
-        | "patchdiff_read_target"
-        | "patchdiff_find_occurrences"
-        | "patchdiff_read_lines"
-        | "patchdiff_export_target" => &[Some("ok"), Some("invalid_argument"), Some("not_found")],
-        "patchdiff_observe_scope" => &[
-            Some("candidates"),
-            Some("observed"),
-            Some("observed_batch"),
-            Some("ambiguous"),
-            Some("unsupported"),
-            Some("rejected"),
-            Some("invalid_argument"),
-            Some("not_found"),
-        ],
-        "patchdiff_submit_edits"
-        | "patchdiff_submit_operations"
-        | "patchdiff_submit_replacement"
-        | "patchdiff_submit_observed_operations"
-        | "patchdiff_preview" => &[
-            Some("accepted"),
-            Some("rejected"),
-            Some("invalid_argument"),
-            Some("not_found"),
-        ],
-        "patchdiff_save" => &[
-            Some("saved"),
-            Some("rejected"),
-            Some("partial"),
-            Some("invalid_argument"),
-            Some("not_found"),
-        ],
-        "patchdiff_replay" => &[
-            Some("success"),
-            Some("failed"),
-            Some("invalid_argument"),
-            Some("not_found"),
-        ],
-        "patchdiff_get_pdcp_log" | "patchdiff_get_manifest_ledger" => {
-            &[None, Some("invalid_argument"), Some("not_found")]
-        }
-        _ => &[
-            Some("ok"),
-            Some("accepted"),
-            Some("rejected"),
-            Some("saved"),
-            Some("success"),
-            Some("failed"),
-            Some("partial"),
-            Some("invalid_argument"),
-            Some("not_found"),
-        ],
-    };
-    allowed.contains(&status)
+    patchdiff_tests::fuzz::documented_statuses(tool).contains(&status)
 }
 
 /// Checks a tools/call result against its tool: literal JSON text, a documented status, isError

@@ -109,11 +109,14 @@ fn markdown() -> String {
 }
 
 fn yaml() -> String {
+    // Lines average ~40 bytes: tree-sitter-yaml 0.7.2 cannot parse documents of more than
+    // 32,768 lines (scanner rows are int16_t), so a 1 MiB block-style file with short lines
+    // would only measure error recovery.
     repeat_until(
         |i| {
             format!(
-                "  - id: ten_{i:05}\n    name: \"Tenant {i}\"\n    retry_count: 3\n    limits:\n\
-                 \x20     timeout: 30\n      burst: [1, 2, 3]\n"
+                "  - id: ten_{i:05}\n    name: \"Tenant {i} with a longer description 🌟\"\n\
+                 \x20   limits: {{timeout: 30, burst: [1, 2, 3], retry_count: 3}}\n"
             )
         },
         "config:\n  version: 2\n  tenants:\n",

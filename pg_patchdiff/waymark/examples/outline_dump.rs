@@ -8,7 +8,10 @@ fn main() {
         return;
     };
     let o = patchdiff_waymark::outline(lang, &text);
-    println!("{} {} {} errors={}", o.language, o.engine, o.grammar, o.has_errors);
+    println!(
+        "{} {} {} errors={}",
+        o.language, o.engine, o.grammar, o.has_errors
+    );
     let chars: Vec<char> = text.chars().collect();
     for s in &o.symbols {
         let body: String = chars[s.start..s.end].iter().collect();

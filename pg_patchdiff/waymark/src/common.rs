@@ -45,7 +45,10 @@ pub(crate) struct Collector<'a> {
 
 impl<'a> Collector<'a> {
     pub fn new(text: &'a str) -> Self {
-        Collector { text, syms: Vec::new() }
+        Collector {
+            text,
+            syms: Vec::new(),
+        }
     }
 
     /// The source text of a node (empty if the node's range is not a valid slice).
@@ -68,7 +71,14 @@ impl<'a> Collector<'a> {
     ) -> usize {
         let end = trim_end(self.text.as_bytes(), start, end);
         let path = join_path(parent.as_deref(), &name);
-        self.syms.push(Raw { kind, name, parent, path, start, end });
+        self.syms.push(Raw {
+            kind,
+            name,
+            parent,
+            path,
+            start,
+            end,
+        });
         self.syms.len() - 1
     }
 
@@ -85,7 +95,11 @@ impl<'a> Collector<'a> {
         raws.into_iter()
             .map(|r| {
                 let start_line = map.line(r.start);
-                let end_line = if r.end > r.start { map.line(r.end - 1) } else { start_line };
+                let end_line = if r.end > r.start {
+                    map.line(r.end - 1)
+                } else {
+                    start_line
+                };
                 Symbol {
                     kind: r.kind,
                     name: r.name,
@@ -209,7 +223,12 @@ impl<'a> Offsets<'a> {
             }
             blocks.push(count);
         }
-        Offsets { ascii, blocks, bytes, line_starts }
+        Offsets {
+            ascii,
+            blocks,
+            bytes,
+            line_starts,
+        }
     }
 
     pub fn code_point(&self, byte: usize) -> usize {
@@ -220,7 +239,10 @@ impl<'a> Offsets<'a> {
         let base = self.blocks.get(block).copied().unwrap_or(0);
         let from = (block * BLOCK).min(self.bytes.len());
         let to = byte.min(self.bytes.len());
-        base + self.bytes[from..to].iter().filter(|&&b| !is_continuation(b)).count()
+        base + self.bytes[from..to]
+            .iter()
+            .filter(|&&b| !is_continuation(b))
+            .count()
     }
 
     /// The 1-based line of the byte at `byte`.
@@ -276,7 +298,9 @@ pub(crate) fn unescape(s: &str) -> String {
             'U' => 8,
             _ => 0,
         };
-        let hex = after.get(1..1 + width).and_then(|h| u32::from_str_radix(h, 16).ok());
+        let hex = after
+            .get(1..1 + width)
+            .and_then(|h| u32::from_str_radix(h, 16).ok());
         match hex {
             Some(v) if width > 0 => {
                 rest = &after[1 + width..];
@@ -332,11 +356,8 @@ mod tests {
     fn offsets_convert_bytes_to_code_points_and_lines() {
         let text = "# 🌟 中\nab\n".repeat(30);
         let map = Offsets::new(&text);
-        let mut cp = 0;
-        for (b, ch) in text.char_indices() {
+        for (cp, (b, _)) in text.char_indices().enumerate() {
             assert_eq!(map.code_point(b), cp);
-            cp += 1;
-            let _ = ch;
         }
         assert_eq!(map.code_point(text.len()), text.chars().count());
         assert_eq!(map.line(0), 1);

@@ -2,8 +2,7 @@
 //! `enum`.
 
 use crate::common::{
-    CLASS, Collector, ENUM, FUNCTION, INTERFACE, MAX_DEPTH, METHOD, TYPE, VARIABLE, children,
-    field,
+    CLASS, Collector, ENUM, FUNCTION, INTERFACE, MAX_DEPTH, METHOD, TYPE, VARIABLE, children, field,
 };
 use tree_sitter::Node;
 
@@ -25,8 +24,9 @@ struct Task<'t> {
     depth: usize,
 }
 
-/// Overload signatures waiting for their implementation: `(start byte, count, name)`.
-type Pending = Option<(usize, usize, String)>;
+/// The symbol of the overload signature(s) just emitted, waiting for the next declaration
+/// of the same name: `(symbol index, name)`.
+type Pending = Option<(usize, String)>;
 
 struct Walk<'c, 'a, 't> {
     out: &'c mut Collector<'a>,
@@ -38,7 +38,12 @@ pub(crate) fn extract(out: &mut Collector<'_>, root: Node<'_>) {
     let mut kids = Vec::new();
     let mut walk = Walk {
         out,
-        stack: vec![Task { node: root, scope: Scope::Program, parent: None, depth: 0 }],
+        stack: vec![Task {
+            node: root,
+            scope: Scope::Program,
+            parent: None,
+            depth: 0,
+        }],
     };
     while let Some(task) = walk.stack.pop() {
         children(&mut cursor, task.node, &mut kids);
@@ -65,7 +70,10 @@ pub(crate) fn extract(out: &mut Collector<'_>, root: Node<'_>) {
                             walk.declaration(&task, child, child, &mut None);
                         }
                         _ if child.child_count() > 0 => {
-                            walk.stack.push(Task { node: child, ..task });
+                            walk.stack.push(Task {
+                                node: child,
+                                ..task
+                            });
                         }
                         _ => {}
                     }
@@ -91,7 +99,12 @@ impl<'t> Walk<'_, '_, 't> {
         if let Some(body) = body
             && task.depth + 1 < MAX_DEPTH
         {
-            self.stack.push(Task { node: body, scope, parent: Some(index), depth: task.depth + 1 });
+            self.stack.push(Task {
+                node: body,
+                scope,
+                parent: Some(index),
+                depth: task.depth + 1,
+            });
         }
     }
 
@@ -115,39 +128,37 @@ impl<'t> Walk<'_, '_, 't> {
             }
             "ambient_declaration" => {
                 let mut cursor = node.walk();
-                let inner = node.named_children(&mut cursor).find(|c| c.kind() != "comment");
+                let inner = node
+                    .named_children(&mut cursor)
+                    .find(|c| c.kind() != "comment");
                 if let Some(inner) = inner {
                     return self.declaration(task, inner, outer, pending);
                 }
             }
-            "function_declaration" | "generator_function_declaration" | "function_signature"
-            | "function_expression" | "generator_function" => {
-                let Some(name) = field(node, "name") else { return false };
+            "function_declaration"
+            | "generator_function_declaration"
+            | "function_signature"
+            | "function_expression"
+            | "generator_function" => {
+                let Some(name) = field(node, "name") else {
+                    return false;
+                };
                 let name = self.out.text_of(name).to_owned();
                 let signature = node.kind() == "function_signature";
-                let mut start = start;
-                if let Some((first, count, pending_name)) = pending.take() {
-                    if pending_name == name && self.out.syms.len() >= count {
-                        // Overloads + implementation form one function.
-                        let len = self.out.syms.len();
-                        self.out.syms.truncate(len - count);
-                        start = first;
-                        if signature {
-                            *pending = Some((first, count + 1, name.clone()));
-                        }
-                    } else if signature {
-                        *pending = Some((start, 1, name.clone()));
-                    }
-                } else if signature {
-                    *pending = Some((start, 1, name.clone()));
-                }
+                // Overload signatures and the implementation form one function.
+                let start = self.merge_overload(pending.take(), &name).unwrap_or(start);
                 let parent = self.parent_path(task);
                 let index = self.out.push(FUNCTION, name, parent, start, end);
+                if signature {
+                    *pending = Some((index, self.out.syms[index].name.clone()));
+                }
                 self.push_body(task, field(node, "body"), Scope::Body, index);
                 return signature;
             }
             "class_declaration" | "abstract_class_declaration" | "class" => {
-                let Some(name) = field(node, "name") else { return false };
+                let Some(name) = field(node, "name") else {
+                    return false;
+                };
                 let name = self.out.text_of(name).to_owned();
                 let parent = self.parent_path(task);
                 let index = self.out.push(CLASS, name, parent, start, end);
@@ -173,7 +184,9 @@ impl<'t> Walk<'_, '_, 't> {
                     .collect();
                 let single = declarators.len() == 1;
                 for declarator in declarators {
-                    let Some(name) = field(declarator, "name") else { continue };
+                    let Some(name) = field(declarator, "name") else {
+                        continue;
+                    };
                     if name.kind() != "identifier" {
                         continue; // destructuring patterns are not symbols
                     }
@@ -209,6 +222,16 @@ impl<'t> Walk<'_, '_, 't> {
         false
     }
 
+    /// When the previous statement was an overload signature of `name` (the last symbol),
+    /// removes it and returns its start: the next declaration's scope begins there.
+    fn merge_overload(&mut self, pending: Pending, name: &str) -> Option<usize> {
+        let (index, pending_name) = pending?;
+        if pending_name != name || self.out.syms.len() != index + 1 {
+            return None;
+        }
+        self.out.syms.pop().map(|sym| sym.start)
+    }
+
     fn class_members(&mut self, task: &Task<'t>, kids: &[(Node<'t>, Option<&'t str>)]) {
         // Decorators of a member precede it as siblings in the class body.
         let mut decorated_from: Option<usize> = None;
@@ -238,23 +261,12 @@ impl<'t> Walk<'_, '_, 't> {
                         continue;
                     };
                     let name = self.out.text_of(name).to_owned();
-                    let mut start = start;
-                    match pending.take() {
-                        Some((first, count, pending_name))
-                            if pending_name == name && self.out.syms.len() >= count =>
-                        {
-                            let len = self.out.syms.len();
-                            self.out.syms.truncate(len - count);
-                            start = first;
-                            if is_signature {
-                                pending = Some((first, count + 1, name.clone()));
-                            }
-                        }
-                        _ if is_signature => pending = Some((start, 1, name.clone())),
-                        _ => {}
-                    }
+                    let start = self.merge_overload(pending.take(), &name).unwrap_or(start);
                     let parent = self.parent_path(task);
                     let index = self.out.push(METHOD, name, parent, start, end);
+                    if is_signature {
+                        pending = Some((index, self.out.syms[index].name.clone()));
+                    }
                     self.push_body(task, field(member, "body"), Scope::Body, index);
                     continue;
                 }

@@ -1,16 +1,25 @@
 //! JSON: `object`, `array`, `config_item` members; keyed array elements.
 
 use crate::common::{
-    ARRAY, CONFIG_ITEM, Collector, IdPicker, MAX_DEPTH, OBJECT, children, keyed_name,
-    strip_quotes, unescape,
+    ARRAY, CONFIG_ITEM, Collector, IdPicker, MAX_DEPTH, OBJECT, children, keyed_name, strip_quotes,
+    unescape,
 };
 use tree_sitter::{Node, TreeCursor};
 
 enum Task<'t> {
     /// The members of an object, whose parent path is `parent`.
-    Object { node: Node<'t>, parent: Option<String>, depth: usize },
+    Object {
+        node: Node<'t>,
+        parent: Option<String>,
+        depth: usize,
+    },
     /// The elements of an array named `key`, whose elements' parent is `parent`.
-    Array { node: Node<'t>, key: String, parent: Option<String>, depth: usize },
+    Array {
+        node: Node<'t>,
+        key: String,
+        parent: Option<String>,
+        depth: usize,
+    },
 }
 
 /// One `"key": value` member of an object.
@@ -28,15 +37,27 @@ struct Walk<'c, 'a, 't> {
 }
 
 pub(crate) fn extract(out: &mut Collector<'_>, root: Node<'_>) {
-    let mut walk = Walk { out, cursor: root.walk(), kids: Vec::new(), stack: Vec::new() };
+    let mut walk = Walk {
+        out,
+        cursor: root.walk(),
+        kids: Vec::new(),
+        stack: Vec::new(),
+    };
     let mut roots = Vec::new();
     children(&mut walk.cursor, root, &mut walk.kids);
     for &(child, _) in walk.kids.iter() {
         match child.kind() {
-            "object" | "ERROR" => roots.push(Task::Object { node: child, parent: None, depth: 0 }),
-            "array" => {
-                roots.push(Task::Array { node: child, key: String::new(), parent: None, depth: 0 })
-            }
+            "object" | "ERROR" => roots.push(Task::Object {
+                node: child,
+                parent: None,
+                depth: 0,
+            }),
+            "array" => roots.push(Task::Array {
+                node: child,
+                key: String::new(),
+                parent: None,
+                depth: 0,
+            }),
             _ => {}
         }
     }
@@ -44,11 +65,20 @@ pub(crate) fn extract(out: &mut Collector<'_>, root: Node<'_>) {
     walk.stack = roots;
     while let Some(task) = walk.stack.pop() {
         match task {
-            Task::Object { node, parent, depth } => {
+            Task::Object {
+                node,
+                parent,
+                depth,
+            } => {
                 let members = walk.members(node);
                 walk.emit_members(members, parent, depth);
             }
-            Task::Array { node, key, parent, depth } => walk.array(node, &key, parent, depth),
+            Task::Array {
+                node,
+                key,
+                parent,
+                depth,
+            } => walk.array(node, &key, parent, depth),
         }
     }
 }
@@ -73,9 +103,17 @@ impl<'t> Walk<'_, '_, 't> {
         for pair in pairs {
             children(&mut self.cursor, pair, &mut self.kids);
             let key = self.kids.iter().find(|(_, f)| *f == Some("key"));
-            let value = self.kids.iter().find(|(_, f)| *f == Some("value")).map(|v| v.0);
+            let value = self
+                .kids
+                .iter()
+                .find(|(_, f)| *f == Some("value"))
+                .map(|v| v.0);
             let Some(&(key, _)) = key else { continue };
-            members.push(Member { pair, key: string_value(self.out, key), value });
+            members.push(Member {
+                pair,
+                key: string_value(self.out, key),
+                value,
+            });
         }
         members
     }
@@ -88,18 +126,22 @@ impl<'t> Walk<'_, '_, 't> {
                 _ => CONFIG_ITEM,
             };
             let (s, e) = (pair.start_byte(), pair.end_byte());
-            let index = self.out.push(kind, key.clone(), parent.clone(), s, e);
+            let index = self.out.push(kind, key, parent.clone(), s, e);
             let Some(value) = value else { continue };
             if depth + 1 >= MAX_DEPTH {
                 continue;
             }
             if kind == OBJECT {
                 let path = Some(self.out.path(index));
-                self.stack.push(Task::Object { node: value, parent: path, depth: depth + 1 });
+                self.stack.push(Task::Object {
+                    node: value,
+                    parent: path,
+                    depth: depth + 1,
+                });
             } else if kind == ARRAY {
                 self.stack.push(Task::Array {
                     node: value,
-                    key,
+                    key: self.out.syms[index].name.clone(),
                     parent: parent.clone(),
                     depth: depth + 1,
                 });
@@ -149,7 +191,9 @@ impl<'t> Walk<'_, '_, 't> {
     fn element_id(&self, members: &[Member<'t>]) -> Option<String> {
         let mut picker = IdPicker::default();
         for member in members {
-            let Some(rank) = picker.wants(&member.key) else { continue };
+            let Some(rank) = picker.wants(&member.key) else {
+                continue;
+            };
             let Some(value) = member.value else { continue };
             match value.kind() {
                 "string" => picker.offer(rank, string_value(self.out, value)),

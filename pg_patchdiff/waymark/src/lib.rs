@@ -115,7 +115,12 @@ pub fn language_for(filename: &str, content_type: &str) -> Option<Language> {
     if by_ext.is_some() {
         return by_ext;
     }
-    let media = content_type.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+    let media = content_type
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
     match media.as_str() {
         "text/x-python" | "application/x-python" => Some(Language::Python),
         "application/typescript" | "text/typescript" => Some(Language::TypeScript),
@@ -152,15 +157,13 @@ pub fn outline(language: Language, text: &str) -> Outline {
     if u32::try_from(text.len()).is_err() {
         return empty(true);
     }
-    let t0 = std::time::Instant::now();
     let mut tree = parse(language.ts_language(), text);
-    eprintln!("parse {:?}", t0.elapsed());
-    if language == Language::TypeScript && tree.as_ref().is_none_or(|t| t.root_node().has_error()) {
-        if let Some(tsx) = parse(tree_sitter_typescript::LANGUAGE_TSX.into(), text) {
-            if !tsx.root_node().has_error() {
-                tree = Some(tsx);
-            }
-        }
+    if language == Language::TypeScript
+        && tree.as_ref().is_none_or(|t| t.root_node().has_error())
+        && let Some(tsx) = parse(tree_sitter_typescript::LANGUAGE_TSX.into(), text)
+        && !tsx.root_node().has_error()
+    {
+        tree = Some(tsx);
     }
     let Some(tree) = tree else {
         return empty(true);
@@ -176,17 +179,11 @@ pub fn outline(language: Language, text: &str) -> Outline {
         Language::Toml => toml::extract(&mut out, root),
         Language::Shell => shell::extract(&mut out, root),
     }
-    eprintln!("extract {:?}", t0.elapsed());
-    let symbols = out.finish();
-    eprintln!("finish {:?}", t0.elapsed());
-    let has_errors = root.has_error();
-    drop(tree);
-    eprintln!("drop {:?}", t0.elapsed());
     Outline {
         language: language.name(),
         engine: ENGINE,
         grammar: language.grammar(),
-        has_errors,
-        symbols,
+        has_errors: root.has_error(),
+        symbols: out.finish(),
     }
 }

@@ -81,7 +81,11 @@ impl State<'_> {
 }
 
 pub(crate) fn extract(out: &mut Collector<'_>, root: Node<'_>) {
-    let mut state = State { open: Vec::new(), containers: vec![root.id()], last_block: None };
+    let mut state = State {
+        open: Vec::new(),
+        containers: vec![root.id()],
+        last_block: None,
+    };
     let mut cursor = root.walk();
     'walk: loop {
         let node = cursor.node();
@@ -110,7 +114,10 @@ fn enter<'t>(out: &mut Collector<'_>, state: &mut State<'t>, node: Node<'t>) {
         "atx_heading" | "setext_heading" => {
             let level = heading_level(node);
             let container = state.containers.last().copied().unwrap_or(0);
-            while state.open.last().is_some_and(|o| o.container == container && o.level >= level)
+            while state
+                .open
+                .last()
+                .is_some_and(|o| o.container == container && o.level >= level)
             {
                 state.close_top(out);
             }
@@ -118,20 +125,38 @@ fn enter<'t>(out: &mut Collector<'_>, state: &mut State<'t>, node: Node<'t>) {
             let parent = state.parent(out);
             // The end is set when the section closes.
             let index = out.push(SECTION, name, parent, node.start_byte(), node.end_byte());
-            state.open.push(Open { level, index, container });
+            state.open.push(Open {
+                level,
+                index,
+                container,
+            });
         }
         "pipe_table_row" => {
             let mut c = node.walk();
-            let first = node.named_children(&mut c).find(|n| n.kind() == "pipe_table_cell");
+            let first = node
+                .named_children(&mut c)
+                .find(|n| n.kind() == "pipe_table_cell");
             let cell = first.map_or("", |n| out.text_of(n).trim_matches([' ', '\t']));
             let name = format!("row:{cell}");
             let parent = state.parent(out);
-            out.push(TABLE_ROW, name, parent, node.start_byte(), content_end(node));
+            out.push(
+                TABLE_ROW,
+                name,
+                parent,
+                node.start_byte(),
+                content_end(node),
+            );
         }
         "fenced_code_block" => {
             let name = format!("fence:L{}", node.start_position().row + 1);
             let parent = state.parent(out);
-            out.push(CODE_BLOCK, name, parent, node.start_byte(), content_end(node));
+            out.push(
+                CODE_BLOCK,
+                name,
+                parent,
+                node.start_byte(),
+                content_end(node),
+            );
         }
         _ => {}
     }
@@ -171,7 +196,9 @@ fn heading_level(node: Node<'_>) -> u8 {
 /// (`#`s preceded by a space or tab) and surrounding spaces and tabs; a setext heading's
 /// text without its underline.
 fn heading_name(out: &Collector<'_>, node: Node<'_>) -> String {
-    let Some(content) = field(node, "heading_content") else { return String::new() };
+    let Some(content) = field(node, "heading_content") else {
+        return String::new();
+    };
     let text = out.slice(content.start_byte(), content_end(content));
     let text = text.trim_matches([' ', '\t', '\n']);
     if node.kind() == "setext_heading" {
@@ -186,15 +213,21 @@ fn heading_name(out: &Collector<'_>, node: Node<'_>) -> String {
 }
 
 /// The end of a node's content: descends into last children and stops before trailing
-/// block-continuation markers (`> `, indentation), which belong to the next line.
+/// block-continuation markers (`> `, indentation), which belong to the next line. `inline`
+/// nodes (text, whose inner tokens such as `_` or `*` are not blocks) end where they end.
 fn content_end(node: Node<'_>) -> usize {
     let mut n = node;
     let mut kids = Vec::new();
     loop {
+        if n.kind() == "inline" {
+            return n.end_byte();
+        }
         let mut c = n.walk();
         kids.clear();
         kids.extend(n.children(&mut c));
-        let Some(&last) = kids.last() else { return n.end_byte() };
+        let Some(&last) = kids.last() else {
+            return n.end_byte();
+        };
         if last.kind() != "block_continuation" {
             n = last;
             continue;

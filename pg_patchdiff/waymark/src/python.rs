@@ -1,6 +1,8 @@
 //! Python: `function`, `class`, `method`, `variable`, `type`.
 
-use crate::common::{CLASS, Collector, FUNCTION, MAX_DEPTH, METHOD, TYPE, VARIABLE, children, field};
+use crate::common::{
+    CLASS, Collector, FUNCTION, MAX_DEPTH, METHOD, TYPE, VARIABLE, children, field,
+};
 use tree_sitter::Node;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -20,7 +22,12 @@ struct Task<'t> {
 pub(crate) fn extract(out: &mut Collector<'_>, root: Node<'_>) {
     let mut cursor = root.walk();
     let mut kids = Vec::new();
-    let mut stack = vec![Task { node: root, scope: Scope::Module, parent: None, depth: 0 }];
+    let mut stack = vec![Task {
+        node: root,
+        scope: Scope::Module,
+        parent: None,
+        depth: 0,
+    }];
     while let Some(task) = stack.pop() {
         children(&mut cursor, task.node, &mut kids);
         for &(child, _) in kids.iter() {
@@ -45,10 +52,23 @@ pub(crate) fn extract(out: &mut Collector<'_>, root: Node<'_>) {
                 }
                 // Compound statements keep the enclosing scope: a `def` under `if` at module
                 // level is a module-level function.
-                "block" | "if_statement" | "elif_clause" | "else_clause" | "try_statement"
-                | "except_clause" | "except_group_clause" | "finally_clause" | "with_statement"
-                | "for_statement" | "while_statement" | "match_statement" | "case_clause"
-                | "ERROR" => stack.push(Task { node: child, ..task }),
+                "block"
+                | "if_statement"
+                | "elif_clause"
+                | "else_clause"
+                | "try_statement"
+                | "except_clause"
+                | "except_group_clause"
+                | "finally_clause"
+                | "with_statement"
+                | "for_statement"
+                | "while_statement"
+                | "match_statement"
+                | "case_clause"
+                | "ERROR" => stack.push(Task {
+                    node: child,
+                    ..task
+                }),
                 _ => {}
             }
         }
@@ -62,7 +82,9 @@ fn definition<'t>(
     def: Node<'t>,
     scope_node: Node<'t>,
 ) {
-    let Some(name) = field(def, "name") else { return };
+    let Some(name) = field(def, "name") else {
+        return;
+    };
     let is_class = def.kind() == "class_definition";
     let kind = match (is_class, task.scope) {
         (true, _) => CLASS,
@@ -71,13 +93,23 @@ fn definition<'t>(
     };
     let parent = task.parent.map(|p| out.path(p));
     let name = out.text_of(name).to_owned();
-    let index = out.push(kind, name, parent, scope_node.start_byte(), scope_node.end_byte());
+    let index = out.push(
+        kind,
+        name,
+        parent,
+        scope_node.start_byte(),
+        scope_node.end_byte(),
+    );
     if task.depth + 1 < MAX_DEPTH
         && let Some(body) = field(def, "body")
     {
         stack.push(Task {
             node: body,
-            scope: if is_class { Scope::Class } else { Scope::Function },
+            scope: if is_class {
+                Scope::Class
+            } else {
+                Scope::Function
+            },
             parent: Some(index),
             depth: task.depth + 1,
         });
@@ -86,15 +118,25 @@ fn definition<'t>(
 
 /// `NAME = ...`, `NAME: T = ...`, `NAME: T` (the outermost target of a chained assignment).
 fn assignment(out: &mut Collector<'_>, task: &Task<'_>, statement: Node<'_>) {
-    let Some(assign) = statement.named_child(0) else { return };
+    let Some(assign) = statement.named_child(0) else {
+        return;
+    };
     if assign.kind() != "assignment" {
         return;
     }
-    let Some(left) = field(assign, "left") else { return };
+    let Some(left) = field(assign, "left") else {
+        return;
+    };
     if left.kind() != "identifier" {
         return;
     }
     let parent = task.parent.map(|p| out.path(p));
     let name = out.text_of(left).to_owned();
-    out.push(VARIABLE, name, parent, statement.start_byte(), statement.end_byte());
+    out.push(
+        VARIABLE,
+        name,
+        parent,
+        statement.start_byte(),
+        statement.end_byte(),
+    );
 }

@@ -13,13 +13,20 @@ struct Task<'t> {
 pub(crate) fn extract(out: &mut Collector<'_>, root: Node<'_>) {
     let mut cursor = root.walk();
     let mut kids = Vec::new();
-    let mut stack = vec![Task { node: root, top_level: true, parent: None, depth: 0 }];
+    let mut stack = vec![Task {
+        node: root,
+        top_level: true,
+        parent: None,
+        depth: 0,
+    }];
     while let Some(task) = stack.pop() {
         children(&mut cursor, task.node, &mut kids);
         for &(child, _) in kids.iter() {
             match child.kind() {
                 "function_definition" => {
-                    let Some(name) = field(child, "name") else { continue };
+                    let Some(name) = field(child, "name") else {
+                        continue;
+                    };
                     let name = out.text_of(name).to_owned();
                     let parent = task.parent.map(|p| out.path(p));
                     let index =
@@ -47,9 +54,16 @@ pub(crate) fn extract(out: &mut Collector<'_>, root: Node<'_>) {
                         assignment(out, a, if single { child } else { a });
                     }
                 }
-                "ERROR" if task.top_level => stack.push(Task { node: child, ..task }),
+                "ERROR" if task.top_level => stack.push(Task {
+                    node: child,
+                    ..task
+                }),
                 _ if child.child_count() > 0 => {
-                    stack.push(Task { node: child, top_level: false, ..task });
+                    stack.push(Task {
+                        node: child,
+                        top_level: false,
+                        ..task
+                    });
                 }
                 _ => {}
             }
@@ -58,7 +72,9 @@ pub(crate) fn extract(out: &mut Collector<'_>, root: Node<'_>) {
 }
 
 fn assignment(out: &mut Collector<'_>, assignment: Node<'_>, scope: Node<'_>) {
-    let Some(name) = field(assignment, "name") else { return };
+    let Some(name) = field(assignment, "name") else {
+        return;
+    };
     let name = out.text_of(name).to_owned();
     out.push(VARIABLE, name, None, scope.start_byte(), scope.end_byte());
 }

@@ -7,38 +7,86 @@ use crate::common::{
     ARRAY, CONFIG_ITEM, Collector, IdPicker, MAX_DEPTH, OBJECT, children, join_path, keyed_name,
     strip_quotes, unescape,
 };
-use tree_sitter::Node;
+use tree_sitter::{Node, TreeCursor};
 
 enum Task<'t> {
-    /// The pairs of a table body or an inline table.
-    Pairs { node: Node<'t>, parent: Option<String>, depth: usize },
+    /// The pairs of an inline table.
+    Pairs {
+        node: Node<'t>,
+        parent: Option<String>,
+        depth: usize,
+    },
     /// The elements of an inline array named `key`.
-    Array { node: Node<'t>, key: String, parent: Option<String>, depth: usize },
+    Array {
+        node: Node<'t>,
+        key: String,
+        parent: Option<String>,
+        depth: usize,
+    },
+}
+
+/// One `key = value` pair.
+struct Member<'t> {
+    pair: Node<'t>,
+    name: String,
+    value: Option<Node<'t>>,
+}
+
+struct Walk<'c, 'a, 't> {
+    out: &'c mut Collector<'a>,
+    cursor: TreeCursor<'t>,
+    kids: Vec<(Node<'t>, Option<&'t str>)>,
+    stack: Vec<Task<'t>>,
+}
+
+fn is_key(kind: &str) -> bool {
+    matches!(kind, "bare_key" | "quoted_key" | "dotted_key")
 }
 
 pub(crate) fn extract(out: &mut Collector<'_>, root: Node<'_>) {
-    let mut cursor = root.walk();
-    let mut kids = Vec::new();
-    children(&mut cursor, root, &mut kids);
+    let mut walk = Walk {
+        out,
+        cursor: root.walk(),
+        kids: Vec::new(),
+        stack: Vec::new(),
+    };
+    children(&mut walk.cursor, root, &mut walk.kids);
+    let top: Vec<Node<'_>> = walk.kids.iter().map(|k| k.0).collect();
     // Array-of-tables key (segments joined by NUL) -> the path of its current element.
     let mut current: BTreeMap<String, String> = BTreeMap::new();
     // (resolved parent path, array name) -> tables seen so far.
     let mut counts: HashMap<(Option<String>, String), usize> = HashMap::new();
-    let mut stack = Vec::new();
-    for &(child, _) in kids.iter() {
+    let mut top_pairs = Vec::new();
+    for child in top {
         match child.kind() {
-            "pair" => pair(out, &mut stack, child, None, 0),
+            "pair" => {
+                top_pairs.clear();
+                top_pairs.push(child);
+                let members = walk.members_of(&top_pairs);
+                walk.emit(members, None, 0);
+            }
             "table" | "table_array_element" => {
                 let is_array = child.kind() == "table_array_element";
-                let mut c = child.walk();
-                let Some(key) = child
-                    .named_children(&mut c)
-                    .find(|n| matches!(n.kind(), "bare_key" | "quoted_key" | "dotted_key"))
-                else {
+                // Header key, closing bracket, pairs.
+                children(&mut walk.cursor, child, &mut walk.kids);
+                let key = walk.kids.iter().map(|k| k.0).find(|n| is_key(n.kind()));
+                let Some(key) = key else { continue };
+                let header_end = walk
+                    .kids
+                    .iter()
+                    .map(|k| k.0)
+                    .find(|n| matches!(n.kind(), "]" | "]]"))
+                    .map_or(child.start_byte(), |n| n.end_byte());
+                let pairs: Vec<Node<'_>> = walk
+                    .kids
+                    .iter()
+                    .map(|k| k.0)
+                    .filter(|n| n.kind() == "pair")
+                    .collect();
+                let segments = key_segments(walk.out, key);
+                let Some((last, prefix)) = segments.split_last() else {
                     continue;
                 };
-                let segments = key_segments(out, key);
-                let Some((last, prefix)) = segments.split_last() else { continue };
                 // Resolve the prefix through arrays of tables: `[a.b]` after `[[a]]` lives in
                 // the current element of `a`.
                 let mut parent: Option<String> = None;
@@ -53,24 +101,22 @@ pub(crate) fn extract(out: &mut Collector<'_>, root: Node<'_>) {
                         None => Some(join_path(parent.as_deref(), segment)),
                     };
                 }
+                let members = walk.members_of(&pairs);
                 let name = if is_array {
                     let counter = counts.entry((parent.clone(), last.clone())).or_insert(0);
                     let index = *counter;
                     *counter += 1;
-                    keyed_name(last, table_id(out, child).as_deref(), index)
+                    keyed_name(last, element_id(walk.out, &members).as_deref(), index)
                 } else {
                     last.clone()
                 };
                 // Header through the last pair (not trailing comments or blank lines).
-                let mut end = header_end(child);
-                let mut c = child.walk();
-                for n in child.named_children(&mut c) {
-                    if n.kind() == "pair" {
-                        end = end.max(n.end_byte());
-                    }
-                }
-                let index = out.push(OBJECT, name, parent, child.start_byte(), end);
-                let path = out.path(index);
+                let end = pairs
+                    .iter()
+                    .map(|p| p.end_byte())
+                    .fold(header_end, usize::max);
+                let index = walk.out.push(OBJECT, name, parent, child.start_byte(), end);
+                let path = walk.out.path(index);
                 if is_array {
                     if !raw_key.is_empty() {
                         raw_key.push('\0');
@@ -88,57 +134,126 @@ pub(crate) fn extract(out: &mut Collector<'_>, root: Node<'_>) {
                     }
                     current.insert(raw_key, path.clone());
                 }
-                stack.push(Task::Pairs { node: child, parent: Some(path), depth: 1 });
+                walk.emit(members, Some(path), 1);
             }
             _ => {}
         }
-        drain(out, &mut stack);
+        walk.drain();
     }
 }
 
-fn drain<'t>(out: &mut Collector<'_>, stack: &mut Vec<Task<'t>>) {
-    let mut kids = Vec::new();
-    while let Some(task) = stack.pop() {
-        match task {
-            Task::Pairs { node, parent, depth } => {
-                let mut c = node.walk();
-                kids.clear();
-                kids.extend(node.named_children(&mut c).filter(|n| n.kind() == "pair"));
-                for &p in kids.iter() {
-                    pair(out, stack, p, parent.clone(), depth);
-                }
+impl<'t> Walk<'_, '_, 't> {
+    /// Key names and values of `pairs`.
+    fn members_of(&mut self, pairs: &[Node<'t>]) -> Vec<Member<'t>> {
+        let mut members = Vec::with_capacity(pairs.len());
+        for &pair in pairs {
+            // `key = value`: no comment can stand between them.
+            let Some(key) = pair.named_child(0) else {
+                continue;
+            };
+            let value = pair.named_child(1).filter(|v| v.kind() != "comment");
+            let name = key_segments(self.out, key).join(".");
+            members.push(Member { pair, name, value });
+        }
+        members
+    }
+
+    /// The pairs of a table or inline table as symbols under `parent`.
+    fn emit(&mut self, members: Vec<Member<'t>>, parent: Option<String>, depth: usize) {
+        for Member { pair, name, value } in members {
+            let kind = match value.map(|v| v.kind()) {
+                Some("inline_table") => OBJECT,
+                Some("array") => ARRAY,
+                _ => CONFIG_ITEM,
+            };
+            let (s, e) = (pair.start_byte(), pair.end_byte());
+            let index = self.out.push(kind, name, parent.clone(), s, e);
+            let Some(value) = value else { continue };
+            if depth + 1 >= MAX_DEPTH {
+                continue;
             }
-            Task::Array { node, key, parent, depth } => {
-                let mut c = node.walk();
-                let elements: Vec<Node<'t>> = node
-                    .named_children(&mut c)
-                    .filter(|n| !matches!(n.kind(), "comment" | "ERROR"))
-                    .collect();
-                for (index, element) in elements.into_iter().enumerate() {
-                    let (s, e) = (element.start_byte(), element.end_byte());
-                    match element.kind() {
-                        "inline_table" => {
-                            let id = table_id(out, element);
-                            let name = keyed_name(&key, id.as_deref(), index);
-                            let i = out.push(OBJECT, name, parent.clone(), s, e);
-                            if depth + 1 < MAX_DEPTH {
-                                let path = Some(out.path(i));
-                                stack.push(Task::Pairs { node: element, parent: path, depth: depth + 1 });
+            if kind == OBJECT {
+                let path = Some(self.out.path(index));
+                self.stack.push(Task::Pairs {
+                    node: value,
+                    parent: path,
+                    depth: depth + 1,
+                });
+            } else if kind == ARRAY {
+                let key = self.out.syms[index].name.clone();
+                let parent = parent.clone();
+                self.stack.push(Task::Array {
+                    node: value,
+                    key,
+                    parent,
+                    depth: depth + 1,
+                });
+            }
+        }
+    }
+
+    fn pairs_of(&mut self, node: Node<'t>) -> Vec<Node<'t>> {
+        children(&mut self.cursor, node, &mut self.kids);
+        self.kids
+            .iter()
+            .map(|k| k.0)
+            .filter(|n| n.kind() == "pair")
+            .collect()
+    }
+
+    fn drain(&mut self) {
+        while let Some(task) = self.stack.pop() {
+            match task {
+                Task::Pairs {
+                    node,
+                    parent,
+                    depth,
+                } => {
+                    let pairs = self.pairs_of(node);
+                    let members = self.members_of(&pairs);
+                    self.emit(members, parent, depth);
+                }
+                Task::Array {
+                    node,
+                    key,
+                    parent,
+                    depth,
+                } => {
+                    children(&mut self.cursor, node, &mut self.kids);
+                    let elements: Vec<Node<'t>> = self
+                        .kids
+                        .iter()
+                        .map(|k| k.0)
+                        .filter(|n| n.is_named() && !matches!(n.kind(), "comment" | "ERROR"))
+                        .collect();
+                    for (index, element) in elements.into_iter().enumerate() {
+                        let (s, e) = (element.start_byte(), element.end_byte());
+                        match element.kind() {
+                            "inline_table" => {
+                                let pairs = self.pairs_of(element);
+                                let members = self.members_of(&pairs);
+                                let id = element_id(self.out, &members);
+                                let name = keyed_name(&key, id.as_deref(), index);
+                                let i = self.out.push(OBJECT, name, parent.clone(), s, e);
+                                if depth + 1 < MAX_DEPTH {
+                                    let path = Some(self.out.path(i));
+                                    self.emit(members, path, depth + 1);
+                                }
                             }
-                        }
-                        "array" => {
-                            let name = keyed_name(&key, None, index);
-                            out.push(ARRAY, name.clone(), parent.clone(), s, e);
-                            if depth + 1 < MAX_DEPTH {
-                                stack.push(Task::Array {
-                                    node: element,
-                                    key: name,
-                                    parent: parent.clone(),
-                                    depth: depth + 1,
-                                });
+                            "array" => {
+                                let name = keyed_name(&key, None, index);
+                                self.out.push(ARRAY, name.clone(), parent.clone(), s, e);
+                                if depth + 1 < MAX_DEPTH {
+                                    self.stack.push(Task::Array {
+                                        node: element,
+                                        key: name,
+                                        parent: parent.clone(),
+                                        depth: depth + 1,
+                                    });
+                                }
                             }
+                            _ => {}
                         }
-                        _ => {}
                     }
                 }
             }
@@ -146,49 +261,13 @@ fn drain<'t>(out: &mut Collector<'_>, stack: &mut Vec<Task<'t>>) {
     }
 }
 
-/// One `key = value` pair: the symbol, and tasks for inline tables and arrays.
-fn pair<'t>(
-    out: &mut Collector<'_>,
-    stack: &mut Vec<Task<'t>>,
-    node: Node<'t>,
-    parent: Option<String>,
-    depth: usize,
-) {
-    let mut c = node.walk();
-    let mut named = node.named_children(&mut c).filter(|n| n.kind() != "comment");
-    let Some(key) = named.next() else { return };
-    let value = named.next();
-    let name = key_segments(out, key).join(".");
-    let kind = match value.map(|v| v.kind()) {
-        Some("inline_table") => OBJECT,
-        Some("array") => ARRAY,
-        _ => CONFIG_ITEM,
-    };
-    let index = out.push(kind, name.clone(), parent.clone(), node.start_byte(), node.end_byte());
-    let Some(value) = value else { return };
-    if depth + 1 >= MAX_DEPTH {
-        return;
-    }
-    if kind == OBJECT {
-        let path = Some(out.path(index));
-        stack.push(Task::Pairs { node: value, parent: path, depth: depth + 1 });
-    } else if kind == ARRAY {
-        stack.push(Task::Array { node: value, key: name, parent, depth: depth + 1 });
-    }
-}
-
-/// The end of a table header (`]` / `]]`), or the node's start if there is none.
-fn header_end(table: Node<'_>) -> usize {
-    let mut c = table.walk();
-    let close = table.children(&mut c).find(|n| matches!(n.kind(), "]" | "]]"));
-    close.map_or(table.start_byte(), |n| n.end_byte())
-}
-
 /// The decoded segments of a bare, quoted or dotted key.
 fn key_segments(out: &Collector<'_>, key: Node<'_>) -> Vec<String> {
+    if key.kind() == "bare_key" {
+        return vec![out.text_of(key).to_owned()];
+    }
     let mut segments = Vec::new();
-    // Dotted keys nest (`a.b.c` is dotted_key(dotted_key(a, b), c) in some grammars), so
-    // flatten with an explicit stack.
+    // Flatten nested dotted keys with an explicit stack.
     let mut stack = vec![key];
     while let Some(node) = stack.pop() {
         match node.kind() {
@@ -198,16 +277,19 @@ fn key_segments(out: &Collector<'_>, key: Node<'_>) -> Vec<String> {
                 stack.extend(parts.into_iter().rev());
             }
             "quoted_key" => segments.push(string_text(out.text_of(node))),
+            "comment" => {}
             _ => segments.push(out.text_of(node).to_owned()),
         }
     }
     segments
 }
 
-/// The value of a TOML string token: basic strings decoded, literal strings as written.
+/// The value of a TOML string token: basic strings decoded, literal strings as written
+/// (a multi-line string's first newline removed).
 fn string_text(raw: &str) -> String {
     if raw.starts_with("\"\"\"") {
-        unescape(strip_quotes(raw, "\"\"\"").strip_prefix('\n').unwrap_or(strip_quotes(raw, "\"\"\"")))
+        let inner = strip_quotes(raw, "\"\"\"");
+        unescape(inner.strip_prefix('\n').unwrap_or(inner))
     } else if raw.starts_with("'''") {
         let inner = strip_quotes(raw, "'''");
         inner.strip_prefix('\n').unwrap_or(inner).to_owned()
@@ -219,21 +301,13 @@ fn string_text(raw: &str) -> String {
 }
 
 /// The id of a table or inline table: its highest-priority id pair with a string or number.
-fn table_id(out: &Collector<'_>, table: Node<'_>) -> Option<String> {
+fn element_id(out: &Collector<'_>, members: &[Member<'_>]) -> Option<String> {
     let mut picker = IdPicker::default();
-    let mut c = table.walk();
-    for pair in table.named_children(&mut c) {
-        if pair.kind() != "pair" {
+    for member in members {
+        let Some(rank) = picker.wants(&member.name) else {
             continue;
-        }
-        let mut pc = pair.walk();
-        let mut named = pair.named_children(&mut pc).filter(|n| n.kind() != "comment");
-        let (Some(key), Some(value)) = (named.next(), named.next()) else { continue };
-        if key.kind() == "dotted_key" {
-            continue;
-        }
-        let key = key_segments(out, key).join(".");
-        let Some(rank) = picker.wants(&key) else { continue };
+        };
+        let Some(value) = member.value else { continue };
         let raw = out.text_of(value);
         match value.kind() {
             "string" => picker.offer(rank, string_text(raw)),

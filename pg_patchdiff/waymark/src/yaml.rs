@@ -2,14 +2,23 @@
 //! JSON. Every document's root collection is at the top level.
 
 use crate::common::{
-    ARRAY, CONFIG_ITEM, Collector, IdPicker, MAX_DEPTH, OBJECT, children, keyed_name,
-    strip_quotes, unescape,
+    ARRAY, CONFIG_ITEM, Collector, IdPicker, MAX_DEPTH, OBJECT, children, keyed_name, strip_quotes,
+    unescape,
 };
 use tree_sitter::Node;
 
 enum Task<'t> {
-    Mapping { node: Node<'t>, parent: Option<String>, depth: usize },
-    Sequence { node: Node<'t>, key: String, parent: Option<String>, depth: usize },
+    Mapping {
+        node: Node<'t>,
+        parent: Option<String>,
+        depth: usize,
+    },
+    Sequence {
+        node: Node<'t>,
+        key: String,
+        parent: Option<String>,
+        depth: usize,
+    },
 }
 
 /// The collection or scalar inside a `block_node` / `flow_node` (skipping anchors, tags and
@@ -34,9 +43,18 @@ fn is_sequence(kind: &str) -> bool {
 fn root_task<'t>(node: Node<'t>) -> Option<Task<'t>> {
     let value = content(node)?;
     if is_mapping(value.kind()) {
-        Some(Task::Mapping { node: value, parent: None, depth: 0 })
+        Some(Task::Mapping {
+            node: value,
+            parent: None,
+            depth: 0,
+        })
     } else if is_sequence(value.kind()) {
-        Some(Task::Sequence { node: value, key: String::new(), parent: None, depth: 0 })
+        Some(Task::Sequence {
+            node: value,
+            key: String::new(),
+            parent: None,
+            depth: 0,
+        })
     } else {
         None
     }
@@ -67,15 +85,25 @@ pub(crate) fn extract(out: &mut Collector<'_>, root: Node<'_>) {
     let mut pair_kids = Vec::new();
     while let Some(task) = stack.pop() {
         match task {
-            Task::Mapping { node, parent, depth } => {
+            Task::Mapping {
+                node,
+                parent,
+                depth,
+            } => {
                 children(&mut cursor, node, &mut kids);
                 for &(pair, _) in kids.iter() {
                     if !matches!(pair.kind(), "block_mapping_pair" | "flow_pair") {
                         continue;
                     }
                     children(&mut cursor, pair, &mut pair_kids);
-                    let key = pair_kids.iter().find(|(_, f)| *f == Some("key")).map(|k| k.0);
-                    let value = pair_kids.iter().find(|(_, f)| *f == Some("value")).map(|v| v.0);
+                    let key = pair_kids
+                        .iter()
+                        .find(|(_, f)| *f == Some("key"))
+                        .map(|k| k.0);
+                    let value = pair_kids
+                        .iter()
+                        .find(|(_, f)| *f == Some("value"))
+                        .map(|v| v.0);
                     let name = key.map(|k| scalar_text(out, k)).unwrap_or_default();
                     let value = value.and_then(content);
                     let vkind = value.map(|v| v.kind()).unwrap_or("");
@@ -94,7 +122,11 @@ pub(crate) fn extract(out: &mut Collector<'_>, root: Node<'_>) {
                     }
                     if kind == OBJECT {
                         let path = Some(out.path(index));
-                        stack.push(Task::Mapping { node: value, parent: path, depth: depth + 1 });
+                        stack.push(Task::Mapping {
+                            node: value,
+                            parent: path,
+                            depth: depth + 1,
+                        });
                     } else if kind == ARRAY {
                         stack.push(Task::Sequence {
                             node: value,
@@ -105,7 +137,12 @@ pub(crate) fn extract(out: &mut Collector<'_>, root: Node<'_>) {
                     }
                 }
             }
-            Task::Sequence { node, key, parent, depth } => {
+            Task::Sequence {
+                node,
+                key,
+                parent,
+                depth,
+            } => {
                 children(&mut cursor, node, &mut kids);
                 let items = kids.iter().filter(|(c, _)| {
                     matches!(c.kind(), "block_sequence_item" | "flow_node" | "flow_pair")
@@ -156,7 +193,9 @@ pub(crate) fn extract(out: &mut Collector<'_>, root: Node<'_>) {
 /// The text of a scalar key or value: plain scalars as written, quoted scalars without their
 /// quotes and with escapes decoded (`''` in single quotes is `'`).
 fn scalar_text(out: &Collector<'_>, node: Node<'_>) -> String {
-    let Some(node) = content(node) else { return String::new() };
+    let Some(node) = content(node) else {
+        return String::new();
+    };
     let raw = out.text_of(node);
     match node.kind() {
         "double_quote_scalar" => unescape(strip_quotes(raw, "\"")),
@@ -173,14 +212,19 @@ fn element_id(out: &Collector<'_>, mapping: Node<'_>) -> Option<String> {
         if !matches!(pair.kind(), "block_mapping_pair" | "flow_pair") {
             continue;
         }
-        let (Some(key), Some(value)) =
-            (pair.child_by_field_name("key"), pair.child_by_field_name("value"))
-        else {
+        let (Some(key), Some(value)) = (
+            pair.child_by_field_name("key"),
+            pair.child_by_field_name("value"),
+        ) else {
             continue;
         };
         let key = scalar_text(out, key);
-        let Some(rank) = picker.wants(&key) else { continue };
-        let Some(scalar) = content(value) else { continue };
+        let Some(rank) = picker.wants(&key) else {
+            continue;
+        };
+        let Some(scalar) = content(value) else {
+            continue;
+        };
         let usable = match scalar.kind() {
             "double_quote_scalar" | "single_quote_scalar" => true,
             "plain_scalar" => scalar
