@@ -339,7 +339,11 @@ fn linked_observations(json: Option<String>) -> Vec<LinkedObservation> {
     };
     let text = |o: &Value, k: &str| o[k].as_str().map(str::to_owned);
     let int = |o: &Value, k: &str| o[k].as_i64();
-    let size = |o: &Value, k: &str| o[k].as_u64().and_then(|n| usize::try_from(n).ok()).unwrap_or(0);
+    let size = |o: &Value, k: &str| {
+        o[k].as_u64()
+            .and_then(|n| usize::try_from(n).ok())
+            .unwrap_or(0)
+    };
     v.as_array()
         .into_iter()
         .flatten()
@@ -359,7 +363,9 @@ fn linked_observations(json: Option<String>) -> Vec<LinkedObservation> {
                 observed_scope_hash: text(o, "observed_scope_hash").unwrap_or_default(),
                 consumed_by_pdcp_log_id: text(o, "consumed_by"),
             },
-            group_index: o["group_index"].as_u64().and_then(|n| usize::try_from(n).ok()),
+            group_index: o["group_index"]
+                .as_u64()
+                .and_then(|n| usize::try_from(n).ok()),
         })
         .collect()
 }

@@ -8,8 +8,8 @@
 use json_text::JsonText as JsonString;
 use patchdiff_engine::args::{ArgError, Args, not_found};
 use patchdiff_engine::json::{LITERAL, to_string};
-use patchdiff_engine::read;
 use patchdiff_engine::observed;
+use patchdiff_engine::read;
 use patchdiff_engine::submit::{self, KeyOutcome, Parent};
 use patchdiff_engine::target::{self, TargetMeta, TargetView};
 use pgrx::guc::{GucContext, GucFlags, GucRegistry, GucSetting};
@@ -423,9 +423,9 @@ mod tests;
 #[cfg(any(test, feature = "pg_test"))]
 mod tests_history;
 #[cfg(any(test, feature = "pg_test"))]
-mod tests_ops;
-#[cfg(any(test, feature = "pg_test"))]
 mod tests_observed;
+#[cfg(any(test, feature = "pg_test"))]
+mod tests_ops;
 
 /// Required by `cargo pgrx test`.
 #[cfg(test)]

@@ -1,12 +1,10 @@
 //! `patchdiff_observe_scope`: the outline of a target version (parsed once per backend, the
 //! "resident" mode), candidate discovery, and the observations it persists.
 
-use crate::{new_id, out, store, view};
 use crate::json_text::JsonText as JsonString;
+use crate::{new_id, out, store, view};
 use patchdiff_engine::args::{Args, not_found};
-use patchdiff_engine::observe::{
-    self, EngineFacts, OBSERVE_ARGS, ObserveRequest, Page, ScopeView,
-};
+use patchdiff_engine::observe::{self, EngineFacts, OBSERVE_ARGS, ObserveRequest, Page, ScopeView};
 use patchdiff_engine::scope::Outline;
 use patchdiff_engine::target::TargetView;
 use pgrx::prelude::*;
@@ -14,7 +12,6 @@ use pgrx::spi::SpiClient;
 use serde_json::Value;
 use std::cell::RefCell;
 use std::rc::Rc;
-
 
 /// Outlines kept per backend: the front end holds one connection, and an agent observes the
 /// same version several times (list, select, bundle) before it commits.
@@ -104,10 +101,11 @@ fn patchdiff_observe_scope(args: JsonString) -> JsonString {
                 let hash = observe::scope_hashes(v.content, &[symbol]).remove(0);
                 let scope = ScopeView::of(symbol, new_id(), None, hash);
                 // The page is checked before the observation is written: a bad offset writes nothing.
-                let answer = match observe::observed(&v, facts(&o), cycle, &scope, page, "selection") {
-                    Ok(a) => a,
-                    Err(e) => return e.to_json(TOOL),
-                };
+                let answer =
+                    match observe::observed(&v, facts(&o), cycle, &scope, page, "selection") {
+                        Ok(a) => a,
+                        Err(e) => return e.to_json(TOOL),
+                    };
                 let new = store::NewObservation {
                     observation_id: &scope.observation_id,
                     target_file_id: &id,

@@ -507,7 +507,11 @@ pub fn write_consumptions(
             client,
             "INSERT INTO patchdiff.observation_consumptions (observation_id, pdcp_log_id, group_index) \
              VALUES ($1::uuid, $2::uuid, $3)",
-            &[l.observation_id.as_str().into(), pdcp_log_id.into(), group.into()],
+            &[
+                l.observation_id.as_str().into(),
+                pdcp_log_id.into(),
+                group.into(),
+            ],
             "writing observation consumption",
         );
     }

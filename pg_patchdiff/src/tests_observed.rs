@@ -170,7 +170,10 @@ mod tests {
                 json!({"target_file_id": t, "expected_target_version": 0, "intent": "x",
                        "edits": [{"match": find, "replace": with}]}),
             );
-            assert_eq!(plain["failure_reason"], "match_ambiguous", "{file}: {plain}");
+            assert_eq!(
+                plain["failure_reason"], "match_ambiguous",
+                "{file}: {plain}"
+            );
             let o = observe(&t, json!({"symbol_name": symbol}));
             assert_eq!(o["status"], "observed", "{file}: {o}");
             assert!(o["text"].as_str().unwrap().contains(find), "{file}: {o}");
@@ -227,7 +230,10 @@ mod tests {
         assert_eq!(o["max_chars"], 8000);
         assert_eq!(o["truncated"], true);
         let id = o["observation_id"].clone();
-        let p = observe(&t, json!({"observation_id": id, "offset": o["next_offset"], "include_line_starts": true}));
+        let p = observe(
+            &t,
+            json!({"observation_id": id, "offset": o["next_offset"], "include_line_starts": true}),
+        );
         assert_eq!(p["mode"], "scope_page", "{p}");
         assert_eq!(p["offset"], 8000);
         assert_eq!(p["start"], o["scope_start"].as_u64().unwrap() + 8000);
@@ -261,7 +267,12 @@ mod tests {
             call("patchdiff_submit_observed_operations", a)
         };
         let s = state(&t);
-        assert_audited(&t, &submit(guards(&o), json!({})), "OBSERVATION_REQUIRED", s);
+        assert_audited(
+            &t,
+            &submit(guards(&o), json!({})),
+            "OBSERVATION_REQUIRED",
+            s,
+        );
         assert_audited(
             &t,
             &submit(guards(&o), json!({"observation_id": "not-a-uuid"})),
@@ -281,7 +292,10 @@ mod tests {
         let foreign = observe(&other, json!({"symbol_name": "Client.fetch"}));
         assert_audited(
             &t,
-            &submit(guards(&o), json!({"observation_id": foreign["observation_id"]})),
+            &submit(
+                guards(&o),
+                json!({"observation_id": foreign["observation_id"]}),
+            ),
             "OBSERVATION_TARGET_MISMATCH",
             s,
         );
@@ -295,9 +309,17 @@ mod tests {
             if let Some(a) = after {
                 op["expected_after"] = json!(a);
             }
-            submit(guards(&o), json!({"observation_id": o["observation_id"], "operations": [op]}))
+            submit(
+                guards(&o),
+                json!({"observation_id": o["observation_id"], "operations": [op]}),
+            )
         };
-        assert_audited(&t, &insert(at, None, Some("d")), "OPERATION_OUTSIDE_OBSERVED_SCOPE", s);
+        assert_audited(
+            &t,
+            &insert(at, None, Some("d")),
+            "OPERATION_OUTSIDE_OBSERVED_SCOPE",
+            s,
+        );
         assert_audited(
             &t,
             &insert(at + 4, None, Some("f")),
@@ -305,11 +327,20 @@ mod tests {
             s,
         );
         let end = o["scope_end"].as_u64().unwrap();
-        assert_audited(&t, &insert(end, Some(")"), Some("\n")), "OPERATION_OUTSIDE_OBSERVED_SCOPE", s);
-        let span_outside = json!([{"op": "span", "start": 0, "end": 3, "expected_text": "RET", "replace": "X"}]);
         assert_audited(
             &t,
-            &submit(guards(&o), json!({"observation_id": o["observation_id"], "operations": span_outside})),
+            &insert(end, Some(")"), Some("\n")),
+            "OPERATION_OUTSIDE_OBSERVED_SCOPE",
+            s,
+        );
+        let span_outside =
+            json!([{"op": "span", "start": 0, "end": 3, "expected_text": "RET", "replace": "X"}]);
+        assert_audited(
+            &t,
+            &submit(
+                guards(&o),
+                json!({"observation_id": o["observation_id"], "operations": span_outside}),
+            ),
             "OPERATION_OUTSIDE_OBSERVED_SCOPE",
             s,
         );
@@ -348,7 +379,10 @@ mod tests {
         );
         // Consumed: a fresh observation accepted once, then used again.
         let fresh = observe(&t, json!({"symbol_name": "Client.fetch"}));
-        let ok = submit(guards(&fresh), json!({"observation_id": fresh["observation_id"]}));
+        let ok = submit(
+            guards(&fresh),
+            json!({"observation_id": fresh["observation_id"]}),
+        );
         assert_eq!(ok["status"], "accepted", "{ok}");
         let s = state(&t);
         let mut again = guards(&fresh);
@@ -362,12 +396,18 @@ mod tests {
         );
         // Closed cycle: observe, SAVE, submit.
         let last = observe(&t, json!({"symbol_name": "fetch", "kind": "function"}));
-        let saved = call("patchdiff_save", json!({"target_file_id": t, "expected_target_version": 2}));
+        let saved = call(
+            "patchdiff_save",
+            json!({"target_file_id": t, "expected_target_version": 2}),
+        );
         assert_eq!(saved["status"], "saved", "{saved}");
         let s = state(&t);
         assert_audited(
             &t,
-            &submit(guards(&last), json!({"observation_id": last["observation_id"], "operations": replace("timeout = 30", "timeout = 5")})),
+            &submit(
+                guards(&last),
+                json!({"observation_id": last["observation_id"], "operations": replace("timeout = 30", "timeout = 5")}),
+            ),
             "OBSERVATION_CYCLE_MISMATCH",
             s,
         );
@@ -418,7 +458,12 @@ mod tests {
         let snapshot = b["snapshot"].clone();
         assert_eq!(
             snapshot.as_object().unwrap().keys().collect::<Vec<_>>(),
-            ["target_file_id", "expected_target_version", "expected_current_hash", "observation_bundle_id"]
+            [
+                "target_file_id",
+                "expected_target_version",
+                "expected_current_hash",
+                "observation_bundle_id"
+            ]
         );
         let stop = &b["scopes"][0];
         let start = &b["scopes"][1];
@@ -439,7 +484,10 @@ mod tests {
         });
         let r = call("patchdiff_submit_observed_operations", args.clone());
         assert_eq!(r["status"], "accepted", "{r}");
-        assert_eq!((r["version"].clone(), r["group_count"].clone()), (json!(1), json!(2)));
+        assert_eq!(
+            (r["version"].clone(), r["group_count"].clone()),
+            (json!(1), json!(2))
+        );
         assert_eq!(
             content(&t),
             "#!/bin/sh\nRETRIES=3\n\nstart() {\n  echo \"starting\"\n  sleep 2\n}\n\nstop() {\n  echo \"stopping\"\n  sleep 3\n}\n"
@@ -466,8 +514,16 @@ mod tests {
         let replay = call("patchdiff_replay", json!({"target_file_id": t}));
         assert_eq!(replay["status"], "success", "{replay}");
         assert_eq!(replay["materialized_state_matches"], true, "{replay}");
-        for k in ["content_matches", "stored_hash_matches", "recomputed_hash_matches", "version_matches"] {
-            assert_eq!(replay["materialized_state_checks"][k], true, "{k}: {replay}");
+        for k in [
+            "content_matches",
+            "stored_hash_matches",
+            "recomputed_hash_matches",
+            "version_matches",
+        ] {
+            assert_eq!(
+                replay["materialized_state_checks"][k], true,
+                "{k}: {replay}"
+            );
         }
     }
 }

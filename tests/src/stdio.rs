@@ -127,9 +127,13 @@ impl Session {
     pub fn request(&mut self, method: &str, params: serde_json::Value) -> serde_json::Value {
         let id = self.next_id;
         self.next_id += 1;
-        let line = serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        let line =
+            serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
         self.pipes.send(format!("{line}\n").as_bytes());
-        let reply = self.pipes.line(self.timeout).expect("no reply from patchdiff-mcp");
+        let reply = self
+            .pipes
+            .line(self.timeout)
+            .expect("no reply from patchdiff-mcp");
         assert!(reply.is_ascii(), "stdout line is not ASCII");
         let v: serde_json::Value = serde_json::from_slice(&reply).expect("reply is not JSON");
         assert_eq!(v["id"], id, "{v}");
@@ -137,11 +141,21 @@ impl Session {
     }
 
     /// tools/call: (the tool's JSON from the text channel, the whole result).
-    pub fn call(&mut self, name: &str, arguments: serde_json::Value) -> (serde_json::Value, serde_json::Value) {
-        let r = self.request("tools/call", serde_json::json!({"name": name, "arguments": arguments}));
+    pub fn call(
+        &mut self,
+        name: &str,
+        arguments: serde_json::Value,
+    ) -> (serde_json::Value, serde_json::Value) {
+        let r = self.request(
+            "tools/call",
+            serde_json::json!({"name": name, "arguments": arguments}),
+        );
         let result = r["result"].clone();
         assert!(result.is_object(), "{r}");
         let text = result["content"][0]["text"].as_str().expect("text content");
-        (serde_json::from_str(text).expect("tool text is JSON"), result)
+        (
+            serde_json::from_str(text).expect("tool text is JSON"),
+            result,
+        )
     }
 }

@@ -640,7 +640,6 @@ async fn counts(c: &impl tokio_postgres::GenericClient) -> Result<Counts, tokio_
     Ok([r.get(0), r.get(1), r.get(2), r.get(3), r.get(4)])
 }
 
-
 /// What a call may write, from its answer: rows added per table.
 fn expected_writes(function: &str, v: &Value) -> Option<Counts> {
     let status = v["status"].as_str();
@@ -821,7 +820,10 @@ fn judge(
     };
     let status = v.get("status").map(|s| s.as_str());
     let documented = match status {
-        None => patchdiff_tests::fuzz::documented_statuses(function).contains(&None) && v["entries"].is_array(),
+        None => {
+            patchdiff_tests::fuzz::documented_statuses(function).contains(&None)
+                && v["entries"].is_array()
+        }
         Some(None) => false,
         Some(Some(s)) => patchdiff_tests::fuzz::documented_statuses(function).contains(&Some(s)),
     };

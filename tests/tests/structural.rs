@@ -57,7 +57,12 @@ fn plans() -> Vec<Plan> {
         Plan {
             file: "telemetry.py",
             selections: json!([{"symbol_name": "Uploader.flush"}, {"symbol_name": "FRAME_SYNC_STREAM"}]),
-            operations: |_| vec![vec![m("limit = 64", "limit = 128")], vec![m("frames-v1", "frames-v2")]],
+            operations: |_| {
+                vec![
+                    vec![m("limit = 64", "limit = 128")],
+                    vec![m("frames-v1", "frames-v2")],
+                ]
+            },
         },
         Plan {
             file: "client.ts",
@@ -67,7 +72,9 @@ fn plans() -> Vec<Plan> {
                 let text = scopes[0]["text"].as_str().unwrap();
                 let at = text.find("retries = 3").unwrap() + "retries = ".len();
                 vec![
-                    vec![json!({"op": "span", "start": at, "end": at + 1, "expected_text": "3", "replace": "5"})],
+                    vec![
+                        json!({"op": "span", "start": at, "end": at + 1, "expected_text": "3", "replace": "5"}),
+                    ],
                     vec![m("frames-v1", "frames-v2")],
                 ]
             },
@@ -137,13 +144,20 @@ fn five_languages_commit_through_observed_v2_and_replay_exactly() {
         // Strict mode: the unobserved route is not even offered; listing issues nothing.
         let (listed, _) = ed.call("patchdiff_list_scopes", json!({"target_file_id": target}));
         assert_eq!(listed["status"], "candidates", "{}: {listed}", plan.file);
-        assert!(listed["total_candidates"].as_u64().unwrap() >= 2, "{listed}");
+        assert!(
+            listed["total_candidates"].as_u64().unwrap() >= 2,
+            "{listed}"
+        );
 
         let (observed, result) = ed.call(
             "patchdiff_observe_scopes",
             json!({"target_file_id": target, "selections": plan.selections}),
         );
-        assert_eq!(observed["status"], "observed_batch", "{}: {observed}", plan.file);
+        assert_eq!(
+            observed["status"], "observed_batch",
+            "{}: {observed}",
+            plan.file
+        );
         assert_ne!(result["isError"], true);
         let scopes = observed["scopes"].as_array().unwrap().clone();
         let ops = (plan.operations)(&scopes);
@@ -162,7 +176,11 @@ fn five_languages_commit_through_observed_v2_and_replay_exactly() {
         let (receipt, result) = ed.call("patchdiff_commit_bundle", commit.clone());
         assert_eq!(receipt["status"], "accepted", "{}: {receipt}", plan.file);
         assert_ne!(result["isError"], true);
-        assert!(ascii_len(&receipt) <= RECEIPT_MAX_BYTES, "{}", ascii_len(&receipt));
+        assert!(
+            ascii_len(&receipt) <= RECEIPT_MAX_BYTES,
+            "{}",
+            ascii_len(&receipt)
+        );
         assert_eq!(receipt["transaction"]["before"]["version"], 0);
         assert_eq!(receipt["transaction"]["after"]["version"], 1);
         assert_eq!(receipt["current"]["version"], 1);
@@ -191,7 +209,10 @@ fn five_languages_commit_through_observed_v2_and_replay_exactly() {
             }),
         );
         assert_eq!(underlying["deduplicated"], true, "{underlying}");
-        assert_eq!(underlying["pdcp_log_id"], receipt["transaction"]["pdcp_log_id"]);
+        assert_eq!(
+            underlying["pdcp_log_id"],
+            receipt["transaction"]["pdcp_log_id"]
+        );
 
         // The trusted host replays and exports.
         let (replay, _) = host.call("patchdiff_replay", json!({"target_file_id": target}));
@@ -203,7 +224,10 @@ fn five_languages_commit_through_observed_v2_and_replay_exactly() {
             "recomputed_hash_matches",
             "version_matches",
         ] {
-            assert_eq!(replay["materialized_state_checks"][k], true, "{k}: {replay}");
+            assert_eq!(
+                replay["materialized_state_checks"][k], true,
+                "{k}: {replay}"
+            );
         }
         let (export, _) = host.call(
             "patchdiff_export_target",
@@ -226,7 +250,10 @@ fn strict_mode_refuses_unobserved_writes_over_stdio() {
     let mut host = operator();
     let mut strict = Session::start(
         &dsn(),
-        &[("PATCHDIFF_MCP_PROFILE", "full"), ("PATCHDIFF_STRICT_OBSERVATION_MODE", "1")],
+        &[
+            ("PATCHDIFF_MCP_PROFILE", "full"),
+            ("PATCHDIFF_STRICT_OBSERVATION_MODE", "1"),
+        ],
         REVISION,
     );
     let (init, _) = host.call(

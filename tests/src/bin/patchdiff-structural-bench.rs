@@ -85,7 +85,11 @@ fn p95(v: &mut [f64]) -> f64 {
 
 fn expect(v: &Value, status: &str) -> Result<(), Err> {
     if v["status"] != status {
-        return Err(format!("expected {status}, got {}", &v.to_string()[..v.to_string().len().min(600)]).into());
+        return Err(format!(
+            "expected {status}, got {}",
+            &v.to_string()[..v.to_string().len().min(600)]
+        )
+        .into());
     }
     Ok(())
 }
@@ -109,7 +113,11 @@ async fn main() -> Result<(), Err> {
         match a.as_str() {
             "--dsn" => dsn = args.next(),
             "--iterations" => n = args.next().ok_or("--iterations N")?.parse()?,
-            _ => return Err("usage: patchdiff-structural-bench --dsn CONNSTR [--iterations 50]".into()),
+            _ => {
+                return Err(
+                    "usage: patchdiff-structural-bench --dsn CONNSTR [--iterations 50]".into(),
+                );
+            }
         }
     }
     let c = connect(&dsn.ok_or("--dsn is required")?).await?;
@@ -121,7 +129,10 @@ async fn main() -> Result<(), Err> {
         &json!({"filename": "bench.py", "content": text}),
     )
     .await?;
-    let target = init["target_file_id"].as_str().ok_or("no target")?.to_owned();
+    let target = init["target_file_id"]
+        .as_str()
+        .ok_or("no target")?
+        .to_owned();
     println!(
         "target: {} bytes, {functions} classes + {functions} functions, python; {n} iterations",
         text.len()
@@ -143,7 +154,12 @@ async fn main() -> Result<(), Err> {
 
     let (mut s, mut cl) = (Vec::new(), Vec::new());
     for _ in 0..n {
-        let (v, a, b) = timed(&c, "patchdiff_read_target", &json!({"target_file_id": target, "start": 500_000})).await?;
+        let (v, a, b) = timed(
+            &c,
+            "patchdiff_read_target",
+            &json!({"target_file_id": target, "start": 500_000}),
+        )
+        .await?;
         expect(&v, "ok")?;
         s.push(a);
         cl.push(b);
@@ -153,7 +169,12 @@ async fn main() -> Result<(), Err> {
     let (mut s, mut cl) = (Vec::new(), Vec::new());
     for k in 0..n {
         let q = format!("handler_{}", 100 + k);
-        let (v, a, b) = timed(&c, "patchdiff_observe_scope", &json!({"target_file_id": target, "query": q})).await?;
+        let (v, a, b) = timed(
+            &c,
+            "patchdiff_observe_scope",
+            &json!({"target_file_id": target, "query": q}),
+        )
+        .await?;
         expect(&v, "candidates")?;
         s.push(a);
         cl.push(b);
@@ -219,7 +240,9 @@ async fn main() -> Result<(), Err> {
 
     let floor = median(&mut rows[0].1.clone());
     println!();
-    println!("| call | server median ms | server p95 ms | client median ms | x floor | x 20 ms goal |");
+    println!(
+        "| call | server median ms | server p95 ms | client median ms | x floor | x 20 ms goal |"
+    );
     println!("| --- | ---: | ---: | ---: | ---: | ---: |");
     for (name, mut server, mut client) in rows {
         let m = median(&mut server);
