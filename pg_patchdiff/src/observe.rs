@@ -41,7 +41,7 @@ fn outline_of(t: &TargetView, language: patchdiff_waymark::Language) -> Rc<Outli
     }) {
         return hit;
     }
-    let o = Rc::new(patchdiff_waymark::outline(language, t.content));
+    let o = Rc::new(parse_interruptibly(language, t.content));
     RESIDENT.with(|r| {
         let mut r = r.borrow_mut();
         if r.len() >= RESIDENT_OUTLINES {
@@ -50,6 +50,22 @@ fn outline_of(t: &TargetView, language: patchdiff_waymark::Language) -> Rc<Outli
         r.push((key, o.clone()));
     });
     o
+}
+
+/// Parses with tree-sitter, stopping as soon as PostgreSQL has an interrupt pending (query
+/// cancel, statement_timeout, terminate), which is then processed here, in Rust, outside the C
+/// parser: an ERROR raised inside tree-sitter's callback would unwind through C frames.
+pub(crate) fn parse_interruptibly(language: patchdiff_waymark::Language, text: &str) -> Outline {
+    // SAFETY: a volatile read of a sig_atomic_t that signal handlers set.
+    let pending = || unsafe { std::ptr::read_volatile(&raw const pg_sys::InterruptPending) != 0 };
+    loop {
+        if let Some(o) = patchdiff_waymark::outline_cancellable(language, text, &pending) {
+            return o;
+        }
+        // Raises the cancel or timeout ERROR; an interrupt that needs no ERROR (a config
+        // reload, a barrier) is processed and the parse starts again.
+        pg_sys::check_for_interrupts!();
+    }
 }
 
 fn facts(o: &Outline) -> EngineFacts<'_> {

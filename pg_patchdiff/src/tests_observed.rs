@@ -526,4 +526,22 @@ mod tests {
             );
         }
     }
+
+    /// "Parsing a 1 MiB file must not block": a query cancel (or statement_timeout) pending
+    /// while tree-sitter parses stops the parse and is raised, instead of the parse running to the
+    /// end of the file first. The cancel is made pending here as a signal handler would.
+    #[pg_test(error = "canceling statement due to user request")]
+    fn a_pending_cancel_interrupts_a_large_parse() {
+        let text: String = (0..40_000)
+            .map(|i| format!("def handler_{i}(event):\n    return event\n"))
+            .collect();
+        assert!(text.len() > 1 << 20);
+        // SAFETY: what StatementCancelHandler does, in the backend's only thread.
+        unsafe {
+            pg_sys::QueryCancelPending = 1;
+            pg_sys::InterruptPending = 1;
+        }
+        // Straight into the parse: no statement in between could process the interrupt first.
+        crate::observe::parse_interruptibly(patchdiff_waymark::Language::Python, &text);
+    }
 }

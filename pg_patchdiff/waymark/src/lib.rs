@@ -134,10 +134,43 @@ pub fn language_for(filename: &str, content_type: &str) -> Option<Language> {
     }
 }
 
-fn parse(language: tree_sitter::Language, text: &str) -> Option<tree_sitter::Tree> {
+/// Why a parse produced no tree.
+enum NoTree {
+    /// The grammar could not be loaded, or the parser gave up.
+    Failed,
+    /// `cancel` asked to stop.
+    Cancelled,
+}
+
+fn parse(
+    language: tree_sitter::Language,
+    text: &str,
+    cancel: &dyn Fn() -> bool,
+) -> Result<tree_sitter::Tree, NoTree> {
     let mut parser = tree_sitter::Parser::new();
-    parser.set_language(&language).ok()?;
-    parser.parse(text, None)
+    parser.set_language(&language).map_err(|_| NoTree::Failed)?;
+    let bytes = text.as_bytes();
+    let mut cancelled = false;
+    // Called from C by tree-sitter while it parses: it must not panic.
+    let mut progress = |_: &tree_sitter::ParseState| {
+        if cancel() {
+            cancelled = true;
+            std::ops::ControlFlow::Break(())
+        } else {
+            std::ops::ControlFlow::Continue(())
+        }
+    };
+    let options = tree_sitter::ParseOptions::new().progress_callback(&mut progress);
+    let tree = parser.parse_with_options(
+        &mut |at: usize, _| bytes.get(at..).unwrap_or_default(),
+        None,
+        Some(options),
+    );
+    match tree {
+        Some(t) => Ok(t),
+        None if cancelled => Err(NoTree::Cancelled),
+        None => Err(NoTree::Failed),
+    }
 }
 
 /// The outline of `text` in `language`.
@@ -146,6 +179,17 @@ fn parse(language: tree_sitter::Language, text: &str) -> Option<tree_sitter::Tre
 /// `tsx` dialect of the same grammar parses the text without errors, the `tsx` tree is used
 /// (the outline has no filename, and `.tsx` targets contain JSX).
 pub fn outline(language: Language, text: &str) -> Outline {
+    outline_cancellable(language, text, &|| false).expect("never cancelled")
+}
+
+/// [`outline`], asking `cancel` now and then while tree-sitter parses (a 1 MiB file takes a few
+/// hundred milliseconds); `None` as soon as it answers `true`. `cancel` is called from inside the
+/// C parser and must not panic or unwind.
+pub fn outline_cancellable(
+    language: Language,
+    text: &str,
+    cancel: &dyn Fn() -> bool,
+) -> Option<Outline> {
     let empty = |has_errors| Outline {
         language: language.name(),
         engine: ENGINE,
@@ -155,18 +199,22 @@ pub fn outline(language: Language, text: &str) -> Outline {
     };
     // tree-sitter addresses bytes with u32.
     if u32::try_from(text.len()).is_err() {
-        return empty(true);
+        return Some(empty(true));
     }
-    let mut tree = parse(language.ts_language(), text);
-    if language == Language::TypeScript
-        && tree.as_ref().is_none_or(|t| t.root_node().has_error())
-        && let Some(tsx) = parse(tree_sitter_typescript::LANGUAGE_TSX.into(), text)
-        && !tsx.root_node().has_error()
-    {
-        tree = Some(tsx);
+    let mut tree = match parse(language.ts_language(), text, cancel) {
+        Err(NoTree::Cancelled) => return None,
+        Err(NoTree::Failed) => None,
+        Ok(t) => Some(t),
+    };
+    if language == Language::TypeScript && tree.as_ref().is_none_or(|t| t.root_node().has_error()) {
+        match parse(tree_sitter_typescript::LANGUAGE_TSX.into(), text, cancel) {
+            Err(NoTree::Cancelled) => return None,
+            Ok(tsx) if !tsx.root_node().has_error() => tree = Some(tsx),
+            _ => {}
+        }
     }
     let Some(tree) = tree else {
-        return empty(true);
+        return Some(empty(true));
     };
     let root = tree.root_node();
     let mut out = common::Collector::new(text);
@@ -179,11 +227,11 @@ pub fn outline(language: Language, text: &str) -> Outline {
         Language::Toml => toml::extract(&mut out, root),
         Language::Shell => shell::extract(&mut out, root),
     }
-    Outline {
+    Some(Outline {
         language: language.name(),
         engine: ENGINE,
         grammar: language.grammar(),
         has_errors: root.has_error(),
         symbols: out.finish(),
-    }
+    })
 }
