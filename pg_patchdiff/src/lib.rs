@@ -239,6 +239,7 @@ fn run_submission(
         let identity = submit::prepare(&sub, &parent);
         let start = view(id, &t);
         let mut rows = Vec::new();
+        let mut strict_refusal = false;
         let attempt = match sub
             .request_key()
             .and_then(|k| store::keyed_attempt(c, id, k))
@@ -273,12 +274,8 @@ fn run_submission(
                 )
             }
             None if strict_observation_mode() => {
-                let a = observed::observation_required(&sub, &identity, &start);
-                let log_id = new_id();
-                store::write_attempt(c, &a, &log_id, id, &t.active_editing_cycle_id);
-                let mut v = submit::respond(&a, &sub, &log_id, &start, correlation.as_deref());
-                observed::add_code(&mut v);
-                return v;
+                strict_refusal = true;
+                observed::observation_required(&sub, &identity, &start)
             }
             None => match submit::admission(&sub, correlation.as_deref()) {
                 // Sole replacement over its fresh admission limits: no row.
@@ -312,6 +309,10 @@ fn run_submission(
                 submit::respond(&attempt, &sub, &log_id, &now, correlation.as_deref())
             }
         };
+        if strict_refusal {
+            // The observed tools' top-level `code`, so a host reads OBSERVATION_REQUIRED alike.
+            observed::add_code(&mut answer);
+        }
         submit::add_near_misses(
             &mut answer,
             attempt.near_miss_input.as_ref(),
