@@ -122,21 +122,7 @@ fn patchdiff_observe_scope(args: JsonString) -> JsonString {
                         Ok(a) => a,
                         Err(e) => return e.to_json(TOOL),
                     };
-                let new = store::NewObservation {
-                    observation_id: &scope.observation_id,
-                    target_file_id: &id,
-                    editing_cycle_id: cycle,
-                    bundle: None,
-                    target_version: v.version,
-                    target_current_hash: v.current_hash,
-                    scope: &scope,
-                    requested_name: &selection.symbol_name,
-                    requested_kind: selection.kind.as_deref(),
-                    language: o.language,
-                    engine: o.engine,
-                    grammar: o.grammar,
-                };
-                store::insert_observation(c, &new);
+                issue(c, &v, &o, cycle, &scope, &selection, None);
                 answer
             }
             ObserveRequest::Bundle { selections, page } => {
@@ -154,21 +140,7 @@ fn patchdiff_observe_scope(args: JsonString) -> JsonString {
                     .collect();
                 for (scope, sel) in scopes.iter().zip(&selections) {
                     let ordinal = scope.ordinal.map_or(0, |n| i32::try_from(n).unwrap_or(0));
-                    let new = store::NewObservation {
-                        observation_id: &scope.observation_id,
-                        target_file_id: &id,
-                        editing_cycle_id: cycle,
-                        bundle: Some((&bundle_id, ordinal)),
-                        target_version: v.version,
-                        target_current_hash: v.current_hash,
-                        scope,
-                        requested_name: &sel.symbol_name,
-                        requested_kind: sel.kind.as_deref(),
-                        language: o.language,
-                        engine: o.engine,
-                        grammar: o.grammar,
-                    };
-                    store::insert_observation(c, &new);
+                    issue(c, &v, &o, cycle, scope, sel, Some((&bundle_id, ordinal)));
                 }
                 observe::observed_batch(&v, &o, cycle, &bundle_id, &scopes, page)
             }
@@ -176,6 +148,35 @@ fn patchdiff_observe_scope(args: JsonString) -> JsonString {
         }
     });
     out(&answer)
+}
+
+/// Persists one observation of `scope`, selected by `sel`, from outline `o` of `v`.
+fn issue(
+    c: &mut SpiClient,
+    v: &TargetView,
+    o: &Outline,
+    cycle: &str,
+    scope: &ScopeView,
+    sel: &observe::Selection,
+    bundle: Option<(&str, i32)>,
+) {
+    store::insert_observation(
+        c,
+        &store::NewObservation {
+            observation_id: &scope.observation_id,
+            target_file_id: v.target_file_id,
+            editing_cycle_id: cycle,
+            bundle,
+            target_version: v.version,
+            target_current_hash: v.current_hash,
+            scope,
+            requested_name: &sel.symbol_name,
+            requested_kind: sel.kind.as_deref(),
+            language: o.language,
+            engine: o.engine,
+            grammar: o.grammar,
+        },
+    );
 }
 
 /// A page of an issued observation: only while its cycle is active and its version current.
