@@ -51,6 +51,16 @@ PGRX_LOCK=/tmp/pg_patchdiff-install.lock
 install_extension() {
   log "building and installing pg_patchdiff"
   (cd "$ROOT" && flock "$PGRX_LOCK" cargo pgrx install --release -p pg_patchdiff --pg-config "$PG_CONFIG")
+  install_parser_helper
+}
+
+# The Waymark parser helper: tree-sitter runs in this program, which each backend starts, never
+# inside PostgreSQL itself. It lives beside the extension's library ($libdir).
+install_parser_helper() {
+  log "building and installing patchdiff-waymark-helper"
+  (cd "$ROOT" && cargo build --locked --release -p patchdiff-waymark --bin patchdiff-waymark-helper)
+  flock "$PGRX_LOCK" install -m 0755 "$ROOT/target/release/patchdiff-waymark-helper" \
+    "$("$PG_CONFIG" --pkglibdir)/patchdiff-waymark-helper"
 }
 
 setup_all() {

@@ -16,6 +16,8 @@ log "engine, Waymark and front-end tests (cargo test)"
 counted cargo test --locked -p patchdiff-engine -p patchdiff-waymark -p patchdiff-mcp
 
 log "SQL API tests inside PostgreSQL (cargo pgrx test)"
+# Structural observation starts the parser helper from PostgreSQL's $libdir.
+install_parser_helper
 # pgrx's own cluster, owned by the unprivileged postgres user because initdb refuses root.
 PGRX_TEST_DATA="${PATCHDIFF_TEST_DIR:-/tmp/patchdiff-test}/pgrx"
 mkdir -p "$PGRX_TEST_DATA"

@@ -21,6 +21,7 @@ mod history;
 mod json_text;
 mod observe;
 mod ops;
+mod parser;
 mod store;
 
 ::pgrx::pg_module_magic!(name, version);
@@ -80,6 +81,7 @@ extern "C-unwind" fn _PG_init() {
         GucContext::Suset,
         GucFlags::UNIT_BYTE,
     );
+    parser::define_gucs();
 }
 
 pgrx::extension_sql_file!("../../sql/schema.sql", name = "schema", bootstrap);

@@ -2,10 +2,10 @@
 //! "resident" mode), candidate discovery, and the observations it persists.
 
 use crate::json_text::JsonText as JsonString;
-use crate::{new_id, out, store, view};
+use crate::{new_id, out, parser, store, view};
 use patchdiff_engine::args::{Args, not_found};
 use patchdiff_engine::observe::{self, EngineFacts, OBSERVE_ARGS, ObserveRequest, Page, ScopeView};
-use patchdiff_engine::scope::Outline;
+use patchdiff_engine::scope::{Language, Outline, language_for};
 use patchdiff_engine::target::TargetView;
 use pgrx::prelude::*;
 use pgrx::spi::SpiClient;
@@ -23,9 +23,10 @@ thread_local! {
     static RESIDENT: RefCell<Vec<(OutlineKey, Rc<Outline>)>> = const { RefCell::new(Vec::new()) };
 }
 
-/// The outline of this target version: from the backend's resident cache, or parsed now.
-/// Parsing holds no lock: other targets, and readers of this one, go on meanwhile.
-fn outline_of(t: &TargetView, language: patchdiff_waymark::Language) -> Rc<Outline> {
+/// The outline of this target version: from the backend's resident cache, or made now by the
+/// parser helper (crate::parser). Parsing holds no lock: other targets, and readers of this
+/// one, go on meanwhile.
+fn outline_of(t: &TargetView, language: Language) -> Result<Rc<Outline>, parser::Unavailable> {
     let key: OutlineKey = (
         t.target_file_id.to_owned(),
         t.version,
@@ -39,9 +40,9 @@ fn outline_of(t: &TargetView, language: patchdiff_waymark::Language) -> Rc<Outli
         r.push(entry);
         Some(o)
     }) {
-        return hit;
+        return Ok(hit);
     }
-    let o = Rc::new(parse_interruptibly(language, t.content));
+    let o = Rc::new(parser::outline(language, t.content)?);
     RESIDENT.with(|r| {
         let mut r = r.borrow_mut();
         if r.len() >= RESIDENT_OUTLINES {
@@ -49,23 +50,7 @@ fn outline_of(t: &TargetView, language: patchdiff_waymark::Language) -> Rc<Outli
         }
         r.push((key, o.clone()));
     });
-    o
-}
-
-/// Parses with tree-sitter, stopping as soon as PostgreSQL has an interrupt pending (query
-/// cancel, statement_timeout, terminate), which is then processed here, in Rust, outside the C
-/// parser: an ERROR raised inside tree-sitter's callback would unwind through C frames.
-pub(crate) fn parse_interruptibly(language: patchdiff_waymark::Language, text: &str) -> Outline {
-    // SAFETY: a volatile read of a sig_atomic_t that signal handlers set.
-    let pending = || unsafe { std::ptr::read_volatile(&raw const pg_sys::InterruptPending) != 0 };
-    loop {
-        if let Some(o) = patchdiff_waymark::outline_cancellable(language, text, &pending) {
-            return o;
-        }
-        // Raises the cancel or timeout ERROR; an interrupt that needs no ERROR (a config
-        // reload, a barrier) is processed and the parse starts again.
-        pg_sys::check_for_interrupts!();
-    }
+    Ok(o)
 }
 
 fn facts(o: &Outline) -> EngineFacts<'_> {
@@ -101,10 +86,26 @@ fn patchdiff_observe_scope(args: JsonString) -> JsonString {
         {
             return scope_page(c, &v, cycle, observation_id, *page);
         }
-        let Some(language) = patchdiff_waymark::language_for(&t.filename, &t.target_type) else {
+        let Some(language) = language_for(&t.filename, &t.target_type) else {
             return observe::unsupported(&v, &t.filename, &t.target_type);
         };
-        let o = outline_of(&v, language);
+        let o = match outline_of(&v, language) {
+            Ok(o) => o,
+            Err(why) => {
+                let why = match &why {
+                    parser::Unavailable::Crashed(detail) => {
+                        pgrx::warning!(
+                            "pg_patchdiff: {detail} (target {id}, {})",
+                            language.grammar()
+                        );
+                        observe::Unavailable::ParserCrashed
+                    }
+                    parser::Unavailable::Limit(l) => observe::Unavailable::ParserLimit(*l),
+                    parser::Unavailable::NotStarted(e) => observe::Unavailable::ParserNotStarted(e),
+                };
+                return observe::structure_unavailable(&v, language, why);
+            }
+        };
         match request {
             ObserveRequest::Candidates { query, kind } => {
                 observe::candidates(&v, &o, query.as_deref(), kind.as_deref())

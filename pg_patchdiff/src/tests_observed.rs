@@ -528,8 +528,9 @@ mod tests {
     }
 
     /// "Parsing a 1 MiB file must not block": a query cancel (or statement_timeout) pending
-    /// while tree-sitter parses stops the parse and is raised, instead of the parse running to the
-    /// end of the file first. The cancel is made pending here as a signal handler would.
+    /// while the parser helper works is raised at once, and the helper is killed, instead of the
+    /// backend waiting for the parse of the whole file. The cancel is made pending here as a
+    /// signal handler would.
     #[pg_test(error = "canceling statement due to user request")]
     fn a_pending_cancel_interrupts_a_large_parse() {
         let text: String = (0..40_000)
@@ -542,6 +543,65 @@ mod tests {
             pg_sys::InterruptPending = 1;
         }
         // Straight into the parse: no statement in between could process the interrupt first.
-        crate::observe::parse_interruptibly(patchdiff_waymark::Language::Python, &text);
+        let _ = crate::parser::outline(patchdiff_engine::scope::Language::Python, &text);
+    }
+
+    /// Issue 14: "No third-party C parser runs inside a PostgreSQL backend". The 509-byte YAML
+    /// file that made tree-sitter-yaml's scanner abort the whole server now ends only the
+    /// parser helper: the call answers `structure_unavailable` / `parser_crashed`, writes no
+    /// observation, and this backend (the test's own transaction) goes on; the next call
+    /// starts a new helper and works.
+    #[pg_test]
+    fn a_grammar_that_aborts_ends_the_helper_not_the_backend() {
+        let bad = init_file("deep.yaml", &format!("{}x", "- ".repeat(254)));
+        let r = observe(&bad, json!({}));
+        assert_eq!(r["status"], "structure_unavailable", "{r}");
+        assert_eq!(r["reason"], "parser_crashed", "{r}");
+        assert_eq!(r["code"], "PARSER_CRASHED", "{r}");
+        assert_eq!(r["observation_id"], Value::Null, "{r}");
+        assert_eq!(r["language"], "yaml", "{r}");
+        let r = observe(&bad, json!({"symbol_name": "x"}));
+        assert_eq!(r["status"], "structure_unavailable", "{r}");
+        assert_eq!(observations(&bad), 0);
+        // The same backend, a healthy file: a new helper answers.
+        let good = init_file("ok.yaml", "server:\n  port: 8080\n");
+        let r = observe(&good, json!({"symbol_name": "server.port"}));
+        assert_eq!(r["status"], "observed", "{r}");
+    }
+
+    /// Issue 14: "Outline memory is bounded by the input": a key of 256 KiB above a thousand
+    /// arrays would repeat the key in every child's path (gigabytes from 265 KB); the cap on
+    /// an outline's name bytes refuses it while it is built, as `parser_limit`.
+    #[pg_test]
+    fn an_outline_over_its_name_cap_is_a_parser_limit() {
+        let key = "k".repeat(256 * 1024);
+        let text = format!("{{\"{key}\": [{}[]]}}", "[], ".repeat(1000));
+        let t = init_file("wide.json", &text);
+        let r = observe(&t, json!({}));
+        assert_eq!(r["status"], "structure_unavailable", "{r}");
+        assert_eq!(r["reason"], "parser_limit", "{r}");
+        assert_eq!(r["limit"], "outline_name_bytes", "{r}");
+        assert_eq!(observations(&t), 0);
+    }
+
+    /// Issue 14: the helper's limits are superuser settings and answer `parser_limit` with
+    /// the limit's name; a limit passed is not a crash.
+    #[pg_test]
+    fn the_helpers_time_limit_answers_parser_limit() {
+        Spi::run("SET patchdiff.parser_timeout = 1").unwrap();
+        let text: String = (0..40_000)
+            .map(|i| format!("def handler_{i}(event):\n    return event\n"))
+            .collect();
+        let t = init_file("big.py", &text);
+        let r = observe(&t, json!({}));
+        Spi::run("RESET patchdiff.parser_timeout").unwrap();
+        assert_eq!(r["status"], "structure_unavailable", "{r}");
+        assert_eq!(
+            (&r["reason"], &r["limit"]),
+            (&json!("parser_limit"), &json!("time")),
+            "{r}"
+        );
+        let r = observe(&t, json!({"query": "handler_3999"}));
+        assert_eq!(r["status"], "candidates", "{r}");
     }
 }

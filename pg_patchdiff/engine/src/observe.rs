@@ -817,6 +817,69 @@ pub fn unsupported(t: &TargetView, filename: &str, target_type: &str) -> Value {
     })
 }
 
+/// Why the structure of a supported target is not available (issue 14: the parser runs in a
+/// helper process, and its death or a limit is an answer, never an outage).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unavailable<'a> {
+    /// The helper died (a grammar's assertion, a signal) or answered garbage.
+    ParserCrashed,
+    /// A documented limit: outline symbols or name bytes, memory, CPU, time, input size.
+    ParserLimit(crate::scope::ParserLimit),
+    /// The helper program could not be started (an installation fault).
+    ParserNotStarted(&'a str),
+}
+
+/// `structure_unavailable`: no outline of this version could be made; nothing was issued or
+/// written. The same text gives the same answer, so a resend does not help: the agent reads
+/// and searches the target instead.
+pub fn structure_unavailable(
+    t: &TargetView,
+    language: crate::scope::Language,
+    why: Unavailable,
+) -> Value {
+    let (reason, code, limit, detail) = match why {
+        Unavailable::ParserCrashed => (
+            "parser_crashed",
+            "PARSER_CRASHED",
+            Value::Null,
+            format!(
+                "The {} parser stopped on this version of the target (its helper process ended; the database is unaffected). Structural observation is unavailable for this text: use patchdiff_read_target, patchdiff_read_lines and patchdiff_find_occurrences.",
+                language.grammar()
+            ),
+        ),
+        Unavailable::ParserLimit(l) => (
+            "parser_limit",
+            "PARSER_LIMIT",
+            json!(l.label()),
+            format!(
+                "The outline of this version of the target passes the parser's {} limit (docs/structural.md, \"Limits\"). Structural observation is unavailable for this text: use patchdiff_read_target, patchdiff_read_lines and patchdiff_find_occurrences.",
+                l.label()
+            ),
+        ),
+        Unavailable::ParserNotStarted(why) => (
+            "parser_not_started",
+            "PARSER_NOT_STARTED",
+            Value::Null,
+            format!(
+                "The structural parser helper could not be started ({why}); this is an installation fault."
+            ),
+        ),
+    };
+    json!({
+        "status": "structure_unavailable",
+        "code": code,
+        "reason": reason,
+        "limit": limit,
+        "target_file_id": t.target_file_id,
+        "target_version": t.version,
+        "target_current_hash": t.current_hash,
+        "language": language.name(),
+        "grammar": language.grammar(),
+        "failure_detail": detail,
+        "observation_id": Value::Null,
+    })
+}
+
 /// `not_found` for an observation ID that names no observation.
 pub fn unknown_observation(observation_id: &str) -> Value {
     json!({

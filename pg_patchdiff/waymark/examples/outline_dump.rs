@@ -7,7 +7,7 @@ fn main() {
         println!("unsupported");
         return;
     };
-    let o = patchdiff_waymark::outline(lang, &text);
+    let o = patchdiff_waymark::outline(lang, &text).expect("under the outline caps");
     println!(
         "{} {} {} errors={}",
         o.language, o.engine, o.grammar, o.has_errors

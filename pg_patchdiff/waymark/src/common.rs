@@ -1,7 +1,7 @@
 //! Shared machinery: the symbol collector, child iteration without recursion, offset
 //! conversion (bytes -> code points and lines) and the string decoders of the data formats.
 
-use patchdiff_engine::scope::Symbol;
+use patchdiff_engine::scope::{OUTLINE_MAX_NAME_BYTES, OUTLINE_MAX_SYMBOLS, ParserLimit, Symbol};
 use tree_sitter::{Node, TreeCursor};
 
 /// Symbols nested deeper than this (counted in symbol levels, not syntax nodes) are not
@@ -41,6 +41,10 @@ pub(crate) struct Raw {
 pub(crate) struct Collector<'a> {
     pub text: &'a str,
     pub syms: Vec<Raw>,
+    /// Bytes of names, paths and parent paths collected so far.
+    name_bytes: usize,
+    /// Set by the first symbol over a cap; later symbols are dropped, and `finish` refuses.
+    over: Option<ParserLimit>,
 }
 
 impl<'a> Collector<'a> {
@@ -48,6 +52,8 @@ impl<'a> Collector<'a> {
         Collector {
             text,
             syms: Vec::new(),
+            name_bytes: 0,
+            over: None,
         }
     }
 
@@ -70,6 +76,22 @@ impl<'a> Collector<'a> {
         end: usize,
     ) -> usize {
         let end = trim_end(self.text.as_bytes(), start, end);
+        // The caps apply while the outline is built: past one, names are no longer kept (an
+        // empty placeholder keeps the extractors' indices valid), so the memory of a hostile
+        // shape stops growing by its names at the cap, and `finish` refuses.
+        let bytes = name.len() * 2 + 2 * parent.as_ref().map_or(0, |p| p.len() + 1);
+        if self.over.is_none() && self.syms.len() >= OUTLINE_MAX_SYMBOLS {
+            self.over = Some(ParserLimit::Symbols);
+        }
+        if self.over.is_none() && self.name_bytes + bytes > OUTLINE_MAX_NAME_BYTES {
+            self.over = Some(ParserLimit::NameBytes);
+        }
+        let (name, parent) = if self.over.is_some() {
+            (String::new(), None)
+        } else {
+            self.name_bytes += bytes;
+            (name, parent)
+        };
         let path = join_path(parent.as_deref(), &name);
         self.syms.push(Raw {
             kind,
@@ -87,12 +109,16 @@ impl<'a> Collector<'a> {
     }
 
     /// The symbols in document order with code-point spans and lines.
-    pub fn finish(self) -> Vec<Symbol> {
+    pub fn finish(self) -> Result<Vec<Symbol>, ParserLimit> {
+        if let Some(limit) = self.over {
+            return Err(limit);
+        }
         let mut raws = self.syms;
         // Stable: equal spans keep emission order (a parent is emitted before its children).
         raws.sort_by(|a, b| a.start.cmp(&b.start).then(b.end.cmp(&a.end)));
         let map = Offsets::new(self.text);
-        raws.into_iter()
+        Ok(raws
+            .into_iter()
             .map(|r| {
                 let start_line = map.line(r.start);
                 let end_line = if r.end > r.start {
@@ -111,7 +137,7 @@ impl<'a> Collector<'a> {
                     end_line,
                 }
             })
-            .collect()
+            .collect())
     }
 }
 

@@ -20,117 +20,23 @@ mod shell;
 mod toml;
 mod yaml;
 
-/// The engine's name and version, recorded with every observation.
-pub const ENGINE: &str = concat!("patchdiff-waymark@", env!("CARGO_PKG_VERSION"));
+pub mod helper;
 
-/// The grammars and their exact versions (pinned with `=` in Cargo.toml).
-pub const GRAMMAR_PYTHON: &str = "tree-sitter-python@0.25.0";
-pub const GRAMMAR_TYPESCRIPT: &str = "tree-sitter-typescript@0.23.2";
-pub const GRAMMAR_JAVASCRIPT: &str = "tree-sitter-javascript@0.25.0";
-pub const GRAMMAR_JSON: &str = "tree-sitter-json@0.24.8";
-pub const GRAMMAR_MARKDOWN: &str = "tree-sitter-md@0.5.4";
-pub const GRAMMAR_YAML: &str = "tree-sitter-yaml@0.7.2";
-pub const GRAMMAR_TOML: &str = "tree-sitter-toml-ng@0.7.0";
-pub const GRAMMAR_SHELL: &str = "tree-sitter-bash@0.25.1";
+pub use patchdiff_engine::scope::{
+    ENGINE, GRAMMAR_JAVASCRIPT, GRAMMAR_JSON, GRAMMAR_MARKDOWN, GRAMMAR_PYTHON, GRAMMAR_SHELL,
+    GRAMMAR_TOML, GRAMMAR_TYPESCRIPT, GRAMMAR_YAML, Language, ParserLimit, language_for,
+};
 
-/// The languages Waymark parses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Language {
-    Python,
-    TypeScript,
-    JavaScript,
-    Json,
-    Markdown,
-    Yaml,
-    Toml,
-    Shell,
-}
-
-impl Language {
-    /// The language's name in an [`Outline`]: `python`, `typescript`, ...
-    pub fn name(self) -> &'static str {
-        match self {
-            Language::Python => "python",
-            Language::TypeScript => "typescript",
-            Language::JavaScript => "javascript",
-            Language::Json => "json",
-            Language::Markdown => "markdown",
-            Language::Yaml => "yaml",
-            Language::Toml => "toml",
-            Language::Shell => "shell",
-        }
-    }
-
-    /// The grammar and its version, e.g. `tree-sitter-python@0.25.0`.
-    pub fn grammar(self) -> &'static str {
-        match self {
-            Language::Python => GRAMMAR_PYTHON,
-            Language::TypeScript => GRAMMAR_TYPESCRIPT,
-            Language::JavaScript => GRAMMAR_JAVASCRIPT,
-            Language::Json => GRAMMAR_JSON,
-            Language::Markdown => GRAMMAR_MARKDOWN,
-            Language::Yaml => GRAMMAR_YAML,
-            Language::Toml => GRAMMAR_TOML,
-            Language::Shell => GRAMMAR_SHELL,
-        }
-    }
-
-    fn ts_language(self) -> tree_sitter::Language {
-        match self {
-            Language::Python => tree_sitter_python::LANGUAGE.into(),
-            Language::TypeScript => tree_sitter_typescript::LANGUAGE_TYPESCRIPT.into(),
-            Language::JavaScript => tree_sitter_javascript::LANGUAGE.into(),
-            Language::Json => tree_sitter_json::LANGUAGE.into(),
-            Language::Markdown => tree_sitter_md::LANGUAGE.into(),
-            Language::Yaml => tree_sitter_yaml::LANGUAGE.into(),
-            Language::Toml => tree_sitter_toml_ng::LANGUAGE.into(),
-            Language::Shell => tree_sitter_bash::LANGUAGE.into(),
-        }
-    }
-}
-
-/// The language of a target, by its filename's extension first, then its content type; `None`
-/// when Waymark has no grammar for it.
-///
-/// The extension is the part of the last path component after its last `.` (compared
-/// ASCII-case-insensitively; a leading-dot name such as `.bashrc` has no extension). The content
-/// type is compared case-insensitively without its parameters (`; charset=utf-8`).
-pub fn language_for(filename: &str, content_type: &str) -> Option<Language> {
-    let base = filename.rsplit(['/', '\\']).next().unwrap_or(filename);
-    let ext = match base.rfind('.') {
-        Some(i) if i > 0 => &base[i + 1..],
-        _ => "",
-    };
-    let by_ext = match ext.to_ascii_lowercase().as_str() {
-        "py" | "pyi" => Some(Language::Python),
-        "ts" | "tsx" | "mts" | "cts" => Some(Language::TypeScript),
-        "js" | "jsx" | "mjs" | "cjs" => Some(Language::JavaScript),
-        "json" => Some(Language::Json),
-        "md" | "markdown" => Some(Language::Markdown),
-        "yaml" | "yml" => Some(Language::Yaml),
-        "toml" => Some(Language::Toml),
-        "sh" | "bash" => Some(Language::Shell),
-        _ => None,
-    };
-    if by_ext.is_some() {
-        return by_ext;
-    }
-    let media = content_type
-        .split(';')
-        .next()
-        .unwrap_or("")
-        .trim()
-        .to_ascii_lowercase();
-    match media.as_str() {
-        "text/x-python" | "application/x-python" => Some(Language::Python),
-        "application/typescript" | "text/typescript" => Some(Language::TypeScript),
-        "text/javascript" | "application/javascript" => Some(Language::JavaScript),
-        "application/json" => Some(Language::Json),
-        "text/markdown" => Some(Language::Markdown),
-        "application/yaml" | "text/yaml" | "application/x-yaml" => Some(Language::Yaml),
-        "application/toml" => Some(Language::Toml),
-        "application/x-sh" | "text/x-shellscript" => Some(Language::Shell),
-        _ => None,
+fn ts_language(language: Language) -> tree_sitter::Language {
+    match language {
+        Language::Python => tree_sitter_python::LANGUAGE.into(),
+        Language::TypeScript => tree_sitter_typescript::LANGUAGE_TYPESCRIPT.into(),
+        Language::JavaScript => tree_sitter_javascript::LANGUAGE.into(),
+        Language::Json => tree_sitter_json::LANGUAGE.into(),
+        Language::Markdown => tree_sitter_md::LANGUAGE.into(),
+        Language::Yaml => tree_sitter_yaml::LANGUAGE.into(),
+        Language::Toml => tree_sitter_toml_ng::LANGUAGE.into(),
+        Language::Shell => tree_sitter_bash::LANGUAGE.into(),
     }
 }
 
@@ -178,30 +84,29 @@ fn parse(
 /// TypeScript is parsed with the `typescript` dialect; when that reports syntax errors and the
 /// `tsx` dialect of the same grammar parses the text without errors, the `tsx` tree is used
 /// (the outline has no filename, and `.tsx` targets contain JSX).
-pub fn outline(language: Language, text: &str) -> Outline {
+///
+/// An outline over the caps of [`patchdiff_engine::scope::OUTLINE_MAX_SYMBOLS`] and
+/// [`patchdiff_engine::scope::OUTLINE_MAX_NAME_BYTES`] is refused while it is built, not after.
+///
+/// This runs third-party C code (tree-sitter and its grammars, some of which abort the process
+/// on pathological input): call it only in a process that may die, the parser helper
+/// `patchdiff-waymark-helper`, never inside a PostgreSQL backend.
+pub fn outline(language: Language, text: &str) -> Result<Outline, ParserLimit> {
     outline_cancellable(language, text, &|| false).expect("never cancelled")
 }
 
-/// [`outline`], asking `cancel` now and then while tree-sitter parses (a 1 MiB file takes a few
-/// hundred milliseconds); `None` as soon as it answers `true`. `cancel` is called from inside the
-/// C parser and must not panic or unwind.
+/// [`outline`], asking `cancel` now and then while tree-sitter parses; `None` as soon as it
+/// answers `true`. `cancel` is called from inside the C parser and must not panic or unwind.
 pub fn outline_cancellable(
     language: Language,
     text: &str,
     cancel: &dyn Fn() -> bool,
-) -> Option<Outline> {
-    let empty = |has_errors| Outline {
-        language: language.name(),
-        engine: ENGINE,
-        grammar: language.grammar(),
-        has_errors,
-        symbols: Vec::new(),
-    };
+) -> Option<Result<Outline, ParserLimit>> {
     // tree-sitter addresses bytes with u32.
     if u32::try_from(text.len()).is_err() {
-        return Some(empty(true));
+        return Some(Err(ParserLimit::Input));
     }
-    let mut tree = match parse(language.ts_language(), text, cancel) {
+    let mut tree = match parse(ts_language(language), text, cancel) {
         Err(NoTree::Cancelled) => return None,
         Err(NoTree::Failed) => None,
         Ok(t) => Some(t),
@@ -214,7 +119,7 @@ pub fn outline_cancellable(
         }
     }
     let Some(tree) = tree else {
-        return Some(empty(true));
+        return Some(Ok(language.empty_outline(true)));
     };
     let root = tree.root_node();
     let mut out = common::Collector::new(text);
@@ -227,11 +132,12 @@ pub fn outline_cancellable(
         Language::Toml => toml::extract(&mut out, root),
         Language::Shell => shell::extract(&mut out, root),
     }
-    Some(Outline {
-        language: language.name(),
-        engine: ENGINE,
-        grammar: language.grammar(),
-        has_errors: root.has_error(),
-        symbols: out.finish(),
-    })
+    let has_errors = root.has_error();
+    // The tree is freed before the symbols are converted: the two are never held at once.
+    drop(tree);
+    Some(out.finish().map(|symbols| {
+        let mut o = language.empty_outline(has_errors);
+        o.symbols = symbols;
+        o
+    }))
 }

@@ -160,7 +160,7 @@ fn outline_records_language_engine_and_exact_grammar_version() {
     let lock = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../Cargo.lock"))
         .expect("workspace Cargo.lock");
     for (language, name, grammar) in expected {
-        let o = outline(language, "");
+        let o = outline(language, "").unwrap();
         assert_eq!((o.language, o.engine, o.grammar), (name, ENGINE, grammar));
         // The recorded version is the one actually built.
         let (krate, version) = grammar.split_once('@').unwrap();
@@ -381,9 +381,9 @@ fn deeply_nested_input_never_overflows_the_stack() {
 #[test]
 fn outline_is_deterministic_across_calls_and_threads() {
     let text = "# 🌟\nclass A:\n    def b(self):\n        pass\nX = 1\n";
-    let first = outline(Language::Python, text);
+    let first = outline(Language::Python, text).unwrap();
     let handles: Vec<_> = (0..4)
-        .map(|_| std::thread::spawn(move || outline(Language::Python, text)))
+        .map(|_| std::thread::spawn(move || outline(Language::Python, text).unwrap()))
         .collect();
     for h in handles {
         assert_eq!(h.join().unwrap(), first);

@@ -1,0 +1,401 @@
+//! The Waymark parser helper, from the backend's side.
+//!
+//! Tree-sitter and its grammars are third-party C code that aborts on some inputs a few hundred
+//! bytes long; an abort inside a backend makes the postmaster end every session and run crash
+//! recovery. So no parser runs here: each backend starts `patchdiff-waymark-helper` (installed
+//! beside this library, `$libdir/patchdiff-waymark-helper`) with exec on first use, keeps it warm
+//! for later calls, and speaks to it over pipes (`patchdiff_engine::scope::wire`).
+//!
+//! Every wait is bounded and cancellable: the backend polls the pipes in short steps, and on a
+//! query cancel, statement timeout or terminate it kills the helper before PostgreSQL raises the
+//! ERROR. The helper confines itself (address space, CPU per request, no core files, death with
+//! its parent); the backend adds the wall-clock limit, the smaller of
+//! `patchdiff.parser_timeout` and what is left of `statement_timeout`. A helper that dies or
+//! passes a limit is an answer, not a fault: [`Unavailable`].
+
+use patchdiff_engine::scope::{Language, Outline, ParserLimit, wire};
+use pgrx::guc::{GucContext, GucFlags, GucRegistry, GucSetting};
+use pgrx::pg_sys;
+use std::cell::RefCell;
+use std::ffi::{CStr, CString};
+use std::io::{self, Read, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::process::ExitStatusExt;
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The helper's exit status when an allocation failed under its memory limit
+/// (`patchdiff_waymark::helper::EXIT_MEMORY`; this crate does not link Waymark).
+const EXIT_MEMORY: i32 = 3;
+
+/// The largest answer read from a helper: an outline at both of its caps (100,000 symbols, 32
+/// MiB of names and paths) is well below; a longer length is a broken helper.
+const MAX_RESPONSE_BYTES: u64 = 128 << 20;
+
+/// How often a waiting backend looks at its interrupts and the deadline.
+const POLL_STEP: Duration = Duration::from_millis(10);
+
+static HELPER_PATH: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
+static MEMORY_LIMIT_KB: GucSetting<i32> = GucSetting::<i32>::new(1024 * 1024);
+static CPU_LIMIT_S: GucSetting<i32> = GucSetting::<i32>::new(10);
+static TIMEOUT_MS: GucSetting<i32> = GucSetting::<i32>::new(10_000);
+
+/// Registers the helper's settings. All are superuser-only: the path names a program the
+/// server runs, and a client role must not be able to raise its own limits.
+pub(crate) fn define_gucs() {
+    GucRegistry::define_string_guc(
+        c"patchdiff.parser_helper",
+        c"The Waymark parser helper program (default: $libdir/patchdiff-waymark-helper).",
+        c"Structural observation runs tree-sitter in this helper process, never inside the backend.",
+        &HELPER_PATH,
+        GucContext::Suset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"patchdiff.parser_memory_limit",
+        c"Address-space limit of the parser helper.",
+        c"A parse that needs more answers structure_unavailable / parser_limit (memory).",
+        &MEMORY_LIMIT_KB,
+        64 * 1024,
+        i32::MAX,
+        GucContext::Suset,
+        GucFlags::UNIT_KB,
+    );
+    GucRegistry::define_int_guc(
+        c"patchdiff.parser_cpu_limit",
+        c"CPU seconds the parser helper may spend on one outline.",
+        c"A parse that needs more answers structure_unavailable / parser_limit (cpu).",
+        &CPU_LIMIT_S,
+        1,
+        3600,
+        GucContext::Suset,
+        GucFlags::UNIT_S,
+    );
+    GucRegistry::define_int_guc(
+        c"patchdiff.parser_timeout",
+        c"Wall-clock time the backend waits for one outline from the parser helper.",
+        c"The wait also ends when statement_timeout would; past this limit the helper is killed and the call answers structure_unavailable / parser_limit (time).",
+        &TIMEOUT_MS,
+        1,
+        i32::MAX,
+        GucContext::Suset,
+        GucFlags::UNIT_MS,
+    );
+}
+
+/// Why there is no outline.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Unavailable {
+    /// The helper died (a signal such as SIGABRT from a grammar's assertion, a bad answer).
+    Crashed(String),
+    /// A limit was reached: an outline cap, memory, CPU or time.
+    Limit(ParserLimit),
+    /// The helper could not be started.
+    NotStarted(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Settings {
+    program: String,
+    memory_bytes: u64,
+    cpu_seconds: u64,
+}
+
+impl Settings {
+    fn current() -> Settings {
+        let program = HELPER_PATH
+            .get()
+            .and_then(|c| c.into_string().ok())
+            .filter(|s| !s.is_empty())
+            .unwrap_or_else(|| {
+                // SAFETY: pkglib_path is a NUL-terminated buffer PostgreSQL fills at start-up.
+                let dir = unsafe { CStr::from_ptr(std::ptr::addr_of!(pg_sys::pkglib_path).cast()) };
+                format!("{}/patchdiff-waymark-helper", dir.to_string_lossy())
+            });
+        Settings {
+            program,
+            memory_bytes: u64::try_from(MEMORY_LIMIT_KB.get()).unwrap_or(0) * 1024,
+            cpu_seconds: u64::try_from(CPU_LIMIT_S.get()).unwrap_or(1),
+        }
+    }
+}
+
+/// A running helper. Dropping it kills it and reaps it, so a backend that leaves by an ERROR
+/// (cancel, timeout) leaves no helper busy behind it.
+struct Helper {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: ChildStdout,
+    settings: Settings,
+}
+
+impl Drop for Helper {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+thread_local! {
+    /// The warm helper of this backend.
+    static WARM: RefCell<Option<Helper>> = const { RefCell::new(None) };
+}
+
+fn start(settings: &Settings) -> Result<Helper, Unavailable> {
+    let mut child = Command::new(&settings.program)
+        .arg("--memory-bytes")
+        .arg(settings.memory_bytes.to_string())
+        .arg("--cpu-seconds")
+        .arg(settings.cpu_seconds.to_string())
+        .arg("--parent-pid")
+        .arg(std::process::id().to_string())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .map_err(|e| Unavailable::NotStarted(format!("{}: {e}", settings.program)))?;
+    let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+        let _ = child.kill();
+        let _ = child.wait();
+        return Err(Unavailable::NotStarted("no pipes".into()));
+    };
+    for fd in [stdin.as_raw_fd(), stdout.as_raw_fd()] {
+        // SAFETY: fcntl on descriptors this struct owns.
+        unsafe {
+            let flags = libc::fcntl(fd, libc::F_GETFL);
+            libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK);
+        }
+    }
+    Ok(Helper {
+        child,
+        stdin,
+        stdout,
+        settings: settings.clone(),
+    })
+}
+
+/// What is left of `statement_timeout` for this statement, if it is set.
+fn statement_time_left() -> Option<Duration> {
+    // SAFETY: reads of backend globals and clock calls, on the backend's own thread.
+    let (timeout_ms, started, now) = unsafe {
+        (
+            pg_sys::StatementTimeout,
+            pg_sys::GetCurrentStatementStartTimestamp(),
+            pg_sys::GetCurrentTimestamp(),
+        )
+    };
+    if timeout_ms <= 0 {
+        return None;
+    }
+    let elapsed_us = u64::try_from(now - started).unwrap_or(0);
+    Some(Duration::from_millis(timeout_ms as u64).saturating_sub(Duration::from_micros(elapsed_us)))
+}
+
+fn cancel_pending() -> bool {
+    // SAFETY: volatile reads of sig_atomic_t flags that signal handlers set.
+    unsafe {
+        std::ptr::read_volatile(&raw const pg_sys::QueryCancelPending) != 0
+            || std::ptr::read_volatile(&raw const pg_sys::ProcDiePending) != 0
+    }
+}
+
+fn interrupt_pending() -> bool {
+    // SAFETY: as above.
+    unsafe { std::ptr::read_volatile(&raw const pg_sys::InterruptPending) != 0 }
+}
+
+/// Processes pending interrupts. A cancel, timeout or terminate raises its ERROR here; the
+/// caller has already given up the helper (it is killed when dropped during the unwind).
+fn serve_interrupts() {
+    pg_sys::check_for_interrupts!();
+}
+
+enum Exchange {
+    Answer(Vec<u8>),
+    /// The helper closed its end: it died.
+    Died,
+    /// The deadline passed.
+    Late,
+}
+
+/// Writes `request` and reads one framed answer, in short polls. On a pending cancel the
+/// helper is dropped (killed) before the interrupt is served.
+fn exchange(h: &mut Option<Helper>, request: &[u8], deadline: Instant) -> io::Result<Exchange> {
+    let mut sent = 0usize;
+    let mut head = [0u8; 8];
+    let mut got_head = 0usize;
+    let mut body: Vec<u8> = Vec::new();
+    let mut want: Option<usize> = None;
+    loop {
+        if interrupt_pending() {
+            if cancel_pending() {
+                // Killed now, not after the statement's ERROR has unwound.
+                *h = None;
+            }
+            serve_interrupts();
+            if h.is_none() {
+                return Ok(Exchange::Died);
+            }
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            return Ok(Exchange::Late);
+        }
+        let helper = h.as_mut().expect("present");
+        let mut fds = [
+            libc::pollfd {
+                fd: helper.stdout.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: helper.stdin.as_raw_fd(),
+                events: if sent < request.len() {
+                    libc::POLLOUT
+                } else {
+                    0
+                },
+                revents: 0,
+            },
+        ];
+        let step = POLL_STEP.min(deadline - now);
+        // SAFETY: poll over two descriptors this function borrows.
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), 2, step.as_millis().max(1) as libc::c_int) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        if sent < request.len() && fds[1].revents != 0 {
+            match helper.stdin.write(&request[sent..]) {
+                Ok(k) => sent += k,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) if e.kind() == io::ErrorKind::BrokenPipe => return Ok(Exchange::Died),
+                Err(e) => return Err(e),
+            }
+        }
+        if fds[0].revents != 0 {
+            loop {
+                let r = match want {
+                    None => helper.stdout.read(&mut head[got_head..]),
+                    Some(total) => {
+                        let at = body.len();
+                        let chunk = (total - at).min(1 << 20);
+                        body.resize(at + chunk, 0);
+                        let r = helper.stdout.read(&mut body[at..]);
+                        body.truncate(at + r.as_ref().map_or(0, |k| *k));
+                        r
+                    }
+                };
+                match r {
+                    Ok(0) => return Ok(Exchange::Died),
+                    Ok(k) => {
+                        if want.is_none() {
+                            got_head += k;
+                            if got_head == head.len() {
+                                let len = u64::from_le_bytes(head);
+                                if len > MAX_RESPONSE_BYTES {
+                                    return Ok(Exchange::Died);
+                                }
+                                want = Some(len as usize);
+                                body.reserve_exact(len as usize);
+                            }
+                        }
+                        if want == Some(body.len()) {
+                            return Ok(Exchange::Answer(body));
+                        }
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+    }
+}
+
+/// Why a helper that closed its pipe ended.
+fn death(mut h: Helper) -> Unavailable {
+    let status = h.child.wait();
+    let _ = h.child.kill();
+    match status {
+        Ok(s) if s.signal() == Some(libc::SIGXCPU) => Unavailable::Limit(ParserLimit::Cpu),
+        Ok(s) if s.code() == Some(EXIT_MEMORY) => Unavailable::Limit(ParserLimit::Memory),
+        Ok(s) => Unavailable::Crashed(match s.signal() {
+            Some(sig) => format!("the parser helper was terminated by signal {sig}"),
+            None => format!(
+                "the parser helper exited with status {}",
+                s.code().unwrap_or(-1)
+            ),
+        }),
+        Err(e) => Unavailable::Crashed(format!("the parser helper could not be reaped: {e}")),
+    }
+}
+
+/// The outline of `text`, parsed by this backend's helper.
+pub(crate) fn outline(language: Language, text: &str) -> Result<Outline, Unavailable> {
+    if text.len() as u64 > wire::MAX_TEXT_BYTES {
+        return Err(Unavailable::Limit(ParserLimit::Input));
+    }
+    let settings = Settings::current();
+    let timeout = Duration::from_millis(u64::try_from(TIMEOUT_MS.get()).unwrap_or(1));
+    let budget = statement_time_left().map_or(timeout, |left| left.min(timeout));
+    let deadline = Instant::now() + budget;
+    // Taken out of the backend's slot for the call: an ERROR that unwinds from here drops it.
+    let mut helper = WARM
+        .with(|w| w.borrow_mut().take())
+        .filter(|h| h.settings == settings);
+    if let Some(h) = helper.as_mut()
+        && !matches!(h.child.try_wait(), Ok(None))
+    {
+        helper = None;
+    }
+    if helper.is_none() {
+        helper = Some(start(&settings)?);
+    }
+    let request = wire::request(language, text);
+    let exchanged = exchange(&mut helper, &request, deadline);
+    drop(request);
+    let answer = match exchanged {
+        Ok(Exchange::Answer(body)) => body,
+        Ok(Exchange::Late) => {
+            drop(helper);
+            return Err(Unavailable::Limit(ParserLimit::Time));
+        }
+        Ok(Exchange::Died) => {
+            return Err(helper.map_or_else(
+                || Unavailable::Crashed("the parser helper was stopped".into()),
+                death,
+            ));
+        }
+        Err(e) => {
+            drop(helper);
+            return Err(Unavailable::Crashed(format!(
+                "the parser helper's pipe failed: {e}"
+            )));
+        }
+    };
+    let mut n = 0u32;
+    let decoded = wire::decode(language, &answer, &mut || {
+        n = n.wrapping_add(1);
+        if n.is_multiple_of(4096) {
+            pg_sys::check_for_interrupts!();
+        }
+    });
+    drop(answer);
+    match decoded {
+        Ok(result) => {
+            // Still healthy: kept warm for the next call.
+            WARM.with(|w| *w.borrow_mut() = helper);
+            result.map_err(Unavailable::Limit)
+        }
+        Err(e) => {
+            drop(helper);
+            Err(Unavailable::Crashed(format!(
+                "the parser helper's answer is malformed: {e}"
+            )))
+        }
+    }
+}

@@ -1,0 +1,223 @@
+//! The parser helper's side of the wire (`patchdiff-waymark-helper`).
+//!
+//! Tree-sitter and its grammars are third-party C code, and some of them abort the process on
+//! inputs a few hundred bytes long (tree-sitter-yaml's scanner overruns tree-sitter's 1,024-byte
+//! serialization buffer at 254 nested sequences, and the assertion aborts). Inside a PostgreSQL
+//! backend an abort makes the postmaster restart every session. So the extension never links
+//! this crate: it starts this helper with exec, sends it one request at a time over a pipe, and
+//! treats the helper's death as an answer (`parser_crashed`, `parser_limit`).
+//!
+//! The helper limits itself before it reads any input: its address space (`RLIMIT_AS`), no core
+//! files, and, per request, its CPU time (`RLIMIT_CPU`, whose soft limit ends it with SIGXCPU);
+//! it dies with its parent (`PR_SET_PDEATHSIG`). An allocation that fails under the address
+//! space limit ends it with [`EXIT_MEMORY`], from Rust and from tree-sitter alike, so the
+//! backend can tell a memory limit from a crash.
+
+use patchdiff_engine::scope::wire;
+use std::io::{self, Read, Write};
+
+/// The exit status of a helper whose allocation failed under its memory limit.
+pub const EXIT_MEMORY: i32 = 3;
+/// The exit status of a helper started with bad arguments or that lost its parent.
+pub const EXIT_USAGE: i32 = 2;
+
+/// The helper's limits, from its command line.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// `RLIMIT_AS` in bytes (0: none).
+    pub memory_bytes: u64,
+    /// CPU seconds per request (0: none).
+    pub cpu_seconds: u64,
+    /// The process that started it: the helper exits if it is not (or no longer) its parent.
+    pub parent_pid: Option<i32>,
+}
+
+impl Limits {
+    /// `--memory-bytes N --cpu-seconds N --parent-pid N`, each optional.
+    pub fn from_args(args: impl Iterator<Item = String>) -> Result<Limits, String> {
+        let mut l = Limits {
+            memory_bytes: 0,
+            cpu_seconds: 0,
+            parent_pid: None,
+        };
+        let mut args = args;
+        while let Some(flag) = args.next() {
+            let value = args.next().ok_or_else(|| format!("{flag} needs a value"))?;
+            let number = |v: &str| {
+                v.parse::<u64>()
+                    .map_err(|_| format!("{flag}: {v:?} is not a number"))
+            };
+            match flag.as_str() {
+                "--memory-bytes" => l.memory_bytes = number(&value)?,
+                "--cpu-seconds" => l.cpu_seconds = number(&value)?,
+                "--parent-pid" => {
+                    l.parent_pid = Some(i32::try_from(number(&value)?).map_err(|_| "bad pid")?)
+                }
+                _ => return Err(format!("unknown argument {flag}")),
+            }
+        }
+        Ok(l)
+    }
+}
+
+fn set_limit(resource: libc::__rlimit_resource_t, soft: u64, hard: u64) -> io::Result<()> {
+    let r = libc::rlimit {
+        rlim_cur: soft as libc::rlim_t,
+        rlim_max: hard as libc::rlim_t,
+    };
+    // SAFETY: setrlimit reads the struct we pass.
+    if unsafe { libc::setrlimit(resource, &r) } == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// CPU seconds this process has used so far (user + system), rounded up.
+fn cpu_used() -> u64 {
+    // SAFETY: getrusage fills the struct we pass.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
+    (u.ru_utime.tv_sec + u.ru_stime.tv_sec) as u64 + 1
+}
+
+/// Applies the limits that hold for the helper's whole life.
+pub fn confine(l: &Limits) -> Result<(), String> {
+    // SAFETY: plain system calls with constant arguments.
+    unsafe {
+        libc::prctl(
+            libc::PR_SET_PDEATHSIG,
+            libc::SIGKILL as libc::c_ulong,
+            0,
+            0,
+            0,
+        );
+    }
+    if let Some(pid) = l.parent_pid {
+        // The parent may have died between fork and prctl: then nobody waits for the answer.
+        if unsafe { libc::getppid() } != pid {
+            return Err("the backend that started the helper is gone".into());
+        }
+    }
+    set_limit(libc::RLIMIT_CORE, 0, 0).map_err(|e| format!("RLIMIT_CORE: {e}"))?;
+    if l.memory_bytes > 0 {
+        set_limit(libc::RLIMIT_AS, l.memory_bytes, l.memory_bytes)
+            .map_err(|e| format!("RLIMIT_AS: {e}"))?;
+    }
+    install_tree_sitter_allocator();
+    Ok(())
+}
+
+/// Serves requests from `input` until it closes. Each answer is written whole and flushed
+/// before the next request is read.
+pub fn serve(l: &Limits, input: &mut impl Read, output: &mut impl Write) -> io::Result<()> {
+    loop {
+        let mut head = [0u8; 9];
+        match input.read_exact(&mut head) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(()),
+            Err(e) => return Err(e),
+        }
+        let (language, len) = wire::request_header(&head)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+        if len > wire::MAX_TEXT_BYTES {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "request too large",
+            ));
+        }
+        let mut text = vec![0u8; len as usize];
+        input.read_exact(&mut text)?;
+        let text = String::from_utf8(text)
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "text is not UTF-8"))?;
+        if l.cpu_seconds > 0 {
+            // The soft limit is per request: what was used so far plus this request's share.
+            set_limit(
+                libc::RLIMIT_CPU,
+                cpu_used().saturating_add(l.cpu_seconds),
+                libc::RLIM_INFINITY,
+            )?;
+        }
+        let answer = match crate::outline(language, &text) {
+            Ok(o) => wire::outline_response(&o),
+            Err(limit) => wire::limit_response(limit),
+        };
+        drop(text);
+        output.write_all(&answer)?;
+        output.flush()?;
+    }
+}
+
+// tree-sitter allocates with malloc and aborts when it fails; under RLIMIT_AS a failure is the
+// memory limit, not a crash, so these end the helper with EXIT_MEMORY instead.
+unsafe extern "C" fn ts_malloc(size: usize) -> *mut libc::c_void {
+    let p = unsafe { libc::malloc(size) };
+    if p.is_null() && size > 0 {
+        unsafe { libc::_exit(EXIT_MEMORY) };
+    }
+    p
+}
+
+unsafe extern "C" fn ts_calloc(n: usize, size: usize) -> *mut libc::c_void {
+    let p = unsafe { libc::calloc(n, size) };
+    if p.is_null() && n > 0 && size > 0 {
+        unsafe { libc::_exit(EXIT_MEMORY) };
+    }
+    p
+}
+
+unsafe extern "C" fn ts_realloc(ptr: *mut libc::c_void, size: usize) -> *mut libc::c_void {
+    let p = unsafe { libc::realloc(ptr, size) };
+    if p.is_null() && size > 0 {
+        unsafe { libc::_exit(EXIT_MEMORY) };
+    }
+    p
+}
+
+unsafe extern "C" fn ts_free(ptr: *mut libc::c_void) {
+    unsafe { libc::free(ptr) }
+}
+
+fn install_tree_sitter_allocator() {
+    // SAFETY: called once, before any tree-sitter object exists.
+    unsafe {
+        tree_sitter::set_allocator(Some(tree_sitter::Allocator {
+            malloc: ts_malloc,
+            calloc: ts_calloc,
+            realloc: ts_realloc,
+            free: ts_free,
+        }));
+    }
+}
+
+/// A global allocator for the helper binary: the system allocator, but an allocation that fails
+/// (the address-space limit) ends the process with [`EXIT_MEMORY`] rather than Rust's abort,
+/// which would look like a crash.
+pub struct LimitedAlloc;
+
+unsafe impl std::alloc::GlobalAlloc for LimitedAlloc {
+    unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
+        let p = unsafe { std::alloc::System.alloc(layout) };
+        if p.is_null() {
+            unsafe { libc::_exit(EXIT_MEMORY) };
+        }
+        p
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
+        unsafe { std::alloc::System.dealloc(ptr, layout) }
+    }
+    unsafe fn alloc_zeroed(&self, layout: std::alloc::Layout) -> *mut u8 {
+        let p = unsafe { std::alloc::System.alloc_zeroed(layout) };
+        if p.is_null() {
+            unsafe { libc::_exit(EXIT_MEMORY) };
+        }
+        p
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: std::alloc::Layout, size: usize) -> *mut u8 {
+        let p = unsafe { std::alloc::System.realloc(ptr, layout, size) };
+        if p.is_null() {
+            unsafe { libc::_exit(EXIT_MEMORY) };
+        }
+        p
+    }
+}
