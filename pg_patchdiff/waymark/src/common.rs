@@ -1,7 +1,7 @@
 //! Shared machinery: the symbol collector, child iteration without recursion, offset
 //! conversion (bytes -> code points and lines) and the string decoders of the data formats.
 
-use patchdiff_engine::scope::{OUTLINE_MAX_NAME_BYTES, OUTLINE_MAX_SYMBOLS, ParserLimit, Symbol};
+use patchdiff_engine::scope::{OUTLINE_MAX_SYMBOLS, ParserLimit, Symbol, outline_max_name_bytes};
 use tree_sitter::{Node, TreeCursor};
 
 /// Symbols nested deeper than this (counted in symbol levels, not syntax nodes) are not
@@ -41,8 +41,9 @@ pub(crate) struct Raw {
 pub(crate) struct Collector<'a> {
     pub text: &'a str,
     pub syms: Vec<Raw>,
-    /// Bytes of names, paths and parent paths collected so far.
+    /// Bytes of names, paths and parent paths collected so far, and their cap.
     name_bytes: usize,
+    max_name_bytes: usize,
     /// Set by the first symbol over a cap; later symbols are dropped, and `finish` refuses.
     over: Option<ParserLimit>,
 }
@@ -53,6 +54,7 @@ impl<'a> Collector<'a> {
             text,
             syms: Vec::new(),
             name_bytes: 0,
+            max_name_bytes: outline_max_name_bytes(text.len()),
             over: None,
         }
     }
@@ -83,7 +85,7 @@ impl<'a> Collector<'a> {
         if self.over.is_none() && self.syms.len() >= OUTLINE_MAX_SYMBOLS {
             self.over = Some(ParserLimit::Symbols);
         }
-        if self.over.is_none() && self.name_bytes + bytes > OUTLINE_MAX_NAME_BYTES {
+        if self.over.is_none() && self.name_bytes + bytes > self.max_name_bytes {
             self.over = Some(ParserLimit::NameBytes);
         }
         let (name, parent) = if self.over.is_some() {
@@ -102,6 +104,11 @@ impl<'a> Collector<'a> {
             end,
         });
         self.syms.len() - 1
+    }
+
+    /// Whether a cap was passed: extractors stop walking then, since nothing more is kept.
+    pub fn full(&self) -> bool {
+        self.over.is_some()
     }
 
     pub fn path(&self, index: usize) -> String {

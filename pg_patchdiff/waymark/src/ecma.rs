@@ -46,6 +46,9 @@ pub(crate) fn extract(out: &mut Collector<'_>, root: Node<'_>) {
         }],
     };
     while let Some(task) = walk.stack.pop() {
+        if walk.out.full() {
+            break;
+        }
         children(&mut cursor, task.node, &mut kids);
         match task.scope {
             Scope::Program => {

@@ -99,6 +99,14 @@ pub fn confine(l: &Limits) -> Result<(), String> {
             return Err("the backend that started the helper is gone".into());
         }
     }
+    // A backend's open files (its client's socket, relation files) are not the helper's
+    // business: only the two pipes and stderr (the server's log) stay open.
+    // SAFETY: close_range(2) on descriptors this process does not use.
+    if unsafe { libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32) } != 0 {
+        for fd in 3..1024 {
+            unsafe { libc::close(fd) };
+        }
+    }
     set_limit(libc::RLIMIT_CORE, 0, 0).map_err(|e| format!("RLIMIT_CORE: {e}"))?;
     if l.memory_bytes > 0 {
         set_limit(libc::RLIMIT_AS, l.memory_bytes, l.memory_bytes)

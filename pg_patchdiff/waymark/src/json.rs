@@ -64,6 +64,9 @@ pub(crate) fn extract(out: &mut Collector<'_>, root: Node<'_>) {
     roots.reverse();
     walk.stack = roots;
     while let Some(task) = walk.stack.pop() {
+        if walk.out.full() {
+            break;
+        }
         match task {
             Task::Object {
                 node,
@@ -120,6 +123,9 @@ impl<'t> Walk<'_, '_, 't> {
 
     fn emit_members(&mut self, members: Vec<Member<'t>>, parent: Option<String>, depth: usize) {
         for Member { pair, key, value } in members {
+            if self.out.full() {
+                return;
+            }
             let kind = match value.map(|v| v.kind()) {
                 Some("object") => OBJECT,
                 Some("array") => ARRAY,
@@ -158,6 +164,9 @@ impl<'t> Walk<'_, '_, 't> {
             .filter(|c| c.is_named() && !matches!(c.kind(), "comment" | "ERROR"))
             .collect();
         for (index, element) in elements.into_iter().enumerate() {
+            if self.out.full() {
+                return;
+            }
             let (s, e) = (element.start_byte(), element.end_byte());
             match element.kind() {
                 "object" => {

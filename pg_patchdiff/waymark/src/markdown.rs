@@ -88,6 +88,9 @@ pub(crate) fn extract(out: &mut Collector<'_>, root: Node<'_>) {
     };
     let mut cursor = root.walk();
     'walk: loop {
+        if out.full() {
+            break;
+        }
         let node = cursor.node();
         enter(out, &mut state, node);
         if !is_opaque(node.kind()) && cursor.goto_first_child() {

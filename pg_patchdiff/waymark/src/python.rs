@@ -29,6 +29,9 @@ pub(crate) fn extract(out: &mut Collector<'_>, root: Node<'_>) {
         depth: 0,
     }];
     while let Some(task) = stack.pop() {
+        if out.full() {
+            break;
+        }
         children(&mut cursor, task.node, &mut kids);
         for &(child, _) in kids.iter() {
             match child.kind() {

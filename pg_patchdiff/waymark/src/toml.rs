@@ -161,6 +161,9 @@ impl<'t> Walk<'_, '_, 't> {
     /// The pairs of a table or inline table as symbols under `parent`.
     fn emit(&mut self, members: Vec<Member<'t>>, parent: Option<String>, depth: usize) {
         for Member { pair, name, value } in members {
+            if self.out.full() {
+                return;
+            }
             let kind = match value.map(|v| v.kind()) {
                 Some("inline_table") => OBJECT,
                 Some("array") => ARRAY,
@@ -203,6 +206,9 @@ impl<'t> Walk<'_, '_, 't> {
 
     fn drain(&mut self) {
         while let Some(task) = self.stack.pop() {
+            if self.out.full() {
+                break;
+            }
             match task {
                 Task::Pairs {
                     node,
@@ -227,6 +233,9 @@ impl<'t> Walk<'_, '_, 't> {
                         .filter(|n| n.is_named() && !matches!(n.kind(), "comment" | "ERROR"))
                         .collect();
                     for (index, element) in elements.into_iter().enumerate() {
+                        if self.out.full() {
+                            break;
+                        }
                         let (s, e) = (element.start_byte(), element.end_byte());
                         match element.kind() {
                             "inline_table" => {

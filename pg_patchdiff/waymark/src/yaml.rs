@@ -84,6 +84,9 @@ pub(crate) fn extract(out: &mut Collector<'_>, root: Node<'_>) {
     let mut stack = roots;
     let mut pair_kids = Vec::new();
     while let Some(task) = stack.pop() {
+        if out.full() {
+            break;
+        }
         match task {
             Task::Mapping {
                 node,
@@ -92,6 +95,9 @@ pub(crate) fn extract(out: &mut Collector<'_>, root: Node<'_>) {
             } => {
                 children(&mut cursor, node, &mut kids);
                 for &(pair, _) in kids.iter() {
+                    if out.full() {
+                        break;
+                    }
                     if !matches!(pair.kind(), "block_mapping_pair" | "flow_pair") {
                         continue;
                     }
@@ -149,6 +155,9 @@ pub(crate) fn extract(out: &mut Collector<'_>, root: Node<'_>) {
                 });
                 let mut new_tasks = Vec::new();
                 for (index, &(item, _)) in items.enumerate() {
+                    if out.full() {
+                        break;
+                    }
                     let value = if item.kind() == "block_sequence_item" {
                         let mut c = item.walk();
                         let v = item
