@@ -10,7 +10,10 @@
 use crate::args::{ArgError, Args};
 use crate::invalid_text::{self, Defect};
 use crate::json::{CANONICAL, as_int, to_string, type_name};
-use crate::limits::CLIENT_REQUEST_ID_MAX;
+use crate::limits::{
+    CLIENT_REQUEST_ID_MAX, INTENT_MAX_BYTES, METADATA_VALUE_MAX_BYTES, RECORD_MAX_BYTES,
+    TX1_MAX_EDITS, TX2_MAX_OPERATIONS,
+};
 use crate::near_miss::{self, ScanSource};
 use crate::observed::ObservationLink;
 use crate::rejection::{NearMissInput, Rejection, Stage, current_context, validity};
@@ -140,6 +143,7 @@ pub(crate) fn envelope(
         false,
         "invalid_include_correlation_id",
     )?;
+    check_caps(a, &record)?;
     // Invalid text first: it is audited against the target, whatever else is wrong.
     let mut invalid_text = Vec::new();
     invalid_text::find(
@@ -197,6 +201,25 @@ pub(crate) fn envelope(
         }
         invalid_text::evidence_envelope(protocol, &record, metadata, &invalid_text, a.sentinel)
     };
+    // The stored record's cap; a sole replacement over its own contract limit is left to the
+    // contract's `replacement_too_large` (see `admission`), which writes nothing either.
+    let oversized_replacement = protocol == tx3::PROTOCOL
+        && invalid_text.is_empty()
+        && record
+            .get("replacement")
+            .and_then(Value::as_str)
+            .is_some_and(|r| tx3::admission(r).is_err());
+    if pdcp_content.len() > RECORD_MAX_BYTES && !oversized_replacement {
+        return Err(too_large(
+            "record_too_large",
+            format!(
+                "the stored record (pdcp_content, compact ASCII-escaped JSON) would be {} bytes, over the limit of {RECORD_MAX_BYTES} bytes; nothing was written",
+                pdcp_content.len()
+            ),
+            pdcp_content.len(),
+            RECORD_MAX_BYTES,
+        ));
+    }
     Ok(Submission {
         target_file_id,
         protocol_version: protocol,
@@ -213,6 +236,75 @@ pub(crate) fn envelope(
         source,
         include_correlation_id,
     })
+}
+
+/// An `invalid_argument` for a documented resource cap (`limits.rs`), with `limit` and `actual`.
+fn too_large(code: &'static str, detail: String, actual: usize, limit: usize) -> ArgError {
+    ArgError::new(code, detail)
+        .with("limit", json!(limit))
+        .with("actual", json!(actual))
+}
+
+/// The resource caps the contract leaves to the implementation (`limits.rs`), checked before
+/// any other work on the proposal: the number of edits or operations, the intent's size and
+/// the size of each stored metadata value.
+fn check_caps(a: &Args, record: &Map<String, Value>) -> Result<(), ArgError> {
+    for (list, cap, code, what) in [
+        ("edits", TX1_MAX_EDITS, "too_many_edits", "edits"),
+        (
+            "operations",
+            TX2_MAX_OPERATIONS,
+            "too_many_operations",
+            "operations",
+        ),
+    ] {
+        if let Some(Value::Array(items)) = record.get(list)
+            && items.len() > cap
+        {
+            return Err(too_large(
+                code,
+                format!(
+                    "{} {what} in one transaction, over the limit of {cap}; split the change into several transactions",
+                    items.len()
+                ),
+                items.len(),
+                cap,
+            ));
+        }
+    }
+    if let Some(Value::String(intent)) = record.get("intent")
+        && intent.len() > INTENT_MAX_BYTES
+    {
+        return Err(too_large(
+            "intent_too_large",
+            format!(
+                "intent is {} UTF-8 bytes, over the limit of {INTENT_MAX_BYTES}; it is a summary, send a shorter one",
+                intent.len()
+            ),
+            intent.len(),
+            INTENT_MAX_BYTES,
+        ));
+    }
+    for k in [
+        "expected_target_version",
+        "expected_current_hash",
+        "parent_pdcp_log_id",
+        "attempt",
+        "client_request_id",
+    ] {
+        let Some(v) = a.get(k) else { continue };
+        let n = crate::json::to_string(v, CANONICAL).len();
+        if n > METADATA_VALUE_MAX_BYTES {
+            return Err(too_large(
+                "metadata_too_large",
+                format!("{k} is {n} bytes of JSON, over the limit of {METADATA_VALUE_MAX_BYTES}"),
+                n,
+                METADATA_VALUE_MAX_BYTES,
+            )
+            .with("argument", json!(k)));
+        }
+    }
+    Ok(())
 }
 
 /// Contract "Common input and request-key rules": 1..128 printable ASCII, no whitespace.
