@@ -496,9 +496,11 @@ pub fn byte_offsets(text: &str, cps: &[usize]) -> Vec<usize> {
     let mut out = Vec::with_capacity(cps.len());
     let (mut cp, mut byte) = (0usize, 0usize);
     let bytes = text.as_bytes();
+    let mut ticks = interrupt::Every::new(interrupt::SEARCH_INTERVAL);
     for &want in cps {
         debug_assert!(want >= cp, "offsets must ascend");
         while cp < want && byte < bytes.len() {
+            ticks.tick();
             // ASCII runs advance one byte per code point.
             let b = bytes[byte];
             byte += if b < 0x80 {
@@ -908,6 +910,16 @@ mod tests {
             max_chars,
             include_line_starts: false,
         }
+    }
+
+    /// limits::OBSERVE_QUERY_MAX_BYTES: at the cap accepted, one byte over refused.
+    #[test]
+    fn query_at_its_cap() {
+        let q = |n: usize| parse(&json!({"query": "q".repeat(n)}).to_string());
+        assert!(q(OBSERVE_QUERY_MAX_BYTES).is_ok());
+        let e = q(OBSERVE_QUERY_MAX_BYTES + 1).unwrap_err();
+        assert_eq!(e.code, "query_too_large");
+        assert_eq!(e.extra["limit"], OBSERVE_QUERY_MAX_BYTES);
     }
 
     /// "The optional top-level query, symbol_name and kind values must be nonblank when

@@ -78,6 +78,8 @@ impl Buffer {
     fn byte_at(&mut self, cp: usize) -> usize {
         let k = cp / STRIDE;
         while self.marks.len() <= k {
+            // Each mark scans STRIDE code points.
+            interrupt::check();
             let last = self.marks[self.marks.len() - 1];
             match byte_offset(&self.text[last..], STRIDE) {
                 Some(b) => self.marks.push(last + b),

@@ -32,7 +32,9 @@ pub fn canonicalize(s: &str) -> Cow<'_, str> {
     let mut out = String::with_capacity(s.len());
     out.push_str(&s[..first]);
     let mut i = first;
+    let mut ticks = crate::interrupt::Every::new(crate::interrupt::SEARCH_INTERVAL);
     while i < bytes.len() {
+        ticks.tick();
         match memchr::memchr(b'\r', &bytes[i..]) {
             None => {
                 out.push_str(&s[i..]);
@@ -157,7 +159,9 @@ impl SourceLineEndings {
         let bytes = raw.as_bytes();
         let (mut lf, mut crlf, mut cr) = (0u64, 0u64, 0u64);
         let mut i = 0;
+        let mut ticks = crate::interrupt::Every::new(crate::interrupt::SEARCH_INTERVAL);
         while let Some(rel) = memchr::memchr2(b'\r', b'\n', &bytes[i..]) {
+            ticks.tick();
             let at = i + rel;
             if bytes[at] == b'\n' {
                 lf += 1;
