@@ -223,6 +223,7 @@ pub(crate) fn apply_in(
     let mut steps: Vec<Step> = Vec::with_capacity(ops.len());
     let mut changes = Vec::with_capacity(ops.len());
     let mut warnings = Vec::new();
+    let mut basis = StartIndex::default();
     for (k, op) in ops.iter().enumerate() {
         // One check per operation: each does at least a hash of its texts and a splice.
         interrupt::check();
@@ -271,9 +272,9 @@ pub(crate) fn apply_in(
             && k > 0
         {
             let was = span_to_original(&steps, sel.s, sel.e).map(|(os, _)| match original_scope {
-                None => start_occurrence_index(original, &edit.match_text, os),
+                None => basis.index(original, &edit.match_text, os),
                 // Inside a scope, indexes count the scope only.
-                Some((c, (b0, b1))) => start_occurrence_index(
+                Some((c, (b0, b1))) => basis.index(
                     &original[b0..b1],
                     &edit.match_text,
                     os.saturating_sub(c.start),
@@ -364,17 +365,31 @@ pub(crate) fn no_op_transaction() -> Warning {
     )
 }
 
-/// The 1-based index, among the overlapping occurrences of `needle` in `original`, of the one
-/// that starts at `at`.
-fn start_occurrence_index(original: &str, needle: &str, at: usize) -> usize {
-    let mut before = 0;
-    for_each_occurrence(original, needle, |s, _| {
-        if s < at {
-            before += 1;
+/// Transaction-start occurrence indexes (for `occurrence_index_basis_shift`), with the starts
+/// of the last needle asked about kept: a run of same-string edits, the shape the warning is
+/// for, then costs one search of the transaction-start text instead of one per edit. One
+/// needle's starts at most (a `usize` per code point), so memory stays linear in the text.
+#[derive(Default)]
+struct StartIndex {
+    needle: String,
+    starts: Vec<usize>,
+}
+
+impl StartIndex {
+    /// The 1-based index, among the overlapping occurrences of `needle` in `original`, of the
+    /// one that starts at `at` (or of the first after it). `original` is the same text for every
+    /// call on one value.
+    fn index(&mut self, original: &str, needle: &str, at: usize) -> usize {
+        if self.needle != needle || self.starts.is_empty() {
+            self.needle = needle.to_owned();
+            self.starts.clear();
+            for_each_occurrence(original, needle, |s, _| {
+                self.starts.push(s);
+                true
+            });
         }
-        s < at
-    });
-    before + 1
+        self.starts.partition_point(|&s| s < at) + 1
+    }
 }
 
 /// The transaction-start interval each change consumed (for `sequential_match_invalid`):
