@@ -13,8 +13,9 @@
 //!   position, and the search hands back to `memmem` from there.
 //!
 //! Every text byte is read once by one of the two modes (plus KMP's amortized fallbacks), so the
-//! total is linear. The border table is built only after the first match, and only when the
-//! needle has a border at all: a needle with none (most identifiers) never leaves `memmem`.
+//! total is linear. The border table (O(m)) is built once, at the first match; after a match of a
+//! needle without a border (most identifiers) the KMP state is already zero and the search goes
+//! straight back to `memmem` one needle length on.
 //!
 //! UTF-8 is self-synchronizing, so a byte-level match of valid UTF-8 in valid UTF-8 starts and
 //! ends on code-point boundaries; code-point offsets are counted incrementally between matches.
