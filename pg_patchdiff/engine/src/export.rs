@@ -6,6 +6,7 @@
 //! stored: it never canonicalizes or repairs content (replay reports corrupt storage).
 
 use crate::args::{ArgError, Args};
+use crate::interrupt;
 use crate::target::TargetView;
 use crate::text::{LineEndingStyle, SourceLineEndings, sha256_hex};
 use serde_json::{Value, json};
@@ -122,7 +123,9 @@ pub fn write_eol(content: &str, eol: Eol) -> Cow<'_, str> {
     };
     let mut out = String::with_capacity(content.len() + extra);
     let mut last = 0;
+    let mut ticks = interrupt::Every::new(interrupt::SEARCH_INTERVAL);
     for at in memchr::memchr_iter(b'\n', content.as_bytes()) {
+        ticks.tick();
         out.push_str(&content[last..at]);
         out.push_str(eol.text());
         last = at + 1;

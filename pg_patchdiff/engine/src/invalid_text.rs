@@ -11,6 +11,7 @@
 //! and [`restore`] turns the sentinel back into the original escape when the evidence envelope
 //! is written, so the stored envelope spells exactly what was sent.
 
+use crate::interrupt;
 use crate::json::{CANONICAL, to_string};
 use serde_json::{Map, Value, json};
 
@@ -48,7 +49,9 @@ pub fn mark_lone_surrogates(text: &str) -> Option<(String, char)> {
     let b = text.as_bytes();
     let mut lone: Vec<(usize, u16)> = Vec::new();
     let (mut i, mut in_string) = (0, false);
+    let mut ticks = interrupt::Every::new(interrupt::SEARCH_INTERVAL);
     while i < b.len() {
+        ticks.tick();
         match (in_string, b[i]) {
             (false, b'"') | (true, b'"') => in_string = !in_string,
             (true, b'\\') => {
@@ -119,11 +122,13 @@ pub fn find(v: &Value, root: &str, sentinel: Option<char>, out: &mut Vec<Defect>
         }
         Value::Array(a) => {
             for (i, x) in a.iter().enumerate() {
+                interrupt::check();
                 find(x, &format!("{root}[{i}]"), sentinel, out);
             }
         }
         Value::Object(m) => {
             for (k, x) in m {
+                interrupt::check();
                 let path = format!("{root}.{}", segment(k, sentinel));
                 // A defect in a key is reported at the key's own path.
                 find(&Value::String(k.clone()), &path, sentinel, out);

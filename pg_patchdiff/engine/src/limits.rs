@@ -103,3 +103,45 @@ pub const OBSERVED_MAX_BATCH_OPERATIONS: usize = 128;
 /// "patchdiff_submit_observed_operations": "bounded group summaries"; a summary's
 /// `symbol_name` shows at most 256 code points (`symbol_name_truncated` says when it was cut).
 pub const OBSERVED_SUMMARY_SYMBOL_CHARS: usize = 256;
+
+// Resource caps where the contract is silent (DESIGN.md: "where the contract is silent a
+// documented cap refuses more"; issue 14, "hostile input never takes the database down"). Each
+// is refused as `invalid_argument` by the argument parser, before the target is locked and
+// before any row is written, so a refused call costs neither time under the lock nor log space.
+
+/// "patchdiff_submit_edits" (and preview of patchdiff-tx/1) says `edits` has minItems 1 and no
+/// maximum. An agent's transaction is tens of edits; 10,000 is far beyond any real one and
+/// keeps the worst transaction (each match edit must scan its whole buffer to prove its match
+/// unique) well under a second on a 1 MiB target. Code `too_many_edits`.
+pub const TX1_MAX_EDITS: usize = 10_000;
+
+/// "patchdiff_submit_operations" (and preview of patchdiff-tx/2, and the single observed form)
+/// gives `operations` no maximum; the same reasoning and value as [`TX1_MAX_EDITS`]. The observed
+/// batch keeps its own contract limit ([`OBSERVED_MAX_BATCH_OPERATIONS`]). Code
+/// `too_many_operations`.
+pub const TX2_MAX_OPERATIONS: usize = 10_000;
+
+/// The transaction `intent` is "a high-level summary"; the log shows at most 256 code points of
+/// it ([`LOG_INTENT_MAX_CHARS`]). 64 KiB of UTF-8 is a long essay; without a cap every rejected
+/// call (a stale guard, say) stored whatever megabytes it carried. Code `intent_too_large`.
+pub const INTENT_MAX_BYTES: usize = 65_536;
+
+/// The stored record, `pdcp_content` (compact, ASCII-escaped JSON), of any submission or
+/// preview: the bound on what one call can add to the append-only log. 8 MiB holds every record
+/// the contract must accept: a whole-document replacement is at most 1,048,576 UTF-8 bytes,
+/// which ASCII escaping grows at most six-fold (`\u0001` for one byte) to 6 MiB, plus an intent
+/// of at most 64 KiB (at most 384 KiB escaped). A replacement over its own contract limit is
+/// left to `replacement_too_large`, which the contract specifies. Code `record_too_large`.
+pub const RECORD_MAX_BYTES: usize = 8 * 1_048_576;
+
+/// Submission metadata stored with every attempt in its request envelope:
+/// `expected_target_version`, `expected_current_hash`, `parent_pdcp_log_id`, `attempt` and
+/// `client_request_id`, each as compact JSON. Every valid value is under 130 bytes (a 128-byte
+/// request key, quoted); 1 KiB leaves room for an invalid one to be audited as such, and no room
+/// to store megabytes through a field the record cap does not see. Code `metadata_too_large`.
+pub const METADATA_VALUE_MAX_BYTES: usize = 1_024;
+
+/// "patchdiff_observe_scope": `query` is a case-insensitive substring filter over symbol paths.
+/// A path longer than a few hundred bytes is rare; 4 KiB of UTF-8 is more than any real
+/// filter. Code `query_too_large`.
+pub const OBSERVE_QUERY_MAX_BYTES: usize = 4_096;

@@ -7,6 +7,7 @@
 //! absolute (for `patchdiff_read_target`).
 
 use crate::args::{ArgError, Args};
+use crate::interrupt;
 use crate::json::{as_int, is_big_int, type_name};
 use crate::limits::{READ_DEFAULT_CHARS, READ_MAX_CHARS};
 use crate::target::TargetView;
@@ -109,7 +110,9 @@ pub fn read_lines(t: &TargetView, r: LinesRequest) -> Result<Value, ArgError> {
     // Code-point start of every line: one pass, LF positions by memchr.
     let mut starts: Vec<usize> = vec![0];
     let (mut cp, mut from) = (0usize, 0usize);
+    let mut ticks = interrupt::Every::new(interrupt::SEARCH_INTERVAL);
     for at in memchr::memchr_iter(b'\n', content.as_bytes()) {
+        ticks.tick();
         cp += char_len(&content[from..at]) + 1;
         from = at + 1;
         starts.push(cp);

@@ -37,6 +37,7 @@
 //! the response needs are found in one sweep at the end. On x86_64 the four lanes run two to an
 //! SSE2 register (the same operations; a unit test holds both forms equal).
 
+use crate::interrupt;
 use crate::json::ascii_len;
 use crate::limits::{
     NEAR_MISS_CONTEXT_CHARS, NEAR_MISS_DISTANCE_DIVISOR, NEAR_MISS_MAX_DISTANCE,
@@ -665,7 +666,9 @@ impl<'a> Scan<'a> {
             floor: (k + 1) as u8,
             starts: vec![0u64; n / 64 + 1],
         };
+        interrupt::check();
         scan.filter();
+        interrupt::check();
         scan
     }
 
@@ -796,9 +799,11 @@ impl<'a> Scan<'a> {
             picked.iter().any(|&(ps, pe, _)| s < pe && ps < e)
         };
         // Levels below the least D[e] of any window end hold no window at all.
+        let mut ticks = interrupt::Every::new(interrupt::SEARCH_INTERVAL);
         'levels: for d in self.floor.max(1)..=k as u8 {
             let mut next = self.next_start(0);
             while let Some(s) = next {
+                ticks.tick();
                 next = self.next_start(s + 1);
                 if r.start_beyond(s, d) {
                     continue;
@@ -828,6 +833,7 @@ impl<'a> Scan<'a> {
         let mut next = self.next_start(0);
         let k = k as u8;
         while let Some(s) = next {
+            ticks.tick();
             next = self.next_start(s + 1);
             if r.start_beyond(s, k) {
                 continue;

@@ -4,8 +4,9 @@
 //! observations and calls these functions for every decision and every answer.
 
 use crate::args::{ArgError, Args};
+use crate::interrupt;
 use crate::json::type_name;
-use crate::limits::{READ_DEFAULT_CHARS, READ_MAX_CHARS};
+use crate::limits::{OBSERVE_QUERY_MAX_BYTES, READ_DEFAULT_CHARS, READ_MAX_CHARS};
 use crate::scope::{Outline, Symbol};
 use crate::target::TargetView;
 use crate::text::{char_len, sha256_hex};
@@ -94,6 +95,20 @@ fn conflict(detail: &str) -> ArgError {
 /// Parses `patchdiff_observe_scope` arguments (`target_file_id` is read by the caller).
 pub fn parse_observe(a: &Args) -> Result<ObserveRequest, ArgError> {
     let query = nonblank(a.get("query"), "query", "invalid_query")?;
+    if let Some(q) = query
+        .as_deref()
+        .filter(|q| q.len() > OBSERVE_QUERY_MAX_BYTES)
+    {
+        return Err(ArgError::new(
+            "query_too_large",
+            format!(
+                "query is {} UTF-8 bytes, over the limit of {OBSERVE_QUERY_MAX_BYTES}; it filters symbol paths, send a shorter one",
+                q.len()
+            ),
+        )
+        .with("limit", json!(OBSERVE_QUERY_MAX_BYTES))
+        .with("actual", json!(q.len())));
+    }
     let symbol_name = nonblank(a.get("symbol_name"), "symbol_name", "invalid_symbol_name")?;
     let kind = nonblank(a.get("kind"), "kind", "invalid_kind")?;
     let observation_id = match a.get("observation_id") {
@@ -290,18 +305,29 @@ fn candidate_list(m: &mut Map<String, Value>, found: &[&Symbol]) {
 /// kind is `kind`, in document order. Issues nothing.
 pub fn candidates(t: &TargetView, o: &Outline, query: Option<&str>, kind: Option<&str>) -> Value {
     let needle = query.map(str::to_lowercase);
+    let finder = needle
+        .as_deref()
+        .map(|q| memchr::memmem::Finder::new(q.as_bytes()));
+    // Paths are lowercased into one reused buffer and searched with memmem: linear in path and
+    // query, where comparing every window was their product.
+    let mut lowered = Vec::new();
+    let mut ticks = interrupt::Every::new(64);
     let found: Vec<&Symbol> = o
         .symbols
         .iter()
         .filter(|s| kind.is_none_or(|k| s.kind == k))
         .filter(|s| {
-            needle.as_deref().is_none_or(|q| {
-                if s.path.is_ascii() && q.is_ascii() {
-                    ascii_contains_ignore_case(&s.path, q)
-                } else {
-                    s.path.to_lowercase().contains(q)
-                }
-            })
+            ticks.tick();
+            let (Some(q), Some(f)) = (needle.as_deref(), finder.as_ref()) else {
+                return true;
+            };
+            if s.path.is_ascii() && q.is_ascii() {
+                lowered.clear();
+                lowered.extend(s.path.bytes().map(|b| b.to_ascii_lowercase()));
+                f.find(&lowered).is_some()
+            } else {
+                s.path.to_lowercase().contains(q)
+            }
         })
         .collect();
     let mut m = Map::new();
@@ -312,14 +338,6 @@ pub fn candidates(t: &TargetView, o: &Outline, query: Option<&str>, kind: Option
     m.insert("kind".into(), json!(kind));
     candidate_list(&mut m, &found);
     Value::Object(m)
-}
-
-/// `haystack` contains the lowercase ASCII `needle`, ignoring ASCII case.
-fn ascii_contains_ignore_case(haystack: &str, needle: &str) -> bool {
-    let (h, n) = (haystack.as_bytes(), needle.as_bytes());
-    n.is_empty()
-        || h.windows(n.len())
-            .any(|w| w.iter().zip(n).all(|(a, b)| a.to_ascii_lowercase() == *b))
 }
 
 /// The symbols an exact selection names: by path or by name, and by kind when given.
@@ -478,9 +496,11 @@ pub fn byte_offsets(text: &str, cps: &[usize]) -> Vec<usize> {
     let mut out = Vec::with_capacity(cps.len());
     let (mut cp, mut byte) = (0usize, 0usize);
     let bytes = text.as_bytes();
+    let mut ticks = interrupt::Every::new(interrupt::SEARCH_INTERVAL);
     for &want in cps {
         debug_assert!(want >= cp, "offsets must ascend");
         while cp < want && byte < bytes.len() {
+            ticks.tick();
             // ASCII runs advance one byte per code point.
             let b = bytes[byte];
             byte += if b < 0x80 {
@@ -953,6 +973,16 @@ mod tests {
             max_chars,
             include_line_starts: false,
         }
+    }
+
+    /// limits::OBSERVE_QUERY_MAX_BYTES: at the cap accepted, one byte over refused.
+    #[test]
+    fn query_at_its_cap() {
+        let q = |n: usize| parse(&json!({"query": "q".repeat(n)}).to_string());
+        assert!(q(OBSERVE_QUERY_MAX_BYTES).is_ok());
+        let e = q(OBSERVE_QUERY_MAX_BYTES + 1).unwrap_err();
+        assert_eq!(e.code, "query_too_large");
+        assert_eq!(e.extra["limit"], OBSERVE_QUERY_MAX_BYTES);
     }
 
     /// "The optional top-level query, symbol_name and kind values must be nonblank when

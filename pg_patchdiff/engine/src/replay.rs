@@ -23,6 +23,7 @@
 //! [`observed::replay_batch`]. Missing or altered evidence is `replay_protocol_invalid`; so are
 //! observations linked to a log whose record is not observed.
 
+use crate::interrupt;
 use crate::observed::{self, LinkedObservation};
 use crate::rejection::{Rejection, Stage};
 use crate::sequential::Applied;
@@ -305,6 +306,8 @@ impl Replay {
 
     /// Replays one accepted row, the next in `log_sequence` order.
     pub fn step(&mut self, row: &Accepted) -> Result<(), Failure> {
+        // One check per row; the row's own application checks per change.
+        interrupt::check();
         let Some(format) = FORMATS.iter().find(|f| {
             f.protocol_version == row.protocol_version && f.runtime_version == row.runtime_version
         }) else {
@@ -505,6 +508,29 @@ mod tests {
             out.push(a);
         }
         (base, out)
+    }
+
+    /// Issue 14: replaying a long row stops at an interrupt check; unarmed it completes.
+    #[test]
+    fn long_replay_checks_for_interrupts() {
+        let base = "a".repeat(5_000);
+        let hash = sha256_hex(&base);
+        let t = TargetView {
+            target_file_id: ID,
+            version: 0,
+            current_hash: &hash,
+            content: &base,
+        };
+        let edits: Vec<Value> = (0..1_000)
+            .map(|_| json!({"match": "a", "replace": "b", "occurrence_index": 1}))
+            .collect();
+        let a = accept(&t, json!(edits));
+        let run = || {
+            let mut r = Replay::start(ID, 0, &hash, base.clone()).unwrap();
+            r.step(&row(&a, 1)).map(|_| r.content().to_owned())
+        };
+        assert!(crate::interrupt::testing::interrupted_after(50, run));
+        assert_eq!(run().unwrap(), a.new_content.clone().unwrap());
     }
 
     /// Contract "patchdiff_replay": the success response, every check true on healthy storage.

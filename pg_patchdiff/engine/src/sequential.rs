@@ -12,9 +12,11 @@
 //! scope, spans must lie inside it, and insertions must be strictly inside it with both adjacent
 //! guards, which must not reach past it. Without a confinement nothing changes.
 
+use crate::interrupt;
 use crate::limits::{CANDIDATES_MAX, NEAR_MISS_SCAN_MAX_CHARS, SPAN_ACTUAL_TEXT_CHARS};
 use crate::near_miss;
 use crate::observed::{INSERTION_GUARDS_REQUIRED, OUTSIDE_OBSERVED_SCOPE};
+use crate::occurrence;
 use crate::rejection::{NearMissInput, Rejection, Stage, exact_candidates};
 use crate::target::TargetView;
 use crate::text::{
@@ -76,6 +78,8 @@ impl Buffer {
     fn byte_at(&mut self, cp: usize) -> usize {
         let k = cp / STRIDE;
         while self.marks.len() <= k {
+            // Each mark scans STRIDE code points.
+            interrupt::check();
             let last = self.marks[self.marks.len() - 1];
             match byte_offset(&self.text[last..], STRIDE) {
                 Some(b) => self.marks.push(last + b),
@@ -103,25 +107,26 @@ struct Sel {
     be: usize,
 }
 
+/// Calls `f` for the occurrences of `needle` in `hay[b0..b1]`, in the coordinates of `hay`
+/// (`b0` is code point `cp0`), until it returns false ([`crate::occurrence`]: linear).
+fn each_occurrence(
+    hay: &str,
+    needle: &str,
+    (cp0, b0, b1): (usize, usize, usize),
+    mut f: impl FnMut(Sel) -> bool,
+) {
+    occurrence::for_each(&hay[b0..b1], needle, |o| {
+        f(Sel {
+            s: cp0 + o.start,
+            e: cp0 + o.end,
+            bs: b0 + o.byte_start,
+            be: b0 + o.byte_end,
+        })
+    });
+}
+
 fn occurrences(buf: &str, needle: &str) -> Vec<Sel> {
-    let finder = memmem::Finder::new(needle.as_bytes());
-    let n_chars = char_len(needle);
-    let bytes = buf.as_bytes();
-    let (mut out, mut pos, mut pos_cp) = (Vec::new(), 0usize, 0usize);
-    while let Some(rel) = finder.find(&bytes[pos..]) {
-        let at = pos + rel;
-        pos_cp += char_len(&buf[pos..at]);
-        out.push(Sel {
-            s: pos_cp,
-            e: pos_cp + n_chars,
-            bs: at,
-            be: at + needle.len(),
-        });
-        let step = buf[at..].chars().next().map_or(1, char::len_utf8);
-        pos = at + step;
-        pos_cp += 1;
-    }
-    out
+    occurrences_in(buf, needle, 0, 0, buf.len())
 }
 
 /// One applied change, kept to map later spans back to transaction-start coordinates.
@@ -216,11 +221,12 @@ pub(crate) fn apply_in(
     let original_scope = scope.map(|c| (c, byte_range(original, c.start, c.end)));
     let mut running_end = scope.map_or(0, |c| c.end);
     let mut steps: Vec<Step> = Vec::with_capacity(ops.len());
-    // Transaction-start intervals each change consumed, for sequential_match_invalid.
-    let mut consumed: Vec<(usize, usize)> = Vec::with_capacity(ops.len());
     let mut changes = Vec::with_capacity(ops.len());
     let mut warnings = Vec::new();
+    let mut basis = StartIndex::default();
     for (k, op) in ops.iter().enumerate() {
+        // One check per operation: each does at least a hash of its texts and a splice.
+        interrupt::check();
         let win = scope.map(|c| Window {
             lo: c.start,
             hi: running_end,
@@ -233,7 +239,7 @@ pub(crate) fn apply_in(
                     win,
                     original: original_scope,
                 };
-                let sel = select_match(&buf.text, edit, k, &consumed, ops, start, at)?;
+                let sel = select_match(&buf.text, edit, k, &steps, ops, start, at)?;
                 (sel, edit.match_text.as_str(), edit.replace.as_str(), None)
             }
             Op::Span(sp) => {
@@ -266,9 +272,9 @@ pub(crate) fn apply_in(
             && k > 0
         {
             let was = span_to_original(&steps, sel.s, sel.e).map(|(os, _)| match original_scope {
-                None => start_occurrence_index(original, &edit.match_text, os),
+                None => basis.index(original, &edit.match_text, os),
                 // Inside a scope, indexes count the scope only.
-                Some((c, (b0, b1))) => start_occurrence_index(
+                Some((c, (b0, b1))) => basis.index(
                     &original[b0..b1],
                     &edit.match_text,
                     os.saturating_sub(c.start),
@@ -311,10 +317,6 @@ pub(crate) fn apply_in(
             }
         }
         let new_len = char_len(replace);
-        consumed.push((
-            to_original(&steps, sel.s, false),
-            to_original(&steps, sel.e, true),
-        ));
         changes.push(ChangeFact {
             change_id: change_id.to_owned(),
             change_index: k + 1,
@@ -363,17 +365,47 @@ pub(crate) fn no_op_transaction() -> Warning {
     )
 }
 
-/// The 1-based index, among the overlapping occurrences of `needle` in `original`, of the one
-/// that starts at `at`.
-fn start_occurrence_index(original: &str, needle: &str, at: usize) -> usize {
-    let mut before = 0;
-    for_each_occurrence(original, needle, |s, _| {
-        if s < at {
-            before += 1;
+/// Transaction-start occurrence indexes (for `occurrence_index_basis_shift`), with the starts
+/// of the last needle asked about kept: a run of same-string edits, the shape the warning is
+/// for, then costs one search of the transaction-start text instead of one per edit. One
+/// needle's starts at most (a `usize` per code point), so memory stays linear in the text.
+#[derive(Default)]
+struct StartIndex {
+    needle: String,
+    starts: Vec<usize>,
+}
+
+impl StartIndex {
+    /// The 1-based index, among the overlapping occurrences of `needle` in `original`, of the
+    /// one that starts at `at` (or of the first after it). `original` is the same text for every
+    /// call on one value.
+    fn index(&mut self, original: &str, needle: &str, at: usize) -> usize {
+        if self.needle != needle || self.starts.is_empty() {
+            self.needle = needle.to_owned();
+            self.starts.clear();
+            for_each_occurrence(original, needle, |s, _| {
+                self.starts.push(s);
+                true
+            });
         }
-        s < at
-    });
-    before + 1
+        self.starts.partition_point(|&s| s < at) + 1
+    }
+}
+
+/// The transaction-start interval each change consumed (for `sequential_match_invalid`):
+/// quadratic in the number of changes, so computed only for that rejection, once.
+fn consumed_intervals(steps: &[Step]) -> Vec<(usize, usize)> {
+    let mut ticks = interrupt::Every::new(64);
+    (0..steps.len())
+        .map(|j| {
+            ticks.tick();
+            let st = &steps[j];
+            (
+                to_original(&steps[..j], st.start, false),
+                to_original(&steps[..j], st.old_end, true),
+            )
+        })
+        .collect()
 }
 
 /// Where a confined match looks: the running scope of the current buffer and the scope of the
@@ -387,13 +419,11 @@ struct Scoped {
 /// The occurrences of `needle` in `hay[b0..b1]`, in the coordinates of `hay` (`b0` is code
 /// point `cp0`).
 fn occurrences_in(hay: &str, needle: &str, cp0: usize, b0: usize, b1: usize) -> Vec<Sel> {
-    let mut occ = occurrences(&hay[b0..b1], needle);
-    for o in &mut occ {
-        o.s += cp0;
-        o.e += cp0;
-        o.bs += b0;
-        o.be += b0;
-    }
+    let mut occ = Vec::new();
+    each_occurrence(hay, needle, (cp0, b0, b1), |o| {
+        occ.push(o);
+        true
+    });
     occ
 }
 
@@ -404,17 +434,64 @@ fn select_match(
     buf: &str,
     edit: &Edit,
     k: usize,
-    consumed: &[(usize, usize)],
+    steps: &[Step],
     ops: &[Op],
     start: &TargetView,
     at: Scoped,
 ) -> Result<Sel, Rejection> {
     let original = start.content;
     let prior = k;
-    let occ = match at.win {
-        None => occurrences(buf, &edit.match_text),
-        Some(w) => occurrences_in(buf, &edit.match_text, w.lo, w.lo_b, w.hi_b),
+    let region = at.win.map_or((0, 0, buf.len()), |w| (w.lo, w.lo_b, w.hi_b));
+    let (lo_b, hi_b) = (region.1, region.2);
+    // An anchor holds for an occurrence when it occurs anywhere before (after) it in the region:
+    // exactly when its first occurrence ends (its last one starts) on the right side of it. Two
+    // searches per edit instead of two per occurrence.
+    let region_bytes = &buf.as_bytes()[lo_b..hi_b];
+    let before_end = edit
+        .anchor_before
+        .as_deref()
+        .map(|a| memmem::find(region_bytes, a.as_bytes()).map(|x| lo_b + x + a.len()));
+    let after_start = edit
+        .anchor_after
+        .as_deref()
+        .map(|a| memmem::rfind(region_bytes, a.as_bytes()).map(|x| lo_b + x));
+    let holds = |o: &Sel| {
+        before_end.is_none_or(|e| e.is_some_and(|e| e <= o.bs))
+            && after_start.is_none_or(|s| s.is_some_and(|s| s >= o.be))
     };
+    let anchored = edit.anchor_before.is_some() || edit.anchor_after.is_some();
+    // The accepting paths need at most the n-th occurrence, or the first two: stop there. Every
+    // other outcome is a rejection, answered from the full list below.
+    let wanted = match edit.occurrence_index {
+        Some(n) => Some(n),
+        None if !anchored => Some(2),
+        None => None,
+    };
+    if let Some(want) = wanted {
+        let mut seen: Vec<Sel> = Vec::with_capacity(2);
+        let mut nth = None;
+        let mut count = 0usize;
+        each_occurrence(buf, &edit.match_text, region, |o| {
+            count += 1;
+            if count <= 2 {
+                seen.push(o);
+            }
+            if count == want {
+                nth = Some(o);
+            }
+            count < want
+        });
+        match edit.occurrence_index {
+            Some(_) => {
+                if let Some(o) = nth.filter(|o| holds(o)) {
+                    return Ok(o);
+                }
+            }
+            None if count == 1 => return Ok(seen[0]),
+            None => {}
+        }
+    }
+    let occ = occurrences_in(buf, &edit.match_text, region.0, lo_b, hi_b);
     let fail = |reason: &'static str, detail: String| {
         let mut r = Rejection::new(reason, Stage::TransactionApplicability, detail);
         r.failed_change_id = Some(edit.change_id.clone());
@@ -451,6 +528,7 @@ fn select_match(
                 None => occurrences(original, &edit.match_text),
                 Some((c, (b0, b1))) => occurrences_in(original, &edit.match_text, c.start, b0, b1),
             };
+            let consumed = consumed_intervals(steps);
             let hit: Vec<(Sel, usize)> = originals
                 .iter()
                 .filter_map(|o| {
@@ -506,17 +584,6 @@ fn select_match(
         r.fields.insert("near_miss_query".into(), query);
         return Err(r);
     }
-    let (lo_b, hi_b) = at.win.map_or((0, buf.len()), |w| (w.lo_b, w.hi_b));
-    let holds = |o: &Sel| {
-        edit.anchor_before
-            .as_deref()
-            .is_none_or(|a| memmem::find(&buf.as_bytes()[lo_b..o.bs], a.as_bytes()).is_some())
-            && edit
-                .anchor_after
-                .as_deref()
-                .is_none_or(|a| memmem::find(&buf.as_bytes()[o.be..hi_b], a.as_bytes()).is_some())
-    };
-    let anchored = edit.anchor_before.is_some() || edit.anchor_after.is_some();
     match edit.occurrence_index {
         Some(n) if n > occ.len() => Err(with_candidates(fail(
             "disambiguation_invalid",

@@ -10,7 +10,10 @@
 use crate::args::{ArgError, Args};
 use crate::invalid_text::{self, Defect};
 use crate::json::{CANONICAL, as_int, to_string, type_name};
-use crate::limits::CLIENT_REQUEST_ID_MAX;
+use crate::limits::{
+    CLIENT_REQUEST_ID_MAX, INTENT_MAX_BYTES, METADATA_VALUE_MAX_BYTES, RECORD_MAX_BYTES,
+    TX1_MAX_EDITS, TX2_MAX_OPERATIONS,
+};
 use crate::near_miss::{self, ScanSource};
 use crate::observed::ObservationLink;
 use crate::rejection::{NearMissInput, Rejection, Stage, current_context, validity};
@@ -140,6 +143,7 @@ pub(crate) fn envelope(
         false,
         "invalid_include_correlation_id",
     )?;
+    check_caps(a, &record)?;
     // Invalid text first: it is audited against the target, whatever else is wrong.
     let mut invalid_text = Vec::new();
     invalid_text::find(
@@ -197,6 +201,25 @@ pub(crate) fn envelope(
         }
         invalid_text::evidence_envelope(protocol, &record, metadata, &invalid_text, a.sentinel)
     };
+    // The stored record's cap; a sole replacement over its own contract limit is left to the
+    // contract's `replacement_too_large` (see `admission`), which writes nothing either.
+    let oversized_replacement = protocol == tx3::PROTOCOL
+        && invalid_text.is_empty()
+        && record
+            .get("replacement")
+            .and_then(Value::as_str)
+            .is_some_and(|r| tx3::admission(r).is_err());
+    if pdcp_content.len() > RECORD_MAX_BYTES && !oversized_replacement {
+        return Err(too_large(
+            "record_too_large",
+            format!(
+                "the stored record (pdcp_content, compact ASCII-escaped JSON) would be {} bytes, over the limit of {RECORD_MAX_BYTES} bytes; nothing was written",
+                pdcp_content.len()
+            ),
+            pdcp_content.len(),
+            RECORD_MAX_BYTES,
+        ));
+    }
     Ok(Submission {
         target_file_id,
         protocol_version: protocol,
@@ -213,6 +236,75 @@ pub(crate) fn envelope(
         source,
         include_correlation_id,
     })
+}
+
+/// An `invalid_argument` for a documented resource cap (`limits.rs`), with `limit` and `actual`.
+fn too_large(code: &'static str, detail: String, actual: usize, limit: usize) -> ArgError {
+    ArgError::new(code, detail)
+        .with("limit", json!(limit))
+        .with("actual", json!(actual))
+}
+
+/// The resource caps the contract leaves to the implementation (`limits.rs`), checked before
+/// any other work on the proposal: the number of edits or operations, the intent's size and
+/// the size of each stored metadata value.
+fn check_caps(a: &Args, record: &Map<String, Value>) -> Result<(), ArgError> {
+    for (list, cap, code, what) in [
+        ("edits", TX1_MAX_EDITS, "too_many_edits", "edits"),
+        (
+            "operations",
+            TX2_MAX_OPERATIONS,
+            "too_many_operations",
+            "operations",
+        ),
+    ] {
+        if let Some(Value::Array(items)) = record.get(list)
+            && items.len() > cap
+        {
+            return Err(too_large(
+                code,
+                format!(
+                    "{} {what} in one transaction, over the limit of {cap}; split the change into several transactions",
+                    items.len()
+                ),
+                items.len(),
+                cap,
+            ));
+        }
+    }
+    if let Some(Value::String(intent)) = record.get("intent")
+        && intent.len() > INTENT_MAX_BYTES
+    {
+        return Err(too_large(
+            "intent_too_large",
+            format!(
+                "intent is {} UTF-8 bytes, over the limit of {INTENT_MAX_BYTES}; it is a summary, send a shorter one",
+                intent.len()
+            ),
+            intent.len(),
+            INTENT_MAX_BYTES,
+        ));
+    }
+    for k in [
+        "expected_target_version",
+        "expected_current_hash",
+        "parent_pdcp_log_id",
+        "attempt",
+        "client_request_id",
+    ] {
+        let Some(v) = a.get(k) else { continue };
+        let n = crate::json::to_string(v, CANONICAL).len();
+        if n > METADATA_VALUE_MAX_BYTES {
+            return Err(too_large(
+                "metadata_too_large",
+                format!("{k} is {n} bytes of JSON, over the limit of {METADATA_VALUE_MAX_BYTES}"),
+                n,
+                METADATA_VALUE_MAX_BYTES,
+            )
+            .with("argument", json!(k)));
+        }
+    }
+    Ok(())
 }
 
 /// Contract "Common input and request-key rules": 1..128 printable ASCII, no whitespace.
@@ -1048,5 +1140,190 @@ mod tests {
             assert!(!sub.invalid_text.is_empty(), "{tail}");
             assert!(admission(&sub, None).is_none(), "{tail}");
         }
+    }
+
+    const TARGET: &str = "11111111-1111-4111-8111-111111111111";
+
+    fn edits_args(n: usize, intent: &str) -> String {
+        let edits: Vec<Value> = (0..n)
+            .map(|_| json!({"match": "a", "replace": "b", "occurrence_index": 1}))
+            .collect();
+        json!({"target_file_id": TARGET, "intent": intent, "edits": edits,
+               "expected_target_version": 0})
+        .to_string()
+    }
+
+    fn code(r: Result<Submission, ArgError>) -> Option<&'static str> {
+        r.err().map(|e| e.code)
+    }
+
+    /// limits::TX1_MAX_EDITS and TX2_MAX_OPERATIONS: at the cap accepted, one over refused as
+    /// invalid_argument with limit and actual, before anything else is read.
+    #[test]
+    fn edit_and_operation_counts_at_their_caps() {
+        use crate::limits::{TX1_MAX_EDITS, TX2_MAX_OPERATIONS};
+        assert_eq!(
+            code(parse_submit_edits(&edits_args(TX1_MAX_EDITS, "i"))),
+            None
+        );
+        let e = parse_submit_edits(&edits_args(TX1_MAX_EDITS + 1, "i")).unwrap_err();
+        assert_eq!(e.code, "too_many_edits");
+        assert_eq!(e.to_json("t")["status"], "invalid_argument");
+        assert_eq!(e.extra["limit"], TX1_MAX_EDITS);
+        assert_eq!(e.extra["actual"], TX1_MAX_EDITS + 1);
+        let ops = |n: usize| {
+            let ops: Vec<Value> = (0..n)
+                .map(|i| json!({"op": "span", "start": i, "end": i + 1, "expected_text": "a", "replace": "b"}))
+                .collect();
+            json!({"target_file_id": TARGET, "intent": "i", "operations": ops,
+                   "expected_target_version": 0})
+            .to_string()
+        };
+        assert_eq!(
+            code(parse_submit_operations(&ops(TX2_MAX_OPERATIONS))),
+            None
+        );
+        assert_eq!(
+            code(parse_submit_operations(&ops(TX2_MAX_OPERATIONS + 1))),
+            Some("too_many_operations")
+        );
+    }
+
+    /// limits::INTENT_MAX_BYTES counts UTF-8 bytes, inclusive.
+    #[test]
+    fn intent_at_its_cap() {
+        use crate::limits::INTENT_MAX_BYTES;
+        let at = "x".repeat(INTENT_MAX_BYTES - 2) + "é";
+        assert_eq!(at.len(), INTENT_MAX_BYTES);
+        assert_eq!(code(parse_submit_edits(&edits_args(1, &at))), None);
+        let over = "x".repeat(INTENT_MAX_BYTES - 1) + "é";
+        assert_eq!(
+            code(parse_submit_edits(&edits_args(1, &over))),
+            Some("intent_too_large")
+        );
+    }
+
+    /// limits::RECORD_MAX_BYTES bounds the stored pdcp_content exactly; a sole replacement over
+    /// its own contract limit still answers replacement_too_large, whatever its record's size.
+    #[test]
+    fn stored_record_at_its_cap() {
+        use crate::limits::RECORD_MAX_BYTES;
+        let args = |pad: usize| {
+            json!({"target_file_id": TARGET, "intent": "i", "expected_target_version": 0,
+                   "edits": [{"match": "a", "replace": "y".repeat(pad)}]})
+            .to_string()
+        };
+        let base = parse_submit_edits(&args(0)).unwrap().pdcp_content.len();
+        let at = parse_submit_edits(&args(RECORD_MAX_BYTES - base)).unwrap();
+        assert_eq!(at.pdcp_content.len(), RECORD_MAX_BYTES);
+        let e = parse_submit_edits(&args(RECORD_MAX_BYTES - base + 1)).unwrap_err();
+        assert_eq!(e.code, "record_too_large");
+        assert_eq!(e.extra["actual"], RECORD_MAX_BYTES + 1);
+        // 1.5M control characters: 9 MB escaped, and over the replacement limit.
+        let big = "\u{1}".repeat(1_500_000);
+        let sub = parse_submit_replacement(
+            &json!({"target_file_id": TARGET, "intent": "i", "expected_target_version": 0,
+                    "replacement": big})
+            .to_string(),
+        )
+        .unwrap();
+        assert!(sub.pdcp_content.len() > RECORD_MAX_BYTES);
+        assert_eq!(
+            admission(&sub, None).unwrap()["code"],
+            "replacement_too_large"
+        );
+        // The replacement the contract admits with the longest escaped record (6 bytes for each
+        // control character, 12 for each astral one, within both limits), with the longest
+        // escaped intent, fits the record cap.
+        let max = "\u{1}".repeat(983_808) + &"\u{1F30D}".repeat(16_192);
+        assert_eq!(max.len(), crate::limits::REPLACEMENT_MAX_UTF8_BYTES);
+        assert_eq!(
+            max.chars().count(),
+            crate::limits::REPLACEMENT_MAX_CODE_POINTS
+        );
+        let intent = "\u{1}".repeat(crate::limits::INTENT_MAX_BYTES);
+        let sub = parse_submit_replacement(
+            &json!({"target_file_id": TARGET, "intent": intent, "expected_target_version": 0,
+                    "replacement": max})
+            .to_string(),
+        )
+        .unwrap();
+        assert!(admission(&sub, None).is_none());
+        assert!(
+            sub.pdcp_content.len() > 6_400_000,
+            "{}",
+            sub.pdcp_content.len()
+        );
+    }
+
+    /// limits::METADATA_VALUE_MAX_BYTES: each stored metadata value, as compact JSON.
+    #[test]
+    fn metadata_values_at_their_cap() {
+        use crate::limits::METADATA_VALUE_MAX_BYTES;
+        for k in [
+            "expected_current_hash",
+            "parent_pdcp_log_id",
+            "client_request_id",
+        ] {
+            let with = |n: usize| {
+                let mut v: Value = serde_json::from_str(&edits_args(1, "i")).unwrap();
+                v[k] = json!("h".repeat(n));
+                parse_submit_edits(&v.to_string())
+            };
+            // Two bytes of quotes.
+            assert_eq!(code(with(METADATA_VALUE_MAX_BYTES - 2)), None, "{k}");
+            let e = with(METADATA_VALUE_MAX_BYTES - 1).unwrap_err();
+            assert_eq!(
+                (e.code, &e.extra["argument"]),
+                ("metadata_too_large", &json!(k))
+            );
+        }
+        let mut v: Value = serde_json::from_str(&edits_args(1, "i")).unwrap();
+        v["expected_target_version"] = json!(vec![0; 600]);
+        assert_eq!(
+            code(parse_submit_edits(&v.to_string())),
+            Some("metadata_too_large")
+        );
+    }
+
+    /// The caps hold for preview too (it parses through the same envelope).
+    #[test]
+    fn preview_refuses_over_the_caps() {
+        let edits: Vec<Value> = (0..=crate::limits::TX1_MAX_EDITS)
+            .map(|_| json!({"match": "a", "replace": "b"}))
+            .collect();
+        let args = json!({"target_file_id": TARGET, "format": "patchdiff-tx/1", "intent": "i",
+                          "edits": edits, "expected_target_version": 0});
+        let e = crate::preview::parse_preview(&args.to_string()).unwrap_err();
+        assert_eq!(e.code, "too_many_edits");
+    }
+
+    /// Issue 14: a long application stops at an interrupt check (the hook's ERROR unwinds).
+    #[test]
+    fn long_applications_check_for_interrupts() {
+        use crate::interrupt::testing::interrupted_after;
+        let text = "a".repeat(20_000);
+        let t = TargetView {
+            target_file_id: TARGET,
+            version: 0,
+            current_hash: "h",
+            content: &text,
+        };
+        let edits: Vec<tx1::Edit> = (0..2_000)
+            .map(|i| tx1::Edit {
+                change_id: format!("c{i}"),
+                match_text: "a".into(),
+                match_raw_chars: 1,
+                replace: "b".into(),
+                rationale: None,
+                risk: None,
+                occurrence_index: Some(1),
+                anchor_before: None,
+                anchor_after: None,
+            })
+            .collect();
+        assert!(interrupted_after(100, || tx1::apply(&t, &edits)));
+        // Unarmed, the same application completes.
+        assert!(tx1::apply(&t, &edits).is_ok());
     }
 }

@@ -32,7 +32,9 @@ pub fn canonicalize(s: &str) -> Cow<'_, str> {
     let mut out = String::with_capacity(s.len());
     out.push_str(&s[..first]);
     let mut i = first;
+    let mut ticks = crate::interrupt::Every::new(crate::interrupt::SEARCH_INTERVAL);
     while i < bytes.len() {
+        ticks.tick();
         match memchr::memchr(b'\r', &bytes[i..]) {
             None => {
                 out.push_str(&s[i..]);
@@ -157,7 +159,9 @@ impl SourceLineEndings {
         let bytes = raw.as_bytes();
         let (mut lf, mut crlf, mut cr) = (0u64, 0u64, 0u64);
         let mut i = 0;
+        let mut ticks = crate::interrupt::Every::new(crate::interrupt::SEARCH_INTERVAL);
         while let Some(rel) = memchr::memchr2(b'\r', b'\n', &bytes[i..]) {
+            ticks.tick();
             let at = i + rel;
             if bytes[at] == b'\n' {
                 lf += 1;
@@ -230,33 +234,14 @@ pub fn find_all(hay: &str, needle: &str) -> Vec<(usize, usize)> {
 }
 
 /// Calls `f(start, end)` in code points for each overlapping occurrence until it returns false.
-/// Returns the number of occurrences visited.
+/// Returns the number of occurrences visited. Linear in text, needle and occurrences
+/// ([`crate::occurrence`]).
 pub fn for_each_occurrence(
     hay: &str,
     needle: &str,
     mut f: impl FnMut(usize, usize) -> bool,
 ) -> usize {
-    debug_assert!(!needle.is_empty());
-    if needle.is_empty() {
-        return 0;
-    }
-    let finder = memchr::memmem::Finder::new(needle.as_bytes());
-    let needle_chars = char_len(needle);
-    let bytes = hay.as_bytes();
-    let (mut pos, mut pos_chars, mut n) = (0usize, 0usize, 0usize);
-    while let Some(rel) = finder.find(&bytes[pos..]) {
-        let at = pos + rel;
-        pos_chars += char_len(&hay[pos..at]);
-        n += 1;
-        if !f(pos_chars, pos_chars + needle_chars) {
-            break;
-        }
-        // Overlapping occurrences: resume one code point after this start.
-        let step = hay[at..].chars().next().map_or(1, char::len_utf8);
-        pos = at + step;
-        pos_chars += 1;
-    }
-    n
+    crate::occurrence::for_each(hay, needle, |o| f(o.start, o.end))
 }
 
 /// Counts overlapping occurrences of `needle` in `hay`.

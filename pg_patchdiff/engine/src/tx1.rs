@@ -4,6 +4,7 @@
 //! after every earlier edit of the transaction) and replaces it. Every supplied selector must
 //! hold; anchors mean anywhere before/after the match, not adjacent.
 
+use crate::interrupt;
 use crate::json::{as_int, is_big_int, type_name};
 use crate::limits::CHANGE_ID_MAX;
 use crate::rejection::{Rejection, Stage};
@@ -11,6 +12,7 @@ use crate::sequential::{self, Op};
 use crate::target::TargetView;
 use crate::text::{canonicalize, text_defect};
 use serde_json::{Map, Value, json};
+use std::collections::HashSet;
 
 pub const PROTOCOL: &str = "patchdiff-tx/1";
 pub const RUNTIME: &str = "patchdiff-mvp-0.2.2";
@@ -194,7 +196,12 @@ pub fn parse(
     let intent = parse_intent(intent)?;
     let list = parse_list(EDITS, edits)?;
     let mut out: Vec<Edit> = Vec::with_capacity(list.len());
+    // Membership only (nothing iterates it), so a hash set keeps the answer deterministic and
+    // the check linear: replay parses stored records of any length.
+    let mut ids: HashSet<String> = HashSet::with_capacity(list.len());
+    let mut ticks = interrupt::Every::new(256);
     for (i, raw) in list.iter().enumerate() {
+        ticks.tick();
         let Value::Object(o) = raw else {
             return Err(block(
                 EDITS,
@@ -204,7 +211,7 @@ pub fn parse(
             ));
         };
         let edit = parse_edit(EDITS, i, o, EDIT_FIELDS)?;
-        if out.iter().any(|e| e.change_id == edit.change_id) {
+        if !ids.insert(edit.change_id.clone()) {
             return Err(block(
                 EDITS,
                 i,

@@ -5,12 +5,14 @@
 //! any span carries either key, even with a null value, runs under patchdiff-mvp-0.5.0, which
 //! adds only span context. Match operations keep the typed-match rules of tx/1.
 
+use crate::interrupt;
 use crate::json::{as_int, is_big_int, type_name};
 use crate::rejection::Rejection;
 use crate::sequential::{self, Applied, Op};
 use crate::target::TargetView;
 use crate::tx1::{self, Edit, List, block, opt_text, parse_advisory, required_text};
 use serde_json::{Map, Value};
+use std::collections::HashSet;
 
 pub const PROTOCOL: &str = "patchdiff-tx/2";
 /// Match and span operations without span context.
@@ -111,7 +113,11 @@ pub fn parse(
     let list = tx1::parse_list(OPERATIONS, operations)?;
     let context = runtime == RUNTIME_SPAN_CONTEXT;
     let mut out: Vec<Operation> = Vec::with_capacity(list.len());
+    // Membership only: deterministic, and linear for stored records of any length (replay).
+    let mut ids: HashSet<String> = HashSet::with_capacity(list.len());
+    let mut ticks = interrupt::Every::new(256);
     for (i, raw) in list.iter().enumerate() {
+        ticks.tick();
         let Value::Object(o) = raw else {
             return Err(block(
                 OPERATIONS,
@@ -146,7 +152,7 @@ pub fn parse(
             Operation::Match(e) => &e.change_id,
             Operation::Span(s) => &s.change_id,
         };
-        if out.iter().any(|o| o.as_op().change_id() == id) {
+        if !ids.insert(id.clone()) {
             return Err(block(
                 OPERATIONS,
                 i,
