@@ -46,6 +46,7 @@ for f in "${examples[@]}"; do
     || { cat "$E2E_DATA/examples.out"; echo "documented example failed: $f" >&2; exit 1; }
 done
 export PATCHDIFF_TEST_DSN="host=127.0.0.1 port=$E2E_PORT user=postgres dbname=patchdiff_test"
+export PATCHDIFF_TEST_SERVER_LOG="$E2E_DATA/server.log"
 cargo build --locked -p patchdiff-mcp
 export PATCHDIFF_MCP_BIN="$ROOT/target/debug/patchdiff-mcp"
 counted cargo test --locked -p patchdiff-tests

@@ -56,6 +56,7 @@ pub fn is_definitive_failure(status: Option<&str>) -> bool {
                 | "invalid_argument"
                 | "not_found"
                 | "unsupported"
+                | "structure_unavailable"
                 | "ambiguous"
                 | "outcome_unknown"
         )
@@ -914,6 +915,7 @@ mod tests {
             "invalid_argument",
             "not_found",
             "unsupported",
+            "structure_unavailable",
             "ambiguous",
             "outcome_unknown",
         ] {

@@ -82,6 +82,16 @@ extern "C-unwind" fn _PG_init() {
         GucFlags::UNIT_BYTE,
     );
     parser::define_gucs();
+    // Every engine loop whose length depends on its input calls this now and then, so
+    // statement_timeout, pg_cancel_backend and pg_terminate_backend end any call promptly. The
+    // ERROR it may raise unwinds through the engine's frames as a Rust panic (panic = "unwind"),
+    // and pgrx raises it again at the function's boundary; the transaction then rolls back, with
+    // every row the call had written and the target's lock.
+    patchdiff_engine::interrupt::set_hook(check_for_interrupts);
+}
+
+fn check_for_interrupts() {
+    pg_sys::check_for_interrupts!();
 }
 
 pgrx::extension_sql_file!("../../sql/schema.sql", name = "schema", bootstrap);

@@ -474,9 +474,14 @@ mod tests {
         ];
         let framed = wire::outline_response(&o);
         let (len, body) = framed.split_at(8);
-        assert_eq!(u64::from_le_bytes(len.try_into().unwrap()) as usize, body.len());
+        assert_eq!(
+            u64::from_le_bytes(len.try_into().unwrap()) as usize,
+            body.len()
+        );
         let mut ticks = 0;
-        let back = wire::decode(Language::Toml, body, &mut || ticks += 1).unwrap().unwrap();
+        let back = wire::decode(Language::Toml, body, &mut || ticks += 1)
+            .unwrap()
+            .unwrap();
         assert_eq!(back, o);
         assert_eq!(ticks, 5);
     }
@@ -487,19 +492,28 @@ mod tests {
     fn limits_and_malformed_answers() {
         for l in ParserLimit::ALL {
             let framed = wire::limit_response(l);
-            assert_eq!(wire::decode(Language::Yaml, &framed[8..], &mut || {}), Ok(Err(l)));
+            assert_eq!(
+                wire::decode(Language::Yaml, &framed[8..], &mut || {}),
+                Ok(Err(l))
+            );
         }
         let mut o = Language::Json.empty_outline(false);
         o.symbols = vec![sym("object", "a", None, 0), sym("array", "b", Some("a"), 1)];
         let body = wire::outline_response(&o)[8..].to_vec();
         for cut in 0..body.len() {
-            assert!(wire::decode(Language::Json, &body[..cut], &mut || {}).is_err(), "{cut}");
+            assert!(
+                wire::decode(Language::Json, &body[..cut], &mut || {}).is_err(),
+                "{cut}"
+            );
         }
         let mut extra = body.clone();
         extra.push(0);
         assert!(wire::decode(Language::Json, &extra, &mut || {}).is_err());
         for bad in [vec![2u8], vec![1, 99], vec![0, 0, 1, 0, 0, 0, 42]] {
-            assert!(wire::decode(Language::Json, &bad, &mut || {}).is_err(), "{bad:?}");
+            assert!(
+                wire::decode(Language::Json, &bad, &mut || {}).is_err(),
+                "{bad:?}"
+            );
         }
         // Symbol 0 naming parent 0 (itself): refused.
         let mut fwd = body.clone();

@@ -1,0 +1,333 @@
+//! Issue 14, "Hostile input never takes the database down", proven on a real server:
+//!
+//! - the crash suite: deeply nested and pathological files in each of Waymark's eight languages
+//!   (the 509-byte YAML file that used to abort the whole server among them) observed through
+//!   SQL and through `patchdiff-mcp`, while a bystander session holds an open write
+//!   transaction. Each call answers a documented status; afterwards the bystander commits, the
+//!   observing backend is the same process, and the server's log has no "terminated by signal";
+//! - the cancellation suite: long calls under `statement_timeout = 500ms` end within 600 ms with
+//!   the timeout's ERROR (57014) and leave no row, no version and no lock behind.
+//!
+//! Environment: `PATCHDIFF_TEST_DSN` (required), `PATCHDIFF_MCP_BIN`, and
+//! `PATCHDIFF_TEST_SERVER_LOG` (the server's log file; scripts/test.sh sets it).
+
+use patchdiff_tests::stdio::Session;
+use patchdiff_tests::{call, connect, initialize_target};
+use serde_json::{Value, json};
+use std::time::{Duration, Instant};
+use tokio_postgres::Client;
+
+fn dsn() -> String {
+    std::env::var("PATCHDIFF_TEST_DSN").expect("PATCHDIFF_TEST_DSN must be set")
+}
+
+/// The pathological shapes, per language: (filename, content).
+fn shapes() -> Vec<(&'static str, String)> {
+    let nested_keys: String = (0..254)
+        .map(|i| format!("{}k{i}:\n", "  ".repeat(i)))
+        .collect();
+    let python_blocks: String = (0..600)
+        .map(|i| format!("{}if x:\n", " ".repeat(i)))
+        .collect();
+    let wide_key = format!(
+        "{{\"{}\": [{}[]]}}",
+        "k".repeat(256 * 1024),
+        "[], ".repeat(1000)
+    );
+    vec![
+        // tree-sitter-yaml's scanner overran tree-sitter's serialization buffer: abort.
+        ("seq.yaml", format!("{}x", "- ".repeat(254))),
+        ("keys.yaml", nested_keys),
+        (
+            "flow.yaml",
+            format!("{}{}", "[".repeat(20_000), "]".repeat(20_000)),
+        ),
+        (
+            "blocks.py",
+            format!("{python_blocks}{}pass\n", " ".repeat(600)),
+        ),
+        (
+            "parens.ts",
+            format!("x = {}1{};\n", "(".repeat(20_000), ")".repeat(20_000)),
+        ),
+        (
+            "arrays.js",
+            format!("x = {}{};\n", "[".repeat(20_000), "]".repeat(20_000)),
+        ),
+        (
+            "deep.json",
+            format!("{}{}", "[".repeat(100_000), "]".repeat(100_000)),
+        ),
+        // Each symbol repeated its parent's path: 1.28 GB of outline from 265 KB.
+        ("wide.json", wide_key),
+        ("quotes.md", format!("{} x\n", ">".repeat(20_000))),
+        (
+            "lists.md",
+            (0..2_000)
+                .map(|i| format!("{}- item\n", "  ".repeat(i)))
+                .collect(),
+        ),
+        (
+            "inline.toml",
+            format!("a = {}1{}\n", "{ b = ".repeat(5_000), " }".repeat(5_000)),
+        ),
+        (
+            "subst.sh",
+            format!("echo {}x{}\n", "$(".repeat(5_000), ")".repeat(5_000)),
+        ),
+        (
+            "ifs.sh",
+            format!(
+                "{}true\n{}",
+                "if true; then\n".repeat(3_000),
+                "fi\n".repeat(3_000)
+            ),
+        ),
+    ]
+}
+
+/// A documented answer of patchdiff_observe_scope to a candidate listing.
+fn assert_documented(file: &str, r: &Value) {
+    match r["status"].as_str() {
+        Some("candidates") => {}
+        Some("structure_unavailable") => {
+            let reason = r["reason"].as_str().unwrap_or_default();
+            assert!(
+                ["parser_crashed", "parser_limit"].contains(&reason),
+                "{file}: {r}"
+            );
+            assert_eq!(r["observation_id"], Value::Null, "{file}: {r}");
+        }
+        _ => panic!("{file}: not a documented answer: {r}"),
+    }
+}
+
+fn server_log() -> String {
+    let path = std::env::var("PATCHDIFF_TEST_SERVER_LOG")
+        .expect("PATCHDIFF_TEST_SERVER_LOG must name the server's log file");
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+async fn backend_pid(c: &Client) -> i32 {
+    c.query_one("SELECT pg_backend_pid()", &[])
+        .await
+        .unwrap()
+        .get(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pathological_files_never_take_the_server_down() {
+    let log_before = server_log().len();
+    let bystander = connect(&dsn()).await.unwrap();
+    bystander.batch_execute("BEGIN").await.unwrap();
+    let kept = initialize_target(&bystander, "bystander.md", "# kept\n")
+        .await
+        .unwrap();
+
+    let c = connect(&dsn()).await.unwrap();
+    // Bounded for the suite's sake; the defaults are 10 s and 1 GB (docs/structural.md).
+    c.batch_execute("SET patchdiff.parser_timeout = '5s'")
+        .await
+        .unwrap();
+    let pid = backend_pid(&c).await;
+    let mut mcp = Session::start(&dsn(), &[("PATCHDIFF_MCP_PROFILE", "full")], "2025-11-25");
+    let mut crashed = 0;
+    for (file, content) in shapes() {
+        let id = initialize_target(&c, file, &content).await.unwrap();
+        let r = call(
+            &c,
+            "patchdiff_observe_scope",
+            &json!({"target_file_id": id}),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{file}: the call failed: {e}"));
+        assert_documented(file, &r);
+        crashed += usize::from(r["reason"] == "parser_crashed");
+        let (r, result) = mcp.call("patchdiff_observe_scope", json!({"target_file_id": id}));
+        assert_documented(file, &r);
+        assert_ne!(r["status"], "outcome_unknown", "{file}: {result}");
+        // Nothing was issued for a file with no structure.
+        let n: i64 = c
+            .query_one(
+                "SELECT count(*) FROM patchdiff.target_scope_observations WHERE target_file_id = $1::text::uuid",
+                &[&id],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(n, 0, "{file}");
+    }
+    // The YAML shape above is known to abort its parser: the suite proves containment only
+    // while it still does.
+    assert!(crashed >= 1, "no shape crashed the parser helper");
+    assert_eq!(
+        backend_pid(&c).await,
+        pid,
+        "the observing backend was replaced"
+    );
+    bystander.batch_execute("COMMIT").await.unwrap();
+    let r = call(&c, "patchdiff_get_target", &json!({"target_file_id": kept}))
+        .await
+        .unwrap();
+    assert_eq!(r["content"], "# kept\n", "{r}");
+    let log = server_log();
+    let new = &log[log_before.min(log.len())..];
+    for sign in [
+        "terminated by signal",
+        "was terminated",
+        "all server processes terminated",
+    ] {
+        assert!(!new.contains(sign), "the server log says {sign:?}:\n{new}");
+    }
+}
+
+/// 4 MiB of text ending in 10,000 unique markers, and the 10,000 edits (the cap) that rename
+/// them: each edit proves its match unique by scanning the whole buffer.
+fn many_scans() -> (String, Vec<Value>) {
+    let mut text = "ab".repeat(2 << 20);
+    text.push('\n');
+    for i in 0..10_000 {
+        text.push_str(&format!("<{i}>"));
+    }
+    text.push('\n');
+    let edits = (0..10_000)
+        .map(|i| json!({"match": format!("<{i}>"), "replace": format!("[{i}]")}))
+        .collect();
+    (text, edits)
+}
+
+/// Runs `sql` with `statement_timeout = 500ms` and returns how long it took to fail.
+async fn timed_out(c: &Client, sql: &str, args: &Value) -> Duration {
+    c.batch_execute("SET statement_timeout = '500ms'")
+        .await
+        .unwrap();
+    let t = Instant::now();
+    let e = c
+        .query_one(sql, &[&args.to_string()])
+        .await
+        .expect_err("the call finished within statement_timeout");
+    let took = t.elapsed();
+    c.batch_execute("RESET statement_timeout").await.unwrap();
+    assert_eq!(
+        e.code(),
+        Some(&tokio_postgres::error::SqlState::QUERY_CANCELED),
+        "{e}"
+    );
+    took
+}
+
+async fn rows(c: &Client, id: &str) -> (i64, i64, i64) {
+    let r = c
+        .query_one(
+            "SELECT (SELECT version FROM patchdiff.targets WHERE target_file_id = $1::text::uuid),
+                    (SELECT count(*) FROM patchdiff.pdcp_logs WHERE target_file_id = $1::text::uuid),
+                    (SELECT count(*) FROM patchdiff.manifest_ledger WHERE target_file_id = $1::text::uuid)",
+            &[&id],
+        )
+        .await
+        .unwrap();
+    (r.get(0), r.get(1), r.get(2))
+}
+
+/// The target's row lock is free: another session can take it at once.
+async fn unlocked(c: &Client, id: &str) {
+    c.batch_execute("BEGIN").await.unwrap();
+    let r = c
+        .query_opt(
+            "SELECT 1 FROM patchdiff.targets WHERE target_file_id = $1::text::uuid FOR UPDATE NOWAIT",
+            &[&id],
+        )
+        .await;
+    c.batch_execute("ROLLBACK").await.unwrap();
+    r.unwrap_or_else(|e| panic!("the target is still locked: {e}"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn long_calls_end_within_600ms_of_statement_timeout_and_leave_nothing() {
+    const LIMIT: Duration = Duration::from_millis(600);
+    let c = connect(&dsn()).await.unwrap();
+    let other = connect(&dsn()).await.unwrap();
+
+    // A submission at the edit cap whose every edit scans 4 MiB to prove its match unique:
+    // seconds of sequential application, under the target's row lock.
+    let (text, edits) = many_scans();
+    let id = initialize_target(&c, "big.txt", &text).await.unwrap();
+    let args = json!({"target_file_id": id, "expected_target_version": 0,
+                      "intent": "many scans", "edits": edits});
+    let took = timed_out(
+        &c,
+        "SELECT patchdiff_submit_edits($1::text::json)::text",
+        &args,
+    )
+    .await;
+    assert!(took < LIMIT, "tx/1 application took {took:?} to stop");
+    assert_eq!(rows(&c, &id).await, (0, 0, 0), "something was written");
+    unlocked(&other, &id).await;
+
+    // Its preview: the same work, writing nothing anyway.
+    let took = timed_out(&c, "SELECT patchdiff_preview($1::text::json)::text", &args).await;
+    assert!(took < LIMIT, "preview took {took:?} to stop");
+
+    // A parse that runs for tens of seconds in the helper (nested YAML flow sequences).
+    let yaml = format!("{}{}", "[".repeat(1 << 20), "]".repeat(1 << 20));
+    let y = initialize_target(&c, "flow.yaml", &yaml).await.unwrap();
+    let took = timed_out(
+        &c,
+        "SELECT patchdiff_observe_scope($1::text::json)::text",
+        &json!({"target_file_id": y}),
+    )
+    .await;
+    assert!(took < LIMIT, "observe_scope took {took:?} to stop");
+    // The helper was killed, not left parsing: the next call is answered at once.
+    let t = Instant::now();
+    let ok = initialize_target(&c, "ok.yaml", "a: 1\n").await.unwrap();
+    let r = call(
+        &c,
+        "patchdiff_observe_scope",
+        &json!({"target_file_id": ok, "symbol_name": "a"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r["status"], "observed", "{r}");
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+}
+
+/// pg_cancel_backend from another session ends a long call the same way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pg_cancel_backend_ends_a_long_submission() {
+    let c = connect(&dsn()).await.unwrap();
+    let other = connect(&dsn()).await.unwrap();
+    let pid = backend_pid(&c).await;
+    let (text, edits) = many_scans();
+    let id = initialize_target(&c, "cancel.txt", &text).await.unwrap();
+    let args = json!({"target_file_id": id, "expected_target_version": 0,
+                      "intent": "cancel me", "edits": edits});
+    let canceller = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let t = Instant::now();
+        other
+            .execute("SELECT pg_cancel_backend($1)", &[&pid])
+            .await
+            .unwrap();
+        t
+    });
+    let e = c
+        .query_one(
+            "SELECT patchdiff_submit_edits($1::text::json)::text",
+            &[&args.to_string()],
+        )
+        .await
+        .expect_err("the call was not cancelled");
+    let sent = canceller.await.unwrap();
+    assert_eq!(
+        e.code(),
+        Some(&tokio_postgres::error::SqlState::QUERY_CANCELED),
+        "{e}"
+    );
+    assert!(
+        sent.elapsed() < Duration::from_millis(100),
+        "cancel took {:?}",
+        sent.elapsed()
+    );
+    assert_eq!(rows(&c, &id).await, (0, 0, 0));
+}
