@@ -5,7 +5,10 @@
 # Then patchdiff-mcp-bench: the MCP front end's round trip against the same SQL calls, and
 # patchdiff-near-miss-bench: the near-miss search on 65,536-code-point corpora (no database), and
 # workspace_bench: a publishing SAVE of a 64 KiB workspace file next to write + rename, and
-# patchdiff-structural-bench: candidates, a 32-scope bundle and a 32-group commit on 1 MiB.
+# patchdiff-structural-bench: candidates, a 32-scope bundle and a 32-group commit on 1 MiB;
+# hostile_bench: the engine's worst shapes of issue 14 next to a plain call on the same text;
+# helper_bench: the parser helper's peak memory and time on those shapes, and a cold 1 MiB
+# outline through the helper next to the same outline in process.
 # The load test against pgbench is separate: target/release/patchdiff-stress (docs/reliability.md).
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$ROOT"
@@ -27,3 +30,8 @@ echo
 PATCHDIFF_TEST_DSN="$DSN" PATCHDIFF_MCP_BIN=target/release/patchdiff-mcp target/release/examples/workspace_bench 51
 echo
 target/release/patchdiff-structural-bench --dsn "$DSN"
+echo
+cargo build --release --locked -p patchdiff-waymark --bin patchdiff-waymark-helper --example helper_bench
+target/release/examples/helper_bench target/release/patchdiff-waymark-helper
+echo
+cargo run --release --locked -p patchdiff-engine --example hostile_bench
