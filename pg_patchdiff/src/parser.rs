@@ -324,7 +324,9 @@ fn death(mut h: Helper) -> Unavailable {
         Ok(s) if s.signal() == Some(libc::SIGXCPU) => Unavailable::Limit(ParserLimit::Cpu),
         Ok(s) if s.code() == Some(EXIT_MEMORY) => Unavailable::Limit(ParserLimit::Memory),
         Ok(s) => Unavailable::Crashed(match s.signal() {
-            Some(sig) => format!("the parser helper was terminated by signal {sig}"),
+            // Worded unlike the postmaster's "server process ... was terminated by signal",
+            // which the crash suite looks for in the server's log.
+            Some(sig) => format!("the parser helper died of signal {sig}"),
             None => format!(
                 "the parser helper exited with status {}",
                 s.code().unwrap_or(-1)

@@ -169,12 +169,12 @@ async fn pathological_files_never_take_the_server_down() {
     let r = call(&c, "patchdiff_get_target", &json!({"target_file_id": kept}))
         .await
         .unwrap();
-    assert_eq!(r["content"], "# kept\n", "{r}");
+    assert_eq!(r["current_content"], "# kept\n", "{r}");
     let log = server_log();
     let new = &log[log_before.min(log.len())..];
     for sign in [
         "terminated by signal",
-        "was terminated",
+        "terminating any other active server processes",
         "all server processes terminated",
     ] {
         assert!(!new.contains(sign), "the server log says {sign:?}:\n{new}");
@@ -196,17 +196,21 @@ fn many_scans() -> (String, Vec<Value>) {
     (text, edits)
 }
 
-/// Runs `sql` with `statement_timeout = 500ms` and returns how long it took to fail.
+/// Runs `sql` with `statement_timeout = 500ms` and returns how long it took to fail, measured
+/// around the call alone (the statement prepared and its argument text built beforehand).
 async fn timed_out(c: &Client, sql: &str, args: &Value) -> Duration {
+    let statement = c.prepare(sql).await.unwrap();
+    let text = args.to_string();
     c.batch_execute("SET statement_timeout = '500ms'")
         .await
         .unwrap();
     let t = Instant::now();
     let e = c
-        .query_one(sql, &[&args.to_string()])
+        .query_one(&statement, &[&text])
         .await
         .expect_err("the call finished within statement_timeout");
     let took = t.elapsed();
+    eprintln!("{sql}: cancelled after {took:?}");
     c.batch_execute("RESET statement_timeout").await.unwrap();
     assert_eq!(
         e.code(),
@@ -265,7 +269,14 @@ async fn long_calls_end_within_600ms_of_statement_timeout_and_leave_nothing() {
     unlocked(&other, &id).await;
 
     // Its preview: the same work, writing nothing anyway.
-    let took = timed_out(&c, "SELECT patchdiff_preview($1::text::json)::text", &args).await;
+    let mut preview = args.clone();
+    preview["format"] = json!("patchdiff-tx/1");
+    let took = timed_out(
+        &c,
+        "SELECT patchdiff_preview($1::text::json)::text",
+        &preview,
+    )
+    .await;
     assert!(took < LIMIT, "preview took {took:?} to stop");
 
     // A parse that runs for tens of seconds in the helper (nested YAML flow sequences).
@@ -330,4 +341,86 @@ async fn pg_cancel_backend_ends_a_long_submission() {
         sent.elapsed()
     );
     assert_eq!(rows(&c, &id).await, (0, 0, 0));
+}
+
+/// The pids of the processes whose parent is `parent`.
+fn children_of(parent: i32) -> Vec<i32> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // pid (comm) state ppid ...: comm may hold spaces, so split after its ')'.
+        let rest = &stat[stat.rfind(')').map_or(0, |i| i + 2)..];
+        if rest.split_whitespace().nth(1).and_then(|p| p.parse().ok()) == Some(parent) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+/// Whether `pid` still runs (a zombie or a vanished process does not).
+fn running(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| !s[s.rfind(')').map_or(0, |i| i + 2)..].starts_with('Z'))
+        .unwrap_or(false)
+}
+
+/// Issue 14: the parser helper is "killed on query cancel, statement timeout and backend
+/// exit". A backend terminated by pg_terminate_backend while its helper parses takes the
+/// helper with it (PR_SET_PDEATHSIG): no orphan parser keeps burning CPU.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_terminated_backend_takes_its_parser_helper_with_it() {
+    let c = connect(&dsn()).await.unwrap();
+    let other = connect(&dsn()).await.unwrap();
+    let pid = backend_pid(&c).await;
+    let yaml = format!("{}{}", "[".repeat(1 << 20), "]".repeat(1 << 20));
+    let y = initialize_target(&c, "terminated.yaml", &yaml)
+        .await
+        .unwrap();
+    let observing = tokio::spawn(async move {
+        call(&c, "patchdiff_observe_scope", &json!({"target_file_id": y})).await
+    });
+    let started = Instant::now();
+    let helper = loop {
+        if let Some(h) = children_of(pid).into_iter().find(|p| running(*p)) {
+            break h;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "no helper started"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let exe = std::fs::read_link(format!("/proc/{helper}/exe")).unwrap();
+    assert!(exe.ends_with("patchdiff-waymark-helper"), "{exe:?}");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(
+        running(helper),
+        "the parse ended before the backend was terminated"
+    );
+    other
+        .execute("SELECT pg_terminate_backend($1)", &[&pid])
+        .await
+        .unwrap();
+    let e = observing
+        .await
+        .unwrap()
+        .expect_err("the backend was terminated");
+    assert_eq!(
+        e.code(),
+        Some(&tokio_postgres::error::SqlState::ADMIN_SHUTDOWN),
+        "{e}"
+    );
+    let t = Instant::now();
+    while running(helper) {
+        assert!(
+            t.elapsed() < Duration::from_secs(1),
+            "the helper outlived its backend"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 }
