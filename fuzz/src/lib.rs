@@ -27,7 +27,9 @@ use patchdiff_engine::read;
 use patchdiff_engine::replay::{self, Accepted, Replay};
 use patchdiff_engine::submit::{self, KeyOutcome, Parent, StoredAttempt};
 use patchdiff_engine::target::{self, TargetMeta, TargetView};
-use patchdiff_engine::text::{SourceLineEndings, byte_offset, canonicalize, char_len, sha256_hex, slice_chars};
+use patchdiff_engine::text::{
+    SourceLineEndings, byte_offset, canonicalize, char_len, sha256_hex, slice_chars,
+};
 use patchdiff_engine::tx1::ChangeFact;
 use patchdiff_waymark::Language;
 use serde_json::Value;
@@ -93,7 +95,10 @@ pub fn args(data: &[u8]) {
         0 | 1 => match target::parse_initialize(&raw, tool % 12 == 1) {
             Err(e) => e.to_json("patchdiff_initialize_target"),
             Ok(n) => {
-                assert!(!n.canonical.contains('\r'), "initialized content is not canonical");
+                assert!(
+                    !n.canonical.contains('\r'),
+                    "initialized content is not canonical"
+                );
                 assert_eq!(n.current_hash, sha256_hex(&n.canonical));
                 target::initialized_response(&n, T, OTHER)
             }
@@ -107,42 +112,68 @@ pub fn args(data: &[u8]) {
             };
             target::get_target_response(&v, &meta)
         }),
-        3 => with(read::READ_TARGET_ARGS, &|a| match read::parse_read_target(a) {
-            Err(e) => e.to_json("patchdiff_read_target"),
-            Ok(r) => {
-                let out = read::read_target(&v, r).unwrap_or_else(|e| e.to_json("patchdiff_read_target"));
-                if out["status"] == "ok" {
-                    let (s, e) = (out["start"].as_u64().unwrap() as usize, out["end"].as_u64().unwrap() as usize);
-                    assert_eq!(out["text"], slice_chars(content, s, e), "read_target text is not its slice");
+        3 => with(
+            read::READ_TARGET_ARGS,
+            &|a| match read::parse_read_target(a) {
+                Err(e) => e.to_json("patchdiff_read_target"),
+                Ok(r) => {
+                    let out = read::read_target(&v, r)
+                        .unwrap_or_else(|e| e.to_json("patchdiff_read_target"));
+                    if out["status"] == "ok" {
+                        let (s, e) = (
+                            out["start"].as_u64().unwrap() as usize,
+                            out["end"].as_u64().unwrap() as usize,
+                        );
+                        assert_eq!(
+                            out["text"],
+                            slice_chars(content, s, e),
+                            "read_target text is not its slice"
+                        );
+                    }
+                    out
                 }
-                out
-            }
-        }),
+            },
+        ),
         4 => with(read::FIND_ARGS, &|a| match read::parse_find(a) {
             Err(e) => e.to_json("patchdiff_find_occurrences"),
             Ok(r) => {
                 let out = read::find_occurrences(&v, &r);
                 for o in out["occurrences"].as_array().into_iter().flatten() {
-                    assert!(o["end"].as_u64() > o["start"].as_u64(), "an empty occurrence");
+                    assert!(
+                        o["end"].as_u64() > o["start"].as_u64(),
+                        "an empty occurrence"
+                    );
                 }
                 out
             }
         }),
-        5 => with(lines::READ_LINES_ARGS, &|a| match lines::parse_read_lines(a) {
-            Err(e) => e.to_json("patchdiff_read_lines"),
-            Ok(r) => {
-                let out = lines::read_lines(&v, r).unwrap_or_else(|e| e.to_json("patchdiff_read_lines"));
-                if out["status"] == "ok" {
-                    let (s, e) = (out["start"].as_u64().unwrap() as usize, out["end"].as_u64().unwrap() as usize);
-                    assert_eq!(out["text"], slice_chars(content, s, e), "read_lines text is not its slice");
+        5 => with(
+            lines::READ_LINES_ARGS,
+            &|a| match lines::parse_read_lines(a) {
+                Err(e) => e.to_json("patchdiff_read_lines"),
+                Ok(r) => {
+                    let out = lines::read_lines(&v, r)
+                        .unwrap_or_else(|e| e.to_json("patchdiff_read_lines"));
+                    if out["status"] == "ok" {
+                        let (s, e) = (
+                            out["start"].as_u64().unwrap() as usize,
+                            out["end"].as_u64().unwrap() as usize,
+                        );
+                        assert_eq!(
+                            out["text"],
+                            slice_chars(content, s, e),
+                            "read_lines text is not its slice"
+                        );
+                    }
+                    out
                 }
-                out
-            }
-        }),
+            },
+        ),
         6 => with(export::EXPORT_ARGS, &|a| match export::parse_format(a) {
             Err(e) => e.to_json("patchdiff_export_target"),
             Ok(f) => {
-                let out = export::export(&v, &meta_export, f).unwrap_or_else(|e| e.to_json("patchdiff_export_target"));
+                let out = export::export(&v, &meta_export, f)
+                    .unwrap_or_else(|e| e.to_json("patchdiff_export_target"));
                 if out["status"] == "ok" {
                     let c = out["content"].as_str().unwrap();
                     assert_eq!(out["content_sha256"], sha256_hex(c));
@@ -183,10 +214,13 @@ pub fn args(data: &[u8]) {
         },
         _ => {
             // patchdiff_observe_scope's and patchdiff_submit_observed_operations' parsers.
-            let a = with(observe::OBSERVE_ARGS, &|a| match observe::parse_observe(a) {
-                Err(e) => e.to_json("patchdiff_observe_scope"),
-                Ok(_) => serde_json::json!({"status": "parsed"}),
-            });
+            let a = with(
+                observe::OBSERVE_ARGS,
+                &|a| match observe::parse_observe(a) {
+                    Err(e) => e.to_json("patchdiff_observe_scope"),
+                    Ok(_) => serde_json::json!({"status": "parsed"}),
+                },
+            );
             emit(&a);
             match observed::parse_submit_observed_operations(&raw) {
                 Err(e) => e.to_json("patchdiff_submit_observed_operations"),
@@ -228,11 +262,20 @@ pub fn submit(data: &[u8]) {
     let parent = match (tool / 3) % 4 {
         0 => Parent::NotLookedUp,
         1 => Parent::NotFound,
-        2 => Parent::Found { target_file_id: T.into(), status: "rejected".into() },
-        _ => Parent::Found { target_file_id: OTHER.into(), status: "accepted".into() },
+        2 => Parent::Found {
+            target_file_id: T.into(),
+            status: "rejected".into(),
+        },
+        _ => Parent::Found {
+            target_file_id: OTHER.into(),
+            status: "accepted".into(),
+        },
     };
     let identity = submit::prepare(&sub, &parent);
-    assert_eq!(identity.fingerprint, sha256_hex(&to_string(&identity.envelope, CANONICAL)));
+    assert_eq!(
+        identity.fingerprint,
+        sha256_hex(&to_string(&identity.envelope, CANONICAL))
+    );
     if let Some(too_large) = submit::admission(&sub, None) {
         return emit(&too_large);
     }
@@ -245,7 +288,8 @@ pub fn submit(data: &[u8]) {
             assert!(!c.contains('\r'), "accepted content is not canonical");
             assert_eq!(a.after_hash.as_deref(), Some(sha256_hex(c).as_str()));
             assert!(!a.changes.is_empty(), "accepted without changes");
-            let mut r = Replay::start(T, start.version, &hash, content.to_owned()).expect("replay start");
+            let mut r =
+                Replay::start(T, start.version, &hash, content.to_owned()).expect("replay start");
             let row = Accepted {
                 log_sequence: 1,
                 pdcp_log_id: "p",
@@ -260,15 +304,29 @@ pub fn submit(data: &[u8]) {
                 observations: &[],
             };
             if let Err(f) = r.step(&row) {
-                panic!("replay does not reproduce an accepted attempt: {} {}", f.reason, f.detail);
+                panic!(
+                    "replay does not reproduce an accepted attempt: {} {}",
+                    f.reason, f.detail
+                );
             }
             assert_eq!(r.content(), c, "replay reconstructs other text");
             now_hash = a.after_hash.clone().unwrap();
-            TargetView { target_file_id: T, version: start.version + 1, current_hash: &now_hash, content: c }
+            TargetView {
+                target_file_id: T,
+                version: start.version + 1,
+                current_hash: &now_hash,
+                content: c,
+            }
         }
         "rejected" => {
-            assert!(a.failure_reason.is_some(), "rejected without failure_reason");
-            assert!(a.new_content.is_none() && a.changes.is_empty(), "rejected with changes");
+            assert!(
+                a.failure_reason.is_some(),
+                "rejected without failure_reason"
+            );
+            assert!(
+                a.new_content.is_none() && a.changes.is_empty(),
+                "rejected with changes"
+            );
             start
         }
         other => panic!("attempt status {other}"),
@@ -293,7 +351,10 @@ pub fn submit(data: &[u8]) {
         };
         match submit::recover_or_conflict(&sub, &identity, &stored, &now, None) {
             KeyOutcome::Recovered(v) => {
-                assert!(v["status"] == a.status && v["deduplicated"] == true, "recovery");
+                assert!(
+                    v["status"] == a.status && v["deduplicated"] == true,
+                    "recovery"
+                );
                 emit(&v);
             }
             KeyOutcome::Conflict(_) => panic!("the same request conflicts with itself"),
@@ -310,21 +371,44 @@ pub fn canonical(data: &[u8]) {
     assert!(!c.contains('\r'), "CR survives canonicalization");
     assert_eq!(canonicalize(&c), c, "canonicalization is not idempotent");
     let facts = SourceLineEndings::of(&raw);
-    assert_eq!(facts.lf + facts.crlf + facts.cr, c.matches('\n').count() as u64, "line-ending counts");
-    assert_eq!(char_len(&c) as u64, facts.source_code_points - facts.crlf, "code points");
-    assert_eq!(SourceLineEndings::from_json(&facts.to_json()), Some(facts.clone()));
+    assert_eq!(
+        facts.lf + facts.crlf + facts.cr,
+        c.matches('\n').count() as u64,
+        "line-ending counts"
+    );
+    assert_eq!(
+        char_len(&c) as u64,
+        facts.source_code_points - facts.crlf,
+        "code points"
+    );
+    assert_eq!(
+        SourceLineEndings::from_json(&facts.to_json()),
+        Some(facts.clone())
+    );
     for eol in [export::Eol::Lf, export::Eol::Crlf, export::Eol::Cr] {
-        assert_eq!(canonicalize(&export::write_eol(&c, eol)), c, "an export is not canonical text");
+        assert_eq!(
+            canonicalize(&export::write_eol(&c, eol)),
+            c,
+            "an export is not canonical text"
+        );
     }
     if let Ok(eol) = export::content_eol(ExportFormat::OriginalEol, &facts.to_json()) {
-        assert_eq!(export::write_eol(&c, eol), raw, "original_eol does not restore a uniform upload");
+        assert_eq!(
+            export::write_eol(&c, eol),
+            raw,
+            "original_eol does not restore a uniform upload"
+        );
     }
     let n = char_len(&c);
     let i = offsets.first().map_or(0, |b| *b as usize) % (n + 2);
     let j = offsets.get(1).map_or(0, |b| *b as usize) % (n + 2);
     assert_eq!(byte_offset(&c, i).is_some(), i <= n, "byte_offset range");
     let sl = slice_chars(&c, i.min(j), i.max(j));
-    assert_eq!(char_len(sl), i.max(j).min(n) - i.min(j).min(n), "slice length");
+    assert_eq!(
+        char_len(sl),
+        i.max(j).min(n) - i.min(j).min(n),
+        "slice length"
+    );
     // The raw text as JSON argument text: lone surrogates are marked, never lost.
     if let Some((marked, sentinel)) = invalid_text::mark_lone_surrogates(&raw) {
         if let Ok(v) = serde_json::from_str::<Value>(&marked) {
@@ -343,12 +427,18 @@ pub fn near_miss(data: &[u8]) {
     let query = text(data.get(cut + 1..).unwrap_or_default());
     let nm = near_miss::search(&buffer, &query);
     let v = nm.to_json();
-    assert!(ascii_len(&v) <= NEAR_MISSES_MAX_BYTES, "near misses over budget");
+    assert!(
+        ascii_len(&v) <= NEAR_MISSES_MAX_BYTES,
+        "near misses over budget"
+    );
     for c in &nm.candidates {
         assert_eq!(c.text, slice_chars(&buffer, c.start, c.end), "window text");
         assert!(c.distance >= 1, "a near miss at distance 0");
     }
-    emit(&near_miss::near_miss_query(char_len(&query), &canonicalize(&query)));
+    emit(&near_miss::near_miss_query(
+        char_len(&query),
+        &canonicalize(&query),
+    ));
 }
 
 /// `replay`: a stored record the engine did not write, replayed under a format pair. Byte 0:
@@ -360,7 +450,9 @@ pub fn replay(data: &[u8]) {
     let record = text(rest);
     let (protocol, runtime) = replay::FORMATS
         .get(*f as usize % (replay::FORMATS.len() + 1))
-        .map_or(("patchdiff-tx/9", "patchdiff-mvp-9"), |x| (x.protocol_version, x.runtime_version));
+        .map_or(("patchdiff-tx/9", "patchdiff-mvp-9"), |x| {
+            (x.protocol_version, x.runtime_version)
+        });
     let other = sha256_hex("other");
     let row = Accepted {
         log_sequence: 7,
@@ -376,7 +468,12 @@ pub fn replay(data: &[u8]) {
         observations: &[],
     };
     let mut r = Replay::start(T, 0, &hash, content.to_owned()).expect("replay start");
-    let stored = TargetView { target_file_id: T, version: 1, current_hash: &other, content };
+    let stored = TargetView {
+        target_file_id: T,
+        version: 1,
+        current_hash: &other,
+        content,
+    };
     let v = match r.step(&row) {
         Ok(()) => r.finish(&stored),
         Err(f) => f.to_json(&stored, r.replayed()),
@@ -405,6 +502,11 @@ pub fn waymark(data: &[u8]) {
     let o = patchdiff_waymark::outline(language, &t);
     let n = char_len(&t);
     for s in &o.symbols {
-        assert!(s.start <= s.end && s.end <= n, "a symbol outside the text: {}..{} of {n}", s.start, s.end);
+        assert!(
+            s.start <= s.end && s.end <= n,
+            "a symbol outside the text: {}..{} of {n}",
+            s.start,
+            s.end
+        );
     }
 }
