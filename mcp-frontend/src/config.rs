@@ -83,6 +83,9 @@ pub struct Config {
     pub strict_observation_mode: bool,
     /// `PATCHDIFF_WAYMARK_MODE`.
     pub waymark_mode: WaymarkMode,
+    /// `PATCHDIFF_MCP_STATEMENT_TIMEOUT`: the `statement_timeout` of every database session, in
+    /// milliseconds; `None` (the value `0`) sets nothing, so a role's or database's own applies.
+    pub statement_timeout_ms: Option<u32>,
 }
 
 impl Profile {
@@ -95,6 +98,44 @@ impl Profile {
 /// 32 MiB: twice the extension's default `patchdiff.max_argument_bytes`, so the database's limit
 /// is the one a normal request meets first.
 pub const DEFAULT_MAX_LINE_BYTES: usize = 32 * 1024 * 1024;
+
+/// Issue 14 item 5, "the front end bounds every call": 30 s, far above any call the contract's
+/// caps allow on a healthy server, so it only ends calls stuck behind a lock or a sick server.
+pub const DEFAULT_STATEMENT_TIMEOUT_MS: u32 = 30_000;
+
+/// PostgreSQL's own ceiling for `statement_timeout` (INT_MAX milliseconds, about 24.8 days).
+pub const MAX_STATEMENT_TIMEOUT_MS: u64 = i32::MAX as u64;
+
+/// A duration as PostgreSQL writes a time setting: a whole number with an optional unit
+/// (`ms`, `s`, `min`, `h`, `d`; none means milliseconds, as for `statement_timeout`), spaces
+/// allowed around and between. `Ok(None)` is `0`, no timeout.
+pub fn parse_duration_ms(v: &str) -> Result<Option<u32>, String> {
+    let t = v.trim();
+    let digits = t.bytes().take_while(u8::is_ascii_digit).count();
+    let (number, unit) = t.split_at(digits);
+    let scale: u64 = match unit.trim_start() {
+        "" | "ms" => 1,
+        "s" => 1_000,
+        "min" => 60_000,
+        "h" => 3_600_000,
+        "d" => 86_400_000,
+        _ => {
+            return Err(format!(
+                "PATCHDIFF_MCP_STATEMENT_TIMEOUT={v:?} is not a duration; use a whole number with a unit ms, s, min, h or d (e.g. 30s, 500ms), or 0 for no timeout"
+            ));
+        }
+    };
+    let n: u64 = number.parse().map_err(|_| {
+        format!("PATCHDIFF_MCP_STATEMENT_TIMEOUT={v:?} is not a duration; use a whole number with a unit ms, s, min, h or d (e.g. 30s, 500ms), or 0 for no timeout")
+    })?;
+    match n.checked_mul(scale) {
+        Some(0) => Ok(None),
+        Some(ms) if ms <= MAX_STATEMENT_TIMEOUT_MS => Ok(Some(ms as u32)),
+        _ => Err(format!(
+            "PATCHDIFF_MCP_STATEMENT_TIMEOUT={v:?} is longer than PostgreSQL allows ({MAX_STATEMENT_TIMEOUT_MS}ms)"
+        )),
+    }
+}
 
 impl Config {
     /// Reads the configuration through `var` (the process environment in production).
@@ -186,6 +227,10 @@ impl Config {
                 ));
             }
         };
+        let statement_timeout_ms = match set("PATCHDIFF_MCP_STATEMENT_TIMEOUT") {
+            None => Some(DEFAULT_STATEMENT_TIMEOUT_MS),
+            Some(v) => parse_duration_ms(&v)?,
+        };
         Ok(Config {
             profile,
             response_mode,
@@ -196,16 +241,21 @@ impl Config {
             workspace_hook,
             strict_observation_mode,
             waymark_mode,
+            statement_timeout_ms,
         })
     }
 
     /// Session settings (`SET name = value`) every database session of this server carries,
     /// applied right after connecting and after every reconnect. Only what the environment turns
-    /// on is set: with strict mode off, a role's or database's own setting stays in force.
-    pub fn session_settings(&self) -> Vec<(&'static str, &'static str)> {
+    /// on is set: with strict mode off, or a statement timeout of 0, a role's or database's own
+    /// setting stays in force.
+    pub fn session_settings(&self) -> Vec<(&'static str, String)> {
         let mut settings = Vec::new();
+        if let Some(ms) = self.statement_timeout_ms {
+            settings.push(("statement_timeout", format!("{ms}ms")));
+        }
         if self.strict_observation_mode {
-            settings.push(("patchdiff.strict_observation_mode", "on"));
+            settings.push(("patchdiff.strict_observation_mode", "on".to_owned()));
         }
         settings
     }
@@ -305,16 +355,19 @@ mod tests {
     #[test]
     fn strict_observation_mode_is_a_strict_switch() {
         let strict = |v: &str| {
-            Config::from_env(env(&[("PATCHDIFF_STRICT_OBSERVATION_MODE", v)]))
-                .map(|c| (c.strict_observation_mode, c.session_settings()))
+            Config::from_env(env(&[
+                ("PATCHDIFF_STRICT_OBSERVATION_MODE", v),
+                ("PATCHDIFF_MCP_STATEMENT_TIMEOUT", "0"),
+            ]))
+            .map(|c| (c.strict_observation_mode, c.session_settings()))
         };
-        let on = vec![("patchdiff.strict_observation_mode", "on")];
+        let on = vec![("patchdiff.strict_observation_mode", "on".to_owned())];
         assert_eq!(strict("1"), Ok((true, on.clone())));
         assert_eq!(strict("true"), Ok((true, on)));
         for off in ["0", "false", ""] {
             assert_eq!(strict(off), Ok((false, vec![])), "{off:?}");
         }
-        let unset = Config::from_env(env(&[])).unwrap();
+        let unset = Config::from_env(env(&[("PATCHDIFF_MCP_STATEMENT_TIMEOUT", "0")])).unwrap();
         assert!(!unset.strict_observation_mode && unset.session_settings().is_empty());
         for bad in ["yes", "on", "TRUE", "2", " 1"] {
             let e = strict(bad).unwrap_err();
@@ -336,5 +389,68 @@ mod tests {
                 "{e}"
             );
         }
+    }
+
+    /// Issue 14 item 5, "the front end bounds every call": every session carries
+    /// statement_timeout, 30 s unless PATCHDIFF_MCP_STATEMENT_TIMEOUT says otherwise in
+    /// PostgreSQL's duration syntax; `0` sets nothing; a bad value refuses start-up, naming the
+    /// variable.
+    #[test]
+    fn statement_timeout_is_bounded_and_validated() {
+        let timeout = |v: &str| {
+            Config::from_env(env(&[("PATCHDIFF_MCP_STATEMENT_TIMEOUT", v)]))
+                .map(|c| c.statement_timeout_ms)
+        };
+        let unset = Config::from_env(env(&[])).unwrap();
+        assert_eq!(unset.statement_timeout_ms, Some(30_000));
+        assert_eq!(
+            unset.session_settings(),
+            vec![("statement_timeout", "30000ms".to_owned())]
+        );
+        for (v, ms) in [
+            ("", Some(30_000)),
+            ("30s", Some(30_000)),
+            ("500ms", Some(500)),
+            ("200", Some(200)),
+            (" 2 min ", Some(120_000)),
+            ("1h", Some(3_600_000)),
+            ("1d", Some(86_400_000)),
+            ("2147483647ms", Some(i32::MAX as u32)),
+            ("0", None),
+            ("0s", None),
+        ] {
+            assert_eq!(timeout(v), Ok(ms), "{v:?}");
+        }
+        for bad in [
+            "abc",
+            "30 seconds",
+            "-1s",
+            "1.5s",
+            "s",
+            "30S",
+            "25d",
+            "99999999999999999999",
+            "2147483648",
+        ] {
+            let e = timeout(bad).unwrap_err();
+            assert!(
+                e.contains("PATCHDIFF_MCP_STATEMENT_TIMEOUT"),
+                "{bad:?}: {e}"
+            );
+        }
+        let off = Config::from_env(env(&[("PATCHDIFF_MCP_STATEMENT_TIMEOUT", "0")])).unwrap();
+        assert!(off.session_settings().is_empty());
+        let both = Config::from_env(env(&[
+            ("PATCHDIFF_MCP_STATEMENT_TIMEOUT", "200ms"),
+            ("PATCHDIFF_STRICT_OBSERVATION_MODE", "1"),
+        ]))
+        .unwrap();
+        assert_eq!(
+            both.session_settings(),
+            vec![
+                ("statement_timeout", "200ms".to_owned()),
+                ("patchdiff.strict_observation_mode", "on".to_owned())
+            ]
+        );
     }
 }

@@ -23,9 +23,44 @@ pub struct Db {
     session: String,
 }
 
-/// The failure of a call whose outcome the front end cannot know.
+/// The failure of a call. Its outcome is unknown unless `cancelled` says PostgreSQL cancelled
+/// the statement, which rolled it back.
 #[derive(Debug)]
-pub struct CallError(pub String);
+pub struct CallError {
+    pub message: String,
+    pub cancelled: Option<Cancelled>,
+}
+
+/// Why PostgreSQL cancelled a statement (SQLSTATE 57014 query_canceled). The ERROR aborted the
+/// statement's transaction: in autocommit nothing was written; inside the front end's own
+/// publication transaction, the ROLLBACK that follows discards the rest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cancelled {
+    /// `statement_timeout` (PATCHDIFF_MCP_STATEMENT_TIMEOUT) expired.
+    StatementTimeout,
+    /// Any other cancel: `pg_cancel_backend`, a cancel request.
+    QueryCanceled,
+}
+
+impl Cancelled {
+    /// The `failure_reason` a host sees.
+    pub fn reason(self) -> &'static str {
+        match self {
+            Cancelled::StatementTimeout => "statement_timeout",
+            Cancelled::QueryCanceled => "query_canceled",
+        }
+    }
+}
+
+impl CallError {
+    /// An error whose outcome is unknown.
+    pub fn unknown(message: impl Into<String>) -> CallError {
+        CallError {
+            message: message.into(),
+            cancelled: None,
+        }
+    }
+}
 
 async fn open(conninfo: &str) -> Result<Client, String> {
     let mut config: tokio_postgres::Config = conninfo
@@ -76,7 +111,10 @@ impl Db {
 
     /// Fixes the session settings of this connection and of every later reconnection, and
     /// applies them now. Values are the front end's own constants, quoted as literals anyway.
-    pub async fn set_session(&mut self, settings: &[(&str, &str)]) -> Result<(), String> {
+    pub async fn set_session<V: AsRef<str>>(
+        &mut self,
+        settings: &[(&str, V)],
+    ) -> Result<(), String> {
         self.session = session_sql(settings);
         if self.session.is_empty() {
             return Ok(());
@@ -96,10 +134,10 @@ impl Db {
         if !(self.broken || self.client.is_closed()) {
             return Ok(());
         }
-        let client = open(&self.conninfo).await.map_err(CallError)?;
+        let client = open(&self.conninfo).await.map_err(CallError::unknown)?;
         if !self.session.is_empty() {
             client.batch_execute(&self.session).await.map_err(|e| {
-                CallError(format!(
+                CallError::unknown(format!(
                     "the session settings failed on reconnection: {}",
                     describe(&e)
                 ))
@@ -134,8 +172,8 @@ impl Db {
             .await
             .map_err(|e| self.failed(&e))?;
         row.try_get::<_, Option<String>>(0)
-            .map_err(|e| CallError(e.to_string()))?
-            .ok_or_else(|| CallError(format!("{function} returned NULL")))
+            .map_err(|e| CallError::unknown(e.to_string()))?
+            .ok_or_else(|| CallError::unknown(format!("{function} returned NULL")))
     }
 }
 
@@ -158,8 +196,8 @@ impl Db {
         args: &str,
     ) -> Result<String, CallError> {
         if self.broken || self.client.is_closed() {
-            return Err(CallError(
-                "the connection was lost inside the transaction".into(),
+            return Err(CallError::unknown(
+                "the connection was lost inside the transaction",
             ));
         }
         self.call(function, args).await
@@ -176,7 +214,7 @@ impl Db {
     pub async fn rollback(&mut self) {
         if let Err(e) = self.client.batch_execute("ROLLBACK").await {
             let e = self.failed(&e);
-            tracing::warn!("rollback: {}", e.0);
+            tracing::warn!("rollback: {}", e.message);
         }
     }
 }
@@ -184,8 +222,26 @@ impl Db {
 impl Db {
     fn failed(&mut self, e: &tokio_postgres::Error) -> CallError {
         self.broken |= ends_session(e);
-        CallError(describe(e))
+        CallError {
+            message: describe(e),
+            cancelled: cancelled(e),
+        }
     }
+}
+
+/// SQLSTATE 57014 (query_canceled) as an ERROR: the statement was cancelled and its transaction
+/// rolled back, the session lives on. PostgreSQL gives timeouts and cancel requests the same
+/// code; only the message ("canceling statement due to statement timeout") tells them apart.
+fn cancelled(e: &tokio_postgres::Error) -> Option<Cancelled> {
+    let db = e.as_db_error()?;
+    if db.code().code() != "57014" || db.severity() != "ERROR" {
+        return None;
+    }
+    Some(if db.message().contains("statement timeout") {
+        Cancelled::StatementTimeout
+    } else {
+        Cancelled::QueryCanceled
+    })
 }
 
 /// Whether an error leaves the session unusable: not a server error at all (I/O, protocol),
@@ -204,10 +260,10 @@ fn ends_session(e: &tokio_postgres::Error) -> bool {
 }
 
 /// `SET name = 'value'; ...` for the settings, in order.
-fn session_sql(settings: &[(&str, &str)]) -> String {
+fn session_sql<V: AsRef<str>>(settings: &[(&str, V)]) -> String {
     settings
         .iter()
-        .map(|(name, value)| format!("SET {name} = '{}'", value.replace('\'', "''")))
+        .map(|(name, value)| format!("SET {name} = '{}'", value.as_ref().replace('\'', "''")))
         .collect::<Vec<_>>()
         .join("; ")
 }
@@ -275,7 +331,14 @@ mod tests {
     /// docs/structural.md "Strict observation mode": patchdiff-mcp sets the session setting.
     #[test]
     fn session_settings_become_set_statements() {
-        assert_eq!(session_sql(&[]), "");
+        assert_eq!(session_sql::<&str>(&[]), "");
+        assert_eq!(
+            session_sql(&[
+                ("statement_timeout", "200ms".to_owned()),
+                ("patchdiff.strict_observation_mode", "on".to_owned())
+            ]),
+            "SET statement_timeout = '200ms'; SET patchdiff.strict_observation_mode = 'on'"
+        );
         assert_eq!(
             session_sql(&[("patchdiff.strict_observation_mode", "on")]),
             "SET patchdiff.strict_observation_mode = 'on'"

@@ -495,7 +495,7 @@ impl Caller<'_> {
                 "{function} did not answer within {} s",
                 self.timeout.as_secs_f64()
             )),
-            Ok(Err(CallError(e))) => Err(format!("{function} failed: {e}")),
+            Ok(Err(CallError { message, .. })) => Err(format!("{function} failed: {message}")),
             Ok(Ok(text)) => Ok(match serde_json::from_str::<Value>(&text) {
                 Ok(Value::Object(o)) if o.get("status").is_some_and(Value::is_string) => {
                     Answer::Object(o)

@@ -8,7 +8,8 @@ usage: patchdiff-mcp                 serve MCP (JSON-RPC over stdin/stdout)
 Configured by the environment: PATCHDIFF_DATABASE_URL (else the embedded cluster in
 PATCHDIFF_DATA_DIR), PATCHDIFF_MCP_PROFILE, PATCHDIFF_MCP_RESPONSE_MODE, PATCHDIFF_LOG,
 PATCHDIFF_WORKSPACE_ROOT (required by the workspace profiles), PATCHDIFF_WORKSPACE_SYNC_ON_SAVE,
-PATCHDIFF_STRICT_OBSERVATION_MODE (1/true or 0/false), PATCHDIFF_WAYMARK_MODE (resident).";
+PATCHDIFF_STRICT_OBSERVATION_MODE (1/true or 0/false), PATCHDIFF_WAYMARK_MODE (resident),
+PATCHDIFF_MCP_STATEMENT_TIMEOUT (statement_timeout of every call: 30s default, 500ms, 2min, 0 = unset).";
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() {

@@ -46,8 +46,9 @@ pub const RECEIPT_MAX_BYTES: usize = 8_192;
 pub const IDENTITY_ECHO_MAX_BYTES: usize = 256;
 
 /// observed-editor-v2 "Commit receipts": "Definitive tool failures set isError: true";
-/// "Infrastructure exceptions return status: outcome_unknown". Accepted transactions (with or
-/// without warnings), candidates and issued observations are successes.
+/// "Infrastructure exceptions return status: outcome_unknown". A call PostgreSQL cancelled
+/// (`cancelled`, nothing written) is a failure too. Accepted transactions (with or without
+/// warnings), candidates and issued observations are successes.
 pub fn is_definitive_failure(status: Option<&str>) -> bool {
     matches!(
         status,
@@ -59,6 +60,7 @@ pub fn is_definitive_failure(status: Option<&str>) -> bool {
                 | "structure_unavailable"
                 | "ambiguous"
                 | "outcome_unknown"
+                | crate::server::CANCELLED
         )
     )
 }

@@ -3,7 +3,7 @@
 use crate::catalog::{REVISIONS, Tool, all_tools, profile_tools};
 use crate::compact;
 use crate::config::{Config, Profile, ResponseMode};
-use crate::database::Db;
+use crate::database::{CallError, Db};
 use crate::observed_v2;
 use crate::rpc::{self, INVALID_PARAMS, INVALID_REQUEST, Incoming, METHOD_NOT_FOUND};
 use crate::workspace::{self, Outcome, Workspace};
@@ -84,8 +84,30 @@ struct CallParams<'a> {
 fn is_error_status(status: Option<&str>) -> bool {
     matches!(
         status,
-        Some("invalid_argument" | "not_found" | "outcome_unknown")
+        Some("invalid_argument" | "not_found" | "outcome_unknown" | CANCELLED)
     )
+}
+
+/// The status of a call PostgreSQL cancelled (SQLSTATE 57014: statement_timeout, a cancel
+/// request), which rolled it back. Not in the contract, which knows only `outcome_unknown` for
+/// failures of the database call; this one is certain, so a host may simply resend (docs/profiles.md).
+pub const CANCELLED: &str = "cancelled";
+
+/// The answer to a failed database call (issue 14 item 5): `cancelled` when PostgreSQL cancelled
+/// the statement (nothing was written: retryable), else `outcome_unknown`. `after` tells a host
+/// what else is true of this call (for a publishing SAVE: no file was installed).
+pub fn call_failure(tool: &str, e: &CallError, unknown_advice: &str, after: &str) -> Value {
+    match e.cancelled {
+        Some(c) => json!({
+            "status": CANCELLED, "code": c.reason(), "tool": tool,
+            "failure_reason": c.reason(), "retryable": true, "nothing_written": true,
+            "failure_detail": format!("PostgreSQL cancelled the call ({}) and rolled it back: nothing was written{after}. Resending the call is safe; if it keeps timing out, the target may be locked by another transaction, or PATCHDIFF_MCP_STATEMENT_TIMEOUT is too short for it.", e.message),
+        }),
+        None => json!({
+            "status": "outcome_unknown", "tool": tool,
+            "failure_detail": format!("The database call failed ({}); whether it committed is unknown. {unknown_advice}", e.message),
+        }),
+    }
 }
 
 impl Server {
@@ -292,11 +314,9 @@ impl Server {
         let text = match self.db.call(function, raw).await {
             Ok(text) => text,
             Err(e) => {
-                tracing::error!(tool = tool_name, error = e.0, "database call failed");
-                return Ok(self.refuse(tool_name, json!({
-                    "status": "outcome_unknown", "tool": name,
-                    "failure_detail": format!("The database call failed ({}); whether it committed is unknown. Read the target, or resend the identical call with the same client_request_id, before proposing again.", e.0),
-                })));
+                tracing::error!(tool = tool_name, error = e.message, "database call failed");
+                return Ok(self.refuse(tool_name, call_failure(&name, &e,
+                    "Read the target, or resend the identical call with the same client_request_id, before proposing again.", "")));
             }
         };
         let Ok(mut value) = serde_json::from_str::<Value>(&text) else {
@@ -409,14 +429,26 @@ impl Server {
             s.tool_error(json!({"status": "outcome_unknown", "tool": name,
                 "failure_detail": format!("The database call failed ({why}); whether it committed is unknown. Read the target before saving again.")}))
         };
+        // Before installation a failed statement leaves the transaction to roll back: a
+        // cancelled one (57014) certainly wrote nothing and installed nothing.
+        let failed = |s: &Self, e: CallError| {
+            s.tool_error(call_failure(
+                name,
+                &e,
+                "Read the target before saving again.",
+                ", no file was installed and no checkpoint was created",
+            ))
+        };
         if let Err(e) = self.db.begin_publication().await {
-            return unknown(self, e.0);
+            // The BEGIN may have opened the block before its SET LOCAL failed.
+            self.db.rollback().await;
+            return failed(self, e);
         }
         let text = match self.db.call_in_transaction("patchdiff_save", args).await {
             Ok(t) => t,
             Err(e) => {
                 self.db.rollback().await;
-                return unknown(self, e.0);
+                return failed(self, e);
             }
         };
         let mut value: Value = match serde_json::from_str(&text) {
@@ -483,8 +515,20 @@ impl Server {
         ws.before_commit();
         let receipt = installed.receipt.to_json("confirmed");
         if let Err(e) = self.db.commit().await {
-            return self.tool_answer(partial("workspace_checkpoint_uncertain", receipt,
-                format!("The file was installed; the checkpoint's COMMIT failed ({}), so whether it was recorded is unknown. Inspect the target before saving again (docs/workspace.md).", e.0)));
+            // A COMMIT that PostgreSQL cancelled (57014) rolled back: the checkpoint is certainly
+            // missing. The contract's code stays; the detail says what is known.
+            let detail = if e.cancelled.is_some() {
+                format!(
+                    "The file was installed; PostgreSQL cancelled the checkpoint's COMMIT ({}) and rolled it back, so no checkpoint was recorded. SAVE again with sync_workspace: true to record it (docs/workspace.md).",
+                    e.message
+                )
+            } else {
+                format!(
+                    "The file was installed; the checkpoint's COMMIT failed ({}), so whether it was recorded is unknown. Inspect the target before saving again (docs/workspace.md).",
+                    e.message
+                )
+            };
+            return self.tool_answer(partial("workspace_checkpoint_uncertain", receipt, detail));
         }
         if let Err(why) = installed.finish() {
             return self.tool_answer(partial("workspace_post_install_error", receipt,
@@ -733,6 +777,44 @@ mod tests {
         // Other profiles: an error is text only.
         let r = tool_result("{}".into(), Some(json!({})), true, REVISIONS[2], false);
         assert!(r.get("structuredContent").is_none());
+    }
+
+    /// Issue 14 item 5: a call PostgreSQL cancelled (57014) answers `cancelled`, retryable,
+    /// nothing written, as an error in every profile (observed_v2 receipts included); any other
+    /// failure stays `outcome_unknown`.
+    #[test]
+    fn cancelled_calls_are_retryable_errors_not_outcome_unknown() {
+        use crate::database::{CallError, Cancelled};
+        let e = CallError {
+            message: "ERROR: canceling statement due to statement timeout (57014)".into(),
+            cancelled: Some(Cancelled::StatementTimeout),
+        };
+        let v = call_failure("patchdiff_submit_edits", &e, "Read the target.", "");
+        assert_eq!(v["status"], CANCELLED);
+        assert_eq!(v["failure_reason"], "statement_timeout");
+        assert_eq!(
+            (&v["retryable"], &v["nothing_written"]),
+            (&json!(true), &json!(true))
+        );
+        assert!(
+            v["failure_detail"]
+                .as_str()
+                .unwrap()
+                .contains("nothing was written")
+        );
+        assert!(is_error_status(v["status"].as_str()));
+        let r = observed_v2_result(observed_v2::COMMIT_BUNDLE, v, REVISIONS[2]);
+        assert_eq!(r["isError"], true);
+        assert_eq!(r["structuredContent"]["status"], CANCELLED);
+        assert_eq!(
+            r["structuredContent"]["failure_reason"],
+            "statement_timeout"
+        );
+        assert_eq!(r["structuredContent"]["diagnostics"]["retryable"], true);
+        let lost = CallError::unknown("connection closed");
+        let v = call_failure("patchdiff_submit_edits", &lost, "Read the target.", "");
+        assert_eq!(v["status"], "outcome_unknown");
+        assert!(v.get("retryable").is_none());
     }
 
     /// A selection carries its snapshot; compact mode projects the v2 selection results as it

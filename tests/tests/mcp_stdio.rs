@@ -374,6 +374,106 @@ fn database_failure_is_outcome_unknown() {
     assert_eq!(t["text"], "abc\n", "{t}");
 }
 
+/// Issue 14 item 5, "the front end bounds every call": patchdiff-mcp sets statement_timeout
+/// (here PATCHDIFF_MCP_STATEMENT_TIMEOUT=200ms) on its session. A submission stuck behind another
+/// transaction's row lock is cancelled by PostgreSQL (57014) and answered `cancelled`, with
+/// failure_reason statement_timeout, retryable and nothing_written, as an error — never
+/// `outcome_unknown`. The clauses proved: (1) the answer's shape; (2) no attempt row was written;
+/// (3) the same server, on the same session, answers the next call; (4) resending the identical
+/// keyed call after the lock is gone is a fresh acceptance (nothing was recorded to recover).
+#[test]
+fn statement_timeout_is_a_retryable_cancel_with_nothing_written() {
+    let url = format!("{} application_name=mcp-stdio-timeout-test", dsn());
+    let mut m = Mcp::start(&[
+        ("PATCHDIFF_DATABASE_URL", &url),
+        ("PATCHDIFF_MCP_STATEMENT_TIMEOUT", "200ms"),
+    ]);
+    m.initialize(Some("2025-11-25"));
+    let target = initialize_target(&mut m, "abc\n");
+    let attempts =
+        format!("SELECT count(*) FROM patchdiff.pdcp_logs WHERE target_file_id = '{target}'");
+    let mut count = postgres_count();
+    assert_eq!(count(&attempts), 0);
+    // The submission waits on this row lock until its statement_timeout expires.
+    let mut holder = postgres_admin();
+    holder(&format!(
+        "BEGIN; SELECT 1 FROM patchdiff.targets WHERE target_file_id = '{target}' FOR UPDATE"
+    ));
+    let submit = json!({"target_file_id": target, "expected_target_version": 0, "intent": "x",
+        "edits": [{"match": "abc", "replace": "xyz"}], "client_request_id": "statement-timeout-1"});
+    let started = std::time::Instant::now();
+    let (t, result) = m.call("patchdiff_submit_edits", submit.clone());
+    let waited = started.elapsed();
+    // (1) cancelled, retryable, nothing written; an error result with no structuredContent.
+    assert_eq!(
+        (&t["status"], &result["isError"]),
+        (&json!("cancelled"), &json!(true)),
+        "{t}"
+    );
+    assert_eq!(t["failure_reason"], "statement_timeout", "{t}");
+    assert_eq!(t["code"], "statement_timeout", "{t}");
+    assert_eq!(
+        (&t["retryable"], &t["nothing_written"]),
+        (&json!(true), &json!(true)),
+        "{t}"
+    );
+    assert!(
+        t["failure_detail"]
+            .as_str()
+            .unwrap()
+            .contains("nothing was written"),
+        "{t}"
+    );
+    assert!(result.get("structuredContent").is_none(), "{result}");
+    assert!(waited >= Duration::from_millis(200), "{waited:?}");
+    // (2) the statement and its transaction rolled back: no attempt row.
+    assert_eq!(count(&attempts), 0);
+    // (3) the server still serves, on the same session (the target is still locked, so a read,
+    // which takes no lock, answers).
+    let (t, _) = m.call("patchdiff_read_target", json!({"target_file_id": target}));
+    assert_eq!(t["text"], "abc\n", "{t}");
+    // (4) once the lock is gone, the identical keyed call is a fresh acceptance.
+    holder("ROLLBACK");
+    let (t, result) = m.call("patchdiff_submit_edits", submit);
+    assert_eq!(
+        (&t["status"], &t["deduplicated"], &result["isError"]),
+        (&json!("accepted"), &json!(false), &json!(false)),
+        "{t}"
+    );
+    assert_eq!(count(&attempts), 1);
+    let (t, _) = m.call("patchdiff_read_target", json!({"target_file_id": target}));
+    assert_eq!(t["text"], "xyz\n", "{t}");
+}
+
+/// Issue 14 item 5: a PATCHDIFF_MCP_STATEMENT_TIMEOUT that is not a duration stops start-up
+/// with a message naming the variable, before serving anything.
+#[test]
+fn bad_statement_timeout_stops_start_up() {
+    let out = Command::new(mcp_bin())
+        .env("PATCHDIFF_DATABASE_URL", dsn())
+        .env("PATCHDIFF_MCP_STATEMENT_TIMEOUT", "thirty seconds")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("PATCHDIFF_MCP_STATEMENT_TIMEOUT"), "{err}");
+    assert!(out.stdout.is_empty(), "nothing but MCP may go to stdout");
+}
+
+/// Runs a `SELECT count(*) ...` as the test superuser on one connection of its own.
+fn postgres_count() -> impl FnMut(&str) -> i64 {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let client = rt.block_on(patchdiff_tests::connect(&dsn())).unwrap();
+    move |sql: &str| {
+        let row = rt.block_on(client.query_one(sql, &[])).unwrap();
+        row.get::<_, i64>(0)
+    }
+}
+
 /// Runs SQL as the test superuser on one connection of its own.
 fn postgres_admin() -> impl FnMut(&str) {
     let rt = tokio::runtime::Builder::new_current_thread()

@@ -1,0 +1,512 @@
+//! The fuzz targets, as plain functions of the input bytes, so that the AFL++ binaries
+//! (`src/bin/*.rs`, built with `cargo afl build`) and the corpus smoke test (`tests/corpus.rs`,
+//! plain `cargo test`) run exactly the same code.
+//!
+//! Every target feeds the engine the way the extension does (the same parse, prepare, evaluate,
+//! respond and replay functions, in the same order). A panic, an abort or an `assert!` failing
+//! here is a defect: AFL++ records it as a crash. The assertions are the cheap invariants of the
+//! contract (an accepted attempt replays to its own text, canonical text has no CR, budgets).
+//!
+//! Input layout: the first byte (or two) choose a variant (tool, language, format, target
+//! text); the rest is the argument text, lossily decoded as UTF-8 (the extension only ever sees
+//! valid UTF-8 from PostgreSQL, so lossy decoding loses nothing reachable).
+
+use patchdiff_engine::args::{Args, not_found};
+use patchdiff_engine::checkpoint;
+use patchdiff_engine::export::{self, ExportFormat, ExportMeta};
+use patchdiff_engine::history;
+use patchdiff_engine::invalid_text;
+use patchdiff_engine::json::{CANONICAL, ascii_len, to_string};
+use patchdiff_engine::limits::NEAR_MISSES_MAX_BYTES;
+use patchdiff_engine::lines;
+use patchdiff_engine::near_miss;
+use patchdiff_engine::observe;
+use patchdiff_engine::observed;
+use patchdiff_engine::preview;
+use patchdiff_engine::read;
+use patchdiff_engine::replay::{self, Accepted, Replay};
+use patchdiff_engine::submit::{self, KeyOutcome, Parent, StoredAttempt};
+use patchdiff_engine::target::{self, TargetMeta, TargetView};
+use patchdiff_engine::text::{
+    SourceLineEndings, byte_offset, canonicalize, char_len, sha256_hex, slice_chars,
+};
+use patchdiff_engine::tx1::ChangeFact;
+use patchdiff_waymark::Language;
+use serde_json::Value;
+
+/// The target every generated call is about (the UUID the corpus uses).
+pub const T: &str = "11111111-1111-4111-8111-111111111111";
+const OTHER: &str = "22222222-2222-4222-8222-222222222222";
+
+/// Canonical target texts a call can be about, chosen by an input byte: empty, ASCII lines,
+/// repeated words (ambiguous matches), astral and combining characters, a long line.
+pub const TEXTS: [&str; 5] = [
+    "",
+    "alpha beta\ngamma alpha\nend\n",
+    "one one one\ntwo two\n",
+    "🌍 é\u{301} \"q\" \\ \u{1}\n\u{2028}x\n",
+    "fn main() {\n    let x = 1;\n    x + 1\n}\n",
+];
+
+fn text(data: &[u8]) -> String {
+    String::from_utf8_lossy(data).into_owned()
+}
+
+fn view<'a>(content: &'a str, hash: &'a str) -> TargetView<'a> {
+    TargetView {
+        target_file_id: T,
+        version: 3,
+        current_hash: hash,
+        content,
+    }
+}
+
+/// Every answer must serialize; the serialization must be ASCII-escapable.
+fn emit(v: &Value) {
+    let n = ascii_len(v);
+    assert!(n > 0);
+}
+
+/// `args`: every read, export, save, history, initialize, preview and observe argument parser,
+/// and the answer built from it over a small target. Byte 0: the tool; byte 1: the target text.
+pub fn args(data: &[u8]) {
+    let [tool, t, rest @ ..] = data else { return };
+    let content = TEXTS[*t as usize % TEXTS.len()];
+    let hash = sha256_hex(content);
+    let v = view(content, &hash);
+    let raw = text(rest);
+    let facts = SourceLineEndings::of(content).to_json();
+    let meta_export = ExportMeta {
+        filename: "doc.md",
+        target_type: "text/plain",
+        source_line_endings: &facts,
+    };
+    let with = |allowed: &[&str], f: &dyn Fn(&Args) -> Value| -> Value {
+        match Args::parse(&raw, allowed, &["target_file_id"]) {
+            Err(e) => e.to_json("tool"),
+            Ok(a) => match a.target_file_id() {
+                Err(e) => e.to_json("tool"),
+                Ok(id) if id != T => not_found(&id),
+                Ok(_) => f(&a),
+            },
+        }
+    };
+    let answer = match tool % 12 {
+        0 | 1 => match target::parse_initialize(&raw, tool % 12 == 1) {
+            Err(e) => e.to_json("patchdiff_initialize_target"),
+            Ok(n) => {
+                assert!(
+                    !n.canonical.contains('\r'),
+                    "initialized content is not canonical"
+                );
+                assert_eq!(n.current_hash, sha256_hex(&n.canonical));
+                target::initialized_response(&n, T, OTHER)
+            }
+        },
+        2 => with(&["target_file_id"], &|_| {
+            let meta = TargetMeta {
+                filename: "doc.md",
+                target_type: "text/plain",
+                active_editing_cycle_id: OTHER,
+                source_line_endings: facts.clone(),
+            };
+            target::get_target_response(&v, &meta)
+        }),
+        3 => with(
+            read::READ_TARGET_ARGS,
+            &|a| match read::parse_read_target(a) {
+                Err(e) => e.to_json("patchdiff_read_target"),
+                Ok(r) => {
+                    let out = read::read_target(&v, r)
+                        .unwrap_or_else(|e| e.to_json("patchdiff_read_target"));
+                    if out["status"] == "ok" {
+                        let (s, e) = (
+                            out["start"].as_u64().unwrap() as usize,
+                            out["end"].as_u64().unwrap() as usize,
+                        );
+                        assert_eq!(
+                            out["text"],
+                            slice_chars(content, s, e),
+                            "read_target text is not its slice"
+                        );
+                    }
+                    out
+                }
+            },
+        ),
+        4 => with(read::FIND_ARGS, &|a| match read::parse_find(a) {
+            Err(e) => e.to_json("patchdiff_find_occurrences"),
+            Ok(r) => {
+                let out = read::find_occurrences(&v, &r);
+                for o in out["occurrences"].as_array().into_iter().flatten() {
+                    assert!(
+                        o["end"].as_u64() > o["start"].as_u64(),
+                        "an empty occurrence"
+                    );
+                }
+                out
+            }
+        }),
+        5 => with(
+            lines::READ_LINES_ARGS,
+            &|a| match lines::parse_read_lines(a) {
+                Err(e) => e.to_json("patchdiff_read_lines"),
+                Ok(r) => {
+                    let out = lines::read_lines(&v, r)
+                        .unwrap_or_else(|e| e.to_json("patchdiff_read_lines"));
+                    if out["status"] == "ok" {
+                        let (s, e) = (
+                            out["start"].as_u64().unwrap() as usize,
+                            out["end"].as_u64().unwrap() as usize,
+                        );
+                        assert_eq!(
+                            out["text"],
+                            slice_chars(content, s, e),
+                            "read_lines text is not its slice"
+                        );
+                    }
+                    out
+                }
+            },
+        ),
+        6 => with(export::EXPORT_ARGS, &|a| match export::parse_format(a) {
+            Err(e) => e.to_json("patchdiff_export_target"),
+            Ok(f) => {
+                let out = export::export(&v, &meta_export, f)
+                    .unwrap_or_else(|e| e.to_json("patchdiff_export_target"));
+                if out["status"] == "ok" {
+                    let c = out["content"].as_str().unwrap();
+                    assert_eq!(out["content_sha256"], sha256_hex(c));
+                    assert_eq!(canonicalize(c), content, "an export is not the text");
+                }
+                out
+            }
+        }),
+        7 => match preview::parse_preview(&raw) {
+            Err(e) => preview::arg_error(&e),
+            Ok(sub) if sub.target_file_id != T => not_found(&sub.target_file_id),
+            Ok(sub) => preview::preview(&sub, &v),
+        },
+        8 => match checkpoint::parse_save(&raw) {
+            Err(e) => e.to_json("patchdiff_save"),
+            Ok(r) if r.target_file_id != T => not_found(&r.target_file_id),
+            Ok(r) => match checkpoint::check_guards(&r, &v) {
+                Some(rejected) => rejected,
+                None => {
+                    let e = r.export_after_save.then(|| {
+                        export::export(&v, &meta_export, ExportFormat::OriginalText)
+                            .unwrap_or_else(|e| e.to_json("patchdiff_export_target"))
+                    });
+                    checkpoint::saved_response(&v, "s", OTHER, T, e)
+                }
+            },
+        },
+        9 => match history::parse_log(&raw) {
+            Err(e) => history::invalid(&e, "patchdiff_get_pdcp_log"),
+            Ok(q) => {
+                assert!(q.page.limit >= 1, "limit {}", q.page.limit);
+                history::log_page(&q.page, Vec::new(), q.include_content, Vec::new())
+            }
+        },
+        10 => match history::parse_ledger(&raw) {
+            Err(e) => history::invalid(&e, "patchdiff_get_manifest_ledger"),
+            Ok(q) => history::ledger_page(&q.page, Vec::new()),
+        },
+        _ => {
+            // patchdiff_observe_scope's and patchdiff_submit_observed_operations' parsers.
+            let a = with(
+                observe::OBSERVE_ARGS,
+                &|a| match observe::parse_observe(a) {
+                    Err(e) => e.to_json("patchdiff_observe_scope"),
+                    Ok(_) => serde_json::json!({"status": "parsed"}),
+                },
+            );
+            emit(&a);
+            match observed::parse_submit_observed_operations(&raw) {
+                Err(e) => e.to_json("patchdiff_submit_observed_operations"),
+                Ok(sub) => {
+                    let _ = observed::requested_observations(&sub);
+                    serde_json::json!({"status": "parsed"})
+                }
+            }
+        }
+    };
+    emit(&answer);
+}
+
+/// `submit`: `patchdiff_submit_edits` / `_operations` / `_replacement` through the pipeline of
+/// the extension's run_submission: parse, prepare, admission, evaluate (selectors, sequential
+/// application, warnings, near misses, rejection evidence), respond, keyed recovery and
+/// conflict. An accepted attempt must replay from its stored record to the same text.
+/// Byte 0: the tool and the parent; byte 1: the target text.
+pub fn submit(data: &[u8]) {
+    let [tool, t, rest @ ..] = data else { return };
+    let content = TEXTS[*t as usize % TEXTS.len()];
+    let hash = sha256_hex(content);
+    let start = view(content, &hash);
+    let raw = text(rest);
+    let parsed = match tool % 3 {
+        0 => submit::parse_submit_edits(&raw),
+        1 => submit::parse_submit_operations(&raw),
+        _ => submit::parse_submit_replacement(&raw),
+    };
+    let sub = match parsed {
+        Err(e) => return emit(&e.to_json("patchdiff_submit_edits")),
+        Ok(s) => s,
+    };
+    assert!(sub.pdcp_content.is_ascii(), "pdcp_content is not ASCII");
+    assert_eq!(sha256_hex(&sub.pdcp_content), sub.pdcp_content_hash);
+    if sub.target_file_id != T {
+        return emit(&not_found(&sub.target_file_id));
+    }
+    let parent = match (tool / 3) % 4 {
+        0 => Parent::NotLookedUp,
+        1 => Parent::NotFound,
+        2 => Parent::Found {
+            target_file_id: T.into(),
+            status: "rejected".into(),
+        },
+        _ => Parent::Found {
+            target_file_id: OTHER.into(),
+            status: "accepted".into(),
+        },
+    };
+    let identity = submit::prepare(&sub, &parent);
+    assert_eq!(
+        identity.fingerprint,
+        sha256_hex(&to_string(&identity.envelope, CANONICAL))
+    );
+    if let Some(too_large) = submit::admission(&sub, None) {
+        return emit(&too_large);
+    }
+    let a = submit::evaluate(&sub, &identity, &parent, &start);
+    assert_eq!(a.before_hash, hash);
+    let now_hash;
+    let now = match a.status {
+        "accepted" => {
+            let c = a.new_content.as_deref().expect("accepted without content");
+            assert!(!c.contains('\r'), "accepted content is not canonical");
+            assert_eq!(a.after_hash.as_deref(), Some(sha256_hex(c).as_str()));
+            assert!(!a.changes.is_empty(), "accepted without changes");
+            let mut r =
+                Replay::start(T, start.version, &hash, content.to_owned()).expect("replay start");
+            let row = Accepted {
+                log_sequence: 1,
+                pdcp_log_id: "p",
+                protocol_version: a.protocol_version,
+                runtime_version: a.runtime_version,
+                pdcp_content: &a.pdcp_content,
+                before_version: a.before_version,
+                before_hash: &a.before_hash,
+                after_version: a.after_version,
+                after_hash: a.after_hash.as_deref(),
+                editing_cycle_id: "",
+                observations: &[],
+            };
+            if let Err(f) = r.step(&row) {
+                panic!(
+                    "replay does not reproduce an accepted attempt: {} {}",
+                    f.reason, f.detail
+                );
+            }
+            assert_eq!(r.content(), c, "replay reconstructs other text");
+            now_hash = a.after_hash.clone().unwrap();
+            TargetView {
+                target_file_id: T,
+                version: start.version + 1,
+                current_hash: &now_hash,
+                content: c,
+            }
+        }
+        "rejected" => {
+            assert!(
+                a.failure_reason.is_some(),
+                "rejected without failure_reason"
+            );
+            assert!(
+                a.new_content.is_none() && a.changes.is_empty(),
+                "rejected with changes"
+            );
+            start
+        }
+        other => panic!("attempt status {other}"),
+    };
+    emit(&submit::respond(&a, &sub, "log-1", &now, Some("corr")));
+    if sub.request_key().is_some() {
+        let stored = StoredAttempt {
+            pdcp_log_id: "log-1".into(),
+            status: a.status.to_owned(),
+            request_fingerprint: a.request_fingerprint.clone(),
+            request_envelope: a.request_envelope.clone(),
+            pdcp_content: a.pdcp_content.clone(),
+            before_hash: a.before_hash.clone(),
+            after_version: a.after_version,
+            after_hash: a.after_hash.clone(),
+            failure_reason: a.failure_reason.map(str::to_owned),
+            failure_detail: a.failure_detail.clone(),
+            failed_change_id: a.failed_change_id.clone(),
+            diagnostic: a.diagnostic.clone(),
+            validity: a.validity.clone(),
+            changes: a.changes.iter().map(ChangeFact::to_json).collect(),
+        };
+        match submit::recover_or_conflict(&sub, &identity, &stored, &now, None) {
+            KeyOutcome::Recovered(v) => {
+                assert!(
+                    v["status"] == a.status && v["deduplicated"] == true,
+                    "recovery"
+                );
+                emit(&v);
+            }
+            KeyOutcome::Conflict(_) => panic!("the same request conflicts with itself"),
+        }
+    }
+}
+
+/// `canonical`: canonical text, line-ending facts, exports in every line ending, code-point
+/// slicing, and invalid-text marking of escaped lone surrogates. Bytes 0..8: two offsets.
+pub fn canonical(data: &[u8]) {
+    let (offsets, rest) = data.split_at(data.len().min(2));
+    let raw = text(rest);
+    let c = canonicalize(&raw);
+    assert!(!c.contains('\r'), "CR survives canonicalization");
+    assert_eq!(canonicalize(&c), c, "canonicalization is not idempotent");
+    let facts = SourceLineEndings::of(&raw);
+    assert_eq!(
+        facts.lf + facts.crlf + facts.cr,
+        c.matches('\n').count() as u64,
+        "line-ending counts"
+    );
+    assert_eq!(
+        char_len(&c) as u64,
+        facts.source_code_points - facts.crlf,
+        "code points"
+    );
+    assert_eq!(
+        SourceLineEndings::from_json(&facts.to_json()),
+        Some(facts.clone())
+    );
+    for eol in [export::Eol::Lf, export::Eol::Crlf, export::Eol::Cr] {
+        assert_eq!(
+            canonicalize(&export::write_eol(&c, eol)),
+            c,
+            "an export is not canonical text"
+        );
+    }
+    if let Ok(eol) = export::content_eol(ExportFormat::OriginalEol, &facts.to_json()) {
+        assert_eq!(
+            export::write_eol(&c, eol),
+            raw,
+            "original_eol does not restore a uniform upload"
+        );
+    }
+    let n = char_len(&c);
+    let i = offsets.first().map_or(0, |b| *b as usize) % (n + 2);
+    let j = offsets.get(1).map_or(0, |b| *b as usize) % (n + 2);
+    assert_eq!(byte_offset(&c, i).is_some(), i <= n, "byte_offset range");
+    let sl = slice_chars(&c, i.min(j), i.max(j));
+    assert_eq!(
+        char_len(sl),
+        i.max(j).min(n) - i.min(j).min(n),
+        "slice length"
+    );
+    // The raw text as JSON argument text: lone surrogates are marked, never lost.
+    if let Some((marked, sentinel)) = invalid_text::mark_lone_surrogates(&raw) {
+        if let Ok(v) = serde_json::from_str::<Value>(&marked) {
+            let mut defects = Vec::new();
+            invalid_text::find(&v, "$", Some(sentinel), &mut defects);
+            emit(&invalid_text::locations(&defects));
+            let _ = invalid_text::restore(&v, Some(sentinel));
+        }
+    }
+}
+
+/// `near_miss`: the bounded near-miss search. The input is `buffer NUL query`.
+pub fn near_miss(data: &[u8]) {
+    let cut = data.iter().position(|b| *b == 0).unwrap_or(data.len());
+    let buffer = canonicalize(&text(&data[..cut])).into_owned();
+    let query = text(data.get(cut + 1..).unwrap_or_default());
+    let nm = near_miss::search(&buffer, &query);
+    let v = nm.to_json();
+    assert!(
+        ascii_len(&v) <= NEAR_MISSES_MAX_BYTES,
+        "near misses over budget"
+    );
+    for c in &nm.candidates {
+        assert_eq!(c.text, slice_chars(&buffer, c.start, c.end), "window text");
+        assert!(c.distance >= 1, "a near miss at distance 0");
+    }
+    emit(&near_miss::near_miss_query(
+        char_len(&query),
+        &canonicalize(&query),
+    ));
+}
+
+/// `replay`: a stored record the engine did not write, replayed under a format pair. Byte 0:
+/// the pair (one past the last is unknown); byte 1: the snapshot text and the row's guards.
+pub fn replay(data: &[u8]) {
+    let [f, t, rest @ ..] = data else { return };
+    let content = TEXTS[*t as usize % TEXTS.len()];
+    let hash = sha256_hex(content);
+    let record = text(rest);
+    let (protocol, runtime) = replay::FORMATS
+        .get(*f as usize % (replay::FORMATS.len() + 1))
+        .map_or(("patchdiff-tx/9", "patchdiff-mvp-9"), |x| {
+            (x.protocol_version, x.runtime_version)
+        });
+    let other = sha256_hex("other");
+    let row = Accepted {
+        log_sequence: 7,
+        pdcp_log_id: "p",
+        protocol_version: protocol,
+        runtime_version: runtime,
+        pdcp_content: &record,
+        before_version: if t & 0x80 == 0 { 0 } else { 1 },
+        before_hash: if t & 0x40 == 0 { &hash } else { "0" },
+        after_version: if t & 0x20 == 0 { Some(1) } else { None },
+        after_hash: if t & 0x10 == 0 { Some(&other) } else { None },
+        editing_cycle_id: "",
+        observations: &[],
+    };
+    let mut r = Replay::start(T, 0, &hash, content.to_owned()).expect("replay start");
+    let stored = TargetView {
+        target_file_id: T,
+        version: 1,
+        current_hash: &other,
+        content,
+    };
+    let v = match r.step(&row) {
+        Ok(()) => r.finish(&stored),
+        Err(f) => f.to_json(&stored, r.replayed()),
+    };
+    emit(&v);
+}
+
+/// The languages `waymark` picks from byte 0.
+pub const LANGUAGES: [Language; 8] = [
+    Language::Python,
+    Language::TypeScript,
+    Language::JavaScript,
+    Language::Json,
+    Language::Markdown,
+    Language::Yaml,
+    Language::Toml,
+    Language::Shell,
+];
+
+/// `waymark`: the structural outline of any text in each of the eight grammars. Symbols must lie
+/// within the text, in code points. Byte 0: the language.
+pub fn waymark(data: &[u8]) {
+    let [l, rest @ ..] = data else { return };
+    let language = LANGUAGES[*l as usize % LANGUAGES.len()];
+    let t = canonicalize(&text(rest)).into_owned();
+    let o = patchdiff_waymark::outline(language, &t);
+    let n = char_len(&t);
+    for s in &o.symbols {
+        assert!(
+            s.start <= s.end && s.end <= n,
+            "a symbol outside the text: {}..{} of {n}",
+            s.start,
+            s.end
+        );
+    }
+}
