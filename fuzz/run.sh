@@ -11,10 +11,10 @@
 # afl-fuzz runs at a time, without CPU pinning, so other work keeps the other core.
 set -euo pipefail
 cd "$(dirname "$0")"
-ALL=(args submit canonical near_miss replay waymark)
+ALL=(args submit canonical near_miss replay wire waymark)
 
 if [ "${1:-}" = smoke ]; then
-    exec cargo test --quiet
+    exec cargo test --quiet --locked
 fi
 
 SECONDS_PER_TARGET=${1:-180}

@@ -15,6 +15,9 @@ counted() { "$@" 2>&1 | tee -a "$RESULTS"; }
 log "engine, Waymark and front-end tests (cargo test)"
 counted cargo test --locked -p patchdiff-engine -p patchdiff-waymark -p patchdiff-mcp
 
+log "fuzz targets over their corpus (fuzz/run.sh smoke: the AFL++ targets without AFL++)"
+counted bash fuzz/run.sh smoke
+
 log "SQL API tests inside PostgreSQL (cargo pgrx test)"
 # Structural observation starts the parser helper from PostgreSQL's $libdir.
 install_parser_helper

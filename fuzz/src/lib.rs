@@ -25,6 +25,7 @@ use patchdiff_engine::observed;
 use patchdiff_engine::preview;
 use patchdiff_engine::read;
 use patchdiff_engine::replay::{self, Accepted, Replay};
+use patchdiff_engine::scope::wire;
 use patchdiff_engine::submit::{self, KeyOutcome, Parent, StoredAttempt};
 use patchdiff_engine::target::{self, TargetMeta, TargetView};
 use patchdiff_engine::text::{
@@ -493,13 +494,17 @@ pub const LANGUAGES: [Language; 8] = [
     Language::Shell,
 ];
 
-/// `waymark`: the structural outline of any text in each of the eight grammars. Symbols must lie
-/// within the text, in code points. Byte 0: the language.
+/// `waymark`: the structural outline of any text in each of the eight grammars, as the parser
+/// helper makes it. Symbols must lie within the text, in code points, and the outline must
+/// cross the helper's wire unchanged. Byte 0: the language.
 pub fn waymark(data: &[u8]) {
     let [l, rest @ ..] = data else { return };
     let language = LANGUAGES[*l as usize % LANGUAGES.len()];
     let t = canonicalize(&text(rest)).into_owned();
-    let o = patchdiff_waymark::outline(language, &t);
+    // A cap passed is an answer (`parser_limit`), not a defect.
+    let Ok(o) = patchdiff_waymark::outline(language, &t) else {
+        return;
+    };
     let n = char_len(&t);
     for s in &o.symbols {
         assert!(
@@ -508,5 +513,29 @@ pub fn waymark(data: &[u8]) {
             s.start,
             s.end
         );
+    }
+    let framed = wire::outline_response(&o);
+    let back = wire::decode(language, &framed[8..], &mut || {});
+    assert_eq!(
+        back,
+        Ok(Ok(o)),
+        "the outline did not cross the wire unchanged"
+    );
+}
+
+/// `wire`: the backend's decoder of the parser helper's answers, fed anything (a helper that
+/// answers garbage must be reported, never trusted, and never panic the backend). Byte 0: the
+/// language.
+pub fn wire(data: &[u8]) {
+    let [l, rest @ ..] = data else { return };
+    let language = LANGUAGES[*l as usize % LANGUAGES.len()];
+    if let Ok(Ok(o)) = wire::decode(language, rest, &mut || {}) {
+        // Whatever decodes is a well-formed outline: paths are parent + "." + name.
+        for s in &o.symbols {
+            assert!(s.path.ends_with(&s.name));
+            if let Some(p) = &s.parent {
+                assert_eq!(s.path.len(), p.len() + 1 + s.name.len());
+            }
+        }
     }
 }

@@ -56,3 +56,8 @@ fn replay() {
 fn waymark() {
     replay_corpus("waymark", patchdiff_fuzz::waymark);
 }
+
+#[test]
+fn wire() {
+    replay_corpus("wire", patchdiff_fuzz::wire);
+}
