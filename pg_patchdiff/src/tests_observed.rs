@@ -604,4 +604,30 @@ mod tests {
         let r = observe(&t, json!({"query": "handler_3999"}));
         assert_eq!(r["status"], "candidates", "{r}");
     }
+
+    /// Issue 14: the helper's path names a program the server runs, and its limits bound what
+    /// a hostile file can cost, so a client role can change none of them: only a superuser can.
+    #[pg_test]
+    fn a_client_role_cannot_point_the_parser_helper_elsewhere_or_raise_its_limits() {
+        Spi::run("CREATE ROLE patchdiff_plain_client").unwrap();
+        for setting in [
+            "patchdiff.parser_helper",
+            "patchdiff.parser_memory_limit",
+            "patchdiff.parser_cpu_limit",
+            "patchdiff.parser_timeout",
+        ] {
+            let context = Spi::get_one_with_args::<String>(
+                "SELECT context FROM pg_settings WHERE name = $1",
+                &[setting.into()],
+            )
+            .unwrap();
+            assert_eq!(context.as_deref(), Some("superuser"), "{setting}");
+            let may = Spi::get_one_with_args::<bool>(
+                "SELECT has_parameter_privilege('patchdiff_plain_client', $1, 'SET')",
+                &[setting.into()],
+            )
+            .unwrap();
+            assert_eq!(may, Some(false), "a client role may set {setting}");
+        }
+    }
 }
