@@ -291,19 +291,7 @@ pub fn submit(data: &[u8]) {
             assert!(!a.changes.is_empty(), "accepted without changes");
             let mut r =
                 Replay::start(T, start.version, &hash, content.to_owned()).expect("replay start");
-            let row = Accepted {
-                log_sequence: 1,
-                pdcp_log_id: "p",
-                protocol_version: a.protocol_version,
-                runtime_version: a.runtime_version,
-                pdcp_content: &a.pdcp_content,
-                before_version: a.before_version,
-                before_hash: &a.before_hash,
-                after_version: a.after_version,
-                after_hash: a.after_hash.as_deref(),
-                editing_cycle_id: "",
-                observations: &[],
-            };
+            let row = Accepted::of(&a, 1, "p");
             if let Err(f) = r.step(&row) {
                 panic!(
                     "replay does not reproduce an accepted attempt: {} {}",
@@ -482,24 +470,12 @@ pub fn replay(data: &[u8]) {
     emit(&v);
 }
 
-/// The languages `waymark` picks from byte 0.
-pub const LANGUAGES: [Language; 8] = [
-    Language::Python,
-    Language::TypeScript,
-    Language::JavaScript,
-    Language::Json,
-    Language::Markdown,
-    Language::Yaml,
-    Language::Toml,
-    Language::Shell,
-];
-
 /// `waymark`: the structural outline of any text in each of the eight grammars, as the parser
 /// helper makes it. Symbols must lie within the text, in code points, and the outline must
 /// cross the helper's wire unchanged. Byte 0: the language.
 pub fn waymark(data: &[u8]) {
     let [l, rest @ ..] = data else { return };
-    let language = LANGUAGES[*l as usize % LANGUAGES.len()];
+    let language = Language::ALL[*l as usize % Language::ALL.len()];
     let t = canonicalize(&text(rest)).into_owned();
     // A cap passed is an answer (`parser_limit`), not a defect.
     let Ok(o) = patchdiff_waymark::outline(language, &t) else {
@@ -528,7 +504,7 @@ pub fn waymark(data: &[u8]) {
 /// language.
 pub fn wire(data: &[u8]) {
     let [l, rest @ ..] = data else { return };
-    let language = LANGUAGES[*l as usize % LANGUAGES.len()];
+    let language = Language::ALL[*l as usize % Language::ALL.len()];
     if let Ok(Ok(o)) = wire::decode(language, rest, &mut || {}) {
         // Whatever decodes is a well-formed outline: paths are parent + "." + name.
         for s in &o.symbols {

@@ -92,20 +92,7 @@ fn submit_ops(t: &TargetView, ops: Value) -> (Attempt, usize) {
 
 fn replay(base: &str, a: &Attempt) {
     let mut r = Replay::start(ID, 0, &sha256_hex(base), base.to_owned()).unwrap();
-    r.step(&Accepted {
-        log_sequence: 1,
-        pdcp_log_id: "p",
-        protocol_version: a.protocol_version,
-        runtime_version: a.runtime_version,
-        pdcp_content: &a.pdcp_content,
-        before_version: a.before_version,
-        before_hash: &a.before_hash,
-        after_version: a.after_version,
-        after_hash: a.after_hash.as_deref(),
-        editing_cycle_id: "",
-        observations: &[],
-    })
-    .unwrap();
+    r.step(&Accepted::of(a, 1, "p")).unwrap();
 }
 
 fn main() {

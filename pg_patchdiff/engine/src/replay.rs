@@ -54,6 +54,26 @@ pub struct Accepted<'a> {
     pub observations: &'a [LinkedObservation],
 }
 
+impl<'a> Accepted<'a> {
+    /// The log row of an unobserved accepted attempt, as the extension stores it: for replaying
+    /// an attempt the engine just made (tests, benchmarks, fuzzing) without a database.
+    pub fn of(a: &'a crate::submit::Attempt, log_sequence: i64, pdcp_log_id: &'a str) -> Self {
+        Accepted {
+            log_sequence,
+            pdcp_log_id,
+            protocol_version: a.protocol_version,
+            runtime_version: a.runtime_version,
+            pdcp_content: &a.pdcp_content,
+            before_version: a.before_version,
+            before_hash: &a.before_hash,
+            after_version: a.after_version,
+            after_hash: a.after_hash.as_deref(),
+            editing_cycle_id: "",
+            observations: &[],
+        }
+    }
+}
+
 /// What a format's replay function gets: the reconstruction so far, the decoded stored
 /// record and its row.
 pub struct Step<'a> {
@@ -467,19 +487,7 @@ mod tests {
     }
 
     fn row(a: &submit::Attempt, seq: i64) -> Accepted<'_> {
-        Accepted {
-            log_sequence: seq,
-            pdcp_log_id: "p",
-            protocol_version: a.protocol_version,
-            runtime_version: a.runtime_version,
-            pdcp_content: &a.pdcp_content,
-            before_version: a.before_version,
-            before_hash: &a.before_hash,
-            after_version: a.after_version,
-            after_hash: a.after_hash.as_deref(),
-            editing_cycle_id: "",
-            observations: &[],
-        }
+        Accepted::of(a, seq, "p")
     }
 
     const ID: &str = "11111111-1111-4111-8111-111111111111";

@@ -40,6 +40,20 @@ pub struct Outline {
     pub symbols: Vec<Symbol>,
 }
 
+/// A symbol's path: `parent.name`, or `name` at the top level.
+pub fn join_path(parent: Option<&str>, name: &str) -> String {
+    match parent {
+        Some(p) => {
+            let mut s = String::with_capacity(p.len() + 1 + name.len());
+            s.push_str(p);
+            s.push('.');
+            s.push_str(name);
+            s
+        }
+        None => name.to_owned(),
+    }
+}
+
 /// The structural engine's name and version, recorded with every observation.
 pub const ENGINE: &str = concat!("patchdiff-waymark@", env!("CARGO_PKG_VERSION"));
 
@@ -412,10 +426,7 @@ pub mod wire {
             };
             let (start, end, start_line, end_line) = (r.u64()?, r.u64()?, r.u64()?, r.u64()?);
             let name = r.string()?;
-            let path = match &parent {
-                Some(p) => format!("{p}.{name}"),
-                None => name.clone(),
-            };
+            let path = super::join_path(parent.as_deref(), &name);
             name_bytes += name.len() + path.len() + parent.as_ref().map_or(0, String::len);
             if name_bytes > OUTLINE_MAX_NAME_BYTES {
                 return Err("names over the cap".into());

@@ -1412,19 +1412,7 @@ fn submission(
                 start.content.to_owned(),
             )
             .map_err(|f| TestCaseError::fail(format!("replay start: {}", f.detail)))?;
-            let row = Accepted {
-                log_sequence: 1,
-                pdcp_log_id: "p",
-                protocol_version: a.protocol_version,
-                runtime_version: a.runtime_version,
-                pdcp_content: &a.pdcp_content,
-                before_version: a.before_version,
-                before_hash: &a.before_hash,
-                after_version: a.after_version,
-                after_hash: a.after_hash.as_deref(),
-                editing_cycle_id: "",
-                observations: &[],
-            };
+            let row = Accepted::of(&a, 1, "p");
             r.step(&row).map_err(|f| {
                 TestCaseError::fail(format!(
                     "replay does not reproduce an accepted {} attempt: {} {}",

@@ -262,20 +262,8 @@ mod replay_of_operations {
         let mut r =
             Replay::start(TARGET, 0, &sha256_hex(base), base.to_owned()).map_err(|f| f.detail)?;
         for (i, a) in attempts.iter().enumerate() {
-            r.step(&Accepted {
-                log_sequence: i as i64 + 1,
-                pdcp_log_id: "p",
-                protocol_version: a.protocol_version,
-                runtime_version: a.runtime_version,
-                pdcp_content: &a.pdcp_content,
-                before_version: a.before_version,
-                before_hash: &a.before_hash,
-                after_version: a.after_version,
-                after_hash: a.after_hash.as_deref(),
-                editing_cycle_id: "",
-                observations: &[],
-            })
-            .map_err(|f| format!("{}: {}", f.reason, f.detail))?;
+            r.step(&Accepted::of(a, i as i64 + 1, "p"))
+                .map_err(|f| format!("{}: {}", f.reason, f.detail))?;
         }
         Ok(r.content().to_owned())
     }

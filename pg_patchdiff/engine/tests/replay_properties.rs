@@ -124,19 +124,7 @@ proptest! {
         }
         let mut replay = Replay::start(ID, 0, &sha256_hex(&base), base).unwrap();
         for (seq, a) in rows.iter().filter(|(_, a)| a.status == "accepted") {
-            replay.step(&Accepted {
-                log_sequence: *seq,
-                pdcp_log_id: "p",
-                protocol_version: a.protocol_version,
-                runtime_version: a.runtime_version,
-                pdcp_content: &a.pdcp_content,
-                before_version: a.before_version,
-                before_hash: &a.before_hash,
-                after_version: a.after_version,
-                after_hash: a.after_hash.as_deref(),
-                editing_cycle_id: "",
-                observations: &[],
-            }).unwrap();
+            replay.step(&Accepted::of(a, *seq, "p")).unwrap();
         }
         prop_assert_eq!(replay.content(), text.as_str());
         let now = TargetView { target_file_id: ID, version, current_hash: &hash, content: &text };

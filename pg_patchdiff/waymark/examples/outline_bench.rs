@@ -152,16 +152,7 @@ fn shell() -> String {
 
 /// The grammar's parse alone (and dropping the tree), for comparison (the extraction's cost is the difference).
 fn parse_only(language: Language, text: &str) -> Duration {
-    let grammar: tree_sitter::Language = match language {
-        Language::Python => tree_sitter_python::LANGUAGE.into(),
-        Language::TypeScript => tree_sitter_typescript::LANGUAGE_TYPESCRIPT.into(),
-        Language::JavaScript => tree_sitter_javascript::LANGUAGE.into(),
-        Language::Json => tree_sitter_json::LANGUAGE.into(),
-        Language::Markdown => tree_sitter_md::LANGUAGE.into(),
-        Language::Yaml => tree_sitter_yaml::LANGUAGE.into(),
-        Language::Toml => tree_sitter_toml_ng::LANGUAGE.into(),
-        Language::Shell => tree_sitter_bash::LANGUAGE.into(),
-    };
+    let grammar = patchdiff_waymark::tree_sitter_language(language);
     let mut parser = tree_sitter::Parser::new();
     parser.set_language(&grammar).expect("grammar loads");
     let t = Instant::now();

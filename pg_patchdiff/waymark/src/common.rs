@@ -148,18 +148,7 @@ impl<'a> Collector<'a> {
     }
 }
 
-pub(crate) fn join_path(parent: Option<&str>, name: &str) -> String {
-    match parent {
-        Some(p) => {
-            let mut s = String::with_capacity(p.len() + 1 + name.len());
-            s.push_str(p);
-            s.push('.');
-            s.push_str(name);
-            s
-        }
-        None => name.to_owned(),
-    }
-}
+pub(crate) use patchdiff_engine::scope::join_path;
 
 /// `key[id]` or `key[index]`: the name of a keyed array element.
 pub(crate) fn keyed_name(array_name: &str, id: Option<&str>, index: usize) -> String {

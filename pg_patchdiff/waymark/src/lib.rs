@@ -27,7 +27,8 @@ pub use patchdiff_engine::scope::{
     GRAMMAR_TOML, GRAMMAR_TYPESCRIPT, GRAMMAR_YAML, Language, ParserLimit, language_for,
 };
 
-fn ts_language(language: Language) -> tree_sitter::Language {
+/// The tree-sitter grammar of `language` (the TypeScript dialect for TypeScript).
+pub fn tree_sitter_language(language: Language) -> tree_sitter::Language {
     match language {
         Language::Python => tree_sitter_python::LANGUAGE.into(),
         Language::TypeScript => tree_sitter_typescript::LANGUAGE_TYPESCRIPT.into(),
@@ -106,7 +107,7 @@ pub fn outline_cancellable(
     if u32::try_from(text.len()).is_err() {
         return Some(Err(ParserLimit::Input));
     }
-    let mut tree = match parse(ts_language(language), text, cancel) {
+    let mut tree = match parse(tree_sitter_language(language), text, cancel) {
         Err(NoTree::Cancelled) => return None,
         Err(NoTree::Failed) => None,
         Ok(t) => Some(t),

@@ -6,16 +6,7 @@ mod support;
 use patchdiff_waymark::{ENGINE, Language, language_for, outline};
 use support::{checked, rows};
 
-const ALL: [Language; 8] = [
-    Language::Python,
-    Language::TypeScript,
-    Language::JavaScript,
-    Language::Json,
-    Language::Markdown,
-    Language::Yaml,
-    Language::Toml,
-    Language::Shell,
-];
+const ALL: [Language; 8] = Language::ALL;
 
 #[test]
 fn language_for_maps_every_documented_extension() {
