@@ -17,10 +17,29 @@ use std::rc::Rc;
 /// same version several times (list, select, bundle) before it commits.
 const RESIDENT_OUTLINES: usize = 8;
 
+/// ... and at most this many bytes of them (issue 14: memory a backend keeps after a call is
+/// bounded). An outline at its caps is about 45 MB; eight of those would be held for the life of
+/// the connection. The least recently used go first, and an outline larger than the budget on
+/// its own is used for its call and not kept.
+const RESIDENT_MAX_BYTES: usize = 64 << 20;
+
 type OutlineKey = (String, i64, String);
 
 thread_local! {
-    static RESIDENT: RefCell<Vec<(OutlineKey, Rc<Outline>)>> = const { RefCell::new(Vec::new()) };
+    static RESIDENT: RefCell<Vec<(OutlineKey, Rc<Outline>, usize)>> =
+        const { RefCell::new(Vec::new()) };
+}
+
+/// The heap an outline holds, near enough: its symbols and their strings.
+fn outline_bytes(o: &Outline) -> usize {
+    o.symbols.iter().fold(
+        o.symbols.capacity() * std::mem::size_of::<patchdiff_engine::scope::Symbol>(),
+        |n, s| {
+            n + s.name.capacity()
+                + s.path.capacity()
+                + s.parent.as_ref().map_or(0, String::capacity)
+        },
+    )
 }
 
 /// The outline of this target version: from the backend's resident cache, or made now by the
@@ -34,7 +53,7 @@ fn outline_of(t: &TargetView, language: Language) -> Result<Rc<Outline>, parser:
     );
     if let Some(hit) = RESIDENT.with(|r| {
         let mut r = r.borrow_mut();
-        let at = r.iter().position(|(k, _)| *k == key)?;
+        let at = r.iter().position(|(k, _, _)| *k == key)?;
         let entry = r.remove(at);
         let o = entry.1.clone();
         r.push(entry);
@@ -43,13 +62,19 @@ fn outline_of(t: &TargetView, language: Language) -> Result<Rc<Outline>, parser:
         return Ok(hit);
     }
     let o = Rc::new(parser::outline(language, t.content)?);
-    RESIDENT.with(|r| {
-        let mut r = r.borrow_mut();
-        if r.len() >= RESIDENT_OUTLINES {
-            r.remove(0);
-        }
-        r.push((key, o.clone()));
-    });
+    let size = outline_bytes(&o);
+    if size <= RESIDENT_MAX_BYTES {
+        RESIDENT.with(|r| {
+            let mut r = r.borrow_mut();
+            while !r.is_empty()
+                && (r.len() >= RESIDENT_OUTLINES
+                    || r.iter().map(|e| e.2).sum::<usize>() + size > RESIDENT_MAX_BYTES)
+            {
+                r.remove(0);
+            }
+            r.push((key, o.clone(), size));
+        });
+    }
     Ok(o)
 }
 
