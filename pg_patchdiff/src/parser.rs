@@ -316,10 +316,27 @@ fn exchange(h: &mut Option<Helper>, request: &[u8], deadline: Instant) -> io::Re
     }
 }
 
-/// Why a helper that closed its pipe ended.
+/// How long a helper that closed its output may take to exit before it is killed.
+const EXIT_GRACE: Duration = Duration::from_secs(1);
+
+/// Why a helper that closed its pipe ended. It is reaped without blocking: one that closed its
+/// output but lingers is killed after [`EXIT_GRACE`], and interrupts are served meanwhile.
 fn death(mut h: Helper) -> Unavailable {
-    let status = h.child.wait();
-    let _ = h.child.kill();
+    let since = Instant::now();
+    let status = loop {
+        match h.child.try_wait() {
+            Ok(Some(status)) => break Ok(status),
+            Ok(None) if since.elapsed() < EXIT_GRACE => {
+                serve_interrupts();
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Ok(None) => {
+                let _ = h.child.kill();
+                break h.child.wait();
+            }
+            Err(e) => break Err(e),
+        }
+    };
     match status {
         Ok(s) if s.signal() == Some(libc::SIGXCPU) => Unavailable::Limit(ParserLimit::Cpu),
         Ok(s) if s.code() == Some(EXIT_MEMORY) => Unavailable::Limit(ParserLimit::Memory),
