@@ -44,7 +44,7 @@ pub(crate) struct Collector<'a> {
     /// Bytes of names, paths and parent paths collected so far, and their cap.
     name_bytes: usize,
     max_name_bytes: usize,
-    /// Set by the first symbol over a cap; later symbols are dropped, and `finish` refuses.
+    /// Set by the first symbol over a cap; later symbols keep no names, and `finish` refuses.
     over: Option<ParserLimit>,
 }
 
