@@ -491,7 +491,7 @@ pub fn waymark(data: &[u8]) {
         );
     }
     let framed = wire::outline_response(&o);
-    let back = wire::decode(language, &framed[8..], &mut || {});
+    let back = wire::decode(language, &framed[8..]);
     assert_eq!(
         back,
         Ok(Ok(o)),
@@ -505,7 +505,7 @@ pub fn waymark(data: &[u8]) {
 pub fn wire(data: &[u8]) {
     let [l, rest @ ..] = data else { return };
     let language = Language::ALL[*l as usize % Language::ALL.len()];
-    if let Ok(Ok(o)) = wire::decode(language, rest, &mut || {}) {
+    if let Ok(Ok(o)) = wire::decode(language, rest) {
         // Whatever decodes is a well-formed outline: paths are parent + "." + name.
         for s in &o.symbols {
             assert!(s.path.ends_with(&s.name));

@@ -396,13 +396,7 @@ pub(crate) fn outline(language: Language, text: &str) -> Result<Outline, Unavail
             )));
         }
     };
-    let mut n = 0u32;
-    let decoded = wire::decode(language, &answer, &mut || {
-        n = n.wrapping_add(1);
-        if n.is_multiple_of(4096) {
-            pg_sys::check_for_interrupts!();
-        }
-    });
+    let decoded = wire::decode(language, &answer);
     drop(answer);
     match decoded {
         Ok(result) => {

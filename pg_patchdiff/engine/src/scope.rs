@@ -387,13 +387,9 @@ pub mod wire {
         }
     }
 
-    /// Decodes a response body (without its length frame) for a request in `language`.
-    /// `tick` is called once per symbol (the extension checks for interrupts there).
-    pub fn decode(
-        language: Language,
-        body: &[u8],
-        tick: &mut dyn FnMut(),
-    ) -> Result<Result<Outline, ParserLimit>, String> {
+    /// Decodes a response body (without its length frame) for a request in `language`,
+    /// checking for interrupts once per symbol ([`crate::interrupt`]).
+    pub fn decode(language: Language, body: &[u8]) -> Result<Result<Outline, ParserLimit>, String> {
         let mut r = Reader(body);
         match r.u8()? {
             0 => {}
@@ -414,7 +410,7 @@ pub mod wire {
         let mut symbols: Vec<Symbol> = Vec::with_capacity(count);
         let mut name_bytes = 0usize;
         for i in 0..count {
-            tick();
+            crate::interrupt::check();
             let kind = *KINDS
                 .get(usize::from(r.u8()?))
                 .ok_or("unknown symbol kind")?;
@@ -489,12 +485,12 @@ mod tests {
             u64::from_le_bytes(len.try_into().unwrap()) as usize,
             body.len()
         );
-        let mut ticks = 0;
-        let back = wire::decode(Language::Toml, body, &mut || ticks += 1)
-            .unwrap()
-            .unwrap();
+        let back = wire::decode(Language::Toml, body).unwrap().unwrap();
         assert_eq!(back, o);
-        assert_eq!(ticks, 5);
+        // Decoding checks for interrupts: a cancel pending at the first symbol ends it.
+        assert!(crate::interrupt::testing::interrupted_after(0, || {
+            wire::decode(Language::Toml, body)
+        }));
     }
 
     /// Limits travel as their own answer, and a helper that answers garbage is reported, never
@@ -503,37 +499,28 @@ mod tests {
     fn limits_and_malformed_answers() {
         for l in ParserLimit::ALL {
             let framed = wire::limit_response(l);
-            assert_eq!(
-                wire::decode(Language::Yaml, &framed[8..], &mut || {}),
-                Ok(Err(l))
-            );
+            assert_eq!(wire::decode(Language::Yaml, &framed[8..]), Ok(Err(l)));
         }
         let mut o = Language::Json.empty_outline(false);
         o.symbols = vec![sym("object", "a", None, 0), sym("array", "b", Some("a"), 1)];
         let body = wire::outline_response(&o)[8..].to_vec();
         for cut in 0..body.len() {
-            assert!(
-                wire::decode(Language::Json, &body[..cut], &mut || {}).is_err(),
-                "{cut}"
-            );
+            assert!(wire::decode(Language::Json, &body[..cut]).is_err(), "{cut}");
         }
         let mut extra = body.clone();
         extra.push(0);
-        assert!(wire::decode(Language::Json, &extra, &mut || {}).is_err());
+        assert!(wire::decode(Language::Json, &extra).is_err());
         for bad in [vec![2u8], vec![1, 99], vec![0, 0, 1, 0, 0, 0, 42]] {
-            assert!(
-                wire::decode(Language::Json, &bad, &mut || {}).is_err(),
-                "{bad:?}"
-            );
+            assert!(wire::decode(Language::Json, &bad).is_err(), "{bad:?}");
         }
         // Symbol 0 naming parent 0 (itself): refused.
         let mut fwd = body.clone();
         fwd[7..11].copy_from_slice(&0u32.to_le_bytes());
-        assert!(wire::decode(Language::Json, &fwd, &mut || {}).is_err());
+        assert!(wire::decode(Language::Json, &fwd).is_err());
         let mut utf = body;
         let last = utf.len() - 1;
         utf[last] = 0xFF;
-        assert!(wire::decode(Language::Json, &utf, &mut || {}).is_err());
+        assert!(wire::decode(Language::Json, &utf).is_err());
     }
 
     #[test]

@@ -42,7 +42,7 @@ fn ask(h: &mut Child, language: Language, text: &str) -> (String, Duration) {
     }
     let mut body = vec![0u8; u64::from_le_bytes(len) as usize];
     out.read_exact(&mut body).unwrap();
-    let label = match wire::decode(language, &body, &mut || {}) {
+    let label = match wire::decode(language, &body) {
         Ok(Ok(o)) => format!("{} symbols", o.symbols.len()),
         Ok(Err(l)) => format!("parser_limit {}", l.label()),
         Err(e) => format!("malformed: {e}"),

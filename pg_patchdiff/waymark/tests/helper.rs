@@ -38,7 +38,7 @@ fn ask(
     out.read_exact(&mut len).ok()?;
     let mut body = vec![0u8; u64::from_le_bytes(len) as usize];
     out.read_exact(&mut body).ok()?;
-    Some(wire::decode(language, &body, &mut || {}).expect("a well-formed answer"))
+    Some(wire::decode(language, &body).expect("a well-formed answer"))
 }
 
 /// Peak resident memory of a process, in bytes (VmHWM).
