@@ -90,7 +90,7 @@ extern "C-unwind" fn _PG_init() {
     patchdiff_engine::interrupt::set_hook(check_for_interrupts);
 }
 
-fn check_for_interrupts() {
+pub(crate) fn check_for_interrupts() {
     pg_sys::check_for_interrupts!();
 }
 

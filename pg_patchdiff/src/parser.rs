@@ -24,10 +24,6 @@ use std::os::unix::process::ExitStatusExt;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// The helper's exit status when an allocation failed under its memory limit
-/// (`patchdiff_waymark::helper::EXIT_MEMORY`; this crate does not link Waymark).
-const EXIT_MEMORY: i32 = 3;
-
 /// The largest answer read from a helper: an outline at both of its caps (100,000 symbols, 32
 /// MiB of names and paths) is well below; a longer length is a broken helper.
 const MAX_RESPONSE_BYTES: u64 = 128 << 20;
@@ -204,12 +200,6 @@ fn interrupt_pending() -> bool {
     unsafe { std::ptr::read_volatile(&raw const pg_sys::InterruptPending) != 0 }
 }
 
-/// Processes pending interrupts. A cancel, timeout or terminate raises its ERROR here; the
-/// caller has already given up the helper (it is killed when dropped during the unwind).
-fn serve_interrupts() {
-    pg_sys::check_for_interrupts!();
-}
-
 enum Exchange {
     Answer(Vec<u8>),
     /// The helper closed its end: it died.
@@ -232,7 +222,9 @@ fn exchange(h: &mut Option<Helper>, request: &[u8], deadline: Instant) -> io::Re
                 // Killed now, not after the statement's ERROR has unwound.
                 *h = None;
             }
-            serve_interrupts();
+            // A cancel, timeout or terminate raises its ERROR here; the helper is
+            // already given up (killed when dropped during the unwind).
+            crate::check_for_interrupts();
             if h.is_none() {
                 return Ok(Exchange::Died);
             }
@@ -327,7 +319,7 @@ fn death(mut h: Helper) -> Unavailable {
         match h.child.try_wait() {
             Ok(Some(status)) => break Ok(status),
             Ok(None) if since.elapsed() < EXIT_GRACE => {
-                serve_interrupts();
+                crate::check_for_interrupts();
                 std::thread::sleep(Duration::from_millis(5));
             }
             Ok(None) => {
@@ -339,7 +331,7 @@ fn death(mut h: Helper) -> Unavailable {
     };
     match status {
         Ok(s) if s.signal() == Some(libc::SIGXCPU) => Unavailable::Limit(ParserLimit::Cpu),
-        Ok(s) if s.code() == Some(EXIT_MEMORY) => Unavailable::Limit(ParserLimit::Memory),
+        Ok(s) if s.code() == Some(wire::EXIT_MEMORY) => Unavailable::Limit(ParserLimit::Memory),
         Ok(s) => Unavailable::Crashed(match s.signal() {
             // Worded unlike the postmaster's "server process ... was terminated by signal",
             // which the crash suite looks for in the server's log.

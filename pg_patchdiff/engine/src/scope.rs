@@ -290,6 +290,10 @@ pub mod wire {
         KINDS, Language, OUTLINE_MAX_NAME_BYTES, OUTLINE_MAX_SYMBOLS, Outline, ParserLimit, Symbol,
     };
 
+    /// The helper's exit status when an allocation failed under its memory limit, which the
+    /// backend reports as `parser_limit` (`memory`), not as a crash.
+    pub const EXIT_MEMORY: i32 = 3;
+
     /// The largest request text the helper accepts (tree-sitter addresses bytes with u32).
     pub const MAX_TEXT_BYTES: u64 = u32::MAX as u64;
 

@@ -16,8 +16,7 @@
 use patchdiff_engine::scope::wire;
 use std::io::{self, Read, Write};
 
-/// The exit status of a helper whose allocation failed under its memory limit.
-pub const EXIT_MEMORY: i32 = 3;
+pub use patchdiff_engine::scope::wire::EXIT_MEMORY;
 /// The exit status of a helper started with bad arguments or that lost its parent.
 pub const EXIT_USAGE: i32 = 2;
 
