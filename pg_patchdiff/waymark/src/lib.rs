@@ -41,43 +41,11 @@ pub fn tree_sitter_language(language: Language) -> tree_sitter::Language {
     }
 }
 
-/// Why a parse produced no tree.
-enum NoTree {
-    /// The grammar could not be loaded, or the parser gave up.
-    Failed,
-    /// `cancel` asked to stop.
-    Cancelled,
-}
-
-fn parse(
-    language: tree_sitter::Language,
-    text: &str,
-    cancel: &dyn Fn() -> bool,
-) -> Result<tree_sitter::Tree, NoTree> {
+/// The syntax tree of `text`, or `None` when the grammar cannot be loaded or the parser gives up.
+fn parse(language: tree_sitter::Language, text: &str) -> Option<tree_sitter::Tree> {
     let mut parser = tree_sitter::Parser::new();
-    parser.set_language(&language).map_err(|_| NoTree::Failed)?;
-    let bytes = text.as_bytes();
-    let mut cancelled = false;
-    // Called from C by tree-sitter while it parses: it must not panic.
-    let mut progress = |_: &tree_sitter::ParseState| {
-        if cancel() {
-            cancelled = true;
-            std::ops::ControlFlow::Break(())
-        } else {
-            std::ops::ControlFlow::Continue(())
-        }
-    };
-    let options = tree_sitter::ParseOptions::new().progress_callback(&mut progress);
-    let tree = parser.parse_with_options(
-        &mut |at: usize, _| bytes.get(at..).unwrap_or_default(),
-        None,
-        Some(options),
-    );
-    match tree {
-        Some(t) => Ok(t),
-        None if cancelled => Err(NoTree::Cancelled),
-        None => Err(NoTree::Failed),
-    }
+    parser.set_language(&language).ok()?;
+    parser.parse(text, None)
 }
 
 /// The outline of `text` in `language`.
@@ -93,34 +61,20 @@ fn parse(
 /// on pathological input): call it only in a process that may die, the parser helper
 /// `patchdiff-waymark-helper`, never inside a PostgreSQL backend.
 pub fn outline(language: Language, text: &str) -> Result<Outline, ParserLimit> {
-    outline_cancellable(language, text, &|| false).expect("never cancelled")
-}
-
-/// [`outline`], asking `cancel` now and then while tree-sitter parses; `None` as soon as it
-/// answers `true`. `cancel` is called from inside the C parser and must not panic or unwind.
-pub fn outline_cancellable(
-    language: Language,
-    text: &str,
-    cancel: &dyn Fn() -> bool,
-) -> Option<Result<Outline, ParserLimit>> {
     // tree-sitter addresses bytes with u32.
     if u32::try_from(text.len()).is_err() {
-        return Some(Err(ParserLimit::Input));
+        return Err(ParserLimit::Input);
     }
-    let mut tree = match parse(tree_sitter_language(language), text, cancel) {
-        Err(NoTree::Cancelled) => return None,
-        Err(NoTree::Failed) => None,
-        Ok(t) => Some(t),
-    };
-    if language == Language::TypeScript && tree.as_ref().is_none_or(|t| t.root_node().has_error()) {
-        match parse(tree_sitter_typescript::LANGUAGE_TSX.into(), text, cancel) {
-            Err(NoTree::Cancelled) => return None,
-            Ok(tsx) if !tsx.root_node().has_error() => tree = Some(tsx),
-            _ => {}
-        }
+    let mut tree = parse(tree_sitter_language(language), text);
+    if language == Language::TypeScript
+        && tree.as_ref().is_none_or(|t| t.root_node().has_error())
+        && let Some(tsx) = parse(tree_sitter_typescript::LANGUAGE_TSX.into(), text)
+        && !tsx.root_node().has_error()
+    {
+        tree = Some(tsx);
     }
     let Some(tree) = tree else {
-        return Some(Ok(language.empty_outline(true)));
+        return Ok(language.empty_outline(true));
     };
     let root = tree.root_node();
     let mut out = common::Collector::new(text);
@@ -136,9 +90,9 @@ pub fn outline_cancellable(
     let has_errors = root.has_error();
     // The tree is freed before the symbols are converted: the two are never held at once.
     drop(tree);
-    Some(out.finish().map(|symbols| {
+    out.finish().map(|symbols| {
         let mut o = language.empty_outline(has_errors);
         o.symbols = symbols;
         o
-    }))
+    })
 }

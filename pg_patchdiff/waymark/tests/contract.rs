@@ -380,27 +380,3 @@ fn outline_is_deterministic_across_calls_and_threads() {
         assert_eq!(h.join().unwrap(), first);
     }
 }
-
-/// A parse stops when its host asks (PostgreSQL's pending interrupts: query cancel and
-/// statement_timeout must not wait for a 1 MiB parse to finish); never asked, it is `outline`.
-#[test]
-fn a_parse_can_be_cancelled_and_otherwise_equals_outline() {
-    use patchdiff_waymark::{Language, outline, outline_cancellable};
-    let text: String = (0..20_000)
-        .map(|i| format!("def f{i}(x):\n    return x\n"))
-        .collect();
-    assert_eq!(
-        outline_cancellable(Language::Python, &text, &|| false),
-        Some(outline(Language::Python, &text))
-    );
-    let calls = std::cell::Cell::new(0);
-    let stop_soon = || {
-        calls.set(calls.get() + 1);
-        calls.get() > 3
-    };
-    assert_eq!(
-        outline_cancellable(Language::Python, &text, &stop_soon),
-        None
-    );
-    assert!(calls.get() > 3);
-}
