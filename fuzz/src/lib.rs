@@ -49,6 +49,21 @@ pub const TEXTS: [&str; 5] = [
     "fn main() {\n    let x = 1;\n    x + 1\n}\n",
 ];
 
+/// An `ok` page (read_target, read_lines) carries exactly the code points it names.
+fn assert_page_is_slice(out: &Value, content: &str, what: &str) {
+    if out["status"] == "ok" {
+        let (s, e) = (
+            out["start"].as_u64().unwrap() as usize,
+            out["end"].as_u64().unwrap() as usize,
+        );
+        assert_eq!(
+            out["text"],
+            slice_chars(content, s, e),
+            "{what} text is not its slice"
+        );
+    }
+}
+
 fn text(data: &[u8]) -> String {
     String::from_utf8_lossy(data).into_owned()
 }
@@ -120,17 +135,7 @@ pub fn args(data: &[u8]) {
                 Ok(r) => {
                     let out = read::read_target(&v, r)
                         .unwrap_or_else(|e| e.to_json("patchdiff_read_target"));
-                    if out["status"] == "ok" {
-                        let (s, e) = (
-                            out["start"].as_u64().unwrap() as usize,
-                            out["end"].as_u64().unwrap() as usize,
-                        );
-                        assert_eq!(
-                            out["text"],
-                            slice_chars(content, s, e),
-                            "read_target text is not its slice"
-                        );
-                    }
+                    assert_page_is_slice(&out, content, "read_target");
                     out
                 }
             },
@@ -155,17 +160,7 @@ pub fn args(data: &[u8]) {
                 Ok(r) => {
                     let out = lines::read_lines(&v, r)
                         .unwrap_or_else(|e| e.to_json("patchdiff_read_lines"));
-                    if out["status"] == "ok" {
-                        let (s, e) = (
-                            out["start"].as_u64().unwrap() as usize,
-                            out["end"].as_u64().unwrap() as usize,
-                        );
-                        assert_eq!(
-                            out["text"],
-                            slice_chars(content, s, e),
-                            "read_lines text is not its slice"
-                        );
-                    }
+                    assert_page_is_slice(&out, content, "read_lines");
                     out
                 }
             },

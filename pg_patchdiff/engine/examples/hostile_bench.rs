@@ -64,10 +64,18 @@ fn view(content: &str) -> TargetView<'_> {
     }
 }
 
-fn submit_edits(t: &TargetView, edits: Value) -> (Attempt, usize) {
-    let args = json!({"target_file_id": ID, "intent": "bench", "edits": edits,
-                      "expected_target_version": t.version});
-    let sub = submit::parse_submit_edits(&args.to_string()).unwrap();
+/// Parses, evaluates and answers one submission of `list` (`edits` or `operations`), as the
+/// extension does; the attempt and the answer's size.
+fn submit(
+    t: &TargetView,
+    list: &str,
+    items: Value,
+    parse: fn(&str) -> Result<submit::Submission, patchdiff_engine::args::ArgError>,
+) -> (Attempt, usize) {
+    let mut args = json!({"target_file_id": ID, "intent": "bench",
+                          "expected_target_version": t.version});
+    args[list] = items;
+    let sub = parse(&args.to_string()).unwrap();
     let id = submit::prepare(&sub, &Parent::NotLookedUp);
     let a = submit::evaluate(&sub, &id, &Parent::NotLookedUp, t);
     assert_eq!(a.status, "accepted", "{:?}", a.failure_detail);
@@ -77,17 +85,12 @@ fn submit_edits(t: &TargetView, edits: Value) -> (Attempt, usize) {
     (a, bytes)
 }
 
+fn submit_edits(t: &TargetView, edits: Value) -> (Attempt, usize) {
+    submit(t, "edits", edits, submit::parse_submit_edits)
+}
+
 fn submit_ops(t: &TargetView, ops: Value) -> (Attempt, usize) {
-    let args = json!({"target_file_id": ID, "intent": "bench", "operations": ops,
-                      "expected_target_version": t.version});
-    let sub = submit::parse_submit_operations(&args.to_string()).unwrap();
-    let id = submit::prepare(&sub, &Parent::NotLookedUp);
-    let a = submit::evaluate(&sub, &id, &Parent::NotLookedUp, t);
-    assert_eq!(a.status, "accepted", "{:?}", a.failure_detail);
-    let after = a.new_content.clone().unwrap();
-    let now = view(&after);
-    let bytes = submit::respond(&a, &sub, "p", &now, None).to_string().len();
-    (a, bytes)
+    submit(t, "operations", ops, submit::parse_submit_operations)
 }
 
 fn replay(base: &str, a: &Attempt) {
