@@ -112,3 +112,229 @@ pub fn write_denied(target_file_id: &str) -> Value {
         "Your role may read this target but not write it; its owner can grant write with patchdiff_grant. Nothing was written.",
     )
 }
+
+// ---------------------------------------------------------------------------------------------
+// patchdiff_grant, patchdiff_revoke, patchdiff_list_targets
+
+use crate::json_text::JsonText;
+use crate::out;
+use patchdiff_engine::args::{ArgError, not_found};
+use patchdiff_engine::tenancy::{self, GrantRequest, ListedTarget, Privilege};
+use pgrx::datum::DatumWithOid;
+use pgrx::prelude::*;
+use pgrx::spi::SpiClient;
+
+/// $1 target, $2 caller, $3 admin, $4 'read': whether the caller has the owner's privileges (or
+/// is an administrator), for a target it may read.
+const OWNS_SQL: &str = concat!(
+    "SELECT ($3::bool OR t.owner_role::oid = $2::oid OR pg_catalog.pg_has_role($2::oid, t.owner_role::oid, 'USAGE')) ",
+    "FROM patchdiff.targets t WHERE t.target_file_id = $1::uuid AND ",
+    visible!("t", "$2", "$3", "$4")
+);
+
+fn fault(what: &str, e: impl std::fmt::Display) -> ! {
+    pgrx::error!("pg_patchdiff: {what}: {e}")
+}
+
+/// Runs a grant or a revoke: the target must be one the caller may read (else `not_found`) and
+/// own (else `permission_denied` / `not_target_owner`), and the role must exist.
+fn change_grant(
+    tool: &str,
+    parsed: Result<GrantRequest, ArgError>,
+    apply: impl FnOnce(&mut SpiClient, &GrantRequest, pg_sys::Oid, Caller) -> Option<Privilege>,
+) -> JsonText {
+    let req = match parsed {
+        Ok(r) => r,
+        Err(e) => return out(&e.to_json(tool)),
+    };
+    let caller = Caller::current();
+    let id = req.target_file_id.as_str();
+    let answer = Spi::connect_mut(|c| {
+        let args: [DatumWithOid; 4] = [
+            id.into(),
+            caller.role.into(),
+            caller.admin.into(),
+            Need::Read.as_str().into(),
+        ];
+        let owns = c
+            .select(OWNS_SQL, Some(1), &args)
+            .unwrap_or_else(|e| fault("reading target", e));
+        if owns.is_empty() {
+            return not_found(id);
+        }
+        let owns = owns
+            .first()
+            .get_one::<bool>()
+            .unwrap_or_else(|e| fault("reading target", e))
+            .unwrap_or(false);
+        if !owns {
+            return denied(
+                id,
+                NOT_OWNER,
+                "Only the target's owner (a role with the owning role's privileges) or a patchdiff_admin can grant or revoke access to it. Nothing was changed.",
+            );
+        }
+        let role = c
+            .select(
+                "SELECT r.oid FROM pg_catalog.pg_roles r WHERE r.rolname = $1",
+                Some(1),
+                &[req.role.as_str().into()],
+            )
+            .unwrap_or_else(|e| fault("looking up the role", e))
+            .first()
+            .get_one::<pg_sys::Oid>()
+            .unwrap_or_else(|e| fault("looking up the role", e));
+        let Some(role) = role else {
+            return tenancy::unknown_role(&req.role).to_json(tool);
+        };
+        let now = apply(c, &req, role, caller);
+        tenancy::grant_response(id, &req.role, now)
+    });
+    out(&answer)
+}
+
+fn current_grant(c: &mut SpiClient, id: &str, role: pg_sys::Oid) -> Option<Privilege> {
+    let p = c
+        .update(
+            "SELECT privilege FROM patchdiff.target_grants WHERE target_file_id = $1::uuid AND grantee = $2::regrole",
+            Some(1),
+            &[id.into(), role.into()],
+        )
+        .unwrap_or_else(|e| fault("reading grants", e))
+        .first()
+        .get_one::<String>()
+        .unwrap_or_else(|e| fault("reading grants", e));
+    match p.as_deref() {
+        Some("write") => Some(Privilege::Write),
+        Some("read") => Some(Privilege::Read),
+        _ => None,
+    }
+}
+
+/// Gives a role `read` or `write` (which includes read) on a target the caller owns. A second
+/// grant to the same role replaces the first.
+#[pg_extern(security_definer)]
+#[search_path(pg_catalog, pg_temp)]
+fn patchdiff_grant(args: JsonText) -> JsonText {
+    change_grant(
+        "patchdiff_grant",
+        tenancy::parse_grant(&args.0),
+        |c, req, role, caller| {
+            let privilege = req.privilege.unwrap_or(Privilege::Read);
+            c.update(
+                "INSERT INTO patchdiff.target_grants (target_file_id, grantee, privilege, granted_by) \
+                 VALUES ($1::uuid, $2::regrole, $3, $4::regrole) \
+                 ON CONFLICT (target_file_id, grantee) DO UPDATE \
+                 SET privilege = EXCLUDED.privilege, granted_by = EXCLUDED.granted_by, \
+                     granted_at = pg_catalog.clock_timestamp()",
+                None,
+                &[
+                    req.target_file_id.as_str().into(),
+                    role.into(),
+                    privilege.as_str().into(),
+                    caller.role.into(),
+                ],
+            )
+            .unwrap_or_else(|e| fault("granting", e));
+            current_grant(c, &req.target_file_id, role)
+        },
+    )
+}
+
+/// Takes a grant back: `privilege: "write"` leaves read; `"read"`, null or omitted remove the
+/// role's grant on the target. Ownership and administration are not grants and stay.
+#[pg_extern(security_definer)]
+#[search_path(pg_catalog, pg_temp)]
+fn patchdiff_revoke(args: JsonText) -> JsonText {
+    change_grant(
+        "patchdiff_revoke",
+        tenancy::parse_revoke(&args.0),
+        |c, req, role, _| {
+            let sql = if req.privilege == Some(Privilege::Write) {
+                "UPDATE patchdiff.target_grants SET privilege = 'read' \
+                 WHERE target_file_id = $1::uuid AND grantee = $2::regrole"
+            } else {
+                "DELETE FROM patchdiff.target_grants WHERE target_file_id = $1::uuid AND grantee = $2::regrole"
+            };
+            c.update(
+                sql,
+                None,
+                &[req.target_file_id.as_str().into(), role.into()],
+            )
+            .unwrap_or_else(|e| fault("revoking", e));
+            current_grant(c, &req.target_file_id, role)
+        },
+    )
+}
+
+/// $1 caller, $2 admin, $3 filename prefix, $4/$5 the cursor (created_at microseconds, id),
+/// $6 rows to fetch.
+const LIST_SQL: &str = concat!(
+    "SELECT t.target_file_id::text, t.filename, t.target_type, t.version, t.current_hash, ",
+    "pg_catalog.octet_length(t.current_content)::int8, ",
+    "(EXTRACT(epoch FROM t.created_at) * 1000000)::int8, (EXTRACT(epoch FROM t.updated_at) * 1000000)::int8, ",
+    "t.owner_role::text, ",
+    "CASE WHEN t.owner_role::oid = $1::oid THEN 'owner' WHEN $2::bool THEN 'admin' ",
+    "WHEN pg_catalog.pg_has_role($1::oid, t.owner_role::oid, 'USAGE') THEN 'owner' ",
+    "WHEN EXISTS (SELECT FROM patchdiff.target_grants g WHERE g.target_file_id = t.target_file_id ",
+    "AND g.privilege = 'write' AND pg_catalog.pg_has_role($1::oid, g.grantee::oid, 'USAGE')) THEN 'write' ",
+    "ELSE 'read' END ",
+    "FROM patchdiff.targets t WHERE ",
+    visible!("t", "$1", "$2", "'read'"),
+    " AND ($3::text IS NULL OR pg_catalog.starts_with(t.filename, $3)) ",
+    "AND ($4::int8 IS NULL OR (t.created_at, t.target_file_id) < ",
+    "('epoch'::timestamptz + $4::int8 * interval '1 microsecond', $5::uuid)) ",
+    "ORDER BY t.created_at DESC, t.target_file_id DESC LIMIT $6"
+);
+
+/// The targets the caller may read, newest first, in bounded pages.
+#[pg_extern(security_definer, stable)]
+#[search_path(pg_catalog, pg_temp)]
+fn patchdiff_list_targets(args: JsonText) -> JsonText {
+    const TOOL: &str = "patchdiff_list_targets";
+    let q = match tenancy::parse_list_targets(&args.0) {
+        Ok(q) => q,
+        Err(e) => return out(&e.to_json(TOOL)),
+    };
+    let caller = Caller::current();
+    let answer = Spi::connect(|c| {
+        let args: [DatumWithOid; 6] = [
+            caller.role.into(),
+            caller.admin.into(),
+            q.filename_prefix.as_deref().into(),
+            q.after.as_ref().map(|a| a.0).into(),
+            q.after.as_ref().map(|a| a.1.as_str()).into(),
+            i64::try_from(q.limit + 1).unwrap_or(i64::MAX).into(),
+        ];
+        let rows = c
+            .select(LIST_SQL, None, &args)
+            .unwrap_or_else(|e| fault("listing targets", e));
+        let mut listed = Vec::new();
+        for row in rows {
+            let s = |i: usize| {
+                row.get::<String>(i)
+                    .unwrap_or_else(|e| fault("listing targets", e))
+                    .unwrap_or_default()
+            };
+            let n = |i: usize| {
+                row.get::<i64>(i)
+                    .unwrap_or_else(|e| fault("listing targets", e))
+                    .unwrap_or(0)
+            };
+            listed.push(ListedTarget {
+                target_file_id: s(1),
+                filename: s(2),
+                target_type: s(3),
+                version: n(4),
+                current_hash: s(5),
+                size_bytes: n(6),
+                created_at_us: n(7),
+                updated_at_us: n(8),
+                owner: s(9),
+                access: s(10),
+            });
+        }
+        tenancy::list_page(listed, q.limit)
+    });
+    out(&answer)
+}

@@ -30,6 +30,7 @@ pub mod scope;
 pub mod sequential;
 pub mod submit;
 pub mod target;
+pub mod tenancy;
 pub mod text;
 pub mod tx1;
 pub mod tx2;
