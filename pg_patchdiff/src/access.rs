@@ -174,16 +174,21 @@ fn change_grant(
                 "Only the target's owner (a role with the owning role's privileges) or a patchdiff_admin can grant or revoke access to it. Nothing was changed.",
             );
         }
-        let role = c
+        let roles = c
             .select(
                 "SELECT r.oid FROM pg_catalog.pg_roles r WHERE r.rolname = $1",
                 Some(1),
                 &[req.role.as_str().into()],
             )
-            .unwrap_or_else(|e| fault("looking up the role", e))
-            .first()
-            .get_one::<pg_sys::Oid>()
             .unwrap_or_else(|e| fault("looking up the role", e));
+        let role = (!roles.is_empty())
+            .then(|| {
+                roles
+                    .first()
+                    .get_one::<pg_sys::Oid>()
+                    .unwrap_or_else(|e| fault("looking up the role", e))
+            })
+            .flatten();
         let Some(role) = role else {
             return tenancy::unknown_role(&req.role).to_json(tool);
         };
@@ -194,16 +199,20 @@ fn change_grant(
 }
 
 fn current_grant(c: &mut SpiClient, id: &str, role: pg_sys::Oid) -> Option<Privilege> {
-    let p = c
+    let rows = c
         .update(
             "SELECT privilege FROM patchdiff.target_grants WHERE target_file_id = $1::uuid AND grantee = $2::regrole",
             Some(1),
             &[id.into(), role.into()],
         )
-        .unwrap_or_else(|e| fault("reading grants", e))
-        .first()
-        .get_one::<String>()
         .unwrap_or_else(|e| fault("reading grants", e));
+    let p = (!rows.is_empty())
+        .then(|| {
+            rows.first()
+                .get_one::<String>()
+                .unwrap_or_else(|e| fault("reading grants", e))
+        })
+        .flatten();
     match p.as_deref() {
         Some("write") => Some(Privilege::Write),
         Some("read") => Some(Privilege::Read),
