@@ -888,7 +888,9 @@ impl Finalizer<'_> {
                 }
             },
             // Explicit refusals that, by contract, write nothing.
-            "rejected" | "not_found" | "invalid_argument" => "rejected",
+            "rejected" | "not_found" | "invalid_argument" | crate::server::PERMISSION_DENIED => {
+                "rejected"
+            }
             other => {
                 let detail = format!(
                     "patchdiff_save answered status {other:?}; whether the SAVE committed is unknown"

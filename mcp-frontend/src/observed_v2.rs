@@ -61,6 +61,7 @@ pub fn is_definitive_failure(status: Option<&str>) -> bool {
                 | "ambiguous"
                 | "outcome_unknown"
                 | crate::server::CANCELLED
+                | crate::server::PERMISSION_DENIED
         )
     )
 }
@@ -920,6 +921,7 @@ mod tests {
             "structure_unavailable",
             "ambiguous",
             "outcome_unknown",
+            "permission_denied",
         ] {
             assert!(is_definitive_failure(Some(s)), "{s}");
         }

@@ -84,9 +84,14 @@ struct CallParams<'a> {
 fn is_error_status(status: Option<&str>) -> bool {
     matches!(
         status,
-        Some("invalid_argument" | "not_found" | "outcome_unknown" | CANCELLED)
+        Some("invalid_argument" | "not_found" | "outcome_unknown" | CANCELLED | PERMISSION_DENIED)
     )
 }
+
+/// The status of a call on a target the connection's role may read but not change as asked
+/// (issue 15; docs/security.md): nothing was written. Not in the contract, whose single-role
+/// world has no such answer.
+pub const PERMISSION_DENIED: &str = "permission_denied";
 
 /// The status of a call PostgreSQL cancelled (SQLSTATE 57014: statement_timeout, a cancel
 /// request), which rolled it back. Not in the contract, which knows only `outcome_unknown` for
