@@ -376,15 +376,14 @@ impl Server {
                 "filename must be a path relative to the workspace root",
             ));
         };
-        let text = ws.import(&rel).map_err(|r| {
+        let rejected = |r: workspace::Refusal| {
             self.tool_answer(json!({"status": "rejected", "failure_reason": r.code, "filename": rel, "failure_detail": r.detail}))
-        })?;
+        };
+        let text = ws.import(&rel).map_err(rejected)?;
+        let binding = ws.binding(&rel).map_err(rejected)?;
         args.remove("from_workspace");
         args.insert("content".into(), Value::String(text));
-        args.insert(
-            "workspace_binding".into(),
-            json!({"root_device": ws.device, "root_inode": ws.inode, "relative_path": rel}),
-        );
+        args.insert("workspace_binding".into(), binding);
         Ok(Some(to_string(&Value::Object(args), LITERAL)))
     }
 
@@ -639,6 +638,9 @@ enum SaveMode {
     Publish(String),
 }
 
+/// The `workspace_publication` of a SAVE's answer. A missing, null or non-string
+/// `binding_nonce`/`binding_proof` is `None`: the publication is then refused as
+/// `workspace_binding_unverified`, not as a malformed answer.
 fn parse_publication(v: &Value) -> Option<workspace::Publication> {
     let s = |k: &str| v.get(k).and_then(Value::as_str).map(str::to_owned);
     Some(workspace::Publication {
@@ -649,6 +651,8 @@ fn parse_publication(v: &Value) -> Option<workspace::Publication> {
         content: s("content")?,
         content_eol: s("content_eol")?,
         content_sha256: s("content_sha256")?,
+        binding_nonce: s("binding_nonce"),
+        binding_proof: s("binding_proof"),
     })
 }
 
