@@ -34,16 +34,44 @@ CREATE TABLE patchdiff.targets (
     workspace_root_inode      bigint CHECK (workspace_root_inode >= 0),
     workspace_relative_path   text,
     workspace_baseline_sha256 text CHECK (workspace_baseline_sha256 ~ '^[0-9a-f]{64}$'),
+    workspace_binding_nonce   text CHECK (workspace_binding_nonce ~ '^[0-9a-f]{32}$'),
+    workspace_binding_proof   text CHECK (workspace_binding_proof ~ '^[0-9a-f]{64}$'),
+    -- regrole: stable across ALTER ROLE ... RENAME, dumped as the role's name and restored to
+    -- the new cluster's OID, and kept by pg_upgrade (which preserves role OIDs).
+    owner_role              regrole NOT NULL,
     CHECK (num_nulls(workspace_root_device, workspace_root_inode, workspace_relative_path,
-                     workspace_baseline_sha256) IN (0, 4))
+                     workspace_baseline_sha256) IN (0, 4)),
+    CHECK (num_nulls(workspace_binding_nonce, workspace_binding_proof) IN (0, 2)),
+    CHECK (workspace_binding_nonce IS NULL OR workspace_root_device IS NOT NULL)
 );
+-- A binding's proof is tied to the one target it was made for: a copied nonce is refused.
+CREATE UNIQUE INDEX ON patchdiff.targets (workspace_binding_nonce) WHERE workspace_binding_nonce IS NOT NULL;
+-- patchdiff_list_targets: newest first, keyset pages.
+CREATE INDEX ON patchdiff.targets (created_at DESC, target_file_id DESC);
+CREATE INDEX ON patchdiff.targets (owner_role);
 COMMENT ON TABLE patchdiff.targets IS 'One managed document: canonical LF content, its SHA-256 and version.';
 COMMENT ON COLUMN patchdiff.targets.current_content IS 'Canonical text: LF line endings only.';
 COMMENT ON COLUMN patchdiff.targets.source_line_endings IS 'Line-ending facts of the raw upload, recorded before normalization; NULL when unknown.';
 COMMENT ON COLUMN patchdiff.targets.workspace_root_device IS 'Workspace binding: st_dev of the workspace root a target was imported from (NULL: not imported from a workspace).';
 COMMENT ON COLUMN patchdiff.targets.workspace_root_inode IS 'Workspace binding: st_ino of the workspace root; a different directory needs a new target.';
 COMMENT ON COLUMN patchdiff.targets.workspace_relative_path IS 'Workspace binding: the file''s path relative to the root.';
+COMMENT ON COLUMN patchdiff.targets.owner_role IS 'The role in effect (SET ROLE honoured) when the target was created. Members of it may read and write the target and grant others access (patchdiff.target_grants); superusers and members of patchdiff_admin see every target.';
+COMMENT ON COLUMN patchdiff.targets.workspace_binding_nonce IS 'Workspace binding: the importing front end''s nonce; unique, so a binding''s proof serves exactly one target.';
+COMMENT ON COLUMN patchdiff.targets.workspace_binding_proof IS 'Workspace binding: HMAC-SHA256 over the root, the path and the nonce under a key only the importing front end holds. The database cannot check it; the front end does before it publishes. NULL: never published.';
 COMMENT ON COLUMN patchdiff.targets.workspace_baseline_sha256 IS 'SHA-256 of the bytes the workspace file is expected to hold: the imported bytes, then the last published bytes. A publication refuses any other disk content as external_disk_drift.';
+
+-- Access given by a target's owner to another role (patchdiff_grant / patchdiff_revoke). A
+-- grant to a role applies to every role that has its privileges (pg_has_role ... 'USAGE').
+CREATE TABLE patchdiff.target_grants (
+    target_file_id uuid NOT NULL REFERENCES patchdiff.targets,
+    grantee        regrole NOT NULL,
+    privilege      text NOT NULL CHECK (privilege IN ('read', 'write')),
+    granted_by     regrole NOT NULL,
+    granted_at     timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
+    PRIMARY KEY (target_file_id, grantee)
+);
+CREATE INDEX ON patchdiff.target_grants (grantee);
+COMMENT ON TABLE patchdiff.target_grants IS 'Per-target access for roles other than the owner: read, or write (which includes read).';
 
 CREATE TABLE patchdiff.editing_cycles (
     editing_cycle_id uuid PRIMARY KEY,
@@ -166,6 +194,7 @@ ALTER TABLE patchdiff.manifest_ledger ENABLE ALWAYS TRIGGER append_only, ENABLE 
 -- pg_dump keeps the data of extension tables only when they are registered.
 SELECT pg_catalog.pg_extension_config_dump('patchdiff.targets', '');
 SELECT pg_catalog.pg_extension_config_dump('patchdiff.editing_cycles', '');
+SELECT pg_catalog.pg_extension_config_dump('patchdiff.target_grants', '');
 SELECT pg_catalog.pg_extension_config_dump('patchdiff.snapshots', '');
 SELECT pg_catalog.pg_extension_config_dump('patchdiff.pdcp_logs', '');
 SELECT pg_catalog.pg_extension_config_dump('patchdiff.manifest_ledger', '');

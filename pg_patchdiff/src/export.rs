@@ -19,9 +19,16 @@ fn patchdiff_export_target(args: JsonText) -> JsonText {
         .and_then(|a| Ok((a.target_file_id()?, parse_format(&a)?)));
     let answer = match parsed {
         Err(e) => e.to_json(TOOL),
-        Ok((id, format)) => Spi::connect(|c| match store::target(c, &id) {
-            None => not_found(&id),
-            Some(t) => export_response(&id, &t, format).unwrap_or_else(|e| e.to_json(TOOL)),
+        Ok((id, format)) => Spi::connect(|c| {
+            match store::target(
+                c,
+                &id,
+                crate::access::Caller::current(),
+                crate::access::Need::Read,
+            ) {
+                None => not_found(&id),
+                Some(t) => export_response(&id, &t, format).unwrap_or_else(|e| e.to_json(TOOL)),
+            }
         }),
     };
     JsonText(to_string(&answer, LITERAL))

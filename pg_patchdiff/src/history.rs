@@ -7,6 +7,7 @@
 //! rows and never detoasts a stored record it does not return; replay streams accepted records
 //! in bounded batches.
 
+use crate::access::{Caller, Need, visible};
 use crate::json_text::JsonText;
 use crate::store;
 use patchdiff_engine::args::{Args, not_found};
@@ -16,7 +17,7 @@ use patchdiff_engine::history::{self, LedgerRow, LogRow};
 use patchdiff_engine::json::{LITERAL, to_string};
 use patchdiff_engine::observed::{LinkedObservation, ObservationRow};
 use patchdiff_engine::replay::{self, Accepted, Failure, Replay};
-use patchdiff_engine::target::{TargetView, WorkspaceBinding};
+use patchdiff_engine::target::{BindingProof, TargetView, WorkspaceBinding};
 use pgrx::PgOid;
 use pgrx::datum::DatumWithOid;
 use pgrx::prelude::*;
@@ -140,13 +141,23 @@ const SAVE_SQL: &str = "WITH closed AS ( \
      FROM opened o, snap s WHERE t.target_file_id = $1::uuid \
      RETURNING s.snapshot_id::text";
 
-const SAVE_LOCK_SQL: &str = "SELECT version, current_hash, active_editing_cycle_id::text FROM patchdiff.targets \
-     WHERE target_file_id = $1::uuid FOR UPDATE";
+const SAVE_LOCK_SQL: &str = concat!(
+    "SELECT version, current_hash, active_editing_cycle_id::text FROM patchdiff.targets t ",
+    "WHERE t.target_file_id = $1::uuid AND ",
+    visible!("t", "$2", "$3", "$4"),
+    " FOR UPDATE"
+);
 
-/// A publishing SAVE also reads the content, its recorded line endings and the binding.
-const SAVE_LOCK_PUBLISH_SQL: &str = "SELECT version, current_hash, active_editing_cycle_id::text, current_content, \
-     source_line_endings::text, workspace_root_device, workspace_root_inode, workspace_relative_path, \
-     workspace_baseline_sha256 FROM patchdiff.targets WHERE target_file_id = $1::uuid FOR UPDATE";
+/// A publishing SAVE also reads the content, its recorded line endings and the binding with its
+/// proof.
+const SAVE_LOCK_PUBLISH_SQL: &str = concat!(
+    "SELECT version, current_hash, active_editing_cycle_id::text, current_content, ",
+    "source_line_endings::text, workspace_root_device, workspace_root_inode, workspace_relative_path, ",
+    "workspace_baseline_sha256, workspace_binding_nonce, workspace_binding_proof ",
+    "FROM patchdiff.targets t WHERE t.target_file_id = $1::uuid AND ",
+    visible!("t", "$2", "$3", "$4"),
+    " FOR UPDATE"
+);
 
 /// Creates a `save_checkpoint` snapshot, closes the active editing cycle and opens a new one,
 /// under the target's row lock; content, version and hash are unchanged. Optional guards
@@ -165,7 +176,9 @@ fn patchdiff_save(args: JsonText) -> JsonText {
         return out(&checkpoint::owned_transaction_required().to_json(TOOL));
     }
     let id = req.target_file_id.as_str();
+    let caller = Caller::current();
     let answer = Spi::connect_mut(|c| {
+        let [a, b, n] = store::access_args(caller, Need::Write);
         let rows = write(
             c,
             if req.sync_workspace {
@@ -173,18 +186,18 @@ fn patchdiff_save(args: JsonText) -> JsonText {
             } else {
                 SAVE_LOCK_SQL
             },
-            &[id.into()],
+            &[id.into(), a, b, n],
             "locking target",
         );
         let row = rows.first();
-        if row.is_empty() {
-            return not_found(id);
-        }
-        let Some(tuple) = row
-            .get_heap_tuple()
-            .unwrap_or_else(|e| fault("locking target", e))
+        let Some(tuple) = (!row.is_empty())
+            .then(|| {
+                row.get_heap_tuple()
+                    .unwrap_or_else(|e| fault("locking target", e))
+            })
+            .flatten()
         else {
-            return not_found(id);
+            return store::unavailable(c, id, caller, Need::Write);
         };
         let r = Row(&tuple, "locking target");
         let (version, hash, cycle) = (r.int(1), r.text(2), r.text(3));
@@ -208,6 +221,10 @@ fn patchdiff_save(args: JsonText) -> JsonText {
                 root_inode: r.int(7),
                 relative_path: r.text(8),
                 baseline_sha256: r.text(9),
+                proof: r.opt::<String>(10).map(|nonce| BindingProof {
+                    nonce,
+                    proof: r.text(11),
+                }),
             });
             let facts = r.json(5).unwrap_or(Value::Null);
             match checkpoint::publication(&req, &locked, &facts, binding) {
@@ -245,7 +262,8 @@ fn patchdiff_save(args: JsonText) -> JsonText {
             );
         }
         let export = req.export_after_save.then(|| {
-            let t = store::target(c, id).unwrap_or_else(|| fault("exporting", "target vanished"));
+            let t = store::target(c, id, caller, Need::Read)
+                .unwrap_or_else(|| fault("exporting", "target vanished"));
             export_response(id, &t, ExportFormat::OriginalText)
                 .unwrap_or_else(|e| e.to_json("patchdiff_export_target"))
         });
@@ -469,15 +487,25 @@ fn patchdiff_replay(args: JsonText) -> JsonText {
     // between the batches.
     // SAFETY: reads the current transaction's state; no pointers involved.
     let has_xid = unsafe { pg_sys::GetCurrentTransactionIdIfAny() } != pg_sys::InvalidTransactionId;
+    let caller = Caller::current();
     let start = Spi::connect_mut(|c| {
-        const TARGET: &str = "SELECT version, current_hash, current_content FROM patchdiff.targets \
-             WHERE target_file_id = $1::uuid";
-        const TARGET_FOR_SHARE: &str = "SELECT version, current_hash, current_content FROM patchdiff.targets \
-             WHERE target_file_id = $1::uuid FOR SHARE";
+        macro_rules! target {
+            ($tail:literal) => {
+                concat!(
+                    "SELECT version, current_hash, current_content FROM patchdiff.targets t ",
+                    "WHERE t.target_file_id = $1::uuid AND ",
+                    visible!("t", "$2", "$3", "$4"),
+                    $tail
+                )
+            };
+        }
+        const TARGET: &str = target!("");
+        const TARGET_FOR_SHARE: &str = target!(" FOR SHARE");
+        let [a, b, n] = store::access_args(caller, Need::Read);
         let rows = if has_xid {
-            write(c, TARGET_FOR_SHARE, &[id.into()], "locking target")
+            write(c, TARGET_FOR_SHARE, &[id.into(), a, b, n], "locking target")
         } else {
-            read(c, TARGET, &[id.into()], "reading target")
+            read(c, TARGET, &[id.into(), a, b, n], "reading target")
         };
         let tuple = rows
             .first()
@@ -615,11 +643,16 @@ fn log_row(t: &SpiHeapTupleData) -> LogRow {
     }
 }
 
-fn target_exists(c: &SpiClient, id: &str) -> bool {
+/// Whether the target exists and the caller may read it.
+fn target_readable(c: &SpiClient, id: &str, caller: Caller) -> bool {
+    let [a, b, n] = store::access_args(caller, Need::Read);
     !read(
         c,
-        "SELECT 1 FROM patchdiff.targets WHERE target_file_id = $1::uuid",
-        &[id.into()],
+        concat!(
+            "SELECT 1 FROM patchdiff.targets t WHERE t.target_file_id = $1::uuid AND ",
+            visible!("t", "$2", "$3", "$4")
+        ),
+        &[id.into(), a, b, n],
         "reading target",
     )
     .is_empty()
@@ -635,8 +668,9 @@ fn patchdiff_get_pdcp_log(args: JsonText) -> JsonText {
         Err(e) => return out(&history::invalid(&e, TOOL)),
     };
     let id = q.target_file_id.as_str();
+    let caller = Caller::current();
     let answer = Spi::connect(|c| {
-        if !target_exists(c, id) {
+        if !target_readable(c, id, caller) {
             return history::not_found(id);
         }
         let sql = if q.client_request_id.is_some() {
@@ -745,11 +779,16 @@ fn patchdiff_get_manifest_ledger(args: JsonText) -> JsonText {
         Err(e) => return out(&history::invalid(&e, TOOL)),
     };
     let id = q.target_file_id.as_str();
+    let caller = Caller::current();
     let answer = Spi::connect(|c| {
+        let [a, b, n] = store::access_args(caller, Need::Read);
         let rows = read(
             c,
-            "SELECT active_editing_cycle_id::text FROM patchdiff.targets WHERE target_file_id = $1::uuid",
-            &[id.into()],
+            concat!(
+                "SELECT active_editing_cycle_id::text FROM patchdiff.targets t WHERE t.target_file_id = $1::uuid AND ",
+                visible!("t", "$2", "$3", "$4")
+            ),
+            &[id.into(), a, b, n],
             "reading target",
         );
         if rows.is_empty() {

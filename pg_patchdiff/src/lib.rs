@@ -16,6 +16,7 @@ use pgrx::guc::{GucContext, GucFlags, GucRegistry, GucSetting};
 use pgrx::prelude::*;
 use serde_json::{Map, Value, json};
 
+mod access;
 mod export;
 mod history;
 mod json_text;
@@ -128,10 +129,13 @@ fn with_target<R>(
         Ok(p) => p,
         Err(e) => return out(&e.to_json(tool)),
     };
-    let answer = Spi::connect(|c| match store::target(c, &id) {
-        None => not_found(&id),
-        Some(t) => f(request, view(&id, &t), &t).unwrap_or_else(|e| e.to_json(tool)),
-    });
+    let caller = access::Caller::current();
+    let answer = Spi::connect(
+        |c| match store::target(c, &id, caller, access::Need::Read) {
+            None => not_found(&id),
+            Some(t) => f(request, view(&id, &t), &t).unwrap_or_else(|e| e.to_json(tool)),
+        },
+    );
     out(&answer)
 }
 
@@ -141,7 +145,10 @@ fn initialize(tool: &str, args: &str, upload: bool) -> JsonString {
         Err(e) => return out(&e.to_json(tool)),
     };
     let (id, cycle, snapshot) = (new_id(), new_id(), new_id());
-    Spi::connect_mut(|c| store::insert_target(c, &t, &id, &cycle, &snapshot));
+    let owner = access::Caller::current().role;
+    if !Spi::connect_mut(|c| store::insert_target(c, &t, &id, &cycle, &snapshot, owner)) {
+        return out(&target::binding_nonce_taken().to_json(tool));
+    }
     out(&target::initialized_response(&t, &id, &cycle))
 }
 
@@ -240,14 +247,15 @@ fn run_submission(
         Err(e) => return out(&e.to_json(tool)),
     };
     let correlation = sub.include_correlation_id.then(new_id);
+    let caller = access::Caller::current();
     let answer = Spi::connect_mut(|c| {
         let id = sub.target_file_id.as_str();
-        let Some(t) = store::lock_target(c, id) else {
-            return not_found(id);
+        let Some(t) = store::lock_target(c, id, caller) else {
+            return store::unavailable(c, id, caller, access::Need::Write);
         };
         let parent = sub
             .parent_uuid()
-            .map_or(Parent::NotLookedUp, |p| store::parent(c, &p));
+            .map_or(Parent::NotLookedUp, |p| store::parent(c, &p, caller));
         let identity = submit::prepare(&sub, &parent);
         let start = view(id, &t);
         let mut rows = Vec::new();
@@ -275,7 +283,7 @@ fn run_submission(
                 KeyOutcome::Conflict(a) => *a,
             },
             None if route == Route::Observed => {
-                rows = store::lock_observations(c, &observed::requested_observations(&sub));
+                rows = store::lock_observations(c, &observed::requested_observations(&sub), caller);
                 observed::evaluate(
                     &sub,
                     &identity,

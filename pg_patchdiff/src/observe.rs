@@ -1,9 +1,10 @@
 //! `patchdiff_observe_scope`: the outline of a target version (parsed once per backend, the
 //! "resident" mode), candidate discovery, and the observations it persists.
 
+use crate::access::{Caller, Need};
 use crate::json_text::JsonText as JsonString;
 use crate::{new_id, out, parser, store, view};
-use patchdiff_engine::args::{Args, not_found};
+use patchdiff_engine::args::Args;
 use patchdiff_engine::observe::{self, EngineFacts, OBSERVE_ARGS, ObserveRequest, Page, ScopeView};
 use patchdiff_engine::scope::{Language, Outline, language_for};
 use patchdiff_engine::target::TargetView;
@@ -98,9 +99,16 @@ fn patchdiff_observe_scope(args: JsonString) -> JsonString {
         Ok(p) => p,
         Err(e) => return out(&e.to_json(TOOL)),
     };
+    // Candidates and pages only read; a selection or a bundle issues observations, the authority
+    // an observed write needs, so it needs write.
+    let need = match request {
+        ObserveRequest::Candidates { .. } | ObserveRequest::Page { .. } => Need::Read,
+        ObserveRequest::Select { .. } | ObserveRequest::Bundle { .. } => Need::Write,
+    };
+    let caller = Caller::current();
     let answer = Spi::connect_mut(|c| {
-        let Some(t) = store::target(c, &id) else {
-            return not_found(&id);
+        let Some(t) = store::target(c, &id, caller, need) else {
+            return store::unavailable(c, &id, caller, need);
         };
         let v = view(&id, &t);
         let cycle = t.active_editing_cycle_id.as_str();
@@ -109,7 +117,7 @@ fn patchdiff_observe_scope(args: JsonString) -> JsonString {
             page,
         } = &request
         {
-            return scope_page(c, &v, cycle, observation_id, *page);
+            return scope_page(c, &v, cycle, observation_id, *page, caller);
         }
         let Some(language) = language_for(&t.filename, &t.target_type) else {
             return observe::unsupported(&v, &t.filename, &t.target_type);
@@ -212,8 +220,9 @@ fn scope_page(
     active_cycle: &str,
     observation_id: &str,
     page: Page,
+    caller: Caller,
 ) -> Value {
-    let Some(stored) = store::observation(c, observation_id) else {
+    let Some(stored) = store::observation(c, observation_id, caller) else {
         return observe::unknown_observation(observation_id);
     };
     let r = &stored.row;

@@ -55,9 +55,12 @@ fn patchdiff_preview(args: JsonText) -> JsonText {
         Err(e) => return out(&preview::arg_error(&e)),
     };
     let id = sub.target_file_id.as_str();
-    let answer = Spi::connect(|c| match store::target(c, id) {
-        None => not_found(id),
-        Some(t) => preview::preview(&sub, &view(id, &t)),
-    });
+    let caller = crate::access::Caller::current();
+    let answer = Spi::connect(
+        |c| match store::target(c, id, caller, crate::access::Need::Read) {
+            None => not_found(id),
+            Some(t) => preview::preview(&sub, &view(id, &t)),
+        },
+    );
     out(&answer)
 }

@@ -3,6 +3,7 @@
 //! Every statement names its schema (`patchdiff.`) because the API functions run as SECURITY
 //! DEFINER with `search_path = pg_catalog, pg_temp`. IDs cross as text and are cast in SQL.
 
+use crate::access::{Caller, Need, visible};
 use patchdiff_engine::submit::{Attempt, Parent, StoredAttempt};
 use pgrx::PgOid;
 use pgrx::datum::DatumWithOid;
@@ -65,30 +66,53 @@ macro_rules! target_select {
     ($tail:literal) => {
         concat!(
             "SELECT version, current_hash, current_content, active_editing_cycle_id::text, filename, target_type, ",
-            "source_line_endings::text FROM patchdiff.targets WHERE target_file_id = $1::uuid",
+            "source_line_endings::text FROM patchdiff.targets t WHERE target_file_id = $1::uuid AND ",
+            visible!("t", "$2", "$3", "$4"),
             $tail
         )
     };
 }
 
-/// Reads a target.
-pub fn target(client: &SpiClient, id: &str) -> Option<TargetRow> {
+/// The access parameters ($2 caller, $3 admin, $4 need) of a statement that checks [`visible!`].
+pub fn access_args<'a>(caller: Caller, need: Need) -> [DatumWithOid<'a>; 3] {
+    [
+        caller.role.into(),
+        caller.admin.into(),
+        need.as_str().into(),
+    ]
+}
+
+/// Reads a target the caller may `need`.
+pub fn target(client: &SpiClient, id: &str, caller: Caller, need: Need) -> Option<TargetRow> {
+    let [a, b, n] = access_args(caller, need);
     let rows = client
-        .select(target_select!(""), Some(1), &[id.into()])
+        .select(target_select!(""), Some(1), &[id.into(), a, b, n])
         .unwrap_or_else(|e| fault("reading target", e));
     target_row(rows)
 }
 
-/// Takes a target's row lock (`FOR UPDATE`) and reads it. From here on, every statement of this
-/// SPI connection runs read-write and sees the latest committed state.
-pub fn lock_target(client: &mut SpiClient, id: &str) -> Option<TargetRow> {
+/// Takes the row lock (`FOR UPDATE`) of a target the caller may write, and reads it. A target it
+/// may not write is neither read nor locked. From here on, every statement of this SPI
+/// connection runs read-write and sees the latest committed state.
+pub fn lock_target(client: &mut SpiClient, id: &str, caller: Caller) -> Option<TargetRow> {
+    let [a, b, n] = access_args(caller, Need::Write);
     let rows = run(
         client,
         target_select!(" FOR UPDATE"),
-        &[id.into()],
+        &[id.into(), a, b, n],
         "locking target",
     );
     target_row(rows)
+}
+
+/// The answer for a target the caller could not `need`: `not_found`, exactly as for an unknown
+/// ID, unless it may read the target and asked to write it.
+pub fn unavailable(client: &SpiClient, id: &str, caller: Caller, need: Need) -> Value {
+    if need == Need::Write && target(client, id, caller, Need::Read).is_some() {
+        crate::access::write_denied(id)
+    } else {
+        patchdiff_engine::args::not_found(id)
+    }
 }
 
 fn target_row(rows: SpiTupleTable) -> Option<TargetRow> {
@@ -114,20 +138,24 @@ fn target_row(rows: SpiTupleTable) -> Option<TargetRow> {
     })
 }
 
-/// Inserts a target with its first editing cycle and its initial snapshot.
+/// Inserts a target owned by `owner` with its first editing cycle and its initial snapshot.
+/// Returns false, having written nothing, when the workspace binding's nonce already binds
+/// another target (a copied proof).
 pub fn insert_target(
     client: &mut SpiClient,
     t: &patchdiff_engine::target::NewTarget,
     target_file_id: &str,
     cycle_id: &str,
     snapshot_id: &str,
-) {
+    owner: pgrx::pg_sys::Oid,
+) -> bool {
     let facts = patchdiff_engine::json::to_string(
         &t.source_line_endings.to_json(),
         patchdiff_engine::json::LITERAL,
     );
     let w = t.workspace.as_ref();
-    let args: [DatumWithOid; 13] = [
+    let proof = w.and_then(|w| w.proof.as_ref());
+    let args: [DatumWithOid; 16] = [
         target_file_id.into(),
         t.project_id.as_deref().into(),
         t.filename.as_str().into(),
@@ -141,29 +169,44 @@ pub fn insert_target(
         w.map(|w| w.root_inode).into(),
         w.map(|w| w.relative_path.as_str()).into(),
         w.map(|w| w.baseline_sha256.as_str()).into(),
+        owner.into(),
+        proof.map(|p| p.nonce.as_str()).into(),
+        proof.map(|p| p.proof.as_str()).into(),
     ];
-    client
+    let rows = client
         .update(
             "WITH t AS (INSERT INTO patchdiff.targets (target_file_id, project_id, filename, target_type, current_content, \
                  current_hash, version, active_editing_cycle_id, source_line_endings, workspace_root_device, \
-                 workspace_root_inode, workspace_relative_path, workspace_baseline_sha256) \
-                 VALUES ($1::uuid, $2::uuid, $3, $4, $5, $6, 0, $7::uuid, $8::json, $10, $11, $12, $13) RETURNING target_file_id), \
+                 workspace_root_inode, workspace_relative_path, workspace_baseline_sha256, owner_role, \
+                 workspace_binding_nonce, workspace_binding_proof) \
+                 VALUES ($1::uuid, $2::uuid, $3, $4, $5, $6, 0, $7::uuid, $8::json, $10, $11, $12, $13, $14::regrole, $15, $16) \
+                 ON CONFLICT (workspace_binding_nonce) WHERE workspace_binding_nonce IS NOT NULL DO NOTHING \
+                 RETURNING target_file_id), \
              c AS (INSERT INTO patchdiff.editing_cycles (editing_cycle_id, target_file_id, opened_version) \
                  SELECT $7::uuid, target_file_id, 0 FROM t RETURNING editing_cycle_id) \
              INSERT INTO patchdiff.snapshots (snapshot_id, target_file_id, editing_cycle_id, snapshot_reason, version, content_hash, content) \
-                 SELECT $9::uuid, t.target_file_id, c.editing_cycle_id, 'initial', 0, $6, $5 FROM t, c",
+                 SELECT $9::uuid, t.target_file_id, c.editing_cycle_id, 'initial', 0, $6, $5 FROM t, c \
+                 RETURNING snapshot_id",
             None,
             &args,
         )
         .unwrap_or_else(|e| fault("initializing target", e));
+    rows.len() == 1
 }
 
-/// What the log knows of a parent attempt.
-pub fn parent(client: &mut SpiClient, id: &str) -> Parent {
+/// What the log knows of a parent attempt: nothing, when it belongs to a target the caller may
+/// not read.
+pub fn parent(client: &mut SpiClient, id: &str, caller: Caller) -> Parent {
+    let [a, b, n] = access_args(caller, Need::Read);
     let rows = run(
         client,
-        "SELECT target_file_id::text, status FROM patchdiff.pdcp_logs WHERE pdcp_log_id = $1::uuid",
-        &[id.into()],
+        concat!(
+            "SELECT p.target_file_id::text, p.status FROM patchdiff.pdcp_logs p ",
+            "JOIN patchdiff.targets t ON t.target_file_id = p.target_file_id ",
+            "WHERE p.pdcp_log_id = $1::uuid AND ",
+            visible!("t", "$2", "$3", "$4")
+        ),
+        &[id.into(), a, b, n],
         "reading parent attempt",
     );
     let row = rows.first();
@@ -398,7 +441,7 @@ pub struct StoredObservation {
 }
 
 macro_rules! observation_select {
-    ($tail:literal) => {
+    ($($tail:tt)+) => {
         concat!(
             "SELECT o.observation_id::text, o.target_file_id::text, o.editing_cycle_id::text, ",
             "o.observation_bundle_id::text, o.bundle_ordinal::bigint, o.symbol_name, o.symbol_kind, o.target_version, ",
@@ -406,8 +449,22 @@ macro_rules! observation_select {
             "o.parent, o.language, o.engine, o.grammar, o.scope_start_line::bigint, o.scope_end_line::bigint ",
             "FROM patchdiff.target_scope_observations o ",
             "LEFT JOIN patchdiff.observation_consumptions c ON c.observation_id = o.observation_id ",
-            $tail
+            $($tail)+
         )
+    };
+}
+
+/// [`observation_select!`] of observations of targets the caller ($2, $3, $4) may read: one of
+/// a target it may not read is, to it, no observation at all.
+macro_rules! visible_observation_select {
+    ($where:literal, $tail:literal) => {
+        observation_select!(concat!(
+            "JOIN patchdiff.targets t ON t.target_file_id = o.target_file_id ",
+            $where,
+            " AND ",
+            visible!("t", "$2", "$3", "$4"),
+            $tail
+        ))
     };
 }
 
@@ -449,11 +506,12 @@ fn observation_rows(rows: SpiTupleTable, what: &str) -> Vec<StoredObservation> {
 }
 
 /// Reads one observation (for its pages).
-pub fn observation(client: &mut SpiClient, id: &str) -> Option<StoredObservation> {
+pub fn observation(client: &mut SpiClient, id: &str, caller: Caller) -> Option<StoredObservation> {
+    let [a, b, n] = access_args(caller, Need::Read);
     let rows = run(
         client,
-        observation_select!("WHERE o.observation_id = $1::uuid"),
-        &[id.into()],
+        visible_observation_select!("WHERE o.observation_id = $1::uuid", ""),
+        &[id.into(), a, b, n],
         "reading observation",
     );
     observation_rows(rows, "reading observation").pop()
@@ -463,11 +521,16 @@ pub fn observation(client: &mut SpiClient, id: &str) -> Option<StoredObservation
 pub fn lock_observations(
     client: &mut SpiClient,
     ids: &[String],
+    caller: Caller,
 ) -> Vec<patchdiff_engine::observed::ObservationRow> {
+    let [a, b, n] = access_args(caller, Need::Read);
     let rows = run(
         client,
-        observation_select!("WHERE o.observation_id = ANY ($1::text[]::uuid[]) FOR UPDATE OF o"),
-        &[ids.to_vec().into()],
+        visible_observation_select!(
+            "WHERE o.observation_id = ANY ($1::text[]::uuid[])",
+            " FOR UPDATE OF o"
+        ),
+        &[ids.to_vec().into(), a, b, n],
         "locking observations",
     );
     observation_rows(rows, "locking observations")

@@ -140,6 +140,8 @@ impl Publication {
             "root_inode": self.binding.root_inode,
             "relative_path": self.binding.relative_path,
             "baseline_sha256": self.binding.baseline_sha256,
+            "binding_nonce": self.binding.proof.as_ref().map(|p| p.nonce.as_str()),
+            "binding_proof": self.binding.proof.as_ref().map(|p| p.proof.as_str()),
             "content": self.content,
             "content_eol": self.content_eol,
             "content_sha256": self.content_sha256,
@@ -407,6 +409,7 @@ mod tests {
             root_inode: 2,
             relative_path: "a.txt".into(),
             baseline_sha256: "0".repeat(64),
+            proof: None,
         };
         let r = req(json!({"sync_workspace": true})).unwrap();
         let p = publication(&r, &t, &facts, Some(b.clone())).unwrap();
@@ -427,6 +430,7 @@ mod tests {
             root_inode: 2,
             relative_path: "a.txt".into(),
             baseline_sha256: "0".repeat(64),
+            proof: None,
         };
         let e = publication(&r, &t, &mixed, Some(b2)).unwrap_err();
         assert_eq!(e["failure_reason"], "original_eol_unrecoverable");

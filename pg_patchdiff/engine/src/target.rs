@@ -37,10 +37,23 @@ pub struct WorkspaceBinding {
     pub root_inode: i64,
     pub relative_path: String,
     pub baseline_sha256: String,
+    /// The front end's proof that it made this binding by importing the file: `nonce` (32
+    /// lowercase hex) and `proof`, an HMAC-SHA256 (64 lowercase hex) over the root, the path and
+    /// the nonce under a key only the front end holds. The database cannot check the proof; it
+    /// stores it, ties each nonce to one target, and hands both back in `workspace_publication`,
+    /// where the front end checks them before it touches the disk. `None` for a target bound
+    /// before proofs existed: such a binding is never published.
+    pub proof: Option<BindingProof>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BindingProof {
+    pub nonce: String,
+    pub proof: String,
 }
 
 /// `workspace_binding`: the SQL-only argument through which patchdiff-mcp records an import
-/// (`{root_device, root_inode, relative_path}`). It is not a tool argument: a host asks for an
+/// (`{root_device, root_inode, relative_path, nonce, proof}`). It is not a tool argument: a host asks for an
 /// import with `from_workspace`, and the front end, which read the file, passes the binding. The
 /// baseline is the SHA-256 of `content` itself, which is the file's exact bytes.
 pub const WORKSPACE_BINDING_ARG: &str = "workspace_binding";
@@ -153,13 +166,16 @@ fn parse_binding(b: &Value, baseline_sha256: &str) -> Result<WorkspaceBinding, A
     let bad = || {
         ArgError::new(
             "invalid_workspace_binding",
-            "workspace_binding must be {root_device, root_inode: non-negative integers, relative_path: a non-empty relative path}",
+            "workspace_binding must be {root_device, root_inode: non-negative integers, relative_path: a non-empty relative path, nonce: 32 lowercase hex digits, proof: 64 lowercase hex digits}",
         )
     };
     let o = b.as_object().ok_or_else(bad)?;
-    if o.keys()
-        .any(|k| !matches!(k.as_str(), "root_device" | "root_inode" | "relative_path"))
-    {
+    if o.keys().any(|k| {
+        !matches!(
+            k.as_str(),
+            "root_device" | "root_inode" | "relative_path" | "nonce" | "proof"
+        )
+    }) {
         return Err(bad());
     }
     let int = |k: &str| {
@@ -178,12 +194,32 @@ fn parse_binding(b: &Value, baseline_sha256: &str) -> Result<WorkspaceBinding, A
                 && text_defect(p).is_none()
         })
         .ok_or_else(bad)?;
+    let hex = |k: &str, len: usize| {
+        o.get(k)
+            .and_then(Value::as_str)
+            .filter(|h| h.len() == len && h.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')))
+            .map(str::to_owned)
+            .ok_or_else(bad)
+    };
     Ok(WorkspaceBinding {
         root_device: int("root_device")?,
         root_inode: int("root_inode")?,
         relative_path: relative_path.to_owned(),
         baseline_sha256: baseline_sha256.to_owned(),
+        proof: Some(BindingProof {
+            nonce: hex("nonce", 32)?,
+            proof: hex("proof", 64)?,
+        }),
     })
+}
+
+/// A workspace binding whose nonce already binds another target: its proof was made for that
+/// one, so this is a copy. Nothing is written.
+pub fn binding_nonce_taken() -> ArgError {
+    ArgError::new(
+        "invalid_workspace_binding",
+        "workspace_binding's nonce already binds another target; a binding's proof serves the one target it was made for",
+    )
 }
 
 /// The initialize/upload response.
@@ -285,7 +321,11 @@ mod tests {
     #[test]
     fn workspace_binding_records_root_identity_and_baseline() {
         let t = parse_initialize(
-            r#"{"filename":"d/a.txt","content":"x\r\n","workspace_binding":{"root_device":7,"root_inode":42,"relative_path":"d/a.txt"}}"#,
+            &format!(
+                r#"{{"filename":"d/a.txt","content":"x\r\n","workspace_binding":{{"root_device":7,"root_inode":42,"relative_path":"d/a.txt","nonce":"{}","proof":"{}"}}}}"#,
+                "0a".repeat(16),
+                "f1".repeat(32)
+            ),
             false,
         )
         .unwrap();
@@ -296,6 +336,10 @@ mod tests {
                 root_inode: 42,
                 relative_path: "d/a.txt".into(),
                 baseline_sha256: sha256_hex("x\r\n"),
+                proof: Some(BindingProof {
+                    nonce: "0a".repeat(16),
+                    proof: "f1".repeat(32)
+                }),
             })
         );
         let code = |s: &str, up: bool| parse_initialize(s, up).err().map(|e| e.code);
@@ -309,6 +353,26 @@ mod tests {
         assert_eq!(
             code(
                 r#"{"filename":"a","content":"x","workspace_binding":{"root_device":1,"root_inode":1,"relative_path":"/etc/passwd"}}"#,
+                false
+            ),
+            Some("invalid_workspace_binding")
+        );
+        // Issue 15: a binding without the front end's proof is refused, so no row can carry
+        // one that a publication would later have to judge.
+        assert_eq!(
+            code(
+                r#"{"filename":"a","content":"x","workspace_binding":{"root_device":1,"root_inode":1,"relative_path":"a"}}"#,
+                false
+            ),
+            Some("invalid_workspace_binding")
+        );
+        assert_eq!(
+            code(
+                &format!(
+                    r#"{{"filename":"a","content":"x","workspace_binding":{{"root_device":1,"root_inode":1,"relative_path":"a","nonce":"{}","proof":"{}"}}}}"#,
+                    "0A".repeat(16),
+                    "f1".repeat(32)
+                ),
                 false
             ),
             Some("invalid_workspace_binding")
