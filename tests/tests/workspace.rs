@@ -27,6 +27,14 @@ fn scratch(name: &str) -> PathBuf {
     d
 }
 
+/// The binding key every front end of this test process shares (a target imported by one
+/// front end is published by another in some tests), outside every test's root.
+fn key_file() -> PathBuf {
+    std::env::temp_dir()
+        .join(format!("pd-ws-{}-key", std::process::id()))
+        .join("workspace.key")
+}
+
 struct Mcp {
     pipes: Pipes,
     next_id: i64,
@@ -38,6 +46,7 @@ impl Mcp {
         cmd.env("PATCHDIFF_DATABASE_URL", dsn())
             .env("PATCHDIFF_MCP_PROFILE", "workspace")
             .env("PATCHDIFF_WORKSPACE_ROOT", root)
+            .env("PATCHDIFF_WORKSPACE_KEY_FILE", key_file())
             .stderr(Stdio::inherit());
         for (k, v) in env {
             cmd.env(k, v);
