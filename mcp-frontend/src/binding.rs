@@ -14,6 +14,8 @@
 //! ```text
 //! patchdiff-workspace-binding/1 \0 <root_device decimal> \0 <root_inode decimal> \0 <relative_path UTF-8> \0 <nonce: 32 lowercase hex>
 //! ```
+//!
+//! (spaces for reading only: the NUL bytes are the only separators).
 
 use sha2::{Digest, Sha256};
 use std::io::{Read, Write};
