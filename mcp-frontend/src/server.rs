@@ -821,6 +821,29 @@ mod tests {
         assert!(v.get("retryable").is_none());
     }
 
+    /// Issue 15 item 3: a workspace_publication whose binding_nonce/binding_proof are null or
+    /// missing (a target bound before proofs existed) parses, with no proof, so the publication
+    /// is refused as workspace_binding_unverified rather than as a malformed answer.
+    #[test]
+    fn a_publication_without_proof_parses_to_an_unverified_binding() {
+        let mut v = json!({"root_device": 1, "root_inode": 2, "relative_path": "a.txt",
+            "baseline_sha256": "b", "content": "x\n", "content_eol": "lf", "content_sha256": "c",
+            "binding_nonce": null, "binding_proof": null});
+        let p = parse_publication(&v).unwrap();
+        assert_eq!((p.binding_nonce, p.binding_proof), (None, None));
+        v.as_object_mut().unwrap().remove("binding_proof");
+        assert!(parse_publication(&v).unwrap().binding_proof.is_none());
+        v["binding_nonce"] = json!("ab");
+        v["binding_proof"] = json!("cd");
+        let p = parse_publication(&v).unwrap();
+        assert_eq!(
+            (p.binding_nonce.as_deref(), p.binding_proof.as_deref()),
+            (Some("ab"), Some("cd"))
+        );
+        v.as_object_mut().unwrap().remove("content");
+        assert!(parse_publication(&v).is_none());
+    }
+
     /// A selection carries its snapshot; compact mode projects the v2 selection results as it
     /// projects patchdiff_observe_scope's, and leaves the commit to its receipt.
     #[test]

@@ -594,6 +594,22 @@ fn with_sql<T>(f: impl AsyncFnOnce(&tokio_postgres::Client) -> T) -> T {
     })
 }
 
+/// A made-up nonce of the right shape, new on every call and every run (a nonce binds one
+/// target in a database for good).
+fn made_up_nonce() -> String {
+    static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64;
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!(
+        "{:016x}{:016x}",
+        nanos ^ n,
+        (std::process::id() as u64) << 16 | n
+    )
+}
+
 /// Every entry under `dir`, recursively, with its bytes (directories as None).
 fn tree(dir: &Path) -> Vec<(PathBuf, Option<Vec<u8>>)> {
     let mut out = vec![];
@@ -665,7 +681,7 @@ fn a_binding_forged_over_sql_is_never_published() {
     let r = forge(".git/config", config, None);
     assert_eq!(r["code"], "invalid_workspace_binding", "{r}");
     // Made-up nonce and proof of the right shape: bound, edited, never published.
-    let (nonce_a, nonce_b) = ("ab".repeat(16), "cd".repeat(16));
+    let (nonce_a, nonce_b) = (made_up_nonce(), made_up_nonce());
     let fake_proof = "0123456789abcdef".repeat(4);
     let t1 = id(&forge(".git/config", config, Some((&nonce_a, &fake_proof))));
     edit_over_sql(
@@ -704,7 +720,7 @@ fn a_binding_forged_over_sql_is_never_published() {
     let t3 = id(&forge(
         "real.txt",
         "real\n",
-        Some((&"ef".repeat(16), &proof)),
+        Some((&made_up_nonce(), &proof)),
     ));
     edit_over_sql(&t3, "real", "forged");
     let s = m.save(&t3);
@@ -810,6 +826,8 @@ fn a_huge_sparse_file_swapped_in_is_refused_quickly() {
     let read = m.call("patchdiff_read_target", json!({"target_file_id": target}));
     assert!(read.to_string().contains("edited"), "{read}");
     assert_eq!(std::fs::read_dir(&root).unwrap().count(), 1);
+    // Not left for other tools to trip over.
+    std::fs::remove_file(root.join("s.txt")).unwrap();
 }
 
 /// Issue 15 item 3, "Publication": a hard link inside the root to a file outside it is not
@@ -849,4 +867,35 @@ fn a_file_with_a_long_cjk_name_publishes() {
         "second\n"
     );
     assert_eq!(std::fs::read_dir(&root).unwrap().count(), 1);
+}
+
+/// Issue 15 item 3, "Binding proof": a key file anyone else can read, or of the wrong size,
+/// stops start-up with a message naming PATCHDIFF_WORKSPACE_KEY_FILE; nothing is served.
+#[test]
+fn an_unsafe_key_file_stops_start_up() {
+    let base = scratch("badkey");
+    let root = base.join("root");
+    std::fs::create_dir_all(&root).unwrap();
+    let key = base.join("workspace.key");
+    for (bytes, mode, why) in [
+        (vec![7u8; 32], 0o644, "0644"),
+        (vec![7u8; 16], 0o600, "16 bytes"),
+    ] {
+        std::fs::write(&key, bytes).unwrap();
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(mode)).unwrap();
+        let out = Command::new(mcp_bin())
+            .env("PATCHDIFF_DATABASE_URL", dsn())
+            .env("PATCHDIFF_MCP_PROFILE", "workspace")
+            .env("PATCHDIFF_WORKSPACE_ROOT", &root)
+            .env("PATCHDIFF_WORKSPACE_KEY_FILE", &key)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{stderr}");
+        assert!(
+            stderr.contains("PATCHDIFF_WORKSPACE_KEY_FILE") && stderr.contains(why),
+            "{stderr}"
+        );
+    }
 }
