@@ -145,6 +145,26 @@ pub fn parse_duration_ms(v: &str) -> Result<Option<u32>, String> {
 }
 
 impl Config {
+    /// Creates root's data directory, if the key file is to be created in it, with mode 0711:
+    /// the embedded cluster's `postgres` user must pass through it to `pg15`, which the key file's
+    /// 0700 parent directories would forbid (it still cannot list it). Other directories of
+    /// the key's path are created 0700.
+    pub fn prepare_key_dir(&self) -> Result<(), String> {
+        use std::os::unix::fs::DirBuilderExt;
+        let base = std::path::Path::new(ROOT_DATA_DIR);
+        if !crate::embedded::running_as_root()
+            || !self.workspace_key_file.starts_with(base)
+            || base.exists()
+        {
+            return Ok(());
+        }
+        match std::fs::DirBuilder::new().mode(0o711).create(base) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+            Err(e) => Err(format!("cannot create {ROOT_DATA_DIR}: {e}")),
+        }
+    }
+
     /// Reads the configuration through `var` (the process environment in production).
     /// Unknown values stop start-up with a message that names the variable and the choices.
     pub fn from_env(var: impl Fn(&str) -> Option<String>) -> Result<Config, String> {
@@ -309,11 +329,14 @@ pub fn parse_reserved(v: &str) -> Result<Vec<String>, String> {
     Ok(names)
 }
 
+/// Root's data directory, shared by the embedded cluster (`pg15`) and the binding key.
+pub const ROOT_DATA_DIR: &str = "/var/lib/patchdiff";
+
 /// The front end's data directory: root runs PostgreSQL as the `postgres` user, which must
 /// reach the folder, so root's is a system folder rather than root's private home.
 fn default_base_dir(var: &impl Fn(&str) -> Option<String>) -> PathBuf {
     if crate::embedded::running_as_root() {
-        return PathBuf::from("/var/lib/patchdiff");
+        return PathBuf::from(ROOT_DATA_DIR);
     }
     let data_home = var("XDG_DATA_HOME")
         .filter(|v| v.starts_with('/'))

@@ -37,6 +37,9 @@ async fn serve() {
     let started = async {
         let config = patchdiff_mcp::config::Config::from_env(|k| std::env::var(k).ok())?;
         // The root is opened before the database, so a bad root fails start-up at once.
+        if config.workspace_root.is_some() {
+            config.prepare_key_dir()?;
+        }
         let workspace = match &config.workspace_root {
             Some(root) => Some(patchdiff_mcp::workspace::Workspace::open(
                 root,
