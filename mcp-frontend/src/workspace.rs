@@ -563,9 +563,10 @@ impl Workspace {
         self.hook("after_lease");
         let name = cstr(parts[parts.len() - 1])?;
         let bytes = p.content.as_bytes();
-        // The disk can only be the baseline (an imported file, at most IMPORT_MAX_BYTES, or a
-        // published content) or the content: anything larger is drift, known from its size
-        // without reading it.
+        // The disk can only be the baseline or the content: a file larger than both an import
+        // (IMPORT_MAX_BYTES) and the content is drift, known from its size without reading it.
+        // A baseline published at more than that and then shrunk is refused too: the
+        // publication does not carry the baseline's length (docs/workspace.md).
         let limit = IMPORT_MAX_BYTES.max(bytes.len() as u64);
         let drift = |what: &str| {
             refuse(
