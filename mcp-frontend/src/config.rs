@@ -76,6 +76,13 @@ pub struct Config {
     pub workspace_root: Option<PathBuf>,
     /// `PATCHDIFF_WORKSPACE_SYNC_ON_SAVE`: what an omitted or null `sync_workspace` means.
     pub workspace_sync_on_save: bool,
+    /// `PATCHDIFF_WORKSPACE_KEY_FILE`: the binding key (docs/workspace.md, "The binding proof");
+    /// by default `workspace.key` in the front end's data directory. Read only when a workspace
+    /// root is configured.
+    pub workspace_key_file: PathBuf,
+    /// `PATCHDIFF_WORKSPACE_RESERVED`: path components (ASCII case-insensitive, stored in lower
+    /// case) never imported or published.
+    pub workspace_reserved: Vec<String>,
     /// `PATCHDIFF_WORKSPACE_TEST_HOOK` / `PATCHDIFF_WORKSPACE_TEST_HOOK_DIR` (tests only).
     pub workspace_hook: Option<crate::workspace::Hook>,
     /// `PATCHDIFF_STRICT_OBSERVATION_MODE`: set `patchdiff.strict_observation_mode = on` on every
@@ -138,6 +145,26 @@ pub fn parse_duration_ms(v: &str) -> Result<Option<u32>, String> {
 }
 
 impl Config {
+    /// Creates root's data directory, if the key file is to be created in it, with mode 0711:
+    /// the embedded cluster's `postgres` user must pass through it to `pg15`, which the key file's
+    /// 0700 parent directories would forbid (it still cannot list it). Other directories of
+    /// the key's path are created 0700.
+    pub fn prepare_key_dir(&self) -> Result<(), String> {
+        use std::os::unix::fs::DirBuilderExt;
+        let base = std::path::Path::new(ROOT_DATA_DIR);
+        if !crate::embedded::running_as_root()
+            || !self.workspace_key_file.starts_with(base)
+            || base.exists()
+        {
+            return Ok(());
+        }
+        match std::fs::DirBuilder::new().mode(0o711).create(base) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+            Err(e) => Err(format!("cannot create {ROOT_DATA_DIR}: {e}")),
+        }
+    }
+
     /// Reads the configuration through `var` (the process environment in production).
     /// Unknown values stop start-up with a message that names the variable and the choices.
     pub fn from_env(var: impl Fn(&str) -> Option<String>) -> Result<Config, String> {
@@ -201,6 +228,22 @@ impl Config {
                 ));
             }
         };
+        let workspace_key_file = match set("PATCHDIFF_WORKSPACE_KEY_FILE") {
+            Some(p) if !p.starts_with('/') => {
+                return Err(format!(
+                    "PATCHDIFF_WORKSPACE_KEY_FILE={p:?} must be an absolute path"
+                ));
+            }
+            Some(p) => PathBuf::from(p),
+            None => default_base_dir(&var).join(WORKSPACE_KEY_FILE_NAME),
+        };
+        let workspace_reserved = match var("PATCHDIFF_WORKSPACE_RESERVED") {
+            None => DEFAULT_WORKSPACE_RESERVED
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+            Some(v) => parse_reserved(&v)?,
+        };
         let workspace_hook =
             set("PATCHDIFF_WORKSPACE_TEST_HOOK").map(|point| crate::workspace::Hook {
                 point,
@@ -238,6 +281,8 @@ impl Config {
             max_line_bytes,
             workspace_root,
             workspace_sync_on_save,
+            workspace_key_file,
+            workspace_reserved,
             workspace_hook,
             strict_observation_mode,
             waymark_mode,
@@ -261,18 +306,49 @@ impl Config {
     }
 }
 
-/// The embedded cluster's default home. Root runs PostgreSQL as the `postgres` user, which must
-/// reach the folder, so root's default is a system folder rather than root's private home.
-fn default_data_dir(var: &impl Fn(&str) -> Option<String>) -> PathBuf {
+/// The default `PATCHDIFF_WORKSPACE_RESERVED`: version-control metadata, whose files (hooks,
+/// `core.fsmonitor`) run commands.
+pub const DEFAULT_WORKSPACE_RESERVED: [&str; 3] = [".git", ".hg", ".svn"];
+
+/// The binding key's file name in the front end's data directory.
+pub const WORKSPACE_KEY_FILE_NAME: &str = "workspace.key";
+
+/// `PATCHDIFF_WORKSPACE_RESERVED`: comma-separated component names (spaces around a name are
+/// ignored), replacing the default; an empty value reserves none. A name must be one path
+/// component.
+pub fn parse_reserved(v: &str) -> Result<Vec<String>, String> {
+    let mut names = Vec::new();
+    for name in v.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+        if name.contains('/') || name == "." || name == ".." || name.contains('\0') {
+            return Err(format!(
+                "PATCHDIFF_WORKSPACE_RESERVED={v:?}: {name:?} is not a path component name; list names such as .git,.hg,.svn separated by commas"
+            ));
+        }
+        names.push(name.to_ascii_lowercase());
+    }
+    Ok(names)
+}
+
+/// Root's data directory, shared by the embedded cluster (`pg15`) and the binding key.
+pub const ROOT_DATA_DIR: &str = "/var/lib/patchdiff";
+
+/// The front end's data directory: root runs PostgreSQL as the `postgres` user, which must
+/// reach the folder, so root's is a system folder rather than root's private home.
+fn default_base_dir(var: &impl Fn(&str) -> Option<String>) -> PathBuf {
     if crate::embedded::running_as_root() {
-        return PathBuf::from("/var/lib/patchdiff/pg15");
+        return PathBuf::from(ROOT_DATA_DIR);
     }
     let data_home = var("XDG_DATA_HOME")
         .filter(|v| v.starts_with('/'))
         .map(PathBuf::from)
         .or_else(|| var("HOME").map(|h| PathBuf::from(h).join(".local/share")))
         .unwrap_or_else(|| PathBuf::from("."));
-    data_home.join("patchdiff/pg15")
+    data_home.join("patchdiff")
+}
+
+/// The embedded cluster's default home.
+fn default_data_dir(var: &impl Fn(&str) -> Option<String>) -> PathBuf {
+    default_base_dir(var).join("pg15")
 }
 
 #[cfg(test)]
@@ -347,6 +423,54 @@ mod tests {
         assert!(c.workspace_sync_on_save);
         assert!(Config::from_env(env(&[("PATCHDIFF_WORKSPACE_ROOT", "rel")])).is_err());
         assert!(Config::from_env(env(&[("PATCHDIFF_WORKSPACE_SYNC_ON_SAVE", "maybe")])).is_err());
+    }
+
+    /// Issue 15 item 3: the binding key's file defaults to `workspace.key` beside the embedded
+    /// cluster; PATCHDIFF_WORKSPACE_KEY_FILE must be absolute.
+    #[test]
+    fn workspace_key_file_defaults_to_the_data_directory() {
+        let c = Config::from_env(env(&[("XDG_DATA_HOME", "/xdg"), ("HOME", "/home/u")])).unwrap();
+        let expected = if crate::embedded::running_as_root() {
+            "/var/lib/patchdiff/workspace.key"
+        } else {
+            "/xdg/patchdiff/workspace.key"
+        };
+        assert_eq!(c.workspace_key_file, PathBuf::from(expected));
+        if !crate::embedded::running_as_root() {
+            let c = Config::from_env(env(&[("HOME", "/home/u")])).unwrap();
+            assert_eq!(
+                c.workspace_key_file,
+                PathBuf::from("/home/u/.local/share/patchdiff/workspace.key")
+            );
+        }
+        let c = Config::from_env(env(&[("PATCHDIFF_WORKSPACE_KEY_FILE", "/k/key")])).unwrap();
+        assert_eq!(c.workspace_key_file, PathBuf::from("/k/key"));
+        let e = Config::from_env(env(&[("PATCHDIFF_WORKSPACE_KEY_FILE", "k")])).unwrap_err();
+        assert!(e.contains("PATCHDIFF_WORKSPACE_KEY_FILE"), "{e}");
+    }
+
+    /// Issue 15 item 3, "Reserved paths": .git, .hg and .svn by default;
+    /// PATCHDIFF_WORKSPACE_RESERVED replaces the list (lower-cased), an empty value reserves
+    /// none, a name that is not one component refuses start-up.
+    #[test]
+    fn workspace_reserved_components_are_configurable() {
+        let reserved = |v: Option<&str>| {
+            let mut pairs = vec![];
+            if let Some(v) = v {
+                pairs.push(("PATCHDIFF_WORKSPACE_RESERVED", v));
+            }
+            Config::from_env(env(&pairs)).map(|c| c.workspace_reserved)
+        };
+        assert_eq!(reserved(None).unwrap(), [".git", ".hg", ".svn"]);
+        assert_eq!(reserved(Some("")).unwrap(), Vec::<String>::new());
+        assert_eq!(
+            reserved(Some(".git, .JJ ,,node_modules")).unwrap(),
+            [".git", ".jj", "node_modules"]
+        );
+        for bad in ["a/b", "..", ".git,."] {
+            let e = reserved(Some(bad)).unwrap_err();
+            assert!(e.contains("PATCHDIFF_WORKSPACE_RESERVED"), "{e}");
+        }
     }
 
     /// Contract "Locked Admission Guarantees" (PATCHDIFF_STRICT_OBSERVATION_MODE=1) and

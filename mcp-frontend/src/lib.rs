@@ -4,6 +4,7 @@
 //! filters tools by profile, makes exactly one SQL function call per tool call and shapes the
 //! answer. It holds no edit logic: every verdict comes from the extension.
 
+pub mod binding;
 pub mod catalog;
 pub mod compact;
 pub mod config;

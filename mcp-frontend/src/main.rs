@@ -8,6 +8,8 @@ usage: patchdiff-mcp                 serve MCP (JSON-RPC over stdin/stdout)
 Configured by the environment: PATCHDIFF_DATABASE_URL (else the embedded cluster in
 PATCHDIFF_DATA_DIR), PATCHDIFF_MCP_PROFILE, PATCHDIFF_MCP_RESPONSE_MODE, PATCHDIFF_LOG,
 PATCHDIFF_WORKSPACE_ROOT (required by the workspace profiles), PATCHDIFF_WORKSPACE_SYNC_ON_SAVE,
+PATCHDIFF_WORKSPACE_KEY_FILE (the binding key; default workspace.key in the data directory),
+PATCHDIFF_WORKSPACE_RESERVED (path components never imported or published; default .git,.hg,.svn),
 PATCHDIFF_STRICT_OBSERVATION_MODE (1/true or 0/false), PATCHDIFF_WAYMARK_MODE (resident),
 PATCHDIFF_MCP_STATEMENT_TIMEOUT (statement_timeout of every call: 30s default, 500ms, 2min, 0 = unset).";
 
@@ -35,9 +37,14 @@ async fn serve() {
     let started = async {
         let config = patchdiff_mcp::config::Config::from_env(|k| std::env::var(k).ok())?;
         // The root is opened before the database, so a bad root fails start-up at once.
+        if config.workspace_root.is_some() {
+            config.prepare_key_dir()?;
+        }
         let workspace = match &config.workspace_root {
             Some(root) => Some(patchdiff_mcp::workspace::Workspace::open(
                 root,
+                patchdiff_mcp::binding::BindingKey::load_or_create(&config.workspace_key_file)?,
+                config.workspace_reserved.clone(),
                 config.workspace_hook.clone(),
             )?),
             None => None,

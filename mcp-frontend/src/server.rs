@@ -381,15 +381,14 @@ impl Server {
                 "filename must be a path relative to the workspace root",
             ));
         };
-        let text = ws.import(&rel).map_err(|r| {
+        let rejected = |r: workspace::Refusal| {
             self.tool_answer(json!({"status": "rejected", "failure_reason": r.code, "filename": rel, "failure_detail": r.detail}))
-        })?;
+        };
+        let text = ws.import(&rel).map_err(rejected)?;
+        let binding = ws.binding(&rel).map_err(rejected)?;
         args.remove("from_workspace");
         args.insert("content".into(), Value::String(text));
-        args.insert(
-            "workspace_binding".into(),
-            json!({"root_device": ws.device, "root_inode": ws.inode, "relative_path": rel}),
-        );
+        args.insert("workspace_binding".into(), binding);
         Ok(Some(to_string(&Value::Object(args), LITERAL)))
     }
 
@@ -644,6 +643,9 @@ enum SaveMode {
     Publish(String),
 }
 
+/// The `workspace_publication` of a SAVE's answer. A missing, null or non-string
+/// `binding_nonce`/`binding_proof` is `None`: the publication is then refused as
+/// `workspace_binding_unverified`, not as a malformed answer.
 fn parse_publication(v: &Value) -> Option<workspace::Publication> {
     let s = |k: &str| v.get(k).and_then(Value::as_str).map(str::to_owned);
     Some(workspace::Publication {
@@ -654,6 +656,8 @@ fn parse_publication(v: &Value) -> Option<workspace::Publication> {
         content: s("content")?,
         content_eol: s("content_eol")?,
         content_sha256: s("content_sha256")?,
+        binding_nonce: s("binding_nonce"),
+        binding_proof: s("binding_proof"),
     })
 }
 
@@ -820,6 +824,29 @@ mod tests {
         let v = call_failure("patchdiff_submit_edits", &lost, "Read the target.", "");
         assert_eq!(v["status"], "outcome_unknown");
         assert!(v.get("retryable").is_none());
+    }
+
+    /// Issue 15 item 3: a workspace_publication whose binding_nonce/binding_proof are null or
+    /// missing (a target bound before proofs existed) parses, with no proof, so the publication
+    /// is refused as workspace_binding_unverified rather than as a malformed answer.
+    #[test]
+    fn a_publication_without_proof_parses_to_an_unverified_binding() {
+        let mut v = json!({"root_device": 1, "root_inode": 2, "relative_path": "a.txt",
+            "baseline_sha256": "b", "content": "x\n", "content_eol": "lf", "content_sha256": "c",
+            "binding_nonce": null, "binding_proof": null});
+        let p = parse_publication(&v).unwrap();
+        assert_eq!((p.binding_nonce, p.binding_proof), (None, None));
+        v.as_object_mut().unwrap().remove("binding_proof");
+        assert!(parse_publication(&v).unwrap().binding_proof.is_none());
+        v["binding_nonce"] = json!("ab");
+        v["binding_proof"] = json!("cd");
+        let p = parse_publication(&v).unwrap();
+        assert_eq!(
+            (p.binding_nonce.as_deref(), p.binding_proof.as_deref()),
+            (Some("ab"), Some("cd"))
+        );
+        v.as_object_mut().unwrap().remove("content");
+        assert!(parse_publication(&v).is_none());
     }
 
     /// A selection carries its snapshot; compact mode projects the v2 selection results as it

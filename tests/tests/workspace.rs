@@ -27,6 +27,14 @@ fn scratch(name: &str) -> PathBuf {
     d
 }
 
+/// The binding key every front end of this test process shares (a target imported by one
+/// front end is published by another in some tests), outside every test's root.
+fn key_file() -> PathBuf {
+    std::env::temp_dir()
+        .join(format!("pd-ws-{}-key", std::process::id()))
+        .join("workspace.key")
+}
+
 struct Mcp {
     pipes: Pipes,
     next_id: i64,
@@ -38,6 +46,7 @@ impl Mcp {
         cmd.env("PATCHDIFF_DATABASE_URL", dsn())
             .env("PATCHDIFF_MCP_PROFILE", "workspace")
             .env("PATCHDIFF_WORKSPACE_ROOT", root)
+            .env("PATCHDIFF_WORKSPACE_KEY_FILE", key_file())
             .stderr(Stdio::inherit());
         for (k, v) in env {
             cmd.env(k, v);
@@ -569,6 +578,324 @@ fn workspace_profiles_do_not_start_without_a_root() {
             String::from_utf8_lossy(&out.stderr).contains("PATCHDIFF_WORKSPACE_ROOT"),
             "{}",
             String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+/// Runs `f` with a superuser connection (PATCHDIFF_TEST_DSN), as a SQL caller would.
+fn with_sql<T>(f: impl AsyncFnOnce(&tokio_postgres::Client) -> T) -> T {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let c = patchdiff_tests::connect(&dsn()).await.unwrap();
+        f(&c).await
+    })
+}
+
+/// A made-up nonce of the right shape, new on every call and every run (a nonce binds one
+/// target in a database for good).
+fn made_up_nonce() -> String {
+    static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64;
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!(
+        "{:016x}{:016x}",
+        nanos ^ n,
+        (std::process::id() as u64) << 16 | n
+    )
+}
+
+/// Every entry under `dir`, recursively, with its bytes (directories as None).
+fn tree(dir: &Path) -> Vec<(PathBuf, Option<Vec<u8>>)> {
+    let mut out = vec![];
+    let mut stack = vec![dir.to_owned()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p.clone());
+                out.push((p, None));
+            } else {
+                out.push((p.clone(), Some(std::fs::read(&p).unwrap())));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Issue 15 item 3, "Bindings only the importing front end can publish"; contract "Workspace
+/// filesystem contract". A SQL caller names the test root's real device and inode in a
+/// workspace_binding (a VCS file it matches byte for byte, and a path deep in directories that do
+/// not exist), with a made-up nonce and proof, edits the target over SQL, and the real front end
+/// SAVEs it with sync_workspace: refused workspace_binding_unverified, nothing on disk changed or
+/// created, no checkpoint written. Without nonce and proof the binding is refused outright, and a
+/// proof copied from a real import cannot bind a second target.
+#[test]
+fn a_binding_forged_over_sql_is_never_published() {
+    use std::os::unix::fs::MetadataExt;
+    let root = scratch("forged");
+    std::fs::create_dir_all(root.join(".git")).unwrap();
+    let config = "[core]\n\trepositoryformatversion = 0\n";
+    std::fs::write(root.join(".git/config"), config).unwrap();
+    std::fs::write(root.join("real.txt"), "real\n").unwrap();
+    let meta = std::fs::metadata(&root).unwrap();
+    let (dev, ino) = (meta.dev(), meta.ino());
+    let mut m = Mcp::start(&root, &[]);
+    let before = tree(&root);
+    let forge = |path: &str, content: &str, proof: Option<(&str, &str)>| {
+        let mut binding = json!({"root_device": dev, "root_inode": ino, "relative_path": path});
+        if let Some((nonce, proof)) = proof {
+            binding["nonce"] = json!(nonce);
+            binding["proof"] = json!(proof);
+        }
+        with_sql(async |c| {
+            patchdiff_tests::call(
+                c,
+                "patchdiff_initialize_target",
+                &json!({"filename": path, "content": content, "workspace_binding": binding}),
+            )
+            .await
+            .unwrap()
+        })
+    };
+    let edit_over_sql = |target: &str, from: &str, to: &str| {
+        let r = with_sql(async |c| {
+            patchdiff_tests::call(
+                c,
+                "patchdiff_submit_edits",
+                &json!({"target_file_id": target, "expected_target_version": 0, "intent": "forged",
+                        "edits": [{"match": from, "replace": to}]}),
+            )
+            .await
+            .unwrap()
+        });
+        assert_eq!(r["status"], "accepted", "{r}");
+    };
+    // No nonce and proof: the extension refuses the binding itself.
+    let r = forge(".git/config", config, None);
+    assert_eq!(r["code"], "invalid_workspace_binding", "{r}");
+    // Made-up nonce and proof of the right shape: bound, edited, never published.
+    let (nonce_a, nonce_b) = (made_up_nonce(), made_up_nonce());
+    let fake_proof = "0123456789abcdef".repeat(4);
+    let t1 = id(&forge(".git/config", config, Some((&nonce_a, &fake_proof))));
+    edit_over_sql(
+        &t1,
+        "repositoryformatversion = 0",
+        "repositoryformatversion = 0\n\tfsmonitor = \"touch /tmp/pwned\"",
+    );
+    let t2 = id(&forge(
+        "deep/new/dir/planted.sh",
+        "#!/bin/sh\n",
+        Some((&nonce_b, &fake_proof)),
+    ));
+    edit_over_sql(&t2, "#!/bin/sh", "#!/bin/sh\ntouch /tmp/pwned");
+    for t in [&t1, &t2] {
+        let s = m.save(t);
+        assert_eq!(
+            (&s["status"], &s["failure_reason"]),
+            (&json!("rejected"), &json!("workspace_binding_unverified")),
+            "{s}"
+        );
+        assert_eq!(checkpoints_and_baseline(t).0, "0");
+    }
+    assert_eq!(tree(&root), before);
+    assert!(!root.join("deep").exists());
+    // A real import's nonce and proof, copied into a second binding, are refused.
+    let real = id(&m.import("real.txt"));
+    let copied = sql(
+        "SELECT workspace_binding_nonce, workspace_binding_proof FROM patchdiff.targets WHERE target_file_id = $1::text::uuid",
+        &real,
+    );
+    let (nonce, proof) = (copied[0].clone().unwrap(), copied[1].clone().unwrap());
+    assert!(nonce.len() == 32 && proof.len() == 64, "{nonce} {proof}");
+    let r = forge("real.txt", "real\n", Some((&nonce, &proof)));
+    assert_eq!(r["code"], "invalid_workspace_binding", "{r}");
+    // The same proof under a fresh nonce does not verify.
+    let t3 = id(&forge(
+        "real.txt",
+        "real\n",
+        Some((&made_up_nonce(), &proof)),
+    ));
+    edit_over_sql(&t3, "real", "forged");
+    let s = m.save(&t3);
+    assert_eq!(s["failure_reason"], "workspace_binding_unverified", "{s}");
+    assert_eq!(
+        std::fs::read_to_string(root.join("real.txt")).unwrap(),
+        "real\n"
+    );
+    // The real import publishes.
+    m.edit(&real, 0, "real", "edited");
+    assert_eq!(m.save(&real)["status"], "saved");
+    assert_eq!(
+        std::fs::read_to_string(root.join("real.txt")).unwrap(),
+        "edited\n"
+    );
+}
+
+/// Issue 15 item 3, "Reserved paths": version-control metadata (any case) is never imported.
+#[test]
+fn version_control_paths_are_reserved() {
+    let root = scratch("reserved");
+    std::fs::create_dir_all(root.join(".git")).unwrap();
+    std::fs::create_dir_all(root.join("sub/.GIT")).unwrap();
+    std::fs::write(root.join(".git/config"), "[core]\n").unwrap();
+    std::fs::write(root.join("sub/.GIT/x"), "x\n").unwrap();
+    let mut m = Mcp::start(&root, &[]);
+    for path in [".git/config", "sub/.GIT/x"] {
+        let r = m.import(path);
+        assert_eq!(
+            (&r["status"], &r["failure_reason"]),
+            (&json!("rejected"), &json!("workspace_path_reserved")),
+            "{path}: {r}"
+        );
+    }
+    // PATCHDIFF_WORKSPACE_RESERVED replaces the list.
+    let mut m = Mcp::start(&root, &[("PATCHDIFF_WORKSPACE_RESERVED", "")]);
+    assert_eq!(m.import(".git/config")["status"], "ok");
+}
+
+/// Issue 15 item 3, "Publication": a SAVE by a front end running as root keeps the replaced
+/// file's owner and drops set-user-ID and set-group-ID (06755 becomes 0755).
+#[test]
+fn a_root_publication_keeps_the_owner_and_drops_set_id_bits() {
+    use std::os::unix::fs::MetadataExt;
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc_geteuid() } != 0 {
+        eprintln!("skipped: needs root to chown a file to nobody");
+        return;
+    }
+    let root = scratch("owner");
+    let path = root.join("tool.sh");
+    std::fs::write(&path, "#!/bin/sh\necho one\n").unwrap();
+    std::os::unix::fs::chown(&path, Some(65534), Some(65534)).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o6755)).unwrap();
+    assert_eq!(std::fs::metadata(&path).unwrap().mode() & 0o7777, 0o6755);
+    let mut m = Mcp::start(&root, &[]);
+    let target = id(&m.import("tool.sh"));
+    m.edit(&target, 0, "echo one", "echo two");
+    let s = m.save(&target);
+    assert_eq!(s["status"], "saved", "{s}");
+    let meta = std::fs::metadata(&path).unwrap();
+    assert_eq!((meta.uid(), meta.gid()), (65534, 65534));
+    assert_eq!(meta.mode() & 0o7777, 0o755);
+    assert_eq!(
+        std::fs::read_to_string(&path).unwrap(),
+        "#!/bin/sh\necho two\n"
+    );
+}
+
+unsafe extern "C" {
+    #[link_name = "geteuid"]
+    fn libc_geteuid() -> u32;
+}
+
+/// Issue 15 item 3, "Bounded disk reads": a 64 GiB sparse file swapped in before SAVE is
+/// drift, refused in well under 2 s without being read; it is left as it is and the server
+/// still answers.
+#[test]
+fn a_huge_sparse_file_swapped_in_is_refused_quickly() {
+    let root = scratch("sparse");
+    std::fs::write(root.join("s.txt"), "small\n").unwrap();
+    let mut m = Mcp::start(&root, &[]);
+    let target = id(&m.import("s.txt"));
+    m.edit(&target, 0, "small", "edited");
+    let big = std::fs::File::create(root.join("big.tmp")).unwrap();
+    big.set_len(64 << 30).unwrap();
+    drop(big);
+    std::fs::rename(root.join("big.tmp"), root.join("s.txt")).unwrap();
+    let t = Instant::now();
+    let s = m.save(&target);
+    let took = t.elapsed();
+    assert_eq!(
+        (&s["status"], &s["failure_reason"]),
+        (&json!("rejected"), &json!("external_disk_drift")),
+        "{s}"
+    );
+    assert!(took < Duration::from_secs(2), "{took:?}");
+    assert_eq!(
+        std::fs::metadata(root.join("s.txt")).unwrap().len(),
+        64 << 30
+    );
+    assert_eq!(checkpoints_and_baseline(&target).0, "0");
+    let read = m.call("patchdiff_read_target", json!({"target_file_id": target}));
+    assert!(read.to_string().contains("edited"), "{read}");
+    assert_eq!(std::fs::read_dir(&root).unwrap().count(), 1);
+    // Not left for other tools to trip over.
+    std::fs::remove_file(root.join("s.txt")).unwrap();
+}
+
+/// Issue 15 item 3, "Publication": a hard link inside the root to a file outside it is not
+/// imported (its content never leaves the outside file).
+#[test]
+fn a_hard_link_to_an_outside_file_is_refused() {
+    let base = scratch("hardlink");
+    let root = base.join("root");
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::write(base.join("outside.txt"), "SECRET outside\n").unwrap();
+    std::fs::hard_link(base.join("outside.txt"), root.join("inside.txt")).unwrap();
+    let mut m = Mcp::start(&root, &[]);
+    let r = m.import("inside.txt");
+    assert_eq!(
+        (&r["status"], &r["failure_reason"]),
+        (&json!("rejected"), &json!("workspace_hard_link")),
+        "{r}"
+    );
+    assert!(!r.to_string().contains("SECRET"), "{r}");
+}
+
+/// Issue 15 item 3, "Staging names": a file whose name is 80 CJK characters (243 bytes) is
+/// imported, edited and published: the staging file's name holds none of the target's.
+#[test]
+fn a_file_with_a_long_cjk_name_publishes() {
+    let root = scratch("cjk");
+    let name = format!("{}.md", "\u{6f22}".repeat(80));
+    assert_eq!(name.len(), 243);
+    std::fs::write(root.join(&name), "first\n").unwrap();
+    let mut m = Mcp::start(&root, &[]);
+    let target = id(&m.import(&name));
+    m.edit(&target, 0, "first", "second");
+    let s = m.save(&target);
+    assert_eq!(s["status"], "saved", "{s}");
+    assert_eq!(
+        std::fs::read_to_string(root.join(&name)).unwrap(),
+        "second\n"
+    );
+    assert_eq!(std::fs::read_dir(&root).unwrap().count(), 1);
+}
+
+/// Issue 15 item 3, "Binding proof": a key file anyone else can read, or of the wrong size,
+/// stops start-up with a message naming PATCHDIFF_WORKSPACE_KEY_FILE; nothing is served.
+#[test]
+fn an_unsafe_key_file_stops_start_up() {
+    let base = scratch("badkey");
+    let root = base.join("root");
+    std::fs::create_dir_all(&root).unwrap();
+    let key = base.join("workspace.key");
+    for (bytes, mode, why) in [
+        (vec![7u8; 32], 0o644, "0644"),
+        (vec![7u8; 16], 0o600, "16 bytes"),
+    ] {
+        std::fs::write(&key, bytes).unwrap();
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(mode)).unwrap();
+        let out = Command::new(mcp_bin())
+            .env("PATCHDIFF_DATABASE_URL", dsn())
+            .env("PATCHDIFF_MCP_PROFILE", "workspace")
+            .env("PATCHDIFF_WORKSPACE_ROOT", &root)
+            .env("PATCHDIFF_WORKSPACE_KEY_FILE", &key)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{stderr}");
+        assert!(
+            stderr.contains("PATCHDIFF_WORKSPACE_KEY_FILE") && stderr.contains(why),
+            "{stderr}"
         );
     }
 }
