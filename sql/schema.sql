@@ -34,13 +34,14 @@ CREATE TABLE patchdiff.targets (
     workspace_root_inode      bigint CHECK (workspace_root_inode >= 0),
     workspace_relative_path   text,
     workspace_baseline_sha256 text CHECK (workspace_baseline_sha256 ~ '^[0-9a-f]{64}$'),
+    workspace_baseline_bytes  bigint CHECK (workspace_baseline_bytes >= 0),
     workspace_binding_nonce   text CHECK (workspace_binding_nonce ~ '^[0-9a-f]{32}$'),
     workspace_binding_proof   text CHECK (workspace_binding_proof ~ '^[0-9a-f]{64}$'),
     -- regrole: stable across ALTER ROLE ... RENAME, dumped as the role's name and restored to
     -- the new cluster's OID, and kept by pg_upgrade (which preserves role OIDs).
     owner_role              regrole NOT NULL,
     CHECK (num_nulls(workspace_root_device, workspace_root_inode, workspace_relative_path,
-                     workspace_baseline_sha256) IN (0, 4)),
+                     workspace_baseline_sha256, workspace_baseline_bytes) IN (0, 5)),
     CHECK (num_nulls(workspace_binding_nonce, workspace_binding_proof) IN (0, 2)),
     CHECK (workspace_binding_nonce IS NULL OR workspace_root_device IS NOT NULL)
 );
@@ -56,6 +57,7 @@ COMMENT ON COLUMN patchdiff.targets.workspace_root_device IS 'Workspace binding:
 COMMENT ON COLUMN patchdiff.targets.workspace_root_inode IS 'Workspace binding: st_ino of the workspace root; a different directory needs a new target.';
 COMMENT ON COLUMN patchdiff.targets.workspace_relative_path IS 'Workspace binding: the file''s path relative to the root.';
 COMMENT ON COLUMN patchdiff.targets.owner_role IS 'The role in effect (SET ROLE honoured) when the target was created. Members of it may read and write the target and grant others access (patchdiff.target_grants); superusers and members of patchdiff_admin see every target.';
+COMMENT ON COLUMN patchdiff.targets.workspace_baseline_bytes IS 'Length of the bytes workspace_baseline_sha256 hashes, so that the publisher reads at most that much (or the new content''s length) of the disk file to check drift.';
 COMMENT ON COLUMN patchdiff.targets.workspace_binding_nonce IS 'Workspace binding: the importing front end''s nonce; unique, so a binding''s proof serves exactly one target.';
 COMMENT ON COLUMN patchdiff.targets.workspace_binding_proof IS 'Workspace binding: HMAC-SHA256 over the root, the path and the nonce under a key only the importing front end holds. The database cannot check it; the front end does before it publishes. NULL: never published.';
 COMMENT ON COLUMN patchdiff.targets.workspace_baseline_sha256 IS 'SHA-256 of the bytes the workspace file is expected to hold: the imported bytes, then the last published bytes. A publication refuses any other disk content as external_disk_drift.';

@@ -653,6 +653,7 @@ fn parse_publication(v: &Value) -> Option<workspace::Publication> {
         root_inode: v.get("root_inode")?.as_u64()?,
         relative_path: s("relative_path")?,
         baseline_sha256: s("baseline_sha256")?,
+        baseline_bytes: v.get("baseline_bytes").and_then(Value::as_u64),
         content: s("content")?,
         content_eol: s("content_eol")?,
         content_sha256: s("content_sha256")?,

@@ -110,6 +110,8 @@ pub struct Publication {
     pub root_inode: u64,
     pub relative_path: String,
     pub baseline_sha256: String,
+    /// The length of the baseline's bytes (`None` from an extension that does not send it).
+    pub baseline_bytes: Option<u64>,
     pub content: String,
     pub content_eol: String,
     pub content_sha256: String,
@@ -563,11 +565,13 @@ impl Workspace {
         self.hook("after_lease");
         let name = cstr(parts[parts.len() - 1])?;
         let bytes = p.content.as_bytes();
-        // The disk can only be the baseline or the content: a file larger than both an import
-        // (IMPORT_MAX_BYTES) and the content is drift, known from its size without reading it.
-        // A baseline published at more than that and then shrunk is refused too: the
-        // publication does not carry the baseline's length (docs/workspace.md).
-        let limit = IMPORT_MAX_BYTES.max(bytes.len() as u64);
+        // The disk can only be the baseline or the content: a file larger than both is drift,
+        // known from its size without reading it. (Without the baseline's length, from an older
+        // extension, an import's limit stands in for it.)
+        let limit = p
+            .baseline_bytes
+            .unwrap_or(IMPORT_MAX_BYTES)
+            .max(bytes.len() as u64);
         let drift = |what: &str| {
             refuse(
                 "external_disk_drift",
@@ -787,6 +791,7 @@ mod tests {
             root_inode: ws.inode,
             relative_path: rel.into(),
             baseline_sha256: sha256_hex(baseline),
+            baseline_bytes: Some(baseline.len() as u64),
             content: content.into(),
             content_eol: "lf".into(),
             content_sha256: sha256_hex(content.as_bytes()),
@@ -980,6 +985,27 @@ mod tests {
             ws.import("s.txt").err().map(|r| r.code),
             Some("workspace_file_too_large")
         );
+        let _ = std::fs::remove_dir_all(&base);
+    }
+
+    /// Issue 15 item 3, "Bounded disk reads": the bound is the baseline's recorded length, not
+    /// the import limit, so a file published above 8 MiB can later be replaced by smaller
+    /// content; one byte more than the baseline is drift.
+    #[test]
+    fn a_baseline_above_the_import_limit_is_read_to_its_length() {
+        let base = scratch("bigbaseline");
+        let root = base.join("root");
+        let big = vec![b'x'; IMPORT_MAX_BYTES as usize + 4096];
+        std::fs::write(root.join("b.txt"), &big).unwrap();
+        let ws = open(&base, &DEFAULT_RESERVED);
+        let p = publication(&ws, "b.txt", &big, "small now\n");
+        let mut grown = big.clone();
+        grown.push(b'x');
+        std::fs::write(root.join("b.txt"), &grown).unwrap();
+        assert_eq!(publish_code(&ws, &p), Err("external_disk_drift"));
+        std::fs::write(root.join("b.txt"), &big).unwrap();
+        assert_eq!(publish_code(&ws, &p), Ok(()));
+        assert_eq!(std::fs::read(root.join("b.txt")).unwrap(), b"small now\n");
         let _ = std::fs::remove_dir_all(&base);
     }
 

@@ -153,7 +153,7 @@ const SAVE_LOCK_SQL: &str = concat!(
 const SAVE_LOCK_PUBLISH_SQL: &str = concat!(
     "SELECT version, current_hash, active_editing_cycle_id::text, current_content, ",
     "source_line_endings::text, workspace_root_device, workspace_root_inode, workspace_relative_path, ",
-    "workspace_baseline_sha256, workspace_binding_nonce, workspace_binding_proof ",
+    "workspace_baseline_sha256, workspace_binding_nonce, workspace_binding_proof, workspace_baseline_bytes ",
     "FROM patchdiff.targets t WHERE t.target_file_id = $1::uuid AND ",
     visible!("t", "$2", "$3", "$4"),
     " FOR UPDATE"
@@ -221,6 +221,7 @@ fn patchdiff_save(args: JsonText) -> JsonText {
                 root_inode: r.int(7),
                 relative_path: r.text(8),
                 baseline_sha256: r.text(9),
+                baseline_bytes: r.int(12),
                 proof: r.opt::<String>(10).map(|nonce| BindingProof {
                     nonce,
                     proof: r.text(11),
@@ -256,8 +257,13 @@ fn patchdiff_save(args: JsonText) -> JsonText {
         if let Some(p) = &publication {
             write(
                 c,
-                "UPDATE patchdiff.targets SET workspace_baseline_sha256 = $2 WHERE target_file_id = $1::uuid",
-                &[id.into(), p.content_sha256.as_str().into()],
+                "UPDATE patchdiff.targets SET workspace_baseline_sha256 = $2, workspace_baseline_bytes = $3 \
+                 WHERE target_file_id = $1::uuid",
+                &[
+                    id.into(),
+                    p.content_sha256.as_str().into(),
+                    i64::try_from(p.content.len()).unwrap_or(i64::MAX).into(),
+                ],
                 "moving the workspace baseline",
             );
         }

@@ -155,7 +155,7 @@ pub fn insert_target(
     );
     let w = t.workspace.as_ref();
     let proof = w.and_then(|w| w.proof.as_ref());
-    let args: [DatumWithOid; 16] = [
+    let args: [DatumWithOid; 17] = [
         target_file_id.into(),
         t.project_id.as_deref().into(),
         t.filename.as_str().into(),
@@ -172,14 +172,15 @@ pub fn insert_target(
         owner.into(),
         proof.map(|p| p.nonce.as_str()).into(),
         proof.map(|p| p.proof.as_str()).into(),
+        w.map(|w| w.baseline_bytes).into(),
     ];
     let rows = client
         .update(
             "WITH t AS (INSERT INTO patchdiff.targets (target_file_id, project_id, filename, target_type, current_content, \
                  current_hash, version, active_editing_cycle_id, source_line_endings, workspace_root_device, \
                  workspace_root_inode, workspace_relative_path, workspace_baseline_sha256, owner_role, \
-                 workspace_binding_nonce, workspace_binding_proof) \
-                 VALUES ($1::uuid, $2::uuid, $3, $4, $5, $6, 0, $7::uuid, $8::json, $10, $11, $12, $13, $14::regrole, $15, $16) \
+                 workspace_binding_nonce, workspace_binding_proof, workspace_baseline_bytes) \
+                 VALUES ($1::uuid, $2::uuid, $3, $4, $5, $6, 0, $7::uuid, $8::json, $10, $11, $12, $13, $14::regrole, $15, $16, $17) \
                  ON CONFLICT (workspace_binding_nonce) WHERE workspace_binding_nonce IS NOT NULL DO NOTHING \
                  RETURNING target_file_id), \
              c AS (INSERT INTO patchdiff.editing_cycles (editing_cycle_id, target_file_id, opened_version) \

@@ -140,6 +140,7 @@ impl Publication {
             "root_inode": self.binding.root_inode,
             "relative_path": self.binding.relative_path,
             "baseline_sha256": self.binding.baseline_sha256,
+            "baseline_bytes": self.binding.baseline_bytes,
             "binding_nonce": self.binding.proof.as_ref().map(|p| p.nonce.as_str()),
             "binding_proof": self.binding.proof.as_ref().map(|p| p.proof.as_str()),
             "content": self.content,
@@ -409,6 +410,7 @@ mod tests {
             root_inode: 2,
             relative_path: "a.txt".into(),
             baseline_sha256: "0".repeat(64),
+            baseline_bytes: 0,
             proof: None,
         };
         let r = req(json!({"sync_workspace": true})).unwrap();
@@ -430,6 +432,7 @@ mod tests {
             root_inode: 2,
             relative_path: "a.txt".into(),
             baseline_sha256: "0".repeat(64),
+            baseline_bytes: 0,
             proof: None,
         };
         let e = publication(&r, &t, &mixed, Some(b2)).unwrap_err();

@@ -37,6 +37,9 @@ pub struct WorkspaceBinding {
     pub root_inode: i64,
     pub relative_path: String,
     pub baseline_sha256: String,
+    /// The length of the baseline's bytes: a publication never needs to read more of the disk
+    /// file than this or the new content's length to tell whether it drifted.
+    pub baseline_bytes: i64,
     /// The front end's proof that it made this binding by importing the file: `nonce` (32
     /// lowercase hex) and `proof`, an HMAC-SHA256 (64 lowercase hex) over the root, the path and
     /// the nonce under a key only the front end holds. The database cannot check the proof; it
@@ -148,7 +151,11 @@ pub fn parse_initialize(text: &str, upload: bool) -> Result<NewTarget, ArgError>
     let source_line_endings = SourceLineEndings::of(content);
     let workspace = match a.get(WORKSPACE_BINDING_ARG) {
         None | Some(Value::Null) => None,
-        Some(b) => Some(parse_binding(b, &source_line_endings.source_sha256)?),
+        Some(b) => Some(parse_binding(
+            b,
+            &source_line_endings.source_sha256,
+            content.len(),
+        )?),
     };
     let canonical = canonicalize(content).into_owned();
     Ok(NewTarget {
@@ -162,7 +169,11 @@ pub fn parse_initialize(text: &str, upload: bool) -> Result<NewTarget, ArgError>
     })
 }
 
-fn parse_binding(b: &Value, baseline_sha256: &str) -> Result<WorkspaceBinding, ArgError> {
+fn parse_binding(
+    b: &Value,
+    baseline_sha256: &str,
+    baseline_bytes: usize,
+) -> Result<WorkspaceBinding, ArgError> {
     let bad = || {
         ArgError::new(
             "invalid_workspace_binding",
@@ -206,6 +217,7 @@ fn parse_binding(b: &Value, baseline_sha256: &str) -> Result<WorkspaceBinding, A
         root_inode: int("root_inode")?,
         relative_path: relative_path.to_owned(),
         baseline_sha256: baseline_sha256.to_owned(),
+        baseline_bytes: i64::try_from(baseline_bytes).unwrap_or(i64::MAX),
         proof: Some(BindingProof {
             nonce: hex("nonce", 32)?,
             proof: hex("proof", 64)?,
@@ -336,6 +348,7 @@ mod tests {
                 root_inode: 42,
                 relative_path: "d/a.txt".into(),
                 baseline_sha256: sha256_hex("x\r\n"),
+                baseline_bytes: 3,
                 proof: Some(BindingProof {
                     nonce: "0a".repeat(16),
                     proof: "f1".repeat(32)
