@@ -7,7 +7,7 @@
 //! privileges. Superusers and roles with the privileges of `patchdiff_admin` (when that role
 //! exists) see every target.
 //!
-//! The check lives in the statement that finds the target ([`visible!`]), so a target the caller
+//! The check lives in the statement that finds the target ([`tiered!`]), so a target the caller
 //! may not see is never read, never locked, and answers exactly like an unknown one.
 
 use pgrx::pg_sys;
@@ -58,37 +58,73 @@ impl Need {
     }
 }
 
-/// The SQL predicate "the caller may `need` target row `t`": `$admin` (bool), `$caller` (oid),
-/// `$need` ('read' | 'write') are parameter references. OR arms are evaluated left to right, so
-/// the owner's own calls (every call of a single-role install) stop at the second arm.
-macro_rules! visible {
-    ($t:literal, $caller:literal, $admin:literal, $need:literal) => {
+// Every statement that finds a target comes in three tiers, tried in order until one finds it
+// ([`Caller::tiers`]): administrators' (no predicate), owners' (the owning role's privileges),
+// and grantees' (ownership or a grant). Parameters: $1 the ID looked up, $2 the caller's role
+// (oid), $3 what it needs ('read' | 'write'). The owners' tier names no other table, so the
+// owner's own calls (every call of a single-role install) plan and run as before ownership
+// existed; only a miss pays for the grants lookup. The administrators' tier is a statement of
+// its own rather than a `$admin OR ...` arm, which a custom plan would fold away and so make
+// PostgreSQL re-plan every call.
+
+/// "The caller has the privileges of target row `t`'s owner."
+macro_rules! owns {
+    ($t:literal) => {
         concat!(
             "(",
-            $admin,
-            "::bool OR ",
             $t,
-            ".owner_role::oid = ",
-            $caller,
-            "::oid ",
-            "OR pg_catalog.pg_has_role(",
-            $caller,
-            "::oid, ",
+            ".owner_role::oid = $2::oid OR pg_catalog.pg_has_role($2::oid, ",
             $t,
-            ".owner_role::oid, 'USAGE') ",
-            "OR EXISTS (SELECT FROM patchdiff.target_grants g WHERE g.target_file_id = ",
-            $t,
-            ".target_file_id ",
-            "AND (g.privilege = 'write' OR ",
-            $need,
-            "::text = 'read') ",
-            "AND pg_catalog.pg_has_role(",
-            $caller,
-            "::oid, g.grantee::oid, 'USAGE')))"
+            ".owner_role::oid, 'USAGE'))"
         )
     };
 }
-pub(crate) use visible;
+pub(crate) use owns;
+
+/// "The caller owns target row `t`, or holds a grant on it that gives what it needs."
+macro_rules! owns_or_granted {
+    ($t:literal) => {
+        concat!(
+            "(",
+            crate::access::owns!($t),
+            " OR EXISTS (SELECT FROM patchdiff.target_grants g ",
+            "WHERE g.target_file_id = ",
+            $t,
+            ".target_file_id AND (g.privilege = 'write' OR $3::text = 'read') ",
+            "AND pg_catalog.pg_has_role($2::oid, g.grantee::oid, 'USAGE')))"
+        )
+    };
+}
+pub(crate) use owns_or_granted;
+
+/// The three tiers of a statement: `$m!(predicate, args...)` for each predicate on row `$t`.
+macro_rules! tiered {
+    ($m:ident, $t:literal $(, $arg:tt)*) => {
+        [
+            $m!("TRUE" $(, $arg)*),
+            $m!(crate::access::owns!($t) $(, $arg)*),
+            $m!(crate::access::owns_or_granted!($t) $(, $arg)*),
+        ]
+    };
+}
+pub(crate) use tiered;
+
+impl Caller {
+    /// The tiers of [`tiered!`] statements to try, in order.
+    pub fn tiers(self) -> std::ops::Range<usize> {
+        if self.admin { 0..1 } else { 1..3 }
+    }
+
+    /// The one tier that finds everything the caller may see (for lookups of several rows).
+    pub fn widest(self) -> usize {
+        if self.admin { 0 } else { 2 }
+    }
+
+    /// The first answer `find` gives, trying the caller's tiers in order.
+    pub fn first<T>(self, mut find: impl FnMut(usize) -> Option<T>) -> Option<T> {
+        self.tiers().find_map(&mut find)
+    }
+}
 
 /// The answer to a caller who may read a target but not do what it asked (write, or grant).
 /// Nothing was written.
@@ -124,13 +160,21 @@ use pgrx::datum::DatumWithOid;
 use pgrx::prelude::*;
 use pgrx::spi::SpiClient;
 
-/// $1 target, $2 caller, $3 admin, $4 'read': whether the caller has the owner's privileges (or
+macro_rules! owns_select {
+    ($pred:expr) => {
+        concat!(
+            "SELECT ($4::bool OR ",
+            crate::access::owns!("t"),
+            ") ",
+            "FROM patchdiff.targets t WHERE t.target_file_id = $1::uuid AND ",
+            $pred
+        )
+    };
+}
+
+/// $1 target, $2 caller, $3 'read', $4 admin: whether the caller has the owner's privileges (or
 /// is an administrator), for a target it may read.
-const OWNS_SQL: &str = concat!(
-    "SELECT ($3::bool OR t.owner_role::oid = $2::oid OR pg_catalog.pg_has_role($2::oid, t.owner_role::oid, 'USAGE')) ",
-    "FROM patchdiff.targets t WHERE t.target_file_id = $1::uuid AND ",
-    visible!("t", "$2", "$3", "$4")
-);
+const OWNS_SQL: [&str; 3] = tiered!(owns_select, "t");
 
 fn fault(what: &str, e: impl std::fmt::Display) -> ! {
     pgrx::error!("pg_patchdiff: {what}: {e}")
@@ -150,23 +194,26 @@ fn change_grant(
     let caller = Caller::current();
     let id = req.target_file_id.as_str();
     let answer = Spi::connect_mut(|c| {
-        let args: [DatumWithOid; 4] = [
-            id.into(),
-            caller.role.into(),
-            caller.admin.into(),
-            Need::Read.as_str().into(),
-        ];
-        let owns = c
-            .select(OWNS_SQL, Some(1), &args)
-            .unwrap_or_else(|e| fault("reading target", e));
-        if owns.is_empty() {
+        let owns = caller.first(|tier| {
+            let args: [DatumWithOid; 4] = [
+                id.into(),
+                caller.role.into(),
+                Need::Read.as_str().into(),
+                caller.admin.into(),
+            ];
+            let rows = c
+                .select(OWNS_SQL[tier], Some(1), &args)
+                .unwrap_or_else(|e| fault("reading target", e));
+            (!rows.is_empty()).then(|| {
+                rows.first()
+                    .get_one::<bool>()
+                    .unwrap_or_else(|e| fault("reading target", e))
+                    .unwrap_or(false)
+            })
+        });
+        let Some(owns) = owns else {
             return not_found(id);
-        }
-        let owns = owns
-            .first()
-            .get_one::<bool>()
-            .unwrap_or_else(|e| fault("reading target", e))
-            .unwrap_or(false);
+        };
         if !owns {
             return denied(
                 id,
@@ -276,25 +323,30 @@ fn patchdiff_revoke(args: JsonText) -> JsonText {
     )
 }
 
-/// $1 caller, $2 admin, $3 filename prefix, $4/$5 the cursor (created_at microseconds, id),
-/// $6 rows to fetch.
-const LIST_SQL: &str = concat!(
-    "SELECT t.target_file_id::text, t.filename, t.target_type, t.version, t.current_hash, ",
-    "pg_catalog.octet_length(t.current_content)::int8, ",
-    "(EXTRACT(epoch FROM t.created_at) * 1000000)::int8, (EXTRACT(epoch FROM t.updated_at) * 1000000)::int8, ",
-    "t.owner_role::text, ",
-    "CASE WHEN t.owner_role::oid = $1::oid THEN 'owner' WHEN $2::bool THEN 'admin' ",
-    "WHEN pg_catalog.pg_has_role($1::oid, t.owner_role::oid, 'USAGE') THEN 'owner' ",
-    "WHEN EXISTS (SELECT FROM patchdiff.target_grants g WHERE g.target_file_id = t.target_file_id ",
-    "AND g.privilege = 'write' AND pg_catalog.pg_has_role($1::oid, g.grantee::oid, 'USAGE')) THEN 'write' ",
-    "ELSE 'read' END ",
-    "FROM patchdiff.targets t WHERE ",
-    visible!("t", "$1", "$2", "'read'"),
-    " AND ($3::text IS NULL OR pg_catalog.starts_with(t.filename, $3)) ",
-    "AND ($4::int8 IS NULL OR (t.created_at, t.target_file_id) < ",
-    "('epoch'::timestamptz + $4::int8 * interval '1 microsecond', $5::uuid)) ",
-    "ORDER BY t.created_at DESC, t.target_file_id DESC LIMIT $6"
-);
+macro_rules! list_select {
+    ($pred:expr) => {
+        concat!(
+            "SELECT t.target_file_id::text, t.filename, t.target_type, t.version, t.current_hash, ",
+            "pg_catalog.octet_length(t.current_content)::int8, ",
+            "(EXTRACT(epoch FROM t.created_at) * 1000000)::int8, (EXTRACT(epoch FROM t.updated_at) * 1000000)::int8, ",
+            "t.owner_role::text, ",
+            "CASE WHEN t.owner_role::oid = $2::oid THEN 'owner' WHEN $1::bool THEN 'admin' ",
+            "WHEN pg_catalog.pg_has_role($2::oid, t.owner_role::oid, 'USAGE') THEN 'owner' ",
+            "WHEN EXISTS (SELECT FROM patchdiff.target_grants g WHERE g.target_file_id = t.target_file_id ",
+            "AND g.privilege = 'write' AND pg_catalog.pg_has_role($2::oid, g.grantee::oid, 'USAGE')) THEN 'write' ",
+            "ELSE 'read' END ",
+            "FROM patchdiff.targets t WHERE ", $pred,
+            " AND ($4::text IS NULL OR pg_catalog.starts_with(t.filename, $4)) ",
+            "AND ($5::int8 IS NULL OR (t.created_at, t.target_file_id) < ",
+            "('epoch'::timestamptz + $5::int8 * interval '1 microsecond', $6::uuid)) ",
+            "ORDER BY t.created_at DESC, t.target_file_id DESC LIMIT $7"
+        )
+    };
+}
+
+/// $1 admin, $2 caller, $3 'read', $4 filename prefix, $5/$6 the cursor (created_at
+/// microseconds, id), $7 rows to fetch. One tier: every target the caller may read.
+const LIST_SQL: [&str; 3] = tiered!(list_select, "t");
 
 /// The targets the caller may read, newest first, in bounded pages.
 #[pg_extern(security_definer, stable)]
@@ -307,16 +359,17 @@ fn patchdiff_list_targets(args: JsonText) -> JsonText {
     };
     let caller = Caller::current();
     let answer = Spi::connect(|c| {
-        let args: [DatumWithOid; 6] = [
-            caller.role.into(),
+        let args: [DatumWithOid; 7] = [
             caller.admin.into(),
+            caller.role.into(),
+            Need::Read.as_str().into(),
             q.filename_prefix.as_deref().into(),
             q.after.as_ref().map(|a| a.0).into(),
             q.after.as_ref().map(|a| a.1.as_str()).into(),
             i64::try_from(q.limit + 1).unwrap_or(i64::MAX).into(),
         ];
         let rows = c
-            .select(LIST_SQL, None, &args)
+            .select(LIST_SQL[caller.widest()], None, &args)
             .unwrap_or_else(|e| fault("listing targets", e));
         let mut listed = Vec::new();
         for row in rows {

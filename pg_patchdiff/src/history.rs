@@ -7,7 +7,7 @@
 //! rows and never detoasts a stored record it does not return; replay streams accepted records
 //! in bounded batches.
 
-use crate::access::{Caller, Need, visible};
+use crate::access::{Caller, Need, tiered};
 use crate::json_text::JsonText;
 use crate::store;
 use patchdiff_engine::args::{Args, not_found};
@@ -141,22 +141,28 @@ const SAVE_SQL: &str = "WITH closed AS ( \
      FROM opened o, snap s WHERE t.target_file_id = $1::uuid \
      RETURNING s.snapshot_id::text";
 
-const SAVE_LOCK_SQL: &str = concat!(
-    "SELECT version, current_hash, active_editing_cycle_id::text FROM patchdiff.targets t ",
-    "WHERE t.target_file_id = $1::uuid AND ",
-    visible!("t", "$2", "$3", "$4"),
-    " FOR UPDATE"
-);
+macro_rules! save_lock_select {
+    ($pred:expr, $columns:literal) => {
+        concat!(
+            "SELECT version, current_hash, active_editing_cycle_id::text",
+            $columns,
+            " FROM patchdiff.targets t WHERE t.target_file_id = $1::uuid AND ",
+            $pred,
+            " FOR UPDATE"
+        )
+    };
+}
+
+const SAVE_LOCK_SQL: [&str; 3] = tiered!(save_lock_select, "t", "");
 
 /// A publishing SAVE also reads the content, its recorded line endings and the binding with its
 /// proof.
-const SAVE_LOCK_PUBLISH_SQL: &str = concat!(
-    "SELECT version, current_hash, active_editing_cycle_id::text, current_content, ",
-    "source_line_endings::text, workspace_root_device, workspace_root_inode, workspace_relative_path, ",
-    "workspace_baseline_sha256, workspace_binding_nonce, workspace_binding_proof, workspace_baseline_bytes ",
-    "FROM patchdiff.targets t WHERE t.target_file_id = $1::uuid AND ",
-    visible!("t", "$2", "$3", "$4"),
-    " FOR UPDATE"
+const SAVE_LOCK_PUBLISH_SQL: [&str; 3] = tiered!(
+    save_lock_select,
+    "t",
+    ", current_content, source_line_endings::text, workspace_root_device, workspace_root_inode, \
+     workspace_relative_path, workspace_baseline_sha256, workspace_binding_nonce, workspace_binding_proof, \
+     workspace_baseline_bytes"
 );
 
 /// Creates a `save_checkpoint` snapshot, closes the active editing cycle and opens a new one,
@@ -178,25 +184,24 @@ fn patchdiff_save(args: JsonText) -> JsonText {
     let id = req.target_file_id.as_str();
     let caller = Caller::current();
     let answer = Spi::connect_mut(|c| {
-        let [a, b, n] = store::access_args(caller, Need::Write);
-        let rows = write(
-            c,
-            if req.sync_workspace {
-                SAVE_LOCK_PUBLISH_SQL
-            } else {
-                SAVE_LOCK_SQL
-            },
-            &[id.into(), a, b, n],
-            "locking target",
-        );
-        let row = rows.first();
-        let Some(tuple) = (!row.is_empty())
-            .then(|| {
-                row.get_heap_tuple()
-                    .unwrap_or_else(|e| fault("locking target", e))
-            })
-            .flatten()
-        else {
+        let sql = if req.sync_workspace {
+            SAVE_LOCK_PUBLISH_SQL
+        } else {
+            SAVE_LOCK_SQL
+        };
+        let mut locked = None;
+        for tier in caller.tiers() {
+            let [a, n] = store::access_args(caller, Need::Write);
+            let rows = write(c, sql[tier], &[id.into(), a, n], "locking target");
+            let row = rows.first();
+            if !row.is_empty() {
+                locked = row
+                    .get_heap_tuple()
+                    .unwrap_or_else(|e| fault("locking target", e));
+                break;
+            }
+        }
+        let Some(tuple) = locked else {
             return store::unavailable(c, id, caller, Need::Write);
         };
         let r = Row(&tuple, "locking target");
@@ -496,27 +501,39 @@ fn patchdiff_replay(args: JsonText) -> JsonText {
     let caller = Caller::current();
     let start = Spi::connect_mut(|c| {
         macro_rules! target {
-            ($tail:literal) => {
+            ($pred:expr, $tail:literal) => {
                 concat!(
                     "SELECT version, current_hash, current_content FROM patchdiff.targets t ",
                     "WHERE t.target_file_id = $1::uuid AND ",
-                    visible!("t", "$2", "$3", "$4"),
+                    $pred,
                     $tail
                 )
             };
         }
-        const TARGET: &str = target!("");
-        const TARGET_FOR_SHARE: &str = target!(" FOR SHARE");
-        let [a, b, n] = store::access_args(caller, Need::Read);
-        let rows = if has_xid {
-            write(c, TARGET_FOR_SHARE, &[id.into(), a, b, n], "locking target")
-        } else {
-            read(c, TARGET, &[id.into(), a, b, n], "reading target")
-        };
-        let tuple = rows
-            .first()
-            .get_heap_tuple()
-            .unwrap_or_else(|e| fault("locking target", e))?;
+        const TARGET: [&str; 3] = tiered!(target, "t", "");
+        const TARGET_FOR_SHARE: [&str; 3] = tiered!(target, "t", " FOR SHARE");
+        let mut found = None;
+        for tier in caller.tiers() {
+            let [a, n] = store::access_args(caller, Need::Read);
+            let rows = if has_xid {
+                write(
+                    c,
+                    TARGET_FOR_SHARE[tier],
+                    &[id.into(), a, n],
+                    "locking target",
+                )
+            } else {
+                read(c, TARGET[tier], &[id.into(), a, n], "reading target")
+            };
+            let row = rows.first();
+            if !row.is_empty() {
+                found = row
+                    .get_heap_tuple()
+                    .unwrap_or_else(|e| fault("locking target", e));
+                break;
+            }
+        }
+        let tuple = found?;
         let r = Row(&tuple, "locking target");
         let stored = (r.int(1), r.text(2), r.text(3));
         let base = read(
@@ -649,19 +666,35 @@ fn log_row(t: &SpiHeapTupleData) -> LogRow {
     }
 }
 
-/// Whether the target exists and the caller may read it.
-fn target_readable(c: &SpiClient, id: &str, caller: Caller) -> bool {
-    let [a, b, n] = store::access_args(caller, Need::Read);
-    !read(
-        c,
+macro_rules! target_cycle {
+    ($pred:expr) => {
         concat!(
-            "SELECT 1 FROM patchdiff.targets t WHERE t.target_file_id = $1::uuid AND ",
-            visible!("t", "$2", "$3", "$4")
-        ),
-        &[id.into(), a, b, n],
-        "reading target",
-    )
-    .is_empty()
+            "SELECT active_editing_cycle_id::text FROM patchdiff.targets t WHERE t.target_file_id = $1::uuid AND ",
+            $pred
+        )
+    };
+}
+
+/// The active editing cycle of a target the caller may read.
+const TARGET_CYCLE_SQL: [&str; 3] = tiered!(target_cycle, "t");
+
+/// The active editing cycle of the target, if it exists and the caller may read it.
+fn readable_cycle(c: &SpiClient, id: &str, caller: Caller) -> Option<String> {
+    caller.first(|tier| {
+        let [a, n] = store::access_args(caller, Need::Read);
+        let rows = read(
+            c,
+            TARGET_CYCLE_SQL[tier],
+            &[id.into(), a, n],
+            "reading target",
+        );
+        (!rows.is_empty()).then(|| {
+            rows.first()
+                .get_one::<String>()
+                .unwrap_or_else(|e| fault("reading target", e))
+                .unwrap_or_default()
+        })
+    })
 }
 
 /// A bounded newest-first page of the target's attempts, accepted and rejected.
@@ -676,7 +709,7 @@ fn patchdiff_get_pdcp_log(args: JsonText) -> JsonText {
     let id = q.target_file_id.as_str();
     let caller = Caller::current();
     let answer = Spi::connect(|c| {
-        if !target_readable(c, id, caller) {
+        if readable_cycle(c, id, caller).is_none() {
             return history::not_found(id);
         }
         let sql = if q.client_request_id.is_some() {
@@ -787,24 +820,9 @@ fn patchdiff_get_manifest_ledger(args: JsonText) -> JsonText {
     let id = q.target_file_id.as_str();
     let caller = Caller::current();
     let answer = Spi::connect(|c| {
-        let [a, b, n] = store::access_args(caller, Need::Read);
-        let rows = read(
-            c,
-            concat!(
-                "SELECT active_editing_cycle_id::text FROM patchdiff.targets t WHERE t.target_file_id = $1::uuid AND ",
-                visible!("t", "$2", "$3", "$4")
-            ),
-            &[id.into(), a, b, n],
-            "reading target",
-        );
-        if rows.is_empty() {
+        let Some(cycle) = readable_cycle(c, id, caller) else {
             return history::not_found(id);
-        }
-        let cycle = rows
-            .first()
-            .get_one::<String>()
-            .unwrap_or_else(|e| fault("reading target", e))
-            .unwrap_or_default();
+        };
         let (sql, scope) = if q.include_previous_cycles {
             (LEDGER_ALL_SQL, id)
         } else {

@@ -3,7 +3,7 @@
 //! Every statement names its schema (`patchdiff.`) because the API functions run as SECURITY
 //! DEFINER with `search_path = pg_catalog, pg_temp`. IDs cross as text and are cast in SQL.
 
-use crate::access::{Caller, Need, visible};
+use crate::access::{Caller, Need, tiered};
 use patchdiff_engine::submit::{Attempt, Parent, StoredAttempt};
 use pgrx::PgOid;
 use pgrx::datum::DatumWithOid;
@@ -63,46 +63,49 @@ fn fault(what: &str, e: impl std::fmt::Display) -> ! {
 }
 
 macro_rules! target_select {
-    ($tail:literal) => {
+    ($pred:expr, $tail:literal) => {
         concat!(
             "SELECT version, current_hash, current_content, active_editing_cycle_id::text, filename, target_type, ",
             "source_line_endings::text FROM patchdiff.targets t WHERE target_file_id = $1::uuid AND ",
-            visible!("t", "$2", "$3", "$4"),
+            $pred,
             $tail
         )
     };
 }
 
-/// The access parameters ($2 caller, $3 admin, $4 need) of a statement that checks [`visible!`].
-pub fn access_args<'a>(caller: Caller, need: Need) -> [DatumWithOid<'a>; 3] {
-    [
-        caller.role.into(),
-        caller.admin.into(),
-        need.as_str().into(),
-    ]
+const TARGET_SQL: [&str; 3] = tiered!(target_select, "t", "");
+const LOCK_TARGET_SQL: [&str; 3] = tiered!(target_select, "t", " FOR UPDATE");
+
+/// The access parameters ($2 caller, $3 need) of a [`tiered!`] statement.
+pub fn access_args<'a>(caller: Caller, need: Need) -> [DatumWithOid<'a>; 2] {
+    [caller.role.into(), need.as_str().into()]
 }
 
 /// Reads a target the caller may `need`.
 pub fn target(client: &SpiClient, id: &str, caller: Caller, need: Need) -> Option<TargetRow> {
-    let [a, b, n] = access_args(caller, need);
-    let rows = client
-        .select(target_select!(""), Some(1), &[id.into(), a, b, n])
-        .unwrap_or_else(|e| fault("reading target", e));
-    target_row(rows)
+    caller.first(|tier| {
+        let [a, n] = access_args(caller, need);
+        let rows = client
+            .select(TARGET_SQL[tier], Some(1), &[id.into(), a, n])
+            .unwrap_or_else(|e| fault("reading target", e));
+        target_row(rows)
+    })
 }
 
 /// Takes the row lock (`FOR UPDATE`) of a target the caller may write, and reads it. A target it
 /// may not write is neither read nor locked. From here on, every statement of this SPI
 /// connection runs read-write and sees the latest committed state.
 pub fn lock_target(client: &mut SpiClient, id: &str, caller: Caller) -> Option<TargetRow> {
-    let [a, b, n] = access_args(caller, Need::Write);
-    let rows = run(
-        client,
-        target_select!(" FOR UPDATE"),
-        &[id.into(), a, b, n],
-        "locking target",
-    );
-    target_row(rows)
+    caller.first(|tier| {
+        let [a, n] = access_args(caller, Need::Write);
+        let rows = run(
+            client,
+            LOCK_TARGET_SQL[tier],
+            &[id.into(), a, n],
+            "locking target",
+        );
+        target_row(rows)
+    })
 }
 
 /// The answer for a target the caller could not `need`: `not_found`, exactly as for an unknown
@@ -198,16 +201,22 @@ pub fn insert_target(
 /// What the log knows of a parent attempt: nothing, when it belongs to a target the caller may
 /// not read.
 pub fn parent(client: &mut SpiClient, id: &str, caller: Caller) -> Parent {
-    let [a, b, n] = access_args(caller, Need::Read);
+    macro_rules! parent_select {
+        ($pred:expr) => {
+            concat!(
+                "SELECT p.target_file_id::text, p.status FROM patchdiff.pdcp_logs p ",
+                "JOIN patchdiff.targets t ON t.target_file_id = p.target_file_id ",
+                "WHERE p.pdcp_log_id = $1::uuid AND ",
+                $pred
+            )
+        };
+    }
+    const SQL: [&str; 3] = tiered!(parent_select, "t");
+    let [a, n] = access_args(caller, Need::Read);
     let rows = run(
         client,
-        concat!(
-            "SELECT p.target_file_id::text, p.status FROM patchdiff.pdcp_logs p ",
-            "JOIN patchdiff.targets t ON t.target_file_id = p.target_file_id ",
-            "WHERE p.pdcp_log_id = $1::uuid AND ",
-            visible!("t", "$2", "$3", "$4")
-        ),
-        &[id.into(), a, b, n],
+        SQL[caller.widest()],
+        &[id.into(), a, n],
         "reading parent attempt",
     );
     let row = rows.first();
@@ -455,19 +464,32 @@ macro_rules! observation_select {
     };
 }
 
-/// [`observation_select!`] of observations of targets the caller ($2, $3, $4) may read: one of
-/// a target it may not read is, to it, no observation at all.
+/// [`observation_select!`] of observations of targets the caller ($2, $3) may read: one of a
+/// target it may not read is, to it, no observation at all.
 macro_rules! visible_observation_select {
-    ($where:literal, $tail:literal) => {
+    ($pred:expr, $where:literal, $tail:literal) => {
         observation_select!(concat!(
             "JOIN patchdiff.targets t ON t.target_file_id = o.target_file_id ",
             $where,
             " AND ",
-            visible!("t", "$2", "$3", "$4"),
+            $pred,
             $tail
         ))
     };
 }
+
+const OBSERVATION_SQL: [&str; 3] = tiered!(
+    visible_observation_select,
+    "t",
+    "WHERE o.observation_id = $1::uuid",
+    ""
+);
+const LOCK_OBSERVATIONS_SQL: [&str; 3] = tiered!(
+    visible_observation_select,
+    "t",
+    "WHERE o.observation_id = ANY ($1::text[]::uuid[])",
+    " FOR UPDATE OF o"
+);
 
 fn observation_rows(rows: SpiTupleTable, what: &str) -> Vec<StoredObservation> {
     let mut out = Vec::new();
@@ -508,11 +530,11 @@ fn observation_rows(rows: SpiTupleTable, what: &str) -> Vec<StoredObservation> {
 
 /// Reads one observation (for its pages).
 pub fn observation(client: &mut SpiClient, id: &str, caller: Caller) -> Option<StoredObservation> {
-    let [a, b, n] = access_args(caller, Need::Read);
+    let [a, n] = access_args(caller, Need::Read);
     let rows = run(
         client,
-        visible_observation_select!("WHERE o.observation_id = $1::uuid", ""),
-        &[id.into(), a, b, n],
+        OBSERVATION_SQL[caller.widest()],
+        &[id.into(), a, n],
         "reading observation",
     );
     observation_rows(rows, "reading observation").pop()
@@ -524,14 +546,11 @@ pub fn lock_observations(
     ids: &[String],
     caller: Caller,
 ) -> Vec<patchdiff_engine::observed::ObservationRow> {
-    let [a, b, n] = access_args(caller, Need::Read);
+    let [a, n] = access_args(caller, Need::Read);
     let rows = run(
         client,
-        visible_observation_select!(
-            "WHERE o.observation_id = ANY ($1::text[]::uuid[])",
-            " FOR UPDATE OF o"
-        ),
-        &[ids.to_vec().into(), a, b, n],
+        LOCK_OBSERVATIONS_SQL[caller.widest()],
+        &[ids.to_vec().into(), a, n],
         "locking observations",
     );
     observation_rows(rows, "locking observations")
