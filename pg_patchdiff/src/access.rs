@@ -328,18 +328,19 @@ macro_rules! list_select {
         concat!(
             "SELECT t.target_file_id::text, t.filename, t.target_type, t.version, t.current_hash, ",
             "pg_catalog.octet_length(t.current_content)::int8, ",
-            "(EXTRACT(epoch FROM t.created_at) * 1000000)::int8, (EXTRACT(epoch FROM t.updated_at) * 1000000)::int8, ",
+            "(EXTRACT(epoch FROM d.created_at) * 1000000)::int8, (EXTRACT(epoch FROM t.updated_at) * 1000000)::int8, ",
             "t.owner_role::text, ",
             "CASE WHEN t.owner_role::oid = $2::oid THEN 'owner' WHEN $1::bool THEN 'admin' ",
             "WHEN pg_catalog.pg_has_role($2::oid, t.owner_role::oid, 'USAGE') THEN 'owner' ",
             "WHEN EXISTS (SELECT FROM patchdiff.target_grants g WHERE g.target_file_id = t.target_file_id ",
             "AND g.privilege = 'write' AND pg_catalog.pg_has_role($2::oid, g.grantee::oid, 'USAGE')) THEN 'write' ",
             "ELSE 'read' END ",
-            "FROM patchdiff.targets t WHERE ", $pred,
+            "FROM patchdiff.target_directory d JOIN patchdiff.targets t ON t.target_file_id = d.target_file_id ",
+            "WHERE ", $pred,
             " AND ($4::text IS NULL OR pg_catalog.starts_with(t.filename, $4)) ",
-            "AND ($5::int8 IS NULL OR (t.created_at, t.target_file_id) < ",
+            "AND ($5::int8 IS NULL OR (d.created_at, d.target_file_id) < ",
             "('epoch'::timestamptz + $5::int8 * interval '1 microsecond', $6::uuid)) ",
-            "ORDER BY t.created_at DESC, t.target_file_id DESC LIMIT $7"
+            "ORDER BY d.created_at DESC, d.target_file_id DESC LIMIT $7"
         )
     };
 }

@@ -179,12 +179,15 @@ pub fn insert_target(
     ];
     let rows = client
         .update(
-            "WITH t AS (INSERT INTO patchdiff.targets (target_file_id, project_id, filename, target_type, current_content, \
+            "WITH d AS (INSERT INTO patchdiff.target_directory (target_file_id, created_at, workspace_binding_nonce) \
+                 VALUES ($1::uuid, pg_catalog.clock_timestamp(), $15) \
+                 ON CONFLICT (workspace_binding_nonce) DO NOTHING RETURNING created_at), \
+             t AS (INSERT INTO patchdiff.targets (target_file_id, project_id, filename, target_type, current_content, \
                  current_hash, version, active_editing_cycle_id, source_line_endings, workspace_root_device, \
                  workspace_root_inode, workspace_relative_path, workspace_baseline_sha256, owner_role, \
-                 workspace_binding_nonce, workspace_binding_proof, workspace_baseline_bytes) \
-                 VALUES ($1::uuid, $2::uuid, $3, $4, $5, $6, 0, $7::uuid, $8::json, $10, $11, $12, $13, $14::regrole, $15, $16, $17) \
-                 ON CONFLICT (workspace_binding_nonce) WHERE workspace_binding_nonce IS NOT NULL DO NOTHING \
+                 workspace_binding_nonce, workspace_binding_proof, workspace_baseline_bytes, created_at, updated_at) \
+                 SELECT $1::uuid, $2::uuid, $3, $4, $5, $6, 0, $7::uuid, $8::json, $10, $11, $12, $13, $14::regrole, \
+                   $15, $16, $17, d.created_at, d.created_at FROM d \
                  RETURNING target_file_id), \
              c AS (INSERT INTO patchdiff.editing_cycles (editing_cycle_id, target_file_id, opened_version) \
                  SELECT $7::uuid, target_file_id, 0 FROM t RETURNING editing_cycle_id) \
