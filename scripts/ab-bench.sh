@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# A/B benchmark (docs/benchmarks.md, "Cost of the access checks"): a one-edit submission on a
+# 64 KiB target with the extension built from BASE (a commit) next to the working tree's build,
+# in one run: two private clusters, calls interleaved one by one, server-side medians and their
+# ratio. Each pairing runs twice with the clusters swapped (so a difference between the clusters
+# shows as disagreement), as a non-superuser owner and as a superuser.
+#   bash scripts/ab-bench.sh BASE [CALLS]      (default CALLS 3000)
+# It installs each build in turn over the machine's pg_patchdiff and leaves the working tree's
+# build installed.
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cd "$ROOT"
+BASE="${1:?usage: scripts/ab-bench.sh BASE_COMMIT [CALLS]}"
+CALLS="${2:-3000}"
+WORK="${PATCHDIFF_AB_DIR:-/tmp/patchdiff-ab}"
+mkdir -p "$WORK"
+
+setup_system
+setup_pgrx
+install_extension
+log "packaging the working tree's build and $BASE's"
+EXT_DIR="$("$PG_CONFIG" --sharedir)/extension"
+LIB_DIR="$("$PG_CONFIG" --pkglibdir)"
+rm -rf "$WORK/new" && mkdir -p "$WORK/new"
+cp "$LIB_DIR/pg_patchdiff.so" "$EXT_DIR"/pg_patchdiff* "$WORK/new/"
+rm -rf "$WORK/src" && git worktree add -f --detach "$WORK/src" "$BASE" >/dev/null
+(cd "$WORK/src" && CARGO_TARGET_DIR="$WORK/target" cargo pgrx package -p pg_patchdiff \
+  --pg-config "$PG_CONFIG" --out-dir "$WORK/pkg" >/dev/null)
+git worktree remove --force "$WORK/src"
+rm -rf "$WORK/base" && mkdir -p "$WORK/base"
+cp "$WORK/pkg$LIB_DIR/pg_patchdiff.so" "$WORK/pkg$EXT_DIR"/pg_patchdiff* "$WORK/base/"
+
+if [ ! -x "$WORK/py/bin/python" ]; then python3 -m venv "$WORK/py"; fi
+"$WORK/py/bin/pip" install -q --disable-pip-version-check "psycopg[binary]==3.3.9"
+
+use() { # base | new
+  install -m 0755 "$WORK/$1/pg_patchdiff.so" "$LIB_DIR/"
+  install -m 0644 "$WORK/$1"/pg_patchdiff.control "$WORK/$1"/pg_patchdiff--*.sql "$EXT_DIR/"
+}
+prepare() { # dir port build
+  use "$3"
+  cluster_psql "$1" "$2" -d postgres -c "DROP DATABASE IF EXISTS ab WITH (FORCE)" \
+    -c "CREATE DATABASE ab ENCODING 'UTF8' TEMPLATE template0" >/dev/null 2>&1
+  cluster_psql "$1" "$2" -d ab -c "CREATE EXTENSION pg_patchdiff" \
+    -c "DO \$\$BEGIN CREATE ROLE patchdiff_ab_owner LOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END\$\$" >/dev/null
+}
+A=("$WORK/a" 54351) B=("$WORK/b" 54352)
+start_cluster "${A[@]}"; start_cluster "${B[@]}"
+trap 'stop_cluster "${A[0]}"; stop_cluster "${B[0]}"; use new' EXIT
+for who in patchdiff_ab_owner postgres; do
+  for order in ab ba; do
+    if [ $order = ab ]; then base=("${A[@]}") new=("${B[@]}"); else base=("${B[@]}") new=("${A[@]}"); fi
+    prepare "${base[@]}" base; prepare "${new[@]}" new; use base
+    printf '%s, base on :%s, new on :%s: ' "$who" "${base[1]}" "${new[1]}"
+    "$WORK/py/bin/python" scripts/bench/ab_submit.py \
+      "host=127.0.0.1 port=${base[1]} user=$who dbname=ab" "host=127.0.0.1 port=${new[1]} user=$who dbname=ab" \
+      "$CALLS" "$(declare -f use); WORK='$WORK' LIB_DIR='$LIB_DIR' EXT_DIR='$EXT_DIR' use new"
+  done
+done
