@@ -443,7 +443,11 @@ fn parse_batch(record: &Map<String, Value>) -> Result<Vec<Group<'_>>, Rejection>
                 format!("a group must be an object, not {}", type_name(raw)),
             ));
         };
-        if let Some(k) = o.keys().find(|k| !GROUP_FIELDS.contains(&k.as_str())) {
+        if let Some(k) = o
+            .keys()
+            .filter(|k| !GROUP_FIELDS.contains(&k.as_str()))
+            .min()
+        {
             return Err(group_block(
                 g,
                 k,

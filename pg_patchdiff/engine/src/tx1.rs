@@ -326,7 +326,8 @@ pub(crate) fn parse_edit(
     o: &Map<String, Value>,
     fields: &[&str],
 ) -> Result<Edit, Rejection> {
-    if let Some(k) = o.keys().find(|k| !fields.contains(&k.as_str())) {
+    // The smallest unknown name, not the first on the wire: key order never changes an answer.
+    if let Some(k) = o.keys().filter(|k| !fields.contains(&k.as_str())).min() {
         return Err(block(list, i, k, "unknown field".into()));
     }
     let match_text = match o.get("match") {

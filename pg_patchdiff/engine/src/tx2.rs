@@ -190,7 +190,10 @@ fn offset(i: usize, o: &Map<String, Value>, k: &str) -> Result<usize, Rejection>
 }
 
 fn parse_span(i: usize, o: &Map<String, Value>, context: bool) -> Result<SpanOp, Rejection> {
-    for k in o.keys() {
+    // In name order, not wire order: key order never changes an answer.
+    let mut keys: Vec<&String> = o.keys().collect();
+    keys.sort_unstable();
+    for k in keys {
         let k = k.as_str();
         if SPAN_FIELDS.contains(&k) || (context && SPAN_CONTEXT_FIELDS.contains(&k)) {
             continue;
@@ -313,6 +316,34 @@ mod tests {
         let m = json!([{"op": "match", "match": "a", "replace": "b", "expected_before": "x"}]);
         assert_eq!(runtime_for(Some(&m)), RUNTIME);
         assert_eq!(reason(run("a", m)).0, "block_malformed");
+    }
+
+    /// Contract: key order on the wire never changes an answer. With two unknown fields, the
+    /// rejection names the smaller, whichever came first (found by the arguments fuzzer).
+    #[test]
+    fn unknown_fields_are_named_whatever_their_order() {
+        let detail = |ops: &str| {
+            let ops: Value = serde_json::from_str(ops).unwrap();
+            parse(Some(&json!("x")), Some(&ops), RUNTIME)
+                .unwrap_err()
+                .detail
+        };
+        for (a, b) in [
+            (
+                r#"[{"op":"match","start":"x","end":0,"expected_text":"","replace":"aa"}]"#,
+                r#"[{"replace":"aa","expected_text":"","end":0,"start":"x","op":"match"}]"#,
+            ),
+            (
+                r#"[{"op":"span","start":0,"end":0,"expected_text":"","replace":"","zeta":1,"match":"a"}]"#,
+                r#"[{"match":"a","zeta":1,"replace":"","expected_text":"","end":0,"start":0,"op":"span"}]"#,
+            ),
+        ] {
+            assert_eq!(detail(a), detail(b));
+        }
+        assert_eq!(
+            detail(r#"[{"start":"x","op":"match","replace":"aa","end":0}]"#),
+            "operations[0].end: unknown field."
+        );
     }
 
     /// Contract "Span": non-bool integers in 0..2^63-1, end >= start, required expected_text,
