@@ -128,10 +128,10 @@ impl Caller {
 
 /// The answer to a caller who may read a target but not do what it asked (write, or grant).
 /// Nothing was written.
-pub fn denied(target_file_id: &str, need: &str, detail: &str) -> Value {
+pub fn denied(target_file_id: &str, code: &str, detail: &str) -> Value {
     json!({
         "status": "permission_denied",
-        "code": need,
+        "code": code,
         "target_file_id": target_file_id,
         "failure_detail": detail,
     })
