@@ -56,6 +56,15 @@ pub(crate) fn strict_observation_mode() -> bool {
 
 #[pg_guard]
 extern "C-unwind" fn _PG_init() {
+    // pgrx turns every PostgreSQL ERROR that crosses Rust frames (a cancel, a statement timeout)
+    // into a panic, and its panic hook captures a backtrace whenever the server's environment
+    // asks for them: RUST_BACKTRACE=1, as CI runners and developers' shells often set, made each
+    // cancelled submission 60 ms late (tests/tests/hostile_input.rs). Library backtraces are off
+    // unless RUST_LIB_BACKTRACE asks for them explicitly.
+    if std::env::var_os("RUST_LIB_BACKTRACE").is_none() {
+        // SAFETY: a backend is single-threaded; nothing reads the environment concurrently.
+        unsafe { std::env::set_var("RUST_LIB_BACKTRACE", "0") };
+    }
     GucRegistry::define_bool_guc(
         c"patchdiff.strict_observation_mode",
         c"Reject and log every unobserved write with OBSERVATION_REQUIRED.",
