@@ -347,6 +347,24 @@ async fn log_and_ledger_refuse_update_delete_truncate_even_for_owner() {
         let msg = refused(&app, sql, &[&target]).await;
         assert!(msg.contains("permission denied"), "{sql}: {msg}");
     }
+    // The target belongs to the superuser that created it (issue 15, docs/security.md): to
+    // pd_app it does not exist until its owner grants it write.
+    let unknown = call(
+        &app,
+        "patchdiff_read_target",
+        &json!({"target_file_id": target}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(unknown["status"], "not_found", "{unknown}");
+    let granted = call(
+        &c,
+        "patchdiff_grant",
+        &json!({"target_file_id": target, "role": "pd_app", "privilege": "write"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(granted["privilege"], "write", "{granted}");
     let read = call(
         &app,
         "patchdiff_read_target",
