@@ -461,6 +461,44 @@ fn bad_statement_timeout_stops_start_up() {
     assert!(out.stdout.is_empty(), "nothing but MCP may go to stdout");
 }
 
+/// Issue 15: a database whose pg_patchdiff objects predate target ownership (simulated by
+/// removing `patchdiff_list_targets` from a fresh one) cannot be served by this build, whose
+/// library would fail every call there: start-up stops with a message that says what to do.
+#[test]
+fn storage_from_before_ownership_stops_start_up() {
+    let db = format!("patchdiff_pre_owner_{}", std::process::id());
+    let mut admin = postgres_admin();
+    admin(&format!("DROP DATABASE IF EXISTS {db} WITH (FORCE)"));
+    admin(&format!(
+        "CREATE DATABASE {db} ENCODING 'UTF8' TEMPLATE template0"
+    ));
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let old = format!("{} dbname={db}", dsn());
+    rt.block_on(async {
+        let c = patchdiff_tests::connect(&old).await.unwrap();
+        c.batch_execute(
+            "CREATE EXTENSION pg_patchdiff; \
+             ALTER EXTENSION pg_patchdiff DROP FUNCTION patchdiff_list_targets(json); \
+             DROP FUNCTION patchdiff_list_targets(json);",
+        )
+        .await
+        .unwrap();
+    });
+    let out = Command::new(mcp_bin())
+        .env("PATCHDIFF_DATABASE_URL", &old)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    admin(&format!("DROP DATABASE IF EXISTS {db} WITH (FORCE)"));
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("predate target ownership"), "{err}");
+    assert!(out.stdout.is_empty(), "nothing but MCP may go to stdout");
+}
+
 /// Runs a `SELECT count(*) ...` as the test superuser on one connection of its own.
 fn postgres_count() -> impl FnMut(&str) -> i64 {
     let rt = tokio::runtime::Builder::new_current_thread()
