@@ -83,6 +83,33 @@ fn read<'c>(
         .unwrap_or_else(|e| fault(what, e))
 }
 
+/// The row of target `id` that the first of the caller's tiers of `sql` ([`tiered!`]) finds,
+/// read-write (`locking`: the statement takes a row lock) or read-only.
+fn first_row<'c>(
+    c: &mut SpiClient<'c>,
+    caller: Caller,
+    need: Need,
+    sql: &[&'static str; 3],
+    id: &str,
+    locking: bool,
+) -> Option<SpiHeapTupleData<'c>> {
+    caller.first(|tier| {
+        let [a, n] = store::access_args(caller, need);
+        let args = [id.into(), a, n];
+        let rows = if locking {
+            write(c, sql[tier], &args, "locking target")
+        } else {
+            read(c, sql[tier], &args, "reading target")
+        };
+        let row = rows.first();
+        if row.is_empty() {
+            return None;
+        }
+        row.get_heap_tuple()
+            .unwrap_or_else(|e| fault("reading target", e))
+    })
+}
+
 /// A read-write kept plan (row locks and writes).
 fn write<'c>(
     client: &mut SpiClient<'c>,
@@ -189,19 +216,7 @@ fn patchdiff_save(args: JsonText) -> JsonText {
         } else {
             SAVE_LOCK_SQL
         };
-        let mut locked = None;
-        for tier in caller.tiers() {
-            let [a, n] = store::access_args(caller, Need::Write);
-            let rows = write(c, sql[tier], &[id.into(), a, n], "locking target");
-            let row = rows.first();
-            if !row.is_empty() {
-                locked = row
-                    .get_heap_tuple()
-                    .unwrap_or_else(|e| fault("locking target", e));
-                break;
-            }
-        }
-        let Some(tuple) = locked else {
+        let Some(tuple) = first_row(c, caller, Need::Write, &sql, id, true) else {
             return store::unavailable(c, id, caller, Need::Write);
         };
         let r = Row(&tuple, "locking target");
@@ -512,28 +527,8 @@ fn patchdiff_replay(args: JsonText) -> JsonText {
         }
         const TARGET: [&str; 3] = tiered!(target, "t", "");
         const TARGET_FOR_SHARE: [&str; 3] = tiered!(target, "t", " FOR SHARE");
-        let mut found = None;
-        for tier in caller.tiers() {
-            let [a, n] = store::access_args(caller, Need::Read);
-            let rows = if has_xid {
-                write(
-                    c,
-                    TARGET_FOR_SHARE[tier],
-                    &[id.into(), a, n],
-                    "locking target",
-                )
-            } else {
-                read(c, TARGET[tier], &[id.into(), a, n], "reading target")
-            };
-            let row = rows.first();
-            if !row.is_empty() {
-                found = row
-                    .get_heap_tuple()
-                    .unwrap_or_else(|e| fault("locking target", e));
-                break;
-            }
-        }
-        let tuple = found?;
+        let sql = if has_xid { &TARGET_FOR_SHARE } else { &TARGET };
+        let tuple = first_row(c, caller, Need::Read, sql, id, has_xid)?;
         let r = Row(&tuple, "locking target");
         let stored = (r.int(1), r.text(2), r.text(3));
         let base = read(
