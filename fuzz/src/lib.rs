@@ -31,7 +31,6 @@ use patchdiff_engine::target::{self, TargetMeta, TargetView};
 use patchdiff_engine::text::{
     SourceLineEndings, byte_offset, canonicalize, char_len, sha256_hex, slice_chars,
 };
-use patchdiff_engine::tx1::ChangeFact;
 use patchdiff_waymark::Language;
 use serde_json::Value;
 
@@ -317,22 +316,7 @@ pub fn submit(data: &[u8]) {
     };
     emit(&submit::respond(&a, &sub, "log-1", &now, Some("corr")));
     if sub.request_key().is_some() {
-        let stored = StoredAttempt {
-            pdcp_log_id: "log-1".into(),
-            status: a.status.to_owned(),
-            request_fingerprint: a.request_fingerprint.clone(),
-            request_envelope: a.request_envelope.clone(),
-            pdcp_content: a.pdcp_content.clone(),
-            before_hash: a.before_hash.clone(),
-            after_version: a.after_version,
-            after_hash: a.after_hash.clone(),
-            failure_reason: a.failure_reason.map(str::to_owned),
-            failure_detail: a.failure_detail.clone(),
-            failed_change_id: a.failed_change_id.clone(),
-            diagnostic: a.diagnostic.clone(),
-            validity: a.validity.clone(),
-            changes: a.changes.iter().map(ChangeFact::to_json).collect(),
-        };
+        let stored = StoredAttempt::of(&a, "log-1");
         match submit::recover_or_conflict(&sub, &identity, &stored, &now, None) {
             KeyOutcome::Recovered(v) => {
                 assert!(

@@ -910,6 +910,29 @@ pub struct StoredAttempt {
     pub changes: Vec<Value>,
 }
 
+impl StoredAttempt {
+    /// An attempt the engine just made, as the extension reads it back under its request key:
+    /// for recovering it without a database (tests, fuzzing).
+    pub fn of(a: &Attempt, log_id: &str) -> Self {
+        StoredAttempt {
+            pdcp_log_id: log_id.to_owned(),
+            status: a.status.to_owned(),
+            request_fingerprint: a.request_fingerprint.clone(),
+            request_envelope: a.request_envelope.clone(),
+            pdcp_content: a.pdcp_content.clone(),
+            before_hash: a.before_hash.clone(),
+            after_version: a.after_version,
+            after_hash: a.after_hash.clone(),
+            failure_reason: a.failure_reason.map(str::to_owned),
+            failure_detail: a.failure_detail.clone(),
+            failed_change_id: a.failed_change_id.clone(),
+            diagnostic: a.diagnostic.clone(),
+            validity: a.validity.clone(),
+            changes: a.changes.iter().map(ChangeFact::to_json).collect(),
+        }
+    }
+}
+
 /// Adds the response-only `near_misses` of a rejected response (contract "Exact candidates,
 /// consumed matches and near misses"), right after `current_context`:
 /// - `sequential_match_invalid`: omitted, `sequential_match_consumed`;

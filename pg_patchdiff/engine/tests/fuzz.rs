@@ -35,7 +35,6 @@ use patchdiff_engine::target::{self, TargetMeta, TargetView};
 use patchdiff_engine::text::{
     SourceLineEndings, byte_offset, canonicalize, char_len, sha256_hex, slice_chars,
 };
-use patchdiff_engine::tx1::ChangeFact;
 use patchdiff_engine::{invalid_text, tx2, tx3};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngSeed, TestCaseError, TestRunner};
@@ -1293,26 +1292,6 @@ fn with_target<R>(
     }
 }
 
-/// A stored attempt as the extension reads it back under its request key.
-fn stored(a: &submit::Attempt, log_id: &str) -> StoredAttempt {
-    StoredAttempt {
-        pdcp_log_id: log_id.to_owned(),
-        status: a.status.to_owned(),
-        request_fingerprint: a.request_fingerprint.clone(),
-        request_envelope: a.request_envelope.clone(),
-        pdcp_content: a.pdcp_content.clone(),
-        before_hash: a.before_hash.clone(),
-        after_version: a.after_version,
-        after_hash: a.after_hash.clone(),
-        failure_reason: a.failure_reason.map(str::to_owned),
-        failure_detail: a.failure_detail.clone(),
-        failed_change_id: a.failed_change_id.clone(),
-        diagnostic: a.diagnostic.clone(),
-        validity: a.validity.clone(),
-        changes: a.changes.iter().map(ChangeFact::to_json).collect(),
-    }
-}
-
 /// A submission through the pipeline of `run_submission`, with every invariant of the row.
 fn submission(
     tool: Tool,
@@ -1464,7 +1443,7 @@ fn submission(
     ensure!(answer["status"] == a.status, "respond changes the status");
     // Exact keyed recovery returns the recorded outcome; another fingerprint is a conflict.
     if sub.request_key().is_some() {
-        let s = stored(&a, "log-1");
+        let s = StoredAttempt::of(&a, "log-1");
         match submit::recover_or_conflict(&sub, &identity, &s, &now, None) {
             KeyOutcome::Recovered(v) => {
                 ensure!(

@@ -9,7 +9,6 @@ use patchdiff_engine::replay::{Accepted, Replay};
 use patchdiff_engine::submit::{self, Attempt, KeyOutcome, Parent, StoredAttempt, Submission};
 use patchdiff_engine::target::TargetView;
 use patchdiff_engine::text::{char_len, sha256_hex, slice_chars};
-use patchdiff_engine::tx1::ChangeFact;
 use patchdiff_engine::tx2;
 use proptest::prelude::*;
 use serde_json::{Value, json};
@@ -666,7 +665,7 @@ fn batch_applies_scope_local_groups_in_one_transaction() {
 
     // Keyed recovery repeats the observed fields from the stored record and facts; without rows
     // the summaries' symbol names are null.
-    let stored = stored(&a, LOG);
+    let stored = StoredAttempt::of(&a, LOG);
     let id = submit::prepare(&sub, &Parent::NotLookedUp);
     let KeyOutcome::Recovered(mut r) = submit::recover_or_conflict(&sub, &id, &stored, &now, None)
     else {
@@ -692,25 +691,6 @@ fn batch_applies_scope_local_groups_in_one_transaction() {
     assert_eq!(bare["groups"][0]["symbol_name"], Value::Null);
     assert_eq!(bare["groups"][0]["scope_start"], gs);
     assert_eq!(bare["groups"][0]["operation_count"], 2);
-}
-
-fn stored(a: &Attempt, log_id: &str) -> StoredAttempt {
-    StoredAttempt {
-        pdcp_log_id: log_id.to_owned(),
-        status: a.status.to_owned(),
-        request_fingerprint: a.request_fingerprint.clone(),
-        request_envelope: a.request_envelope.clone(),
-        pdcp_content: a.pdcp_content.clone(),
-        before_hash: a.before_hash.clone(),
-        after_version: a.after_version,
-        after_hash: a.after_hash.clone(),
-        failure_reason: a.failure_reason.map(str::to_owned),
-        failure_detail: a.failure_detail.clone(),
-        failed_change_id: a.failed_change_id.clone(),
-        diagnostic: a.diagnostic.clone(),
-        validity: a.validity.clone(),
-        changes: a.changes.iter().map(ChangeFact::to_json).collect(),
-    }
 }
 
 /// "groups (1..32 ...; at most 128 operations total" and unique observation and change IDs; a
@@ -953,17 +933,9 @@ fn replay_one(
 ) -> Result<String, (String, Value)> {
     let mut r = Replay::start(T, VERSION, &fx.hash, fx.text.clone()).unwrap();
     r.step(&Accepted {
-        log_sequence: 9,
-        pdcp_log_id: LOG,
-        protocol_version: a.protocol_version,
-        runtime_version: a.runtime_version,
-        pdcp_content: &a.pdcp_content,
-        before_version: a.before_version,
-        before_hash: &a.before_hash,
-        after_version: a.after_version,
-        after_hash: a.after_hash.as_deref(),
         editing_cycle_id: cycle,
         observations: links,
+        ..Accepted::of(a, 9, LOG)
     })
     .map_err(|f| (f.reason.to_owned(), f.diagnostic))?;
     Ok(r.content().to_owned())
