@@ -11,7 +11,6 @@
 //! may not see is never read, never locked, and answers exactly like an unknown one.
 
 use pgrx::pg_sys;
-use serde_json::{Value, json};
 
 /// The optional administrators' role. The extension does not create it (roles are cluster-wide,
 /// the extension is per database); a DBA does, and grants it to whoever must see everything.
@@ -126,29 +125,6 @@ impl Caller {
     }
 }
 
-/// The answer to a caller who may read a target but not do what it asked (write, or grant).
-/// Nothing was written.
-pub fn denied(target_file_id: &str, code: &str, detail: &str) -> Value {
-    json!({
-        "status": "permission_denied",
-        "code": code,
-        "target_file_id": target_file_id,
-        "failure_detail": detail,
-    })
-}
-
-pub const WRITE_NOT_GRANTED: &str = "write_not_granted";
-pub const NOT_OWNER: &str = "not_target_owner";
-
-/// `denied` for a write by a role that may only read.
-pub fn write_denied(target_file_id: &str) -> Value {
-    denied(
-        target_file_id,
-        WRITE_NOT_GRANTED,
-        "Your role may read this target but not write it; its owner can grant write with patchdiff_grant. Nothing was written.",
-    )
-}
-
 // ---------------------------------------------------------------------------------------------
 // patchdiff_grant, patchdiff_revoke, patchdiff_list_targets
 
@@ -215,11 +191,7 @@ fn change_grant(
             return not_found(id);
         };
         if !owns {
-            return denied(
-                id,
-                NOT_OWNER,
-                "Only the target's owner (a role with the owning role's privileges) or a patchdiff_admin can grant or revoke access to it. Nothing was changed.",
-            );
+            return tenancy::not_owner(id);
         }
         let roles = c
             .select(

@@ -112,7 +112,7 @@ pub fn lock_target(client: &mut SpiClient, id: &str, caller: Caller) -> Option<T
 /// ID, unless it may read the target and asked to write it.
 pub fn unavailable(client: &SpiClient, id: &str, caller: Caller, need: Need) -> Value {
     if need == Need::Write && target(client, id, caller, Need::Read).is_some() {
-        crate::access::write_denied(id)
+        patchdiff_engine::tenancy::write_not_granted(id)
     } else {
         patchdiff_engine::args::not_found(id)
     }

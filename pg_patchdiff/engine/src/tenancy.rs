@@ -101,6 +101,35 @@ pub fn parse_revoke(text: &str) -> Result<GrantRequest, ArgError> {
     })
 }
 
+/// The answer to a caller who may read a target but not do what it asked (write, or grant).
+/// Nothing was written.
+fn permission_denied(target_file_id: &str, code: &str, detail: &str) -> Value {
+    json!({
+        "status": "permission_denied",
+        "code": code,
+        "target_file_id": target_file_id,
+        "failure_detail": detail,
+    })
+}
+
+/// A write (a submission, a SAVE, an observation) by a role that may only read the target.
+pub fn write_not_granted(target_file_id: &str) -> Value {
+    permission_denied(
+        target_file_id,
+        "write_not_granted",
+        "Your role may read this target but not write it; its owner can grant write with patchdiff_grant. Nothing was written.",
+    )
+}
+
+/// A grant or revoke by a role that may read the target but does not own it.
+pub fn not_owner(target_file_id: &str) -> Value {
+    permission_denied(
+        target_file_id,
+        "not_target_owner",
+        "Only the target's owner (a role with the owning role's privileges) or a patchdiff_admin can grant or revoke access to it. Nothing was changed.",
+    )
+}
+
 pub fn unknown_role(role: &str) -> ArgError {
     ArgError::new(
         "unknown_role",
@@ -286,6 +315,16 @@ mod tests {
         );
         let r = parse_revoke(&format!(r#"{{"target_file_id":"{ID}","role":"b"}}"#)).unwrap();
         assert_eq!(r.privilege, None);
+        // docs/security.md: a reader's write and a non-owner's grant are refused, unwritten.
+        for (v, code) in [
+            (write_not_granted(ID), "write_not_granted"),
+            (not_owner(ID), "not_target_owner"),
+        ] {
+            assert_eq!(
+                (&v["status"], &v["code"], &v["target_file_id"]),
+                (&json!("permission_denied"), &json!(code), &json!(ID))
+            );
+        }
         assert_eq!(
             grant_response(ID, "b", None),
             json!({"status": "ok", "target_file_id": ID, "role": "b", "privilege": null})
