@@ -12,6 +12,12 @@ setup_pgrx
 RESULTS="$(mktemp)"
 counted() { "$@" 2>&1 | tee -a "$RESULTS"; }
 
+log "release gates: formatting and clippy (warnings are errors)"
+cargo fmt --all --check
+cargo fmt --manifest-path fuzz/Cargo.toml --check
+cargo clippy --locked --workspace --all-targets -- -D warnings
+cargo clippy --locked --manifest-path fuzz/Cargo.toml --all-targets -- -D warnings
+
 log "engine, Waymark and front-end tests (cargo test)"
 counted cargo test --locked -p patchdiff-engine -p patchdiff-waymark -p patchdiff-mcp
 

@@ -378,13 +378,13 @@ pub fn canonical(data: &[u8]) {
         "slice length"
     );
     // The raw text as JSON argument text: lone surrogates are marked, never lost.
-    if let Some((marked, sentinel)) = invalid_text::mark_lone_surrogates(&raw) {
-        if let Ok(v) = serde_json::from_str::<Value>(&marked) {
-            let mut defects = Vec::new();
-            invalid_text::find(&v, "$", Some(sentinel), &mut defects);
-            emit(&invalid_text::locations(&defects));
-            let _ = invalid_text::restore(&v, Some(sentinel));
-        }
+    if let Some((marked, sentinel)) = invalid_text::mark_lone_surrogates(&raw)
+        && let Ok(v) = serde_json::from_str::<Value>(&marked)
+    {
+        let mut defects = Vec::new();
+        invalid_text::find(&v, "$", Some(sentinel), &mut defects);
+        emit(&invalid_text::locations(&defects));
+        let _ = invalid_text::restore(&v, Some(sentinel));
     }
 }
 

@@ -619,10 +619,11 @@ impl Workspace {
                 .as_ref()
                 .map_or(NEW_FILE_MODE, |d| d.mode & !SET_ID_BITS);
             // A root front end would otherwise hand every replaced file to root.
-            // SAFETY: geteuid has no preconditions; f is open.
             if let Some(d) = existing
                 .as_ref()
+                // SAFETY: geteuid has no preconditions and cannot fail.
                 .filter(|_| unsafe { libc::geteuid() } == 0)
+                // SAFETY: f is open for the whole call; fchown only reads its descriptor.
                 && unsafe { libc::fchown(f.as_raw_fd(), d.uid, d.gid) } != 0
             {
                 return Err(last_error());

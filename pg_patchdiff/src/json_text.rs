@@ -47,6 +47,8 @@ pgrx::impl_sql_translatable!(JsonText, "json");
 
 // pgrx implements its calling convention for its own types only; these two mirror its
 // `argue_from_datum!` and `impl_repackage_into_datum!` for this one.
+// SAFETY: JsonText is declared to SQL as `json` (impl_sql_translatable above), whose datums are
+// varlena text; unboxing reads them through `FromDatum for JsonText`, as pgrx does for `String`.
 unsafe impl<'fcx> pgrx::callconv::ArgAbi<'fcx> for JsonText {
     unsafe fn unbox_arg_unchecked(arg: pgrx::callconv::Arg<'_, 'fcx>) -> Self {
         let index = arg.index();
@@ -63,6 +65,8 @@ unsafe impl<'fcx> pgrx::callconv::ArgAbi<'fcx> for JsonText {
     }
 }
 
+// SAFETY: the returned datum is a palloc'd text varlena, a valid `json` result, built by
+// `IntoDatum for JsonText` in the function's memory context.
 unsafe impl pgrx::callconv::BoxRet for JsonText {
     unsafe fn box_into<'fcx>(
         self,

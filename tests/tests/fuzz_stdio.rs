@@ -292,7 +292,7 @@ impl Hostile<'_> {
             }
             2 => {
                 let n = 1 + self.r.below(64);
-                return ((0..n).map(|_| self.r.next() as u8).filter(|b| *b != b'\n').collect(), None);
+                return ((0..n).map(|_| self.r.next_u64() as u8).filter(|b| *b != b'\n').collect(), None);
             }
             // Huge and odd numbers as ids.
             3 | 4 => {

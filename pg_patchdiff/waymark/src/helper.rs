@@ -74,8 +74,9 @@ fn set_limit(resource: libc::__rlimit_resource_t, soft: u64, hard: u64) -> io::R
 
 /// CPU seconds this process has used so far (user + system), rounded up.
 fn cpu_used() -> u64 {
-    // SAFETY: getrusage fills the struct we pass.
+    // SAFETY: rusage is plain old data, for which all-zero bytes are a valid value.
     let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage writes only into the struct we pass, which lives across the call.
     unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
     (u.ru_utime.tv_sec + u.ru_stime.tv_sec) as u64 + 1
 }
@@ -94,6 +95,7 @@ pub fn confine(l: &Limits) -> Result<(), String> {
     }
     if let Some(pid) = l.parent_pid {
         // The parent may have died between fork and prctl: then nobody waits for the answer.
+        // SAFETY: getppid has no preconditions and cannot fail.
         if unsafe { libc::getppid() } != pid {
             return Err("the backend that started the helper is gone".into());
         }
@@ -103,6 +105,7 @@ pub fn confine(l: &Limits) -> Result<(), String> {
     // SAFETY: close_range(2) on descriptors this process does not use.
     if unsafe { libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32) } != 0 {
         for fd in 3..1024 {
+            // SAFETY: as above; no Rust object owns these descriptors yet.
             unsafe { libc::close(fd) };
         }
     }
@@ -157,31 +160,42 @@ pub fn serve(l: &Limits, input: &mut impl Read, output: &mut impl Write) -> io::
 
 // tree-sitter allocates with malloc and aborts when it fails; under RLIMIT_AS a failure is the
 // memory limit, not a crash, so these end the helper with EXIT_MEMORY instead.
+//
+// SAFETY (the four functions): each forwards its arguments unchanged to the C allocator
+// function of the same contract, as tree-sitter expects of a replacement allocator; `_exit` ends
+// the process without running anything that could touch the failed allocation.
 unsafe extern "C" fn ts_malloc(size: usize) -> *mut libc::c_void {
+    // SAFETY: see above.
     let p = unsafe { libc::malloc(size) };
     if p.is_null() && size > 0 {
+        // SAFETY: see above.
         unsafe { libc::_exit(EXIT_MEMORY) };
     }
     p
 }
 
 unsafe extern "C" fn ts_calloc(n: usize, size: usize) -> *mut libc::c_void {
+    // SAFETY: see above.
     let p = unsafe { libc::calloc(n, size) };
     if p.is_null() && n > 0 && size > 0 {
+        // SAFETY: see above.
         unsafe { libc::_exit(EXIT_MEMORY) };
     }
     p
 }
 
 unsafe extern "C" fn ts_realloc(ptr: *mut libc::c_void, size: usize) -> *mut libc::c_void {
+    // SAFETY: see above.
     let p = unsafe { libc::realloc(ptr, size) };
     if p.is_null() && size > 0 {
+        // SAFETY: see above.
         unsafe { libc::_exit(EXIT_MEMORY) };
     }
     p
 }
 
 unsafe extern "C" fn ts_free(ptr: *mut libc::c_void) {
+    // SAFETY: see above.
     unsafe { libc::free(ptr) }
 }
 
@@ -202,27 +216,37 @@ fn install_tree_sitter_allocator() {
 /// which would look like a crash.
 pub struct LimitedAlloc;
 
+// SAFETY: every method forwards to `std::alloc::System` with the caller's arguments unchanged,
+// so the GlobalAlloc contract holds as it does for System; on a null result it ends the process
+// with `_exit`, which never returns and runs no Rust code that could allocate.
 unsafe impl std::alloc::GlobalAlloc for LimitedAlloc {
     unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
+        // SAFETY: see the impl.
         let p = unsafe { std::alloc::System.alloc(layout) };
         if p.is_null() {
+            // SAFETY: see the impl.
             unsafe { libc::_exit(EXIT_MEMORY) };
         }
         p
     }
     unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
+        // SAFETY: see the impl.
         unsafe { std::alloc::System.dealloc(ptr, layout) }
     }
     unsafe fn alloc_zeroed(&self, layout: std::alloc::Layout) -> *mut u8 {
+        // SAFETY: see the impl.
         let p = unsafe { std::alloc::System.alloc_zeroed(layout) };
         if p.is_null() {
+            // SAFETY: see the impl.
             unsafe { libc::_exit(EXIT_MEMORY) };
         }
         p
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: std::alloc::Layout, size: usize) -> *mut u8 {
+        // SAFETY: see the impl.
         let p = unsafe { std::alloc::System.realloc(ptr, layout, size) };
         if p.is_null() {
+            // SAFETY: see the impl.
             unsafe { libc::_exit(EXIT_MEMORY) };
         }
         p

@@ -8,6 +8,7 @@
 //! - observing a bundle of 32 scopes (`selections`, 32 functions spread over the file);
 //! - committing a 32-group batch (`patchdiff_submit_observed_operations`, one match per group)
 //!   on a fresh bundle each time;
+//!
 //! and, as the floor they are compared with, `patchdiff_read_target` of 4,000 code points of the
 //! same target. The first outline of each version is parsed (reported separately as the cold
 //! call); later calls on that version use the backend's resident outline.
