@@ -934,7 +934,8 @@ fn golden_tools_list() {
     std::fs::create_dir_all(&workspace).unwrap();
     let root = workspace.to_str().unwrap().to_owned();
     let key = format!("{root}/workspace.key");
-    let db = dsn();
+    // Its own database too: a tool is listed only when its function exists there.
+    let db = fresh_database("patchdiff_golden_tools");
     let mut t = Transcript::default();
     for profile in PROFILES {
         for mode in ["detailed", "compact"] {
