@@ -1094,6 +1094,64 @@ fn golden_mcp_corpus() {
         "patchdiff_get_target",
         json!({"target_file_id": ids.structural}),
     );
+    // The workspace profile's import and publishing SAVE (docs/workspace.md).
+    let ws = std::env::temp_dir().join(format!("patchdiff-golden-mcp-ws-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&ws);
+    std::fs::create_dir_all(ws.join("root")).unwrap();
+    std::fs::write(ws.join("root/notes.md"), "alpha\r\nbeta\r\n").unwrap();
+    let (root, key) = (ws.join("root"), ws.join("workspace.key"));
+    let mut w = Mcp::start(
+        "workspace",
+        &db,
+        &[
+            ("PATCHDIFF_MCP_PROFILE", "workspace"),
+            ("PATCHDIFF_WORKSPACE_ROOT", root.to_str().unwrap()),
+            ("PATCHDIFF_WORKSPACE_KEY_FILE", key.to_str().unwrap()),
+        ],
+    );
+    w.initialize(&mut t, Some("2025-11-25"));
+    let imported = w.tool(
+        &mut t,
+        "import",
+        "patchdiff_initialize_target",
+        json!({"filename": "notes.md", "from_workspace": true}),
+    );
+    let wt = s(&imported, "target_file_id");
+    w.tool(
+        &mut t,
+        "escape",
+        "patchdiff_initialize_target",
+        json!({"filename": "../notes.md", "from_workspace": true}),
+    );
+    w.tool(
+        &mut t,
+        "missing file",
+        "patchdiff_initialize_target",
+        json!({"filename": "nope.md", "from_workspace": true}),
+    );
+    w.tool(&mut t, "edit", "patchdiff_submit_edits",
+        json!({"target_file_id": wt, "expected_target_version": 0, "intent": "Beta", "edits": [{"match": "beta", "replace": "BETA"}]}));
+    w.tool(
+        &mut t,
+        "publish",
+        "patchdiff_save",
+        json!({"target_file_id": wt, "expected_target_version": 1, "sync_workspace": true}),
+    );
+    w.tool(
+        &mut t,
+        "published bytes",
+        "patchdiff_read_target",
+        json!({"target_file_id": wt}),
+    );
+    std::fs::write(root.join("notes.md"), "changed outside\n").unwrap();
+    w.tool(
+        &mut t,
+        "external drift",
+        "patchdiff_save",
+        json!({"target_file_id": wt, "expected_target_version": 1, "sync_workspace": true}),
+    );
+    drop(w);
+    let _ = std::fs::remove_dir_all(&ws);
     check("mcp_corpus.golden", &t);
 }
 
