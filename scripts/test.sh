@@ -44,16 +44,8 @@ rm -rf "$E2E_DATA"
 start_cluster "$E2E_DATA" "$E2E_PORT"
 trap 'stop_cluster "$E2E_DATA"' EXIT
 create_database "$E2E_DATA" "$E2E_PORT" patchdiff_test
-log "documented SQL examples (docs/demo.sql and the sql blocks of docs/{sql-api,operations,history}.md)"
-examples=(docs/demo.sql)
-for doc in sql-api operations history; do
-  awk '/^```sql$/{f=1;next}/^```$/{f=0}f' "docs/$doc.md" > "$E2E_DATA/$doc-examples.sql"
-  examples+=("$E2E_DATA/$doc-examples.sql")
-done
-for f in "${examples[@]}"; do
-  cluster_psql "$E2E_DATA" "$E2E_PORT" -d patchdiff_test -f "$f" > "$E2E_DATA/examples.out" 2>&1 \
-    || { cat "$E2E_DATA/examples.out"; echo "documented example failed: $f" >&2; exit 1; }
-done
+log "documented SQL examples against tests/sql/expected (docs/demo.sql and the sql blocks of docs/{sql-api,operations,history}.md)"
+bash "$ROOT/scripts/sql-golden.sh" "$E2E_DATA" "$E2E_PORT"
 export PATCHDIFF_TEST_DSN="host=127.0.0.1 port=$E2E_PORT user=postgres dbname=patchdiff_test"
 export PATCHDIFF_TEST_SERVER_LOG="$E2E_DATA/server.log"
 cargo build --locked -p patchdiff-mcp

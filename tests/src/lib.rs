@@ -5,6 +5,7 @@ use serde_json::Value;
 use tokio_postgres::{Client, GenericClient, NoTls};
 
 pub mod fuzz;
+pub mod golden;
 pub mod roles;
 pub mod stdio;
 pub mod stress;
