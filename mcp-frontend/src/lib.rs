@@ -10,7 +10,6 @@ pub mod compact;
 pub mod config;
 pub mod database;
 pub mod embedded;
-pub mod finalize;
 pub mod observed_v2;
 pub mod rpc;
 pub mod server;
