@@ -13,4 +13,5 @@ pub mod embedded;
 pub mod observed_v2;
 pub mod rpc;
 pub mod server;
+pub mod tool;
 pub mod workspace;
