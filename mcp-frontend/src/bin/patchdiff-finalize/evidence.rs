@@ -121,25 +121,25 @@ impl Evidence {
     }
 }
 
-pub(crate) fn pretty(v: &Value) -> String {
+fn pretty(v: &Value) -> String {
     let mut s = serde_json::to_string_pretty(v).unwrap_or_default();
     s.push('\n');
     s
 }
 
-pub(crate) fn unix_ms() -> u128 {
+fn unix_ms() -> u128 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis())
 }
 
 /// Creates `path` (never replacing a file) with `content`, fsynced.
-pub(crate) fn write_new(path: &Path, content: &str) -> io::Result<()> {
+fn write_new(path: &Path, content: &str) -> io::Result<()> {
     let mut f = OpenOptions::new().write(true).create_new(true).open(path)?;
     f.write_all(content.as_bytes())?;
     f.sync_all()
 }
 
-pub(crate) fn sync_dir(dir: &Path) -> io::Result<()> {
+fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
 }

@@ -9,7 +9,7 @@ use patchdiff_engine::text::sha256_hex;
 use serde_json::{Map, Value, json};
 
 /// What happened to one target.
-pub(crate) struct Record {
+struct Record {
     target: Target,
     state: &'static str,
     save: Value,
@@ -19,7 +19,7 @@ pub(crate) struct Record {
 }
 
 impl Record {
-    pub(crate) fn new(t: &Target) -> Record {
+    fn new(t: &Target) -> Record {
         Record {
             target: t.clone(),
             state: "not_started",
@@ -30,12 +30,12 @@ impl Record {
         }
     }
 
-    pub(crate) fn fail(&mut self, state: &'static str, stage: &str, reason: &str, detail: String) {
+    fn fail(&mut self, state: &'static str, stage: &str, reason: &str, detail: String) {
         self.state = state;
         self.failure = json!({"stage": stage, "reason": reason, "detail": detail});
     }
 
-    pub(crate) fn to_json(&self) -> Value {
+    fn to_json(&self) -> Value {
         let mut v = self.target.to_json();
         v["state"] = json!(self.state);
         v["save"] = self.save.clone();
@@ -47,7 +47,7 @@ impl Record {
 }
 
 /// Why the run stopped before its end.
-pub(crate) struct Stop {
+struct Stop {
     reason: &'static str,
     target_file_id: Option<String>,
     stage: &'static str,
@@ -63,7 +63,7 @@ pub(crate) struct Finalizer<'a> {
 }
 
 /// How one step of a target ended when it did not succeed.
-pub(crate) enum StepError {
+enum StepError {
     /// The target failed; the run goes on with the others.
     Target,
     /// The run stops.
@@ -111,7 +111,7 @@ impl<'a> Finalizer<'a> {
     }
 
     /// SAVE, replay, export and write one target.
-    pub(crate) async fn finalize(&mut self, i: usize) -> Result<(), StepError> {
+    async fn finalize(&mut self, i: usize) -> Result<(), StepError> {
         let t = self.targets[i].target.clone();
         let id = t.target_file_id.clone();
         let stop = |reason, stage, detail: String| {
@@ -326,7 +326,7 @@ impl<'a> Finalizer<'a> {
         Ok(())
     }
 
-    pub(crate) fn target_failed(&mut self, i: usize) -> Result<(), StepError> {
+    fn target_failed(&mut self, i: usize) -> Result<(), StepError> {
         let r = &self.targets[i];
         let fields = json!({"target_file_id": r.target.target_file_id, "state": r.state, "failure": r.failure});
         self.evidence.event("target_failed", fields).map_err(|e| {
@@ -339,7 +339,7 @@ impl<'a> Finalizer<'a> {
         })
     }
 
-    pub(crate) fn finish(self) -> Outcome {
+    fn finish(self) -> Outcome {
         let finalized = self
             .targets
             .iter()
@@ -395,7 +395,7 @@ impl<'a> Finalizer<'a> {
 }
 
 /// A `saved` answer must name the target and leave its guarded version and hash unchanged.
-pub(crate) fn check_saved(o: &Map<String, Value>, t: &Target) -> Result<(), String> {
+fn check_saved(o: &Map<String, Value>, t: &Target) -> Result<(), String> {
     let mut wrong = Vec::new();
     if o.get("target_file_id") != Some(&json!(t.target_file_id)) {
         wrong.push("target_file_id");
@@ -471,7 +471,7 @@ pub(crate) fn check_replay(o: &Map<String, Value>, t: &Target) -> Result<(), Str
 
 /// The export must be canonical LF of the guarded state, and its bytes must hash, by our own
 /// computation, to both the export's content_sha256 and the manifest's canonical hash.
-pub(crate) fn check_export(
+fn check_export(
     o: &Map<String, Value>,
     content: Option<&str>,
     independent: Option<&str>,

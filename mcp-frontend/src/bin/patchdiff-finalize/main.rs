@@ -1,5 +1,5 @@
-//! `patchdiff-finalize` (run as `patchdiff-mcp finalize`): the trusted host finalizer (host guide, "Trusted scalar
-//! finalization"; docs/finalize.md).
+//! `patchdiff-finalize`, run as `patchdiff-mcp finalize`: the trusted host finalizer (host
+//! guide, "Trusted scalar finalization"; docs/finalize.md).
 //!
 //! Given a manifest of targets with the guards of their last accepted receipts, it checkpoints
 //! each target with both guards (`patchdiff_save`), proves the accepted history reproduces the
@@ -35,7 +35,7 @@ async fn main() {
 }
 
 /// `finalize` as a command: parses `args`, runs, prints the outcome; returns the exit status.
-pub async fn command(args: &[String]) -> i32 {
+async fn command(args: &[String]) -> i32 {
     let options = match parse_args(args) {
         Ok(Some(o)) => o,
         Ok(None) => {

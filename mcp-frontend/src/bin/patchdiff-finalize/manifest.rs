@@ -4,7 +4,7 @@
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
 
-pub(crate) const TARGET_KEYS: [&str; 5] = [
+const TARGET_KEYS: [&str; 5] = [
     "filename",
     "target_file_id",
     "expected_target_version",
@@ -100,7 +100,7 @@ pub fn parse_manifest(text: &str) -> Result<Vec<Target>, Vec<String>> {
     }
 }
 
-pub(crate) fn parse_target(item: &Value) -> Result<Target, Vec<String>> {
+fn parse_target(item: &Value) -> Result<Target, Vec<String>> {
     let Value::Object(o) = item else {
         return Err(vec!["a target must be an object".into()]);
     };
@@ -172,7 +172,7 @@ pub(crate) fn parse_target(item: &Value) -> Result<Target, Vec<String>> {
 }
 
 /// The filename becomes `exports/<filename>`: a relative path of plain components.
-pub(crate) fn check_filename(f: &str) -> Result<(), &'static str> {
+fn check_filename(f: &str) -> Result<(), &'static str> {
     if f.is_empty() || f.len() > 4096 {
         return Err("must be 1 to 4096 bytes");
     }
@@ -201,7 +201,7 @@ pub(crate) fn is_uuid(s: &str) -> bool {
         })
 }
 
-pub(crate) fn is_sha256(s: &str) -> bool {
+fn is_sha256(s: &str) -> bool {
     s.len() == 64
         && s.bytes()
             .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))

@@ -13,8 +13,9 @@ use std::fs;
 use std::path::Path;
 
 /// The history tool's largest page.
-pub(crate) const LOG_PAGE: i64 = 200;
-pub(crate) const FUNCTIONS: [&str; 5] = [
+const LOG_PAGE: i64 = 200;
+/// The functions the finalizer calls: an extension that lacks one is refused before any call.
+const FUNCTIONS: [&str; 5] = [
     "patchdiff_get_target",
     "patchdiff_get_pdcp_log",
     "patchdiff_save",
@@ -31,12 +32,7 @@ pub struct Outcome {
 
 /// A refusal before any SAVE: nothing written to the database, and no output directory unless
 /// creating its first files failed (`output_dir_unwritable`).
-pub(crate) fn refused(
-    reason: &str,
-    detail: String,
-    problems: Vec<String>,
-    targets: &[Target],
-) -> Outcome {
+fn refused(reason: &str, detail: String, problems: Vec<String>, targets: &[Target]) -> Outcome {
     let targets: Vec<Value> = targets
         .iter()
         .map(|t| {
@@ -144,7 +140,7 @@ pub async fn run(options: &Options, var: impl Fn(&str) -> Option<String>) -> Out
 }
 
 /// The output directory must be new, in an existing directory.
-pub(crate) fn check_fresh(out: &Path) -> Result<(), (&'static str, String)> {
+fn check_fresh(out: &Path) -> Result<(), (&'static str, String)> {
     if out.symlink_metadata().is_ok() {
         return Err((
             "output_dir_exists",
@@ -173,10 +169,7 @@ pub(crate) fn check_fresh(out: &Path) -> Result<(), (&'static str, String)> {
 /// Read-only identity checks of one target: it exists under the manifest's filename, and the
 /// receipt is one of its accepted attempts whose resulting state is the manifest's guards.
 /// `Ok(Some(problem))` for a mismatch, `Err` when the database did not answer.
-pub(crate) async fn preflight(
-    caller: &mut Caller<'_>,
-    t: &Target,
-) -> Result<Option<String>, String> {
+async fn preflight(caller: &mut Caller<'_>, t: &Target) -> Result<Option<String>, String> {
     let id = &t.target_file_id;
     let target = match caller
         .call("patchdiff_get_target", &json!({"target_file_id": id}))
