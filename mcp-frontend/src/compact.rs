@@ -2,15 +2,11 @@
 //! else ("External response representations"). Every failure, every diagnostic and every other
 //! tool keeps its detailed representation.
 
+use crate::tool::Tool;
 use serde_json::{Map, Value, json};
 
-/// Tools whose successful results compact mode projects.
-pub const PROJECTED_TOOLS: &[&str] = &[
-    "patchdiff_submit_observed_operations",
-    "patchdiff_observe_scope",
-];
-
-/// The sentence compact mode adds to those tools' descriptions.
+/// The sentence compact mode adds to the descriptions of the tools it projects
+/// ([`Tool::compact_projected`]).
 pub const ANNOUNCEMENT: &str = " Compact mode: successful results omit supplementary evidence and duplicate page metadata, listed in presentation.omitted.";
 
 const CANDIDATE_KEYS: &[&str] = &["name", "kind", "parent", "start_line", "end_line"];
@@ -23,8 +19,9 @@ const SCOPE_PAGE_METADATA: &[&str] = &[
     "end_line",
 ];
 
-/// Projects one result in place when the contract lists its tool and status.
-pub fn project(tool: &str, result: &mut Value) {
+/// Projects one result of `tool` (the tool whose SQL function answered) in place when the
+/// contract lists its tool and status.
+pub fn project(tool: Tool, result: &mut Value) {
     let status = result
         .get("status")
         .and_then(Value::as_str)
@@ -35,14 +32,14 @@ pub fn project(tool: &str, result: &mut Value) {
     };
     let mut omitted: Vec<&str> = Vec::new();
     match (tool, status.as_str()) {
-        ("patchdiff_submit_observed_operations", "accepted") => {
+        (Tool::SubmitObservedOperations, "accepted") => {
             for k in ["evidence", "groups"] {
                 if obj.remove(k).is_some() {
                     omitted.push(k);
                 }
             }
         }
-        ("patchdiff_observe_scope", "candidates") => {
+        (Tool::ObserveScope, "candidates") => {
             if let Some(Value::Array(list)) = obj.get_mut("candidates") {
                 let mut cut = false;
                 for c in list.iter_mut().filter_map(Value::as_object_mut) {
@@ -55,7 +52,7 @@ pub fn project(tool: &str, result: &mut Value) {
                 }
             }
         }
-        ("patchdiff_observe_scope", "observed_batch") => {
+        (Tool::ObserveScope, "observed_batch") => {
             if let Some(Value::Array(scopes)) = obj.get_mut("scopes") {
                 let mut cut = false;
                 for s in scopes.iter_mut().filter_map(Value::as_object_mut) {
@@ -84,14 +81,14 @@ mod tests {
     #[test]
     fn projections_follow_the_contract() {
         let mut accepted = json!({"status": "accepted", "evidence": {}, "groups": [], "warnings": [], "version": 2});
-        project("patchdiff_submit_observed_operations", &mut accepted);
+        project(Tool::SubmitObservedOperations, &mut accepted);
         assert_eq!(
             accepted,
             json!({"status": "accepted", "warnings": [], "version": 2, "presentation": {"mode": "compact", "omitted": ["evidence", "groups"]}})
         );
 
         let mut candidates = json!({"status": "candidates", "candidates": [{"name": "f", "kind": "function", "parent": null, "start_line": 1, "end_line": 3, "start": 0, "end": 9}], "truncated": false});
-        project("patchdiff_observe_scope", &mut candidates);
+        project(Tool::ObserveScope, &mut candidates);
         assert_eq!(
             candidates["candidates"][0],
             json!({"name": "f", "kind": "function", "parent": null, "start_line": 1, "end_line": 3})
@@ -102,7 +99,7 @@ mod tests {
         );
 
         let mut batch = json!({"status": "observed_batch", "scopes": [{"observation_id": "o", "text": "x", "start": 0, "end": 1, "max_chars": 4000, "next_start": null, "start_line": 1, "end_line": 1, "offset": 0, "next_offset": null}]});
-        project("patchdiff_observe_scope", &mut batch);
+        project(Tool::ObserveScope, &mut batch);
         assert_eq!(
             batch["scopes"][0],
             json!({"observation_id": "o", "text": "x", "offset": 0, "next_offset": null})
@@ -115,15 +112,15 @@ mod tests {
         // Failures, single observations and other tools keep their representation.
         for (tool, mut v) in [
             (
-                "patchdiff_submit_observed_operations",
+                Tool::SubmitObservedOperations,
                 json!({"status": "rejected", "diagnostic": {}}),
             ),
             (
-                "patchdiff_observe_scope",
+                Tool::ObserveScope,
                 json!({"status": "observed", "text": "x", "start": 0}),
             ),
             (
-                "patchdiff_submit_edits",
+                Tool::SubmitEdits,
                 json!({"status": "accepted", "evidence": {}}),
             ),
         ] {

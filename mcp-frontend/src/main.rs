@@ -1,5 +1,6 @@
 //! `patchdiff-mcp`: serves MCP on stdin/stdout; logs go to stderr. Configuration: README.md.
-//! `patchdiff-mcp finalize ...` is the trusted host finalizer instead (docs/finalize.md).
+//! `patchdiff-mcp finalize ...` runs the trusted host finalizer instead (docs/finalize.md): the
+//! program `patchdiff-finalize` installed beside this one.
 
 const HELP: &str = "\
 usage: patchdiff-mcp                 serve MCP (JSON-RPC over stdin/stdout)
@@ -23,7 +24,7 @@ async fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
         None => serve().await,
-        Some("finalize") => std::process::exit(patchdiff_mcp::finalize::command(&args[1..]).await),
+        Some("finalize") => finalize(&args[1..]),
         Some("-h" | "--help" | "help") => println!("{HELP}"),
         Some("-V" | "--version") => println!("patchdiff-mcp {}", env!("CARGO_PKG_VERSION")),
         Some(other) => {
@@ -31,6 +32,23 @@ async fn main() {
             std::process::exit(2);
         }
     }
+}
+
+/// Replaces this process with `patchdiff-finalize`, found beside this executable, given the same
+/// arguments: its stdio and exit status are the command's own.
+fn finalize(args: &[String]) -> ! {
+    use std::os::unix::process::CommandExt;
+    const FINALIZER: &str = "patchdiff-finalize";
+    let path = std::env::current_exe()
+        .map(|exe| exe.with_file_name(FINALIZER))
+        .unwrap_or_else(|_| FINALIZER.into());
+    let e = std::process::Command::new(&path).args(args).exec();
+    // Exit status 2: refused before any SAVE, nothing written (docs/finalize.md).
+    eprintln!(
+        "patchdiff-mcp finalize: cannot run {}: {e}; {FINALIZER} is installed beside patchdiff-mcp (scripts/run.sh installs both)",
+        path.display()
+    );
+    std::process::exit(2)
 }
 
 async fn serve() {

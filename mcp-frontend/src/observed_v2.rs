@@ -11,6 +11,7 @@
 //! declares only the names of one `patchdiff_observe_scope` mode (candidates; selections), and
 //! the server refuses every other name before SQL.
 
+use crate::tool::Tool;
 use patchdiff_engine::args::quoted_names;
 use patchdiff_engine::json::{LITERAL, ascii_len, to_string};
 use patchdiff_engine::text::sha256_hex;
@@ -20,9 +21,8 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 use std::fmt;
 
-pub const LIST_SCOPES: &str = "patchdiff_list_scopes";
-pub const OBSERVE_SCOPES: &str = "patchdiff_observe_scopes";
-pub const COMMIT_BUNDLE: &str = "patchdiff_commit_bundle";
+/// The commit's wire name, which its refusals name.
+pub const COMMIT_BUNDLE: &str = Tool::CommitBundle.name();
 
 /// "Selection returns snapshot with exactly target_file_id, expected_target_version,
 /// expected_current_hash, and observation_bundle_id."

@@ -1,11 +1,12 @@
 //! The MCP session: lifecycle, discovery and one SQL call per tool call.
 
-use crate::catalog::{REVISIONS, Tool, all_tools, profile_tools};
+use crate::catalog::{Declaration, REVISIONS, profile_tools};
 use crate::compact;
 use crate::config::{Config, Profile, ResponseMode};
 use crate::database::{CallError, Db};
 use crate::observed_v2;
 use crate::rpc::{self, INVALID_PARAMS, INVALID_REQUEST, Incoming, METHOD_NOT_FOUND};
+use crate::tool::Tool;
 use crate::workspace::{self, Outcome, Workspace};
 use patchdiff_engine::args::quoted_names;
 use patchdiff_engine::json::{LITERAL, to_string};
@@ -23,7 +24,7 @@ pub struct Server {
     config: Config,
     db: Db,
     /// The tools of this profile whose SQL functions exist, in catalog order.
-    tools: Vec<Tool>,
+    tools: Vec<Declaration>,
     revision: Option<&'static str>,
     /// The opened `PATCHDIFF_WORKSPACE_ROOT`, when configured.
     workspace: Option<Workspace>,
@@ -31,17 +32,13 @@ pub struct Server {
 
 /// The catalog as a profile and an installed extension allow it: a tool is listed when the SQL
 /// function it calls exists.
-pub fn active_tools(config: &Config, installed: &dyn Fn(&str) -> bool) -> Vec<Tool> {
-    let mut tools: Vec<Tool> = profile_tools(config.profile)
+pub fn active_tools(config: &Config, installed: &dyn Fn(&str) -> bool) -> Vec<Declaration> {
+    let mut tools: Vec<Declaration> = profile_tools(config.profile)
         .into_iter()
-        .filter(|t| installed(t.function))
+        .filter(|t| installed(t.function()))
         .collect();
     if config.response_mode == ResponseMode::Compact {
-        // The v2 commit answers with its own receipt in both modes; the v2 selection tools
-        // present their patchdiff_observe_scope results like the tool they route to.
-        for t in tools.iter_mut().filter(|t| {
-            compact::PROJECTED_TOOLS.contains(&t.function) && t.name != observed_v2::COMMIT_BUNDLE
-        }) {
+        for t in tools.iter_mut().filter(|t| t.tool.compact_projected()) {
             t.description.push_str(compact::ANNOUNCEMENT);
         }
     }
@@ -49,7 +46,7 @@ pub fn active_tools(config: &Config, installed: &dyn Fn(&str) -> bool) -> Vec<To
 }
 
 /// The `tools/list` result for a revision.
-pub fn list(tools: &[Tool], revision: &str) -> Value {
+pub fn list(tools: &[Declaration], revision: &str) -> Value {
     json!({"tools": tools.iter().map(|t| t.declaration(revision)).collect::<Vec<_>>()})
 }
 
@@ -233,18 +230,16 @@ impl Server {
         let Value::String(name) = p.name else {
             return Err("Invalid params: name must be a string".into());
         };
-        let Some(tool) = self.tools.iter().find(|t| t.name == name) else {
-            let why = if all_tools().iter().any(|t| t.name == name) {
-                format!(
-                    "tool {name} is not available in profile {}",
-                    self.config.profile.name()
-                )
-            } else {
-                format!("unknown tool {name}")
-            };
-            return Err(format!("Invalid params: {why}"));
+        let Some(tool) = Tool::parse(&name) else {
+            return Err(format!("Invalid params: unknown tool {name}"));
         };
-        let (tool_name, function) = (tool.name, tool.function);
+        // A tool of another profile, or one whose SQL function is not installed.
+        let Some(declaration) = self.tools.iter().find(|t| t.tool == tool) else {
+            return Err(format!(
+                "Invalid params: tool {name} is not available in profile {}",
+                self.config.profile.name()
+            ));
+        };
         let raw = match p.arguments.map(RawValue::get) {
             None | Some("null") => "{}",
             Some(a) => a,
@@ -253,33 +248,33 @@ impl Server {
         // function runs; the extension's parser stops at the same depth as this check. Either
         // way nothing can have been written, so it is an argument error, not outcome_unknown.
         if nesting_depth(raw) > MAX_ARGUMENT_DEPTH {
-            return Ok(self.refuse(tool_name, json!({"status": "invalid_argument", "code": "invalid_json", "tool": name,
+            return Ok(self.refuse(tool, json!({"status": "invalid_argument", "code": "invalid_json", "tool": name,
                 "failure_detail": format!("arguments nest deeper than {MAX_ARGUMENT_DEPTH} levels")})));
         }
         // Names only: values reach SQL untouched (IgnoredAny decodes no string).
         let names = match serde_json::from_str::<BTreeMap<String, IgnoredAny>>(raw) {
             Ok(n) => n,
-            Err(_) => return Ok(self.refuse(tool_name, json!({"status": "invalid_argument", "code": "invalid_arguments", "tool": name, "failure_detail": "arguments must be a JSON object"}))),
+            Err(_) => return Ok(self.refuse(tool, json!({"status": "invalid_argument", "code": "invalid_arguments", "tool": name, "failure_detail": "arguments must be a JSON object"}))),
         };
         let unknown: Vec<&String> = names
             .keys()
-            .filter(|k| !tool.allowed().any(|a| a == k.as_str()))
+            .filter(|k| !declaration.allowed().any(|a| a == k.as_str()))
             .collect();
         if !unknown.is_empty() {
             // Quoted names are bounded: an answer never grows with the junk it refuses.
             let (unknown, _) = quoted_names(unknown.iter().map(|k| k.as_str()));
             let list = unknown.join(", ");
-            return Ok(self.refuse(tool_name, json!({
+            return Ok(self.refuse(tool, json!({
                 "status": "invalid_argument", "code": "unknown_argument", "tool": name,
                 "failure_detail": format!("unknown argument(s) for {name}: {list}"), "unknown_arguments": unknown,
             })));
         }
-        let missing: Vec<&str> = tool
+        let missing: Vec<&str> = declaration
             .required()
             .filter(|r| !names.contains_key(*r))
             .collect();
         if !missing.is_empty() {
-            return Ok(self.refuse(tool_name, json!({
+            return Ok(self.refuse(tool, json!({
                 "status": "invalid_argument", "code": "missing_argument", "tool": name,
                 "failure_detail": format!("missing required argument(s) for {name}: {}", missing.join(", ")), "missing_arguments": missing,
             })));
@@ -288,8 +283,8 @@ impl Server {
         // in a transaction this front end owns (docs/workspace.md).
         let owned;
         let mut raw = raw;
-        match tool_name {
-            "patchdiff_initialize_target" => match self.workspace_import(&name, raw) {
+        match tool {
+            Tool::InitializeTarget => match self.workspace_import(&name, raw) {
                 Ok(Some(args)) => {
                     owned = args;
                     raw = &owned;
@@ -297,7 +292,7 @@ impl Server {
                 Ok(None) => {}
                 Err(answer) => return Ok(answer),
             },
-            "patchdiff_save" => match self.save_mode(&name, raw) {
+            Tool::Save => match self.save_mode(&name, raw) {
                 Ok(SaveMode::Plain(args)) => {
                     owned = args;
                     raw = &owned;
@@ -307,29 +302,33 @@ impl Server {
             },
             // observed_v2 (observed-editor-v2.txt): the snapshot is unwrapped into the batch
             // form of patchdiff_submit_observed_operations, or refused without a SQL call.
-            observed_v2::COMMIT_BUNDLE => match observed_v2::route_commit_bundle(raw) {
+            Tool::CommitBundle => match observed_v2::route_commit_bundle(raw) {
                 Ok(args) => {
                     owned = args;
                     raw = &owned;
                 }
-                Err(refusal) => return Ok(self.refuse(tool_name, refusal)),
+                Err(refusal) => return Ok(self.refuse(tool, refusal)),
             },
             _ => {}
         }
-        let text = match self.db.call(function, raw).await {
+        let text = match self.db.call(tool.function(), raw).await {
             Ok(text) => text,
             Err(e) => {
-                tracing::error!(tool = tool_name, error = e.message, "database call failed");
-                return Ok(self.refuse(tool_name, call_failure(&name, &e,
+                tracing::error!(
+                    tool = tool.name(),
+                    error = e.message,
+                    "database call failed"
+                );
+                return Ok(self.refuse(tool, call_failure(&name, &e,
                     "Read the target, or resend the identical call with the same client_request_id, before proposing again.", "")));
             }
         };
         let Ok(mut value) = serde_json::from_str::<Value>(&text) else {
-            return Ok(self.refuse(tool_name, json!({"status": "outcome_unknown", "tool": name, "failure_detail": "the database returned a result that is not JSON"})));
+            return Ok(self.refuse(tool, json!({"status": "outcome_unknown", "tool": name, "failure_detail": "the database returned a result that is not JSON"})));
         };
         if self.config.profile == Profile::ObservedV2 {
-            let value = observed_v2_present(tool_name, function, value, self.config.response_mode);
-            return Ok(self.v2_answer(tool_name, value));
+            let value = observed_v2_present(tool, value, self.config.response_mode);
+            return Ok(self.v2_answer(tool, value));
         }
         let status = value
             .get("status")
@@ -338,10 +337,8 @@ impl Server {
         if is_error_status(status.as_deref()) {
             return Ok(self.result(text, None, true));
         }
-        if self.config.response_mode == ResponseMode::Compact
-            && compact::PROJECTED_TOOLS.contains(&tool_name)
-        {
-            compact::project(tool_name, &mut value);
+        if self.config.response_mode == ResponseMode::Compact && tool.compact_projected() {
+            compact::project(tool.routes_to(), &mut value);
             return Ok(self.result(to_string(&value, LITERAL), Some(value), false));
         }
         Ok(self.result(text, Some(value), false))
@@ -554,7 +551,7 @@ impl Server {
     }
 
     /// A front-end refusal of a call to `tool`: the profile's error envelope.
-    fn refuse(&self, tool: &'static str, payload: Value) -> Value {
+    fn refuse(&self, tool: Tool, payload: Value) -> Value {
         if self.config.profile == Profile::ObservedV2 {
             self.v2_answer(tool, payload)
         } else {
@@ -562,7 +559,7 @@ impl Server {
         }
     }
 
-    fn v2_answer(&self, tool: &'static str, value: Value) -> Value {
+    fn v2_answer(&self, tool: Tool, value: Value) -> Value {
         observed_v2_result(tool, value, self.revision())
     }
 
@@ -598,23 +595,15 @@ pub fn tool_result(
 }
 
 /// An observed_v2 tool's SQL result as the profile presents it: a selection carries its
-/// snapshot; compact mode projects the selection tools' results like patchdiff_observe_scope's
-/// (`function` is the SQL function the tool called); the commit's receipt is the same in both
-/// modes (it is built in [`observed_v2_result`]).
-pub fn observed_v2_present(
-    tool: &str,
-    function: &str,
-    mut value: Value,
-    mode: ResponseMode,
-) -> Value {
-    if tool == observed_v2::OBSERVE_SCOPES {
+/// snapshot; compact mode projects the selection tools' results like those of the tool they
+/// route to; the commit's receipt is the same in both modes (it is built in
+/// [`observed_v2_result`]).
+pub fn observed_v2_present(tool: Tool, mut value: Value, mode: ResponseMode) -> Value {
+    if tool.returns_snapshot() {
         observed_v2::add_snapshot(&mut value);
     }
-    if mode == ResponseMode::Compact
-        && tool != observed_v2::COMMIT_BUNDLE
-        && compact::PROJECTED_TOOLS.contains(&function)
-    {
-        compact::project(function, &mut value);
+    if mode == ResponseMode::Compact && tool.compact_projected() {
+        compact::project(tool.routes_to(), &mut value);
     }
     value
 }
@@ -622,8 +611,8 @@ pub fn observed_v2_present(
 /// An observed_v2 answer (observed-editor-v2.txt): a commit becomes its bounded receipt;
 /// definitive failures and outcome_unknown set isError; text and structuredContent carry the
 /// same logical JSON, errors included.
-pub fn observed_v2_result(tool: &str, value: Value, revision: &str) -> Value {
-    let value = if tool == observed_v2::COMMIT_BUNDLE {
+pub fn observed_v2_result(tool: Tool, value: Value, revision: &str) -> Value {
+    let value = if tool.answers_with_receipt() {
         observed_v2::commit_receipt(&value)
     } else {
         value
@@ -713,7 +702,7 @@ mod tests {
     fn observed_v2_tools_follow_their_functions() {
         let c = config("observed_v2", "detailed");
         let reads = |f: &str| matches!(f, "patchdiff_read_target" | "patchdiff_find_occurrences");
-        let names = |ts: Vec<Tool>| ts.iter().map(|t| t.name).collect::<Vec<_>>();
+        let names = |ts: Vec<Declaration>| ts.iter().map(|t| t.name()).collect::<Vec<_>>();
         assert_eq!(
             names(active_tools(&c, &reads)),
             ["patchdiff_read_target", "patchdiff_find_occurrences"]
@@ -723,8 +712,11 @@ mod tests {
         let compact = active_tools(&config("observed_v2", "compact"), &everything);
         for t in &compact {
             let announced = t.description.ends_with(compact::ANNOUNCEMENT);
-            let expected = matches!(t.name, "patchdiff_list_scopes" | "patchdiff_observe_scopes");
-            assert_eq!(announced, expected, "{}", t.name);
+            let expected = matches!(
+                t.name(),
+                "patchdiff_list_scopes" | "patchdiff_observe_scopes"
+            );
+            assert_eq!(announced, expected, "{}", t.name());
         }
         let listed = list(&compact, REVISIONS[2]);
         for t in listed["tools"].as_array().unwrap() {
@@ -748,7 +740,7 @@ mod tests {
             (REVISIONS[1], true),
             (REVISIONS[2], true),
         ] {
-            let r = observed_v2_result(observed_v2::COMMIT_BUNDLE, rejected.clone(), revision);
+            let r = observed_v2_result(Tool::CommitBundle, rejected.clone(), revision);
             assert_eq!(r["isError"], true);
             let text: Value =
                 serde_json::from_str(r["content"][0]["text"].as_str().unwrap()).unwrap();
@@ -767,11 +759,11 @@ mod tests {
         // Accepted with warnings is a success; outcome_unknown stays outcome_unknown.
         let accepted =
             json!({"status": "accepted", "warnings": ["W: x"], "warning_count": 1, "groups": []});
-        let r = observed_v2_result(observed_v2::COMMIT_BUNDLE, accepted, REVISIONS[2]);
+        let r = observed_v2_result(Tool::CommitBundle, accepted, REVISIONS[2]);
         assert_eq!(r["isError"], false);
         assert_eq!(r["structuredContent"]["warnings"]["items"], json!(["W: x"]));
-        let unknown = json!({"status": "outcome_unknown", "tool": observed_v2::COMMIT_BUNDLE, "failure_detail": "lost"});
-        let r = observed_v2_result(observed_v2::COMMIT_BUNDLE, unknown, REVISIONS[2]);
+        let unknown = json!({"status": "outcome_unknown", "tool": Tool::CommitBundle.name(), "failure_detail": "lost"});
+        let r = observed_v2_result(Tool::CommitBundle, unknown, REVISIONS[2]);
         assert_eq!(
             (&r["isError"], &r["structuredContent"]["status"]),
             (&json!(true), &json!("outcome_unknown"))
@@ -779,7 +771,7 @@ mod tests {
         // Selection failures are errors too, with their data, in both channels.
         let ambiguous =
             json!({"status": "ambiguous", "code": "AMBIGUOUS_SCOPE_SELECTION", "candidates": []});
-        let r = observed_v2_result(observed_v2::OBSERVE_SCOPES, ambiguous.clone(), REVISIONS[2]);
+        let r = observed_v2_result(Tool::ObserveScopes, ambiguous.clone(), REVISIONS[2]);
         assert_eq!(
             (&r["isError"], &r["structuredContent"]),
             (&json!(true), &ambiguous)
@@ -813,7 +805,7 @@ mod tests {
                 .contains("nothing was written")
         );
         assert!(is_error_status(v["status"].as_str()));
-        let r = observed_v2_result(observed_v2::COMMIT_BUNDLE, v, REVISIONS[2]);
+        let r = observed_v2_result(Tool::CommitBundle, v, REVISIONS[2]);
         assert_eq!(r["isError"], true);
         assert_eq!(r["structuredContent"]["status"], CANCELLED);
         assert_eq!(
@@ -856,23 +848,13 @@ mod tests {
     fn observed_v2_presentation() {
         let batch = json!({"status": "observed_batch", "target_file_id": "t", "observation_bundle_id": "b",
             "target_version": 2, "target_current_hash": "h", "scopes": [{"observation_id": "o", "text": "x", "start": 0, "end": 1}]});
-        let v = observed_v2_present(
-            observed_v2::OBSERVE_SCOPES,
-            "patchdiff_observe_scope",
-            batch.clone(),
-            ResponseMode::Detailed,
-        );
+        let v = observed_v2_present(Tool::ObserveScopes, batch.clone(), ResponseMode::Detailed);
         assert_eq!(
             v["snapshot"],
             json!({"target_file_id": "t", "expected_target_version": 2, "expected_current_hash": "h", "observation_bundle_id": "b"})
         );
         assert_eq!(v["scopes"], batch["scopes"]);
-        let v = observed_v2_present(
-            observed_v2::OBSERVE_SCOPES,
-            "patchdiff_observe_scope",
-            batch,
-            ResponseMode::Compact,
-        );
+        let v = observed_v2_present(Tool::ObserveScopes, batch, ResponseMode::Compact);
         assert_eq!(v["scopes"][0], json!({"observation_id": "o", "text": "x"}));
         assert_eq!(
             v["presentation"]["omitted"],
@@ -880,20 +862,10 @@ mod tests {
         );
         assert_eq!(v["snapshot"]["expected_target_version"], 2);
         let candidates = json!({"status": "candidates", "candidates": [{"name": "f", "kind": "function", "parent": null, "path": "f", "start": 0, "end": 3, "start_line": 1, "end_line": 1}]});
-        let v = observed_v2_present(
-            observed_v2::LIST_SCOPES,
-            "patchdiff_observe_scope",
-            candidates,
-            ResponseMode::Compact,
-        );
+        let v = observed_v2_present(Tool::ListScopes, candidates, ResponseMode::Compact);
         assert_eq!(v["presentation"]["omitted"], json!(["candidate_details"]));
         let accepted = json!({"status": "accepted", "evidence": {}, "groups": []});
-        let v = observed_v2_present(
-            observed_v2::COMMIT_BUNDLE,
-            "patchdiff_submit_observed_operations",
-            accepted.clone(),
-            ResponseMode::Compact,
-        );
+        let v = observed_v2_present(Tool::CommitBundle, accepted.clone(), ResponseMode::Compact);
         assert_eq!(v, accepted);
     }
 }

@@ -733,3 +733,49 @@ async fn timed_out_save_is_uncertain() {
     assert!(checkpoints(&c, &second.target_file_id).await.is_empty());
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Issue 16 item 4, "finalize becomes its own binary": `patchdiff-mcp finalize` runs the
+/// `patchdiff-finalize` installed beside it, with the same arguments, stdio and exit status;
+/// without it the command is refused (exit status 2, nothing written) with a message naming
+/// the missing program.
+#[tokio::test]
+async fn patchdiff_mcp_finalize_runs_the_finalizer_beside_it() {
+    let dir = scratch("sibling");
+    let server = PathBuf::from(mcp_bin());
+    let copy = dir.join("patchdiff-mcp");
+    std::fs::copy(&server, &copy).unwrap();
+    let help = |bin: &Path| {
+        let mut cmd = Command::new(bin);
+        cmd.args(["finalize", "--help"])
+            .stdin(Stdio::null())
+            .kill_on_drop(true);
+        cmd
+    };
+    let alone = tokio::time::timeout(RUN_TIMEOUT, help(&copy).output())
+        .await
+        .unwrap()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&alone.stderr);
+    assert_eq!(alone.status.code(), Some(2), "{stderr}");
+    assert!(alone.stdout.is_empty());
+    assert!(
+        stderr.starts_with("patchdiff-mcp finalize: cannot run ")
+            && stderr.contains(&dir.join("patchdiff-finalize").display().to_string()),
+        "{stderr}"
+    );
+    std::fs::copy(
+        server.with_file_name("patchdiff-finalize"),
+        dir.join("patchdiff-finalize"),
+    )
+    .unwrap();
+    let both = tokio::time::timeout(RUN_TIMEOUT, help(&copy).output())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(both.status.code(), Some(0));
+    assert!(
+        String::from_utf8_lossy(&both.stdout)
+            .starts_with("usage: patchdiff-mcp finalize --manifest FILE --out DIR")
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
