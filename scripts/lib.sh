@@ -51,7 +51,20 @@ PGRX_LOCK=/tmp/pg_patchdiff-install.lock
 install_extension() {
   log "building and installing pg_patchdiff"
   (cd "$ROOT" && flock "$PGRX_LOCK" cargo pgrx install --release -p pg_patchdiff --pg-config "$PG_CONFIG")
+  install_upgrade_scripts
   install_parser_helper
+}
+
+# pgrx writes only the install script of the version being built. The frozen install scripts of
+# released versions (sql/releases) and the upgrade scripts between versions (sql/upgrades) go
+# beside it, so that `CREATE EXTENSION pg_patchdiff VERSION '0.1.0'` and
+# `ALTER EXTENSION pg_patchdiff UPDATE` work. Neither folder ever names the version being built
+# (tests/tests/released_scripts.rs), so nothing here replaces what pgrx just wrote.
+install_upgrade_scripts() {
+  local dir
+  dir="$("$PG_CONFIG" --sharedir)/extension"
+  log "installing pg_patchdiff's released and upgrade scripts into $dir"
+  flock "$PGRX_LOCK" install -m 0644 "$ROOT"/sql/releases/pg_patchdiff--*.sql "$ROOT"/sql/upgrades/pg_patchdiff--*.sql "$dir/"
 }
 
 # The Waymark parser helper: tree-sitter runs in this program, which each backend starts, never
