@@ -10,6 +10,8 @@
 //! 3. Objects from before release 0.1.0 (still numbered 0.1.0) have no upgrade path, and the
 //!    advice says so instead of naming ALTER EXTENSION
 //!    ([`storage_from_before_0_1_0_is_told_there_is_no_upgrade_path`]).
+//! 4. The embedded database, the server's own, is updated at start-up instead
+//!    ([`embedded_database_updates_its_extension_at_start_up`]).
 //!
 //! Environment: `PATCHDIFF_TEST_DSN` (a superuser connection string; the cluster's server runs
 //! on this machine, with pg_patchdiff installed by `install_extension` of scripts/lib.sh) and
@@ -458,4 +460,78 @@ async fn storage_from_before_0_1_0_is_told_there_is_no_upgrade_path() {
         drop(c);
         db.drop().await;
     }
+}
+
+/// The embedded database is the server's own (README, "Set up and run"): an outdated release
+/// there is updated at start-up instead of refused, so `bash scripts/run.sh` keeps serving it
+/// after a newer build is installed.
+#[test]
+fn embedded_database_updates_its_extension_at_start_up() {
+    installed_scripts_are_this_trees();
+    let root = std::fs::read_to_string("/proc/self/status")
+        .map(|s| {
+            s.lines()
+                .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"))
+        })
+        .unwrap_or(false);
+    let base =
+        std::env::temp_dir().join(format!("patchdiff-embedded-upgrade-{}", std::process::id()));
+    let data = base.join("pg15");
+    let _ = std::fs::remove_dir_all(&base);
+    let start = || {
+        let out = Command::new(mcp_bin())
+            .env_remove("PATCHDIFF_DATABASE_URL")
+            .env("PATCHDIFF_DATA_DIR", &data)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "start-up failed: {err}");
+        assert!(!err.contains("patchdiff-mcp:"), "{err}");
+    };
+    // First start: the cluster and a fresh install. Then the database goes back to the oldest
+    // release, as if made before the current build was installed.
+    start();
+    let dir = data.to_str().unwrap().to_owned();
+    let user = if root {
+        "postgres".to_owned()
+    } else {
+        std::env::var("USER").unwrap()
+    };
+    let conninfo = format!("host={dir} port=5432 user={user} dbname=patchdiff");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let oldest = released_versions().remove(0);
+    let (default, downgraded) = rt.block_on(async {
+        let c = patchdiff_tests::connect(&conninfo).await.unwrap();
+        c.batch_execute(&format!(
+            "DROP EXTENSION pg_patchdiff CASCADE; CREATE EXTENSION pg_patchdiff VERSION '{oldest}'"
+        ))
+        .await
+        .unwrap();
+        (default_version(&c).await, extversion(&c).await)
+    });
+    assert_eq!(downgraded, oldest);
+    start();
+    let updated = rt.block_on(async {
+        let c = patchdiff_tests::connect(&conninfo).await.unwrap();
+        extversion(&c).await
+    });
+    assert_eq!(updated, default);
+    let pg_ctl = "/usr/lib/postgresql/15/bin/pg_ctl";
+    let stopped = if root {
+        Command::new("runuser")
+            .args([
+                "-u", "postgres", "--", pg_ctl, "-D", &dir, "-m", "fast", "stop",
+            ])
+            .status()
+    } else {
+        Command::new(pg_ctl)
+            .args(["-D", &dir, "-m", "fast", "stop"])
+            .status()
+    };
+    assert!(stopped.unwrap().success());
+    let _ = std::fs::remove_dir_all(&base);
 }
