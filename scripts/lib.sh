@@ -51,7 +51,20 @@ PGRX_LOCK=/tmp/pg_patchdiff-install.lock
 install_extension() {
   log "building and installing pg_patchdiff"
   (cd "$ROOT" && flock "$PGRX_LOCK" cargo pgrx install --release -p pg_patchdiff --pg-config "$PG_CONFIG")
+  install_upgrade_scripts
   install_parser_helper
+}
+
+# pgrx writes only the install script of the version being built. The frozen install scripts of
+# released versions (sql/releases) and the upgrade scripts between versions (sql/upgrades) go
+# beside it, so that `CREATE EXTENSION pg_patchdiff VERSION '0.1.0'` and
+# `ALTER EXTENSION pg_patchdiff UPDATE` work. sql/releases never holds the version being built
+# (tests/tests/released_scripts.rs), so nothing here replaces what pgrx just wrote.
+install_upgrade_scripts() {
+  local dir
+  dir="$("$PG_CONFIG" --sharedir)/extension"
+  log "installing pg_patchdiff's released and upgrade scripts into $dir"
+  flock "$PGRX_LOCK" install -m 0644 "$ROOT"/sql/releases/pg_patchdiff--*.sql "$ROOT"/sql/upgrades/pg_patchdiff--*.sql "$dir/"
 }
 
 # The Waymark parser helper: tree-sitter runs in this program, which each backend starts, never
@@ -111,10 +124,19 @@ cluster_psql() {
   "$PG_BIN/psql" -X -q -v ON_ERROR_STOP=1 -h "$dir" -p "$port" -U postgres "$@"
 }
 
-# (Re)creates the extension in DB on the cluster, so a rebuilt extension is the one in use.
+# (Re)creates the extension in DB on the cluster, so a rebuilt extension is the one in use, and
+# updates an older one to the installed version when the installed scripts lead there.
 create_database() {
   local dir="$1" port="$2" db="$3"
   cluster_psql "$dir" "$port" -d postgres -tAc "SELECT 1 FROM pg_database WHERE datname = '$db'" | grep -q 1 \
     || cluster_psql "$dir" "$port" -d postgres -c "CREATE DATABASE $db ENCODING 'UTF8' TEMPLATE template0"
-  cluster_psql "$dir" "$port" -d "$db" -c "CREATE EXTENSION IF NOT EXISTS pg_patchdiff"
+  cluster_psql "$dir" "$port" -d "$db" -c "CREATE EXTENSION IF NOT EXISTS pg_patchdiff" -c "
+    DO \$\$ BEGIN
+      IF EXISTS (SELECT FROM pg_extension e JOIN pg_available_extensions a ON a.name = e.extname
+                   JOIN pg_extension_update_paths('pg_patchdiff') p
+                     ON p.source = e.extversion AND p.target = a.default_version AND p.path IS NOT NULL
+                  WHERE e.extname = 'pg_patchdiff') THEN
+        ALTER EXTENSION pg_patchdiff UPDATE;
+      END IF;
+    END \$\$"
 }

@@ -13,6 +13,8 @@ pub struct Db {
     /// function exists, so a front end newer than the installed extension never lists a tool
     /// it cannot serve.
     pub functions: BTreeSet<String>,
+    /// The extension's version in this database and the one its server would install.
+    pub versions: Versions,
     statements: HashMap<String, Statement>,
     /// Set when a call failed in a way that ends the session (a FATAL from the server, a lost
     /// socket): the next call opens a new connection even if the old one has not been seen to
@@ -98,11 +100,13 @@ impl Db {
         };
         let client = open(&conninfo).await?;
         let (schema, functions) = inspect(&client).await?;
+        let versions = versions(&client, &functions).await?;
         Ok(Db {
             conninfo,
             client,
             schema,
             functions,
+            versions,
             statements: HashMap::new(),
             broken: false,
             session: String::new(),
@@ -275,7 +279,8 @@ fn describe(e: &tokio_postgres::Error) -> String {
     }
 }
 
-/// Creates the `patchdiff` database and the extension in a fresh embedded cluster.
+/// Creates the `patchdiff` database and the extension in a fresh embedded cluster, and updates
+/// the extension of an existing one.
 async fn prepare_embedded(conninfo: &str) -> Result<(), String> {
     let admin = conninfo.replace(
         &format!("dbname={}", crate::embedded::DATABASE),
@@ -303,7 +308,18 @@ async fn prepare_embedded(conninfo: &str) -> Result<(), String> {
     client
         .batch_execute("CREATE EXTENSION IF NOT EXISTS pg_patchdiff")
         .await
-        .map_err(|e| format!("cannot create the pg_patchdiff extension: {}", describe(&e)))
+        .map_err(|e| format!("cannot create the pg_patchdiff extension: {}", describe(&e)))?;
+    // The server made this database and is its one user, so it also brings the extension up to
+    // the installed library's version, as an administrator would with the advice Db::refusal
+    // gives for any other database (never from before 0.1.0, which has no upgrade path).
+    let (_, functions) = inspect(&client).await?;
+    if versions(&client, &functions).await?.outdated() {
+        client
+            .batch_execute("ALTER EXTENSION pg_patchdiff UPDATE")
+            .await
+            .map_err(|e| format!("cannot update the pg_patchdiff extension: {}", describe(&e)))?;
+    }
+    Ok(())
 }
 
 async fn inspect(client: &Client) -> Result<(String, BTreeSet<String>), String> {
@@ -324,9 +340,177 @@ async fn inspect(client: &Client) -> Result<(String, BTreeSet<String>), String> 
     Ok((schema, rows.iter().map(|r| r.get(0)).collect()))
 }
 
+/// pg_patchdiff's version in the database (`pg_extension.extversion`) and on its server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Versions {
+    pub installed: String,
+    /// The server's `default_version` (`pg_available_extensions`), the version of the library
+    /// every backend loads; `None` when the server has no pg_patchdiff.control.
+    pub available: Option<String>,
+    /// Whether the server's scripts lead from `installed` to `available`, that is whether
+    /// `ALTER EXTENSION pg_patchdiff UPDATE` would update the database.
+    pub update_path: bool,
+    /// Whether the objects are at least those of release 0.1.0 (sql/releases), the first with an
+    /// upgrade path. Storage changed in place under the version number 0.1.0 before that
+    /// release, so the version says nothing here: its two last in-place changes do, target
+    /// ownership (`patchdiff_list_targets`) and then `patchdiff.target_directory`.
+    pub since_0_1_0: bool,
+}
+
+/// What to do with pg_patchdiff objects from before release 0.1.0.
+const NO_UPGRADE_PATH: &str = "there is no upgrade path from objects older than release 0.1.0 \
+     (ALTER EXTENSION pg_patchdiff UPDATE cannot update them): dump the targets, DROP EXTENSION \
+     pg_patchdiff CASCADE, CREATE EXTENSION pg_patchdiff, and restore them with an owner \
+     (docs/sql-api.md, \"Storage from before 0.1.0\")";
+
+impl Versions {
+    /// Whether the database's objects are an older release than the library every backend
+    /// loads, with an update path to it: objects older than the library may lack what it uses
+    /// (a column, a table), so this build refuses them until they are updated.
+    pub fn outdated(&self) -> bool {
+        self.since_0_1_0 && self.update_path
+    }
+
+    /// What makes the database's pg_patchdiff that of this release. It ends start-up messages,
+    /// so it names only what works: ALTER EXTENSION ... UPDATE where the server's scripts lead
+    /// from the installed version to the library's, never from before 0.1.0.
+    pub fn upgrade_advice(&self) -> String {
+        match &self.available {
+            _ if !self.since_0_1_0 => NO_UPGRADE_PATH.to_owned(),
+            Some(available) if self.update_path => format!(
+                "run ALTER EXTENSION pg_patchdiff UPDATE in this database (as a superuser), which \
+                 updates it from {} to {available}",
+                self.installed
+            ),
+            _ => "install this release's pg_patchdiff into the database's PostgreSQL (bash \
+                  scripts/run.sh does it), then run ALTER EXTENSION pg_patchdiff UPDATE in the \
+                  database (as a superuser)"
+                .to_owned(),
+        }
+    }
+}
+
+impl Db {
+    /// Why this build cannot serve the database's pg_patchdiff objects as they are, if it cannot:
+    /// its library would fail every call there with outcome_unknown, so start-up stops instead.
+    pub fn refusal(&self) -> Option<String> {
+        if !self.functions.contains("patchdiff_list_targets") {
+            // Targets got owners (issue 15) in storage that changed in place under 0.1.0.
+            return Some(format!(
+                "the database's pg_patchdiff objects predate target ownership (it has no \
+                 patchdiff_list_targets), and this build cannot serve them: {NO_UPGRADE_PATH}"
+            ));
+        }
+        if !self.versions.since_0_1_0 {
+            return Some(format!(
+                "the database's pg_patchdiff objects predate release 0.1.0 (they have no \
+                 patchdiff.target_directory), and this build cannot serve them: {NO_UPGRADE_PATH}"
+            ));
+        }
+        if self.versions.outdated() {
+            return Some(format!(
+                "the database's pg_patchdiff is version {}, older than the pg_patchdiff library of \
+                 its PostgreSQL ({}), and this build serves it only once it is updated: {}",
+                self.versions.installed,
+                self.versions.available.as_deref().unwrap_or_default(),
+                self.versions.upgrade_advice()
+            ));
+        }
+        None
+    }
+}
+
+async fn versions(client: &Client, functions: &BTreeSet<String>) -> Result<Versions, String> {
+    let row = client
+        .query_one(
+            "SELECT e.extversion, a.default_version, EXISTS (SELECT 1 FROM pg_depend d \
+             JOIN pg_class c ON d.classid = 'pg_class'::regclass AND d.objid = c.oid \
+             JOIN pg_namespace n ON n.oid = c.relnamespace \
+             WHERE d.refclassid = 'pg_extension'::regclass AND d.refobjid = e.oid AND d.deptype = 'e' \
+             AND n.nspname = 'patchdiff' AND c.relname = 'target_directory') \
+             FROM pg_extension e LEFT JOIN pg_available_extensions a ON a.name = e.extname \
+             WHERE e.extname = 'pg_patchdiff'",
+            &[],
+        )
+        .await
+        .map_err(|e| describe(&e))?;
+    let installed: String = row.get(0);
+    let available: Option<String> = row.get(1);
+    let since_0_1_0 = row.get::<_, bool>(2) && functions.contains("patchdiff_list_targets");
+    // pg_extension_update_paths reads the server's scripts, and fails without a control file.
+    let update_path = match &available {
+        Some(available) if *available != installed => client
+            .query_one(
+                "SELECT EXISTS (SELECT 1 FROM pg_extension_update_paths('pg_patchdiff') \
+                 WHERE source = $1 AND target = $2 AND path IS NOT NULL)",
+                &[&installed, available],
+            )
+            .await
+            .map_err(|e| describe(&e))?
+            .get(0),
+        _ => false,
+    };
+    Ok(Versions {
+        installed,
+        available,
+        update_path,
+        since_0_1_0,
+    })
+}
+
 #[cfg(test)]
 mod tests {
-    use super::session_sql;
+    use super::{Versions, session_sql};
+
+    fn versions(installed: &str, available: Option<&str>, update_path: bool) -> Versions {
+        Versions {
+            installed: installed.to_owned(),
+            available: available.map(str::to_owned),
+            update_path,
+            since_0_1_0: true,
+        }
+    }
+
+    /// Issue 16 item 5: the advice names ALTER EXTENSION ... UPDATE only where the server's
+    /// scripts make it work, and says there is no upgrade path from before release 0.1.0, even
+    /// where the version number (0.1.0 too) has one.
+    #[test]
+    fn upgrade_advice_names_what_works() {
+        let older = versions("0.1.0", Some("0.2.0"), true);
+        assert!(older.outdated());
+        assert!(
+            older
+                .upgrade_advice()
+                .starts_with("run ALTER EXTENSION pg_patchdiff UPDATE in this database"),
+            "{}",
+            older.upgrade_advice()
+        );
+        assert!(older.upgrade_advice().ends_with("from 0.1.0 to 0.2.0"));
+        let before = Versions {
+            since_0_1_0: false,
+            ..older
+        };
+        assert!(!before.outdated());
+        let advice = before.upgrade_advice();
+        assert!(advice.starts_with("there is no upgrade path"), "{advice}");
+        assert!(
+            advice.contains("dump the targets, DROP EXTENSION"),
+            "{advice}"
+        );
+        // A library older than the database's objects, or a version no script leads from.
+        for v in [
+            versions("0.2.0", Some("0.1.0"), false),
+            versions("0.2.0", Some("0.2.0"), false),
+            versions("0.2.0", None, false),
+        ] {
+            assert!(!v.outdated(), "{v:?}");
+            assert!(
+                v.upgrade_advice()
+                    .starts_with("install this release's pg_patchdiff"),
+                "{v:?}"
+            );
+        }
+    }
 
     /// docs/structural.md "Strict observation mode": patchdiff-mcp sets the session setting.
     #[test]

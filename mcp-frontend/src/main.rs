@@ -76,13 +76,13 @@ async fn serve() {
                 .functions
                 .contains("patchdiff_submit_observed_operations")
         {
-            return Err("PATCHDIFF_STRICT_OBSERVATION_MODE is on, but the installed pg_patchdiff has no observed submissions (patchdiff_submit_observed_operations): update the extension (ALTER EXTENSION pg_patchdiff UPDATE)".into());
+            return Err(format!(
+                "PATCHDIFF_STRICT_OBSERVATION_MODE is on, but the installed pg_patchdiff has no observed submissions (patchdiff_submit_observed_operations): {}",
+                db.versions.upgrade_advice()
+            ));
         }
-        // Targets got owners (issue 15) in storage that changed in place under version 0.1.0:
-        // a database whose extension objects predate it lacks patchdiff_list_targets, and this
-        // build's library would fail every call there with outcome_unknown. Refuse at once.
-        if !db.functions.contains("patchdiff_list_targets") {
-            return Err("the database's pg_patchdiff objects predate target ownership (it has no patchdiff_list_targets), and this build cannot serve them: dump the targets, DROP EXTENSION pg_patchdiff CASCADE, CREATE EXTENSION pg_patchdiff, and restore them with an owner (docs/security.md, \"No upgrade path yet\")".into());
+        if let Some(why) = db.refusal() {
+            return Err(why);
         }
         db.set_session(&config.session_settings()).await?;
         Ok::<_, String>(patchdiff_mcp::server::Server::new(config, db).with_workspace(workspace))

@@ -1,0 +1,537 @@
+//! Issue 16 item 5, release gates: upgrade paths, and patchdiff-mcp's advice about them.
+//!
+//! 1. From every released version (sql/releases), `CREATE EXTENSION pg_patchdiff VERSION '<it>'`
+//!    works with the installed library, and `ALTER EXTENSION pg_patchdiff UPDATE` then leaves the
+//!    database at the default version with the catalog of a fresh `CREATE EXTENSION
+//!    pg_patchdiff` ([`update_from_every_release_equals_a_fresh_install`]).
+//! 2. patchdiff-mcp refuses an outdated release with advice naming `ALTER EXTENSION pg_patchdiff
+//!    UPDATE`, and following it makes start-up succeed
+//!    ([`outdated_release_is_refused_until_updated_as_advised`]).
+//! 3. Objects from before release 0.1.0 (still numbered 0.1.0) have no upgrade path, and the
+//!    advice says so instead of naming ALTER EXTENSION
+//!    ([`storage_from_before_0_1_0_is_told_there_is_no_upgrade_path`]).
+//! 4. The embedded database, the server's own, is updated at start-up instead
+//!    ([`embedded_database_updates_its_extension_at_start_up`]).
+//!
+//! Environment: `PATCHDIFF_TEST_DSN` (a superuser connection string; the cluster's server runs
+//! on this machine, with pg_patchdiff installed by `install_extension` of scripts/lib.sh) and
+//! `PATCHDIFF_MCP_BIN`. Each test works in databases of its own.
+
+use patchdiff_tests::roles::{config_for, dsn, open, unique};
+use patchdiff_tests::stdio::{Session, mcp_bin};
+use serde_json::json;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use tokio_postgres::Client;
+
+fn sql_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../sql")
+}
+
+/// The released versions: the names of sql/releases/pg_patchdiff--X.Y.Z.sql.
+fn released_versions() -> Vec<String> {
+    let mut out: Vec<String> = std::fs::read_dir(sql_dir().join("releases"))
+        .unwrap()
+        .filter_map(|e| {
+            let name = e.unwrap().file_name().into_string().unwrap();
+            Some(
+                name.strip_prefix("pg_patchdiff--")?
+                    .strip_suffix(".sql")?
+                    .to_owned(),
+            )
+        })
+        .collect();
+    out.sort();
+    assert!(!out.is_empty(), "no release in sql/releases");
+    out
+}
+
+/// The server reads the extension's scripts from its share directory, so a test of this tree
+/// needs this tree's scripts there, not another build's.
+fn installed_scripts_are_this_trees() {
+    let pg_config = std::env::var("PG_CONFIG")
+        .unwrap_or_else(|_| "/usr/lib/postgresql/15/bin/pg_config".to_owned());
+    let out = Command::new(&pg_config)
+        .arg("--sharedir")
+        .output()
+        .unwrap_or_else(|e| panic!("{pg_config}: {e}"));
+    let share = PathBuf::from(String::from_utf8(out.stdout).unwrap().trim()).join("extension");
+    for dir in ["releases", "upgrades"] {
+        for entry in std::fs::read_dir(sql_dir().join(dir)).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_none_or(|e| e != "sql") {
+                continue;
+            }
+            let installed = share.join(path.file_name().unwrap());
+            assert!(
+                std::fs::read(&installed).ok() == Some(std::fs::read(&path).unwrap()),
+                "{} is not {}: install this tree's extension first \
+                 (bash -c 'source scripts/lib.sh; install_extension')",
+                installed.display(),
+                path.display()
+            );
+        }
+    }
+}
+
+/// A database of its own, dropped when the test is done with it.
+struct Database {
+    name: String,
+    admin: Client,
+}
+
+impl Database {
+    async fn create(prefix: &str) -> Database {
+        let admin = open(&config_for("postgres", None)).await.unwrap();
+        let name = unique(prefix);
+        admin
+            .batch_execute(&format!(
+                "CREATE DATABASE {name} ENCODING 'UTF8' TEMPLATE template0"
+            ))
+            .await
+            .unwrap();
+        Database { name, admin }
+    }
+
+    async fn connect(&self) -> Client {
+        open(&config_for(&self.name, None)).await.unwrap()
+    }
+
+    /// libpq's form, for patchdiff-mcp.
+    fn dsn(&self) -> String {
+        format!("{} dbname={}", dsn(), self.name)
+    }
+
+    async fn drop(self) {
+        self.admin
+            .batch_execute(&format!("DROP DATABASE {} WITH (FORCE)", self.name))
+            .await
+            .unwrap();
+    }
+}
+
+async fn extversion(c: &Client) -> String {
+    c.query_one(
+        "SELECT extversion FROM pg_extension WHERE extname = 'pg_patchdiff'",
+        &[],
+    )
+    .await
+    .unwrap()
+    .get(0)
+}
+
+async fn default_version(c: &Client) -> String {
+    c.query_one(
+        "SELECT default_version FROM pg_available_extensions WHERE name = 'pg_patchdiff'",
+        &[],
+    )
+    .await
+    .unwrap()
+    .get(0)
+}
+
+/// Schemas that are not PostgreSQL's own: in a fresh database, `public` and the extension's.
+const USER_NS: &str = "n.nspname <> 'information_schema' AND n.nspname !~ '^pg_'";
+
+/// The catalog facts compared, one query each: every row one JSON line. Owners are left out
+/// (whoever runs CREATE EXTENSION owns its objects); ACLs, which name the grantor, are kept,
+/// and both databases are made by the same role. Column options leave out `pg_attver=N`, which
+/// this machine's PostgreSQL 15 build adds to every column it creates with N the WAL position
+/// at the time (stock PostgreSQL sets no column option): it dates a column, it does not
+/// describe it.
+fn catalog_queries() -> Vec<(&'static str, String)> {
+    let ns = USER_NS;
+    vec![
+        ("extension", "SELECT e.extname, e.extrelocatable, n.nspname, obj_description(e.oid, 'pg_extension') AS comment, \
+            (SELECT array_agg(format('%s WHERE %s', u.c::regclass, u.cond) ORDER BY u.c::regclass::text) \
+               FROM unnest(e.extconfig, e.extcondition) AS u(c, cond)) AS dumped_tables \
+           FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'pg_patchdiff'".to_owned()),
+        ("extension members", "SELECT pg_describe_object(d.classid, d.objid, d.objsubid) AS member FROM pg_depend d \
+           JOIN pg_extension e ON d.refclassid = 'pg_extension'::regclass AND d.refobjid = e.oid \
+           WHERE e.extname = 'pg_patchdiff' AND d.deptype = 'e'".to_owned()),
+        ("schemas", format!("SELECT n.nspname, n.nspacl, obj_description(n.oid, 'pg_namespace') AS comment \
+           FROM pg_namespace n WHERE {ns}")),
+        ("relations", format!("SELECT n.nspname, c.relname, c.relkind, c.relpersistence, c.relreplident, \
+             c.relrowsecurity, c.relforcerowsecurity, c.reloptions, c.relacl, am.amname, c.relispartition, \
+             pg_get_partkeydef(c.oid) AS partition_key, pg_get_expr(c.relpartbound, c.oid) AS partition_bound, \
+             CASE WHEN c.relkind IN ('v', 'm') THEN pg_get_viewdef(c.oid) END AS view, \
+             (SELECT array_agg(i.inhparent::regclass::text ORDER BY i.inhseqno) FROM pg_inherits i WHERE i.inhrelid = c.oid) AS parents, \
+             obj_description(c.oid, 'pg_class') AS comment \
+           FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace LEFT JOIN pg_am am ON am.oid = c.relam WHERE {ns}")),
+        ("columns", format!("SELECT n.nspname, c.relname, \
+             row_number() OVER (PARTITION BY c.oid ORDER BY a.attnum) AS position, a.attname, \
+             format_type(a.atttypid, a.atttypmod) AS type, a.attnotnull, pg_get_expr(d.adbin, d.adrelid) AS default, \
+             a.attidentity, a.attgenerated, co.collname, a.attcompression, a.attstorage, a.attstattarget, \
+             (SELECT array_agg(o ORDER BY o) FROM unnest(a.attoptions) o WHERE o NOT LIKE 'pg\\_attver=%') AS attoptions, \
+             a.attacl, col_description(c.oid, a.attnum) AS comment \
+           FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace \
+           LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum \
+           LEFT JOIN pg_collation co ON co.oid = a.attcollation \
+           WHERE a.attnum > 0 AND NOT a.attisdropped AND {ns}")),
+        ("indexes", format!("SELECT n.nspname, ic.relname AS index, pg_get_indexdef(i.indexrelid) AS definition, \
+             i.indisprimary, i.indisunique, i.indimmediate, i.indisclustered, i.indisvalid, i.indisreplident \
+           FROM pg_index i JOIN pg_class ic ON ic.oid = i.indexrelid JOIN pg_namespace n ON n.oid = ic.relnamespace WHERE {ns}")),
+        ("constraints", format!("SELECT n.nspname, coalesce(c.relname, t.typname) AS of, con.conname, con.contype, \
+             pg_get_constraintdef(con.oid) AS definition, con.condeferrable, con.condeferred, con.convalidated, \
+             con.connoinherit, ci.relname AS index, obj_description(con.oid, 'pg_constraint') AS comment \
+           FROM pg_constraint con JOIN pg_namespace n ON n.oid = con.connamespace \
+           LEFT JOIN pg_class c ON c.oid = con.conrelid LEFT JOIN pg_type t ON t.oid = con.contypid \
+           LEFT JOIN pg_class ci ON ci.oid = con.conindid WHERE {ns}")),
+        ("triggers", format!("SELECT n.nspname, c.relname, t.tgname, pg_get_triggerdef(t.oid) AS definition, t.tgenabled, \
+             obj_description(t.oid, 'pg_trigger') AS comment \
+           FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid JOIN pg_namespace n ON n.oid = c.relnamespace \
+           WHERE NOT t.tgisinternal AND {ns}")),
+        ("functions", format!("SELECT n.nspname, p.proname, pg_get_function_identity_arguments(p.oid) AS identity, \
+             pg_get_function_arguments(p.oid) AS arguments, pg_get_function_result(p.oid) AS result, p.prokind, \
+             l.lanname, p.provolatile, p.proparallel, p.prosecdef, p.proisstrict, p.proleakproof, p.proretset, \
+             p.procost, p.prorows, p.prosupport::text AS support, p.proconfig, p.prosrc, p.probin, p.proacl, \
+             obj_description(p.oid, 'pg_proc') AS comment \
+           FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace JOIN pg_language l ON l.oid = p.prolang WHERE {ns}")),
+        ("sequences", format!("SELECT n.nspname, c.relname, format_type(s.seqtypid, NULL) AS type, s.seqstart, \
+             s.seqincrement, s.seqmax, s.seqmin, s.seqcache, s.seqcycle, pg_sequence_last_value(c.oid) AS last_value, \
+             (SELECT d.refobjid::regclass::text || '.' || a.attname FROM pg_depend d \
+                JOIN pg_attribute a ON a.attrelid = d.refobjid AND a.attnum = d.refobjsubid \
+               WHERE d.classid = 'pg_class'::regclass AND d.objid = c.oid AND d.refclassid = 'pg_class'::regclass \
+                 AND d.deptype IN ('a', 'i')) AS owned_by \
+           FROM pg_sequence s JOIN pg_class c ON c.oid = s.seqrelid JOIN pg_namespace n ON n.oid = c.relnamespace WHERE {ns}")),
+        ("types", format!("SELECT n.nspname, t.typname, t.typtype, format_type(t.typbasetype, t.typtypmod) AS base, \
+             t.typnotnull, t.typdefault, t.typacl, \
+             (SELECT array_agg(e.enumlabel ORDER BY e.enumsortorder) FROM pg_enum e WHERE e.enumtypid = t.oid) AS labels, \
+             obj_description(t.oid, 'pg_type') AS comment \
+           FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace LEFT JOIN pg_class c ON c.oid = t.typrelid \
+           WHERE (t.typrelid = 0 OR c.relkind = 'c') AND {ns}")),
+        ("policies", format!("SELECT n.nspname, c.relname, p.polname, p.polcmd, p.polpermissive, \
+             (SELECT array_agg(CASE WHEN r = 0 THEN 'public' ELSE r::regrole::text END ORDER BY r) FROM unnest(p.polroles) r) AS roles, \
+             pg_get_expr(p.polqual, p.polrelid) AS using, pg_get_expr(p.polwithcheck, p.polrelid) AS with_check \
+           FROM pg_policy p JOIN pg_class c ON c.oid = p.polrelid JOIN pg_namespace n ON n.oid = c.relnamespace WHERE {ns}")),
+        ("rules", "SELECT schemaname, tablename, rulename, definition FROM pg_rules \
+           WHERE schemaname <> 'information_schema' AND schemaname !~ '^pg_'".to_owned()),
+        ("event triggers", "SELECT evtname, evtevent, evtfoid::regprocedure::text AS function, evtenabled, evttags \
+           FROM pg_event_trigger".to_owned()),
+        ("default privileges", "SELECT d.defaclrole::regrole::text AS role, n.nspname, d.defaclobjtype, d.defaclacl \
+           FROM pg_default_acl d LEFT JOIN pg_namespace n ON n.oid = d.defaclnamespace".to_owned()),
+    ]
+}
+
+/// The catalog of the database `c` is connected to: category -> sorted JSON lines, plus the row
+/// count of every table (an upgrade script may write rows as well as objects).
+async fn catalog(c: &Client) -> BTreeMap<&'static str, Vec<String>> {
+    let mut out = BTreeMap::new();
+    for (category, sql) in catalog_queries() {
+        let rows = c
+            .query(
+                &format!("SELECT row_to_json(x)::text FROM ({sql}) x ORDER BY 1"),
+                &[],
+            )
+            .await
+            .unwrap_or_else(|e| panic!("catalog query {category}: {e:?}"));
+        out.insert(category, rows.iter().map(|r| r.get(0)).collect());
+    }
+    let tables = c
+        .query(
+            &format!(
+                "SELECT format('%I.%I', n.nspname, c.relname) FROM pg_class c \
+                 JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.relkind IN ('r', 'p') AND {USER_NS} ORDER BY 1"
+            ),
+            &[],
+        )
+        .await
+        .unwrap();
+    let mut counts = Vec::new();
+    for t in tables {
+        let table: String = t.get(0);
+        let n: i64 = c
+            .query_one(&format!("SELECT count(*) FROM {table}"), &[])
+            .await
+            .unwrap()
+            .get(0);
+        counts.push(format!("{table}: {n}"));
+    }
+    out.insert("table rows", counts);
+    out
+}
+
+/// Every line one catalog has and the other lacks, by category; empty when they are the same.
+fn differences(
+    updated: &BTreeMap<&'static str, Vec<String>>,
+    fresh: &BTreeMap<&'static str, Vec<String>>,
+) -> String {
+    let mut report = String::new();
+    for (category, lines) in updated {
+        let other = &fresh[category];
+        for l in lines.iter().filter(|l| !other.contains(l)) {
+            report.push_str(&format!("{category}, only after the update: {l}\n"));
+        }
+        for l in other.iter().filter(|l| !lines.contains(l)) {
+            report.push_str(&format!("{category}, only in a fresh install: {l}\n"));
+        }
+    }
+    report
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn update_from_every_release_equals_a_fresh_install() {
+    installed_scripts_are_this_trees();
+    let fresh_db = Database::create("patchdiff_fresh").await;
+    let fresh = fresh_db.connect().await;
+    fresh
+        .batch_execute("CREATE EXTENSION pg_patchdiff")
+        .await
+        .unwrap();
+    let default = default_version(&fresh).await;
+    assert_eq!(extversion(&fresh).await, default);
+    let fresh_catalog = catalog(&fresh).await;
+    // Not a vacuous comparison: the fresh install has the objects being compared.
+    for category in [
+        "relations",
+        "columns",
+        "indexes",
+        "constraints",
+        "triggers",
+        "functions",
+    ] {
+        assert!(
+            !fresh_catalog[category].is_empty(),
+            "a fresh install has no {category}"
+        );
+    }
+    for release in released_versions() {
+        assert_ne!(
+            release, default,
+            "the default version is never a released one"
+        );
+        let db = Database::create("patchdiff_updated").await;
+        let c = db.connect().await;
+        // Resolving every C symbol the release's script names: the library serves it.
+        c.batch_execute(&format!(
+            "CREATE EXTENSION pg_patchdiff VERSION '{release}'"
+        ))
+        .await
+        .unwrap_or_else(|e| panic!("CREATE EXTENSION pg_patchdiff VERSION '{release}': {e:?}"));
+        assert_eq!(extversion(&c).await, release);
+        c.batch_execute("ALTER EXTENSION pg_patchdiff UPDATE")
+            .await
+            .unwrap_or_else(|e| {
+                panic!("ALTER EXTENSION pg_patchdiff UPDATE from {release}: {e:?}")
+            });
+        assert_eq!(
+            extversion(&c).await,
+            default,
+            "ALTER EXTENSION pg_patchdiff UPDATE from {release} stops short of the default version"
+        );
+        let report = differences(&catalog(&c).await, &fresh_catalog);
+        assert!(
+            report.is_empty(),
+            "{release} updated to {default} differs from a fresh {default} install:\n{report}"
+        );
+        // And the updated objects serve calls with this library.
+        let target = patchdiff_tests::initialize_target(&c, "upgraded.md", "one\n")
+            .await
+            .unwrap();
+        let read = patchdiff_tests::call(
+            &c,
+            "patchdiff_read_target",
+            &json!({"target_file_id": target}),
+        )
+        .await
+        .unwrap();
+        assert_eq!(read["text"], "one\n", "{read}");
+        drop(c);
+        db.drop().await;
+    }
+    drop(fresh);
+    fresh_db.drop().await;
+}
+
+/// patchdiff-mcp on `dsn` with `env`, expected to stop at start-up: its stderr.
+fn refused_start(dsn: &str, env: &[(&str, &str)]) -> String {
+    let mut cmd = Command::new(mcp_bin());
+    cmd.env("PATCHDIFF_DATABASE_URL", dsn).stdin(Stdio::null());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().unwrap();
+    assert!(out.stdout.is_empty(), "nothing but MCP may go to stdout");
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(!out.status.success(), "start-up did not stop: {err}");
+    err
+}
+
+/// A session that starts and serves one call.
+fn serves(dsn: &str, env: &[(&str, &str)]) {
+    let mut s = Session::start(dsn, env, "2025-11-25");
+    let (t, _) = s.call(
+        "patchdiff_initialize_target",
+        json!({"filename": "served.md", "content": "served\n"}),
+    );
+    assert_eq!(t["status"], "ok", "{t}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn outdated_release_is_refused_until_updated_as_advised() {
+    installed_scripts_are_this_trees();
+    let oldest = released_versions().remove(0);
+    let db = Database::create("patchdiff_outdated").await;
+    let c = db.connect().await;
+    c.batch_execute(&format!("CREATE EXTENSION pg_patchdiff VERSION '{oldest}'"))
+        .await
+        .unwrap();
+    let default = default_version(&c).await;
+    let dsn = db.dsn();
+    for env in [&[][..], &[("PATCHDIFF_STRICT_OBSERVATION_MODE", "1")][..]] {
+        let err = refused_start(&dsn, env);
+        assert!(
+            err.contains(&format!("the database's pg_patchdiff is version {oldest}, older than the pg_patchdiff library of its PostgreSQL ({default})")),
+            "{err}"
+        );
+        assert!(
+            err.contains(&format!("run ALTER EXTENSION pg_patchdiff UPDATE in this database (as a superuser), which updates it from {oldest} to {default}")),
+            "{err}"
+        );
+    }
+    // Following the advice.
+    c.batch_execute("ALTER EXTENSION pg_patchdiff UPDATE")
+        .await
+        .unwrap();
+    serves(&dsn, &[]);
+    serves(&dsn, &[("PATCHDIFF_STRICT_OBSERVATION_MODE", "1")]);
+    drop(c);
+    db.drop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn storage_from_before_0_1_0_is_told_there_is_no_upgrade_path() {
+    installed_scripts_are_this_trees();
+    // Storage changed in place under the number 0.1.0 until its release. Its last change added
+    // patchdiff.target_directory; target ownership (patchdiff_list_targets) came before it, and
+    // observed submissions before that. Each older state is made from a 0.1.0 install.
+    let states: [(&str, &str, &str); 3] = [
+        (
+            "ALTER EXTENSION pg_patchdiff DROP TABLE patchdiff.target_directory; \
+             DROP TABLE patchdiff.target_directory",
+            "the database's pg_patchdiff objects predate release 0.1.0 (they have no patchdiff.target_directory)",
+            "",
+        ),
+        (
+            "ALTER EXTENSION pg_patchdiff DROP FUNCTION patchdiff_list_targets(json); \
+             DROP FUNCTION patchdiff_list_targets(json)",
+            "the database's pg_patchdiff objects predate target ownership (it has no patchdiff_list_targets)",
+            "",
+        ),
+        (
+            "ALTER EXTENSION pg_patchdiff DROP FUNCTION patchdiff_list_targets(json); \
+             DROP FUNCTION patchdiff_list_targets(json); \
+             ALTER EXTENSION pg_patchdiff DROP FUNCTION patchdiff_submit_observed_operations(json); \
+             DROP FUNCTION patchdiff_submit_observed_operations(json)",
+            "PATCHDIFF_STRICT_OBSERVATION_MODE is on, but the installed pg_patchdiff has no observed submissions (patchdiff_submit_observed_operations)",
+            "1",
+        ),
+    ];
+    let oldest = released_versions().remove(0);
+    for (make_older, refused, strict) in states {
+        let db = Database::create("patchdiff_before").await;
+        let c = db.connect().await;
+        c.batch_execute(&format!(
+            "CREATE EXTENSION pg_patchdiff VERSION '{oldest}'; {make_older}"
+        ))
+        .await
+        .unwrap();
+        let env: &[(&str, &str)] = if strict.is_empty() {
+            &[]
+        } else {
+            &[("PATCHDIFF_STRICT_OBSERVATION_MODE", strict)]
+        };
+        let check = |err: &str| {
+            assert!(err.contains(refused), "{err}");
+            assert!(
+                err.contains(": there is no upgrade path from objects older than release 0.1.0 (ALTER EXTENSION pg_patchdiff UPDATE cannot update them): dump the targets, DROP EXTENSION pg_patchdiff CASCADE, CREATE EXTENSION pg_patchdiff, and restore them with an owner"),
+                "{err}"
+            );
+            assert!(!err.contains("run ALTER EXTENSION"), "{err}");
+        };
+        check(&refused_start(&db.dsn(), env));
+        // The version number has an update path, and the update runs, but it cannot add what
+        // the objects lack: still refused, still without advice to update.
+        c.batch_execute("ALTER EXTENSION pg_patchdiff UPDATE")
+            .await
+            .unwrap();
+        check(&refused_start(&db.dsn(), env));
+        drop(c);
+        db.drop().await;
+    }
+}
+
+/// The embedded database is the server's own (README, "Set up and run"): an outdated release
+/// there is updated at start-up instead of refused, so `bash scripts/run.sh` keeps serving it
+/// after a newer build is installed.
+#[test]
+fn embedded_database_updates_its_extension_at_start_up() {
+    installed_scripts_are_this_trees();
+    let root = std::fs::read_to_string("/proc/self/status")
+        .map(|s| {
+            s.lines()
+                .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"))
+        })
+        .unwrap_or(false);
+    let base =
+        std::env::temp_dir().join(format!("patchdiff-embedded-upgrade-{}", std::process::id()));
+    let data = base.join("pg15");
+    let _ = std::fs::remove_dir_all(&base);
+    let start = || {
+        let out = Command::new(mcp_bin())
+            .env_remove("PATCHDIFF_DATABASE_URL")
+            .env("PATCHDIFF_DATA_DIR", &data)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "start-up failed: {err}");
+        assert!(!err.contains("patchdiff-mcp:"), "{err}");
+    };
+    // First start: the cluster and a fresh install. Then the database goes back to the oldest
+    // release, as if made before the current build was installed.
+    start();
+    let dir = data.to_str().unwrap().to_owned();
+    let user = if root {
+        "postgres".to_owned()
+    } else {
+        std::env::var("USER").unwrap()
+    };
+    let conninfo = format!("host={dir} port=5432 user={user} dbname=patchdiff");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let oldest = released_versions().remove(0);
+    let (default, downgraded) = rt.block_on(async {
+        let c = patchdiff_tests::connect(&conninfo).await.unwrap();
+        c.batch_execute(&format!(
+            "DROP EXTENSION pg_patchdiff CASCADE; CREATE EXTENSION pg_patchdiff VERSION '{oldest}'"
+        ))
+        .await
+        .unwrap();
+        (default_version(&c).await, extversion(&c).await)
+    });
+    assert_eq!(downgraded, oldest);
+    start();
+    let updated = rt.block_on(async {
+        let c = patchdiff_tests::connect(&conninfo).await.unwrap();
+        extversion(&c).await
+    });
+    assert_eq!(updated, default);
+    let pg_ctl = "/usr/lib/postgresql/15/bin/pg_ctl";
+    let stopped = if root {
+        Command::new("runuser")
+            .args([
+                "-u", "postgres", "--", pg_ctl, "-D", &dir, "-m", "fast", "stop",
+            ])
+            .status()
+    } else {
+        Command::new(pg_ctl)
+            .args(["-D", &dir, "-m", "fast", "stop"])
+            .status()
+    };
+    assert!(stopped.unwrap().success());
+    let _ = std::fs::remove_dir_all(&base);
+}
