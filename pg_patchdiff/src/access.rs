@@ -130,8 +130,8 @@ impl Caller {
 
 use crate::json_text::JsonText;
 use crate::out;
-use patchdiff_engine::args::{ArgError, not_found};
-use patchdiff_engine::tenancy::{self, GrantRequest, ListedTarget, Privilege};
+use patchdiff_engine::api::args::{ArgError, not_found};
+use patchdiff_engine::api::tenancy::{self, GrantRequest, ListedTarget, Privilege};
 use pgrx::datum::DatumWithOid;
 use pgrx::prelude::*;
 use pgrx::spi::SpiClient;

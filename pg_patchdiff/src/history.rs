@@ -10,14 +10,14 @@
 use crate::access::{Caller, Need, tiered};
 use crate::json_text::JsonText;
 use crate::store;
-use patchdiff_engine::args::{Args, not_found};
-use patchdiff_engine::checkpoint;
-use patchdiff_engine::export::{self, ExportFormat, ExportMeta};
-use patchdiff_engine::history::{self, LedgerRow, LogRow};
-use patchdiff_engine::json::{LITERAL, to_string};
-use patchdiff_engine::observed::{LinkedObservation, ObservationRow};
-use patchdiff_engine::replay::{self, Accepted, Failure, Replay};
-use patchdiff_engine::target::{BindingProof, TargetView, WorkspaceBinding};
+use patchdiff_engine::api::args::{Args, not_found};
+use patchdiff_engine::api::checkpoint;
+use patchdiff_engine::api::export::{self, ExportFormat, ExportMeta};
+use patchdiff_engine::api::history::{self, LedgerRow, LogRow};
+use patchdiff_engine::api::observation::{LinkedObservation, ObservationRow};
+use patchdiff_engine::api::replay::{self, Accepted, Failure, Replay};
+use patchdiff_engine::api::target::{BindingProof, TargetView, WorkspaceBinding};
+use patchdiff_engine::wire::{LITERAL, to_string};
 use pgrx::PgOid;
 use pgrx::datum::DatumWithOid;
 use pgrx::prelude::*;
@@ -311,7 +311,7 @@ pub(crate) fn export_response(
     id: &str,
     t: &store::TargetRow,
     format: ExportFormat,
-) -> Result<Value, patchdiff_engine::args::ArgError> {
+) -> Result<Value, patchdiff_engine::api::args::ArgError> {
     let facts = t
         .source_line_endings
         .as_deref()

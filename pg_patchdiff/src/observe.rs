@@ -4,10 +4,12 @@
 use crate::access::{Caller, Need};
 use crate::json_text::JsonText as JsonString;
 use crate::{new_id, out, parser, store, view};
-use patchdiff_engine::args::Args;
-use patchdiff_engine::observe::{self, EngineFacts, OBSERVE_ARGS, ObserveRequest, Page, ScopeView};
-use patchdiff_engine::scope::{Language, Outline, language_for};
-use patchdiff_engine::target::TargetView;
+use patchdiff_engine::api::args::Args;
+use patchdiff_engine::api::observation::{
+    self as observe, EngineFacts, OBSERVE_ARGS, ObserveRequest, Page, ScopeView,
+};
+use patchdiff_engine::api::scope::{Language, Outline, language_for};
+use patchdiff_engine::api::target::TargetView;
 use pgrx::prelude::*;
 use pgrx::spi::SpiClient;
 use serde_json::Value;
@@ -34,7 +36,7 @@ thread_local! {
 /// The heap an outline holds, near enough: its symbols and their strings.
 fn outline_bytes(o: &Outline) -> usize {
     o.symbols.iter().fold(
-        o.symbols.capacity() * std::mem::size_of::<patchdiff_engine::scope::Symbol>(),
+        o.symbols.capacity() * std::mem::size_of::<patchdiff_engine::api::scope::Symbol>(),
         |n, s| {
             n + s.name.capacity()
                 + s.path.capacity()

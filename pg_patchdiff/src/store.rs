@@ -4,7 +4,7 @@
 //! DEFINER with `search_path = pg_catalog, pg_temp`. IDs cross as text and are cast in SQL.
 
 use crate::access::{Caller, Need, tiered};
-use patchdiff_engine::submit::{Attempt, Parent, StoredAttempt};
+use patchdiff_engine::api::submit::{Attempt, Parent, StoredAttempt};
 use pgrx::PgOid;
 use pgrx::datum::DatumWithOid;
 use pgrx::spi::{OwnedPreparedStatement, SpiClient, SpiTupleTable};
@@ -112,9 +112,9 @@ pub fn lock_target(client: &mut SpiClient, id: &str, caller: Caller) -> Option<T
 /// ID, unless it may read the target and asked to write it.
 pub fn unavailable(client: &SpiClient, id: &str, caller: Caller, need: Need) -> Value {
     if need == Need::Write && target(client, id, caller, Need::Read).is_some() {
-        patchdiff_engine::tenancy::write_not_granted(id)
+        patchdiff_engine::api::tenancy::write_not_granted(id)
     } else {
-        patchdiff_engine::args::not_found(id)
+        patchdiff_engine::api::args::not_found(id)
     }
 }
 
@@ -146,15 +146,15 @@ fn target_row(rows: SpiTupleTable) -> Option<TargetRow> {
 /// another target (a copied proof).
 pub fn insert_target(
     client: &mut SpiClient,
-    t: &patchdiff_engine::target::NewTarget,
+    t: &patchdiff_engine::api::target::NewTarget,
     target_file_id: &str,
     cycle_id: &str,
     snapshot_id: &str,
     owner: pgrx::pg_sys::Oid,
 ) -> bool {
-    let facts = patchdiff_engine::json::to_string(
+    let facts = patchdiff_engine::wire::to_string(
         &t.source_line_endings.to_json(),
-        patchdiff_engine::json::LITERAL,
+        patchdiff_engine::wire::LITERAL,
     );
     let w = t.workspace.as_ref();
     let proof = w.and_then(|w| w.proof.as_ref());
@@ -295,7 +295,7 @@ pub fn write_attempt(
     target_file_id: &str,
     cycle_id: &str,
 ) {
-    use patchdiff_engine::json::{LITERAL, to_string};
+    use patchdiff_engine::wire::{LITERAL, to_string};
     let text = |v: &Value| to_string(v, LITERAL);
     let diagnostic = a.diagnostic.as_ref().map(text);
     let changes: Value = a
@@ -394,7 +394,7 @@ pub struct NewObservation<'a> {
     pub bundle: Option<(&'a str, i32)>,
     pub target_version: i64,
     pub target_current_hash: &'a str,
-    pub scope: &'a patchdiff_engine::observe::ScopeView,
+    pub scope: &'a patchdiff_engine::api::observation::ScopeView,
     pub requested_name: &'a str,
     pub requested_kind: Option<&'a str>,
     pub language: &'a str,
@@ -444,7 +444,7 @@ pub fn insert_observation(client: &mut SpiClient, o: &NewObservation) {
 
 /// A stored observation with what its pages repeat.
 pub struct StoredObservation {
-    pub row: patchdiff_engine::observed::ObservationRow,
+    pub row: patchdiff_engine::api::observation::ObservationRow,
     pub parent: Option<String>,
     pub language: String,
     pub engine: String,
@@ -505,7 +505,7 @@ fn observation_rows(rows: SpiTupleTable, what: &str) -> Vec<StoredObservation> {
         };
         let u = |i: usize| usize::try_from(n(i)).unwrap_or(0);
         out.push(StoredObservation {
-            row: patchdiff_engine::observed::ObservationRow {
+            row: patchdiff_engine::api::observation::ObservationRow {
                 observation_id: s(1).unwrap_or_default(),
                 target_file_id: s(2).unwrap_or_default(),
                 editing_cycle_id: s(3).unwrap_or_default(),
@@ -548,7 +548,7 @@ pub fn lock_observations(
     client: &mut SpiClient,
     ids: &[String],
     caller: Caller,
-) -> Vec<patchdiff_engine::observed::ObservationRow> {
+) -> Vec<patchdiff_engine::api::observation::ObservationRow> {
     let [a, n] = access_args(caller, Need::Read);
     let rows = run(
         client,
@@ -566,7 +566,7 @@ pub fn lock_observations(
 pub fn consumed_by(
     client: &mut SpiClient,
     pdcp_log_id: &str,
-) -> Vec<patchdiff_engine::observed::ObservationRow> {
+) -> Vec<patchdiff_engine::api::observation::ObservationRow> {
     let rows = run(
         client,
         observation_select!(
@@ -585,7 +585,7 @@ pub fn consumed_by(
 pub fn write_consumptions(
     client: &mut SpiClient,
     pdcp_log_id: &str,
-    links: &[patchdiff_engine::observed::ObservationLink],
+    links: &[patchdiff_engine::api::observation::ObservationLink],
 ) {
     for l in links {
         let group = l.group_index.map(|g| i32::try_from(g).unwrap_or(i32::MAX));

@@ -64,7 +64,7 @@ pub(super) fn operation_item() -> Value {
 /// `x-patchdiff-capabilities` of patchdiff_submit_operations, from the engine's constants:
 /// protocol, immutable runtime, operations, coordinates, insertion and span context.
 pub(super) fn operations_capabilities() -> (&'static str, Value) {
-    use patchdiff_engine::{limits, tx2};
+    use patchdiff_engine::wire::{limits, tx2};
     (
         "x-patchdiff-capabilities",
         json!({
@@ -87,7 +87,7 @@ pub(super) fn operations_capabilities() -> (&'static str, Value) {
 /// `x-patchdiff-capabilities` of patchdiff_submit_replacement: protocol, immutable runtime,
 /// the one operation and the fresh admission limits.
 pub(super) fn replacement_capabilities() -> (&'static str, Value) {
-    use patchdiff_engine::{limits, tx3};
+    use patchdiff_engine::wire::{limits, tx3};
     (
         "x-patchdiff-capabilities",
         json!({

@@ -3,7 +3,7 @@
 use super::observed::{OBSERVED_GUARD_RULE, SNAPSHOT_GUARD_RULE};
 use super::schema::GUARD_RULE;
 use super::*;
-use patchdiff_engine::json::ascii_len;
+use patchdiff_engine::wire::ascii_len;
 
 fn list(tools: &[Declaration], revision: &str) -> Value {
     json!({"tools": tools.iter().map(|t| t.declaration(revision)).collect::<Vec<_>>()})
@@ -109,10 +109,10 @@ fn declarations_are_self_describing() {
 /// engine's limits.
 #[test]
 fn structural_descriptions_state_the_limits() {
-    use patchdiff_engine::limits::{
+    use patchdiff_engine::wire::limits::{
         OBSERVED_MAX_BATCH_OPERATIONS, OBSERVED_MAX_GROUPS, READ_DEFAULT_CHARS, READ_MAX_CHARS,
     };
-    use patchdiff_engine::observe::{
+    use patchdiff_engine::wire::observation::{
         BUNDLE_SCOPE_MAX_CHARS, BUNDLE_SELECTIONS_MAX, BUNDLE_TEXT_MAX_CHARS, SCOPE_CANDIDATES_MAX,
     };
     let grouped = |n: usize| {
@@ -347,9 +347,9 @@ fn profile_membership() {
 /// The argument names a tool declares are the names the SQL function accepts.
 #[test]
 fn declared_arguments_match_the_sql_api() {
-    use patchdiff_engine::{
-        checkpoint, export, history, lines, observe, observed, preview, read, replay, submit,
-        target,
+    use patchdiff_engine::wire::{
+        checkpoint, export, history, lines, observation as observe, preview, read, replay,
+        scoped as observed, submit, target,
     };
     let engine: [(&str, &[&str]); 17] = [
         ("patchdiff_initialize_target", target::INITIALIZE_ARGS),
@@ -467,7 +467,7 @@ fn declared_arguments_match_the_sql_api() {
 /// taken from the runtime constants.
 #[test]
 fn capabilities_come_from_the_runtime_constants() {
-    use patchdiff_engine::{limits, tx2, tx3};
+    use patchdiff_engine::wire::{limits, tx2, tx3};
     let tools = all_tools();
     let schema = |n: &str| tools.iter().find(|t| t.name() == n).unwrap().input_schema();
     let ops = &schema("patchdiff_submit_operations")["x-patchdiff-capabilities"];

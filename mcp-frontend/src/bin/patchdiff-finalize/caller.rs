@@ -1,6 +1,6 @@
 //! One database function call at a time, each bounded in time and never resent.
 
-use patchdiff_engine::json::{LITERAL, to_string};
+use patchdiff_engine::wire::{LITERAL, to_string};
 use patchdiff_mcp::database::{CallError, Db};
 use serde_json::{Map, Value};
 use std::time::Duration;

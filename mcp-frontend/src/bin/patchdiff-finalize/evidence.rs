@@ -2,8 +2,7 @@
 //! created new and fsynced before the run relies on it.
 
 use crate::manifest::Target;
-use patchdiff_engine::json::{LITERAL, to_string};
-use patchdiff_engine::text::sha256_hex;
+use patchdiff_engine::wire::{LITERAL, sha256_hex, to_string};
 use serde_json::{Value, json};
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};

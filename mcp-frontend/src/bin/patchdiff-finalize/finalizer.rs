@@ -5,7 +5,7 @@ use crate::caller::{Answer, Caller, status, truncate};
 use crate::evidence::{EXPORT_FORMAT, Evidence, FORMAT};
 use crate::manifest::{Target, is_uuid};
 use crate::run::Outcome;
-use patchdiff_engine::text::sha256_hex;
+use patchdiff_engine::wire::sha256_hex;
 use serde_json::{Map, Value, json};
 
 /// What happened to one target.
