@@ -419,7 +419,7 @@ pub fn replay(data: &[u8]) {
     let (protocol, runtime) = replay::FORMATS
         .get(*f as usize % (replay::FORMATS.len() + 1))
         .map_or(("patchdiff-tx/9", "patchdiff-mvp-9"), |x| {
-            (x.protocol_version, x.runtime_version)
+            (x.protocol.as_str(), x.runtime.as_str())
         });
     let other = sha256_hex("other");
     let row = Accepted {

@@ -93,7 +93,7 @@ pub mod wire {
 pub mod api {
     pub use crate::contract::{args, interrupt, invalid_text, limits, time};
     pub use crate::evidence::{near_miss, rejection};
-    pub use crate::format::{sequential, tx1, tx2, tx3};
+    pub use crate::format::{protocol, sequential, tx1, tx2, tx3};
     pub use crate::history::{checkpoint, export, pages as history, replay};
     pub use crate::read::lines;
     pub use crate::scope::observation;

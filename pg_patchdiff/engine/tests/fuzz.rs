@@ -2194,7 +2194,7 @@ fn fuzz_replay_of_stored_rows() {
             let (protocol, runtime) = replay::FORMATS
                 .get(f)
                 .map_or(("patchdiff-tx/9", "patchdiff-mvp-9"), |x| {
-                    (x.protocol_version, x.runtime_version)
+                    (x.protocol.as_str(), x.runtime.as_str())
                 });
             let field = match protocol {
                 tx2::PROTOCOL => "operations",

@@ -2,6 +2,7 @@
 //! all apply through. `common` holds what every format shares, below all of them.
 
 pub mod common;
+pub mod protocol;
 pub mod sequential;
 pub mod tx1;
 pub mod tx2;

@@ -8,13 +8,14 @@ use crate::contract::interrupt;
 use crate::contract::json::type_name;
 use crate::evidence::rejection::Rejection;
 use crate::format::common::{Edit, List, block, parse_edit, parse_intent, parse_list};
+use crate::format::protocol::{Protocol, Runtime};
 use crate::format::sequential::{self, Applied, Op};
 use crate::target::TargetView;
 use serde_json::Value;
 use std::collections::HashSet;
 
-pub const PROTOCOL: &str = "patchdiff-tx/1";
-pub const RUNTIME: &str = "patchdiff-mvp-0.2.2";
+pub const PROTOCOL: &str = Protocol::Tx1.as_str();
+pub const RUNTIME: &str = Runtime::Mvp0_2_2.as_str();
 
 /// The fields an edit object may carry (TYPED_EDIT_JSON_SCHEMA).
 pub const EDIT_FIELDS: &[&str] = &[

@@ -11,16 +11,17 @@ use crate::evidence::rejection::Rejection;
 use crate::format::common::{
     self, Edit, List, SpanOp, block, opt_text, parse_advisory, required_text,
 };
+use crate::format::protocol::{Protocol, Runtime};
 use crate::format::sequential::{self, Applied, Op};
 use crate::target::TargetView;
 use serde_json::{Map, Value};
 use std::collections::HashSet;
 
-pub const PROTOCOL: &str = "patchdiff-tx/2";
+pub const PROTOCOL: &str = Protocol::Tx2.as_str();
 /// Match and span operations without span context.
-pub const RUNTIME: &str = "patchdiff-mvp-0.3.0";
+pub const RUNTIME: &str = Runtime::Mvp0_3_0.as_str();
 /// Adds `expected_before` / `expected_after` on spans, and nothing else.
-pub const RUNTIME_SPAN_CONTEXT: &str = "patchdiff-mvp-0.5.0";
+pub const RUNTIME_SPAN_CONTEXT: &str = Runtime::Mvp0_5_0.as_str();
 
 /// The fields of a `match` operation: a tx/1 edit plus `op`.
 pub const MATCH_FIELDS: &[&str] = &[

@@ -7,14 +7,15 @@
 use crate::contract::limits::{REPLACEMENT_MAX_CODE_POINTS, REPLACEMENT_MAX_UTF8_BYTES};
 use crate::evidence::rejection::Rejection;
 use crate::format::common::{self, ChangeFact, malformed};
+use crate::format::protocol::{Protocol, Runtime};
 use crate::format::sequential::{Applied, no_op_transaction};
 use crate::target::TargetView;
 use crate::text::warnings::{self, Warning};
 use crate::text::{canonicalize, char_len, sha256_hex, text_defect};
 use serde_json::{Map, Value, json};
 
-pub const PROTOCOL: &str = "patchdiff-tx/3";
-pub const RUNTIME: &str = "patchdiff-mvp-0.4.0";
+pub const PROTOCOL: &str = Protocol::Tx3.as_str();
+pub const RUNTIME: &str = Runtime::Mvp0_4_0.as_str();
 /// The change ID of the single change (the record has no change list).
 pub const CHANGE_ID: &str = "chg_001";
 

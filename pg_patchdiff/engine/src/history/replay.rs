@@ -26,11 +26,12 @@
 use crate::contract::interrupt;
 use crate::contract::uuid::canonical_uuid;
 use crate::evidence::rejection::{Rejection, Stage};
+use crate::format::protocol::{Protocol, Runtime};
 use crate::format::sequential::Applied;
 use crate::format::{tx1, tx2, tx3};
 use crate::scope::observation::{LinkedObservation, ObservationRow};
 use crate::submission::scoped::{
-    self, BATCH_PROTOCOL, apply_batch, apply_single, ids_equal, parse_batch, verify_scopes,
+    BATCH_PROTOCOL, apply_batch, apply_single, ids_equal, parse_batch, verify_scopes,
 };
 use crate::target::TargetView;
 use crate::text::{canonicalize, char_len, sha256_hex};
@@ -93,8 +94,8 @@ pub struct Step<'a> {
 /// How one recorded (protocol_version, runtime_version) pair is replayed: a function that
 /// returns the text after the row, or the reason it cannot.
 pub struct Format {
-    pub protocol_version: &'static str,
-    pub runtime_version: &'static str,
+    pub protocol: Protocol,
+    pub runtime: Runtime,
     pub replay: fn(&Step) -> Result<String, Failure>,
 }
 
@@ -102,28 +103,28 @@ pub struct Format {
 /// function that applies its stored record exactly as its submission did.
 pub const FORMATS: &[Format] = &[
     Format {
-        protocol_version: tx1::PROTOCOL,
-        runtime_version: tx1::RUNTIME,
+        protocol: Protocol::Tx1,
+        runtime: Runtime::Mvp0_2_2,
         replay: replay_tx1,
     },
     Format {
-        protocol_version: tx2::PROTOCOL,
-        runtime_version: tx2::RUNTIME,
+        protocol: Protocol::Tx2,
+        runtime: Runtime::Mvp0_3_0,
         replay: replay_tx2_0_3_0,
     },
     Format {
-        protocol_version: tx2::PROTOCOL,
-        runtime_version: tx2::RUNTIME_SPAN_CONTEXT,
+        protocol: Protocol::Tx2,
+        runtime: Runtime::Mvp0_5_0,
         replay: replay_tx2_0_5_0,
     },
     Format {
-        protocol_version: tx3::PROTOCOL,
-        runtime_version: tx3::RUNTIME,
+        protocol: Protocol::Tx3,
+        runtime: Runtime::Mvp0_4_0,
         replay: replay_tx3,
     },
     Format {
-        protocol_version: scoped::BATCH_PROTOCOL,
-        runtime_version: scoped::BATCH_RUNTIME,
+        protocol: Protocol::ObservedBatch,
+        runtime: Runtime::ObservedBatchR1,
         replay: replay_batch,
     },
 ];
@@ -237,7 +238,7 @@ impl Failure {
     pub fn protocol(row: &Accepted, detail: String) -> Self {
         let allowed: Vec<Value> = FORMATS
             .iter()
-            .map(|f| json!([f.protocol_version, f.runtime_version]))
+            .map(|f| json!([f.protocol.as_str(), f.runtime.as_str()]))
             .collect();
         Self::at(
             row,
@@ -335,9 +336,14 @@ impl Replay {
     pub fn step(&mut self, row: &Accepted) -> Result<(), Failure> {
         // One check per row; the row's own application checks per change.
         interrupt::check();
-        let Some(format) = FORMATS.iter().find(|f| {
-            f.protocol_version == row.protocol_version && f.runtime_version == row.runtime_version
-        }) else {
+        let recorded = (
+            Protocol::parse(row.protocol_version),
+            Runtime::parse(row.runtime_version),
+        );
+        let Some(format) = FORMATS
+            .iter()
+            .find(|f| recorded == (Some(f.protocol), Some(f.runtime)))
+        else {
             return Err(Failure::protocol(
                 row,
                 format!(

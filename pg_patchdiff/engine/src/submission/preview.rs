@@ -11,6 +11,7 @@ use crate::contract::json::{ascii_len, type_name};
 use crate::contract::limits::*;
 use crate::evidence::rejection::{current_context, validity};
 use crate::format::common::ChangeFact;
+use crate::format::protocol::Protocol;
 use crate::format::{tx1, tx2, tx3};
 use crate::submission::submit::{self, Parent, Submission};
 use crate::target::TargetView;
@@ -93,9 +94,9 @@ pub fn parse_preview(text: &str) -> Result<Submission, ArgError> {
         }
     }
     let record = submit::record_of(&a, protocol, field);
-    let runtime = match protocol {
-        tx2::PROTOCOL => tx2::runtime_for(record.get("operations")),
-        tx3::PROTOCOL => tx3::RUNTIME,
+    let runtime = match Protocol::parse(protocol) {
+        Some(Protocol::Tx2) => tx2::runtime_for(record.get("operations")),
+        Some(Protocol::Tx3) => tx3::RUNTIME,
         _ => tx1::RUNTIME,
     };
     submit::envelope(&a, record, protocol, runtime)

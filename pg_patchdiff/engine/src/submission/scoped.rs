@@ -52,6 +52,7 @@ use crate::contract::limits::{
 use crate::contract::uuid::canonical_uuid;
 use crate::evidence::rejection::{Rejection, Stage, context};
 use crate::format::common::{self, ObservedFact};
+use crate::format::protocol::{Protocol, Runtime};
 use crate::format::sequential::{self, Applied, Confinement, Op};
 use crate::format::tx2::{self, Operation};
 use crate::scope::observation::{ObservationLink, ObservationRow};
@@ -63,8 +64,8 @@ use serde_json::{Map, Value, json};
 use std::collections::HashSet;
 
 /// The durable (protocol_version, runtime_version) pair of an observed batch.
-pub const BATCH_PROTOCOL: &str = "patchdiff-observed-batch/1";
-pub const BATCH_RUNTIME: &str = "patchdiff-observed-batch-r1";
+pub const BATCH_PROTOCOL: &str = Protocol::ObservedBatch.as_str();
+pub const BATCH_RUNTIME: &str = Runtime::ObservedBatchR1.as_str();
 
 /// "Batch form": 1..32 groups, at most 128 operations in total.
 pub const MAX_GROUPS: usize = OBSERVED_MAX_GROUPS;

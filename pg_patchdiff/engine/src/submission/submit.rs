@@ -18,6 +18,7 @@ use crate::contract::uuid::{canonical_uuid, is_sha256_hex};
 use crate::evidence::near_miss::{self, ScanSource};
 use crate::evidence::rejection::{NearMissInput, Rejection, Stage, current_context, validity};
 use crate::format::common::{self, ChangeFact};
+use crate::format::protocol::Protocol;
 use crate::format::tx1;
 use crate::format::{sequential, tx2, tx3};
 use crate::scope::observation::ObservationLink;
@@ -509,7 +510,7 @@ pub(crate) fn rejected(base: Attempt, r: &Rejection, format: &str, start: &Targe
 /// and before anything is written, a valid oversized sole replacement is answered with
 /// `invalid_argument` / `replacement_too_large` and no row. Other formats have no admission cap.
 pub fn admission(sub: &Submission, correlation_id: Option<&str>) -> Option<Value> {
-    if sub.protocol_version != tx3::PROTOCOL {
+    if Protocol::parse(sub.protocol_version) != Some(Protocol::Tx3) {
         return None;
     }
     // Invalid text is classified first, through the audited path of `evaluate`: NUL and
@@ -726,11 +727,11 @@ enum Proposal {
 impl Proposal {
     fn parse(sub: &Submission) -> Result<Proposal, Rejection> {
         let r = &sub.record;
-        Ok(match sub.protocol_version {
-            tx2::PROTOCOL => Proposal::Operations(
+        Ok(match Protocol::parse(sub.protocol_version) {
+            Some(Protocol::Tx2) => Proposal::Operations(
                 tx2::parse(r.get("intent"), r.get("operations"), sub.runtime_version)?.1,
             ),
-            tx3::PROTOCOL => {
+            Some(Protocol::Tx3) => {
                 Proposal::Replacement(tx3::parse(r.get("intent"), r.get("replacement"))?.1)
             }
             _ => Proposal::Edits(tx1::parse(r.get("intent"), r.get("edits"))?.1),
