@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# A/B benchmark (docs/benchmarks.md, "Cost of the access checks"): a one-edit submission on a
-# 64 KiB target with the extension built from BASE (a commit) next to the working tree's build,
-# in one run: two private clusters, calls interleaved one by one, server-side medians and their
-# ratio. Each pairing runs twice with the clusters swapped (so a difference between the clusters
-# shows as disagreement), as a non-superuser owner and as a superuser.
+# A/B benchmark (docs/benchmarks.md, "Cost of the access checks" and "The reshape"): the
+# extension built from BASE (a commit) next to the working tree's build, in one run: two private
+# clusters, calls interleaved one by one, server-side medians and their ratio, for an accepted
+# one-edit submission on 64 KiB, an audited rejection with near misses, a read, a log page, a
+# ledger page and a replay (scripts/bench/ab_submit.py). Each pairing runs twice with the
+# clusters swapped (so a difference between the clusters shows as disagreement), as a
+# non-superuser owner and as a superuser.
 #   bash scripts/ab-bench.sh BASE [CALLS]      (default CALLS 3000)
 # It installs each build in turn over the machine's pg_patchdiff and leaves the working tree's
 # build installed.
@@ -50,7 +52,7 @@ for who in patchdiff_ab_owner postgres; do
   for order in ab ba; do
     if [ $order = ab ]; then base=("${A[@]}") new=("${B[@]}"); else base=("${B[@]}") new=("${A[@]}"); fi
     prepare "${base[@]}" base; prepare "${new[@]}" new; use base
-    printf '%s, base on :%s, new on :%s: ' "$who" "${base[1]}" "${new[1]}"
+    printf '%s, base on :%s, new on :%s:\n' "$who" "${base[1]}" "${new[1]}"
     "$WORK/py/bin/python" scripts/bench/ab_submit.py \
       "host=127.0.0.1 port=${base[1]} user=$who dbname=ab" "host=127.0.0.1 port=${new[1]} user=$who dbname=ab" \
       "$CALLS" "$(declare -f use); WORK='$WORK' LIB_DIR='$LIB_DIR' EXT_DIR='$EXT_DIR' use new"
