@@ -121,7 +121,7 @@ fn diag(a: &Attempt) -> &Value {
 /// A rejection with nothing to write but the attempt.
 #[track_caller]
 fn assert_rejected(a: &Attempt, reason: &str, stage: &str, code: &str) {
-    assert_eq!(a.status, "rejected", "{:?}", a.failure_detail);
+    assert_eq!(a.status.as_str(), "rejected", "{:?}", a.failure_detail);
     assert_eq!(a.failure_reason, Some(reason), "{:?}", a.failure_detail);
     assert_eq!(a.failure_stage, Some(stage), "{:?}", a.failure_detail);
     assert_eq!(diag(a)["code"], code, "{:?}", a.failure_detail);
@@ -132,9 +132,11 @@ fn assert_rejected(a: &Attempt, reason: &str, stage: &str, code: &str) {
 #[track_caller]
 fn accepted(a: &Attempt) -> &str {
     assert_eq!(
-        a.status, "accepted",
+        a.status.as_str(),
+        "accepted",
         "{:?} {:?}",
-        a.failure_detail, a.diagnostic
+        a.failure_detail,
+        a.diagnostic
     );
     a.new_content.as_deref().unwrap()
 }
@@ -701,7 +703,7 @@ fn batch_shapes_and_limits_reject() {
     let (groups, rows) = three_groups(&fx);
     let code = |groups: Value| {
         let (_, a) = fx.judge(&fx.batch(groups), &rows);
-        assert_eq!(a.status, "rejected");
+        assert_eq!(a.status.as_str(), "rejected");
         assert_eq!(a.failure_stage, Some("PROTOCOL_VALIDATION"));
         assert!(a.new_content.is_none());
         diag(&a)["code"].as_str().unwrap().to_owned()
@@ -1169,7 +1171,7 @@ proptest! {
         let rt = tx2::runtime_for(Some(&ops));
         let (_, parsed) = tx2::parse(Some(&json!("i")), Some(&ops), rt).unwrap();
         let want = tx2::apply(&fx.view(), &parsed).unwrap();
-        prop_assert_eq!(got.status, "accepted", "{:?}", got.failure_detail);
+        prop_assert_eq!(got.status.as_str(), "accepted", "{:?}", got.failure_detail);
         let out = got.new_content.as_deref().unwrap();
         prop_assert_eq!(out, want.content.as_str());
         prop_assert_eq!(&got.changes, &want.changes);

@@ -211,7 +211,7 @@ proptest! {
         prop_assert_eq!(psub.runtime_version, sub.runtime_version);
         let p = preview::preview(&psub, &view);
 
-        prop_assert_eq!(p["status"].as_str(), Some(attempt.status));
+        prop_assert_eq!(p["status"].as_str(), Some(attempt.status.as_str()));
         prop_assert_eq!(attempt.new_content.clone(), want.clone());
         if let Some(text) = &want {
             prop_assert_eq!(p["after_hash"].as_str(), attempt.after_hash.as_deref());

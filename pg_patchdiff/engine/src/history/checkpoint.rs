@@ -14,6 +14,7 @@
 use crate::contract::args::{ArgError, Args};
 use crate::contract::json::{as_int, type_name};
 use crate::contract::uuid::is_sha256_hex;
+use crate::contract::words::Status;
 use crate::history::export::{ExportFormat, content_eol, write_eol};
 use crate::target::{TargetView, WorkspaceBinding};
 use crate::text::sha256_hex;
@@ -181,7 +182,7 @@ pub fn publication(
 
 fn rejected(t: &TargetView, reason: &str, detail: String, extra: &[(&str, Value)]) -> Value {
     let mut m = Map::new();
-    m.insert("status".into(), json!("rejected"));
+    m.insert("status".into(), json!(Status::Rejected.as_str()));
     m.insert("target_file_id".into(), json!(t.target_file_id));
     m.insert("failure_reason".into(), json!(reason));
     for (k, v) in extra {
@@ -255,7 +256,7 @@ pub fn saved_response(
     export: Option<Value>,
 ) -> Value {
     let mut v = json!({
-        "status": "saved",
+        "status": Status::Saved.as_str(),
         "target_file_id": t.target_file_id,
         "snapshot_id": snapshot_id,
         "closed_editing_cycle_id": closed_editing_cycle_id,

@@ -25,6 +25,7 @@
 
 use crate::contract::interrupt;
 use crate::contract::uuid::canonical_uuid;
+use crate::contract::words::Status;
 use crate::evidence::rejection::{Rejection, Stage};
 use crate::format::protocol::{Protocol, Runtime};
 use crate::format::sequential::Applied;
@@ -275,7 +276,7 @@ impl Failure {
     /// The `failed` answer.
     pub fn to_json(&self, stored: &TargetView, replayed: u64) -> Value {
         json!({
-            "status": "failed",
+            "status": Status::Failed.as_str(),
             "target_file_id": stored.target_file_id,
             "failure_reason": self.reason,
             "failure_detail": self.detail,
@@ -456,7 +457,7 @@ impl Replay {
         };
         let version_matches = stored.version == self.version;
         json!({
-            "status": "success",
+            "status": Status::Success.as_str(),
             "target_file_id": stored.target_file_id,
             "reconstructed_hash": self.hash,
             "current_hash": stored.current_hash,
@@ -747,6 +748,7 @@ pub(crate) fn is_observed_record(protocol_version: &str, record: &Map<String, Va
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::contract::words::Status;
     use crate::submission::submit::{self, Parent};
 
     /// Submits `edits` through the submission pipeline and returns the stored attempt.
@@ -760,7 +762,7 @@ mod tests {
         let sub = submit::parse_submit_edits(&args.to_string()).unwrap();
         let id = submit::prepare(&sub, &Parent::NotLookedUp);
         let a = submit::evaluate(&sub, &id, &Parent::NotLookedUp, t);
-        assert_eq!(a.status, "accepted", "{:?}", a.failure_detail);
+        assert_eq!(a.status, Status::Accepted, "{:?}", a.failure_detail);
         a
     }
 

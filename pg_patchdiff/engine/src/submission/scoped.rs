@@ -50,6 +50,7 @@ use crate::contract::limits::{
     OBSERVED_MAX_BATCH_OPERATIONS, OBSERVED_MAX_GROUPS, OBSERVED_SUMMARY_SYMBOL_CHARS,
 };
 use crate::contract::uuid::canonical_uuid;
+use crate::contract::words::Status;
 use crate::evidence::rejection::{Rejection, Stage, context};
 use crate::format::common::{self, ObservedFact};
 use crate::format::protocol::{Protocol, Runtime};
@@ -258,7 +259,7 @@ pub fn evaluate(
         Ok((applied, links)) => {
             let after_hash = sha256_hex(&applied.content);
             Attempt {
-                status: "accepted",
+                status: Status::Accepted,
                 after_version: Some(start.version + 1),
                 after_hash: Some(after_hash),
                 new_content: Some(applied.content),
@@ -931,7 +932,7 @@ pub fn add_code(resp: &mut Value) {
     let Some(m) = resp.as_object_mut() else {
         return;
     };
-    if m.get("status").and_then(Value::as_str) != Some("rejected") {
+    if m.get("status").and_then(Value::as_str) != Some(Status::Rejected.as_str()) {
         return;
     }
     let code = m
@@ -1005,7 +1006,7 @@ fn observed_fields(
         key,
         sent.cloned().unwrap_or(Value::Null),
     );
-    if m.get("status").and_then(Value::as_str) != Some("accepted") {
+    if m.get("status").and_then(Value::as_str) != Some(Status::Accepted.as_str()) {
         return;
     }
     let after = m.get("version").and_then(Value::as_i64);

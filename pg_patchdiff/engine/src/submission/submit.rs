@@ -15,6 +15,7 @@ use crate::contract::limits::{
     TX1_MAX_EDITS, TX2_MAX_OPERATIONS,
 };
 use crate::contract::uuid::{canonical_uuid, is_sha256_hex};
+use crate::contract::words::Status;
 use crate::evidence::near_miss::{self, ScanSource};
 use crate::evidence::rejection::{NearMissInput, Rejection, Stage, current_context, validity};
 use crate::format::common::{self, ChangeFact};
@@ -342,7 +343,9 @@ pub enum Parent {
     NotFound,
     Found {
         target_file_id: String,
-        status: String,
+        /// `None`: a stored word this engine does not know. The table's CHECK allows only
+        /// `accepted` and `rejected`; an unknown word is neither, as the string comparison was.
+        status: Option<Status>,
     },
 }
 
@@ -362,7 +365,9 @@ pub fn prepare(sub: &Submission, parent: &Parent) -> Identity {
         Parent::Found {
             target_file_id,
             status,
-        } if *target_file_id == sub.target_file_id && status == "rejected" => sub.parent_uuid(),
+        } if *target_file_id == sub.target_file_id && *status == Some(Status::Rejected) => {
+            sub.parent_uuid()
+        }
         _ => None,
     };
     let parent_identity = eligible
@@ -386,7 +391,7 @@ pub fn prepare(sub: &Submission, parent: &Parent) -> Identity {
 /// One attempt row, with the ledger rows and new content of an acceptance.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Attempt {
-    pub status: &'static str,
+    pub status: Status,
     pub protocol_version: &'static str,
     pub runtime_version: &'static str,
     pub pdcp_content: String,
@@ -435,7 +440,7 @@ fn key_preview(v: &Value) -> Value {
 /// A rejected attempt row for `sub` with no failure filled in yet.
 pub(crate) fn base_attempt(sub: &Submission, id: &Identity, start: &TargetView) -> Attempt {
     Attempt {
-        status: "rejected",
+        status: Status::Rejected,
         protocol_version: sub.protocol_version,
         runtime_version: sub.runtime_version,
         pdcp_content: sub.pdcp_content.clone(),
@@ -479,7 +484,7 @@ pub fn evaluate(sub: &Submission, id: &Identity, parent: &Parent, start: &Target
         Ok(applied) => {
             let after_hash = sha256_hex(&applied.content);
             Attempt {
-                status: "accepted",
+                status: Status::Accepted,
                 after_version: Some(start.version + 1),
                 after_hash: Some(after_hash),
                 new_content: Some(applied.content),
@@ -521,7 +526,7 @@ pub fn admission(sub: &Submission, correlation_id: Option<&str>) -> Option<Value
     let raw = sub.record.get("replacement")?.as_str()?;
     let d = tx3::admission(raw).err()?;
     let mut m = Map::new();
-    m.insert("status".into(), json!("invalid_argument"));
+    m.insert("status".into(), json!(Status::InvalidArgument.as_str()));
     m.insert("code".into(), json!("replacement_too_large"));
     m.insert("target_file_id".into(), json!(sub.target_file_id));
     m.insert("failure_detail".into(), json!(tx3::too_large_detail(&d)));
@@ -769,7 +774,7 @@ fn check_parent(sub: &Submission, parent: &Parent) -> Result<(), Rejection> {
                 "parent_pdcp_log_id names an attempt on another target.",
             )
         }
-        (Some(_), Parent::Found { status, .. }) if status != "rejected" => reject(
+        (Some(_), Parent::Found { status, .. }) if *status != Some(Status::Rejected) => reject(
             "parent_not_rejected",
             "parent_pdcp_log_id must name a rejected attempt; continue from an accepted one instead.",
         ),
@@ -791,7 +796,7 @@ pub fn respond(
     } else {
         a.client_request_id.clone()
     };
-    if a.status == "accepted" {
+    if a.status == Status::Accepted {
         accepted_fields(
             &mut m,
             &sub.target_file_id,
@@ -832,7 +837,7 @@ fn accepted_fields(
     current: &TargetView,
     log_id: &str,
 ) {
-    m.insert("status".into(), json!("accepted"));
+    m.insert("status".into(), json!(Status::Accepted.as_str()));
     m.insert("target_file_id".into(), json!(target));
     m.insert("before_hash".into(), json!(before));
     m.insert("after_hash".into(), json!(after));
@@ -874,7 +879,7 @@ fn rejected_fields(
     log_id: &str,
 ) {
     let fc = a.diagnostic.and_then(|d| d.get("failure_context"));
-    m.insert("status".into(), json!("rejected"));
+    m.insert("status".into(), json!(Status::Rejected.as_str()));
     m.insert("target_file_id".into(), json!(target));
     m.insert("failure_reason".into(), json!(a.reason));
     m.insert("failure_detail".into(), json!(a.detail));
@@ -896,7 +901,9 @@ fn rejected_fields(
 #[derive(Debug, Clone, PartialEq)]
 pub struct StoredAttempt {
     pub pdcp_log_id: String,
-    pub status: String,
+    /// `None`: a stored word this engine does not know (see [`Parent::Found`]); recovery
+    /// answers it as a rejection, as the string comparison did.
+    pub status: Option<Status>,
     pub request_fingerprint: String,
     pub request_envelope: Value,
     pub pdcp_content: String,
@@ -918,7 +925,7 @@ impl StoredAttempt {
     pub fn of(a: &Attempt, log_id: &str) -> Self {
         StoredAttempt {
             pdcp_log_id: log_id.to_owned(),
-            status: a.status.to_owned(),
+            status: Some(a.status),
             request_fingerprint: a.request_fingerprint.clone(),
             request_envelope: a.request_envelope.clone(),
             pdcp_content: a.pdcp_content.clone(),
@@ -1016,7 +1023,7 @@ pub fn recover_or_conflict(
         return KeyOutcome::Conflict(Box::new(conflict(sub, id, stored, current)));
     }
     let mut m = Map::new();
-    if stored.status == "accepted" {
+    if stored.status == Some(Status::Accepted) {
         accepted_fields(
             &mut m,
             &sub.target_file_id,
