@@ -1407,7 +1407,8 @@ fn submission(
                 "rejected without failure_reason"
             );
             ensure!(
-                a.failure_stage.is_some_and(|s| stages.contains(&s)),
+                a.failure_stage
+                    .is_some_and(|s| stages.contains(&s.as_str())),
                 "failure_stage {:?}",
                 a.failure_stage
             );
@@ -1422,7 +1423,7 @@ fn submission(
             );
             if !sub.invalid_text.is_empty() {
                 ensure!(
-                    a.failure_reason == Some("target_encoding_invalid"),
+                    a.failure_reason.map(|r| r.as_str()) == Some("target_encoding_invalid"),
                     "invalid text judged as {:?}",
                     a.failure_reason
                 );

@@ -87,6 +87,112 @@ impl fmt::Display for Status {
     }
 }
 
+/// A `failure_reason`: of a rejected attempt (stored in its row) or of a failed replay.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FailureReason {
+    ManifestMissing,
+    ManifestMalformed,
+    BlockMalformed,
+    ContextMissing,
+    ContextInvalid,
+    TargetEncodingInvalid,
+    TargetVersionMismatch,
+    TargetHashMismatch,
+    /// In the contract's retryable list; no path of this engine rejects with it today.
+    TargetDiverged,
+    MatchAbsent,
+    MatchAmbiguous,
+    DisambiguationInvalid,
+    SequentialMatchInvalid,
+    SpanOutOfBounds,
+    SpanExpectedTextMismatch,
+    /// `patchdiff_replay`: the target has no initial snapshot.
+    ReplayBaseMissing,
+    /// `patchdiff_replay`: an unsupported format pair, or a record its format cannot read.
+    ReplayProtocolInvalid,
+    /// `patchdiff_replay`: a valid record that does not apply to the reconstruction.
+    ReplayApplicationFailed,
+    /// `patchdiff_replay`: a recorded fact the reconstruction does not reproduce.
+    ReplayDivergence,
+}
+
+impl FailureReason {
+    pub const ALL: [FailureReason; 19] = [
+        FailureReason::ManifestMissing,
+        FailureReason::ManifestMalformed,
+        FailureReason::BlockMalformed,
+        FailureReason::ContextMissing,
+        FailureReason::ContextInvalid,
+        FailureReason::TargetEncodingInvalid,
+        FailureReason::TargetVersionMismatch,
+        FailureReason::TargetHashMismatch,
+        FailureReason::TargetDiverged,
+        FailureReason::MatchAbsent,
+        FailureReason::MatchAmbiguous,
+        FailureReason::DisambiguationInvalid,
+        FailureReason::SequentialMatchInvalid,
+        FailureReason::SpanOutOfBounds,
+        FailureReason::SpanExpectedTextMismatch,
+        FailureReason::ReplayBaseMissing,
+        FailureReason::ReplayProtocolInvalid,
+        FailureReason::ReplayApplicationFailed,
+        FailureReason::ReplayDivergence,
+    ];
+
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            FailureReason::ManifestMissing => "manifest_missing",
+            FailureReason::ManifestMalformed => "manifest_malformed",
+            FailureReason::BlockMalformed => "block_malformed",
+            FailureReason::ContextMissing => "context_missing",
+            FailureReason::ContextInvalid => "context_invalid",
+            FailureReason::TargetEncodingInvalid => "target_encoding_invalid",
+            FailureReason::TargetVersionMismatch => "target_version_mismatch",
+            FailureReason::TargetHashMismatch => "target_hash_mismatch",
+            FailureReason::TargetDiverged => "target_diverged",
+            FailureReason::MatchAbsent => "match_absent",
+            FailureReason::MatchAmbiguous => "match_ambiguous",
+            FailureReason::DisambiguationInvalid => "disambiguation_invalid",
+            FailureReason::SequentialMatchInvalid => "sequential_match_invalid",
+            FailureReason::SpanOutOfBounds => "span_out_of_bounds",
+            FailureReason::SpanExpectedTextMismatch => "span_expected_text_mismatch",
+            FailureReason::ReplayBaseMissing => "replay_base_missing",
+            FailureReason::ReplayProtocolInvalid => "replay_protocol_invalid",
+            FailureReason::ReplayApplicationFailed => "replay_application_failed",
+            FailureReason::ReplayDivergence => "replay_divergence",
+        }
+    }
+
+    /// The reason a stored or answered `failure_reason` names, if any.
+    pub fn parse(s: &str) -> Option<FailureReason> {
+        FailureReason::ALL.into_iter().find(|v| v.as_str() == s)
+    }
+
+    /// Contract "Retryable rejections": a new proposal from a fresh read can succeed; resending
+    /// the identical request cannot. False for request-shape, encoding, lineage, request-key
+    /// and target-identity failures (and replay's, which are not attempts).
+    pub const fn retryable(self) -> bool {
+        matches!(
+            self,
+            FailureReason::MatchAbsent
+                | FailureReason::MatchAmbiguous
+                | FailureReason::DisambiguationInvalid
+                | FailureReason::SequentialMatchInvalid
+                | FailureReason::SpanOutOfBounds
+                | FailureReason::SpanExpectedTextMismatch
+                | FailureReason::TargetHashMismatch
+                | FailureReason::TargetVersionMismatch
+                | FailureReason::TargetDiverged
+        )
+    }
+}
+
+impl fmt::Display for FailureReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -137,5 +243,83 @@ mod tests {
         );
         assert_eq!(Status::parse("Accepted"), None);
         assert_eq!(Status::parse("outcome_unknown"), None);
+    }
+
+    /// Issue 16 item 2: every failure reason serializes to its exact contract string and
+    /// parses back from it only; the set is the contract's labels plus replay's, nothing else.
+    #[test]
+    fn failure_reasons_round_trip_to_the_contract_strings() {
+        for r in FailureReason::ALL {
+            assert_eq!(FailureReason::parse(r.as_str()), Some(r));
+            assert_eq!(r.to_string(), r.as_str());
+        }
+        // host-integration-guide.txt "Match the label to the action" (manifest_* are the
+        // tx/1 and tx/3 manifest labels, "other context_*" is context_missing), and
+        // mcp-tool-contracts.txt "Common input and request-key rules" (target_encoding_invalid).
+        let contract = [
+            "target_version_mismatch",
+            "target_hash_mismatch",
+            "target_diverged",
+            "match_absent",
+            "sequential_match_invalid",
+            "match_ambiguous",
+            "disambiguation_invalid",
+            "span_out_of_bounds",
+            "span_expected_text_mismatch",
+            "context_invalid",
+            "context_missing",
+            "manifest_missing",
+            "manifest_malformed",
+            "block_malformed",
+            "target_encoding_invalid",
+        ];
+        // patchdiff_replay's `failed` answer (mcp-tool-contracts.txt names
+        // replay_protocol_invalid; docs/history.md the rest).
+        let replay = [
+            "replay_base_missing",
+            "replay_protocol_invalid",
+            "replay_application_failed",
+            "replay_divergence",
+        ];
+        let want: BTreeSet<&str> = contract.into_iter().chain(replay).collect();
+        let got: BTreeSet<&str> = FailureReason::ALL.iter().map(|r| r.as_str()).collect();
+        assert_eq!(got, want);
+        assert_eq!(got.len(), FailureReason::ALL.len());
+        assert_eq!(FailureReason::parse("workspace_busy"), None);
+    }
+
+    /// Contract "Retryable rejections": true for exactly these nine labels, false for
+    /// request-shape, encoding, lineage, request-key and target-identity failures.
+    #[test]
+    fn retryable_is_the_contract_list() {
+        let retryable: BTreeSet<&str> = FailureReason::ALL
+            .into_iter()
+            .filter(|r| r.retryable())
+            .map(FailureReason::as_str)
+            .collect();
+        let want: BTreeSet<&str> = [
+            "match_absent",
+            "match_ambiguous",
+            "disambiguation_invalid",
+            "sequential_match_invalid",
+            "span_out_of_bounds",
+            "span_expected_text_mismatch",
+            "target_hash_mismatch",
+            "target_version_mismatch",
+            "target_diverged",
+        ]
+        .into_iter()
+        .collect();
+        assert_eq!(retryable, want);
+        for shape in [
+            FailureReason::ContextInvalid,
+            FailureReason::ContextMissing,
+            FailureReason::ManifestMissing,
+            FailureReason::ManifestMalformed,
+            FailureReason::BlockMalformed,
+            FailureReason::TargetEncodingInvalid,
+        ] {
+            assert!(!shape.retryable(), "{shape}");
+        }
     }
 }

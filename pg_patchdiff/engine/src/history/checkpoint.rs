@@ -14,7 +14,7 @@
 use crate::contract::args::{ArgError, Args};
 use crate::contract::json::{as_int, type_name};
 use crate::contract::uuid::is_sha256_hex;
-use crate::contract::words::Status;
+use crate::contract::words::{FailureReason, Status};
 use crate::history::export::{ExportFormat, content_eol, write_eol};
 use crate::target::{TargetView, WorkspaceBinding};
 use crate::text::sha256_hex;
@@ -204,7 +204,7 @@ pub fn check_guards(req: &SaveRequest, t: &TargetView) -> Option<Value> {
             _ => {
                 return Some(rejected(
                     t,
-                    "context_invalid",
+                    FailureReason::ContextInvalid.as_str(),
                     "expected_target_version must be a non-negative, non-boolean integer or null."
                         .into(),
                     &[("code", json!("invalid_expected_target_version"))],
@@ -218,7 +218,7 @@ pub fn check_guards(req: &SaveRequest, t: &TargetView) -> Option<Value> {
         _ => {
             return Some(rejected(
                 t,
-                "context_invalid",
+                FailureReason::ContextInvalid.as_str(),
                 "expected_current_hash must be 64 lowercase hexadecimal characters or null.".into(),
                 &[("code", json!("invalid_expected_current_hash"))],
             ));
@@ -227,7 +227,7 @@ pub fn check_guards(req: &SaveRequest, t: &TargetView) -> Option<Value> {
     if let Some(v) = version.filter(|v| *v != t.version) {
         return Some(rejected(
             t,
-            "target_version_mismatch",
+            FailureReason::TargetVersionMismatch.as_str(),
             format!(
                 "expected_target_version {v} does not match current version {}; nothing was saved.",
                 t.version
@@ -238,7 +238,7 @@ pub fn check_guards(req: &SaveRequest, t: &TargetView) -> Option<Value> {
     if let Some(h) = hash.filter(|h| *h != t.current_hash) {
         return Some(rejected(
             t,
-            "target_hash_mismatch",
+            FailureReason::TargetHashMismatch.as_str(),
             "expected_current_hash does not match the current target hash; nothing was saved."
                 .into(),
             &[("expected_current_hash", json!(h))],

@@ -208,7 +208,7 @@ pub fn preview(sub: &Submission, start: &TargetView) -> Value {
         }
         Err(r) => {
             m.insert("after_hash".into(), Value::Null);
-            m.insert("failure_reason".into(), json!(r.reason));
+            m.insert("failure_reason".into(), json!(r.reason.as_str()));
             m.insert("failure_detail".into(), json!(r.detail));
             m.insert("failed_change_id".into(), json!(r.failed_change_id));
             let d = r.diagnostic(sub.protocol_version, start);
