@@ -31,6 +31,7 @@ use patchdiff_engine::api::target::{self, TargetMeta, TargetView};
 use patchdiff_engine::api::text::{
     SourceLineEndings, byte_offset, canonicalize, char_len, sha256_hex, slice_chars,
 };
+use patchdiff_engine::api::words::Status;
 use patchdiff_waymark::Language;
 use serde_json::Value;
 
@@ -259,11 +260,11 @@ pub fn submit(data: &[u8]) {
         1 => Parent::NotFound,
         2 => Parent::Found {
             target_file_id: T.into(),
-            status: "rejected".into(),
+            status: Some(Status::Rejected),
         },
         _ => Parent::Found {
             target_file_id: OTHER.into(),
-            status: "accepted".into(),
+            status: Some(Status::Accepted),
         },
     };
     let identity = submit::prepare(&sub, &parent);
@@ -277,7 +278,7 @@ pub fn submit(data: &[u8]) {
     let a = submit::evaluate(&sub, &identity, &parent, &start);
     assert_eq!(a.before_hash, hash);
     let now_hash;
-    let now = match a.status {
+    let now = match a.status.as_str() {
         "accepted" => {
             let c = a.new_content.as_deref().expect("accepted without content");
             assert!(!c.contains('\r'), "accepted content is not canonical");
@@ -320,7 +321,7 @@ pub fn submit(data: &[u8]) {
         match submit::recover_or_conflict(&sub, &identity, &stored, &now, None) {
             KeyOutcome::Recovered(v) => {
                 assert!(
-                    v["status"] == a.status && v["deduplicated"] == true,
+                    v["status"] == a.status.as_str() && v["deduplicated"] == true,
                     "recovery"
                 );
                 emit(&v);

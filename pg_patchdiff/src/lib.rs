@@ -11,6 +11,7 @@ use patchdiff_engine::api::read;
 use patchdiff_engine::api::scoped as observed;
 use patchdiff_engine::api::submit::{self, KeyOutcome, Parent};
 use patchdiff_engine::api::target::{self, TargetMeta, TargetView};
+use patchdiff_engine::api::words::Status;
 use patchdiff_engine::wire::{LITERAL, to_string};
 use pgrx::guc::{GucContext, GucFlags, GucRegistry, GucSetting};
 use pgrx::prelude::*;
@@ -314,7 +315,7 @@ fn run_submission(
         };
         let log_id = new_id();
         store::write_attempt(c, &attempt, &log_id, id, &t.active_editing_cycle_id);
-        if attempt.status == "accepted" && !attempt.observations.is_empty() {
+        if attempt.status == Status::Accepted && !attempt.observations.is_empty() {
             store::write_consumptions(c, &log_id, &attempt.observations);
         }
         let now = match (

@@ -5,6 +5,7 @@
 
 use crate::access::{Caller, Need, tiered};
 use patchdiff_engine::api::submit::{Attempt, Parent, StoredAttempt};
+use patchdiff_engine::api::words::Status;
 use pgrx::PgOid;
 use pgrx::datum::DatumWithOid;
 use pgrx::spi::{OwnedPreparedStatement, SpiClient, SpiTupleTable};
@@ -231,7 +232,7 @@ pub fn parent(client: &mut SpiClient, id: &str, caller: Caller) -> Parent {
         .unwrap_or_else(|e| fault("reading parent attempt", e));
     Parent::Found {
         target_file_id: t.unwrap_or_default(),
-        status: s.unwrap_or_default(),
+        status: s.as_deref().and_then(Status::parse),
     }
 }
 
@@ -266,7 +267,7 @@ pub fn keyed_attempt(
     };
     Some(StoredAttempt {
         pdcp_log_id: s(1).unwrap_or_default(),
-        status: s(2).unwrap_or_default(),
+        status: s(2).as_deref().and_then(Status::parse),
         request_fingerprint: s(3).unwrap_or_default(),
         request_envelope: json_col(s(4)).unwrap_or(Value::Null),
         pdcp_content: s(5).unwrap_or_default(),
@@ -318,7 +319,7 @@ pub fn write_attempt(
         pdcp_log_id.into(),
         target_file_id.into(),
         cycle_id.into(),
-        a.status.into(),
+        a.status.as_str().into(),
         a.protocol_version.into(),
         a.runtime_version.into(),
         a.pdcp_content.as_str().into(),
@@ -331,9 +332,9 @@ pub fn write_attempt(
         a.before_hash.as_str().into(),
         a.after_version.into(),
         a.after_hash.as_deref().into(),
-        a.failure_reason.into(),
+        a.failure_reason.map(|r| r.as_str()).into(),
         a.failure_detail.as_deref().into(),
-        a.failure_stage.into(),
+        a.failure_stage.map(|s| s.as_str()).into(),
         a.failed_change_id.as_deref().into(),
         diagnostic.as_deref().into(),
         validity.as_str().into(),

@@ -78,7 +78,7 @@ fn submit(
     let sub = parse(&args.to_string()).unwrap();
     let id = submit::prepare(&sub, &Parent::NotLookedUp);
     let a = submit::evaluate(&sub, &id, &Parent::NotLookedUp, t);
-    assert_eq!(a.status, "accepted", "{:?}", a.failure_detail);
+    assert_eq!(a.status.as_str(), "accepted", "{:?}", a.failure_detail);
     let after = a.new_content.clone().unwrap();
     let now = view(&after);
     let bytes = submit::respond(&a, &sub, "p", &now, None).to_string().len();

@@ -91,7 +91,7 @@ pub mod wire {
 /// The engine's calls, one namespace per tool family of the SQL API, plus the building blocks
 /// the fuzzers, property tests and benchmarks drive directly.
 pub mod api {
-    pub use crate::contract::{args, interrupt, invalid_text, limits, time};
+    pub use crate::contract::{args, interrupt, invalid_text, limits, time, words};
     pub use crate::evidence::{near_miss, rejection};
     pub use crate::format::{protocol, sequential, tx1, tx2, tx3};
     pub use crate::history::{checkpoint, export, pages as history, replay};

@@ -34,6 +34,7 @@ use patchdiff_engine::api::target::{self, TargetMeta, TargetView};
 use patchdiff_engine::api::text::{
     SourceLineEndings, byte_offset, canonicalize, char_len, sha256_hex, slice_chars,
 };
+use patchdiff_engine::api::words::Status;
 use patchdiff_engine::api::{invalid_text, tx2, tx3};
 use patchdiff_engine::wire::{ASCII, CANONICAL, ascii_len, to_string, write_str};
 use proptest::prelude::*;
@@ -1368,7 +1369,7 @@ fn submission(
         "PRECONDITION_GUARD",
         "TRANSACTION_APPLICABILITY",
     ];
-    match a.status {
+    match a.status.as_str() {
         "accepted" => {
             let content = a.new_content.as_deref().unwrap_or_default();
             ensure!(!content.contains('\r'), "accepted content is not canonical");
@@ -1406,7 +1407,8 @@ fn submission(
                 "rejected without failure_reason"
             );
             ensure!(
-                a.failure_stage.is_some_and(|s| stages.contains(&s)),
+                a.failure_stage
+                    .is_some_and(|s| stages.contains(&s.as_str())),
                 "failure_stage {:?}",
                 a.failure_stage
             );
@@ -1421,7 +1423,7 @@ fn submission(
             );
             if !sub.invalid_text.is_empty() {
                 ensure!(
-                    a.failure_reason == Some("target_encoding_invalid"),
+                    a.failure_reason.map(|r| r.as_str()) == Some("target_encoding_invalid"),
                     "invalid text judged as {:?}",
                     a.failure_reason
                 );
@@ -1440,14 +1442,17 @@ fn submission(
         _ => start,
     };
     let answer = submit::respond(&a, &sub, "log-1", &now, Some("corr"));
-    ensure!(answer["status"] == a.status, "respond changes the status");
+    ensure!(
+        answer["status"] == a.status.as_str(),
+        "respond changes the status"
+    );
     // Exact keyed recovery returns the recorded outcome; another fingerprint is a conflict.
     if sub.request_key().is_some() {
         let s = StoredAttempt::of(&a, "log-1");
         match submit::recover_or_conflict(&sub, &identity, &s, &now, None) {
             KeyOutcome::Recovered(v) => {
                 ensure!(
-                    v["status"] == a.status && v["deduplicated"] == true,
+                    v["status"] == a.status.as_str() && v["deduplicated"] == true,
                     "recovery: {}",
                     head(&v)
                 );
@@ -1463,7 +1468,10 @@ fn submission(
         other.request_fingerprint = sha256_hex("another request");
         match submit::recover_or_conflict(&sub, &identity, &other, &now, None) {
             KeyOutcome::Conflict(c) => {
-                ensure!(c.status == "rejected", "a conflict is a rejected row");
+                ensure!(
+                    c.status.as_str() == "rejected",
+                    "a conflict is a rejected row"
+                );
                 ensure!(
                     c.diagnostic
                         .as_ref()
@@ -1649,11 +1657,11 @@ fn answers(tool: Tool, text: &str, w: &World, g: &mut Gen) -> Result<Vec<Value>,
                 2 => Parent::NotFound,
                 3 => Parent::Found {
                     target_file_id: T.into(),
-                    status: "rejected".into(),
+                    status: Some(Status::Rejected),
                 },
                 _ => Parent::Found {
                     target_file_id: OTHER.into(),
-                    status: "accepted".into(),
+                    status: Some(Status::Accepted),
                 },
             };
             submission(tool, parsed, w, &parent, &mut out)?;

@@ -121,9 +121,19 @@ fn diag(a: &Attempt) -> &Value {
 /// A rejection with nothing to write but the attempt.
 #[track_caller]
 fn assert_rejected(a: &Attempt, reason: &str, stage: &str, code: &str) {
-    assert_eq!(a.status, "rejected", "{:?}", a.failure_detail);
-    assert_eq!(a.failure_reason, Some(reason), "{:?}", a.failure_detail);
-    assert_eq!(a.failure_stage, Some(stage), "{:?}", a.failure_detail);
+    assert_eq!(a.status.as_str(), "rejected", "{:?}", a.failure_detail);
+    assert_eq!(
+        a.failure_reason.map(|r| r.as_str()),
+        Some(reason),
+        "{:?}",
+        a.failure_detail
+    );
+    assert_eq!(
+        a.failure_stage.map(|s| s.as_str()),
+        Some(stage),
+        "{:?}",
+        a.failure_detail
+    );
     assert_eq!(diag(a)["code"], code, "{:?}", a.failure_detail);
     assert!(a.new_content.is_none() && a.after_hash.is_none());
     assert!(a.changes.is_empty() && a.observations.is_empty());
@@ -132,9 +142,11 @@ fn assert_rejected(a: &Attempt, reason: &str, stage: &str, code: &str) {
 #[track_caller]
 fn accepted(a: &Attempt) -> &str {
     assert_eq!(
-        a.status, "accepted",
+        a.status.as_str(),
+        "accepted",
         "{:?} {:?}",
-        a.failure_detail, a.diagnostic
+        a.failure_detail,
+        a.diagnostic
     );
     a.new_content.as_deref().unwrap()
 }
@@ -154,7 +166,10 @@ fn observed_match_searches_only_the_scope() {
     let sub = submit::parse_submit_operations(&plain.to_string()).unwrap();
     let id = submit::prepare(&sub, &Parent::NotLookedUp);
     let p = submit::evaluate(&sub, &id, &Parent::NotLookedUp, &fx.view());
-    assert_eq!(p.failure_reason, Some("match_ambiguous"));
+    assert_eq!(
+        p.failure_reason.map(|r| r.as_str()),
+        Some("match_ambiguous")
+    );
 
     let (_, a) = fx.judge(&fx.single(&oid(1), ops), std::slice::from_ref(&row));
     let out = accepted(&a);
@@ -186,11 +201,14 @@ fn observed_match_searches_only_the_scope() {
     // Anchors see the scope only: "alpha" precedes beta in the file, not in the scope.
     let ops = json!([{"op": "match", "match": "hello", "replace": "x", "anchor_before": "alpha"}]);
     let (_, a) = fx.judge(&fx.single(&oid(2), ops), std::slice::from_ref(&row));
-    assert_eq!(a.failure_reason, Some("disambiguation_invalid"));
+    assert_eq!(
+        a.failure_reason.map(|r| r.as_str()),
+        Some("disambiguation_invalid")
+    );
     // A match of text only outside the scope is absent.
     let ops = json!([{"op": "match", "match": "🌍", "replace": "x"}]);
     let (_, a) = fx.judge(&fx.single(&oid(2), ops), std::slice::from_ref(&row));
-    assert_eq!(a.failure_reason, Some("match_absent"));
+    assert_eq!(a.failure_reason.map(|r| r.as_str()), Some("match_absent"));
     assert!(
         a.failure_detail
             .as_deref()
@@ -358,7 +376,10 @@ fn observation_check_order_is_the_contracts() {
     let (_, a) = fx.judge(&args, &[stale]);
     assert_eq!(diag(&a)["code"], "STALE_OBSERVATION_VERSION");
     let (_, a) = fx.judge(&args, &[row]);
-    assert_eq!(a.failure_reason, Some("target_version_mismatch"));
+    assert_eq!(
+        a.failure_reason.map(|r| r.as_str()),
+        Some("target_version_mismatch")
+    );
     assert_eq!(diag(&a).get("code"), None);
 }
 
@@ -443,7 +464,10 @@ fn spans_and_insertions_stay_inside_the_running_scope() {
     let mut ops = ins(mid);
     ops[0]["expected_after"] = json!("Q");
     let a = run(ops);
-    assert_eq!(a.failure_reason, Some("span_expected_text_mismatch"));
+    assert_eq!(
+        a.failure_reason.map(|r| r.as_str()),
+        Some("span_expected_text_mismatch")
+    );
     assert_eq!(diag(&a)["span_check"], "expected_after");
     assert_eq!(diag(&a).get("code"), None);
 }
@@ -701,8 +725,11 @@ fn batch_shapes_and_limits_reject() {
     let (groups, rows) = three_groups(&fx);
     let code = |groups: Value| {
         let (_, a) = fx.judge(&fx.batch(groups), &rows);
-        assert_eq!(a.status, "rejected");
-        assert_eq!(a.failure_stage, Some("PROTOCOL_VALIDATION"));
+        assert_eq!(a.status.as_str(), "rejected");
+        assert_eq!(
+            a.failure_stage.map(|s| s.as_str()),
+            Some("PROTOCOL_VALIDATION")
+        );
         assert!(a.new_content.is_none());
         diag(&a)["code"].as_str().unwrap().to_owned()
     };
@@ -937,7 +964,7 @@ fn replay_one(
         observations: links,
         ..Accepted::of(a, 9, LOG)
     })
-    .map_err(|f| (f.reason.to_owned(), f.diagnostic))?;
+    .map_err(|f| (f.reason.as_str().to_owned(), f.diagnostic))?;
     Ok(r.content().to_owned())
 }
 
@@ -1169,7 +1196,7 @@ proptest! {
         let rt = tx2::runtime_for(Some(&ops));
         let (_, parsed) = tx2::parse(Some(&json!("i")), Some(&ops), rt).unwrap();
         let want = tx2::apply(&fx.view(), &parsed).unwrap();
-        prop_assert_eq!(got.status, "accepted", "{:?}", got.failure_detail);
+        prop_assert_eq!(got.status.as_str(), "accepted", "{:?}", got.failure_detail);
         let out = got.new_content.as_deref().unwrap();
         prop_assert_eq!(out, want.content.as_str());
         prop_assert_eq!(&got.changes, &want.changes);
@@ -1203,7 +1230,7 @@ proptest! {
             let want = tx2::apply(&fx.view(), &parsed).unwrap();
             prop_assert_eq!(got.new_content, Some(want.content));
         } else {
-            prop_assert_eq!(got.failure_reason, Some("span_out_of_bounds"));
+            prop_assert_eq!(got.failure_reason.map(|r| r.as_str()), Some("span_out_of_bounds"));
             prop_assert_eq!(&got.diagnostic.as_ref().unwrap()["code"], "OPERATION_OUTSIDE_OBSERVED_SCOPE");
         }
     }

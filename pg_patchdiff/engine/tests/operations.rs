@@ -211,7 +211,7 @@ proptest! {
         prop_assert_eq!(psub.runtime_version, sub.runtime_version);
         let p = preview::preview(&psub, &view);
 
-        prop_assert_eq!(p["status"].as_str(), Some(attempt.status));
+        prop_assert_eq!(p["status"].as_str(), Some(attempt.status.as_str()));
         prop_assert_eq!(attempt.new_content.clone(), want.clone());
         if let Some(text) = &want {
             prop_assert_eq!(p["after_hash"].as_str(), attempt.after_hash.as_deref());
@@ -227,7 +227,7 @@ proptest! {
             }
             prop_assert_eq!(buf.into_iter().collect::<String>(), text.clone());
         } else {
-            prop_assert_eq!(&p["failure_reason"], &json!(attempt.failure_reason));
+            prop_assert_eq!(&p["failure_reason"], &json!(attempt.failure_reason.map(|r| r.as_str())));
             prop_assert_eq!(&p["failed_change_id"], &json!(attempt.failed_change_id));
             prop_assert_eq!(&p["diagnostic"], attempt.diagnostic.as_ref().unwrap());
             prop_assert_eq!(&p["after_hash"], &Value::Null);

@@ -8,6 +8,7 @@ use patchdiff_engine::api::replay::{Accepted, Replay};
 use patchdiff_engine::api::submit::{self, Parent};
 use patchdiff_engine::api::target::{TargetView, parse_initialize};
 use patchdiff_engine::api::text::{char_len, find_all, sha256_hex, slice_chars};
+use patchdiff_engine::api::words::Status;
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
@@ -114,7 +115,7 @@ proptest! {
             let id = submit::prepare(&sub, &Parent::NotLookedUp);
             let start = TargetView { target_file_id: ID, version, current_hash: &hash, content: &text };
             let a = submit::evaluate(&sub, &id, &Parent::NotLookedUp, &start);
-            if a.status == "accepted" {
+            if a.status == Status::Accepted {
                 text = a.new_content.clone().unwrap();
                 hash = a.after_hash.clone().unwrap();
                 version += 1;
@@ -123,7 +124,7 @@ proptest! {
             rows.push((3 * seq as i64 + 7, a));
         }
         let mut replay = Replay::start(ID, 0, &sha256_hex(&base), base).unwrap();
-        for (seq, a) in rows.iter().filter(|(_, a)| a.status == "accepted") {
+        for (seq, a) in rows.iter().filter(|(_, a)| a.status == Status::Accepted) {
             replay.step(&Accepted::of(a, *seq, "p")).unwrap();
         }
         prop_assert_eq!(replay.content(), text.as_str());
@@ -164,7 +165,7 @@ fn histories_mostly_accept() {
             current_hash: &h,
             content: &doc,
         };
-        if submit::evaluate(&sub, &id, &Parent::NotLookedUp, &t).status == "accepted" {
+        if submit::evaluate(&sub, &id, &Parent::NotLookedUp, &t).status == Status::Accepted {
             accepted += 1;
         }
     }

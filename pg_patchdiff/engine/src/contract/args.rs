@@ -6,6 +6,7 @@
 
 use crate::contract::json::{as_int, is_big_int, type_name};
 use crate::contract::uuid::canonical_uuid;
+use crate::contract::words::Status;
 use serde_json::{Map, Value, json};
 
 /// An `invalid_argument` answer.
@@ -40,7 +41,7 @@ impl ArgError {
 
     pub fn to_json(&self, tool: &str) -> Value {
         let mut m = Map::new();
-        m.insert("status".into(), json!("invalid_argument"));
+        m.insert("status".into(), json!(Status::InvalidArgument.as_str()));
         m.insert("code".into(), json!(self.code));
         if matches!(self.code, "unknown_argument" | "missing_argument") {
             m.insert("tool".into(), json!(tool));
@@ -81,7 +82,7 @@ pub fn quoted_names<'a>(names: impl ExactSizeIterator<Item = &'a str>) -> (Vec<S
 /// The answer for a well-formed target ID that names no target.
 pub fn not_found(target_file_id: &str) -> Value {
     json!({
-        "status": "not_found",
+        "status": Status::NotFound.as_str(),
         "code": "target_not_found",
         "target_file_id": target_file_id,
         "failure_detail": format!("No target with target_file_id {target_file_id}."),

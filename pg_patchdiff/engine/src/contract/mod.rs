@@ -9,3 +9,4 @@ pub mod json;
 pub mod limits;
 pub mod time;
 pub mod uuid;
+pub mod words;

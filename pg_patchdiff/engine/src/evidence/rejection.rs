@@ -2,9 +2,11 @@
 
 use crate::contract::json::ascii_len;
 use crate::contract::limits::*;
+use crate::contract::words::FailureReason;
 use crate::target::TargetView;
 use crate::text::{byte_offset, char_len, head_chars};
 use serde_json::{Map, Value, json};
+use std::fmt;
 
 /// Where in the pipeline an attempt was rejected.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -15,13 +17,24 @@ pub enum Stage {
 }
 
 impl Stage {
+    pub const ALL: [Stage; 3] = [
+        Stage::ProtocolValidation,
+        Stage::PreconditionGuard,
+        Stage::TransactionApplicability,
+    ];
+
     /// The stored `failure_stage`.
-    pub fn column(self) -> &'static str {
+    pub const fn as_str(self) -> &'static str {
         match self {
             Stage::ProtocolValidation => "PROTOCOL_VALIDATION",
             Stage::PreconditionGuard => "PRECONDITION_GUARD",
             Stage::TransactionApplicability => "TRANSACTION_APPLICABILITY",
         }
+    }
+
+    /// The stage a stored `failure_stage` names, if any.
+    pub fn parse(s: &str) -> Option<Stage> {
+        Stage::ALL.into_iter().find(|v| v.as_str() == s)
     }
 
     /// `diagnostic.validation_stage`.
@@ -39,6 +52,12 @@ impl Stage {
     }
 }
 
+impl fmt::Display for Stage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 pub fn validity(protocol_valid: bool, transaction_valid: bool) -> Value {
     json!({
         "protocol_valid": protocol_valid,
@@ -48,26 +67,10 @@ pub fn validity(protocol_valid: bool, transaction_valid: bool) -> Value {
     })
 }
 
-/// Contract "Retryable rejections": a new proposal from a fresh read can succeed.
-pub fn retryable(reason: &str) -> bool {
-    matches!(
-        reason,
-        "match_absent"
-            | "match_ambiguous"
-            | "disambiguation_invalid"
-            | "sequential_match_invalid"
-            | "span_out_of_bounds"
-            | "span_expected_text_mismatch"
-            | "target_hash_mismatch"
-            | "target_version_mismatch"
-            | "target_diverged"
-    )
-}
-
 /// A rejected attempt before it is stored.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Rejection {
-    pub reason: &'static str,
+    pub reason: FailureReason,
     pub detail: String,
     pub stage: Stage,
     pub failed_change_id: Option<String>,
@@ -94,7 +97,7 @@ pub struct NearMissInput {
 }
 
 impl Rejection {
-    pub fn new(reason: &'static str, stage: Stage, detail: impl Into<String>) -> Self {
+    pub fn new(reason: FailureReason, stage: Stage, detail: impl Into<String>) -> Self {
         Rejection {
             reason,
             detail: detail.into(),
@@ -109,7 +112,7 @@ impl Rejection {
 
     /// A `context_invalid` (or other) rejection with a stable `diagnostic.code`.
     pub fn coded(
-        reason: &'static str,
+        reason: FailureReason,
         stage: Stage,
         code: &str,
         detail: impl Into<String>,
@@ -129,7 +132,7 @@ impl Rejection {
         for (k, v) in &self.fields {
             d.insert(k.clone(), v.clone());
         }
-        d.insert("retryable".into(), json!(retryable(self.reason)));
+        d.insert("retryable".into(), json!(self.reason.retryable()));
         d.insert("requires_new_submission".into(), json!(true));
         d.insert("validation_stage".into(), json!(self.stage.diagnostic()));
         let ctx = match &self.intermediate {
@@ -279,4 +282,38 @@ pub fn exact_candidates(
         }
     }
     wrap(&list)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 16 item 2: every stage serializes to the stored `failure_stage` the table's CHECK
+    /// allows (and mcp-tool-contracts.txt names), and to its `diagnostic.validation_stage`.
+    #[test]
+    fn stages_round_trip_to_the_contract_strings() {
+        let stored: Vec<&str> = Stage::ALL.iter().map(|s| s.as_str()).collect();
+        assert_eq!(
+            stored,
+            [
+                "PROTOCOL_VALIDATION",
+                "PRECONDITION_GUARD",
+                "TRANSACTION_APPLICABILITY"
+            ]
+        );
+        let diagnostic: Vec<&str> = Stage::ALL.iter().map(|s| s.diagnostic()).collect();
+        assert_eq!(
+            diagnostic,
+            [
+                "protocol_validation",
+                "precondition_guard",
+                "transaction_applicability"
+            ]
+        );
+        for s in Stage::ALL {
+            assert_eq!(Stage::parse(s.as_str()), Some(s));
+            assert_eq!(s.to_string(), s.as_str());
+        }
+        assert_eq!(Stage::parse("protocol_validation"), None);
+    }
 }

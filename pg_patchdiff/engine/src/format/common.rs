@@ -5,6 +5,7 @@
 
 use crate::contract::json::{as_int, is_big_int, type_name};
 use crate::contract::limits::CHANGE_ID_MAX;
+use crate::contract::words::FailureReason;
 use crate::evidence::rejection::{Rejection, Stage};
 use crate::text::{canonicalize, text_defect};
 use serde_json::{Map, Value, json};
@@ -85,7 +86,7 @@ impl ChangeFact {
     }
 }
 
-pub(crate) fn malformed(reason: &'static str, code: &str, detail: String) -> Rejection {
+pub(crate) fn malformed(reason: FailureReason, code: &str, detail: String) -> Rejection {
     Rejection::coded(reason, Stage::ProtocolValidation, code, detail)
 }
 
@@ -95,21 +96,21 @@ pub(crate) fn parse_intent(intent: Option<&Value>) -> Result<String, Rejection> 
         Some(Value::String(s)) if !s.trim().is_empty() => s,
         Some(Value::String(_)) => {
             return Err(malformed(
-                "manifest_malformed",
+                FailureReason::ManifestMalformed,
                 "invalid_intent",
                 "intent must be a non-blank string.".into(),
             ));
         }
         Some(v) => {
             return Err(malformed(
-                "manifest_malformed",
+                FailureReason::ManifestMalformed,
                 "invalid_intent",
                 format!("intent must be a string, not {}.", type_name(v)),
             ));
         }
         None => {
             return Err(malformed(
-                "manifest_missing",
+                FailureReason::ManifestMissing,
                 "missing_intent",
                 "intent is required.".into(),
             ));
@@ -117,7 +118,7 @@ pub(crate) fn parse_intent(intent: Option<&Value>) -> Result<String, Rejection> 
     };
     if let Some(why) = text_defect(intent) {
         return Err(malformed(
-            "manifest_malformed",
+            FailureReason::ManifestMalformed,
             "invalid_intent",
             format!("intent {why}."),
         ));
@@ -143,17 +144,17 @@ pub(crate) fn parse_list(list: List, v: Option<&Value>) -> Result<&Vec<Value>, R
     match v {
         Some(Value::Array(a)) if !a.is_empty() => Ok(a),
         Some(Value::Array(_)) => Err(malformed(
-            "manifest_missing",
+            FailureReason::ManifestMissing,
             &format!("empty_{n}"),
             format!("{n} must contain at least one {}.", list.item),
         )),
         Some(Value::Null) | None => Err(malformed(
-            "manifest_missing",
+            FailureReason::ManifestMissing,
             &format!("missing_{n}"),
             format!("{n} is required."),
         )),
         Some(v) => Err(malformed(
-            "manifest_malformed",
+            FailureReason::ManifestMalformed,
             &format!("invalid_{n}"),
             format!("{n} must be an array, not {}.", type_name(v)),
         )),
@@ -162,7 +163,7 @@ pub(crate) fn parse_list(list: List, v: Option<&Value>) -> Result<&Vec<Value>, R
 
 pub(crate) fn block(list: List, i: usize, field: &str, what: String) -> Rejection {
     Rejection::coded(
-        "block_malformed",
+        FailureReason::BlockMalformed,
         Stage::ProtocolValidation,
         list.code,
         format!("{}[{i}].{field}: {what}.", list.name),

@@ -14,6 +14,7 @@
 
 use crate::contract::interrupt;
 use crate::contract::limits::{CANDIDATES_MAX, NEAR_MISS_SCAN_MAX_CHARS, SPAN_ACTUAL_TEXT_CHARS};
+use crate::contract::words::FailureReason;
 use crate::evidence::near_miss;
 use crate::evidence::rejection::{NearMissInput, Rejection, Stage, exact_candidates};
 use crate::format::common::{ChangeFact, Edit, SpanOp};
@@ -493,7 +494,7 @@ fn select_match(
         }
     }
     let occ = occurrences_in(buf, &edit.match_text, region.0, lo_b, hi_b);
-    let fail = |reason: &'static str, detail: String| {
+    let fail = |reason: FailureReason, detail: String| {
         let mut r = Rejection::new(reason, Stage::TransactionApplicability, detail);
         r.failed_change_id = Some(edit.change_id.clone());
         if prior > 0 {
@@ -558,7 +559,7 @@ fn select_match(
                     })
                     .collect();
                 let mut r = fail(
-                    "sequential_match_invalid",
+                    FailureReason::SequentialMatchInvalid,
                     "MATCH text was consumed by earlier change in this transaction.".into(),
                 );
                 r.fields
@@ -573,7 +574,7 @@ fn select_match(
         } else {
             "MATCH text not found in target."
         };
-        let mut r = fail("match_absent", detail.into());
+        let mut r = fail(FailureReason::MatchAbsent, detail.into());
         let query = near_miss::near_miss_query(edit.match_raw_chars, &edit.match_text);
         if query.get("query").is_some() {
             r.near_miss_input = Some(NearMissInput {
@@ -587,14 +588,14 @@ fn select_match(
     }
     match edit.occurrence_index {
         Some(n) if n > occ.len() => Err(with_candidates(fail(
-            "disambiguation_invalid",
+            FailureReason::DisambiguationInvalid,
             format!(
                 "occurrence_index {n} exceeds the {} exact occurrence(s) of MATCH text in the buffer this edit sees.",
                 occ.len()
             ),
         ))),
         Some(n) if !holds(&occ[n - 1]) => Err(with_candidates(fail(
-            "disambiguation_invalid",
+            FailureReason::DisambiguationInvalid,
             format!(
                 "occurrence_index {n} selects an occurrence that does not satisfy the anchors."
             ),
@@ -604,7 +605,7 @@ fn select_match(
             let ok: Vec<&Sel> = occ.iter().filter(|o| holds(o)).collect();
             if ok.len() != 1 {
                 return Err(with_candidates(fail(
-                    "disambiguation_invalid",
+                    FailureReason::DisambiguationInvalid,
                     format!(
                         "Anchors select {} of {} exact occurrences of MATCH text; they must select exactly one.",
                         ok.len(),
@@ -615,7 +616,7 @@ fn select_match(
             Ok(*ok[0])
         }
         None if occ.len() > 1 => Err(with_candidates(fail(
-            "match_ambiguous",
+            FailureReason::MatchAmbiguous,
             "MATCH text appears multiple times without disambiguation.".into(),
         ))),
         None => Ok(occ[0]),
@@ -639,7 +640,7 @@ fn check_span(
     win: Option<Window>,
 ) -> Result<Sel, Rejection> {
     let len = buf.chars;
-    let fail = |buf: &Buffer, reason: &'static str, detail: String, check: &str, at: usize| {
+    let fail = |buf: &Buffer, reason: FailureReason, detail: String, check: &str, at: usize| {
         let mut detail = detail;
         if prior > 0 {
             detail.push_str(&format!(
@@ -686,7 +687,7 @@ fn check_span(
         if let Some((detail, at)) = outside {
             let r = fail(
                 buf,
-                "span_out_of_bounds",
+                FailureReason::SpanOutOfBounds,
                 detail,
                 "observed_scope",
                 at.min(len),
@@ -705,7 +706,7 @@ fn check_span(
             if !missing.is_empty() {
                 let r = fail(
                     buf,
-                    "span_expected_text_mismatch",
+                    FailureReason::SpanExpectedTextMismatch,
                     format!(
                         "An insertion into an observed scope needs both non-empty expected_before and expected_after; missing: {}.",
                         missing.join(", ")
@@ -733,7 +734,7 @@ fn check_span(
             if let Some(n) = guard.filter(|n| *n > room) {
                 let r = fail(
                     buf,
-                    "span_out_of_bounds",
+                    FailureReason::SpanOutOfBounds,
                     format!(
                         "{check} of {n} code point(s) reaches past {scope}: only {room} lie between the span and the scope boundary."
                     ),
@@ -747,7 +748,7 @@ fn check_span(
     if sp.end > len {
         return Err(fail(
             buf,
-            "span_out_of_bounds",
+            FailureReason::SpanOutOfBounds,
             format!(
                 "Span [{}, {}) is outside the sequential buffer of {len} code points.",
                 sp.start, sp.end
@@ -774,7 +775,7 @@ fn check_span(
         };
         let mut r = fail(
             buf,
-            "span_expected_text_mismatch",
+            FailureReason::SpanExpectedTextMismatch,
             format!("{what} does not equal {check}."),
             check,
             at,

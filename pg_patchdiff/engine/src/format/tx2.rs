@@ -270,7 +270,7 @@ mod tests {
 
     fn reason(r: Result<Applied, Rejection>) -> (&'static str, Value) {
         let r = r.unwrap_err();
-        (r.reason, Value::Object(r.fields))
+        (r.reason.as_str(), Value::Object(r.fields))
     }
 
     /// Contract "Runtime profiles are immutable": context keys, even null, select 0.5.0 and only
@@ -291,7 +291,7 @@ mod tests {
             let ops = json!([{"op": "match", "match": "a", "replace": "b"}, op]);
             assert_eq!(runtime_for(Some(&ops)), RUNTIME_SPAN_CONTEXT);
             let r = parse(Some(&json!("x")), Some(&ops), RUNTIME).unwrap_err();
-            assert_eq!(r.reason, "block_malformed");
+            assert_eq!(r.reason.as_str(), "block_malformed");
             assert!(
                 r.detail.contains("runtime patchdiff-mvp-0.3.0"),
                 "{}",
@@ -516,7 +516,7 @@ mod tests {
         // Later failures name the sequential buffer.
         let r = run("abc", json!([{"op": "span", "start": 0, "end": 1, "expected_text": "a", "replace": ""},
                                   {"op": "span", "start": 2, "end": 3, "expected_text": "c", "replace": ""}])).unwrap_err();
-        assert_eq!(r.reason, "span_out_of_bounds");
+        assert_eq!(r.reason.as_str(), "span_out_of_bounds");
         assert!(
             r.detail.contains("after 1 simulated change."),
             "{}",

@@ -5,6 +5,7 @@
 //! conflict audit rows never apply the bound.
 
 use crate::contract::limits::{REPLACEMENT_MAX_CODE_POINTS, REPLACEMENT_MAX_UTF8_BYTES};
+use crate::contract::words::FailureReason;
 use crate::evidence::rejection::Rejection;
 use crate::format::common::{self, ChangeFact, malformed};
 use crate::format::protocol::{Protocol, Runtime};
@@ -29,7 +30,7 @@ pub fn parse(
         Some(Value::String(s)) => s,
         None | Some(Value::Null) => {
             return Err(malformed(
-                "manifest_missing",
+                FailureReason::ManifestMissing,
                 "missing_replacement",
                 "replacement is required (an empty string replaces the target with nothing)."
                     .into(),
@@ -37,7 +38,7 @@ pub fn parse(
         }
         Some(v) => {
             return Err(malformed(
-                "manifest_malformed",
+                FailureReason::ManifestMalformed,
                 "invalid_replacement",
                 format!(
                     "replacement must be a string, not {}.",
@@ -48,7 +49,7 @@ pub fn parse(
     };
     if let Some(why) = text_defect(text) {
         return Err(malformed(
-            "manifest_malformed",
+            FailureReason::ManifestMalformed,
             "invalid_replacement",
             format!("replacement {why}."),
         ));

@@ -14,6 +14,7 @@
 use crate::contract::args::{ArgError, Args};
 use crate::contract::json::{as_int, type_name};
 use crate::contract::uuid::is_sha256_hex;
+use crate::contract::words::{FailureReason, Status};
 use crate::history::export::{ExportFormat, content_eol, write_eol};
 use crate::target::{TargetView, WorkspaceBinding};
 use crate::text::sha256_hex;
@@ -181,7 +182,7 @@ pub fn publication(
 
 fn rejected(t: &TargetView, reason: &str, detail: String, extra: &[(&str, Value)]) -> Value {
     let mut m = Map::new();
-    m.insert("status".into(), json!("rejected"));
+    m.insert("status".into(), json!(Status::Rejected.as_str()));
     m.insert("target_file_id".into(), json!(t.target_file_id));
     m.insert("failure_reason".into(), json!(reason));
     for (k, v) in extra {
@@ -203,7 +204,7 @@ pub fn check_guards(req: &SaveRequest, t: &TargetView) -> Option<Value> {
             _ => {
                 return Some(rejected(
                     t,
-                    "context_invalid",
+                    FailureReason::ContextInvalid.as_str(),
                     "expected_target_version must be a non-negative, non-boolean integer or null."
                         .into(),
                     &[("code", json!("invalid_expected_target_version"))],
@@ -217,7 +218,7 @@ pub fn check_guards(req: &SaveRequest, t: &TargetView) -> Option<Value> {
         _ => {
             return Some(rejected(
                 t,
-                "context_invalid",
+                FailureReason::ContextInvalid.as_str(),
                 "expected_current_hash must be 64 lowercase hexadecimal characters or null.".into(),
                 &[("code", json!("invalid_expected_current_hash"))],
             ));
@@ -226,7 +227,7 @@ pub fn check_guards(req: &SaveRequest, t: &TargetView) -> Option<Value> {
     if let Some(v) = version.filter(|v| *v != t.version) {
         return Some(rejected(
             t,
-            "target_version_mismatch",
+            FailureReason::TargetVersionMismatch.as_str(),
             format!(
                 "expected_target_version {v} does not match current version {}; nothing was saved.",
                 t.version
@@ -237,7 +238,7 @@ pub fn check_guards(req: &SaveRequest, t: &TargetView) -> Option<Value> {
     if let Some(h) = hash.filter(|h| *h != t.current_hash) {
         return Some(rejected(
             t,
-            "target_hash_mismatch",
+            FailureReason::TargetHashMismatch.as_str(),
             "expected_current_hash does not match the current target hash; nothing was saved."
                 .into(),
             &[("expected_current_hash", json!(h))],
@@ -255,7 +256,7 @@ pub fn saved_response(
     export: Option<Value>,
 ) -> Value {
     let mut v = json!({
-        "status": "saved",
+        "status": Status::Saved.as_str(),
         "target_file_id": t.target_file_id,
         "snapshot_id": snapshot_id,
         "closed_editing_cycle_id": closed_editing_cycle_id,

@@ -7,6 +7,7 @@
 
 use crate::contract::args::{ArgError, Args};
 use crate::contract::interrupt;
+use crate::contract::words::Status;
 use crate::target::TargetView;
 use crate::text::{LineEndingStyle, SourceLineEndings, sha256_hex};
 use serde_json::{Value, json};
@@ -150,7 +151,7 @@ pub fn export(t: &TargetView, m: &ExportMeta, format: ExportFormat) -> Result<Va
     let content = write_eol(t.content, eol);
     let content_sha256 = sha256_hex(&content);
     Ok(json!({
-        "status": "ok",
+        "status": Status::Ok.as_str(),
         "filename": m.filename,
         "content_type": m.target_type,
         "target_type": m.target_type,

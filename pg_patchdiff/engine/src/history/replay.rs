@@ -25,6 +25,7 @@
 
 use crate::contract::interrupt;
 use crate::contract::uuid::canonical_uuid;
+use crate::contract::words::{FailureReason, Status};
 use crate::evidence::rejection::{Rejection, Stage};
 use crate::format::protocol::{Protocol, Runtime};
 use crate::format::sequential::Applied;
@@ -193,7 +194,7 @@ fn replay_tx1(s: &Step) -> Result<String, Failure> {
 /// Why a replay stopped.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Failure {
-    pub reason: &'static str,
+    pub reason: FailureReason,
     pub detail: String,
     /// The row it stopped at; `None` when the initial snapshot itself is at fault.
     pub row: Option<Box<FailedRow>>,
@@ -210,7 +211,7 @@ pub struct FailedRow {
 }
 
 impl Failure {
-    fn at(row: &Accepted, reason: &'static str, detail: String, diagnostic: Value) -> Self {
+    fn at(row: &Accepted, reason: FailureReason, detail: String, diagnostic: Value) -> Self {
         Failure {
             reason,
             detail,
@@ -227,7 +228,7 @@ impl Failure {
     /// `replay_base_missing`: the target has no initial snapshot to replay from.
     pub fn base_missing() -> Self {
         Failure {
-            reason: "replay_base_missing",
+            reason: FailureReason::ReplayBaseMissing,
             detail: "the target has no initial snapshot to replay from".into(),
             row: None,
             diagnostic: Value::Null,
@@ -242,28 +243,28 @@ impl Failure {
             .collect();
         Self::at(
             row,
-            "replay_protocol_invalid",
+            FailureReason::ReplayProtocolInvalid,
             detail,
             json!({ "supported_formats": allowed }),
         )
     }
 
     /// `replay_application_failed`: a valid record that does not apply to the reconstruction.
-    pub fn application(row: &Accepted, rejection: &str, detail: &str) -> Self {
+    pub fn application(row: &Accepted, rejection: FailureReason, detail: &str) -> Self {
         Self::at(
             row,
-            "replay_application_failed",
+            FailureReason::ReplayApplicationFailed,
             format!(
                 "the accepted record does not apply to the reconstructed text: {rejection}: {detail}"
             ),
-            json!({ "rejection": rejection }),
+            json!({ "rejection": rejection.as_str() }),
         )
     }
 
     fn divergence(row: &Accepted, check: &str, recorded: Value, reconstructed: Value) -> Self {
         Self::at(
             row,
-            "replay_divergence",
+            FailureReason::ReplayDivergence,
             format!(
                 "log_sequence {} recorded {check} {recorded} but the reconstruction gives {reconstructed}",
                 row.log_sequence
@@ -275,9 +276,9 @@ impl Failure {
     /// The `failed` answer.
     pub fn to_json(&self, stored: &TargetView, replayed: u64) -> Value {
         json!({
-            "status": "failed",
+            "status": Status::Failed.as_str(),
             "target_file_id": stored.target_file_id,
-            "failure_reason": self.reason,
+            "failure_reason": self.reason.as_str(),
             "failure_detail": self.detail,
             "log_sequence": self.row.as_ref().map(|r| r.log_sequence),
             "pdcp_log_id": self.row.as_ref().map(|r| &r.pdcp_log_id),
@@ -311,7 +312,7 @@ impl Replay {
         let hash = sha256_hex(&content);
         if hash != content_hash {
             return Err(Failure {
-                reason: "replay_divergence",
+                reason: FailureReason::ReplayDivergence,
                 detail: format!(
                     "the initial snapshot recorded content_hash {content_hash} but its content hashes to {hash}"
                 ),
@@ -456,7 +457,7 @@ impl Replay {
         };
         let version_matches = stored.version == self.version;
         json!({
-            "status": "success",
+            "status": Status::Success.as_str(),
             "target_file_id": stored.target_file_id,
             "reconstructed_hash": self.hash,
             "current_hash": stored.current_hash,
@@ -747,6 +748,7 @@ pub(crate) fn is_observed_record(protocol_version: &str, record: &Map<String, Va
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::contract::words::Status;
     use crate::submission::submit::{self, Parent};
 
     /// Submits `edits` through the submission pipeline and returns the stored attempt.
@@ -760,7 +762,7 @@ mod tests {
         let sub = submit::parse_submit_edits(&args.to_string()).unwrap();
         let id = submit::prepare(&sub, &Parent::NotLookedUp);
         let a = submit::evaluate(&sub, &id, &Parent::NotLookedUp, t);
-        assert_eq!(a.status, "accepted", "{:?}", a.failure_detail);
+        assert_eq!(a.status, Status::Accepted, "{:?}", a.failure_detail);
         a
     }
 
@@ -920,7 +922,7 @@ mod tests {
                     ..row(a, 1)
                 })
                 .unwrap_err();
-            assert_eq!(e.reason, "replay_protocol_invalid");
+            assert_eq!(e.reason.as_str(), "replay_protocol_invalid");
             assert_eq!(e.row.as_ref().map(|r| r.log_sequence), Some(1));
         }
         for bad in [
@@ -935,7 +937,7 @@ mod tests {
                     ..row(a, 1)
                 })
                 .unwrap_err();
-            assert_eq!(e.reason, "replay_protocol_invalid", "{bad}");
+            assert_eq!(e.reason.as_str(), "replay_protocol_invalid", "{bad}");
         }
         let now = TargetView {
             target_file_id: ID,
@@ -997,7 +999,7 @@ mod tests {
         ];
         for (r, check) in cases {
             let e = start().step(&r).unwrap_err();
-            assert_eq!(e.reason, "replay_divergence");
+            assert_eq!(e.reason.as_str(), "replay_divergence");
             assert_eq!(e.diagnostic["check"], check);
         }
         // The second transaction replayed on the base (skipping the first) diverges at its
@@ -1010,7 +1012,7 @@ mod tests {
                 ..row(b, 2)
             })
             .unwrap_err();
-        assert_eq!(e.reason, "replay_application_failed");
+        assert_eq!(e.reason.as_str(), "replay_application_failed");
         assert_eq!(e.diagnostic["rejection"], "match_absent");
         let e = Replay::start(ID, 0, &wrong, base.clone()).unwrap_err();
         assert_eq!(e.diagnostic["check"], "initial_snapshot_hash");

@@ -10,6 +10,7 @@ use crate::contract::args::{ArgError, Args};
 use crate::contract::interrupt;
 use crate::contract::json::{as_int, is_big_int, type_name};
 use crate::contract::limits::{READ_DEFAULT_CHARS, READ_MAX_CHARS};
+use crate::contract::words::Status;
 use crate::target::TargetView;
 use crate::text::{byte_offset, char_len};
 use serde_json::{Value, json};
@@ -156,7 +157,7 @@ pub fn read_lines(t: &TargetView, r: LinesRequest) -> Result<Value, ArgError> {
     let b1 = b0 + byte_offset(&content[b0..], end - start).unwrap_or(content.len() - b0);
     let truncated = end < range_end;
     let mut out = json!({
-        "status": "ok",
+        "status": Status::Ok.as_str(),
         "target_file_id": t.target_file_id,
         "version": t.version,
         "current_hash": t.current_hash,

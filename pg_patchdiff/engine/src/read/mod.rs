@@ -4,6 +4,7 @@ pub mod lines;
 
 use crate::contract::args::{ArgError, Args};
 use crate::contract::limits::*;
+use crate::contract::words::Status;
 use crate::target::TargetView;
 use crate::text::occurrence::for_each_occurrence;
 use crate::text::{byte_offset, canonicalize, char_len, head_chars, tail_chars, text_defect};
@@ -55,7 +56,7 @@ pub fn read_target(t: &TargetView, r: ReadRequest) -> Result<Value, ArgError> {
     let end = r.start + char_len(text);
     let total = r.start + char_len(rest);
     Ok(json!({
-        "status": "ok",
+        "status": Status::Ok.as_str(),
         "target_file_id": t.target_file_id,
         "version": t.version,
         "current_hash": t.current_hash,
@@ -156,7 +157,7 @@ pub fn find_occurrences(t: &TargetView, r: &FindRequest) -> Value {
     let next = first.saturating_add(returned);
     let truncated = next <= total;
     json!({
-        "status": "ok",
+        "status": Status::Ok.as_str(),
         "target_file_id": t.target_file_id,
         "version": t.version,
         "current_hash": t.current_hash,

@@ -8,6 +8,7 @@ use crate::contract::interrupt;
 use crate::contract::json::type_name;
 use crate::contract::limits::{OBSERVE_QUERY_MAX_BYTES, READ_DEFAULT_CHARS, READ_MAX_CHARS};
 use crate::contract::uuid::canonical_uuid;
+use crate::contract::words::Status;
 use crate::scope::{Outline, Symbol};
 use crate::target::TargetView;
 use crate::text::{char_len, sha256_hex};
@@ -331,7 +332,7 @@ pub fn candidates(t: &TargetView, o: &Outline, query: Option<&str>, kind: Option
         })
         .collect();
     let mut m = Map::new();
-    m.insert("status".into(), json!("candidates"));
+    m.insert("status".into(), json!(Status::Candidates.as_str()));
     outline_fields(&mut m, t, o);
     m.insert("observation_id".into(), Value::Null);
     m.insert("query".into(), json!(query));
@@ -361,7 +362,14 @@ fn selection_failure(
     let ambiguous = !found.is_empty();
     m.insert(
         "status".into(),
-        json!(if ambiguous { "ambiguous" } else { "not_found" }),
+        json!(
+            if ambiguous {
+                Status::Ambiguous
+            } else {
+                Status::NotFound
+            }
+            .as_str()
+        ),
     );
     m.insert(
         "code".into(),
@@ -710,7 +718,7 @@ pub fn observed(
     mode: &str,
 ) -> Result<Value, ArgError> {
     let mut m = Map::new();
-    m.insert("status".into(), json!("observed"));
+    m.insert("status".into(), json!(Status::Observed.as_str()));
     m.insert("mode".into(), json!(mode));
     m.insert("target_file_id".into(), json!(t.target_file_id));
     scope_fields(&mut m, s);
@@ -757,7 +765,7 @@ pub fn observed_batch(
         })
         .collect();
     let mut m = Map::new();
-    m.insert("status".into(), json!("observed_batch"));
+    m.insert("status".into(), json!(Status::ObservedBatch.as_str()));
     outline_fields(&mut m, t, o);
     m.insert("observation_bundle_id".into(), json!(bundle_id));
     m.insert("editing_cycle_id".into(), json!(editing_cycle_id));
@@ -814,7 +822,7 @@ pub fn page_refusal(
         return None;
     };
     Some(json!({
-        "status": "rejected",
+        "status": Status::Rejected.as_str(),
         "code": code,
         "failure_detail": detail,
         "target_file_id": t.target_file_id,
@@ -827,7 +835,7 @@ pub fn page_refusal(
 /// `status: "unsupported"` for a target Waymark has no grammar for.
 pub fn unsupported(t: &TargetView, filename: &str, target_type: &str) -> Value {
     json!({
-        "status": "unsupported",
+        "status": Status::Unsupported.as_str(),
         "code": "UNSUPPORTED_LANGUAGE",
         "target_file_id": t.target_file_id,
         "failure_detail": format!(
@@ -886,7 +894,7 @@ pub fn structure_unavailable(
         ),
     };
     json!({
-        "status": "structure_unavailable",
+        "status": Status::StructureUnavailable.as_str(),
         "code": code,
         "reason": reason,
         "limit": limit,
@@ -903,7 +911,7 @@ pub fn structure_unavailable(
 /// `not_found` for an observation ID that names no observation.
 pub fn unknown_observation(observation_id: &str) -> Value {
     json!({
-        "status": "not_found",
+        "status": Status::NotFound.as_str(),
         "code": "UNKNOWN_OBSERVATION_ID",
         "observation_id": observation_id,
         "failure_detail": format!("No observation with observation_id {observation_id}."),

@@ -9,6 +9,7 @@
 use crate::contract::args::{ArgError, Args};
 use crate::contract::json::{ascii_len, type_name};
 use crate::contract::limits::*;
+use crate::contract::words::Status;
 use crate::evidence::rejection::{current_context, validity};
 use crate::format::common::ChangeFact;
 use crate::format::protocol::Protocol;
@@ -105,7 +106,7 @@ pub fn parse_preview(text: &str) -> Result<Submission, ArgError> {
 /// A preview's own `invalid_argument` answer: `code` with both `detail` and `failure_detail`.
 pub fn invalid_argument(code: &str, detail: &str, extra: &Map<String, Value>) -> Value {
     let mut m = Map::new();
-    m.insert("status".into(), json!("invalid_argument"));
+    m.insert("status".into(), json!(Status::InvalidArgument.as_str()));
     m.insert("code".into(), json!(code));
     m.insert("detail".into(), json!(detail));
     m.insert("failure_detail".into(), json!(detail));
@@ -170,7 +171,14 @@ pub fn preview(sub: &Submission, start: &TargetView) -> Value {
     let accepted = verdict.is_ok();
     m.insert(
         "status".into(),
-        json!(if accepted { "accepted" } else { "rejected" }),
+        json!(
+            if accepted {
+                Status::Accepted
+            } else {
+                Status::Rejected
+            }
+            .as_str()
+        ),
     );
     let (stage, valid) = match &verdict {
         Ok(_) => ("accepted", validity(true, true)),
@@ -200,7 +208,7 @@ pub fn preview(sub: &Submission, start: &TargetView) -> Value {
         }
         Err(r) => {
             m.insert("after_hash".into(), Value::Null);
-            m.insert("failure_reason".into(), json!(r.reason));
+            m.insert("failure_reason".into(), json!(r.reason.as_str()));
             m.insert("failure_detail".into(), json!(r.detail));
             m.insert("failed_change_id".into(), json!(r.failed_change_id));
             let d = r.diagnostic(sub.protocol_version, start);

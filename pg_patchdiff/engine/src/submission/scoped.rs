@@ -50,6 +50,7 @@ use crate::contract::limits::{
     OBSERVED_MAX_BATCH_OPERATIONS, OBSERVED_MAX_GROUPS, OBSERVED_SUMMARY_SYMBOL_CHARS,
 };
 use crate::contract::uuid::canonical_uuid;
+use crate::contract::words::{FailureReason, Status};
 use crate::evidence::rejection::{Rejection, Stage, context};
 use crate::format::common::{self, ObservedFact};
 use crate::format::protocol::{Protocol, Runtime};
@@ -258,7 +259,7 @@ pub fn evaluate(
         Ok((applied, links)) => {
             let after_hash = sha256_hex(&applied.content);
             Attempt {
-                status: "accepted",
+                status: Status::Accepted,
                 after_version: Some(start.version + 1),
                 after_hash: Some(after_hash),
                 new_content: Some(applied.content),
@@ -298,7 +299,12 @@ fn judge(
     submit::check_guards(&guards, start)?;
     let scoped: Vec<&ObservationRow> = found.iter().map(|(_, r)| *r).collect();
     verify_scopes(start.content, &scoped).map_err(|(code, detail, g)| {
-        let mut r = Rejection::coded("context_invalid", Stage::PreconditionGuard, code, detail);
+        let mut r = Rejection::coded(
+            FailureReason::ContextInvalid,
+            Stage::PreconditionGuard,
+            code,
+            detail,
+        );
         if let Some((g, id)) = g.and_then(|g| found.get(g).map(|f| (g, &f.0))) {
             if batch {
                 r.fields.insert("group_index".into(), json!(g + 1));
@@ -337,7 +343,7 @@ fn parse_proposal<'r>(
 
 fn group_block(g: usize, field: &str, what: String) -> Rejection {
     Rejection::coded(
-        "block_malformed",
+        FailureReason::BlockMalformed,
         Stage::ProtocolValidation,
         "invalid_group",
         format!("groups[{}].{field}: {what}.", g - 1),
@@ -382,7 +388,7 @@ pub(crate) fn parse_batch(record: &Map<String, Value>) -> Result<Vec<Group<'_>>,
     let list = common::parse_list(GROUPS, record.get("groups"))?;
     if list.len() > MAX_GROUPS {
         return Err(common::malformed(
-            "manifest_malformed",
+            FailureReason::ManifestMalformed,
             "too_many_groups",
             format!(
                 "groups has {} groups; a batch has at most {MAX_GROUPS}.",
@@ -433,7 +439,7 @@ pub(crate) fn parse_batch(record: &Map<String, Value>) -> Result<Vec<Group<'_>>,
     let total: usize = shapes.iter().map(|(_, ops)| ops.len()).sum();
     if total > MAX_BATCH_OPERATIONS {
         return Err(common::malformed(
-            "manifest_malformed",
+            FailureReason::ManifestMalformed,
             "too_many_operations",
             format!("groups hold {total} operations; a batch has at most {MAX_BATCH_OPERATIONS}."),
         )
@@ -487,7 +493,7 @@ struct Ref<'a> {
 }
 
 fn observation_rejection(
-    reason: &'static str,
+    reason: FailureReason,
     stage: Stage,
     code: &str,
     detail: String,
@@ -545,7 +551,7 @@ fn check_observations<'a>(
         if r.raw.is_none_or(Value::is_null) {
             let what = whose(r.group, r.field);
             return Err(observation_rejection(
-                "context_missing",
+                FailureReason::ContextMissing,
                 pv,
                 OBSERVATION_REQUIRED,
                 format!(
@@ -564,7 +570,7 @@ fn check_observations<'a>(
                 let what = whose(r.group, r.field);
                 let got = r.raw.map_or("null", type_name);
                 return Err(observation_rejection(
-                    "context_invalid",
+                    FailureReason::ContextInvalid,
                     pv,
                     INVALID_OBSERVATION_ID,
                     format!(
@@ -594,7 +600,7 @@ fn check_observations<'a>(
             Some(row) => found.push(((*id).clone(), row)),
             None => {
                 return Err(observation_rejection(
-                    "context_invalid",
+                    FailureReason::ContextInvalid,
                     pv,
                     UNKNOWN_OBSERVATION_ID,
                     format!(
@@ -616,7 +622,7 @@ fn check_observations<'a>(
         if !ids_equal(&row.target_file_id, &sub.target_file_id) {
             return Err(fail(
                 i,
-                "context_invalid",
+                FailureReason::ContextInvalid,
                 pv,
                 OBSERVATION_TARGET_MISMATCH,
                 "The observation was issued for another target.".into(),
@@ -633,7 +639,7 @@ fn check_observations<'a>(
             {
                 return Err(fail(
                     i,
-                    "context_invalid",
+                    FailureReason::ContextInvalid,
                     pv,
                     OBSERVATION_BUNDLE_MISMATCH,
                     "The observation does not belong to observation_bundle_id; every group must use an observation of the bundle.".into(),
@@ -647,7 +653,7 @@ fn check_observations<'a>(
         if !ids_equal(&row.editing_cycle_id, active_cycle) {
             return Err(fail(
                 i,
-                "context_invalid",
+                FailureReason::ContextInvalid,
                 pv,
                 OBSERVATION_CYCLE_MISMATCH,
                 "The observation belongs to an editing cycle a SAVE has closed; observe the scope again.".into(),
@@ -660,7 +666,7 @@ fn check_observations<'a>(
         if let Some(by) = &row.consumed_by_pdcp_log_id {
             return Err(fail(
                 i,
-                "context_invalid",
+                FailureReason::ContextInvalid,
                 pv,
                 OBSERVATION_ALREADY_CONSUMED,
                 "The observation was already consumed by an accepted attempt; observe the scope again.".into(),
@@ -673,7 +679,7 @@ fn check_observations<'a>(
         if row.target_version != start.version {
             return Err(fail(
                 i,
-                "target_version_mismatch",
+                FailureReason::TargetVersionMismatch,
                 pg,
                 STALE_OBSERVATION_VERSION,
                 format!(
@@ -689,7 +695,7 @@ fn check_observations<'a>(
         if row.target_current_hash != start.current_hash {
             return Err(fail(
                 i,
-                "target_hash_mismatch",
+                FailureReason::TargetHashMismatch,
                 pg,
                 STALE_OBSERVATION_HASH,
                 "The observation was issued against another target hash; observe the scope again."
@@ -905,7 +911,7 @@ pub(crate) fn apply_batch(
 /// `patchdiff_submit_replacement`), to write like any attempt. Nothing else is judged.
 pub fn observation_required(sub: &Submission, id: &Identity, start: &TargetView) -> Attempt {
     let r = Rejection::coded(
-        "context_missing",
+        FailureReason::ContextMissing,
         Stage::ProtocolValidation,
         OBSERVATION_REQUIRED,
         "Strict observation mode is enabled: unobserved writes are refused. Observe the scope with patchdiff_observe_scope and submit with patchdiff_submit_observed_operations.",
@@ -931,7 +937,7 @@ pub fn add_code(resp: &mut Value) {
     let Some(m) = resp.as_object_mut() else {
         return;
     };
-    if m.get("status").and_then(Value::as_str) != Some("rejected") {
+    if m.get("status").and_then(Value::as_str) != Some(Status::Rejected.as_str()) {
         return;
     }
     let code = m
@@ -1005,7 +1011,7 @@ fn observed_fields(
         key,
         sent.cloned().unwrap_or(Value::Null),
     );
-    if m.get("status").and_then(Value::as_str) != Some("accepted") {
+    if m.get("status").and_then(Value::as_str) != Some(Status::Accepted.as_str()) {
         return;
     }
     let after = m.get("version").and_then(Value::as_i64);

@@ -15,6 +15,7 @@ use crate::contract::limits::{
     TX1_MAX_EDITS, TX2_MAX_OPERATIONS,
 };
 use crate::contract::uuid::{canonical_uuid, is_sha256_hex};
+use crate::contract::words::{FailureReason, Status};
 use crate::evidence::near_miss::{self, ScanSource};
 use crate::evidence::rejection::{NearMissInput, Rejection, Stage, current_context, validity};
 use crate::format::common::{self, ChangeFact};
@@ -342,7 +343,9 @@ pub enum Parent {
     NotFound,
     Found {
         target_file_id: String,
-        status: String,
+        /// `None`: a stored word this engine does not know. The table's CHECK allows only
+        /// `accepted` and `rejected`; an unknown word is neither, as the string comparison was.
+        status: Option<Status>,
     },
 }
 
@@ -362,7 +365,9 @@ pub fn prepare(sub: &Submission, parent: &Parent) -> Identity {
         Parent::Found {
             target_file_id,
             status,
-        } if *target_file_id == sub.target_file_id && status == "rejected" => sub.parent_uuid(),
+        } if *target_file_id == sub.target_file_id && *status == Some(Status::Rejected) => {
+            sub.parent_uuid()
+        }
         _ => None,
     };
     let parent_identity = eligible
@@ -386,7 +391,7 @@ pub fn prepare(sub: &Submission, parent: &Parent) -> Identity {
 /// One attempt row, with the ledger rows and new content of an acceptance.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Attempt {
-    pub status: &'static str,
+    pub status: Status,
     pub protocol_version: &'static str,
     pub runtime_version: &'static str,
     pub pdcp_content: String,
@@ -399,9 +404,9 @@ pub struct Attempt {
     pub before_hash: String,
     pub after_version: Option<i64>,
     pub after_hash: Option<String>,
-    pub failure_reason: Option<&'static str>,
+    pub failure_reason: Option<FailureReason>,
     pub failure_detail: Option<String>,
-    pub failure_stage: Option<&'static str>,
+    pub failure_stage: Option<Stage>,
     pub failed_change_id: Option<String>,
     pub diagnostic: Option<Value>,
     pub validity: Value,
@@ -421,7 +426,7 @@ pub struct Attempt {
     pub observations: Vec<ObservationLink>,
 }
 
-fn protocol(code: &str, reason: &'static str, detail: String) -> Rejection {
+fn protocol(code: &str, reason: FailureReason, detail: String) -> Rejection {
     Rejection::coded(reason, Stage::ProtocolValidation, code, detail)
 }
 
@@ -435,7 +440,7 @@ fn key_preview(v: &Value) -> Value {
 /// A rejected attempt row for `sub` with no failure filled in yet.
 pub(crate) fn base_attempt(sub: &Submission, id: &Identity, start: &TargetView) -> Attempt {
     Attempt {
-        status: "rejected",
+        status: Status::Rejected,
         protocol_version: sub.protocol_version,
         runtime_version: sub.runtime_version,
         pdcp_content: sub.pdcp_content.clone(),
@@ -479,7 +484,7 @@ pub fn evaluate(sub: &Submission, id: &Identity, parent: &Parent, start: &Target
         Ok(applied) => {
             let after_hash = sha256_hex(&applied.content);
             Attempt {
-                status: "accepted",
+                status: Status::Accepted,
                 after_version: Some(start.version + 1),
                 after_hash: Some(after_hash),
                 new_content: Some(applied.content),
@@ -497,7 +502,7 @@ pub(crate) fn rejected(base: Attempt, r: &Rejection, format: &str, start: &Targe
     Attempt {
         failure_reason: Some(r.reason),
         failure_detail: Some(r.detail.clone()),
-        failure_stage: Some(r.stage.column()),
+        failure_stage: Some(r.stage),
         failed_change_id: r.failed_change_id.clone(),
         diagnostic: Some(r.diagnostic(format, start)),
         validity: r.stage.validity(),
@@ -521,7 +526,7 @@ pub fn admission(sub: &Submission, correlation_id: Option<&str>) -> Option<Value
     let raw = sub.record.get("replacement")?.as_str()?;
     let d = tx3::admission(raw).err()?;
     let mut m = Map::new();
-    m.insert("status".into(), json!("invalid_argument"));
+    m.insert("status".into(), json!(Status::InvalidArgument.as_str()));
     m.insert("code".into(), json!("replacement_too_large"));
     m.insert("target_file_id".into(), json!(sub.target_file_id));
     m.insert("failure_detail".into(), json!(tx3::too_large_detail(&d)));
@@ -577,7 +582,7 @@ pub(crate) fn preflight<'s>(
     if !sub.client_request_id.is_null() && sub.request_key().is_none() {
         return Err(protocol(
             "invalid_client_request_id",
-            "context_invalid",
+            FailureReason::ContextInvalid,
             "client_request_id must be 1 to 128 printable ASCII characters without whitespace."
                 .into(),
         )
@@ -589,7 +594,7 @@ pub(crate) fn preflight<'s>(
     if required.request_key && sub.client_request_id.is_null() {
         return Err(protocol(
             "CLIENT_REQUEST_ID_REQUIRED",
-            "context_missing",
+            FailureReason::ContextMissing,
             "client_request_id is required for a batch of observed operations.".into(),
         ));
     }
@@ -606,7 +611,7 @@ pub(crate) fn preflight<'s>(
         .collect();
         return Err(protocol(
             "OBSERVED_GUARDS_REQUIRED",
-            "context_missing",
+            FailureReason::ContextMissing,
             format!(
                 "Both guards are required for observed operations: expected_target_version and expected_current_hash; missing: {}.",
                 missing.join(", ")
@@ -616,7 +621,7 @@ pub(crate) fn preflight<'s>(
     }
     if version.is_null() && hash.is_null() {
         return Err(Rejection::new(
-            "context_missing",
+            FailureReason::ContextMissing,
             Stage::ProtocolValidation,
             "At least one guard is required: expected_target_version or expected_current_hash.",
         ));
@@ -628,7 +633,7 @@ pub(crate) fn preflight<'s>(
             _ => {
                 return Err(protocol(
                     "invalid_expected_target_version",
-                    "context_invalid",
+                    FailureReason::ContextInvalid,
                     "expected_target_version must be a non-negative, non-boolean integer or null."
                         .into(),
                 ));
@@ -641,7 +646,7 @@ pub(crate) fn preflight<'s>(
         _ => {
             return Err(protocol(
                 "invalid_expected_current_hash",
-                "context_invalid",
+                FailureReason::ContextInvalid,
                 "expected_current_hash must be 64 lowercase hexadecimal characters or null.".into(),
             ));
         }
@@ -649,7 +654,7 @@ pub(crate) fn preflight<'s>(
     if !sub.attempt.is_null() && attempt_no.is_none() {
         return Err(protocol(
             "invalid_attempt",
-            "context_invalid",
+            FailureReason::ContextInvalid,
             "attempt must be a positive, non-boolean integer or null.".into(),
         ));
     }
@@ -664,7 +669,7 @@ pub(crate) fn preflight<'s>(
 pub(crate) fn check_guards(guards: &Guards, start: &TargetView) -> Result<(), Rejection> {
     if let Some(v) = guards.version.filter(|v| *v != start.version) {
         return Err(Rejection::new(
-            "target_version_mismatch",
+            FailureReason::TargetVersionMismatch,
             Stage::PreconditionGuard,
             format!(
                 "expected_target_version {v} does not match current version {}.",
@@ -676,7 +681,7 @@ pub(crate) fn check_guards(guards: &Guards, start: &TargetView) -> Result<(), Re
     }
     if let Some(h) = guards.hash.filter(|h| *h != start.current_hash) {
         return Err(Rejection::new(
-            "target_hash_mismatch",
+            FailureReason::TargetHashMismatch,
             Stage::PreconditionGuard,
             "expected_current_hash does not match the current target hash.",
         )
@@ -696,7 +701,7 @@ fn invalid_text_rejection(defects: &[Defect]) -> Rejection {
         "an escaped lone surrogate"
     };
     Rejection::new(
-        "target_encoding_invalid",
+        FailureReason::TargetEncodingInvalid,
         Stage::ProtocolValidation,
         format!(
             "The proposal contains text PostgreSQL cannot store: {what} at {}{}. Send valid Unicode text as a new proposal with a new request key; the stored pdcp_content is evidence ({}), not a proposal to resend.",
@@ -752,7 +757,9 @@ fn check_parent(sub: &Submission, parent: &Parent) -> Result<(), Rejection> {
     if raw.is_null() {
         return Ok(());
     }
-    let reject = |code: &str, detail: &str| Err(protocol(code, "context_invalid", detail.into()));
+    let reject = |code: &str, detail: &str| {
+        Err(protocol(code, FailureReason::ContextInvalid, detail.into()))
+    };
     match (sub.parent_uuid(), parent) {
         (None, _) => reject(
             "invalid_parent_pdcp_log_id",
@@ -769,7 +776,7 @@ fn check_parent(sub: &Submission, parent: &Parent) -> Result<(), Rejection> {
                 "parent_pdcp_log_id names an attempt on another target.",
             )
         }
-        (Some(_), Parent::Found { status, .. }) if status != "rejected" => reject(
+        (Some(_), Parent::Found { status, .. }) if *status != Some(Status::Rejected) => reject(
             "parent_not_rejected",
             "parent_pdcp_log_id must name a rejected attempt; continue from an accepted one instead.",
         ),
@@ -791,7 +798,7 @@ pub fn respond(
     } else {
         a.client_request_id.clone()
     };
-    if a.status == "accepted" {
+    if a.status == Status::Accepted {
         accepted_fields(
             &mut m,
             &sub.target_file_id,
@@ -806,7 +813,7 @@ pub fn respond(
         finish_accepted(&mut m, facts, ws, a.validity.clone());
     } else {
         let facts = RejectedFacts {
-            reason: a.failure_reason,
+            reason: a.failure_reason.map(FailureReason::as_str),
             detail: a.failure_detail.as_deref(),
             failed_change_id: a.failed_change_id.as_deref(),
             before_hash: &a.before_hash,
@@ -832,7 +839,7 @@ fn accepted_fields(
     current: &TargetView,
     log_id: &str,
 ) {
-    m.insert("status".into(), json!("accepted"));
+    m.insert("status".into(), json!(Status::Accepted.as_str()));
     m.insert("target_file_id".into(), json!(target));
     m.insert("before_hash".into(), json!(before));
     m.insert("after_hash".into(), json!(after));
@@ -874,7 +881,7 @@ fn rejected_fields(
     log_id: &str,
 ) {
     let fc = a.diagnostic.and_then(|d| d.get("failure_context"));
-    m.insert("status".into(), json!("rejected"));
+    m.insert("status".into(), json!(Status::Rejected.as_str()));
     m.insert("target_file_id".into(), json!(target));
     m.insert("failure_reason".into(), json!(a.reason));
     m.insert("failure_detail".into(), json!(a.detail));
@@ -896,13 +903,16 @@ fn rejected_fields(
 #[derive(Debug, Clone, PartialEq)]
 pub struct StoredAttempt {
     pub pdcp_log_id: String,
-    pub status: String,
+    /// `None`: a stored word this engine does not know (see [`Parent::Found`]); recovery
+    /// answers it as a rejection, as the string comparison did.
+    pub status: Option<Status>,
     pub request_fingerprint: String,
     pub request_envelope: Value,
     pub pdcp_content: String,
     pub before_hash: String,
     pub after_version: Option<i64>,
     pub after_hash: Option<String>,
+    /// Kept as stored: the column has no CHECK, and recovery repeats the word verbatim.
     pub failure_reason: Option<String>,
     pub failure_detail: Option<String>,
     pub failed_change_id: Option<String>,
@@ -918,14 +928,14 @@ impl StoredAttempt {
     pub fn of(a: &Attempt, log_id: &str) -> Self {
         StoredAttempt {
             pdcp_log_id: log_id.to_owned(),
-            status: a.status.to_owned(),
+            status: Some(a.status),
             request_fingerprint: a.request_fingerprint.clone(),
             request_envelope: a.request_envelope.clone(),
             pdcp_content: a.pdcp_content.clone(),
             before_hash: a.before_hash.clone(),
             after_version: a.after_version,
             after_hash: a.after_hash.clone(),
-            failure_reason: a.failure_reason.map(str::to_owned),
+            failure_reason: a.failure_reason.map(|r| r.as_str().to_owned()),
             failure_detail: a.failure_detail.clone(),
             failed_change_id: a.failed_change_id.clone(),
             diagnostic: a.diagnostic.clone(),
@@ -950,9 +960,15 @@ pub fn add_near_misses(response: &mut Value, input: Option<&NearMissInput>, call
     let Some(m) = response.as_object_mut() else {
         return;
     };
-    let value = match m.get("failure_reason").and_then(Value::as_str) {
-        Some("sequential_match_invalid") => near_miss::omitted("sequential_match_consumed"),
-        Some("match_absent") => {
+    let reason = m
+        .get("failure_reason")
+        .and_then(Value::as_str)
+        .and_then(FailureReason::parse);
+    let value = match reason {
+        Some(FailureReason::SequentialMatchInvalid) => {
+            near_miss::omitted("sequential_match_consumed")
+        }
+        Some(FailureReason::MatchAbsent) => {
             let d = &m["diagnostic"];
             match d["near_miss_query"]["query"].as_str() {
                 None if d["near_miss_query"]["omission_reason"].is_string() => {
@@ -1016,7 +1032,7 @@ pub fn recover_or_conflict(
         return KeyOutcome::Conflict(Box::new(conflict(sub, id, stored, current)));
     }
     let mut m = Map::new();
-    if stored.status == "accepted" {
+    if stored.status == Some(Status::Accepted) {
         accepted_fields(
             &mut m,
             &sub.target_file_id,
@@ -1083,7 +1099,7 @@ fn conflict(
     let truncated = paths.len() > DIFFERING_FIELDS_MAX;
     paths.truncate(DIFFERING_FIELDS_MAX);
     let r = Rejection::coded(
-        "context_invalid",
+        FailureReason::ContextInvalid,
         Stage::PreconditionGuard,
         "request_key_conflict",
         "client_request_id was already used for a different proposal on this target.",

@@ -5,6 +5,7 @@ pub mod tenancy;
 use crate::contract::args::{ArgError, Args};
 use crate::contract::limits::FILENAME_MAX_BYTES;
 use crate::contract::uuid::canonical_uuid;
+use crate::contract::words::Status;
 use crate::text::{SourceLineEndings, canonicalize, sha256_hex, text_defect};
 use serde_json::{Value, json};
 
@@ -239,7 +240,7 @@ pub fn binding_nonce_taken() -> ArgError {
 /// The initialize/upload response.
 pub fn initialized_response(t: &NewTarget, target_file_id: &str, cycle_id: &str) -> Value {
     json!({
-        "status": "ok",
+        "status": Status::Ok.as_str(),
         "target_file_id": target_file_id,
         "filename": t.filename,
         "target_type": t.target_type,
@@ -261,7 +262,7 @@ pub struct TargetMeta<'a> {
 
 pub fn get_target_response(t: &TargetView, m: &TargetMeta) -> Value {
     json!({
-        "status": "ok",
+        "status": Status::Ok.as_str(),
         "target_file_id": t.target_file_id,
         "filename": m.filename,
         "target_type": m.target_type,

@@ -7,6 +7,7 @@ use crate::contract::json::{as_int, is_big_int, type_name};
 use crate::contract::limits::FILENAME_MAX_BYTES;
 use crate::contract::time::rfc3339_utc;
 use crate::contract::uuid::canonical_uuid;
+use crate::contract::words::Status;
 use serde_json::{Map, Value, json};
 
 pub const GRANT_ARGS: &[&str] = &["target_file_id", "role", "privilege"];
@@ -105,7 +106,7 @@ pub fn parse_revoke(text: &str) -> Result<GrantRequest, ArgError> {
 /// Nothing was written.
 fn permission_denied(target_file_id: &str, code: &str, detail: &str) -> Value {
     json!({
-        "status": "permission_denied",
+        "status": Status::PermissionDenied.as_str(),
         "code": code,
         "target_file_id": target_file_id,
         "failure_detail": detail,
@@ -141,7 +142,7 @@ pub fn unknown_role(role: &str) -> ArgError {
 /// what ownership or administration gives it).
 pub fn grant_response(target_file_id: &str, role: &str, now: Option<Privilege>) -> Value {
     json!({
-        "status": "ok",
+        "status": Status::Ok.as_str(),
         "target_file_id": target_file_id,
         "role": role,
         "privilege": now.map(Privilege::as_str),
@@ -261,7 +262,7 @@ pub fn list_page(mut rows: Vec<ListedTarget>, limit: usize) -> Value {
         })
         .collect();
     json!({
-        "status": "ok",
+        "status": Status::Ok.as_str(),
         "count": targets.len(),
         "targets": targets,
         "next_cursor": next,
