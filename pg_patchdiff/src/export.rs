@@ -3,7 +3,7 @@
 
 use crate::history::export_response;
 use crate::json_text::JsonText;
-use crate::store;
+use crate::storage::{self, Caller, Need};
 use patchdiff_engine::args::{Args, not_found};
 use patchdiff_engine::export::{EXPORT_ARGS, parse_format};
 use patchdiff_engine::json::{LITERAL, to_string};
@@ -20,12 +20,7 @@ fn patchdiff_export_target(args: JsonText) -> JsonText {
     let answer = match parsed {
         Err(e) => e.to_json(TOOL),
         Ok((id, format)) => Spi::connect(|c| {
-            match store::target(
-                c,
-                &id,
-                crate::access::Caller::current(),
-                crate::access::Need::Read,
-            ) {
+            match storage::targets::target(c, &id, Caller::current(), Need::Read) {
                 None => not_found(&id),
                 Some(t) => export_response(&id, &t, format).unwrap_or_else(|e| e.to_json(TOOL)),
             }

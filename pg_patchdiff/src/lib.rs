@@ -16,14 +16,14 @@ use pgrx::guc::{GucContext, GucFlags, GucRegistry, GucSetting};
 use pgrx::prelude::*;
 use serde_json::{Map, Value, json};
 
-mod access;
 mod export;
+mod grants;
 mod history;
 mod json_text;
 mod observe;
 mod ops;
 mod parser;
-mod store;
+mod storage;
 
 ::pgrx::pg_module_magic!(name, version);
 
@@ -114,7 +114,7 @@ pub(crate) fn new_id() -> String {
     uuid::Uuid::new_v4().to_string()
 }
 
-pub(crate) fn view<'a>(id: &'a str, t: &'a store::TargetRow) -> TargetView<'a> {
+pub(crate) fn view<'a>(id: &'a str, t: &'a storage::TargetRow) -> TargetView<'a> {
     TargetView {
         target_file_id: id,
         version: t.version,
@@ -130,7 +130,7 @@ fn with_target<R>(
     args: &str,
     allowed: &[&str],
     parse: impl FnOnce(&Args) -> Result<R, ArgError>,
-    f: impl FnOnce(R, TargetView, &store::TargetRow) -> Result<Value, ArgError>,
+    f: impl FnOnce(R, TargetView, &storage::TargetRow) -> Result<Value, ArgError>,
 ) -> JsonString {
     let parsed = Args::parse(args, allowed, &["target_file_id"])
         .and_then(|a| Ok((a.target_file_id()?, parse(&a)?)));
@@ -138,13 +138,14 @@ fn with_target<R>(
         Ok(p) => p,
         Err(e) => return out(&e.to_json(tool)),
     };
-    let caller = access::Caller::current();
-    let answer = Spi::connect(
-        |c| match store::target(c, &id, caller, access::Need::Read) {
-            None => not_found(&id),
-            Some(t) => f(request, view(&id, &t), &t).unwrap_or_else(|e| e.to_json(tool)),
-        },
-    );
+    let caller = storage::Caller::current();
+    let answer =
+        Spi::connect(
+            |c| match storage::targets::target(c, &id, caller, storage::Need::Read) {
+                None => not_found(&id),
+                Some(t) => f(request, view(&id, &t), &t).unwrap_or_else(|e| e.to_json(tool)),
+            },
+        );
     out(&answer)
 }
 
@@ -154,8 +155,9 @@ fn initialize(tool: &str, args: &str, upload: bool) -> JsonString {
         Err(e) => return out(&e.to_json(tool)),
     };
     let (id, cycle, snapshot) = (new_id(), new_id(), new_id());
-    let owner = access::Caller::current().role;
-    if !Spi::connect_mut(|c| store::insert_target(c, &t, &id, &cycle, &snapshot, owner)) {
+    let owner = storage::Caller::current().role;
+    if !Spi::connect_mut(|c| storage::targets::insert_target(c, &t, &id, &cycle, &snapshot, owner))
+    {
         return out(&target::binding_nonce_taken().to_json(tool));
     }
     out(&target::initialized_response(&t, &id, &cycle))
@@ -256,22 +258,22 @@ fn run_submission(
         Err(e) => return out(&e.to_json(tool)),
     };
     let correlation = sub.include_correlation_id.then(new_id);
-    let caller = access::Caller::current();
+    let caller = storage::Caller::current();
     let answer = Spi::connect_mut(|c| {
         let id = sub.target_file_id.as_str();
-        let Some(t) = store::lock_target(c, id, caller) else {
-            return store::unavailable(c, id, caller, access::Need::Write);
+        let Some(t) = storage::targets::lock_target(c, id, caller) else {
+            return storage::targets::unavailable(c, id, caller, storage::Need::Write);
         };
-        let parent = sub
-            .parent_uuid()
-            .map_or(Parent::NotLookedUp, |p| store::parent(c, &p, caller));
+        let parent = sub.parent_uuid().map_or(Parent::NotLookedUp, |p| {
+            storage::attempts::parent(c, &p, caller)
+        });
         let identity = submit::prepare(&sub, &parent);
         let start = view(id, &t);
         let mut rows = Vec::new();
         let mut strict_refusal = false;
         let attempt = match sub
             .request_key()
-            .and_then(|k| store::keyed_attempt(c, id, k))
+            .and_then(|k| storage::attempts::keyed_attempt(c, id, k))
         {
             // Exact keyed recovery precedes every fresh check: strict mode, observations, guards.
             Some(stored) => match submit::recover_or_conflict(
@@ -283,7 +285,7 @@ fn run_submission(
             ) {
                 KeyOutcome::Recovered(mut v) => {
                     if route == Route::Observed {
-                        let consumed = store::consumed_by(c, &stored.pdcp_log_id);
+                        let consumed = storage::observations::consumed_by(c, &stored.pdcp_log_id);
                         observed::recovered_fields(&mut v, &stored.pdcp_content, &consumed);
                     }
                     submit::add_near_misses(&mut v, None, caller_owned_transaction());
@@ -292,7 +294,11 @@ fn run_submission(
                 KeyOutcome::Conflict(a) => *a,
             },
             None if route == Route::Observed => {
-                rows = store::lock_observations(c, &observed::requested_observations(&sub), caller);
+                rows = storage::observations::lock_observations(
+                    c,
+                    &observed::requested_observations(&sub),
+                    caller,
+                );
                 observed::evaluate(
                     &sub,
                     &identity,
@@ -313,9 +319,9 @@ fn run_submission(
             },
         };
         let log_id = new_id();
-        store::write_attempt(c, &attempt, &log_id, id, &t.active_editing_cycle_id);
+        storage::attempts::write_attempt(c, &attempt, &log_id, id, &t.active_editing_cycle_id);
         if attempt.status == "accepted" && !attempt.observations.is_empty() {
-            store::write_consumptions(c, &log_id, &attempt.observations);
+            storage::observations::write_consumptions(c, &log_id, &attempt.observations);
         }
         let now = match (
             &attempt.new_content,

@@ -1,9 +1,9 @@
 //! `patchdiff_observe_scope`: the outline of a target version (parsed once per backend, the
 //! "resident" mode), candidate discovery, and the observations it persists.
 
-use crate::access::{Caller, Need};
 use crate::json_text::JsonText as JsonString;
-use crate::{new_id, out, parser, store, view};
+use crate::storage::{self, Caller, Need};
+use crate::{new_id, out, parser, view};
 use patchdiff_engine::args::Args;
 use patchdiff_engine::observe::{self, EngineFacts, OBSERVE_ARGS, ObserveRequest, Page, ScopeView};
 use patchdiff_engine::scope::{Language, Outline, language_for};
@@ -107,8 +107,8 @@ fn patchdiff_observe_scope(args: JsonString) -> JsonString {
     };
     let caller = Caller::current();
     let answer = Spi::connect_mut(|c| {
-        let Some(t) = store::target(c, &id, caller, need) else {
-            return store::unavailable(c, &id, caller, need);
+        let Some(t) = storage::targets::target(c, &id, caller, need) else {
+            return storage::targets::unavailable(c, &id, caller, need);
         };
         let v = view(&id, &t);
         let cycle = t.active_editing_cycle_id.as_str();
@@ -194,9 +194,9 @@ fn issue(
     sel: &observe::Selection,
     bundle: Option<(&str, i32)>,
 ) {
-    store::insert_observation(
+    storage::observations::insert_observation(
         c,
-        &store::NewObservation {
+        &storage::observations::NewObservation {
             observation_id: &scope.observation_id,
             target_file_id: v.target_file_id,
             editing_cycle_id: cycle,
@@ -222,7 +222,7 @@ fn scope_page(
     page: Page,
     caller: Caller,
 ) -> Value {
-    let Some(stored) = store::observation(c, observation_id, caller) else {
+    let Some(stored) = storage::observations::observation(c, observation_id, caller) else {
         return observe::unknown_observation(observation_id);
     };
     let r = &stored.row;

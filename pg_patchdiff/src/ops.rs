@@ -4,7 +4,8 @@
 //! a lock and write nothing.
 
 use crate::json_text::JsonText;
-use crate::{Route, out, run_submission, store, view, with_target};
+use crate::storage::{self, Caller, Need};
+use crate::{Route, out, run_submission, view, with_target};
 use patchdiff_engine::args::not_found;
 use patchdiff_engine::{lines, preview, submit};
 use pgrx::prelude::*;
@@ -55,9 +56,9 @@ fn patchdiff_preview(args: JsonText) -> JsonText {
         Err(e) => return out(&preview::arg_error(&e)),
     };
     let id = sub.target_file_id.as_str();
-    let caller = crate::access::Caller::current();
+    let caller = Caller::current();
     let answer = Spi::connect(
-        |c| match store::target(c, id, caller, crate::access::Need::Read) {
+        |c| match storage::targets::target(c, id, caller, Need::Read) {
             None => not_found(id),
             Some(t) => preview::preview(&sub, &view(id, &t)),
         },
