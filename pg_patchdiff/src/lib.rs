@@ -7,10 +7,11 @@
 
 use json_text::JsonText as JsonString;
 use patchdiff_engine::args::{ArgError, Args, not_found};
+use patchdiff_engine::drive::{self, Route, Settings};
 use patchdiff_engine::json::{LITERAL, to_string};
 use patchdiff_engine::observed;
 use patchdiff_engine::read;
-use patchdiff_engine::submit::{self, KeyOutcome, Parent};
+use patchdiff_engine::submit;
 use patchdiff_engine::target::{self, TargetMeta, TargetView};
 use pgrx::guc::{GucContext, GucFlags, GucRegistry, GucSetting};
 use pgrx::prelude::*;
@@ -227,133 +228,32 @@ fn patchdiff_find_occurrences(args: JsonString) -> JsonString {
     )
 }
 
-/// Whether the call runs inside a transaction block the caller opened (BEGIN ... COMMIT), as
-/// opposed to the single-statement transaction of an autocommit call such as the MCP front end's.
-/// The contract computes near misses only once a service-owned transaction has released its lock;
-/// a function cannot run after its own commit, so an autocommit call searches just before it
-/// (bounded: at most 65,536 code points), and a caller's transaction gets `caller_transaction`.
+/// Whether the call runs inside a transaction block the caller opened (BEGIN ... COMMIT); see
+/// [`Settings::caller_owned_transaction`].
 fn caller_owned_transaction() -> bool {
     // SAFETY: reads the current transaction state; valid in any function call.
     unsafe { pg_sys::IsTransactionBlock() }
 }
 
-/// Which service a submission goes through.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Route {
-    /// patchdiff_submit_edits / _operations / _replacement: refused in strict observation mode.
-    Unobserved,
-    /// patchdiff_submit_observed_operations: confined to issued observations.
-    Observed,
-}
-
-/// Runs one submission under the target's row lock: keyed recovery or conflict, then guards,
-/// application and the attempt, ledger and target writes.
+/// Runs one submission in the engine's order ([`drive::run`]) over this transaction's rows.
 fn run_submission(
     tool: &str,
     sub: Result<submit::Submission, ArgError>,
     route: Route,
 ) -> JsonString {
-    let sub = match sub {
-        Ok(s) => s,
-        Err(e) => return out(&e.to_json(tool)),
+    let settings = Settings {
+        strict_observation_mode: strict_observation_mode(),
+        caller_owned_transaction: caller_owned_transaction(),
     };
-    let correlation = sub.include_correlation_id.then(new_id);
     let caller = storage::Caller::current();
-    let answer = Spi::connect_mut(|c| {
-        let id = sub.target_file_id.as_str();
-        let Some(t) = storage::targets::lock_target(c, id, caller) else {
-            return storage::targets::unavailable(c, id, caller, storage::Need::Write);
-        };
-        let parent = sub.parent_uuid().map_or(Parent::NotLookedUp, |p| {
-            storage::attempts::parent(c, &p, caller)
-        });
-        let identity = submit::prepare(&sub, &parent);
-        let start = view(id, &t);
-        let mut rows = Vec::new();
-        let mut strict_refusal = false;
-        let attempt = match sub
-            .request_key()
-            .and_then(|k| storage::attempts::keyed_attempt(c, id, k))
-        {
-            // Exact keyed recovery precedes every fresh check: strict mode, observations, guards.
-            Some(stored) => match submit::recover_or_conflict(
-                &sub,
-                &identity,
-                &stored,
-                &start,
-                correlation.as_deref(),
-            ) {
-                KeyOutcome::Recovered(mut v) => {
-                    if route == Route::Observed {
-                        let consumed = storage::observations::consumed_by(c, &stored.pdcp_log_id);
-                        observed::recovered_fields(&mut v, &stored.pdcp_content, &consumed);
-                    }
-                    submit::add_near_misses(&mut v, None, caller_owned_transaction());
-                    return v;
-                }
-                KeyOutcome::Conflict(a) => *a,
-            },
-            None if route == Route::Observed => {
-                rows = storage::observations::lock_observations(
-                    c,
-                    &observed::requested_observations(&sub),
-                    caller,
-                );
-                observed::evaluate(
-                    &sub,
-                    &identity,
-                    &parent,
-                    &start,
-                    &t.active_editing_cycle_id,
-                    &rows,
-                )
-            }
-            None if strict_observation_mode() => {
-                strict_refusal = true;
-                observed::observation_required(&sub, &identity, &start)
-            }
-            None => match submit::admission(&sub, correlation.as_deref()) {
-                // Sole replacement over its fresh admission limits: no row.
-                Some(too_large) => return too_large,
-                None => submit::evaluate(&sub, &identity, &parent, &start),
-            },
-        };
-        let log_id = new_id();
-        storage::attempts::write_attempt(c, &attempt, &log_id, id, &t.active_editing_cycle_id);
-        if attempt.status == "accepted" && !attempt.observations.is_empty() {
-            storage::observations::write_consumptions(c, &log_id, &attempt.observations);
-        }
-        let now = match (
-            &attempt.new_content,
-            &attempt.after_hash,
-            attempt.after_version,
-        ) {
-            (Some(content), Some(hash), Some(version)) => TargetView {
-                target_file_id: id,
-                version,
-                current_hash: hash,
-                content,
-            },
-            _ => start,
-        };
-        let mut answer = match route {
-            Route::Observed => {
-                observed::respond(&attempt, &sub, &log_id, &now, correlation.as_deref(), &rows)
-            }
-            Route::Unobserved => {
-                submit::respond(&attempt, &sub, &log_id, &now, correlation.as_deref())
-            }
-        };
-        if strict_refusal {
-            // The observed tools' top-level `code`, so a host reads OBSERVATION_REQUIRED alike.
-            observed::add_code(&mut answer);
-        }
-        submit::add_near_misses(
-            &mut answer,
-            attempt.near_miss_input.as_ref(),
-            caller_owned_transaction(),
-        );
-        answer
+    let answer = Spi::connect_mut(|client| {
+        drive::run(
+            &mut storage::port::SpiStore { client, caller },
+            tool,
+            sub,
+            route,
+            settings,
+        )
     });
     out(&answer)
 }

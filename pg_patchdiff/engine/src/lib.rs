@@ -11,6 +11,7 @@
 
 pub mod args;
 pub mod checkpoint;
+pub mod drive;
 pub mod export;
 pub mod history;
 pub mod interrupt;
@@ -28,6 +29,7 @@ pub mod rejection;
 pub mod replay;
 pub mod scope;
 pub mod sequential;
+pub mod store;
 pub mod submit;
 pub mod target;
 pub mod tenancy;

@@ -16,6 +16,7 @@ pub mod attempts;
 pub mod grants;
 pub mod ledger;
 pub mod observations;
+pub mod port;
 pub mod targets;
 
 pub use access::{Caller, Need};

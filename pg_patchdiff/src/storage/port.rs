@@ -1,0 +1,74 @@
+//! The engine's storage port ([`Store`]) over SPI, for one call of one caller.
+
+use super::{Caller, Need, attempts, observations, targets};
+use patchdiff_engine::observed::{ObservationLink, ObservationRow};
+use patchdiff_engine::store::{LockedTarget, Store};
+use patchdiff_engine::submit::{Attempt, Parent, StoredAttempt};
+use pgrx::spi::SpiClient;
+
+/// The rows of the caller's transaction, as `caller` may see them.
+pub struct SpiStore<'a, 'c> {
+    pub client: &'a mut SpiClient<'c>,
+    pub caller: Caller,
+}
+
+impl Store for SpiStore<'_, '_> {
+    fn new_id(&mut self) -> String {
+        crate::new_id()
+    }
+
+    fn lock_target(&mut self, target_file_id: &str) -> Option<LockedTarget> {
+        let t = targets::lock_target(self.client, target_file_id, self.caller)?;
+        Some(LockedTarget {
+            target_file_id: target_file_id.to_owned(),
+            version: t.version,
+            current_hash: t.current_hash,
+            content: t.content,
+            active_editing_cycle_id: t.active_editing_cycle_id,
+        })
+    }
+
+    fn readable(&mut self, target_file_id: &str) -> bool {
+        targets::target(self.client, target_file_id, self.caller, Need::Read).is_some()
+    }
+
+    fn parent(&mut self, pdcp_log_id: &str) -> Parent {
+        attempts::parent(self.client, pdcp_log_id, self.caller)
+    }
+
+    fn keyed_attempt(
+        &mut self,
+        target_file_id: &str,
+        client_request_id: &str,
+    ) -> Option<StoredAttempt> {
+        attempts::keyed_attempt(self.client, target_file_id, client_request_id)
+    }
+
+    fn lock_observations(&mut self, observation_ids: &[String]) -> Vec<ObservationRow> {
+        observations::lock_observations(self.client, observation_ids, self.caller)
+    }
+
+    fn consumed_by(&mut self, pdcp_log_id: &str) -> Vec<ObservationRow> {
+        observations::consumed_by(self.client, pdcp_log_id)
+    }
+
+    fn write_attempt(
+        &mut self,
+        attempt: &Attempt,
+        pdcp_log_id: &str,
+        target_file_id: &str,
+        editing_cycle_id: &str,
+    ) {
+        attempts::write_attempt(
+            self.client,
+            attempt,
+            pdcp_log_id,
+            target_file_id,
+            editing_cycle_id,
+        );
+    }
+
+    fn write_consumptions(&mut self, pdcp_log_id: &str, links: &[ObservationLink]) {
+        observations::write_consumptions(self.client, pdcp_log_id, links);
+    }
+}
