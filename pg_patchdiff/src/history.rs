@@ -13,6 +13,7 @@ use crate::storage::{self, Caller, Need, TargetRow};
 use crate::{new_id, out};
 use patchdiff_engine::args::{Args, not_found};
 use patchdiff_engine::checkpoint;
+use patchdiff_engine::drive;
 use patchdiff_engine::export::{self, ExportFormat, ExportMeta};
 use patchdiff_engine::history;
 use patchdiff_engine::replay::{self, Failure, Replay};
@@ -43,7 +44,7 @@ fn patchdiff_save(args: JsonText) -> JsonText {
     let caller = Caller::current();
     let answer = Spi::connect_mut(|c| {
         let Some(lock) = storage::targets::lock_for_save(c, id, caller, req.sync_workspace) else {
-            return storage::targets::unavailable(c, id, caller, Need::Write);
+            return drive::unavailable(id, true, || storage::targets::readable(c, id, caller));
         };
         let content = lock
             .publish

@@ -5,6 +5,7 @@ use crate::json_text::JsonText as JsonString;
 use crate::storage::{self, Caller, Need};
 use crate::{new_id, out, parser, view};
 use patchdiff_engine::args::Args;
+use patchdiff_engine::drive;
 use patchdiff_engine::observe::{self, EngineFacts, OBSERVE_ARGS, ObserveRequest, Page, ScopeView};
 use patchdiff_engine::scope::{Language, Outline, language_for};
 use patchdiff_engine::target::TargetView;
@@ -108,7 +109,9 @@ fn patchdiff_observe_scope(args: JsonString) -> JsonString {
     let caller = Caller::current();
     let answer = Spi::connect_mut(|c| {
         let Some(t) = storage::targets::target(c, &id, caller, need) else {
-            return storage::targets::unavailable(c, &id, caller, need);
+            return drive::unavailable(&id, need == Need::Write, || {
+                storage::targets::readable(c, &id, caller)
+            });
         };
         let v = view(&id, &t);
         let cycle = t.active_editing_cycle_id.as_str();

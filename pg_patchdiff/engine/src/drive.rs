@@ -35,6 +35,17 @@ pub struct Settings {
     pub caller_owned_transaction: bool,
 }
 
+/// The answer for a target the caller could not lock or read (`write`: it asked to write):
+/// `not_found`, exactly as for an unknown ID, unless it asked to write a target it may read
+/// (`readable`, asked only then).
+pub fn unavailable(id: &str, write: bool, readable: impl FnOnce() -> bool) -> Value {
+    if write && readable() {
+        tenancy::write_not_granted(id)
+    } else {
+        not_found(id)
+    }
+}
+
 /// Runs one submission of `tool` (its arguments as parsed) under the target's row lock: keyed
 /// recovery or conflict, then guards, application and the attempt, ledger and target writes.
 pub fn run(
@@ -51,11 +62,7 @@ pub fn run(
     let correlation = sub.include_correlation_id.then(|| store.new_id());
     let id = sub.target_file_id.as_str();
     let Some(t) = store.lock_target(id) else {
-        return if store.readable(id) {
-            tenancy::write_not_granted(id)
-        } else {
-            not_found(id)
-        };
+        return unavailable(id, true, || store.readable(id));
     };
     let parent = sub
         .parent_uuid()

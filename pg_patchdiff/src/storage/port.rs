@@ -1,6 +1,6 @@
 //! The engine's storage port ([`Store`]) over SPI, for one call of one caller.
 
-use super::{Caller, Need, attempts, observations, targets};
+use super::{Caller, attempts, observations, targets};
 use patchdiff_engine::observed::{ObservationLink, ObservationRow};
 use patchdiff_engine::store::{LockedTarget, Store};
 use patchdiff_engine::submit::{Attempt, Parent, StoredAttempt};
@@ -29,7 +29,7 @@ impl Store for SpiStore<'_, '_> {
     }
 
     fn readable(&mut self, target_file_id: &str) -> bool {
-        targets::target(self.client, target_file_id, self.caller, Need::Read).is_some()
+        targets::readable(self.client, target_file_id, self.caller)
     }
 
     fn parent(&mut self, pdcp_log_id: &str) -> Parent {

@@ -63,14 +63,9 @@ pub fn lock_target(client: &mut SpiClient, id: &str, caller: Caller) -> Option<T
     })
 }
 
-/// The answer for a target the caller could not `need`: `not_found`, exactly as for an unknown
-/// ID, unless it may read the target and asked to write it.
-pub fn unavailable(client: &SpiClient, id: &str, caller: Caller, need: Need) -> Value {
-    if need == Need::Write && target(client, id, caller, Need::Read).is_some() {
-        patchdiff_engine::tenancy::write_not_granted(id)
-    } else {
-        patchdiff_engine::args::not_found(id)
-    }
+/// Whether the caller may read the target.
+pub fn readable(client: &SpiClient, id: &str, caller: Caller) -> bool {
+    target(client, id, caller, Need::Read).is_some()
 }
 
 fn target_row(rows: SpiTupleTable) -> Option<TargetRow> {
