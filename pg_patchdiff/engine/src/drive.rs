@@ -156,7 +156,7 @@ mod tests {
     use super::*;
     use crate::observed::{ObservationLink, ObservationRow};
     use crate::store::LockedTarget;
-    use crate::submit::{Attempt, StoredAttempt};
+    use crate::submit::{Attempt, AttemptRow};
     use crate::text::{char_len, sha256_hex, slice_chars};
     use serde_json::json;
 
@@ -224,14 +224,14 @@ mod tests {
                 None => Parent::NotFound,
             }
         }
-        fn keyed_attempt(&mut self, id: &str, key: &str) -> Option<StoredAttempt> {
+        fn keyed_attempt(&mut self, id: &str, key: &str) -> Option<AttemptRow> {
             self.calls.push("keyed_attempt");
             let (log, a) = self
                 .attempts
                 .iter()
                 .find(|(_, a)| a.client_request_id.as_deref() == Some(key))?;
             assert_eq!(id, T);
-            Some(StoredAttempt::of(a, log))
+            Some(AttemptRow::of(a, log))
         }
         fn lock_observations(&mut self, ids: &[String]) -> Vec<ObservationRow> {
             self.calls.push("lock_observations");

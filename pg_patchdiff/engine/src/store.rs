@@ -6,7 +6,7 @@
 //! row the caller may not see is, to the engine, no row at all.
 
 use crate::observed::{ObservationLink, ObservationRow};
-use crate::submit::{Attempt, Parent, StoredAttempt};
+use crate::submit::{Attempt, AttemptRow, Parent};
 use crate::target::TargetView;
 
 /// A target as the submission lock reads it.
@@ -46,7 +46,7 @@ pub trait Store {
         &mut self,
         target_file_id: &str,
         client_request_id: &str,
-    ) -> Option<StoredAttempt>;
+    ) -> Option<AttemptRow>;
     /// Locks (`FOR UPDATE`) and reads the named observations the caller may read, with their
     /// consumption, in no particular order; unknown ones are absent.
     fn lock_observations(&mut self, observation_ids: &[String]) -> Vec<ObservationRow>;

@@ -15,7 +15,7 @@ use crate::limits::{
     TX1_MAX_EDITS, TX2_MAX_OPERATIONS,
 };
 use crate::near_miss::{self, ScanSource};
-use crate::observed::ObservationLink;
+use crate::observed::{LinkedObservation, ObservationLink};
 use crate::rejection::{NearMissInput, Rejection, Stage, current_context, validity};
 use crate::target::TargetView;
 use crate::text::{head_chars, sha256_hex};
@@ -890,31 +890,65 @@ fn rejected_fields(
     m.insert("validity".into(), a.validity.clone());
 }
 
-/// A stored attempt found under the submitted request key.
-#[derive(Debug, Clone, PartialEq)]
-pub struct StoredAttempt {
+/// One row of `patchdiff.pdcp_logs` as read back: by its request key (exact recovery or a
+/// conflict), on a log page, or in a replay batch. [`Attempt`] is the verdict the row is written
+/// from.
+///
+/// Each read fetches only what its answer needs (a page never reads a record it does not
+/// return, nor a ledger), and leaves every other field at its default:
+/// - under a request key: `pdcp_log_id`, `status`, `request_fingerprint`, `request_envelope`,
+///   `pdcp_content`, `before_hash`, `after_version`, `after_hash`, `failure_reason`,
+///   `failure_detail`, `failed_change_id`, `diagnostic`, `validity` and `changes`;
+/// - on a log page: every column but `pdcp_content`, `request_envelope` and `validity`, with
+///   `pdcp_content_bytes` and `intent_head` instead of the record and its intent;
+/// - in a replay batch: what [`crate::replay::Accepted`] holds, with `observations`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AttemptRow {
+    pub log_sequence: i64,
     pub pdcp_log_id: String,
+    pub target_file_id: String,
+    pub editing_cycle_id: String,
     pub status: String,
+    pub protocol_version: String,
+    pub runtime_version: String,
+    pub pdcp_content: String,
+    /// The record's size in bytes (log pages, which read the record itself only when it fits).
+    pub pdcp_content_bytes: i64,
+    pub pdcp_content_hash: String,
     pub request_fingerprint: String,
     pub request_envelope: Value,
-    pub pdcp_content: String,
+    pub client_request_id: Option<String>,
+    pub conflicts_with_pdcp_log_id: Option<String>,
+    pub before_version: i64,
     pub before_hash: String,
     pub after_version: Option<i64>,
     pub after_hash: Option<String>,
     pub failure_reason: Option<String>,
     pub failure_detail: Option<String>,
+    pub failure_stage: Option<String>,
     pub failed_change_id: Option<String>,
+    /// The stored diagnostic (JSON), null for accepted rows without warnings.
     pub diagnostic: Option<Value>,
     pub validity: Value,
+    pub parent_pdcp_log_id: Option<String>,
+    pub attempt: Option<i64>,
+    pub source: String,
+    /// At most `LOG_INTENT_MAX_CHARS + 1` leading code points of the record's transaction
+    /// intent, so that truncation is visible without reading the rest.
+    pub intent_head: Option<String>,
+    /// Microseconds since the Unix epoch, UTC.
+    pub created_at_us: i64,
     /// The ledger's `derived` facts of an accepted attempt, in change order.
     pub changes: Vec<Value>,
+    /// The observations this attempt consumed (observed submissions only).
+    pub observations: Vec<LinkedObservation>,
 }
 
-impl StoredAttempt {
+impl AttemptRow {
     /// An attempt the engine just made, as the extension reads it back under its request key:
     /// for recovering it without a database (tests, fuzzing).
     pub fn of(a: &Attempt, log_id: &str) -> Self {
-        StoredAttempt {
+        AttemptRow {
             pdcp_log_id: log_id.to_owned(),
             status: a.status.to_owned(),
             request_fingerprint: a.request_fingerprint.clone(),
@@ -929,6 +963,7 @@ impl StoredAttempt {
             diagnostic: a.diagnostic.clone(),
             validity: a.validity.clone(),
             changes: a.changes.iter().map(ChangeFact::to_json).collect(),
+            ..AttemptRow::default()
         }
     }
 }
@@ -1006,7 +1041,7 @@ pub enum KeyOutcome {
 pub fn recover_or_conflict(
     sub: &Submission,
     id: &Identity,
-    stored: &StoredAttempt,
+    stored: &AttemptRow,
     current: &TargetView,
     correlation_id: Option<&str>,
 ) -> KeyOutcome {
@@ -1059,12 +1094,7 @@ const ENVELOPE_COMPONENTS: &[&str] = &[
     "parent_pdcp_log_id",
 ];
 
-fn conflict(
-    sub: &Submission,
-    id: &Identity,
-    stored: &StoredAttempt,
-    start: &TargetView,
-) -> Attempt {
+fn conflict(sub: &Submission, id: &Identity, stored: &AttemptRow, start: &TargetView) -> Attempt {
     let components: Vec<&str> = ENVELOPE_COMPONENTS
         .iter()
         .copied()

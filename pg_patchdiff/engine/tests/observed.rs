@@ -6,7 +6,7 @@ use patchdiff_engine::observed::{
     parse_submit_observed_operations,
 };
 use patchdiff_engine::replay::{Accepted, Replay};
-use patchdiff_engine::submit::{self, Attempt, KeyOutcome, Parent, StoredAttempt, Submission};
+use patchdiff_engine::submit::{self, Attempt, AttemptRow, KeyOutcome, Parent, Submission};
 use patchdiff_engine::target::TargetView;
 use patchdiff_engine::text::{char_len, sha256_hex, slice_chars};
 use patchdiff_engine::tx2;
@@ -665,7 +665,7 @@ fn batch_applies_scope_local_groups_in_one_transaction() {
 
     // Keyed recovery repeats the observed fields from the stored record and facts; without rows
     // the summaries' symbol names are null.
-    let stored = StoredAttempt::of(&a, LOG);
+    let stored = AttemptRow::of(&a, LOG);
     let id = submit::prepare(&sub, &Parent::NotLookedUp);
     let KeyOutcome::Recovered(mut r) = submit::recover_or_conflict(&sub, &id, &stored, &now, None)
     else {

@@ -3,10 +3,8 @@
 
 use super::access::tiered;
 use super::{Caller, Need, Row, access_args, fault, read, write};
-use patchdiff_engine::history::LogRow;
 use patchdiff_engine::observed::{LinkedObservation, ObservationRow};
-use patchdiff_engine::replay::Accepted;
-use patchdiff_engine::submit::{Attempt, Parent, StoredAttempt};
+use patchdiff_engine::submit::{Attempt, AttemptRow, Parent};
 use pgrx::datum::DatumWithOid;
 use pgrx::prelude::*;
 use pgrx::spi::{SpiClient, SpiHeapTupleData};
@@ -55,7 +53,7 @@ pub fn keyed_attempt(
     client: &mut SpiClient,
     target_file_id: &str,
     key: &str,
-) -> Option<StoredAttempt> {
+) -> Option<AttemptRow> {
     let rows = write(
         client,
         "SELECT p.pdcp_log_id::text, p.status, p.request_fingerprint, p.request_envelope::text, p.pdcp_content, \
@@ -75,7 +73,7 @@ pub fn keyed_attempt(
         row.get::<String>(i)
             .unwrap_or_else(|e| fault("reading keyed attempt", e))
     };
-    Some(StoredAttempt {
+    Some(AttemptRow {
         pdcp_log_id: s(1).unwrap_or_default(),
         status: s(2).unwrap_or_default(),
         request_fingerprint: s(3).unwrap_or_default(),
@@ -94,6 +92,7 @@ pub fn keyed_attempt(
         changes: json_col(s(14))
             .and_then(|v| v.as_array().cloned())
             .unwrap_or_default(),
+        ..AttemptRow::default()
     })
 }
 
@@ -227,22 +226,6 @@ pub(crate) const REPLAY_ROWS_SQL: &str = "SELECT log_sequence, pdcp_log_id::text
        AND (target_file_id, status, log_sequence) <= ($1::uuid, 'accepted', $3) \
      ORDER BY target_file_id, status, log_sequence";
 
-/// An accepted attempt as replay reads it.
-pub struct StoredRow {
-    log_sequence: i64,
-    pdcp_log_id: String,
-    protocol_version: String,
-    runtime_version: String,
-    pdcp_content: String,
-    before_version: i64,
-    before_hash: String,
-    after_version: Option<i64>,
-    after_hash: Option<String>,
-    editing_cycle_id: String,
-    /// The observations this attempt consumed (observed submissions only).
-    observations: Vec<LinkedObservation>,
-}
-
 /// The consumed observations of one attempt, from the json_agg of [`REPLAY_ROWS_SQL`].
 fn linked_observations(json: Option<String>) -> Vec<LinkedObservation> {
     let Some(v) = json.and_then(|j| serde_json::from_str::<Value>(&j).ok()) else {
@@ -281,24 +264,6 @@ fn linked_observations(json: Option<String>) -> Vec<LinkedObservation> {
         .collect()
 }
 
-impl StoredRow {
-    pub fn accepted(&self) -> Accepted<'_> {
-        Accepted {
-            log_sequence: self.log_sequence,
-            pdcp_log_id: &self.pdcp_log_id,
-            protocol_version: &self.protocol_version,
-            runtime_version: &self.runtime_version,
-            pdcp_content: &self.pdcp_content,
-            before_version: self.before_version,
-            before_hash: &self.before_hash,
-            after_version: self.after_version,
-            after_hash: self.after_hash.as_deref(),
-            editing_cycle_id: &self.editing_cycle_id,
-            observations: &self.observations,
-        }
-    }
-}
-
 /// Sequence ranges `(after, upto]` of the next accepted rows, each holding at most
 /// `REPLAY_BATCH_BYTES` of records (or one larger record). Empty at the end of the log.
 pub fn next_batches(id: &str, after: i64) -> Vec<(i64, i64)> {
@@ -331,7 +296,7 @@ pub fn next_batches(id: &str, after: i64) -> Vec<(i64, i64)> {
 
 /// The accepted rows in `(after, upto]`, in their own SPI connection so that their memory is
 /// released when the batch has been replayed.
-pub fn batch(id: &str, after: i64, upto: i64) -> Vec<StoredRow> {
+pub fn batch(id: &str, after: i64, upto: i64) -> Vec<AttemptRow> {
     Spi::connect(|c| {
         read(
             c,
@@ -341,7 +306,7 @@ pub fn batch(id: &str, after: i64, upto: i64) -> Vec<StoredRow> {
         )
         .map(|t| {
             let r = Row(&t, "reading accepted attempts");
-            StoredRow {
+            AttemptRow {
                 log_sequence: r.int(1),
                 pdcp_log_id: r.text(2),
                 protocol_version: r.text(3),
@@ -353,6 +318,7 @@ pub fn batch(id: &str, after: i64, upto: i64) -> Vec<StoredRow> {
                 after_hash: r.opt(9),
                 editing_cycle_id: r.text(10),
                 observations: linked_observations(r.opt(11)),
+                ..AttemptRow::default()
             }
         })
         .collect()
@@ -406,9 +372,9 @@ pub(crate) const LOG_ALL_SQL: &str = log_page_sql!(
      ORDER BY p.target_file_id DESC, p.log_sequence DESC"
 );
 
-fn log_row(t: &SpiHeapTupleData) -> LogRow {
+fn log_row(t: &SpiHeapTupleData) -> AttemptRow {
     let r = Row(t, "reading log page");
-    LogRow {
+    AttemptRow {
         log_sequence: r.int(1),
         pdcp_log_id: r.text(2),
         target_file_id: r.text(3),
@@ -435,12 +401,13 @@ fn log_row(t: &SpiHeapTupleData) -> LogRow {
         intent_head: r.opt(24),
         pdcp_content_bytes: r.int(25),
         created_at_us: r.int(26),
+        ..AttemptRow::default()
     }
 }
 
 /// A page of `q.target_file_id`'s attempts: at most `q.page.fetch()` rows, newest first, read
 /// by the statement of the query's leading filter.
-pub fn log_page(c: &SpiClient, q: &patchdiff_engine::history::LogQuery) -> Vec<LogRow> {
+pub fn log_page(c: &SpiClient, q: &patchdiff_engine::history::LogQuery) -> Vec<AttemptRow> {
     let sql = if q.client_request_id.is_some() {
         LOG_BY_KEY_SQL
     } else if q.content_hash.is_some() {

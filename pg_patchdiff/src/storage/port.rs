@@ -3,7 +3,7 @@
 use super::{Caller, attempts, observations, targets};
 use patchdiff_engine::observed::{ObservationLink, ObservationRow};
 use patchdiff_engine::store::{LockedTarget, Store};
-use patchdiff_engine::submit::{Attempt, Parent, StoredAttempt};
+use patchdiff_engine::submit::{Attempt, AttemptRow, Parent};
 use pgrx::spi::SpiClient;
 
 /// The rows of the caller's transaction, as `caller` may see them.
@@ -40,7 +40,7 @@ impl Store for SpiStore<'_, '_> {
         &mut self,
         target_file_id: &str,
         client_request_id: &str,
-    ) -> Option<StoredAttempt> {
+    ) -> Option<AttemptRow> {
         attempts::keyed_attempt(self.client, target_file_id, client_request_id)
     }
 
