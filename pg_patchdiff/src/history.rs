@@ -9,14 +9,13 @@
 //! in bounded batches.
 
 use crate::json_text::JsonText;
+use crate::storage::port::SpiHistory;
 use crate::storage::{self, Caller, Need, TargetRow};
 use crate::{new_id, out};
-use patchdiff_engine::args::{Args, not_found};
 use patchdiff_engine::checkpoint;
 use patchdiff_engine::drive;
 use patchdiff_engine::export::{self, ExportFormat, ExportMeta};
 use patchdiff_engine::history;
-use patchdiff_engine::replay::{self, Failure, Replay};
 use patchdiff_engine::target::TargetView;
 use pgrx::prelude::*;
 use serde_json::Value;
@@ -128,14 +127,6 @@ pub(crate) fn export_response(
 #[pg_extern(security_definer)]
 #[search_path(pg_catalog, pg_temp)]
 fn patchdiff_replay(args: JsonText) -> JsonText {
-    const TOOL: &str = "patchdiff_replay";
-    let id = match Args::parse(&args.0, replay::REPLAY_ARGS, &["target_file_id"])
-        .and_then(|a| a.target_file_id())
-    {
-        Ok(id) => id,
-        Err(e) => return out(&e.to_json(TOOL)),
-    };
-    let id = id.as_str();
     // One consistent state: without a transaction ID (an autocommit call, any read-only
     // transaction, a standby) every statement here runs read-only in the calling statement's
     // snapshot. A transaction that has already written takes a fresh snapshot per statement,
@@ -143,41 +134,11 @@ fn patchdiff_replay(args: JsonText) -> JsonText {
     // between the batches.
     // SAFETY: reads the current transaction's state; no pointers involved.
     let has_xid = unsafe { pg_sys::GetCurrentTransactionIdIfAny() } != pg_sys::InvalidTransactionId;
-    let caller = Caller::current();
-    let start = Spi::connect_mut(|c| storage::targets::replay_start(c, id, caller, has_xid));
-    let Some((stored, base)) = start else {
-        return out(&not_found(id));
+    let mut history = SpiHistory {
+        caller: Caller::current(),
+        share: has_xid,
     };
-    let stored = TargetView {
-        target_file_id: id,
-        version: stored.version,
-        current_hash: &stored.hash,
-        content: &stored.content,
-    };
-    let replay = match base {
-        None => Err(Failure::base_missing()),
-        Some(b) => Replay::start(id, b.version, &b.hash, b.content),
-    };
-    let mut replay = match replay {
-        Ok(r) => r,
-        Err(f) => return out(&f.to_json(&stored, 0)),
-    };
-    let mut after = 0i64;
-    loop {
-        let ranges = storage::attempts::next_batches(id, after);
-        if ranges.is_empty() {
-            break;
-        }
-        for (from, upto) in ranges {
-            for row in storage::attempts::batch(id, from, upto) {
-                if let Err(f) = replay.step(&row.accepted()) {
-                    return out(&f.to_json(&stored, replay.replayed()));
-                }
-            }
-            after = upto;
-        }
-    }
-    out(&replay.finish(&stored))
+    out(&drive::replay(&mut history, &args.0))
 }
 
 // ---------------------------------------------------------------------------------------------

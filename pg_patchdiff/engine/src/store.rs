@@ -63,3 +63,24 @@ pub trait Store {
     /// Records that an accepted attempt consumed observations.
     fn write_consumptions(&mut self, pdcp_log_id: &str, links: &[ObservationLink]);
 }
+
+/// A stored state of a target: the target row or one of its snapshots.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredState {
+    pub version: i64,
+    pub hash: String,
+    pub content: String,
+}
+
+/// What replay reads, all from one consistent state of the caller's transaction.
+pub trait History {
+    /// The stored target the caller may read and its initial snapshot, if it has one; `None`
+    /// when there is no target the caller may read.
+    fn replay_start(&mut self, target_file_id: &str) -> Option<(StoredState, Option<StoredState>)>;
+    /// Sequence ranges `(after, upto]` of the next accepted attempts, each a batch of bounded
+    /// size; empty at the end of the log.
+    fn next_batches(&mut self, target_file_id: &str, after: i64) -> Vec<(i64, i64)>;
+    /// The accepted attempts in `(after, upto]`, in sequence order, with the observations they
+    /// consumed.
+    fn accepted(&mut self, target_file_id: &str, after: i64, upto: i64) -> Vec<AttemptRow>;
+}

@@ -1,9 +1,10 @@
-//! The engine's storage port ([`Store`]) over SPI, for one call of one caller.
+//! The engine's storage port ([`Store`], [`History`]) over SPI, for one call of one caller.
 
 use super::{Caller, attempts, observations, targets};
 use patchdiff_engine::observed::{ObservationLink, ObservationRow};
-use patchdiff_engine::store::{LockedTarget, Store};
+use patchdiff_engine::store::{History, LockedTarget, Store, StoredState};
 use patchdiff_engine::submit::{Attempt, AttemptRow, Parent};
+use pgrx::prelude::*;
 use pgrx::spi::SpiClient;
 
 /// The rows of the caller's transaction, as `caller` may see them.
@@ -70,5 +71,28 @@ impl Store for SpiStore<'_, '_> {
 
     fn write_consumptions(&mut self, pdcp_log_id: &str, links: &[ObservationLink]) {
         observations::write_consumptions(self.client, pdcp_log_id, links);
+    }
+}
+
+/// What replay reads, as `caller` may see it. Each read opens its own SPI connection, so a
+/// batch's memory is released once it has been replayed.
+pub struct SpiHistory {
+    pub caller: Caller,
+    /// Take a share lock on the target: the transaction has written, so each statement takes a
+    /// fresh snapshot, and the lock keeps submissions and SAVEs from committing between batches.
+    pub share: bool,
+}
+
+impl History for SpiHistory {
+    fn replay_start(&mut self, target_file_id: &str) -> Option<(StoredState, Option<StoredState>)> {
+        Spi::connect_mut(|c| targets::replay_start(c, target_file_id, self.caller, self.share))
+    }
+
+    fn next_batches(&mut self, target_file_id: &str, after: i64) -> Vec<(i64, i64)> {
+        attempts::next_batches(target_file_id, after)
+    }
+
+    fn accepted(&mut self, target_file_id: &str, after: i64, upto: i64) -> Vec<AttemptRow> {
+        attempts::batch(target_file_id, after, upto)
     }
 }

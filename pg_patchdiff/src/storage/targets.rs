@@ -2,6 +2,7 @@
 
 use super::access::tiered;
 use super::{Caller, Need, Row, access_args, fault, first_row, read, read_once, write, write_once};
+use patchdiff_engine::store::StoredState;
 use patchdiff_engine::target::{BindingProof, WorkspaceBinding};
 use pgrx::datum::DatumWithOid;
 use pgrx::spi::{SpiClient, SpiTupleTable};
@@ -324,13 +325,6 @@ pub fn move_workspace_baseline(c: &mut SpiClient, id: &str, sha256: &str, bytes:
 // ---------------------------------------------------------------------------------------------
 // patchdiff_replay
 
-/// A stored state: version, hash and content.
-pub struct State {
-    pub version: i64,
-    pub hash: String,
-    pub content: String,
-}
-
 macro_rules! replay_target {
     ($pred:expr, $tail:literal) => {
         concat!(
@@ -351,7 +345,7 @@ pub fn replay_start(
     id: &str,
     caller: Caller,
     share: bool,
-) -> Option<(State, Option<State>)> {
+) -> Option<(StoredState, Option<StoredState>)> {
     let sql = if share {
         &REPLAY_TARGET_FOR_SHARE
     } else {
@@ -359,7 +353,7 @@ pub fn replay_start(
     };
     let tuple = first_row(c, caller, Need::Read, sql, id, share)?;
     let r = Row(&tuple, "locking target");
-    let stored = State {
+    let stored = StoredState {
         version: r.int(1),
         hash: r.text(2),
         content: r.text(3),
@@ -376,7 +370,7 @@ pub fn replay_start(
     .unwrap_or_else(|e| fault("reading initial snapshot", e))
     .map(|t| {
         let r = Row(&t, "reading initial snapshot");
-        State {
+        StoredState {
             version: r.int(1),
             hash: r.text(2),
             content: r.text(3),
