@@ -11,24 +11,24 @@
 //! text); the rest is the argument text, lossily decoded as UTF-8 (the extension only ever sees
 //! valid UTF-8 from PostgreSQL, so lossy decoding loses nothing reachable).
 
-use patchdiff_engine::args::{Args, not_found};
-use patchdiff_engine::checkpoint;
-use patchdiff_engine::export::{self, ExportFormat, ExportMeta};
-use patchdiff_engine::history;
-use patchdiff_engine::invalid_text;
-use patchdiff_engine::json::{CANONICAL, ascii_len, to_string};
-use patchdiff_engine::limits::NEAR_MISSES_MAX_BYTES;
-use patchdiff_engine::lines;
-use patchdiff_engine::near_miss;
-use patchdiff_engine::observe;
-use patchdiff_engine::observed;
-use patchdiff_engine::preview;
-use patchdiff_engine::read;
-use patchdiff_engine::replay::{self, Accepted, Replay};
-use patchdiff_engine::scope::wire;
-use patchdiff_engine::submit::{self, KeyOutcome, Parent, AttemptRow};
-use patchdiff_engine::target::{self, TargetMeta, TargetView};
-use patchdiff_engine::text::{
+use patchdiff_engine::api::args::{Args, not_found};
+use patchdiff_engine::api::checkpoint;
+use patchdiff_engine::api::export::{self, ExportFormat, ExportMeta};
+use patchdiff_engine::api::history;
+use patchdiff_engine::api::invalid_text;
+use patchdiff_engine::wire::{CANONICAL, ascii_len, to_string};
+use patchdiff_engine::api::limits::NEAR_MISSES_MAX_BYTES;
+use patchdiff_engine::api::lines;
+use patchdiff_engine::api::near_miss;
+use patchdiff_engine::api::observation;
+use patchdiff_engine::api::scoped;
+use patchdiff_engine::api::preview;
+use patchdiff_engine::api::read;
+use patchdiff_engine::api::replay::{self, Accepted, Replay};
+use patchdiff_engine::api::scope::wire;
+use patchdiff_engine::api::submit::{self, KeyOutcome, Parent, AttemptRow};
+use patchdiff_engine::api::target::{self, TargetMeta, TargetView};
+use patchdiff_engine::api::text::{
     SourceLineEndings, byte_offset, canonicalize, char_len, sha256_hex, slice_chars,
 };
 use patchdiff_waymark::Language;
@@ -210,17 +210,17 @@ pub fn args(data: &[u8]) {
         _ => {
             // patchdiff_observe_scope's and patchdiff_submit_observed_operations' parsers.
             let a = with(
-                observe::OBSERVE_ARGS,
-                &|a| match observe::parse_observe(a) {
+                observation::OBSERVE_ARGS,
+                &|a| match observation::parse_observe(a) {
                     Err(e) => e.to_json("patchdiff_observe_scope"),
                     Ok(_) => serde_json::json!({"status": "parsed"}),
                 },
             );
             emit(&a);
-            match observed::parse_submit_observed_operations(&raw) {
+            match scoped::parse_submit_observed_operations(&raw) {
                 Err(e) => e.to_json("patchdiff_submit_observed_operations"),
                 Ok(sub) => {
-                    let _ = observed::requested_observations(&sub);
+                    let _ = scoped::requested_observations(&sub);
                     serde_json::json!({"status": "parsed"})
                 }
             }

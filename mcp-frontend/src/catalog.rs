@@ -308,7 +308,7 @@ fn operation_item() -> Value {
 /// `x-patchdiff-capabilities` of patchdiff_submit_operations, from the engine's constants:
 /// protocol, immutable runtime, operations, coordinates, insertion and span context.
 fn operations_capabilities() -> (&'static str, Value) {
-    use patchdiff_engine::{limits, tx2};
+    use patchdiff_engine::wire::{limits, tx2};
     (
         "x-patchdiff-capabilities",
         json!({
@@ -331,7 +331,7 @@ fn operations_capabilities() -> (&'static str, Value) {
 /// `x-patchdiff-capabilities` of patchdiff_submit_replacement: protocol, immutable runtime,
 /// the one operation and the fresh admission limits.
 fn replacement_capabilities() -> (&'static str, Value) {
-    use patchdiff_engine::{limits, tx3};
+    use patchdiff_engine::wire::{limits, tx3};
     (
         "x-patchdiff-capabilities",
         json!({
@@ -1083,7 +1083,7 @@ pub fn in_profile(tool: &str, profile: Profile) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use patchdiff_engine::json::ascii_len;
+    use patchdiff_engine::wire::ascii_len;
 
     fn list(tools: &[Tool], revision: &str) -> Value {
         json!({"tools": tools.iter().map(|t| t.declaration(revision)).collect::<Vec<_>>()})
@@ -1182,10 +1182,10 @@ mod tests {
     /// engine's limits.
     #[test]
     fn structural_descriptions_state_the_limits() {
-        use patchdiff_engine::limits::{
+        use patchdiff_engine::wire::limits::{
             OBSERVED_MAX_BATCH_OPERATIONS, OBSERVED_MAX_GROUPS, READ_DEFAULT_CHARS, READ_MAX_CHARS,
         };
-        use patchdiff_engine::observe::{
+        use patchdiff_engine::wire::observation::{
             BUNDLE_SCOPE_MAX_CHARS, BUNDLE_SELECTIONS_MAX, BUNDLE_TEXT_MAX_CHARS,
             SCOPE_CANDIDATES_MAX,
         };
@@ -1421,9 +1421,9 @@ mod tests {
     /// The argument names a tool declares are the names the SQL function accepts.
     #[test]
     fn declared_arguments_match_the_sql_api() {
-        use patchdiff_engine::{
-            checkpoint, export, history, lines, observe, observed, preview, read, replay, submit,
-            target,
+        use patchdiff_engine::wire::{
+            checkpoint, export, history, lines, observation as observe, preview, read, replay,
+            scoped as observed, submit, target,
         };
         let engine: [(&str, &[&str]); 17] = [
             ("patchdiff_initialize_target", target::INITIALIZE_ARGS),
@@ -1537,7 +1537,7 @@ mod tests {
     /// taken from the runtime constants.
     #[test]
     fn capabilities_come_from_the_runtime_constants() {
-        use patchdiff_engine::{limits, tx2, tx3};
+        use patchdiff_engine::wire::{limits, tx2, tx3};
         let tools = all_tools();
         let schema = |n: &str| tools.iter().find(|t| t.name == n).unwrap().input_schema();
         let ops = &schema("patchdiff_submit_operations")["x-patchdiff-capabilities"];

@@ -10,8 +10,7 @@
 
 use crate::config::Config;
 use crate::database::{CallError, Db};
-use patchdiff_engine::json::{LITERAL, to_string};
-use patchdiff_engine::text::sha256_hex;
+use patchdiff_engine::wire::{LITERAL, sha256_hex, to_string};
 use serde_json::{Map, Value, json};
 use std::collections::BTreeSet;
 use std::fs::{self, File, OpenOptions};

@@ -11,9 +11,7 @@
 //! declares only the names of one `patchdiff_observe_scope` mode (candidates; selections), and
 //! the server refuses every other name before SQL.
 
-use patchdiff_engine::args::quoted_names;
-use patchdiff_engine::json::{LITERAL, ascii_len, to_string};
-use patchdiff_engine::text::sha256_hex;
+use patchdiff_engine::wire::{LITERAL, ascii_len, quoted_names, sha256_hex, to_string};
 use serde::de::{Deserializer, MapAccess, Visitor};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;

@@ -1,6 +1,6 @@
 //! Newline-delimited JSON-RPC 2.0: strict UTF-8 in, pure ASCII out.
 
-use patchdiff_engine::json::{ASCII, to_string};
+use patchdiff_engine::wire::{ASCII, to_string};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};

@@ -7,8 +7,7 @@ use crate::database::{CallError, Db};
 use crate::observed_v2;
 use crate::rpc::{self, INVALID_PARAMS, INVALID_REQUEST, Incoming, METHOD_NOT_FOUND};
 use crate::workspace::{self, Outcome, Workspace};
-use patchdiff_engine::args::quoted_names;
-use patchdiff_engine::json::{LITERAL, to_string};
+use patchdiff_engine::wire::{LITERAL, quoted_names, to_string};
 use serde::Deserialize;
 use serde::de::IgnoredAny;
 use serde_json::value::RawValue;
@@ -408,7 +407,7 @@ impl Server {
             || args
                 .get("workspace_eol_format")
                 .and_then(Value::as_str)
-                .is_some_and(|f| patchdiff_engine::checkpoint::WORKSPACE_EOL_FORMATS.contains(&f));
+                .is_some_and(|f| patchdiff_engine::wire::WORKSPACE_EOL_FORMATS.contains(&f));
         if !sync {
             if eol_ok {
                 args.remove("workspace_eol_format");

@@ -4,9 +4,9 @@
 use crate::history::export_response;
 use crate::json_text::JsonText;
 use crate::storage::{self, Caller, Need};
-use patchdiff_engine::args::{Args, not_found};
-use patchdiff_engine::export::{EXPORT_ARGS, parse_format};
-use patchdiff_engine::json::{LITERAL, to_string};
+use patchdiff_engine::api::args::{Args, not_found};
+use patchdiff_engine::api::export::{EXPORT_ARGS, parse_format};
+use patchdiff_engine::wire::{LITERAL, to_string};
 use pgrx::prelude::*;
 
 /// Exports canonical target text as original_text (default), canonical_lf, crlf or

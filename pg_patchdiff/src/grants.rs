@@ -5,8 +5,8 @@
 use crate::json_text::JsonText;
 use crate::out;
 use crate::storage::{self, Caller};
-use patchdiff_engine::args::{ArgError, not_found};
-use patchdiff_engine::tenancy::{self, GrantRequest, Privilege};
+use patchdiff_engine::api::args::{ArgError, not_found};
+use patchdiff_engine::api::tenancy::{self, GrantRequest, Privilege};
 use pgrx::prelude::*;
 use pgrx::spi::SpiClient;
 

@@ -12,11 +12,11 @@ use crate::json_text::JsonText;
 use crate::storage::port::SpiHistory;
 use crate::storage::{self, Caller, Need, TargetRow};
 use crate::{new_id, out};
-use patchdiff_engine::checkpoint;
-use patchdiff_engine::drive;
-use patchdiff_engine::export::{self, ExportFormat, ExportMeta};
-use patchdiff_engine::history;
-use patchdiff_engine::target::TargetView;
+use patchdiff_engine::api::checkpoint;
+use patchdiff_engine::api::drive;
+use patchdiff_engine::api::export::{self, ExportFormat, ExportMeta};
+use patchdiff_engine::api::history;
+use patchdiff_engine::api::target::TargetView;
 use pgrx::prelude::*;
 use serde_json::Value;
 
@@ -98,7 +98,7 @@ pub(crate) fn export_response(
     id: &str,
     t: &TargetRow,
     format: ExportFormat,
-) -> Result<Value, patchdiff_engine::args::ArgError> {
+) -> Result<Value, patchdiff_engine::api::args::ArgError> {
     let facts = t
         .source_line_endings
         .as_deref()

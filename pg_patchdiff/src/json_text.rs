@@ -23,7 +23,7 @@ impl FromDatum for JsonText {
             let size = raw.saturating_sub(pg_sys::VARHDRSZ);
             let max = crate::max_argument_bytes();
             if size > max {
-                return Some(JsonText(patchdiff_engine::args::oversized_marker(
+                return Some(JsonText(patchdiff_engine::api::args::oversized_marker(
                     size, max,
                 )));
             }

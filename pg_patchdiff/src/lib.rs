@@ -6,13 +6,13 @@
 //! writes the attempt, ledger and target rows in the caller's transaction.
 
 use json_text::JsonText as JsonString;
-use patchdiff_engine::args::{ArgError, Args, not_found};
-use patchdiff_engine::drive::{self, Route, Settings};
-use patchdiff_engine::json::{LITERAL, to_string};
-use patchdiff_engine::observed;
-use patchdiff_engine::read;
-use patchdiff_engine::submit;
-use patchdiff_engine::target::{self, TargetMeta, TargetView};
+use patchdiff_engine::api::args::{ArgError, Args, not_found};
+use patchdiff_engine::api::drive::{self, Route, Settings};
+use patchdiff_engine::api::read;
+use patchdiff_engine::api::scoped as observed;
+use patchdiff_engine::api::submit;
+use patchdiff_engine::api::target::{self, TargetMeta, TargetView};
+use patchdiff_engine::wire::{LITERAL, to_string};
 use pgrx::guc::{GucContext, GucFlags, GucRegistry, GucSetting};
 use pgrx::prelude::*;
 use serde_json::{Map, Value, json};
@@ -98,7 +98,7 @@ extern "C-unwind" fn _PG_init() {
     // ERROR it may raise unwinds through the engine's frames as a Rust panic (panic = "unwind"),
     // and pgrx raises it again at the function's boundary; the transaction then rolls back, with
     // every row the call had written and the target's lock.
-    patchdiff_engine::interrupt::set_hook(check_for_interrupts);
+    patchdiff_engine::api::interrupt::set_hook(check_for_interrupts);
 }
 
 pub(crate) fn check_for_interrupts() {
@@ -305,7 +305,7 @@ fn patchdiff_submit(
     }
     if let Some(Err(e)) = edits
         .as_ref()
-        .map(|e| patchdiff_engine::args::oversized(&e.0))
+        .map(|e| patchdiff_engine::api::args::oversized(&e.0))
     {
         return out(&e.to_json("patchdiff_submit"));
     }

@@ -4,11 +4,13 @@
 use crate::json_text::JsonText as JsonString;
 use crate::storage::{self, Caller, Need};
 use crate::{new_id, out, parser, view};
-use patchdiff_engine::args::Args;
-use patchdiff_engine::drive;
-use patchdiff_engine::observe::{self, EngineFacts, OBSERVE_ARGS, ObserveRequest, Page, ScopeView};
-use patchdiff_engine::scope::{Language, Outline, language_for};
-use patchdiff_engine::target::TargetView;
+use patchdiff_engine::api::args::Args;
+use patchdiff_engine::api::drive;
+use patchdiff_engine::api::observation::{
+    self as observe, EngineFacts, OBSERVE_ARGS, ObserveRequest, Page, ScopeView,
+};
+use patchdiff_engine::api::scope::{Language, Outline, language_for};
+use patchdiff_engine::api::target::TargetView;
 use pgrx::prelude::*;
 use pgrx::spi::SpiClient;
 use serde_json::Value;
@@ -35,7 +37,7 @@ thread_local! {
 /// The heap an outline holds, near enough: its symbols and their strings.
 fn outline_bytes(o: &Outline) -> usize {
     o.symbols.iter().fold(
-        o.symbols.capacity() * std::mem::size_of::<patchdiff_engine::scope::Symbol>(),
+        o.symbols.capacity() * std::mem::size_of::<patchdiff_engine::api::scope::Symbol>(),
         |n, s| {
             n + s.name.capacity()
                 + s.path.capacity()

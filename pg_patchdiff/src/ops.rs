@@ -6,8 +6,8 @@
 use crate::json_text::JsonText;
 use crate::storage::{self, Caller, Need};
 use crate::{Route, out, run_submission, view, with_target};
-use patchdiff_engine::args::not_found;
-use patchdiff_engine::{lines, preview, submit};
+use patchdiff_engine::api::args::not_found;
+use patchdiff_engine::api::{lines, preview, submit};
 use pgrx::prelude::*;
 
 /// Guarded ordered match/span operations (patchdiff-tx/2; runtime patchdiff-mvp-0.3.0, or

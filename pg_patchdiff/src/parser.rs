@@ -4,7 +4,7 @@
 //! bytes long; an abort inside a backend makes the postmaster end every session and run crash
 //! recovery. So no parser runs here: each backend starts `patchdiff-waymark-helper` (installed
 //! beside this library, `$libdir/patchdiff-waymark-helper`) with exec on first use, keeps it warm
-//! for later calls, and speaks to it over pipes (`patchdiff_engine::scope::wire`).
+//! for later calls, and speaks to it over pipes (`patchdiff_engine::api::scope::wire`).
 //!
 //! Every wait is bounded and cancellable: the backend polls the pipes in short steps, and on a
 //! query cancel, statement timeout or terminate it kills the helper before PostgreSQL raises the
@@ -13,7 +13,7 @@
 //! `patchdiff.parser_timeout` and what is left of `statement_timeout`. A helper that dies or
 //! passes a limit is an answer, not a fault: [`Unavailable`].
 
-use patchdiff_engine::scope::{Language, Outline, ParserLimit, wire};
+use patchdiff_engine::api::scope::{Language, Outline, ParserLimit, wire};
 use pgrx::guc::{GucContext, GucFlags, GucRegistry, GucSetting};
 use pgrx::pg_sys;
 use std::cell::RefCell;

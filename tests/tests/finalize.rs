@@ -6,7 +6,7 @@
 //! with pg_patchdiff) and `PATCHDIFF_MCP_BIN` (the built binary; default target/debug).
 //! Every test creates its own targets and output folder, so the tests run in parallel.
 
-use patchdiff_engine::text::sha256_hex;
+use patchdiff_engine::api::text::sha256_hex;
 use patchdiff_tests::stdio::mcp_bin;
 use patchdiff_tests::{call, connect, initialize_target};
 use serde_json::{Value, json};

@@ -19,7 +19,7 @@
 //! Environment: `PATCHDIFF_TEST_DSN` (required, superuser), `PATCHDIFF_FUZZ_CASES` (calls;
 //! default [`DEFAULT_CASES`]), `PATCHDIFF_FUZZ_SEED` (replay a run; each run prints its seed).
 
-use patchdiff_engine::json::write_str;
+use patchdiff_engine::wire::write_str;
 use patchdiff_tests::fuzz::{Rng, cases, report, seed};
 use patchdiff_tests::{call_sql, connect};
 use serde_json::{Value, json};

@@ -3,7 +3,7 @@
 //! Environment: `PATCHDIFF_TEST_DSN` (required, a superuser connection string to a database
 //! with pg_patchdiff) and `PATCHDIFF_MCP_BIN` (the built server; default target/debug).
 
-use patchdiff_engine::json::ascii_len;
+use patchdiff_engine::wire::ascii_len;
 use patchdiff_tests::stdio::{Pipes, mcp_bin};
 use serde_json::{Value, json};
 use std::process::{Command, Stdio};

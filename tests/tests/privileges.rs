@@ -13,7 +13,7 @@
 //! Environment: `PATCHDIFF_TEST_DSN` (required): a superuser connection string; its host, port
 //! and credentials are reused for the test database and the roles.
 
-use patchdiff_engine::text::{canonicalize, sha256_hex};
+use patchdiff_engine::api::text::{canonicalize, sha256_hex};
 use patchdiff_tests::call;
 use patchdiff_tests::roles::{config_for, dsn, open, recipe, unique};
 use serde_json::{Value, json};

@@ -7,7 +7,7 @@
 //!
 //! Environment: `PATCHDIFF_TEST_DSN` (required) and `PATCHDIFF_MCP_BIN`.
 
-use patchdiff_engine::json::ascii_len;
+use patchdiff_engine::wire::ascii_len;
 use patchdiff_tests::stdio::Session;
 use serde_json::{Value, json};
 

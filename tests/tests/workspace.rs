@@ -159,7 +159,7 @@ fn checkpoints_and_baseline(target: &str) -> (String, String) {
 }
 
 fn sha(bytes: &[u8]) -> String {
-    patchdiff_engine::text::sha256_hex(std::str::from_utf8(bytes).unwrap())
+    patchdiff_engine::api::text::sha256_hex(std::str::from_utf8(bytes).unwrap())
 }
 
 fn id(t: &Value) -> String {

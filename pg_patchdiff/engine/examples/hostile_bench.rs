@@ -12,12 +12,12 @@
 //! 2-core development machine while other builds shared it, so they are approximate). Shapes stay at the documented caps
 //! (10,000 edits / operations), so every call here is one a caller may legally make.
 
-use patchdiff_engine::preview::{parse_preview, preview};
-use patchdiff_engine::read::{FIND_ARGS, find_occurrences, parse_find};
-use patchdiff_engine::replay::{Accepted, Replay};
-use patchdiff_engine::submit::{self, Attempt, Parent};
-use patchdiff_engine::target::TargetView;
-use patchdiff_engine::text::sha256_hex;
+use patchdiff_engine::api::preview::{parse_preview, preview};
+use patchdiff_engine::api::read::{FIND_ARGS, find_occurrences, parse_find};
+use patchdiff_engine::api::replay::{Accepted, Replay};
+use patchdiff_engine::api::submit::{self, Attempt, Parent};
+use patchdiff_engine::api::target::TargetView;
+use patchdiff_engine::api::text::sha256_hex;
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 
@@ -70,7 +70,7 @@ fn submit(
     t: &TargetView,
     list: &str,
     items: Value,
-    parse: fn(&str) -> Result<submit::Submission, patchdiff_engine::args::ArgError>,
+    parse: fn(&str) -> Result<submit::Submission, patchdiff_engine::api::args::ArgError>,
 ) -> (Attempt, usize) {
     let mut args = json!({"target_file_id": ID, "intent": "bench",
                           "expected_target_version": t.version});
@@ -108,7 +108,7 @@ fn main() {
     let t = view(&text);
     let find = |needle: &str| {
         let args = json!({"target_file_id": ID, "text": needle}).to_string();
-        let a = patchdiff_engine::args::Args::parse(&args, FIND_ARGS, &[]).unwrap();
+        let a = patchdiff_engine::api::args::Args::parse(&args, FIND_ARGS, &[]).unwrap();
         let r = parse_find(&a).unwrap();
         find_occurrences(&t, &r)
     };

@@ -9,33 +9,127 @@
 // would add an allocation to every rejection for no measurable gain.
 #![allow(clippy::result_large_err)]
 
-pub mod args;
-pub mod checkpoint;
-pub mod drive;
-pub mod export;
-pub mod history;
-pub mod interrupt;
-pub mod invalid_text;
-pub mod json;
-pub mod limits;
-pub mod lines;
-pub mod near_miss;
-pub mod observe;
-pub mod observed;
-pub mod occurrence;
-pub mod preview;
-pub mod read;
-pub mod rejection;
-pub mod replay;
-pub mod scope;
-pub mod sequential;
-pub mod store;
-pub mod submit;
-pub mod target;
-pub mod tenancy;
-pub mod text;
-pub mod tx1;
-pub mod tx2;
-pub mod tx3;
-pub mod uuid;
-pub mod warnings;
+mod contract;
+mod drive;
+mod evidence;
+mod format;
+mod history;
+mod read;
+mod scope;
+mod submission;
+mod target;
+mod text;
+
+// The concept tree above is private; what other crates may use is named here, in two places:
+// `wire` for the front end and `api` for the extension, the fuzzers, the tests and the
+// benchmarks. Each concept folder imports only folders below it (tests/module_cycles.rs).
+
+/// What the front end (patchdiff-mcp) needs from the engine, and nothing else: JSON as the
+/// contract counts it, SHA-256 identities, the contract's limits, protocol words, and the
+/// argument tables tools/list publishes.
+pub mod wire {
+    pub use crate::contract::args::quoted_names;
+    pub use crate::contract::json::{
+        ASCII, CANONICAL, LITERAL, Style, ascii_len, ascii_str_len, to_string, write_str,
+    };
+    pub use crate::contract::limits;
+    pub use crate::history::checkpoint::WORKSPACE_EOL_FORMATS;
+    pub use crate::text::sha256_hex;
+
+    /// The argument names (and required names) of each tool, by tool family.
+    pub mod target {
+        pub use crate::target::{INITIALIZE_ARGS, UPLOAD_ARGS};
+    }
+    pub mod export {
+        pub use crate::history::export::EXPORT_ARGS;
+    }
+    pub mod read {
+        pub use crate::read::{FIND_ARGS, READ_TARGET_ARGS};
+    }
+    pub mod lines {
+        pub use crate::read::lines::READ_LINES_ARGS;
+    }
+    pub mod submit {
+        pub use crate::submission::submit::{
+            SUBMIT_EDITS_ARGS, SUBMIT_EDITS_REQUIRED, SUBMIT_OPERATIONS_ARGS,
+            SUBMIT_OPERATIONS_REQUIRED, SUBMIT_REPLACEMENT_ARGS, SUBMIT_REPLACEMENT_REQUIRED,
+        };
+    }
+    pub mod preview {
+        pub use crate::submission::preview::{PREVIEW_ARGS, PREVIEW_REQUIRED};
+    }
+    pub mod checkpoint {
+        pub use crate::history::checkpoint::{SAVE_ARGS, WORKSPACE_EOL_FORMATS};
+    }
+    pub mod replay {
+        pub use crate::history::replay::REPLAY_ARGS;
+    }
+    pub mod history {
+        pub use crate::history::pages::{LEDGER_ARGS, LOG_ARGS};
+    }
+    /// `patchdiff_observe_scope`: issuing observations.
+    pub mod observation {
+        pub use crate::scope::observation::{
+            BUNDLE_SCOPE_MAX_CHARS, BUNDLE_SELECTIONS_MAX, BUNDLE_TEXT_MAX_CHARS, OBSERVE_ARGS,
+            SCOPE_CANDIDATES_MAX,
+        };
+    }
+    /// `patchdiff_submit_observed_operations`: scoped submission against observations.
+    pub mod scoped {
+        pub use crate::submission::scoped::{
+            SINGLE_FORM_ARGS, SUBMIT_OBSERVED_ARGS, SUBMIT_OBSERVED_REQUIRED,
+        };
+    }
+    /// Protocol words of the formats tools/list describes.
+    pub mod tx2 {
+        pub use crate::format::tx2::{PROTOCOL, RUNTIME, RUNTIME_SPAN_CONTEXT};
+    }
+    pub mod tx3 {
+        pub use crate::format::tx3::{PROTOCOL, RUNTIME};
+    }
+}
+
+/// The engine's calls, one namespace per tool family of the SQL API, plus the building blocks
+/// the fuzzers, property tests and benchmarks drive directly.
+pub mod api {
+    pub use crate::contract::{args, interrupt, invalid_text, limits, time};
+    pub use crate::evidence::{near_miss, rejection};
+    pub use crate::format::{sequential, tx1, tx2, tx3};
+    pub use crate::history::{checkpoint, export, pages as history, replay};
+    pub use crate::read::lines;
+    pub use crate::scope::observation;
+    pub use crate::submission::{preview, scoped, submit};
+    pub use crate::target::tenancy;
+
+    /// What every transaction format shares (edits, span operations, change facts).
+    pub mod format {
+        pub use crate::format::common::*;
+    }
+    /// Canonical text, SHA-256 identities, code-point offsets and exact occurrences.
+    pub mod text {
+        pub use crate::text::occurrence::{count_occurrences, find_all, for_each_occurrence};
+        pub use crate::text::*;
+    }
+    /// Target lifecycle: initialization facts and metadata responses.
+    pub mod target {
+        pub use crate::target::*;
+    }
+    /// `patchdiff_read_target` and `patchdiff_find_occurrences`.
+    pub mod read {
+        pub use crate::read::*;
+    }
+    /// Structural scopes: symbols, languages and the parser's pipe protocol (`scope::wire`).
+    pub mod scope {
+        pub use crate::scope::*;
+    }
+    /// The calls whose order the contract fixes (a submission, a replay), driven over the
+    /// storage port.
+    pub mod drive {
+        pub use crate::drive::replay::replay;
+        pub use crate::drive::submission::{Route, Settings, run, unavailable};
+    }
+    /// The storage port: what one call locks, reads and writes, implemented by the extension.
+    pub mod store {
+        pub use crate::drive::store::*;
+    }
+}

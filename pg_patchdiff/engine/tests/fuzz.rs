@@ -19,23 +19,23 @@
 //! Each target prints its executions (cases plus shrink steps) and time on stderr, uncaptured:
 //! `cargo test -p patchdiff-engine --test fuzz`.
 
-use patchdiff_engine::args::{ArgError, Args, not_found};
-use patchdiff_engine::checkpoint;
-use patchdiff_engine::export::{self, ExportFormat, ExportMeta};
-use patchdiff_engine::history::{self, LedgerRow};
-use patchdiff_engine::json::{ASCII, CANONICAL, ascii_len, to_string, write_str};
-use patchdiff_engine::limits::*;
-use patchdiff_engine::lines;
-use patchdiff_engine::near_miss;
-use patchdiff_engine::preview;
-use patchdiff_engine::read;
-use patchdiff_engine::replay::{self, Accepted, Replay};
-use patchdiff_engine::submit::{self, AttemptRow, KeyOutcome, Parent};
-use patchdiff_engine::target::{self, TargetMeta, TargetView};
-use patchdiff_engine::text::{
+use patchdiff_engine::api::args::{ArgError, Args, not_found};
+use patchdiff_engine::api::checkpoint;
+use patchdiff_engine::api::export::{self, ExportFormat, ExportMeta};
+use patchdiff_engine::api::history::{self, LedgerRow};
+use patchdiff_engine::api::limits::*;
+use patchdiff_engine::api::lines;
+use patchdiff_engine::api::near_miss;
+use patchdiff_engine::api::preview;
+use patchdiff_engine::api::read;
+use patchdiff_engine::api::replay::{self, Accepted, Replay};
+use patchdiff_engine::api::submit::{self, AttemptRow, KeyOutcome, Parent};
+use patchdiff_engine::api::target::{self, TargetMeta, TargetView};
+use patchdiff_engine::api::text::{
     SourceLineEndings, byte_offset, canonicalize, char_len, sha256_hex, slice_chars,
 };
-use patchdiff_engine::{invalid_text, tx2, tx3};
+use patchdiff_engine::api::{invalid_text, tx2, tx3};
+use patchdiff_engine::wire::{ASCII, CANONICAL, ascii_len, to_string, write_str};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngSeed, TestCaseError, TestRunner};
 use serde_json::{Map, Value, json};
@@ -2277,7 +2277,7 @@ fn fuzz_replay_of_stored_rows() {
 #[test]
 fn fuzz_timestamps() {
     fuzz("timestamps", 1.0, any::<i64>(), |us| {
-        let t = history::rfc3339_utc(us);
+        let t = patchdiff_engine::api::time::rfc3339_utc(us);
         ensure!(t.ends_with('Z') && t.contains('T'), "{t}");
         let frac = t.rsplit('.').next().unwrap_or_default();
         ensure!(frac.len() == 7, "six fraction digits: {t}");

@@ -3,10 +3,10 @@
 //! lengths m-1, m, m+1, full Levenshtein DP, sorted by (distance, start, end), greedy
 //! non-overlap), and every budget edge holds.
 
-use patchdiff_engine::json::ascii_len;
-use patchdiff_engine::near_miss::{
+use patchdiff_engine::api::near_miss::{
     self, Candidate, NearMisses, ScanSource, near_miss_query, search, search_in, threshold,
 };
+use patchdiff_engine::wire::ascii_len;
 use proptest::prelude::*;
 use serde_json::json;
 

@@ -1,15 +1,15 @@
 //! Contract "patchdiff_submit_observed_operations": observed submissions in the single and the
 //! batch form, their audited rejections, responses, keyed recovery, replay and strict mode.
 
-use patchdiff_engine::observed::{
-    self, BATCH_PROTOCOL, BATCH_RUNTIME, LinkedObservation, ObservationRow,
-    parse_submit_observed_operations,
+use patchdiff_engine::api::observation::{LinkedObservation, ObservationRow};
+use patchdiff_engine::api::replay::{Accepted, Replay};
+use patchdiff_engine::api::scoped::{
+    self, BATCH_PROTOCOL, BATCH_RUNTIME, parse_submit_observed_operations,
 };
-use patchdiff_engine::replay::{Accepted, Replay};
-use patchdiff_engine::submit::{self, Attempt, AttemptRow, KeyOutcome, Parent, Submission};
-use patchdiff_engine::target::TargetView;
-use patchdiff_engine::text::{char_len, sha256_hex, slice_chars};
-use patchdiff_engine::tx2;
+use patchdiff_engine::api::submit::{self, Attempt, AttemptRow, KeyOutcome, Parent, Submission};
+use patchdiff_engine::api::target::TargetView;
+use patchdiff_engine::api::text::{char_len, sha256_hex, slice_chars};
+use patchdiff_engine::api::tx2;
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
@@ -109,7 +109,7 @@ impl Fx {
     fn judge(&self, args: &Value, rows: &[ObservationRow]) -> (Submission, Attempt) {
         let sub = parse_submit_observed_operations(&args.to_string()).unwrap();
         let id = submit::prepare(&sub, &Parent::NotLookedUp);
-        let a = observed::evaluate(&sub, &id, &Parent::NotLookedUp, &self.view(), CYCLE, rows);
+        let a = scoped::evaluate(&sub, &id, &Parent::NotLookedUp, &self.view(), CYCLE, rows);
         (sub, a)
     }
 }
@@ -630,7 +630,7 @@ fn batch_applies_scope_local_groups_in_one_transaction() {
         [(oid(3), Some(1)), (oid(1), Some(2)), (oid(2), Some(3))]
     );
     assert_eq!(
-        observed::requested_observations(&sub),
+        scoped::requested_observations(&sub),
         [oid(3), oid(1), oid(2)]
     );
 
@@ -641,7 +641,7 @@ fn batch_applies_scope_local_groups_in_one_transaction() {
         content: out,
         ..fx.view()
     };
-    let v = observed::respond(&a, &sub, LOG, &now, None, &rows);
+    let v = scoped::respond(&a, &sub, LOG, &now, None, &rows);
     assert_eq!(v["status"], "accepted");
     assert_eq!(v["observation_bundle_id"], BUNDLE);
     assert_eq!(
@@ -671,7 +671,7 @@ fn batch_applies_scope_local_groups_in_one_transaction() {
     else {
         panic!("not recovered")
     };
-    observed::recovered_fields(&mut r, &stored.pdcp_content, &rows);
+    scoped::recovered_fields(&mut r, &stored.pdcp_content, &rows);
     for k in [
         "observation_bundle_id",
         "before_version",
@@ -687,7 +687,7 @@ fn batch_applies_scope_local_groups_in_one_transaction() {
     else {
         panic!("not recovered")
     };
-    observed::recovered_fields(&mut bare, &stored.pdcp_content, &[]);
+    scoped::recovered_fields(&mut bare, &stored.pdcp_content, &[]);
     assert_eq!(bare["groups"][0]["symbol_name"], Value::Null);
     assert_eq!(bare["groups"][0]["scope_start"], gs);
     assert_eq!(bare["groups"][0]["operation_count"], 2);
@@ -829,7 +829,7 @@ fn batch_shapes_and_limits_reject() {
         fc["text"],
         beta.replace("greeting + \"hello\"", "greeting + \"bye\"")
     );
-    let v = observed::respond(&a, &sub, LOG, &fx.view(), None, &rows);
+    let v = scoped::respond(&a, &sub, LOG, &fx.view(), None, &rows);
     assert_eq!(v["code"], "OPERATION_OUTSIDE_OBSERVED_SCOPE");
     assert_eq!(v["observation_bundle_id"], BUNDLE);
     assert_eq!(v.get("groups"), None);
@@ -907,7 +907,7 @@ fn strict_mode_rejects_unobserved_writes() {
                       "expected_target_version": VERSION});
     let sub = submit::parse_submit_edits(&args.to_string()).unwrap();
     let id = submit::prepare(&sub, &Parent::NotLookedUp);
-    let a = observed::observation_required(&sub, &id, &fx.view());
+    let a = scoped::observation_required(&sub, &id, &fx.view());
     assert_rejected(
         &a,
         "context_missing",
@@ -921,7 +921,7 @@ fn strict_mode_rejects_unobserved_writes() {
             .contains("patchdiff_submit_observed_operations")
     );
     let mut v = submit::respond(&a, &sub, LOG, &fx.view(), None);
-    observed::add_code(&mut v);
+    scoped::add_code(&mut v);
     assert_eq!(v["code"], "OBSERVATION_REQUIRED");
 }
 
@@ -1251,7 +1251,7 @@ fn requested_observations_are_canonical() {
         {"observation_id": oid(2), "operations": [op]},
     ]);
     let sub = parse_submit_observed_operations(&fx.batch(groups).to_string()).unwrap();
-    assert_eq!(observed::requested_observations(&sub), [oid(1), oid(2)]);
+    assert_eq!(scoped::requested_observations(&sub), [oid(1), oid(2)]);
     let sub = parse_submit_observed_operations(&fx.single("x", json!([op])).to_string()).unwrap();
-    assert!(observed::requested_observations(&sub).is_empty());
+    assert!(scoped::requested_observations(&sub).is_empty());
 }

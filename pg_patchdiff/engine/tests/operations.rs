@@ -3,10 +3,10 @@
 //! verdict, facts, warnings and `after_hash`, and the committed text equals a naive reference
 //! over code-point vectors.
 
-use patchdiff_engine::preview;
-use patchdiff_engine::submit::{self, Parent};
-use patchdiff_engine::target::TargetView;
-use patchdiff_engine::text::sha256_hex;
+use patchdiff_engine::api::preview;
+use patchdiff_engine::api::submit::{self, Parent};
+use patchdiff_engine::api::target::TargetView;
+use patchdiff_engine::api::text::sha256_hex;
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
@@ -255,7 +255,7 @@ proptest! {
 
 mod replay_of_operations {
     use super::*;
-    use patchdiff_engine::replay::{Accepted, Replay};
+    use patchdiff_engine::api::replay::{Accepted, Replay};
 
     /// Replays accepted attempts through the dispatch table, as the extension streams them.
     fn replay(base: &str, attempts: &[submit::Attempt]) -> Result<String, String> {

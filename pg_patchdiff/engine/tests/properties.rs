@@ -1,12 +1,13 @@
 //! Property tests: the engine against naive reference implementations over code-point vectors,
 //! on text mixing ASCII, astral characters, combining marks and line breaks.
 
-use patchdiff_engine::json::{ASCII, CANONICAL, to_string};
-use patchdiff_engine::target::TargetView;
-use patchdiff_engine::text::{
+use patchdiff_engine::api::format::Edit;
+use patchdiff_engine::api::target::TargetView;
+use patchdiff_engine::api::text::{
     SourceLineEndings, byte_offset, canonicalize, char_len, find_all, slice_chars,
 };
-use patchdiff_engine::tx1::{self, Edit};
+use patchdiff_engine::api::tx1;
+use patchdiff_engine::wire::{ASCII, CANONICAL, to_string};
 use proptest::prelude::*;
 use serde_json::Value;
 

@@ -4,10 +4,10 @@
 //! reconstruction must equal the final text, hash and version, every row must check out, and
 //! rejected attempts must not matter.
 
-use patchdiff_engine::replay::{Accepted, Replay};
-use patchdiff_engine::submit::{self, Parent};
-use patchdiff_engine::target::{TargetView, parse_initialize};
-use patchdiff_engine::text::{char_len, find_all, sha256_hex, slice_chars};
+use patchdiff_engine::api::replay::{Accepted, Replay};
+use patchdiff_engine::api::submit::{self, Parent};
+use patchdiff_engine::api::target::{TargetView, parse_initialize};
+use patchdiff_engine::api::text::{char_len, find_all, sha256_hex, slice_chars};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 

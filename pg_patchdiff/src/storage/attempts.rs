@@ -3,8 +3,8 @@
 
 use super::access::tiered;
 use super::{Caller, Need, Row, access_args, fault, read, write};
-use patchdiff_engine::observed::{LinkedObservation, ObservationRow};
-use patchdiff_engine::submit::{Attempt, AttemptRow, Parent};
+use patchdiff_engine::api::observation::{LinkedObservation, ObservationRow};
+use patchdiff_engine::api::submit::{Attempt, AttemptRow, Parent};
 use pgrx::datum::DatumWithOid;
 use pgrx::prelude::*;
 use pgrx::spi::{SpiClient, SpiHeapTupleData};
@@ -105,7 +105,7 @@ pub fn write_attempt(
     target_file_id: &str,
     cycle_id: &str,
 ) {
-    use patchdiff_engine::json::{LITERAL, to_string};
+    use patchdiff_engine::wire::{LITERAL, to_string};
     let text = |v: &Value| to_string(v, LITERAL);
     let diagnostic = a.diagnostic.as_ref().map(text);
     let changes: Value = a
@@ -407,7 +407,7 @@ fn log_row(t: &SpiHeapTupleData) -> AttemptRow {
 
 /// A page of `q.target_file_id`'s attempts: at most `q.page.fetch()` rows, newest first, read
 /// by the statement of the query's leading filter.
-pub fn log_page(c: &SpiClient, q: &patchdiff_engine::history::LogQuery) -> Vec<AttemptRow> {
+pub fn log_page(c: &SpiClient, q: &patchdiff_engine::api::history::LogQuery) -> Vec<AttemptRow> {
     let sql = if q.client_request_id.is_some() {
         LOG_BY_KEY_SQL
     } else if q.content_hash.is_some() {

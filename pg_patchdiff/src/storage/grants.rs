@@ -2,7 +2,7 @@
 
 use super::access::tiered;
 use super::{Caller, Need, fault, read_once, write_once};
-use patchdiff_engine::tenancy::{ListQuery, ListedTarget, Privilege};
+use patchdiff_engine::api::tenancy::{ListQuery, ListedTarget, Privilege};
 use pgrx::datum::DatumWithOid;
 use pgrx::pg_sys;
 use pgrx::spi::SpiClient;

@@ -2,7 +2,7 @@
 //! ([`super::attempts::write_attempt`]).
 
 use super::{Row, read};
-use patchdiff_engine::history::LedgerRow;
+use patchdiff_engine::api::history::LedgerRow;
 use pgrx::spi::{SpiClient, SpiHeapTupleData};
 use serde_json::Value;
 

@@ -13,7 +13,7 @@ pub struct NewObservation<'a> {
     pub bundle: Option<(&'a str, i32)>,
     pub target_version: i64,
     pub target_current_hash: &'a str,
-    pub scope: &'a patchdiff_engine::observe::ScopeView,
+    pub scope: &'a patchdiff_engine::api::observation::ScopeView,
     pub requested_name: &'a str,
     pub requested_kind: Option<&'a str>,
     pub language: &'a str,
@@ -63,7 +63,7 @@ pub fn insert_observation(client: &mut SpiClient, o: &NewObservation) {
 
 /// A stored observation with what its pages repeat.
 pub struct StoredObservation {
-    pub row: patchdiff_engine::observed::ObservationRow,
+    pub row: patchdiff_engine::api::observation::ObservationRow,
     pub parent: Option<String>,
     pub language: String,
     pub engine: String,
@@ -124,7 +124,7 @@ fn observation_rows(rows: SpiTupleTable, what: &str) -> Vec<StoredObservation> {
         };
         let u = |i: usize| usize::try_from(n(i)).unwrap_or(0);
         out.push(StoredObservation {
-            row: patchdiff_engine::observed::ObservationRow {
+            row: patchdiff_engine::api::observation::ObservationRow {
                 observation_id: s(1).unwrap_or_default(),
                 target_file_id: s(2).unwrap_or_default(),
                 editing_cycle_id: s(3).unwrap_or_default(),
@@ -167,7 +167,7 @@ pub fn lock_observations(
     client: &mut SpiClient,
     ids: &[String],
     caller: Caller,
-) -> Vec<patchdiff_engine::observed::ObservationRow> {
+) -> Vec<patchdiff_engine::api::observation::ObservationRow> {
     let [a, n] = access_args(caller, Need::Read);
     let rows = write(
         client,
@@ -185,7 +185,7 @@ pub fn lock_observations(
 pub fn consumed_by(
     client: &mut SpiClient,
     pdcp_log_id: &str,
-) -> Vec<patchdiff_engine::observed::ObservationRow> {
+) -> Vec<patchdiff_engine::api::observation::ObservationRow> {
     let rows = write(
         client,
         observation_select!(
@@ -204,7 +204,7 @@ pub fn consumed_by(
 pub fn write_consumptions(
     client: &mut SpiClient,
     pdcp_log_id: &str,
-    links: &[patchdiff_engine::observed::ObservationLink],
+    links: &[patchdiff_engine::api::observation::ObservationLink],
 ) {
     for l in links {
         let group = l.group_index.map(|g| i32::try_from(g).unwrap_or(i32::MAX));

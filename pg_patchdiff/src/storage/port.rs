@@ -1,9 +1,9 @@
 //! The engine's storage port ([`Store`], [`History`]) over SPI, for one call of one caller.
 
 use super::{Caller, attempts, observations, targets};
-use patchdiff_engine::observed::{ObservationLink, ObservationRow};
-use patchdiff_engine::store::{History, LockedTarget, Store, StoredState};
-use patchdiff_engine::submit::{Attempt, AttemptRow, Parent};
+use patchdiff_engine::api::observation::{ObservationLink, ObservationRow};
+use patchdiff_engine::api::store::{History, LockedTarget, Store, StoredState};
+use patchdiff_engine::api::submit::{Attempt, AttemptRow, Parent};
 use pgrx::prelude::*;
 use pgrx::spi::SpiClient;
 

@@ -2,8 +2,8 @@
 
 use super::access::tiered;
 use super::{Caller, Need, Row, access_args, fault, first_row, read, read_once, write, write_once};
-use patchdiff_engine::store::StoredState;
-use patchdiff_engine::target::{BindingProof, WorkspaceBinding};
+use patchdiff_engine::api::store::StoredState;
+use patchdiff_engine::api::target::{BindingProof, WorkspaceBinding};
 use pgrx::datum::DatumWithOid;
 use pgrx::spi::{SpiClient, SpiTupleTable};
 use serde_json::Value;
@@ -97,15 +97,15 @@ fn target_row(rows: SpiTupleTable) -> Option<TargetRow> {
 /// another target (a copied proof).
 pub fn insert_target(
     client: &mut SpiClient,
-    t: &patchdiff_engine::target::NewTarget,
+    t: &patchdiff_engine::api::target::NewTarget,
     target_file_id: &str,
     cycle_id: &str,
     snapshot_id: &str,
     owner: pgrx::pg_sys::Oid,
 ) -> bool {
-    let facts = patchdiff_engine::json::to_string(
+    let facts = patchdiff_engine::wire::to_string(
         &t.source_line_endings.to_json(),
-        patchdiff_engine::json::LITERAL,
+        patchdiff_engine::wire::LITERAL,
     );
     let w = t.workspace.as_ref();
     let proof = w.and_then(|w| w.proof.as_ref());

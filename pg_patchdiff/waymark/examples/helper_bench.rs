@@ -6,7 +6,7 @@
 //!     cargo build --release -p patchdiff-waymark --bin patchdiff-waymark-helper --example helper_bench
 //!     target/release/examples/helper_bench target/release/patchdiff-waymark-helper
 
-use patchdiff_engine::scope::{Language, wire};
+use patchdiff_engine::api::scope::{Language, wire};
 use std::io::{Read, Write};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};

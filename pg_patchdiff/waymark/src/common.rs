@@ -1,7 +1,9 @@
 //! Shared machinery: the symbol collector, child iteration without recursion, offset
 //! conversion (bytes -> code points and lines) and the string decoders of the data formats.
 
-use patchdiff_engine::scope::{OUTLINE_MAX_SYMBOLS, ParserLimit, Symbol, outline_max_name_bytes};
+use patchdiff_engine::api::scope::{
+    OUTLINE_MAX_SYMBOLS, ParserLimit, Symbol, outline_max_name_bytes,
+};
 use tree_sitter::{Node, TreeCursor};
 
 /// Symbols nested deeper than this (counted in symbol levels, not syntax nodes) are not
@@ -148,7 +150,7 @@ impl<'a> Collector<'a> {
     }
 }
 
-pub(crate) use patchdiff_engine::scope::join_path;
+pub(crate) use patchdiff_engine::api::scope::join_path;
 
 /// `key[id]` or `key[index]`: the name of a keyed array element.
 pub(crate) fn keyed_name(array_name: &str, id: Option<&str>, index: usize) -> String {

@@ -13,10 +13,10 @@
 //! space limit ends it with [`EXIT_MEMORY`], from Rust and from tree-sitter alike, so the
 //! backend can tell a memory limit from a crash.
 
-use patchdiff_engine::scope::wire;
+use patchdiff_engine::api::scope::wire;
 use std::io::{self, Read, Write};
 
-pub use patchdiff_engine::scope::wire::EXIT_MEMORY;
+pub use patchdiff_engine::api::scope::wire::EXIT_MEMORY;
 /// The exit status of a helper started with bad arguments or that lost its parent.
 pub const EXIT_USAGE: i32 = 2;
 

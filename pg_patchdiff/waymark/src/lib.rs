@@ -1,7 +1,7 @@
 //! patchdiff-waymark: the structural scope engine ("Waymark" in the contract).
 //!
 //! Parses canonical (LF) target text with a tree-sitter grammar chosen by filename and content
-//! type, and returns its symbols as a [`patchdiff_engine::scope::Outline`]. Pure computation:
+//! type, and returns its symbols as a [`patchdiff_engine::api::scope::Outline`]. Pure computation:
 //! no I/O, no clock, no global state.
 //!
 //! Every extractor walks the syntax tree with an explicit work stack (never recursion), so
@@ -9,7 +9,7 @@
 //! `MAX_DEPTH` (128) levels deep are not listed. The naming rules per language are documented
 //! in `docs/structural-names.md`.
 
-use patchdiff_engine::scope::Outline;
+use patchdiff_engine::api::scope::Outline;
 
 mod common;
 mod ecma;
@@ -22,7 +22,7 @@ mod yaml;
 
 pub mod helper;
 
-pub use patchdiff_engine::scope::{
+pub use patchdiff_engine::api::scope::{
     ENGINE, GRAMMAR_JAVASCRIPT, GRAMMAR_JSON, GRAMMAR_MARKDOWN, GRAMMAR_PYTHON, GRAMMAR_SHELL,
     GRAMMAR_TOML, GRAMMAR_TYPESCRIPT, GRAMMAR_YAML, Language, ParserLimit, language_for,
 };
@@ -54,8 +54,8 @@ fn parse(language: tree_sitter::Language, text: &str) -> Option<tree_sitter::Tre
 /// `tsx` dialect of the same grammar parses the text without errors, the `tsx` tree is used
 /// (the outline has no filename, and `.tsx` targets contain JSX).
 ///
-/// An outline over the caps of [`patchdiff_engine::scope::OUTLINE_MAX_SYMBOLS`] and
-/// [`patchdiff_engine::scope::OUTLINE_MAX_NAME_BYTES`] is refused while it is built, not after.
+/// An outline over the caps of [`patchdiff_engine::api::scope::OUTLINE_MAX_SYMBOLS`] and
+/// [`patchdiff_engine::api::scope::OUTLINE_MAX_NAME_BYTES`] is refused while it is built, not after.
 ///
 /// This runs third-party C code (tree-sitter and its grammars, some of which abort the process
 /// on pathological input): call it only in a process that may die, the parser helper

@@ -4,7 +4,7 @@
 //! outline over a cap is an answer and the helper goes on; and its peak memory on the outline
 //! shapes of the issue stays bounded.
 
-use patchdiff_engine::scope::{Language, ParserLimit, wire};
+use patchdiff_engine::api::scope::{Language, ParserLimit, wire};
 use patchdiff_waymark::outline;
 use std::io::{Read, Write};
 use std::os::unix::process::ExitStatusExt;
@@ -27,7 +27,7 @@ fn ask(
     h: &mut Child,
     language: Language,
     text: &str,
-) -> Option<Result<patchdiff_engine::scope::Outline, ParserLimit>> {
+) -> Option<Result<patchdiff_engine::api::scope::Outline, ParserLimit>> {
     let stdin = h.stdin.as_mut().unwrap();
     if stdin.write_all(&wire::request(language, text)).is_err() {
         return None;

@@ -25,11 +25,11 @@
 use std::fmt::Write as _;
 use std::time::Instant;
 
-use patchdiff_engine::json::{LITERAL, to_string};
-use patchdiff_engine::limits::{REPLACEMENT_MAX_CODE_POINTS, REPLACEMENT_MAX_UTF8_BYTES};
-use patchdiff_engine::submit::{self, Parent};
-use patchdiff_engine::target::TargetView;
-use patchdiff_engine::text::sha256_hex;
+use patchdiff_engine::api::limits::{REPLACEMENT_MAX_CODE_POINTS, REPLACEMENT_MAX_UTF8_BYTES};
+use patchdiff_engine::api::submit::{self, Parent};
+use patchdiff_engine::api::target::TargetView;
+use patchdiff_engine::api::text::sha256_hex;
+use patchdiff_engine::wire::{LITERAL, to_string};
 use patchdiff_tests::{call, call_sql, connect, initialize_target};
 use serde_json::{Value, json};
 use tokio_postgres::Client;
@@ -720,7 +720,7 @@ struct EngineSamples {
     total: Vec<f64>,
 }
 
-type Parser = fn(&str) -> Result<submit::Submission, patchdiff_engine::args::ArgError>;
+type Parser = fn(&str) -> Result<submit::Submission, patchdiff_engine::api::args::ArgError>;
 
 /// Runs the engine's part of `warmup + n` submissions in this process, on `content`, feeding
 /// each answer back to `w` as the server's would be: the split of the server time between the

@@ -5,7 +5,7 @@
 //! cargo run --release -p patchdiff-tests --bin patchdiff-mcp-bench -- --dsn 'host=... dbname=...' \
 //!     --mcp-bin target/release/patchdiff-mcp [--iterations 400]
 
-use patchdiff_engine::json::ascii_len;
+use patchdiff_engine::wire::ascii_len;
 use patchdiff_tests::{call_sql, connect};
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Write};

@@ -1,4 +1,4 @@
-//! patchdiff-near-miss-bench: times `patchdiff_engine::near_miss::search` on 65,536-code-point
+//! patchdiff-near-miss-bench: times `patchdiff_engine::api::near_miss::search` on 65,536-code-point
 //! buffers of four corpora (varied prose, repetitive structured logs, homogeneous text, a
 //! periodic adversarial text) with queries of 20-64 code points taken from each buffer and given
 //! 1-3 edits, and prints a markdown table of median and p95 per corpus against the goals and the
@@ -8,7 +8,7 @@
 //! A benchmark command, not a test: `cargo run --release -p patchdiff-tests --bin
 //! patchdiff-near-miss-bench [-- --queries N --iters N]`.
 
-use patchdiff_engine::near_miss::search;
+use patchdiff_engine::api::near_miss::search;
 use std::hint::black_box;
 use std::time::Instant;
 

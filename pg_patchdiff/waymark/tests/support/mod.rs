@@ -1,7 +1,7 @@
 //! Shared checks for the Waymark integration tests.
 #![allow(dead_code)]
 
-use patchdiff_engine::scope::{Outline, Symbol};
+use patchdiff_engine::api::scope::{Outline, Symbol};
 use patchdiff_waymark::{Language, outline};
 
 /// `(kind, name, parent, path)` of one symbol.

@@ -1,0 +1,352 @@
+//! Argument objects of the SQL API and their `invalid_argument` / `not_found` answers.
+//!
+//! Every SQL function takes one JSON object, the MCP tool's arguments. A malformed argument is
+//! answered with `status: "invalid_argument"`, a stable `code` and a `failure_detail`; nothing
+//! is written for it.
+
+use crate::contract::json::{as_int, is_big_int, type_name};
+use crate::contract::uuid::canonical_uuid;
+use serde_json::{Map, Value, json};
+
+/// An `invalid_argument` answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ArgError {
+    pub code: &'static str,
+    pub detail: String,
+    /// Extra fields appended after `failure_detail` (e.g. `unknown_arguments`).
+    pub extra: Map<String, Value>,
+}
+
+impl ArgError {
+    /// A detail that quotes a caller's value is bounded: an answer never grows with the junk it
+    /// refuses.
+    pub fn new(code: &'static str, detail: impl Into<String>) -> Self {
+        let mut detail = detail.into();
+        if let Some((cut, _)) = detail.char_indices().nth(DETAIL_MAX_CHARS) {
+            detail.truncate(cut);
+            detail.push_str("... (truncated)");
+        }
+        ArgError {
+            code,
+            detail,
+            extra: Map::new(),
+        }
+    }
+
+    pub fn with(mut self, key: &str, v: Value) -> Self {
+        self.extra.insert(key.to_owned(), v);
+        self
+    }
+
+    pub fn to_json(&self, tool: &str) -> Value {
+        let mut m = Map::new();
+        m.insert("status".into(), json!("invalid_argument"));
+        m.insert("code".into(), json!(self.code));
+        if matches!(self.code, "unknown_argument" | "missing_argument") {
+            m.insert("tool".into(), json!(tool));
+        }
+        m.insert("failure_detail".into(), json!(self.detail));
+        for (k, v) in &self.extra {
+            m.insert(k.clone(), v.clone());
+        }
+        Value::Object(m)
+    }
+}
+
+/// Longest `failure_detail` of an argument error, in code points.
+pub const DETAIL_MAX_CHARS: usize = 1_024;
+/// Longest argument name quoted in `unknown_arguments`, in code points; at most this many names.
+pub const UNKNOWN_NAME_MAX_CHARS: usize = 128;
+pub const UNKNOWN_NAMES_MAX: usize = 32;
+
+/// Argument names as an answer may quote them: at most `UNKNOWN_NAMES_MAX`, each at most
+/// `UNKNOWN_NAME_MAX_CHARS` code points; `true` when anything was cut.
+pub fn quoted_names<'a>(names: impl ExactSizeIterator<Item = &'a str>) -> (Vec<String>, bool) {
+    let total = names.len();
+    let mut cut = false;
+    let quoted: Vec<String> = names
+        .take(UNKNOWN_NAMES_MAX)
+        .map(|k| match k.char_indices().nth(UNKNOWN_NAME_MAX_CHARS) {
+            Some((at, _)) => {
+                cut = true;
+                format!("{}...", &k[..at])
+            }
+            None => k.to_owned(),
+        })
+        .collect();
+    let truncated = cut || total > quoted.len();
+    (quoted, truncated)
+}
+
+/// The answer for a well-formed target ID that names no target.
+pub fn not_found(target_file_id: &str) -> Value {
+    json!({
+        "status": "not_found",
+        "code": "target_not_found",
+        "target_file_id": target_file_id,
+        "failure_detail": format!("No target with target_file_id {target_file_id}."),
+    })
+}
+
+/// Arguments over the server's size limit never reach the JSON parser. The extension checks the
+/// raw size of the `json` datum before it is even detoasted and, when it is too large, hands the
+/// engine this marker instead of the text. Valid `json` can never begin with NUL, so the marker
+/// cannot be confused with a request.
+const OVERSIZED_PREFIX: &str = "\0patchdiff-oversized:";
+
+/// The marker for an argument of `size` bytes refused under a limit of `max` bytes.
+pub fn oversized_marker(size: usize, max: usize) -> String {
+    format!("{OVERSIZED_PREFIX}{size}:{max}")
+}
+
+/// `invalid_argument` / `arguments_too_large` for the marker, nothing otherwise.
+pub fn oversized(text: &str) -> Result<(), ArgError> {
+    let Some(rest) = text.strip_prefix(OVERSIZED_PREFIX) else {
+        return Ok(());
+    };
+    let (size, max) = rest.split_once(':').unwrap_or((rest, "?"));
+    Err(ArgError::new(
+        "arguments_too_large",
+        format!(
+            "the arguments are {size} bytes, over this server's limit of {max} bytes (patchdiff.max_argument_bytes); nothing was read or written"
+        ),
+    ))
+}
+
+/// A parsed argument object: checked for unknown names, with typed accessors.
+pub struct Args {
+    map: Map<String, Value>,
+    /// Set by [`Args::parse_proposal`] when the request escaped a lone surrogate: strings carry
+    /// this character, then the surrogate's hex digits (see [`crate::contract::invalid_text`]).
+    pub sentinel: Option<char>,
+}
+
+impl Args {
+    /// Parses `text` as a JSON object whose keys are all in `allowed` and include `required`.
+    /// An escaped lone surrogate is `invalid_text`: for reads and other calls that write no
+    /// attempt, invalid text is an argument error.
+    pub fn parse(text: &str, allowed: &[&str], required: &[&str]) -> Result<Args, ArgError> {
+        oversized(text)?;
+        let value: Value = serde_json::from_str(text).map_err(|e| {
+            if crate::contract::invalid_text::mark_lone_surrogates(text).is_some() {
+                ArgError::new(
+                    "invalid_text",
+                    "arguments contain an escaped lone surrogate, which is not Unicode text; send valid UTF-16 pairs or the character itself",
+                )
+            } else {
+                ArgError::new("invalid_json", format!("arguments are not valid JSON: {e}"))
+            }
+        })?;
+        Self::from_value(value, allowed, required, None)
+    }
+
+    /// Like [`Args::parse`], but a proposal against a known target must be audited even when
+    /// its text is invalid: lone surrogates are kept, marked by [`Args::sentinel`].
+    pub fn parse_proposal(
+        text: &str,
+        allowed: &[&str],
+        required: &[&str],
+    ) -> Result<Args, ArgError> {
+        oversized(text)?;
+        match crate::contract::invalid_text::mark_lone_surrogates(text) {
+            Some((marked, sentinel)) => match serde_json::from_str(&marked) {
+                Ok(value) => Self::from_value(value, allowed, required, Some(sentinel)),
+                Err(e) => Err(ArgError::new(
+                    "invalid_json",
+                    format!("arguments are not valid JSON: {e}"),
+                )),
+            },
+            None => Self::parse(text, allowed, required),
+        }
+    }
+
+    fn from_value(
+        value: Value,
+        allowed: &[&str],
+        required: &[&str],
+        sentinel: Option<char>,
+    ) -> Result<Args, ArgError> {
+        let Value::Object(map) = value else {
+            return Err(ArgError::new(
+                "invalid_arguments",
+                format!("arguments must be a JSON object, not {}", type_name(&value)),
+            ));
+        };
+        let mut unknown: Vec<&String> = map
+            .keys()
+            .filter(|k| !allowed.contains(&k.as_str()))
+            .collect();
+        if !unknown.is_empty() {
+            unknown.sort();
+            let (names, truncated) = quoted_names(unknown.iter().map(|k| k.as_str()));
+            let mut e = ArgError::new(
+                "unknown_argument",
+                format!("unknown argument(s): {}", names.join(", ")),
+            )
+            .with("unknown_arguments", json!(names));
+            if truncated {
+                e = e.with("unknown_arguments_truncated", json!(true));
+            }
+            return Err(e);
+        }
+        let missing: Vec<&str> = required
+            .iter()
+            .copied()
+            .filter(|k| !map.contains_key(*k))
+            .collect();
+        if !missing.is_empty() {
+            return Err(ArgError::new(
+                "missing_argument",
+                format!("missing required argument(s): {}", missing.join(", ")),
+            )
+            .with("missing_arguments", json!(missing)));
+        }
+        Ok(Args { map, sentinel })
+    }
+
+    pub fn get(&self, k: &str) -> Option<&Value> {
+        self.map.get(k)
+    }
+
+    /// Present and not null.
+    pub fn given(&self, k: &str) -> Option<&Value> {
+        self.map.get(k).filter(|v| !v.is_null())
+    }
+
+    pub fn has(&self, k: &str) -> bool {
+        self.map.contains_key(k)
+    }
+
+    /// The required `target_file_id`, in lowercase hyphenated form.
+    pub fn target_file_id(&self) -> Result<String, ArgError> {
+        match self.map.get("target_file_id") {
+            Some(Value::String(s)) => canonical_uuid(s).ok_or_else(|| {
+                ArgError::new(
+                    "invalid_target_file_id",
+                    "target_file_id must be a hyphenated UUID string",
+                )
+            }),
+            Some(v) => Err(ArgError::new(
+                "invalid_target_file_id",
+                format!("target_file_id must be a UUID string, not {}", type_name(v)),
+            )),
+            None => Err(ArgError::new(
+                "missing_argument",
+                "missing required argument(s): target_file_id",
+            )
+            .with("missing_arguments", json!(["target_file_id"]))),
+        }
+    }
+
+    /// An optional boolean; null and omission both give `default`.
+    pub fn bool_or(&self, k: &str, default: bool, code: &'static str) -> Result<bool, ArgError> {
+        match self.map.get(k) {
+            None | Some(Value::Null) => Ok(default),
+            Some(Value::Bool(b)) => Ok(*b),
+            Some(v) => Err(ArgError::new(
+                code,
+                format!("{k} must be a boolean, not {}", type_name(v)),
+            )),
+        }
+    }
+
+    /// An optional string; omission gives `None`, null is accepted only when `nullable`.
+    pub fn opt_str(
+        &self,
+        k: &str,
+        nullable: bool,
+        code: &'static str,
+    ) -> Result<Option<&str>, ArgError> {
+        match self.map.get(k) {
+            None => Ok(None),
+            Some(Value::Null) if nullable => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s)),
+            Some(v) => Err(ArgError::new(
+                code,
+                format!("{k} must be a string, not {}", type_name(v)),
+            )),
+        }
+    }
+
+    /// An optional non-bool integer `>= min`. Null or omission give `None` when `nullable`;
+    /// a non-nullable argument rejects an explicit null.
+    pub fn opt_int(
+        &self,
+        k: &str,
+        min: i64,
+        nullable: bool,
+        code: &'static str,
+    ) -> Result<Option<i64>, ArgError> {
+        match self.map.get(k) {
+            None => Ok(None),
+            Some(Value::Null) if nullable => Ok(None),
+            Some(v) => match as_int(v) {
+                Some(n) if n >= min => Ok(Some(n)),
+                Some(n) => Err(ArgError::new(
+                    code,
+                    format!("{k} must be an integer >= {min}, not {n}"),
+                )),
+                None if is_big_int(v) => Err(ArgError::new(code, format!("{k} is out of range"))),
+                None => Err(ArgError::new(
+                    code,
+                    format!(
+                        "{k} must be a non-boolean integer >= {min}, not {}",
+                        type_name(v)
+                    ),
+                )),
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Resource bounds: the oversized marker is refused before any parsing, by every parser.
+    #[test]
+    fn oversized_arguments_are_refused() {
+        let m = oversized_marker(20_000_000, 16_777_216);
+        for e in [
+            Args::parse(&m, &[], &[]).err().unwrap(),
+            Args::parse_proposal(&m, &[], &[]).err().unwrap(),
+        ] {
+            assert_eq!(e.code, "arguments_too_large");
+            assert!(e.detail.contains("20000000") && e.detail.contains("16777216"));
+        }
+    }
+
+    #[test]
+    fn unknown_and_missing_arguments_are_named() {
+        let e = Args::parse(r#"{"b":1,"a":2}"#, &["x"], &[]).err().unwrap();
+        assert_eq!(e.code, "unknown_argument");
+        assert_eq!(e.extra["unknown_arguments"], json!(["a", "b"]));
+        let e = Args::parse("{}", &["x"], &["x"]).err().unwrap();
+        assert_eq!(e.code, "missing_argument");
+        assert_eq!(e.to_json("t")["tool"], "t");
+        assert_eq!(
+            Args::parse("[1]", &[], &[]).err().unwrap().code,
+            "invalid_arguments"
+        );
+        assert_eq!(
+            Args::parse("{", &[], &[]).err().unwrap().code,
+            "invalid_json"
+        );
+    }
+
+    #[test]
+    fn integers_reject_bools_floats_and_negatives() {
+        let a = Args::parse(
+            r#"{"a":true,"b":1.5,"c":-1,"d":null,"e":7}"#,
+            &["a", "b", "c", "d", "e"],
+            &[],
+        )
+        .unwrap();
+        assert!(a.opt_int("a", 0, true, "x").is_err());
+        assert!(a.opt_int("b", 0, true, "x").is_err());
+        assert!(a.opt_int("c", 0, true, "x").is_err());
+        assert_eq!(a.opt_int("d", 0, true, "x"), Ok(None));
+        assert!(a.opt_int("d", 0, false, "x").is_err());
+        assert_eq!(a.opt_int("e", 0, false, "x"), Ok(Some(7)));
+    }
+}

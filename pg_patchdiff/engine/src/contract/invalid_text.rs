@@ -1,0 +1,285 @@
+//! Invalid text in a proposal: escaped lone surrogates and NUL (contract "Common input and
+//! request-key rules", host guide "Invalid text and safe rejected evidence").
+//!
+//! Neither can be stored as PostgreSQL text, and a lone surrogate is not even a Rust `char`, so
+//! strict JSON parsing refuses the whole request. For a proposal against a known target the
+//! contract wants an audited `target_encoding_invalid` rejection whose `pdcp_content` is a
+//! reversible ASCII-escaped `patchdiff-invalid-input/1` envelope. So submissions parse leniently:
+//! [`mark_lone_surrogates`] rewrites each lone-surrogate escape `\uD8xx` in the JSON text as a
+//! *sentinel* noncharacter that does not occur anywhere in the request, followed by the four hex
+//! digits. The parsed strings then carry every defect as ordinary text; [`find`] lists where,
+//! and [`restore`] turns the sentinel back into the original escape when the evidence envelope
+//! is written, so the stored envelope spells exactly what was sent.
+
+use crate::contract::interrupt;
+use crate::contract::json::{CANONICAL, to_string};
+use serde_json::{Map, Value, json};
+
+/// The `format` of the stored evidence envelope.
+pub const INVALID_INPUT_FORMAT: &str = "patchdiff-invalid-input/1";
+/// At most this many defect locations are listed in a diagnostic; the count is always exact.
+pub const INVALID_TEXT_LOCATIONS_MAX: usize = 16;
+
+/// The noncharacters U+FDD0..U+FDEF are reserved for internal use; one absent from the request
+/// stands for "a lone surrogate escape follows".
+fn pick_sentinel(text: &str) -> Option<char> {
+    (0xFDD0..=0xFDEF).filter_map(char::from_u32).find(|c| {
+        let escaped = format!("\\u{:04x}", *c as u32);
+        !text.contains(*c) && !contains_ignore_ascii_case(text, &escaped)
+    })
+}
+
+fn contains_ignore_ascii_case(hay: &str, needle: &str) -> bool {
+    let (h, n) = (hay.as_bytes(), needle.as_bytes());
+    h.windows(n.len()).any(|w| w.eq_ignore_ascii_case(n))
+}
+
+fn hex4(b: &[u8]) -> Option<u16> {
+    let s = std::str::from_utf8(b.get(..4)?).ok()?;
+    if !s.bytes().all(|c| c.is_ascii_hexdigit()) {
+        return None;
+    }
+    u16::from_str_radix(s, 16).ok()
+}
+
+/// Rewrites every escaped lone surrogate inside JSON strings of `text` as the escaped sentinel
+/// followed by the surrogate's four hex digits (lowercase). Returns `None` when there is none
+/// (or, for a request that uses all 32 noncharacters, when no sentinel is free).
+pub fn mark_lone_surrogates(text: &str) -> Option<(String, char)> {
+    let b = text.as_bytes();
+    let mut lone: Vec<(usize, u16)> = Vec::new();
+    let (mut i, mut in_string) = (0, false);
+    let mut ticks = interrupt::Every::new(interrupt::SEARCH_INTERVAL);
+    while i < b.len() {
+        ticks.tick();
+        match (in_string, b[i]) {
+            (false, b'"') | (true, b'"') => in_string = !in_string,
+            (true, b'\\') => {
+                if b.get(i + 1) == Some(&b'u')
+                    && let Some(u) = hex4(&b[i + 2..])
+                {
+                    let low_follows = || {
+                        b.get(i + 6) == Some(&b'\\')
+                            && b.get(i + 7) == Some(&b'u')
+                            && hex4(&b[(i + 8).min(b.len())..])
+                                .is_some_and(|l| (0xDC00..=0xDFFF).contains(&l))
+                    };
+                    if (0xD800..=0xDBFF).contains(&u) && low_follows() {
+                        i += 12;
+                        continue;
+                    }
+                    if (0xD800..=0xDFFF).contains(&u) {
+                        lone.push((i, u));
+                    }
+                    i += 6;
+                    continue;
+                }
+                i += 2;
+                continue;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    if lone.is_empty() {
+        return None;
+    }
+    let sentinel = pick_sentinel(text)?;
+    let mut out = String::with_capacity(text.len() + lone.len() * 6);
+    let mut last = 0;
+    for (at, u) in lone {
+        out.push_str(&text[last..at]);
+        out.push_str(&format!("\\u{:04x}{u:04x}", sentinel as u32));
+        last = at + 6;
+    }
+    out.push_str(&text[last..]);
+    Some((out, sentinel))
+}
+
+/// One defect: where (a record path such as `edits[0].match`) and what.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Defect {
+    pub path: String,
+    pub kind: &'static str,
+}
+
+/// Every defect in `v`, depth first in document order, paths rooted at `root`.
+pub fn find(v: &Value, root: &str, sentinel: Option<char>, out: &mut Vec<Defect>) {
+    match v {
+        Value::String(s) => {
+            if sentinel.is_some_and(|c| s.contains(c)) {
+                out.push(Defect {
+                    path: root.to_owned(),
+                    kind: "lone_surrogate",
+                });
+            }
+            if s.contains('\0') {
+                out.push(Defect {
+                    path: root.to_owned(),
+                    kind: "nul",
+                });
+            }
+        }
+        Value::Array(a) => {
+            for (i, x) in a.iter().enumerate() {
+                interrupt::check();
+                find(x, &format!("{root}[{i}]"), sentinel, out);
+            }
+        }
+        Value::Object(m) => {
+            for (k, x) in m {
+                interrupt::check();
+                let path = format!("{root}.{}", segment(k, sentinel));
+                // A defect in a key is reported at the key's own path.
+                find(&Value::String(k.clone()), &path, sentinel, out);
+                find(x, &path, sentinel, out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// A path segment that is safe to store as text and to show: a key with control characters,
+/// or a marked surrogate, is written as its ASCII-escaped JSON string.
+fn segment(k: &str, sentinel: Option<char>) -> String {
+    if k.chars().any(|c| c.is_control() || Some(c) == sentinel) {
+        restore(&Value::String(k.to_owned()), sentinel)
+    } else {
+        k.to_owned()
+    }
+}
+
+/// Writes `v` as canonical JSON (sorted keys, ASCII-escaped) with each sentinel + hex turned
+/// back into the lone-surrogate escape that was sent. NUL is already written as `\u0000`.
+pub fn restore(v: &Value, sentinel: Option<char>) -> String {
+    let text = to_string(v, CANONICAL);
+    let Some(c) = sentinel else {
+        return text;
+    };
+    let marker = format!("\\u{:04x}", c as u32);
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text.as_str();
+    while let Some(at) = rest.find(&marker) {
+        out.push_str(&rest[..at]);
+        out.push_str("\\u");
+        let after = &rest[at + marker.len()..];
+        // The four hex digits follow as plain ASCII (the marker's own escape ended before them).
+        out.push_str(&after[..4]);
+        rest = &after[4..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The stored evidence: the original record and metadata, reversible, in ASCII.
+pub fn evidence_envelope(
+    protocol: &str,
+    record: &Map<String, Value>,
+    metadata: Map<String, Value>,
+    defects: &[Defect],
+    sentinel: Option<char>,
+) -> String {
+    let v = json!({
+        "format": INVALID_INPUT_FORMAT,
+        "protocol_version": protocol,
+        "record": record,
+        "metadata": metadata,
+        "invalid_text": locations(defects),
+    });
+    restore(&v, sentinel)
+}
+
+/// The bounded, safe list of defect locations (paths and kinds, never the text itself).
+pub fn locations(defects: &[Defect]) -> Value {
+    Value::Array(
+        defects
+            .iter()
+            .take(INVALID_TEXT_LOCATIONS_MAX)
+            .map(|d| json!({"path": d.path, "kind": d.kind}))
+            .collect(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> (Value, Option<char>) {
+        match mark_lone_surrogates(text) {
+            Some((t, c)) => (serde_json::from_str(&t).unwrap(), Some(c)),
+            None => (serde_json::from_str(text).unwrap(), None),
+        }
+    }
+
+    /// "Invalid text": a lone surrogate is found where it was sent, pairs are not defects, and
+    /// the envelope spells the escape exactly as sent.
+    #[test]
+    fn lone_surrogates_are_marked_and_restored() {
+        let text = r#"{"intent":"x","edits":[{"match":"a\ud800b","replace":"\ud83c\udf1f"}],"k":"\\ud800"}"#;
+        let (v, s) = parse(text);
+        assert!(s.is_some());
+        let mut d = Vec::new();
+        find(&v["edits"], "edits", s, &mut d);
+        assert_eq!(
+            d,
+            vec![Defect {
+                path: "edits[0].match".into(),
+                kind: "lone_surrogate"
+            }]
+        );
+        // An escaped backslash followed by "ud800" is text, not an escape.
+        assert_eq!(v["k"], "\\ud800");
+        let back = restore(&v, s);
+        assert!(back.contains(r#""match":"a\ud800b""#), "{back}");
+        assert!(back.contains(r#""replace":"\ud83c\udf1f""#), "{back}");
+    }
+
+    /// One defect per string location, however many surrogates it holds.
+    #[test]
+    fn trailing_high_and_lone_low_surrogates() {
+        for (text, n) in [
+            (r#"["\udc00"]"#, 1),
+            (r#"["\ud800"]"#, 1),
+            (r#"["\ud800\ud800"]"#, 1),
+            (r#"["\ud800x\udc00","\udbff"]"#, 2),
+            (r#"["\uD83C\uDF1F"]"#, 0),
+        ] {
+            let (v, s) = parse(text);
+            let mut d = Vec::new();
+            find(&v, "$", s, &mut d);
+            assert_eq!(d.len(), n, "{text}");
+            if n > 0 {
+                assert_eq!(restore(&v, s).to_lowercase(), text.to_lowercase());
+            }
+        }
+    }
+
+    /// The sentinel is never a character the request already uses.
+    #[test]
+    fn sentinel_avoids_characters_in_the_request() {
+        let text = "[\"\u{FDD0}\\ufdd1\\ud800\"]";
+        let (t, c) = mark_lone_surrogates(text).unwrap();
+        assert_eq!(c, '\u{FDD2}');
+        let v: Value = serde_json::from_str(&t).unwrap();
+        assert_eq!(restore(&v, Some(c)), "[\"\\ufdd0\\ufdd1\\ud800\"]");
+    }
+
+    /// Paths are stored as text: a key holding NUL is spelled escaped.
+    #[test]
+    fn defect_paths_are_storable_text() {
+        let (v, s) = parse(r#"{"a\u0000":"ok","b\ud800":1}"#);
+        let mut d = Vec::new();
+        find(&v, "r", s, &mut d);
+        let paths: Vec<&str> = d.iter().map(|d| d.path.as_str()).collect();
+        assert_eq!(paths, [r#"r."a\u0000""#, r#"r."b\ud800""#]);
+    }
+
+    #[test]
+    fn nul_is_a_defect() {
+        let (v, s) = parse(r#"{"a":"x\u0000"}"#);
+        let mut d = Vec::new();
+        find(&v, "record", s, &mut d);
+        assert_eq!(d[0].path, "record.a");
+        assert_eq!(d[0].kind, "nul");
+    }
+}

@@ -1,0 +1,11 @@
+//! The contract's shared vocabulary, below every tool: JSON as the contract counts it, its
+//! limits, identifiers and timestamps, argument objects and their answers, invalid text in a
+//! proposal, and interrupt checks.
+
+pub mod args;
+pub mod interrupt;
+pub mod invalid_text;
+pub mod json;
+pub mod limits;
+pub mod time;
+pub mod uuid;

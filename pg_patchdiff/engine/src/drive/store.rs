@@ -1,0 +1,86 @@
+//! The storage port: what one call needs of the database, in the caller's transaction.
+//!
+//! The engine decides the order of the contract's checks ([`crate::drive`]); a [`Store`] only
+//! locks, reads and writes rows. The extension implements it with SPI; the engine's unit tests
+//! with a few vectors. Every method sees the caller's identity through the store itself, so a
+//! row the caller may not see is, to the engine, no row at all.
+
+use crate::scope::observation::{ObservationLink, ObservationRow};
+use crate::submission::submit::{Attempt, AttemptRow, Parent};
+use crate::target::TargetView;
+
+/// A target as the submission lock reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LockedTarget {
+    pub target_file_id: String,
+    pub version: i64,
+    pub current_hash: String,
+    pub content: String,
+    pub active_editing_cycle_id: String,
+}
+
+impl LockedTarget {
+    pub fn view(&self) -> TargetView<'_> {
+        TargetView {
+            target_file_id: &self.target_file_id,
+            version: self.version,
+            current_hash: &self.current_hash,
+            content: &self.content,
+        }
+    }
+}
+
+/// The rows a submission locks, reads and writes.
+pub trait Store {
+    /// A new attempt or correlation ID (a UUID).
+    fn new_id(&mut self) -> String;
+    /// Takes the row lock of a target the caller may write, held until the transaction ends,
+    /// and reads it; `None`, having locked nothing, when there is none the caller may write.
+    fn lock_target(&mut self, target_file_id: &str) -> Option<LockedTarget>;
+    /// Whether the caller may read the target (to tell `write_not_granted` from `not_found`).
+    fn readable(&mut self, target_file_id: &str) -> bool;
+    /// What the log knows of a parent attempt the caller may read.
+    fn parent(&mut self, pdcp_log_id: &str) -> Parent;
+    /// The attempt stored under a request key on a target, with its ledger facts.
+    fn keyed_attempt(
+        &mut self,
+        target_file_id: &str,
+        client_request_id: &str,
+    ) -> Option<AttemptRow>;
+    /// Locks (`FOR UPDATE`) and reads the named observations the caller may read, with their
+    /// consumption, in no particular order; unknown ones are absent.
+    fn lock_observations(&mut self, observation_ids: &[String]) -> Vec<ObservationRow>;
+    /// The observations an accepted attempt consumed, in group order.
+    fn consumed_by(&mut self, pdcp_log_id: &str) -> Vec<ObservationRow>;
+    /// Writes the attempt row, its ledger rows and, for an acceptance, the new target state.
+    fn write_attempt(
+        &mut self,
+        attempt: &Attempt,
+        pdcp_log_id: &str,
+        target_file_id: &str,
+        editing_cycle_id: &str,
+    );
+    /// Records that an accepted attempt consumed observations.
+    fn write_consumptions(&mut self, pdcp_log_id: &str, links: &[ObservationLink]);
+}
+
+/// A stored state of a target: the target row or one of its snapshots.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredState {
+    pub version: i64,
+    pub hash: String,
+    pub content: String,
+}
+
+/// What replay reads, all from one consistent state of the caller's transaction.
+pub trait History {
+    /// The stored target the caller may read and its initial snapshot, if it has one; `None`
+    /// when there is no target the caller may read.
+    fn replay_start(&mut self, target_file_id: &str) -> Option<(StoredState, Option<StoredState>)>;
+    /// Sequence ranges `(after, upto]` of the next accepted attempts, each a batch of bounded
+    /// size; empty at the end of the log.
+    fn next_batches(&mut self, target_file_id: &str, after: i64) -> Vec<(i64, i64)>;
+    /// The accepted attempts in `(after, upto]`, in sequence order, with the observations they
+    /// consumed.
+    fn accepted(&mut self, target_file_id: &str, after: i64, upto: i64) -> Vec<AttemptRow>;
+}

@@ -1,0 +1,4 @@
+//! What a rejection carries: its label, stage and diagnostic, bounded context, and near misses.
+
+pub mod near_miss;
+pub mod rejection;

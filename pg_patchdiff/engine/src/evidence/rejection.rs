@@ -1,0 +1,282 @@
+//! Rejections as values: failure label, stage, diagnostic and bounded context.
+
+use crate::contract::json::ascii_len;
+use crate::contract::limits::*;
+use crate::target::TargetView;
+use crate::text::{byte_offset, char_len, head_chars};
+use serde_json::{Map, Value, json};
+
+/// Where in the pipeline an attempt was rejected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stage {
+    ProtocolValidation,
+    PreconditionGuard,
+    TransactionApplicability,
+}
+
+impl Stage {
+    /// The stored `failure_stage`.
+    pub fn column(self) -> &'static str {
+        match self {
+            Stage::ProtocolValidation => "PROTOCOL_VALIDATION",
+            Stage::PreconditionGuard => "PRECONDITION_GUARD",
+            Stage::TransactionApplicability => "TRANSACTION_APPLICABILITY",
+        }
+    }
+
+    /// `diagnostic.validation_stage`.
+    pub fn diagnostic(self) -> &'static str {
+        match self {
+            Stage::ProtocolValidation => "protocol_validation",
+            Stage::PreconditionGuard => "precondition_guard",
+            Stage::TransactionApplicability => "transaction_applicability",
+        }
+    }
+
+    /// The response's `validity` for a rejection at this stage.
+    pub fn validity(self) -> Value {
+        validity(self != Stage::ProtocolValidation, false)
+    }
+}
+
+pub fn validity(protocol_valid: bool, transaction_valid: bool) -> Value {
+    json!({
+        "protocol_valid": protocol_valid,
+        "transaction_valid": transaction_valid,
+        "task_correct": "not_evaluated",
+        "semantic": "not_evaluated",
+    })
+}
+
+/// Contract "Retryable rejections": a new proposal from a fresh read can succeed.
+pub fn retryable(reason: &str) -> bool {
+    matches!(
+        reason,
+        "match_absent"
+            | "match_ambiguous"
+            | "disambiguation_invalid"
+            | "sequential_match_invalid"
+            | "span_out_of_bounds"
+            | "span_expected_text_mismatch"
+            | "target_hash_mismatch"
+            | "target_version_mismatch"
+            | "target_diverged"
+    )
+}
+
+/// A rejected attempt before it is stored.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rejection {
+    pub reason: &'static str,
+    pub detail: String,
+    pub stage: Stage,
+    pub failed_change_id: Option<String>,
+    /// Diagnostic members between `format` and `retryable`, in order.
+    pub fields: Map<String, Value>,
+    /// A known failure location, in code points of the failing buffer.
+    pub location: Option<usize>,
+    /// The intermediate buffer and the number of simulated changes, for later-edit failures.
+    pub intermediate: Option<(String, usize)>,
+    /// For `match_absent`: the query and (a prefix of) the failing buffer its near misses are
+    /// searched in after the attempt is written. Never stored.
+    pub near_miss_input: Option<NearMissInput>,
+}
+
+/// What a response-only near-miss search needs (contract "Exact candidates, consumed matches
+/// and near misses"): the canonical query and at most the first 65,536 code points of the
+/// failing buffer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NearMissInput {
+    pub query: String,
+    pub buffer: String,
+    /// The whole failing buffer's length, so that a cut copy reports `scope_truncated`.
+    pub total_chars: usize,
+}
+
+impl Rejection {
+    pub fn new(reason: &'static str, stage: Stage, detail: impl Into<String>) -> Self {
+        Rejection {
+            reason,
+            detail: detail.into(),
+            stage,
+            failed_change_id: None,
+            fields: Map::new(),
+            location: None,
+            intermediate: None,
+            near_miss_input: None,
+        }
+    }
+
+    /// A `context_invalid` (or other) rejection with a stable `diagnostic.code`.
+    pub fn coded(
+        reason: &'static str,
+        stage: Stage,
+        code: &str,
+        detail: impl Into<String>,
+    ) -> Self {
+        Self::new(reason, stage, detail).field("code", json!(code))
+    }
+
+    pub fn field(mut self, k: &str, v: Value) -> Self {
+        self.fields.insert(k.to_owned(), v);
+        self
+    }
+
+    /// The stored, immutable diagnostic.
+    pub fn diagnostic(&self, format: &str, start: &TargetView) -> Value {
+        let mut d = Map::new();
+        d.insert("format".into(), json!(format));
+        for (k, v) in &self.fields {
+            d.insert(k.clone(), v.clone());
+        }
+        d.insert("retryable".into(), json!(retryable(self.reason)));
+        d.insert("requires_new_submission".into(), json!(true));
+        d.insert("validation_stage".into(), json!(self.stage.diagnostic()));
+        let ctx = match &self.intermediate {
+            Some((buf, prior)) => context(buf, "intermediate_buffer", *prior, self.location, start),
+            None => context(start.content, "canonical_target", 0, self.location, start),
+        };
+        d.insert("failure_context".into(), ctx);
+        Value::Object(d)
+    }
+}
+
+/// A bounded context object (contract "Bounded rejection context").
+///
+/// A prefix of at most 256 code points that fits 4,096 bytes; when a failure location is known
+/// and fewer than 64 of its code points would show in that prefix, a window around it instead.
+pub fn context(
+    buf: &str,
+    stage: &str,
+    prior_changes: usize,
+    location: Option<usize>,
+    observed: &TargetView,
+) -> Value {
+    let total = char_len(buf);
+    let (mut start, mut end, mut selection) = (0, total.min(CONTEXT_MAX_CHARS), "prefix");
+    if let Some(loc) = location.filter(|&l| l <= total) {
+        let want = (total - loc).min(CONTEXT_MIN_VISIBLE);
+        if end.saturating_sub(loc) < want {
+            start = loc.saturating_sub(CONTEXT_MAX_CHARS / 4);
+            end = (start + CONTEXT_MAX_CHARS).min(total);
+            start = end.saturating_sub(CONTEXT_MAX_CHARS).min(start);
+            selection = "failure_window";
+        }
+    }
+    let b0 = byte_offset(buf, start).unwrap_or(buf.len());
+    let mut text = head_chars(&buf[b0..], end - start);
+    loop {
+        let v = context_value(
+            selection,
+            stage,
+            prior_changes,
+            start,
+            total,
+            text,
+            observed,
+        );
+        if ascii_len(&v) <= CONTEXT_MAX_BYTES || text.is_empty() {
+            return v;
+        }
+        // Over budget only with heavily escaped text: drop 16 code points and measure again,
+        // keeping a window's location inside it.
+        let n = char_len(text).saturating_sub(16);
+        text = head_chars(text, n);
+    }
+}
+
+fn context_value(
+    selection: &str,
+    stage: &str,
+    prior: usize,
+    start: usize,
+    total: usize,
+    text: &str,
+    t: &TargetView,
+) -> Value {
+    let end = start + char_len(text);
+    json!({
+        "available": true,
+        "unavailable_reason": null,
+        "selection": selection,
+        "buffer_stage": stage,
+        "prior_changes": prior,
+        "start": start,
+        "end": end,
+        "total_chars": total,
+        "text": text,
+        "truncated": end - start < total,
+        "observed_target_version": t.version,
+        "observed_target_hash": t.current_hash,
+    })
+}
+
+/// An unavailable context object.
+pub fn unavailable_context(reason: &str) -> Value {
+    json!({
+        "available": false, "unavailable_reason": reason, "selection": null,
+        "buffer_stage": null, "prior_changes": null, "start": null, "end": null, "total_chars": null,
+        "text": null, "truncated": null, "observed_target_version": null, "observed_target_hash": null,
+    })
+}
+
+/// Response-only `current_context`: the refreshed canonical target as a prefix, or
+/// `same_as_failure_context` when it would repeat `diagnostic.failure_context` key for key.
+pub fn current_context(current: &TargetView, failure_context: Option<&Value>) -> Value {
+    let c = context(current.content, "canonical_target", 0, None, current);
+    if failure_context == Some(&c) {
+        unavailable_context("same_as_failure_context")
+    } else {
+        c
+    }
+}
+
+/// Exact candidates for an ambiguity failure: at most five, 20 code points of context per side,
+/// a match preview of at most 64 code points, 8,192 bytes with the wrapper.
+pub fn exact_candidates(
+    buf: &str,
+    needle: &str,
+    occ: &[(usize, usize)],
+    stage: &str,
+    prior: usize,
+    observed: &TargetView,
+) -> Value {
+    let preview = head_chars(needle, CANDIDATE_PREVIEW_CHARS);
+    let match_truncated = preview.len() < needle.len();
+    let mut list: Vec<Value> = Vec::new();
+    let wrap = |list: &[Value]| {
+        let cut = list.len() < occ.len();
+        json!({
+            "kind": "exact_occurrences",
+            "occurrence_count": occ.len(),
+            "returned_count": list.len(),
+            "candidates": list,
+            "truncated": cut,
+            "next_occurrence_index": if cut { json!(list.len() + 1) } else { Value::Null },
+            "buffer_stage": stage,
+            "prior_changes": prior,
+            "observed_target_version": observed.version,
+            "observed_target_hash": observed.current_hash,
+        })
+    };
+    for (i, &(s, e)) in occ.iter().take(CANDIDATES_MAX).enumerate() {
+        let from = s.saturating_sub(CANDIDATE_CONTEXT_CHARS);
+        let b_from = byte_offset(buf, from).unwrap_or(buf.len());
+        let b_s = b_from + byte_offset(&buf[b_from..], s - from).unwrap_or(0);
+        let b_e = b_s + byte_offset(&buf[b_s..], e - s).unwrap_or(0);
+        list.push(json!({
+            "occurrence_index": i + 1,
+            "start": s,
+            "end": e,
+            "before": &buf[b_from..b_s],
+            "match_preview": preview,
+            "match_truncated": match_truncated,
+            "after": head_chars(&buf[b_e..], CANDIDATE_CONTEXT_CHARS),
+        }));
+        if ascii_len(&wrap(&list)) > CANDIDATES_MAX_BYTES {
+            list.pop();
+            break;
+        }
+    }
+    wrap(&list)
+}

@@ -1,0 +1,78 @@
+//! patchdiff-tx/1: typed edits under runtime patchdiff-mvp-0.2.2.
+//!
+//! Each edit selects exactly one exact occurrence of its `match` in the buffer it sees (the text
+//! after every earlier edit of the transaction) and replaces it. Every supplied selector must
+//! hold; anchors mean anywhere before/after the match, not adjacent.
+
+use crate::contract::interrupt;
+use crate::contract::json::type_name;
+use crate::evidence::rejection::Rejection;
+use crate::format::common::{Edit, List, block, parse_edit, parse_intent, parse_list};
+use crate::format::sequential::{self, Applied, Op};
+use crate::target::TargetView;
+use serde_json::Value;
+use std::collections::HashSet;
+
+pub const PROTOCOL: &str = "patchdiff-tx/1";
+pub const RUNTIME: &str = "patchdiff-mvp-0.2.2";
+
+/// The fields an edit object may carry (TYPED_EDIT_JSON_SCHEMA).
+pub const EDIT_FIELDS: &[&str] = &[
+    "match",
+    "replace",
+    "change_id",
+    "rationale",
+    "risk",
+    "occurrence_index",
+    "anchor_before",
+    "anchor_after",
+];
+
+pub(crate) const EDITS: List = List {
+    name: "edits",
+    item: "edit",
+    code: "invalid_edit",
+    index_key: "edit_index",
+};
+
+/// Validates `intent` and `edits` of a tx/1 record.
+pub fn parse(
+    intent: Option<&Value>,
+    edits: Option<&Value>,
+) -> Result<(String, Vec<Edit>), Rejection> {
+    let intent = parse_intent(intent)?;
+    let list = parse_list(EDITS, edits)?;
+    let mut out: Vec<Edit> = Vec::with_capacity(list.len());
+    // Membership only (nothing iterates it), so a hash set keeps the answer deterministic and
+    // the check linear: replay parses stored records of any length.
+    let mut ids: HashSet<String> = HashSet::with_capacity(list.len());
+    let mut ticks = interrupt::Every::new(256);
+    for (i, raw) in list.iter().enumerate() {
+        ticks.tick();
+        let Value::Object(o) = raw else {
+            return Err(block(
+                EDITS,
+                i,
+                "*",
+                format!("an edit must be an object, not {}", type_name(raw)),
+            ));
+        };
+        let edit = parse_edit(EDITS, i, o, EDIT_FIELDS)?;
+        if !ids.insert(edit.change_id.clone()) {
+            return Err(block(
+                EDITS,
+                i,
+                "change_id",
+                format!("duplicate change_id {:?}", edit.change_id),
+            ));
+        }
+        out.push(edit);
+    }
+    Ok((intent, out))
+}
+
+/// Applies `edits` to the target sequentially, all or nothing.
+pub fn apply(start: &TargetView, edits: &[Edit]) -> Result<Applied, Rejection> {
+    let ops: Vec<Op> = edits.iter().map(Op::Match).collect();
+    sequential::apply(start, &ops)
+}

@@ -1,0 +1,282 @@
+//! Canonical text: LF line endings, SHA-256 identities and Unicode code-point offsets.
+//!
+//! Storage is canonical (contract, "Line endings and export formats"): every upload and every
+//! payload string is normalized to LF before it is hashed or matched. Offsets and counts that
+//! cross the API are code points; Rust strings are UTF-8, so the conversions live here.
+
+pub mod occurrence;
+pub mod warnings;
+
+use serde_json::{Map, Value, json};
+use sha2::{Digest, Sha256};
+use std::borrow::Cow;
+
+/// Lowercase hex SHA-256 of the UTF-8 bytes of `s`.
+pub fn sha256_hex(s: &str) -> String {
+    hex(&Sha256::digest(s.as_bytes()))
+}
+
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        out.push(DIGITS[(b >> 4) as usize] as char);
+        out.push(DIGITS[(b & 15) as usize] as char);
+    }
+    out
+}
+
+/// CRLF and bare CR become LF; text without CR is returned borrowed.
+pub fn canonicalize(s: &str) -> Cow<'_, str> {
+    let bytes = s.as_bytes();
+    let Some(first) = memchr::memchr(b'\r', bytes) else {
+        return Cow::Borrowed(s);
+    };
+    let mut out = String::with_capacity(s.len());
+    out.push_str(&s[..first]);
+    let mut i = first;
+    let mut ticks =
+        crate::contract::interrupt::Every::new(crate::contract::interrupt::SEARCH_INTERVAL);
+    while i < bytes.len() {
+        ticks.tick();
+        match memchr::memchr(b'\r', &bytes[i..]) {
+            None => {
+                out.push_str(&s[i..]);
+                break;
+            }
+            Some(rel) => {
+                let cr = i + rel;
+                out.push_str(&s[i..cr]);
+                out.push('\n');
+                i = if bytes.get(cr + 1) == Some(&b'\n') {
+                    cr + 2
+                } else {
+                    cr + 1
+                };
+            }
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// Number of Unicode code points in `s`.
+pub fn char_len(s: &str) -> usize {
+    // Every code point has exactly one byte that is not a continuation byte (10xxxxxx).
+    s.as_bytes().iter().filter(|&&b| (b as i8) >= -0x40).count()
+}
+
+/// Byte offset of code point `cp` in `s`, or `None` when `cp` is past the end.
+/// `cp == char_len(s)` maps to `s.len()`.
+pub fn byte_offset(s: &str, cp: usize) -> Option<usize> {
+    if cp == 0 {
+        return Some(0);
+    }
+    let bytes = s.as_bytes();
+    let mut seen = 0usize;
+    for (i, &b) in bytes.iter().enumerate() {
+        if (b as i8) >= -0x40 {
+            if seen == cp {
+                return Some(i);
+            }
+            seen += 1;
+        }
+    }
+    (seen == cp).then_some(bytes.len())
+}
+
+/// The code-point slice `[start, end)` of `s`, clamped to its end, as a byte range.
+pub fn byte_range(s: &str, start: usize, end: usize) -> (usize, usize) {
+    let b0 = byte_offset(s, start).unwrap_or(s.len());
+    let b1 = if end <= start {
+        b0
+    } else {
+        b0 + byte_offset(&s[b0..], end - start).unwrap_or(s.len() - b0)
+    };
+    (b0, b1)
+}
+
+/// The code-point slice `[start, end)` of `s`, clamped to its end.
+pub fn slice_chars(s: &str, start: usize, end: usize) -> &str {
+    let (a, b) = byte_range(s, start, end);
+    &s[a..b]
+}
+
+/// The last `n` code points of `s`.
+pub fn tail_chars(s: &str, n: usize) -> &str {
+    match s.char_indices().rev().nth(n.saturating_sub(1)) {
+        Some((i, _)) if n > 0 => &s[i..],
+        _ if n == 0 => "",
+        _ => s,
+    }
+}
+
+/// The first `n` code points of `s`.
+pub fn head_chars(s: &str, n: usize) -> &str {
+    match s.char_indices().nth(n) {
+        Some((i, _)) => &s[..i],
+        None => s,
+    }
+}
+
+/// Why a string cannot be stored as PostgreSQL text. Lone surrogates never reach a Rust `str`;
+/// the JSON reader reports them separately.
+pub fn text_defect(s: &str) -> Option<&'static str> {
+    memchr::memchr(0, s.as_bytes()).map(|_| "contains U+0000, which PostgreSQL text cannot store")
+}
+
+/// Line-ending facts of a raw upload, recorded before normalization
+/// (contract: `source_line_endings`). A CRLF pair counts once, as `crlf`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceLineEndings {
+    pub lf: u64,
+    pub crlf: u64,
+    pub cr: u64,
+    pub source_code_points: u64,
+    pub source_utf8_bytes: u64,
+    pub source_sha256: String,
+}
+
+/// The uniform or mixed style of a raw upload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LineEndingStyle {
+    None,
+    Lf,
+    Crlf,
+    Cr,
+    Mixed,
+}
+
+impl LineEndingStyle {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::None => "none",
+            Self::Lf => "lf",
+            Self::Crlf => "crlf",
+            Self::Cr => "cr",
+            Self::Mixed => "mixed",
+        }
+    }
+}
+
+impl SourceLineEndings {
+    pub fn of(raw: &str) -> Self {
+        let bytes = raw.as_bytes();
+        let (mut lf, mut crlf, mut cr) = (0u64, 0u64, 0u64);
+        let mut i = 0;
+        let mut ticks =
+            crate::contract::interrupt::Every::new(crate::contract::interrupt::SEARCH_INTERVAL);
+        while let Some(rel) = memchr::memchr2(b'\r', b'\n', &bytes[i..]) {
+            ticks.tick();
+            let at = i + rel;
+            if bytes[at] == b'\n' {
+                lf += 1;
+                i = at + 1;
+            } else if bytes.get(at + 1) == Some(&b'\n') {
+                crlf += 1;
+                i = at + 2;
+            } else {
+                cr += 1;
+                i = at + 1;
+            }
+        }
+        SourceLineEndings {
+            lf,
+            crlf,
+            cr,
+            source_code_points: char_len(raw) as u64,
+            source_utf8_bytes: bytes.len() as u64,
+            source_sha256: sha256_hex(raw),
+        }
+    }
+
+    pub fn style(&self) -> LineEndingStyle {
+        match (self.lf > 0, self.crlf > 0, self.cr > 0) {
+            (false, false, false) => LineEndingStyle::None,
+            (true, false, false) => LineEndingStyle::Lf,
+            (false, true, false) => LineEndingStyle::Crlf,
+            (false, false, true) => LineEndingStyle::Cr,
+            _ => LineEndingStyle::Mixed,
+        }
+    }
+
+    /// The contract's JSON object, in the contract's key order.
+    pub fn to_json(&self) -> Value {
+        json!({
+            "style": self.style().as_str(),
+            "lf": self.lf,
+            "crlf": self.crlf,
+            "cr": self.cr,
+            "normalized": self.crlf + self.cr > 0,
+            "source_code_points": self.source_code_points,
+            "source_utf8_bytes": self.source_utf8_bytes,
+            "source_sha256": self.source_sha256,
+        })
+    }
+
+    /// Reads back a stored object; `None` for anything that is not one.
+    pub fn from_json(v: &Value) -> Option<Self> {
+        let o: &Map<String, Value> = v.as_object()?;
+        Some(SourceLineEndings {
+            lf: o.get("lf")?.as_u64()?,
+            crlf: o.get("crlf")?.as_u64()?,
+            cr: o.get("cr")?.as_u64()?,
+            source_code_points: o.get("source_code_points")?.as_u64()?,
+            source_utf8_bytes: o.get("source_utf8_bytes")?.as_u64()?,
+            source_sha256: o.get("source_sha256")?.as_str()?.to_owned(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::occurrence::find_all;
+    use super::*;
+
+    #[test]
+    fn canonicalize_crlf_and_bare_cr() {
+        assert_eq!(canonicalize("a\r\nb\rc\n"), "a\nb\nc\n");
+        assert_eq!(canonicalize("\r\r\n\n"), "\n\n\n");
+        assert!(matches!(canonicalize("plain\n"), Cow::Borrowed(_)));
+    }
+
+    /// Contract "Line endings and export formats": a CRLF pair counts once; style mixed.
+    #[test]
+    fn source_line_endings_counts_crlf_once() {
+        let f = SourceLineEndings::of("one\r\ntwo\r\n");
+        assert_eq!((f.lf, f.crlf, f.cr), (0, 2, 0));
+        assert_eq!(f.style(), LineEndingStyle::Crlf);
+        assert_eq!(
+            SourceLineEndings::of("a\nb\r\n").style(),
+            LineEndingStyle::Mixed
+        );
+        assert_eq!(SourceLineEndings::of("a\rb\r").style(), LineEndingStyle::Cr);
+        assert_eq!(SourceLineEndings::of("abc").style(), LineEndingStyle::None);
+        let g = SourceLineEndings::of("h\u{e9}\r\n");
+        assert_eq!((g.source_code_points, g.source_utf8_bytes), (4, 5));
+    }
+
+    #[test]
+    fn overlapping_occurrences_in_code_points() {
+        assert_eq!(find_all("aaaa", "aa"), vec![(0, 2), (1, 3), (2, 4)]);
+        // Astral and combining characters count as one code point each.
+        assert_eq!(find_all("🌍x🌍x", "x"), vec![(1, 2), (3, 4)]);
+        assert_eq!(
+            find_all("e\u{301}e\u{301}", "e\u{301}"),
+            vec![(0, 2), (2, 4)]
+        );
+    }
+
+    #[test]
+    fn code_point_slicing() {
+        let s = "a🌍中b";
+        assert_eq!(char_len(s), 4);
+        assert_eq!(slice_chars(s, 1, 3), "🌍中");
+        assert_eq!(slice_chars(s, 3, 99), "b");
+        assert_eq!(byte_offset(s, 4), Some(s.len()));
+        assert_eq!(byte_offset(s, 5), None);
+        assert_eq!(tail_chars(s, 2), "中b");
+        assert_eq!(head_chars(s, 2), "a🌍");
+        assert_eq!(tail_chars(s, 0), "");
+        assert_eq!(tail_chars(s, 10), s);
+    }
+}
