@@ -1,7 +1,6 @@
 //! `patchdiff_export_target`: the target's text in an explicit line-ending format. Glue only;
 //! the engine's `export` module decides the format and shapes the answer.
 
-use crate::history::export_response;
 use crate::json_text::JsonText;
 use crate::storage::{self, Caller, Need};
 use patchdiff_engine::api::args::{Args, not_found};
@@ -22,7 +21,7 @@ fn patchdiff_export_target(args: JsonText) -> JsonText {
         Ok((id, format)) => Spi::connect(|c| {
             match storage::targets::target(c, &id, Caller::current(), Need::Read) {
                 None => not_found(&id),
-                Some(t) => export_response(&id, &t, format).unwrap_or_else(|e| e.to_json(TOOL)),
+                Some(t) => t.export(format).unwrap_or_else(|e| e.to_json(TOOL)),
             }
         }),
     };

@@ -9,16 +9,12 @@
 //! in bounded batches.
 
 use crate::json_text::JsonText;
-use crate::storage::port::SpiHistory;
-use crate::storage::{self, Caller, Need, TargetRow};
-use crate::{new_id, out};
-use patchdiff_engine::api::checkpoint;
+use crate::out;
+use crate::storage::port::{SpiCheckpoints, SpiHistory};
+use crate::storage::{self, Caller};
 use patchdiff_engine::api::drive;
-use patchdiff_engine::api::export::{self, ExportFormat, ExportMeta};
 use patchdiff_engine::api::history;
-use patchdiff_engine::api::target::TargetView;
 use pgrx::prelude::*;
-use serde_json::Value;
 
 // ---------------------------------------------------------------------------------------------
 // patchdiff_save
@@ -29,93 +25,12 @@ use serde_json::Value;
 #[pg_extern(security_definer)]
 #[search_path(pg_catalog, pg_temp)]
 fn patchdiff_save(args: JsonText) -> JsonText {
-    const TOOL: &str = "patchdiff_save";
-    let req = match checkpoint::parse_save(&args.0) {
-        Ok(r) => r,
-        Err(e) => return out(&e.to_json(TOOL)),
-    };
-    // Refused before anything is read or locked: the publisher installs the file between this
-    // call and its own COMMIT, which only a caller owning the transaction can do.
-    if req.sync_workspace && !crate::workspace_owned_transaction() {
-        return out(&checkpoint::owned_transaction_required().to_json(TOOL));
-    }
-    let id = req.target_file_id.as_str();
+    let owned = crate::workspace_owned_transaction();
     let caller = Caller::current();
-    let answer = Spi::connect_mut(|c| {
-        let Some(lock) = storage::targets::lock_for_save(c, id, caller, req.sync_workspace) else {
-            return drive::unavailable(id, true, || storage::targets::readable(c, id, caller));
-        };
-        let content = lock
-            .publish
-            .as_ref()
-            .map_or(String::new(), |p| p.content.clone());
-        let locked = TargetView {
-            target_file_id: id,
-            version: lock.version,
-            current_hash: &lock.current_hash,
-            content: &content,
-        };
-        if let Some(rejected) = checkpoint::check_guards(&req, &locked) {
-            return rejected;
-        }
-        let publication = match lock.publish {
-            Some(p) => {
-                match checkpoint::publication(&req, &locked, &p.source_line_endings, p.binding) {
-                    Ok(p) => Some(p),
-                    Err(rejected) => return rejected,
-                }
-            }
-            None => None,
-        };
-        let cycle = lock.active_editing_cycle_id.as_str();
-        let (new_cycle, snapshot) = (new_id(), new_id());
-        storage::targets::save_checkpoint(c, id, cycle, &new_cycle, lock.version, &snapshot);
-        if let Some(p) = &publication {
-            storage::targets::move_workspace_baseline(
-                c,
-                id,
-                &p.content_sha256,
-                i64::try_from(p.content.len()).unwrap_or(i64::MAX),
-            );
-        }
-        let export = req.export_after_save.then(|| {
-            let t = storage::targets::target(c, id, caller, Need::Read)
-                .unwrap_or_else(|| storage::fault("exporting", "target vanished"));
-            export_response(id, &t, ExportFormat::OriginalText)
-                .unwrap_or_else(|e| e.to_json("patchdiff_export_target"))
-        });
-        let mut saved = checkpoint::saved_response(&locked, &snapshot, cycle, &new_cycle, export);
-        if let (Some(p), Value::Object(m)) = (publication, &mut saved) {
-            m.insert("workspace_publication".into(), p.to_json());
-        }
-        saved
+    let answer = Spi::connect_mut(|client| {
+        drive::save(&mut SpiCheckpoints { client, caller }, &args.0, owned)
     });
     out(&answer)
-}
-
-/// The export answer for a stored target row.
-pub(crate) fn export_response(
-    id: &str,
-    t: &TargetRow,
-    format: ExportFormat,
-) -> Result<Value, patchdiff_engine::api::args::ArgError> {
-    let facts = t
-        .source_line_endings
-        .as_deref()
-        .and_then(|s| serde_json::from_str(s).ok())
-        .unwrap_or(Value::Null);
-    let view = TargetView {
-        target_file_id: id,
-        version: t.version,
-        current_hash: &t.current_hash,
-        content: &t.content,
-    };
-    let meta = ExportMeta {
-        filename: &t.filename,
-        target_type: &t.target_type,
-        source_line_endings: &facts,
-    };
-    export::export(&view, &meta, format)
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ use patchdiff_engine::api::args::{ArgError, Args, not_found};
 use patchdiff_engine::api::drive::{self, Route, Settings};
 use patchdiff_engine::api::read;
 use patchdiff_engine::api::scoped as observed;
+use patchdiff_engine::api::store::StoredTarget;
 use patchdiff_engine::api::submit;
 use patchdiff_engine::api::target::{self, TargetMeta, TargetView};
 use patchdiff_engine::wire::{LITERAL, to_string};
@@ -115,15 +116,6 @@ pub(crate) fn new_id() -> String {
     uuid::Uuid::new_v4().to_string()
 }
 
-pub(crate) fn view<'a>(id: &'a str, t: &'a storage::TargetRow) -> TargetView<'a> {
-    TargetView {
-        target_file_id: id,
-        version: t.version,
-        current_hash: &t.current_hash,
-        content: &t.content,
-    }
-}
-
 /// Parses a read tool's arguments, all of them before the target is looked up, then runs `f`
 /// on the target; or answers `invalid_argument` / `not_found`.
 fn with_target<R>(
@@ -131,7 +123,7 @@ fn with_target<R>(
     args: &str,
     allowed: &[&str],
     parse: impl FnOnce(&Args) -> Result<R, ArgError>,
-    f: impl FnOnce(R, TargetView, &storage::TargetRow) -> Result<Value, ArgError>,
+    f: impl FnOnce(R, TargetView, &StoredTarget) -> Result<Value, ArgError>,
 ) -> JsonString {
     let parsed = Args::parse(args, allowed, &["target_file_id"])
         .and_then(|a| Ok((a.target_file_id()?, parse(&a)?)));
@@ -144,7 +136,7 @@ fn with_target<R>(
         Spi::connect(
             |c| match storage::targets::target(c, &id, caller, storage::Need::Read) {
                 None => not_found(&id),
-                Some(t) => f(request, view(&id, &t), &t).unwrap_or_else(|e| e.to_json(tool)),
+                Some(t) => f(request, t.view(), &t).unwrap_or_else(|e| e.to_json(tool)),
             },
         );
     out(&answer)
@@ -188,16 +180,11 @@ fn patchdiff_get_target(args: JsonString) -> JsonString {
         &["target_file_id"],
         |_| Ok(()),
         |(), v, t| {
-            let facts = t
-                .source_line_endings
-                .as_deref()
-                .and_then(|s| serde_json::from_str(s).ok())
-                .unwrap_or(Value::Null);
             let meta = TargetMeta {
                 filename: &t.filename,
                 target_type: &t.target_type,
                 active_editing_cycle_id: &t.active_editing_cycle_id,
-                source_line_endings: facts,
+                source_line_endings: t.line_endings(),
             };
             Ok(target::get_target_response(&v, &meta))
         },

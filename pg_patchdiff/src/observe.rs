@@ -3,7 +3,7 @@
 
 use crate::json_text::JsonText as JsonString;
 use crate::storage::{self, Caller, Need};
-use crate::{new_id, out, parser, view};
+use crate::{new_id, out, parser};
 use patchdiff_engine::api::args::Args;
 use patchdiff_engine::api::drive;
 use patchdiff_engine::api::observation::{
@@ -115,7 +115,7 @@ fn patchdiff_observe_scope(args: JsonString) -> JsonString {
                 storage::targets::readable(c, &id, caller)
             });
         };
-        let v = view(&id, &t);
+        let v = t.view();
         let cycle = t.active_editing_cycle_id.as_str();
         if let ObserveRequest::Page {
             observation_id,

@@ -5,7 +5,7 @@
 
 use crate::json_text::JsonText;
 use crate::storage::{self, Caller, Need};
-use crate::{Route, out, run_submission, view, with_target};
+use crate::{Route, out, run_submission, with_target};
 use patchdiff_engine::api::args::not_found;
 use patchdiff_engine::api::{lines, preview, submit};
 use pgrx::prelude::*;
@@ -60,7 +60,7 @@ fn patchdiff_preview(args: JsonText) -> JsonText {
     let answer = Spi::connect(
         |c| match storage::targets::target(c, id, caller, Need::Read) {
             None => not_found(id),
-            Some(t) => preview::preview(&sub, &view(id, &t)),
+            Some(t) => preview::preview(&sub, &t.view()),
         },
     );
     out(&answer)

@@ -122,10 +122,11 @@ pub mod api {
     pub mod scope {
         pub use crate::scope::*;
     }
-    /// The calls whose order the contract fixes (a submission, a replay), driven over the
+    /// The calls whose order the contract fixes (a submission, a SAVE, a replay), driven over the
     /// storage port.
     pub mod drive {
         pub use crate::drive::replay::replay;
+        pub use crate::drive::save::save;
         pub use crate::drive::submission::{Route, Settings, run, unavailable};
     }
     /// The storage port: what one call locks, reads and writes, implemented by the extension.

@@ -20,7 +20,6 @@ pub mod port;
 pub mod targets;
 
 pub use access::{Caller, Need};
-pub use targets::TargetRow;
 
 use pgrx::PgOid;
 use pgrx::datum::DatumWithOid;

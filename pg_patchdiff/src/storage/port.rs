@@ -1,8 +1,10 @@
-//! The engine's storage port ([`Store`], [`History`]) over SPI, for one call of one caller.
+//! The engine's storage port ([`Store`], [`Checkpoints`], [`History`]) over SPI, for one call of one caller.
 
-use super::{Caller, attempts, observations, targets};
+use super::{Caller, Need, attempts, fault, observations, targets};
 use patchdiff_engine::api::observation::{ObservationLink, ObservationRow};
-use patchdiff_engine::api::store::{History, LockedTarget, Store, StoredState};
+use patchdiff_engine::api::store::{
+    Checkpoints, History, SaveLock, Store, StoredState, StoredTarget,
+};
 use patchdiff_engine::api::submit::{Attempt, AttemptRow, Parent};
 use pgrx::prelude::*;
 use pgrx::spi::SpiClient;
@@ -18,15 +20,8 @@ impl Store for SpiStore<'_, '_> {
         crate::new_id()
     }
 
-    fn lock_target(&mut self, target_file_id: &str) -> Option<LockedTarget> {
-        let t = targets::lock_target(self.client, target_file_id, self.caller)?;
-        Some(LockedTarget {
-            target_file_id: target_file_id.to_owned(),
-            version: t.version,
-            current_hash: t.current_hash,
-            content: t.content,
-            active_editing_cycle_id: t.active_editing_cycle_id,
-        })
+    fn lock_target(&mut self, target_file_id: &str) -> Option<StoredTarget> {
+        targets::lock_target(self.client, target_file_id, self.caller)
     }
 
     fn readable(&mut self, target_file_id: &str) -> bool {
@@ -94,5 +89,52 @@ impl History for SpiHistory {
 
     fn accepted(&mut self, target_file_id: &str, after: i64, upto: i64) -> Vec<AttemptRow> {
         attempts::batch(target_file_id, after, upto)
+    }
+}
+
+/// What a SAVE locks, reads and writes, as `caller` may see it.
+pub struct SpiCheckpoints<'a, 'c> {
+    pub client: &'a mut SpiClient<'c>,
+    pub caller: Caller,
+}
+
+impl Checkpoints for SpiCheckpoints<'_, '_> {
+    fn new_id(&mut self) -> String {
+        crate::new_id()
+    }
+
+    fn lock_for_save(&mut self, target_file_id: &str, publish: bool) -> Option<SaveLock> {
+        targets::lock_for_save(self.client, target_file_id, self.caller, publish)
+    }
+
+    fn readable(&mut self, target_file_id: &str) -> bool {
+        targets::readable(self.client, target_file_id, self.caller)
+    }
+
+    fn save_checkpoint(
+        &mut self,
+        target_file_id: &str,
+        cycle: &str,
+        new_cycle: &str,
+        version: i64,
+        snapshot_id: &str,
+    ) {
+        targets::save_checkpoint(
+            self.client,
+            target_file_id,
+            cycle,
+            new_cycle,
+            version,
+            snapshot_id,
+        );
+    }
+
+    fn move_workspace_baseline(&mut self, target_file_id: &str, sha256: &str, bytes: i64) {
+        targets::move_workspace_baseline(self.client, target_file_id, sha256, bytes);
+    }
+
+    fn saved_target(&mut self, target_file_id: &str) -> StoredTarget {
+        targets::target(self.client, target_file_id, self.caller, Need::Read)
+            .unwrap_or_else(|| fault("exporting", "target vanished"))
     }
 }

@@ -2,22 +2,11 @@
 
 use super::access::tiered;
 use super::{Caller, Need, Row, access_args, fault, first_row, read, read_once, write, write_once};
-use patchdiff_engine::api::store::StoredState;
+use patchdiff_engine::api::store::{PublishFacts, SaveLock, StoredState, StoredTarget};
 use patchdiff_engine::api::target::{BindingProof, WorkspaceBinding};
 use pgrx::datum::DatumWithOid;
 use pgrx::spi::{SpiClient, SpiTupleTable};
 use serde_json::Value;
-
-/// A target's committed row, as read by the locking or the plain read.
-pub struct TargetRow {
-    pub version: i64,
-    pub current_hash: String,
-    pub content: String,
-    pub active_editing_cycle_id: String,
-    pub filename: String,
-    pub target_type: String,
-    pub source_line_endings: Option<String>,
-}
 
 macro_rules! target_select {
     ($pred:expr, $tail:literal) => {
@@ -34,7 +23,7 @@ const TARGET_SQL: [&str; 3] = tiered!(target_select, "t", "");
 const LOCK_TARGET_SQL: [&str; 3] = tiered!(target_select, "t", " FOR UPDATE");
 
 /// Reads a target the caller may `need`.
-pub fn target(client: &SpiClient, id: &str, caller: Caller, need: Need) -> Option<TargetRow> {
+pub fn target(client: &SpiClient, id: &str, caller: Caller, need: Need) -> Option<StoredTarget> {
     caller.first(|tier| {
         let [a, n] = access_args(caller, need);
         let rows = read_once(
@@ -44,14 +33,14 @@ pub fn target(client: &SpiClient, id: &str, caller: Caller, need: Need) -> Optio
             &[id.into(), a, n],
             "reading target",
         );
-        target_row(rows)
+        target_row(id, rows)
     })
 }
 
 /// Takes the row lock (`FOR UPDATE`) of a target the caller may write, and reads it. A target it
 /// may not write is neither read nor locked. From here on, every statement of this SPI
 /// connection runs read-write and sees the latest committed state.
-pub fn lock_target(client: &mut SpiClient, id: &str, caller: Caller) -> Option<TargetRow> {
+pub fn lock_target(client: &mut SpiClient, id: &str, caller: Caller) -> Option<StoredTarget> {
     caller.first(|tier| {
         let [a, n] = access_args(caller, Need::Write);
         let rows = write(
@@ -60,7 +49,7 @@ pub fn lock_target(client: &mut SpiClient, id: &str, caller: Caller) -> Option<T
             &[id.into(), a, n],
             "locking target",
         );
-        target_row(rows)
+        target_row(id, rows)
     })
 }
 
@@ -69,7 +58,7 @@ pub fn readable(client: &SpiClient, id: &str, caller: Caller) -> bool {
     target(client, id, caller, Need::Read).is_some()
 }
 
-fn target_row(rows: SpiTupleTable) -> Option<TargetRow> {
+fn target_row(id: &str, rows: SpiTupleTable) -> Option<StoredTarget> {
     let row = rows.first();
     if row.is_empty() {
         return None;
@@ -78,7 +67,8 @@ fn target_row(rows: SpiTupleTable) -> Option<TargetRow> {
         row.get::<String>(i)
             .unwrap_or_else(|e| fault("reading target", e))
     };
-    Some(TargetRow {
+    Some(StoredTarget {
+        target_file_id: id.to_owned(),
         version: row
             .get::<i64>(1)
             .unwrap_or_else(|e| fault("reading target", e))
@@ -228,22 +218,6 @@ const SAVE_LOCK_PUBLISH_SQL: [&str; 3] = tiered!(
      workspace_relative_path, workspace_baseline_sha256, workspace_binding_nonce, workspace_binding_proof, \
      workspace_baseline_bytes"
 );
-
-/// A target as a SAVE locks it.
-pub struct SaveLock {
-    pub version: i64,
-    pub current_hash: String,
-    pub active_editing_cycle_id: String,
-    /// What only a publishing SAVE reads.
-    pub publish: Option<PublishFacts>,
-}
-
-/// The content, recorded line endings and workspace binding a publishing SAVE reads.
-pub struct PublishFacts {
-    pub content: String,
-    pub source_line_endings: Value,
-    pub binding: Option<WorkspaceBinding>,
-}
 
 /// Takes the row lock of a target the caller may write, for a SAVE (`publish`: a publishing one).
 pub fn lock_for_save(

@@ -5,21 +5,28 @@
 //! with a few vectors. Every method sees the caller's identity through the store itself, so a
 //! row the caller may not see is, to the engine, no row at all.
 
+use crate::contract::args::ArgError;
+use crate::history::export::{self, ExportFormat, ExportMeta};
 use crate::scope::observation::{ObservationLink, ObservationRow};
 use crate::submission::submit::{Attempt, AttemptRow, Parent};
-use crate::target::TargetView;
+use crate::target::{TargetView, WorkspaceBinding};
+use serde_json::Value;
 
-/// A target as the submission lock reads it.
+/// A target's stored row, as the lock or a plain read returns it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LockedTarget {
+pub struct StoredTarget {
     pub target_file_id: String,
     pub version: i64,
     pub current_hash: String,
     pub content: String,
     pub active_editing_cycle_id: String,
+    pub filename: String,
+    pub target_type: String,
+    /// The recorded source line endings (JSON text), if any.
+    pub source_line_endings: Option<String>,
 }
 
-impl LockedTarget {
+impl StoredTarget {
     pub fn view(&self) -> TargetView<'_> {
         TargetView {
             target_file_id: &self.target_file_id,
@@ -27,6 +34,25 @@ impl LockedTarget {
             current_hash: &self.current_hash,
             content: &self.content,
         }
+    }
+
+    /// The recorded source line endings, or null for a target without them.
+    pub fn line_endings(&self) -> Value {
+        self.source_line_endings
+            .as_deref()
+            .and_then(|s| serde_json::from_str(s).ok())
+            .unwrap_or(Value::Null)
+    }
+
+    /// The `patchdiff_export_target` answer for this row.
+    pub fn export(&self, format: ExportFormat) -> Result<Value, ArgError> {
+        let facts = self.line_endings();
+        let meta = ExportMeta {
+            filename: &self.filename,
+            target_type: &self.target_type,
+            source_line_endings: &facts,
+        };
+        export::export(&self.view(), &meta, format)
     }
 }
 
@@ -36,7 +62,7 @@ pub trait Store {
     fn new_id(&mut self) -> String;
     /// Takes the row lock of a target the caller may write, held until the transaction ends,
     /// and reads it; `None`, having locked nothing, when there is none the caller may write.
-    fn lock_target(&mut self, target_file_id: &str) -> Option<LockedTarget>;
+    fn lock_target(&mut self, target_file_id: &str) -> Option<StoredTarget>;
     /// Whether the caller may read the target (to tell `write_not_granted` from `not_found`).
     fn readable(&mut self, target_file_id: &str) -> bool;
     /// What the log knows of a parent attempt the caller may read.
@@ -83,4 +109,47 @@ pub trait History {
     /// The accepted attempts in `(after, upto]`, in sequence order, with the observations they
     /// consumed.
     fn accepted(&mut self, target_file_id: &str, after: i64, upto: i64) -> Vec<AttemptRow>;
+}
+
+/// A target as a SAVE locks it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SaveLock {
+    pub version: i64,
+    pub current_hash: String,
+    pub active_editing_cycle_id: String,
+    /// What only a publishing SAVE reads.
+    pub publish: Option<PublishFacts>,
+}
+
+/// The content, recorded line endings and workspace binding a publishing SAVE reads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PublishFacts {
+    pub content: String,
+    pub source_line_endings: Value,
+    pub binding: Option<WorkspaceBinding>,
+}
+
+/// What a SAVE locks, reads and writes.
+pub trait Checkpoints {
+    /// A new editing cycle or snapshot ID (a UUID).
+    fn new_id(&mut self) -> String;
+    /// Takes the row lock of a target the caller may write (`publish`: with what a publishing
+    /// SAVE reads); `None`, having locked nothing, when there is none.
+    fn lock_for_save(&mut self, target_file_id: &str, publish: bool) -> Option<SaveLock>;
+    /// Whether the caller may read the target.
+    fn readable(&mut self, target_file_id: &str) -> bool;
+    /// Snapshots the locked target into its active cycle `cycle`, closes that at `version` and
+    /// opens `new_cycle`.
+    fn save_checkpoint(
+        &mut self,
+        target_file_id: &str,
+        cycle: &str,
+        new_cycle: &str,
+        version: i64,
+        snapshot_id: &str,
+    );
+    /// Moves a published target's workspace baseline to the content just installed.
+    fn move_workspace_baseline(&mut self, target_file_id: &str, sha256: &str, bytes: i64);
+    /// The target just saved, read again (it is locked, so it is there).
+    fn saved_target(&mut self, target_file_id: &str) -> StoredTarget;
 }

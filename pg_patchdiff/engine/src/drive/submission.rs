@@ -154,7 +154,7 @@ mod tests {
     //! the extension's tests and the end-to-end suites.
 
     use super::*;
-    use crate::drive::store::LockedTarget;
+    use crate::drive::store::StoredTarget;
     use crate::scope::observation::{ObservationLink, ObservationRow};
     use crate::submission::submit::{Attempt, AttemptRow};
     use crate::text::{char_len, sha256_hex, slice_chars};
@@ -169,7 +169,7 @@ mod tests {
     /// Rows of one target the caller may write, and one it may only read.
     #[derive(Default)]
     struct Memory {
-        target: Option<LockedTarget>,
+        target: Option<StoredTarget>,
         attempts: Vec<(String, Attempt)>,
         consumptions: Vec<(String, ObservationLink)>,
         observations: Vec<ObservationRow>,
@@ -181,12 +181,15 @@ mod tests {
     impl Memory {
         fn with(doc: &str) -> Memory {
             Memory {
-                target: Some(LockedTarget {
+                target: Some(StoredTarget {
                     target_file_id: T.into(),
                     version: 0,
                     current_hash: sha256_hex(doc),
                     content: doc.into(),
                     active_editing_cycle_id: CYCLE.into(),
+                    filename: "a.txt".into(),
+                    target_type: "text".into(),
+                    source_line_endings: None,
                 }),
                 ..Memory::default()
             }
@@ -206,7 +209,7 @@ mod tests {
             self.ids += 1;
             format!("00000000-0000-4000-8000-{:012}", self.ids)
         }
-        fn lock_target(&mut self, id: &str) -> Option<LockedTarget> {
+        fn lock_target(&mut self, id: &str) -> Option<StoredTarget> {
             self.calls.push("lock_target");
             self.target.clone().filter(|t| t.target_file_id == id)
         }
