@@ -9,11 +9,10 @@
 //! in bounded batches.
 
 use crate::json_text::JsonText;
-use crate::out;
-use crate::storage::port::{SpiCheckpoints, SpiHistory};
-use crate::storage::{self, Caller};
+use crate::storage::Caller;
+use crate::storage::port::SpiHistory;
+use crate::{out, with_store};
 use patchdiff_engine::api::drive;
-use patchdiff_engine::api::history;
 use pgrx::prelude::*;
 
 // ---------------------------------------------------------------------------------------------
@@ -26,11 +25,7 @@ use pgrx::prelude::*;
 #[search_path(pg_catalog, pg_temp)]
 fn patchdiff_save(args: JsonText) -> JsonText {
     let owned = crate::workspace_owned_transaction();
-    let caller = Caller::current();
-    let answer = Spi::connect_mut(|client| {
-        drive::save(&mut SpiCheckpoints { client, caller }, &args.0, owned)
-    });
-    out(&answer)
+    with_store(|s| drive::save(s, &args.0, owned))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -63,31 +58,7 @@ fn patchdiff_replay(args: JsonText) -> JsonText {
 #[pg_extern(security_definer, stable)]
 #[search_path(pg_catalog, pg_temp)]
 fn patchdiff_get_pdcp_log(args: JsonText) -> JsonText {
-    const TOOL: &str = "patchdiff_get_pdcp_log";
-    let q = match history::parse_log(&args.0) {
-        Ok(q) => q,
-        Err(e) => return out(&history::invalid(&e, TOOL)),
-    };
-    let id = q.target_file_id.as_str();
-    let caller = Caller::current();
-    let answer = Spi::connect(|c| {
-        if storage::targets::readable_cycle(c, id, caller).is_none() {
-            return history::not_found(id);
-        }
-        let rows = storage::attempts::log_page(c, &q);
-        let shown = rows.len().min(q.page.limit);
-        let contents = if q.include_content {
-            history::content_plan(&rows[..shown])
-                .into_iter()
-                .zip(&rows)
-                .map(|(keep, r)| keep.then(|| storage::attempts::record(c, &r.pdcp_log_id)))
-                .collect()
-        } else {
-            Vec::new()
-        };
-        history::log_page(&q.page, rows, q.include_content, contents)
-    });
-    out(&answer)
+    with_store(|s| drive::log_page(s, &args.0))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -98,32 +69,7 @@ fn patchdiff_get_pdcp_log(args: JsonText) -> JsonText {
 #[pg_extern(security_definer, stable)]
 #[search_path(pg_catalog, pg_temp)]
 fn patchdiff_get_manifest_ledger(args: JsonText) -> JsonText {
-    const TOOL: &str = "patchdiff_get_manifest_ledger";
-    let q = match history::parse_ledger(&args.0) {
-        Ok(q) => q,
-        Err(e) => return out(&history::invalid(&e, TOOL)),
-    };
-    let id = q.target_file_id.as_str();
-    let caller = Caller::current();
-    let answer = Spi::connect(|c| {
-        let Some(cycle) = storage::targets::readable_cycle(c, id, caller) else {
-            return history::not_found(id);
-        };
-        let scope = if q.include_previous_cycles {
-            id
-        } else {
-            cycle.as_str()
-        };
-        let rows = storage::ledger::ledger_page(
-            c,
-            scope,
-            q.include_previous_cycles,
-            q.page.max_sequence,
-            q.page.fetch(),
-        );
-        history::ledger_page(&q.page, rows)
-    });
-    out(&answer)
+    with_store(|s| drive::ledger_page(s, &args.0))
 }
 
 // Planner settings of the functions that page through history (see `read`): a sort could only

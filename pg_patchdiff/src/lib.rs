@@ -1,22 +1,22 @@
 //! pg_patchdiff: the PatchDIFF SQL API.
 //!
 //! Each MCP tool `patchdiff_X` is the SQL function `patchdiff_X(args json) RETURNS json`; the
-//! result is the tool's JSON exactly as the contract describes it. This crate is glue: it
-//! takes the target's row lock, reads what the engine needs, calls `patchdiff-engine`, and
-//! writes the attempt, ledger and target rows in the caller's transaction.
+//! result is the tool's JSON exactly as the contract describes it. This crate is glue: each
+//! function hands its argument text to the engine's sequence for it (`patchdiff_engine::api::drive`),
+//! over this transaction's rows through the storage port ([`storage::port::SpiStore`]), whose
+//! statements all live in [`storage`]; and it supplies what only PostgreSQL knows: the caller,
+//! new IDs, session settings and the transaction's state.
 
 use json_text::JsonText as JsonString;
-use patchdiff_engine::api::args::{ArgError, Args, not_found};
+use patchdiff_engine::api::args::ArgError;
 use patchdiff_engine::api::drive::{self, Route, Settings};
-use patchdiff_engine::api::read;
 use patchdiff_engine::api::scoped as observed;
-use patchdiff_engine::api::store::StoredTarget;
 use patchdiff_engine::api::submit;
-use patchdiff_engine::api::target::{self, TargetMeta, TargetView};
 use patchdiff_engine::wire::{LITERAL, to_string};
 use pgrx::guc::{GucContext, GucFlags, GucRegistry, GucSetting};
 use pgrx::prelude::*;
 use serde_json::{Map, Value, json};
+use storage::port::SpiStore;
 
 mod export;
 mod grants;
@@ -116,44 +116,13 @@ pub(crate) fn new_id() -> String {
     uuid::Uuid::new_v4().to_string()
 }
 
-/// Parses a read tool's arguments, all of them before the target is looked up, then runs `f`
-/// on the target; or answers `invalid_argument` / `not_found`.
-fn with_target<R>(
-    tool: &str,
-    args: &str,
-    allowed: &[&str],
-    parse: impl FnOnce(&Args) -> Result<R, ArgError>,
-    f: impl FnOnce(R, TargetView, &StoredTarget) -> Result<Value, ArgError>,
-) -> JsonString {
-    let parsed = Args::parse(args, allowed, &["target_file_id"])
-        .and_then(|a| Ok((a.target_file_id()?, parse(&a)?)));
-    let (id, request) = match parsed {
-        Ok(p) => p,
-        Err(e) => return out(&e.to_json(tool)),
-    };
+/// Runs one call of the engine over this transaction's rows, as the caller may see them, and
+/// returns its answer as `json` text.
+pub(crate) fn with_store(call: impl FnOnce(&mut SpiStore) -> Value) -> JsonString {
     let caller = storage::Caller::current();
-    let answer =
-        Spi::connect(
-            |c| match storage::targets::target(c, &id, caller, storage::Need::Read) {
-                None => not_found(&id),
-                Some(t) => f(request, t.view(), &t).unwrap_or_else(|e| e.to_json(tool)),
-            },
-        );
-    out(&answer)
-}
-
-fn initialize(tool: &str, args: &str, upload: bool) -> JsonString {
-    let t = match target::parse_initialize(args, upload) {
-        Ok(t) => t,
-        Err(e) => return out(&e.to_json(tool)),
-    };
-    let (id, cycle, snapshot) = (new_id(), new_id(), new_id());
-    let owner = storage::Caller::current().role;
-    if !Spi::connect_mut(|c| storage::targets::insert_target(c, &t, &id, &cycle, &snapshot, owner))
-    {
-        return out(&target::binding_nonce_taken().to_json(tool));
-    }
-    out(&target::initialized_response(&t, &id, &cycle))
+    out(&Spi::connect_mut(|client| {
+        call(&mut SpiStore { client, caller })
+    }))
 }
 
 /// Creates a target from inline content: LF canonicalization, recorded source line endings,
@@ -161,58 +130,32 @@ fn initialize(tool: &str, args: &str, upload: bool) -> JsonString {
 #[pg_extern(security_definer)]
 #[search_path(pg_catalog, pg_temp)]
 fn patchdiff_initialize_target(args: JsonString) -> JsonString {
-    initialize("patchdiff_initialize_target", &args.0, false)
+    with_store(|s| drive::initialize(s, "patchdiff_initialize_target", &args.0, false))
 }
 
 /// Upload alias of patchdiff_initialize_target (filename, content and content_type required).
 #[pg_extern(security_definer)]
 #[search_path(pg_catalog, pg_temp)]
 fn patchdiff_handle_upload(args: JsonString) -> JsonString {
-    initialize("patchdiff_handle_upload", &args.0, true)
+    with_store(|s| drive::initialize(s, "patchdiff_handle_upload", &args.0, true))
 }
 
 #[pg_extern(security_definer, stable)]
 #[search_path(pg_catalog, pg_temp)]
 fn patchdiff_get_target(args: JsonString) -> JsonString {
-    with_target(
-        "patchdiff_get_target",
-        &args.0,
-        &["target_file_id"],
-        |_| Ok(()),
-        |(), v, t| {
-            let meta = TargetMeta {
-                filename: &t.filename,
-                target_type: &t.target_type,
-                active_editing_cycle_id: &t.active_editing_cycle_id,
-                source_line_endings: t.line_endings(),
-            };
-            Ok(target::get_target_response(&v, &meta))
-        },
-    )
+    with_store(|s| drive::get_target(s, &args.0))
 }
 
 #[pg_extern(security_definer, stable)]
 #[search_path(pg_catalog, pg_temp)]
 fn patchdiff_read_target(args: JsonString) -> JsonString {
-    with_target(
-        "patchdiff_read_target",
-        &args.0,
-        read::READ_TARGET_ARGS,
-        read::parse_read_target,
-        |r, v, _| read::read_target(&v, r),
-    )
+    with_store(|s| drive::read_target(s, &args.0))
 }
 
 #[pg_extern(security_definer, stable)]
 #[search_path(pg_catalog, pg_temp)]
 fn patchdiff_find_occurrences(args: JsonString) -> JsonString {
-    with_target(
-        "patchdiff_find_occurrences",
-        &args.0,
-        read::FIND_ARGS,
-        read::parse_find,
-        |r, v, _| Ok(read::find_occurrences(&v, &r)),
-    )
+    with_store(|s| drive::find_occurrences(s, &args.0))
 }
 
 /// Whether the call runs inside a transaction block the caller opened (BEGIN ... COMMIT); see
@@ -232,17 +175,7 @@ fn run_submission(
         strict_observation_mode: strict_observation_mode(),
         caller_owned_transaction: caller_owned_transaction(),
     };
-    let caller = storage::Caller::current();
-    let answer = Spi::connect_mut(|client| {
-        drive::run(
-            &mut storage::port::SpiStore { client, caller },
-            tool,
-            sub,
-            route,
-            settings,
-        )
-    });
-    out(&answer)
+    with_store(|s| drive::run(s, tool, sub, route, settings))
 }
 
 /// Guarded tx/2 operations confined to server-issued structural observations: the single form

@@ -122,12 +122,17 @@ pub mod api {
     pub mod scope {
         pub use crate::scope::*;
     }
-    /// The calls whose order the contract fixes (a submission, a SAVE, a replay), driven over the
-    /// storage port.
+    /// Every SQL function's sequence, driven over the storage port.
     pub mod drive {
+        pub use crate::drive::grants::{grant, list_targets, revoke};
+        pub use crate::drive::pages::{ledger_page, log_page};
         pub use crate::drive::replay::replay;
         pub use crate::drive::save::save;
         pub use crate::drive::submission::{Route, Settings, run, unavailable};
+        pub use crate::drive::targets::{
+            export_target, find_occurrences, get_target, initialize, preview, read_lines,
+            read_target,
+        };
     }
     /// The storage port: what one call locks, reads and writes, implemented by the extension.
     pub mod store {

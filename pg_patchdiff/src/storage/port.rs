@@ -1,15 +1,18 @@
-//! The engine's storage port ([`Store`], [`Checkpoints`], [`History`]) over SPI, for one call of one caller.
+//! The engine's storage port over SPI, for one call of one caller.
 
-use super::{Caller, Need, attempts, fault, observations, targets};
+use super::{Caller, Need, attempts, fault, grants, ledger, observations, targets};
+use patchdiff_engine::api::history::{LedgerRow, LogQuery};
 use patchdiff_engine::api::observation::{ObservationLink, ObservationRow};
 use patchdiff_engine::api::store::{
-    Checkpoints, History, SaveLock, Store, StoredState, StoredTarget,
+    Checkpoints, Grants, History, Reads, SaveLock, Store, StoredState, StoredTarget, Targets,
 };
 use patchdiff_engine::api::submit::{Attempt, AttemptRow, Parent};
+use patchdiff_engine::api::target::NewTarget;
+use patchdiff_engine::api::tenancy::{ListQuery, ListedTarget, Privilege};
 use pgrx::prelude::*;
 use pgrx::spi::SpiClient;
 
-/// The rows of the caller's transaction, as `caller` may see them.
+/// The rows of the caller's transaction, as `caller` may see them: every port but [`History`].
 pub struct SpiStore<'a, 'c> {
     pub client: &'a mut SpiClient<'c>,
     pub caller: Caller,
@@ -92,13 +95,7 @@ impl History for SpiHistory {
     }
 }
 
-/// What a SAVE locks, reads and writes, as `caller` may see it.
-pub struct SpiCheckpoints<'a, 'c> {
-    pub client: &'a mut SpiClient<'c>,
-    pub caller: Caller,
-}
-
-impl Checkpoints for SpiCheckpoints<'_, '_> {
+impl Checkpoints for SpiStore<'_, '_> {
     fn new_id(&mut self) -> String {
         crate::new_id()
     }
@@ -136,5 +133,90 @@ impl Checkpoints for SpiCheckpoints<'_, '_> {
     fn saved_target(&mut self, target_file_id: &str) -> StoredTarget {
         targets::target(self.client, target_file_id, self.caller, Need::Read)
             .unwrap_or_else(|| fault("exporting", "target vanished"))
+    }
+}
+
+impl Targets for SpiStore<'_, '_> {
+    fn new_id(&mut self) -> String {
+        crate::new_id()
+    }
+
+    fn insert_target(
+        &mut self,
+        target: &NewTarget,
+        target_file_id: &str,
+        cycle_id: &str,
+        snapshot_id: &str,
+    ) -> bool {
+        targets::insert_target(
+            self.client,
+            target,
+            target_file_id,
+            cycle_id,
+            snapshot_id,
+            self.caller.role,
+        )
+    }
+}
+
+impl Reads for SpiStore<'_, '_> {
+    fn target(&mut self, target_file_id: &str) -> Option<StoredTarget> {
+        targets::target(self.client, target_file_id, self.caller, Need::Read)
+    }
+
+    fn readable_cycle(&mut self, target_file_id: &str) -> Option<String> {
+        targets::readable_cycle(self.client, target_file_id, self.caller)
+    }
+
+    fn log_page(&mut self, q: &LogQuery) -> Vec<AttemptRow> {
+        attempts::log_page(self.client, q)
+    }
+
+    fn record(&mut self, pdcp_log_id: &str) -> String {
+        attempts::record(self.client, pdcp_log_id)
+    }
+
+    fn ledger_page(
+        &mut self,
+        scope: &str,
+        all_cycles: bool,
+        max_sequence: i64,
+        fetch: i64,
+    ) -> Vec<LedgerRow> {
+        ledger::ledger_page(self.client, scope, all_cycles, max_sequence, fetch)
+    }
+}
+
+impl Grants for SpiStore<'_, '_> {
+    type Role = pg_sys::Oid;
+
+    fn owns(&mut self, target_file_id: &str) -> Option<bool> {
+        grants::owns(self.client, target_file_id, self.caller)
+    }
+
+    fn role(&mut self, name: &str) -> Option<pg_sys::Oid> {
+        grants::role(self.client, name)
+    }
+
+    fn grant(&mut self, target_file_id: &str, role: pg_sys::Oid, privilege: Privilege) {
+        grants::grant(
+            self.client,
+            target_file_id,
+            role,
+            privilege,
+            self.caller.role,
+        );
+    }
+
+    fn revoke(&mut self, target_file_id: &str, role: pg_sys::Oid, write_only: bool) {
+        grants::revoke(self.client, target_file_id, role, write_only);
+    }
+
+    fn current_grant(&mut self, target_file_id: &str, role: pg_sys::Oid) -> Option<Privilege> {
+        grants::current_grant(self.client, target_file_id, role)
+    }
+
+    fn list_targets(&mut self, q: &ListQuery) -> Vec<ListedTarget> {
+        grants::list_targets(self.client, self.caller, q)
     }
 }

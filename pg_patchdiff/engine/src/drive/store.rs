@@ -7,9 +7,11 @@
 
 use crate::contract::args::ArgError;
 use crate::history::export::{self, ExportFormat, ExportMeta};
+use crate::history::pages::{LedgerRow, LogQuery};
 use crate::scope::observation::{ObservationLink, ObservationRow};
 use crate::submission::submit::{Attempt, AttemptRow, Parent};
-use crate::target::{TargetView, WorkspaceBinding};
+use crate::target::tenancy::{ListQuery, ListedTarget, Privilege};
+use crate::target::{NewTarget, TargetView, WorkspaceBinding};
 use serde_json::Value;
 
 /// A target's stored row, as the lock or a plain read returns it.
@@ -152,4 +154,59 @@ pub trait Checkpoints {
     fn move_workspace_baseline(&mut self, target_file_id: &str, sha256: &str, bytes: i64);
     /// The target just saved, read again (it is locked, so it is there).
     fn saved_target(&mut self, target_file_id: &str) -> StoredTarget;
+}
+
+/// What target creation writes.
+pub trait Targets {
+    /// A new target, cycle or snapshot ID (a UUID).
+    fn new_id(&mut self) -> String;
+    /// Inserts a target owned by the caller, with its first editing cycle and its initial
+    /// snapshot; false, having written nothing, when the workspace binding's nonce already binds
+    /// another target.
+    fn insert_target(
+        &mut self,
+        target: &NewTarget,
+        target_file_id: &str,
+        cycle_id: &str,
+        snapshot_id: &str,
+    ) -> bool;
+}
+
+/// What the read tools and the history pages read, without a lock.
+pub trait Reads {
+    /// A target the caller may read.
+    fn target(&mut self, target_file_id: &str) -> Option<StoredTarget>;
+    /// The active editing cycle of a target the caller may read.
+    fn readable_cycle(&mut self, target_file_id: &str) -> Option<String>;
+    /// A page of the query's attempts: at most `q.page.fetch()` rows, newest first.
+    fn log_page(&mut self, q: &LogQuery) -> Vec<AttemptRow>;
+    /// One stored record.
+    fn record(&mut self, pdcp_log_id: &str) -> String;
+    /// A page of ledger entries, newest first: at most `fetch` rows at or below `max_sequence`
+    /// of the editing cycle `scope` or, with `all_cycles`, of the target `scope`.
+    fn ledger_page(
+        &mut self,
+        scope: &str,
+        all_cycles: bool,
+        max_sequence: i64,
+        fetch: i64,
+    ) -> Vec<LedgerRow>;
+}
+
+/// What grants and the target directory read and write, for the caller.
+pub trait Grants {
+    /// A role, as the database names it.
+    type Role: Copy;
+    /// Whether the caller owns (or administers) a target; `None` when it may not read it.
+    fn owns(&mut self, target_file_id: &str) -> Option<bool>;
+    /// The role named `name`, if it exists.
+    fn role(&mut self, name: &str) -> Option<Self::Role>;
+    /// Gives `role` `privilege` on a target, replacing any grant it held; the caller grants it.
+    fn grant(&mut self, target_file_id: &str, role: Self::Role, privilege: Privilege);
+    /// Takes `role`'s grant on a target down to read (`write_only`) or away.
+    fn revoke(&mut self, target_file_id: &str, role: Self::Role, write_only: bool);
+    /// The grant `role` now holds on a target.
+    fn current_grant(&mut self, target_file_id: &str, role: Self::Role) -> Option<Privilege>;
+    /// The targets the caller may read, newest first: at most `q.limit + 1` of them.
+    fn list_targets(&mut self, q: &ListQuery) -> Vec<ListedTarget>;
 }
