@@ -125,6 +125,7 @@ pub mod api {
     /// Every SQL function's sequence, driven over the storage port.
     pub mod drive {
         pub use crate::drive::grants::{grant, list_targets, revoke};
+        pub use crate::drive::observation::observe_scope;
         pub use crate::drive::pages::{ledger_page, log_page};
         pub use crate::drive::replay::replay;
         pub use crate::drive::save::save;

@@ -2,24 +2,9 @@
 
 use super::access::tiered;
 use super::{Caller, Need, access_args, fault, write};
+use patchdiff_engine::api::store::{NewObservation, StoredObservation};
 use pgrx::datum::DatumWithOid;
 use pgrx::spi::{SpiClient, SpiTupleTable};
-
-/// An observation to persist.
-pub struct NewObservation<'a> {
-    pub observation_id: &'a str,
-    pub target_file_id: &'a str,
-    pub editing_cycle_id: &'a str,
-    pub bundle: Option<(&'a str, i32)>,
-    pub target_version: i64,
-    pub target_current_hash: &'a str,
-    pub scope: &'a patchdiff_engine::api::observation::ScopeView,
-    pub requested_name: &'a str,
-    pub requested_kind: Option<&'a str>,
-    pub language: &'a str,
-    pub engine: &'a str,
-    pub grammar: &'a str,
-}
 
 /// Persists one observation (an authority row).
 pub fn insert_observation(client: &mut SpiClient, o: &NewObservation) {
@@ -59,17 +44,6 @@ pub fn insert_observation(client: &mut SpiClient, o: &NewObservation) {
         &args,
         "writing observation",
     );
-}
-
-/// A stored observation with what its pages repeat.
-pub struct StoredObservation {
-    pub row: patchdiff_engine::api::observation::ObservationRow,
-    pub parent: Option<String>,
-    pub language: String,
-    pub engine: String,
-    pub grammar: String,
-    pub scope_start_line: usize,
-    pub scope_end_line: usize,
 }
 
 macro_rules! observation_select {

@@ -3,14 +3,18 @@
 use super::{Caller, Need, attempts, fault, grants, ledger, observations, targets};
 use patchdiff_engine::api::history::{LedgerRow, LogQuery};
 use patchdiff_engine::api::observation::{ObservationLink, ObservationRow};
+use patchdiff_engine::api::scope::{Language, Outline};
 use patchdiff_engine::api::store::{
-    Checkpoints, Grants, History, Reads, SaveLock, Store, StoredState, StoredTarget, Targets,
+    Checkpoints, Grants, History, NewObservation, NoOutline, Observations, Reads, SaveLock,
+    Session, Store, StoredObservation, StoredState, StoredTarget, Targets,
 };
 use patchdiff_engine::api::submit::{Attempt, AttemptRow, Parent};
 use patchdiff_engine::api::target::NewTarget;
+use patchdiff_engine::api::target::TargetView;
 use patchdiff_engine::api::tenancy::{ListQuery, ListedTarget, Privilege};
 use pgrx::prelude::*;
 use pgrx::spi::SpiClient;
+use std::rc::Rc;
 
 /// The rows of the caller's transaction, as `caller` may see them: every port but [`History`].
 pub struct SpiStore<'a, 'c> {
@@ -18,17 +22,19 @@ pub struct SpiStore<'a, 'c> {
     pub caller: Caller,
 }
 
-impl Store for SpiStore<'_, '_> {
+impl Session for SpiStore<'_, '_> {
     fn new_id(&mut self) -> String {
         crate::new_id()
     }
 
-    fn lock_target(&mut self, target_file_id: &str) -> Option<StoredTarget> {
-        targets::lock_target(self.client, target_file_id, self.caller)
-    }
-
     fn readable(&mut self, target_file_id: &str) -> bool {
         targets::readable(self.client, target_file_id, self.caller)
+    }
+}
+
+impl Store for SpiStore<'_, '_> {
+    fn lock_target(&mut self, target_file_id: &str) -> Option<StoredTarget> {
+        targets::lock_target(self.client, target_file_id, self.caller)
     }
 
     fn parent(&mut self, pdcp_log_id: &str) -> Parent {
@@ -96,16 +102,8 @@ impl History for SpiHistory {
 }
 
 impl Checkpoints for SpiStore<'_, '_> {
-    fn new_id(&mut self) -> String {
-        crate::new_id()
-    }
-
     fn lock_for_save(&mut self, target_file_id: &str, publish: bool) -> Option<SaveLock> {
         targets::lock_for_save(self.client, target_file_id, self.caller, publish)
-    }
-
-    fn readable(&mut self, target_file_id: &str) -> bool {
-        targets::readable(self.client, target_file_id, self.caller)
     }
 
     fn save_checkpoint(
@@ -137,10 +135,6 @@ impl Checkpoints for SpiStore<'_, '_> {
 }
 
 impl Targets for SpiStore<'_, '_> {
-    fn new_id(&mut self) -> String {
-        crate::new_id()
-    }
-
     fn insert_target(
         &mut self,
         target: &NewTarget,
@@ -218,5 +212,28 @@ impl Grants for SpiStore<'_, '_> {
 
     fn list_targets(&mut self, q: &ListQuery) -> Vec<ListedTarget> {
         grants::list_targets(self.client, self.caller, q)
+    }
+}
+
+impl Observations for SpiStore<'_, '_> {
+    fn target_for(&mut self, target_file_id: &str, write: bool) -> Option<StoredTarget> {
+        let need = if write { Need::Write } else { Need::Read };
+        targets::target(self.client, target_file_id, self.caller, need)
+    }
+
+    fn outline(
+        &mut self,
+        target: &TargetView,
+        language: Language,
+    ) -> Result<Rc<Outline>, NoOutline> {
+        crate::observe::outline(target, language)
+    }
+
+    fn insert_observation(&mut self, observation: &NewObservation) {
+        observations::insert_observation(self.client, observation);
+    }
+
+    fn observation(&mut self, observation_id: &str) -> Option<StoredObservation> {
+        observations::observation(self.client, observation_id, self.caller)
     }
 }

@@ -76,7 +76,7 @@ mod tests {
     //! call. The same clauses run on real PostgreSQL in the extension's tests.
 
     use super::*;
-    use crate::drive::store::{SaveLock, StoredTarget};
+    use crate::drive::store::{SaveLock, Session, StoredTarget};
     use crate::text::sha256_hex;
     use serde_json::json;
 
@@ -88,11 +88,18 @@ mod tests {
         ids: u32,
     }
 
-    impl Checkpoints for Memory {
+    impl Session for Memory {
         fn new_id(&mut self) -> String {
             self.ids += 1;
             format!("00000000-0000-4000-8000-{:012}", self.ids)
         }
+        fn readable(&mut self, _id: &str) -> bool {
+            self.calls.push("readable");
+            false
+        }
+    }
+
+    impl Checkpoints for Memory {
         fn lock_for_save(&mut self, id: &str, _publish: bool) -> Option<SaveLock> {
             self.calls.push("lock_for_save");
             (id == T).then(|| SaveLock {
@@ -101,10 +108,6 @@ mod tests {
                 active_editing_cycle_id: "c1".into(),
                 publish: None,
             })
-        }
-        fn readable(&mut self, _id: &str) -> bool {
-            self.calls.push("readable");
-            false
         }
         fn save_checkpoint(&mut self, _: &str, cycle: &str, _: &str, version: i64, _: &str) {
             assert_eq!((cycle, version), ("c1", 2));

@@ -8,11 +8,13 @@
 use crate::contract::args::ArgError;
 use crate::history::export::{self, ExportFormat, ExportMeta};
 use crate::history::pages::{LedgerRow, LogQuery};
-use crate::scope::observation::{ObservationLink, ObservationRow};
+use crate::scope::observation::{ObservationLink, ObservationRow, ScopeView};
+use crate::scope::{Language, Outline, ParserLimit};
 use crate::submission::submit::{Attempt, AttemptRow, Parent};
 use crate::target::tenancy::{ListQuery, ListedTarget, Privilege};
 use crate::target::{NewTarget, TargetView, WorkspaceBinding};
 use serde_json::Value;
+use std::rc::Rc;
 
 /// A target's stored row, as the lock or a plain read returns it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -58,15 +60,19 @@ impl StoredTarget {
     }
 }
 
-/// The rows a submission locks, reads and writes.
-pub trait Store {
-    /// A new attempt or correlation ID (a UUID).
+/// What every port that may create rows or answer for an unreachable target offers.
+pub trait Session {
+    /// A new ID (a UUID) for a row or an answer.
     fn new_id(&mut self) -> String;
+    /// Whether the caller may read the target (to tell `write_not_granted` from `not_found`).
+    fn readable(&mut self, target_file_id: &str) -> bool;
+}
+
+/// The rows a submission locks, reads and writes.
+pub trait Store: Session {
     /// Takes the row lock of a target the caller may write, held until the transaction ends,
     /// and reads it; `None`, having locked nothing, when there is none the caller may write.
     fn lock_target(&mut self, target_file_id: &str) -> Option<StoredTarget>;
-    /// Whether the caller may read the target (to tell `write_not_granted` from `not_found`).
-    fn readable(&mut self, target_file_id: &str) -> bool;
     /// What the log knows of a parent attempt the caller may read.
     fn parent(&mut self, pdcp_log_id: &str) -> Parent;
     /// The attempt stored under a request key on a target, with its ledger facts.
@@ -132,14 +138,10 @@ pub struct PublishFacts {
 }
 
 /// What a SAVE locks, reads and writes.
-pub trait Checkpoints {
-    /// A new editing cycle or snapshot ID (a UUID).
-    fn new_id(&mut self) -> String;
+pub trait Checkpoints: Session {
     /// Takes the row lock of a target the caller may write (`publish`: with what a publishing
     /// SAVE reads); `None`, having locked nothing, when there is none.
     fn lock_for_save(&mut self, target_file_id: &str, publish: bool) -> Option<SaveLock>;
-    /// Whether the caller may read the target.
-    fn readable(&mut self, target_file_id: &str) -> bool;
     /// Snapshots the locked target into its active cycle `cycle`, closes that at `version` and
     /// opens `new_cycle`.
     fn save_checkpoint(
@@ -157,9 +159,7 @@ pub trait Checkpoints {
 }
 
 /// What target creation writes.
-pub trait Targets {
-    /// A new target, cycle or snapshot ID (a UUID).
-    fn new_id(&mut self) -> String;
+pub trait Targets: Session {
     /// Inserts a target owned by the caller, with its first editing cycle and its initial
     /// snapshot; false, having written nothing, when the workspace binding's nonce already binds
     /// another target.
@@ -209,4 +209,60 @@ pub trait Grants {
     fn current_grant(&mut self, target_file_id: &str, role: Self::Role) -> Option<Privilege>;
     /// The targets the caller may read, newest first: at most `q.limit + 1` of them.
     fn list_targets(&mut self, q: &ListQuery) -> Vec<ListedTarget>;
+}
+
+/// Why there is no outline of a target version.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NoOutline {
+    /// The parser helper died or answered garbage (the store has logged its detail).
+    Crashed,
+    /// A documented limit: outline symbols or name bytes, memory, CPU, time, input size.
+    Limit(ParserLimit),
+    /// The parser helper could not be started.
+    NotStarted(String),
+}
+
+/// An observation to persist.
+pub struct NewObservation<'a> {
+    pub observation_id: &'a str,
+    pub target_file_id: &'a str,
+    pub editing_cycle_id: &'a str,
+    /// The bundle and the 1-based ordinal in it of a bundle's observation.
+    pub bundle: Option<(&'a str, i32)>,
+    pub target_version: i64,
+    pub target_current_hash: &'a str,
+    pub scope: &'a ScopeView,
+    pub requested_name: &'a str,
+    pub requested_kind: Option<&'a str>,
+    pub language: &'a str,
+    pub engine: &'a str,
+    pub grammar: &'a str,
+}
+
+/// A stored observation with what its pages repeat.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredObservation {
+    pub row: ObservationRow,
+    pub parent: Option<String>,
+    pub language: String,
+    pub engine: String,
+    pub grammar: String,
+    pub scope_start_line: usize,
+    pub scope_end_line: usize,
+}
+
+/// What structural observation reads and issues.
+pub trait Observations: Session {
+    /// A target the caller may read (`write`: and write), read without a lock.
+    fn target_for(&mut self, target_file_id: &str, write: bool) -> Option<StoredTarget>;
+    /// The outline of this target version, in `language`.
+    fn outline(
+        &mut self,
+        target: &TargetView,
+        language: Language,
+    ) -> Result<Rc<Outline>, NoOutline>;
+    /// Persists one observation (an authority row).
+    fn insert_observation(&mut self, observation: &NewObservation);
+    /// An observation of a target the caller may read.
+    fn observation(&mut self, observation_id: &str) -> Option<StoredObservation>;
 }

@@ -154,7 +154,7 @@ mod tests {
     //! the extension's tests and the end-to-end suites.
 
     use super::*;
-    use crate::drive::store::StoredTarget;
+    use crate::drive::store::{Session, StoredTarget};
     use crate::scope::observation::{ObservationLink, ObservationRow};
     use crate::submission::submit::{Attempt, AttemptRow};
     use crate::text::{char_len, sha256_hex, slice_chars};
@@ -204,18 +204,21 @@ mod tests {
         }
     }
 
-    impl Store for Memory {
+    impl Session for Memory {
         fn new_id(&mut self) -> String {
             self.ids += 1;
             format!("00000000-0000-4000-8000-{:012}", self.ids)
         }
-        fn lock_target(&mut self, id: &str) -> Option<StoredTarget> {
-            self.calls.push("lock_target");
-            self.target.clone().filter(|t| t.target_file_id == id)
-        }
         fn readable(&mut self, id: &str) -> bool {
             self.calls.push("readable");
             id == READ_ONLY
+        }
+    }
+
+    impl Store for Memory {
+        fn lock_target(&mut self, id: &str) -> Option<StoredTarget> {
+            self.calls.push("lock_target");
+            self.target.clone().filter(|t| t.target_file_id == id)
         }
         fn parent(&mut self, log_id: &str) -> Parent {
             self.calls.push("parent");
