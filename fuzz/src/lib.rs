@@ -26,7 +26,7 @@ use patchdiff_engine::api::preview;
 use patchdiff_engine::api::read;
 use patchdiff_engine::api::replay::{self, Accepted, Replay};
 use patchdiff_engine::api::scope::wire;
-use patchdiff_engine::api::submit::{self, KeyOutcome, Parent, StoredAttempt};
+use patchdiff_engine::api::submit::{self, KeyOutcome, Parent, AttemptRow};
 use patchdiff_engine::api::target::{self, TargetMeta, TargetView};
 use patchdiff_engine::api::text::{
     SourceLineEndings, byte_offset, canonicalize, char_len, sha256_hex, slice_chars,
@@ -317,7 +317,7 @@ pub fn submit(data: &[u8]) {
     };
     emit(&submit::respond(&a, &sub, "log-1", &now, Some("corr")));
     if sub.request_key().is_some() {
-        let stored = StoredAttempt::of(&a, "log-1");
+        let stored = AttemptRow::of(&a, "log-1");
         match submit::recover_or_conflict(&sub, &identity, &stored, &now, None) {
             KeyOutcome::Recovered(v) => {
                 assert!(

@@ -1,12 +1,9 @@
 //! `patchdiff_export_target`: the target's text in an explicit line-ending format. Glue only;
 //! the engine's `export` module decides the format and shapes the answer.
 
-use crate::history::export_response;
 use crate::json_text::JsonText;
-use crate::store;
-use patchdiff_engine::api::args::{Args, not_found};
-use patchdiff_engine::api::export::{EXPORT_ARGS, parse_format};
-use patchdiff_engine::wire::{LITERAL, to_string};
+use crate::with_store;
+use patchdiff_engine::api::drive;
 use pgrx::prelude::*;
 
 /// Exports canonical target text as original_text (default), canonical_lf, crlf or
@@ -14,22 +11,5 @@ use pgrx::prelude::*;
 #[pg_extern(security_definer, stable)]
 #[search_path(pg_catalog, pg_temp)]
 fn patchdiff_export_target(args: JsonText) -> JsonText {
-    const TOOL: &str = "patchdiff_export_target";
-    let parsed = Args::parse(&args.0, EXPORT_ARGS, &["target_file_id"])
-        .and_then(|a| Ok((a.target_file_id()?, parse_format(&a)?)));
-    let answer = match parsed {
-        Err(e) => e.to_json(TOOL),
-        Ok((id, format)) => Spi::connect(|c| {
-            match store::target(
-                c,
-                &id,
-                crate::access::Caller::current(),
-                crate::access::Need::Read,
-            ) {
-                None => not_found(&id),
-                Some(t) => export_response(&id, &t, format).unwrap_or_else(|e| e.to_json(TOOL)),
-            }
-        }),
-    };
-    JsonText(to_string(&answer, LITERAL))
+    with_store(|s| drive::export_target(s, &args.0))
 }

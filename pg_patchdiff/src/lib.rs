@@ -1,30 +1,31 @@
 //! pg_patchdiff: the PatchDIFF SQL API.
 //!
 //! Each MCP tool `patchdiff_X` is the SQL function `patchdiff_X(args json) RETURNS json`; the
-//! result is the tool's JSON exactly as the contract describes it. This crate is glue: it
-//! takes the target's row lock, reads what the engine needs, calls `patchdiff-engine`, and
-//! writes the attempt, ledger and target rows in the caller's transaction.
+//! result is the tool's JSON exactly as the contract describes it. This crate is glue: each
+//! function hands its argument text to the engine's sequence for it (`patchdiff_engine::api::drive`),
+//! over this transaction's rows through the storage port ([`storage::port::SpiStore`]), whose
+//! statements all live in [`storage`]; and it supplies what only PostgreSQL knows: the caller,
+//! new IDs, session settings and the transaction's state.
 
 use json_text::JsonText as JsonString;
-use patchdiff_engine::api::args::{ArgError, Args, not_found};
-use patchdiff_engine::api::read;
+use patchdiff_engine::api::args::ArgError;
+use patchdiff_engine::api::drive::{self, Route, Settings};
 use patchdiff_engine::api::scoped as observed;
-use patchdiff_engine::api::submit::{self, KeyOutcome, Parent};
-use patchdiff_engine::api::target::{self, TargetMeta, TargetView};
-use patchdiff_engine::api::words::Status;
+use patchdiff_engine::api::submit;
 use patchdiff_engine::wire::{LITERAL, to_string};
 use pgrx::guc::{GucContext, GucFlags, GucRegistry, GucSetting};
 use pgrx::prelude::*;
 use serde_json::{Map, Value, json};
+use storage::port::SpiStore;
 
-mod access;
 mod export;
+mod grants;
 mod history;
 mod json_text;
 mod observe;
 mod ops;
 mod parser;
-mod store;
+mod storage;
 
 ::pgrx::pg_module_magic!(name, version);
 
@@ -115,51 +116,13 @@ pub(crate) fn new_id() -> String {
     uuid::Uuid::new_v4().to_string()
 }
 
-pub(crate) fn view<'a>(id: &'a str, t: &'a store::TargetRow) -> TargetView<'a> {
-    TargetView {
-        target_file_id: id,
-        version: t.version,
-        current_hash: &t.current_hash,
-        content: &t.content,
-    }
-}
-
-/// Parses a read tool's arguments, all of them before the target is looked up, then runs `f`
-/// on the target; or answers `invalid_argument` / `not_found`.
-fn with_target<R>(
-    tool: &str,
-    args: &str,
-    allowed: &[&str],
-    parse: impl FnOnce(&Args) -> Result<R, ArgError>,
-    f: impl FnOnce(R, TargetView, &store::TargetRow) -> Result<Value, ArgError>,
-) -> JsonString {
-    let parsed = Args::parse(args, allowed, &["target_file_id"])
-        .and_then(|a| Ok((a.target_file_id()?, parse(&a)?)));
-    let (id, request) = match parsed {
-        Ok(p) => p,
-        Err(e) => return out(&e.to_json(tool)),
-    };
-    let caller = access::Caller::current();
-    let answer = Spi::connect(
-        |c| match store::target(c, &id, caller, access::Need::Read) {
-            None => not_found(&id),
-            Some(t) => f(request, view(&id, &t), &t).unwrap_or_else(|e| e.to_json(tool)),
-        },
-    );
-    out(&answer)
-}
-
-fn initialize(tool: &str, args: &str, upload: bool) -> JsonString {
-    let t = match target::parse_initialize(args, upload) {
-        Ok(t) => t,
-        Err(e) => return out(&e.to_json(tool)),
-    };
-    let (id, cycle, snapshot) = (new_id(), new_id(), new_id());
-    let owner = access::Caller::current().role;
-    if !Spi::connect_mut(|c| store::insert_target(c, &t, &id, &cycle, &snapshot, owner)) {
-        return out(&target::binding_nonce_taken().to_json(tool));
-    }
-    out(&target::initialized_response(&t, &id, &cycle))
+/// Runs one call of the engine over this transaction's rows, as the caller may see them, and
+/// returns its answer as `json` text.
+pub(crate) fn with_store(call: impl FnOnce(&mut SpiStore) -> Value) -> JsonString {
+    let caller = storage::Caller::current();
+    out(&Spi::connect_mut(|client| {
+        call(&mut SpiStore { client, caller })
+    }))
 }
 
 /// Creates a target from inline content: LF canonicalization, recorded source line endings,
@@ -167,190 +130,52 @@ fn initialize(tool: &str, args: &str, upload: bool) -> JsonString {
 #[pg_extern(security_definer)]
 #[search_path(pg_catalog, pg_temp)]
 fn patchdiff_initialize_target(args: JsonString) -> JsonString {
-    initialize("patchdiff_initialize_target", &args.0, false)
+    with_store(|s| drive::initialize(s, "patchdiff_initialize_target", &args.0, false))
 }
 
 /// Upload alias of patchdiff_initialize_target (filename, content and content_type required).
 #[pg_extern(security_definer)]
 #[search_path(pg_catalog, pg_temp)]
 fn patchdiff_handle_upload(args: JsonString) -> JsonString {
-    initialize("patchdiff_handle_upload", &args.0, true)
+    with_store(|s| drive::initialize(s, "patchdiff_handle_upload", &args.0, true))
 }
 
 #[pg_extern(security_definer, stable)]
 #[search_path(pg_catalog, pg_temp)]
 fn patchdiff_get_target(args: JsonString) -> JsonString {
-    with_target(
-        "patchdiff_get_target",
-        &args.0,
-        &["target_file_id"],
-        |_| Ok(()),
-        |(), v, t| {
-            let facts = t
-                .source_line_endings
-                .as_deref()
-                .and_then(|s| serde_json::from_str(s).ok())
-                .unwrap_or(Value::Null);
-            let meta = TargetMeta {
-                filename: &t.filename,
-                target_type: &t.target_type,
-                active_editing_cycle_id: &t.active_editing_cycle_id,
-                source_line_endings: facts,
-            };
-            Ok(target::get_target_response(&v, &meta))
-        },
-    )
+    with_store(|s| drive::get_target(s, &args.0))
 }
 
 #[pg_extern(security_definer, stable)]
 #[search_path(pg_catalog, pg_temp)]
 fn patchdiff_read_target(args: JsonString) -> JsonString {
-    with_target(
-        "patchdiff_read_target",
-        &args.0,
-        read::READ_TARGET_ARGS,
-        read::parse_read_target,
-        |r, v, _| read::read_target(&v, r),
-    )
+    with_store(|s| drive::read_target(s, &args.0))
 }
 
 #[pg_extern(security_definer, stable)]
 #[search_path(pg_catalog, pg_temp)]
 fn patchdiff_find_occurrences(args: JsonString) -> JsonString {
-    with_target(
-        "patchdiff_find_occurrences",
-        &args.0,
-        read::FIND_ARGS,
-        read::parse_find,
-        |r, v, _| Ok(read::find_occurrences(&v, &r)),
-    )
+    with_store(|s| drive::find_occurrences(s, &args.0))
 }
 
-/// Whether the call runs inside a transaction block the caller opened (BEGIN ... COMMIT), as
-/// opposed to the single-statement transaction of an autocommit call such as the MCP front end's.
-/// The contract computes near misses only once a service-owned transaction has released its lock;
-/// a function cannot run after its own commit, so an autocommit call searches just before it
-/// (bounded: at most 65,536 code points), and a caller's transaction gets `caller_transaction`.
+/// Whether the call runs inside a transaction block the caller opened (BEGIN ... COMMIT); see
+/// [`Settings::caller_owned_transaction`].
 fn caller_owned_transaction() -> bool {
     // SAFETY: reads the current transaction state; valid in any function call.
     unsafe { pg_sys::IsTransactionBlock() }
 }
 
-/// Which service a submission goes through.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Route {
-    /// patchdiff_submit_edits / _operations / _replacement: refused in strict observation mode.
-    Unobserved,
-    /// patchdiff_submit_observed_operations: confined to issued observations.
-    Observed,
-}
-
-/// Runs one submission under the target's row lock: keyed recovery or conflict, then guards,
-/// application and the attempt, ledger and target writes.
+/// Runs one submission in the engine's order ([`drive::run`]) over this transaction's rows.
 fn run_submission(
     tool: &str,
     sub: Result<submit::Submission, ArgError>,
     route: Route,
 ) -> JsonString {
-    let sub = match sub {
-        Ok(s) => s,
-        Err(e) => return out(&e.to_json(tool)),
+    let settings = Settings {
+        strict_observation_mode: strict_observation_mode(),
+        caller_owned_transaction: caller_owned_transaction(),
     };
-    let correlation = sub.include_correlation_id.then(new_id);
-    let caller = access::Caller::current();
-    let answer = Spi::connect_mut(|c| {
-        let id = sub.target_file_id.as_str();
-        let Some(t) = store::lock_target(c, id, caller) else {
-            return store::unavailable(c, id, caller, access::Need::Write);
-        };
-        let parent = sub
-            .parent_uuid()
-            .map_or(Parent::NotLookedUp, |p| store::parent(c, &p, caller));
-        let identity = submit::prepare(&sub, &parent);
-        let start = view(id, &t);
-        let mut rows = Vec::new();
-        let mut strict_refusal = false;
-        let attempt = match sub
-            .request_key()
-            .and_then(|k| store::keyed_attempt(c, id, k))
-        {
-            // Exact keyed recovery precedes every fresh check: strict mode, observations, guards.
-            Some(stored) => match submit::recover_or_conflict(
-                &sub,
-                &identity,
-                &stored,
-                &start,
-                correlation.as_deref(),
-            ) {
-                KeyOutcome::Recovered(mut v) => {
-                    if route == Route::Observed {
-                        let consumed = store::consumed_by(c, &stored.pdcp_log_id);
-                        observed::recovered_fields(&mut v, &stored.pdcp_content, &consumed);
-                    }
-                    submit::add_near_misses(&mut v, None, caller_owned_transaction());
-                    return v;
-                }
-                KeyOutcome::Conflict(a) => *a,
-            },
-            None if route == Route::Observed => {
-                rows = store::lock_observations(c, &observed::requested_observations(&sub), caller);
-                observed::evaluate(
-                    &sub,
-                    &identity,
-                    &parent,
-                    &start,
-                    &t.active_editing_cycle_id,
-                    &rows,
-                )
-            }
-            None if strict_observation_mode() => {
-                strict_refusal = true;
-                observed::observation_required(&sub, &identity, &start)
-            }
-            None => match submit::admission(&sub, correlation.as_deref()) {
-                // Sole replacement over its fresh admission limits: no row.
-                Some(too_large) => return too_large,
-                None => submit::evaluate(&sub, &identity, &parent, &start),
-            },
-        };
-        let log_id = new_id();
-        store::write_attempt(c, &attempt, &log_id, id, &t.active_editing_cycle_id);
-        if attempt.status == Status::Accepted && !attempt.observations.is_empty() {
-            store::write_consumptions(c, &log_id, &attempt.observations);
-        }
-        let now = match (
-            &attempt.new_content,
-            &attempt.after_hash,
-            attempt.after_version,
-        ) {
-            (Some(content), Some(hash), Some(version)) => TargetView {
-                target_file_id: id,
-                version,
-                current_hash: hash,
-                content,
-            },
-            _ => start,
-        };
-        let mut answer = match route {
-            Route::Observed => {
-                observed::respond(&attempt, &sub, &log_id, &now, correlation.as_deref(), &rows)
-            }
-            Route::Unobserved => {
-                submit::respond(&attempt, &sub, &log_id, &now, correlation.as_deref())
-            }
-        };
-        if strict_refusal {
-            // The observed tools' top-level `code`, so a host reads OBSERVATION_REQUIRED alike.
-            observed::add_code(&mut answer);
-        }
-        submit::add_near_misses(
-            &mut answer,
-            attempt.near_miss_input.as_ref(),
-            caller_owned_transaction(),
-        );
-        answer
-    });
-    out(&answer)
+    with_store(|s| drive::run(s, tool, sub, route, settings))
 }
 
 /// Guarded tx/2 operations confined to server-issued structural observations: the single form

@@ -1,12 +1,11 @@
 //! Guarded operations (patchdiff-tx/2), sole replacement (patchdiff-tx/3), line reads and
-//! preview: glue only. The submission tools run the shared locked pipeline
+//! preview: glue only. The submission tools run the engine's locked sequence
 //! (`crate::run_submission`); line reads and preview read one observation of the target without
 //! a lock and write nothing.
 
 use crate::json_text::JsonText;
-use crate::{Route, out, run_submission, store, view, with_target};
-use patchdiff_engine::api::args::not_found;
-use patchdiff_engine::api::{lines, preview, submit};
+use crate::{Route, run_submission, with_store};
+use patchdiff_engine::api::{drive, submit};
 use pgrx::prelude::*;
 
 /// Guarded ordered match/span operations (patchdiff-tx/2; runtime patchdiff-mvp-0.3.0, or
@@ -36,13 +35,7 @@ fn patchdiff_submit_replacement(args: JsonText) -> JsonText {
 #[pg_extern(security_definer, stable)]
 #[search_path(pg_catalog, pg_temp)]
 fn patchdiff_read_lines(args: JsonText) -> JsonText {
-    with_target(
-        "patchdiff_read_lines",
-        &args.0,
-        lines::READ_LINES_ARGS,
-        lines::parse_read_lines,
-        |r, v, _| lines::read_lines(&v, r),
-    )
+    with_store(|s| drive::read_lines(s, &args.0))
 }
 
 /// Read-only advisory evaluation: one plain read of the target (no `FOR UPDATE`), the
@@ -50,17 +43,5 @@ fn patchdiff_read_lines(args: JsonText) -> JsonText {
 #[pg_extern(security_definer, stable)]
 #[search_path(pg_catalog, pg_temp)]
 fn patchdiff_preview(args: JsonText) -> JsonText {
-    let sub = match preview::parse_preview(&args.0) {
-        Ok(s) => s,
-        Err(e) => return out(&preview::arg_error(&e)),
-    };
-    let id = sub.target_file_id.as_str();
-    let caller = crate::access::Caller::current();
-    let answer = Spi::connect(
-        |c| match store::target(c, id, caller, crate::access::Need::Read) {
-            None => not_found(id),
-            Some(t) => preview::preview(&sub, &view(id, &t)),
-        },
-    );
-    out(&answer)
+    with_store(|s| drive::preview(s, &args.0))
 }

@@ -1332,7 +1332,8 @@ mod tests {
     /// plans alike; the key lookup uses its unique index.
     #[pg_test]
     fn history_statements_read_one_index_range() {
-        use crate::history::*;
+        use crate::storage::attempts::*;
+        use crate::storage::ledger::*;
         let t = init("a0\n");
         for v in 0..30 {
             edit(

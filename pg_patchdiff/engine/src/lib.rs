@@ -10,6 +10,7 @@
 #![allow(clippy::result_large_err)]
 
 mod contract;
+mod drive;
 mod evidence;
 mod format;
 mod history;
@@ -120,5 +121,22 @@ pub mod api {
     /// Structural scopes: symbols, languages and the parser's pipe protocol (`scope::wire`).
     pub mod scope {
         pub use crate::scope::*;
+    }
+    /// Every SQL function's sequence, driven over the storage port.
+    pub mod drive {
+        pub use crate::drive::grants::{grant, list_targets, revoke};
+        pub use crate::drive::observation::observe_scope;
+        pub use crate::drive::pages::{ledger_page, log_page};
+        pub use crate::drive::replay::replay;
+        pub use crate::drive::save::save;
+        pub use crate::drive::submission::{Route, Settings, run, unavailable};
+        pub use crate::drive::targets::{
+            export_target, find_occurrences, get_target, initialize, preview, read_lines,
+            read_target,
+        };
+    }
+    /// The storage port: what one call locks, reads and writes, implemented by the extension.
+    pub mod store {
+        pub use crate::drive::store::*;
     }
 }

@@ -22,14 +22,14 @@
 use patchdiff_engine::api::args::{ArgError, Args, not_found};
 use patchdiff_engine::api::checkpoint;
 use patchdiff_engine::api::export::{self, ExportFormat, ExportMeta};
-use patchdiff_engine::api::history::{self, LedgerRow, LogRow};
+use patchdiff_engine::api::history::{self, LedgerRow};
 use patchdiff_engine::api::limits::*;
 use patchdiff_engine::api::lines;
 use patchdiff_engine::api::near_miss;
 use patchdiff_engine::api::preview;
 use patchdiff_engine::api::read;
 use patchdiff_engine::api::replay::{self, Accepted, Replay};
-use patchdiff_engine::api::submit::{self, KeyOutcome, Parent, StoredAttempt};
+use patchdiff_engine::api::submit::{self, AttemptRow, KeyOutcome, Parent};
 use patchdiff_engine::api::target::{self, TargetMeta, TargetView};
 use patchdiff_engine::api::text::{
     SourceLineEndings, byte_offset, canonicalize, char_len, sha256_hex, slice_chars,
@@ -1448,7 +1448,7 @@ fn submission(
     );
     // Exact keyed recovery returns the recorded outcome; another fingerprint is a conflict.
     if sub.request_key().is_some() {
-        let s = StoredAttempt::of(&a, "log-1");
+        let s = AttemptRow::of(&a, "log-1");
         match submit::recover_or_conflict(&sub, &identity, &s, &now, None) {
             KeyOutcome::Recovered(v) => {
                 ensure!(
@@ -1493,8 +1493,8 @@ fn submission(
     Ok(())
 }
 
-fn log_row(seq: i64, bytes: i64, intent: Option<String>) -> LogRow {
-    LogRow {
+fn log_row(seq: i64, bytes: i64, intent: Option<String>) -> AttemptRow {
+    AttemptRow {
         log_sequence: seq,
         pdcp_log_id: format!("log-{seq}"),
         target_file_id: T.into(),
@@ -1521,6 +1521,7 @@ fn log_row(seq: i64, bytes: i64, intent: Option<String>) -> LogRow {
         intent_head: intent,
         pdcp_content_bytes: bytes,
         created_at_us: seq.wrapping_mul(7_919_000_003),
+        ..AttemptRow::default()
     }
 }
 
@@ -1725,7 +1726,7 @@ fn answers(tool: Tool, text: &str, w: &World, g: &mut Gen) -> Result<Vec<Value>,
                 );
                 ensure!(q.page.max_sequence >= 0, "a negative bound");
                 let n = g.below(q.page.fetch() as usize + 1);
-                let rows: Vec<LogRow> = (0..n)
+                let rows: Vec<AttemptRow> = (0..n)
                     .map(|i| {
                         let bytes = [10, 700_000, 1_048_576, 2_000_000][g.below(4)];
                         let intent = g.chance(70).then(|| g.text(80));

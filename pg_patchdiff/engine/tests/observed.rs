@@ -6,7 +6,7 @@ use patchdiff_engine::api::replay::{Accepted, Replay};
 use patchdiff_engine::api::scoped::{
     self, BATCH_PROTOCOL, BATCH_RUNTIME, parse_submit_observed_operations,
 };
-use patchdiff_engine::api::submit::{self, Attempt, KeyOutcome, Parent, StoredAttempt, Submission};
+use patchdiff_engine::api::submit::{self, Attempt, AttemptRow, KeyOutcome, Parent, Submission};
 use patchdiff_engine::api::target::TargetView;
 use patchdiff_engine::api::text::{char_len, sha256_hex, slice_chars};
 use patchdiff_engine::api::tx2;
@@ -689,7 +689,7 @@ fn batch_applies_scope_local_groups_in_one_transaction() {
 
     // Keyed recovery repeats the observed fields from the stored record and facts; without rows
     // the summaries' symbol names are null.
-    let stored = StoredAttempt::of(&a, LOG);
+    let stored = AttemptRow::of(&a, LOG);
     let id = submit::prepare(&sub, &Parent::NotLookedUp);
     let KeyOutcome::Recovered(mut r) = submit::recover_or_conflict(&sub, &id, &stored, &now, None)
     else {

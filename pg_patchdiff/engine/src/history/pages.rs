@@ -14,6 +14,7 @@ use crate::contract::limits::{
     HISTORY_DEFAULT_LIMIT, HISTORY_MAX_LIMIT, LOG_CONTENT_PAGE_BYTES, LOG_INTENT_MAX_CHARS,
 };
 use crate::contract::time::rfc3339_utc;
+use crate::submission::submit::AttemptRow;
 use crate::text::{char_len, head_chars, text_defect};
 use serde_json::{Map, Value, json};
 
@@ -195,47 +196,11 @@ pub fn not_found(target_file_id: &str) -> Value {
     Value::Object(m)
 }
 
-/// One attempt row as the log query returns it. `pdcp_content` is not read by the page query:
-/// its byte length is, and the record is fetched separately only when it fits the page.
-#[derive(Debug, Clone, PartialEq)]
-pub struct LogRow {
-    pub log_sequence: i64,
-    pub pdcp_log_id: String,
-    pub target_file_id: String,
-    pub editing_cycle_id: String,
-    pub status: String,
-    pub protocol_version: String,
-    pub runtime_version: String,
-    pub pdcp_content_hash: String,
-    pub request_fingerprint: String,
-    pub client_request_id: Option<String>,
-    pub conflicts_with_pdcp_log_id: Option<String>,
-    pub before_version: i64,
-    pub before_hash: String,
-    pub after_version: Option<i64>,
-    pub after_hash: Option<String>,
-    pub failure_reason: Option<String>,
-    pub failure_detail: Option<String>,
-    pub failure_stage: Option<String>,
-    pub failed_change_id: Option<String>,
-    pub parent_pdcp_log_id: Option<String>,
-    pub attempt: Option<i64>,
-    pub source: String,
-    /// The stored diagnostic (JSON), null for accepted rows without warnings.
-    pub diagnostic: Option<Value>,
-    /// At most `LOG_INTENT_MAX_CHARS + 1` leading code points of the record's transaction
-    /// intent, so that truncation is visible without reading the rest.
-    pub intent_head: Option<String>,
-    pub pdcp_content_bytes: i64,
-    /// Microseconds since the Unix epoch, UTC.
-    pub created_at_us: i64,
-}
-
 /// Which rows of a page carry their record under the 1,048,576-byte page budget: the first
 /// row always (so `limit: 1` fetches any record), each later one only while the records kept
 /// so far plus its own stay within the budget. A later row that does not fit is omitted and
 /// the next ones are still considered.
-pub fn content_plan(rows: &[LogRow]) -> Vec<bool> {
+pub fn content_plan(rows: &[AttemptRow]) -> Vec<bool> {
     let mut used: i64 = 0;
     rows.iter()
         .enumerate()
@@ -253,7 +218,7 @@ pub fn content_plan(rows: &[LogRow]) -> Vec<bool> {
 /// is the record of `rows[i]` when it was fetched (`include_content` only).
 pub fn log_page(
     page: &Page,
-    mut rows: Vec<LogRow>,
+    mut rows: Vec<AttemptRow>,
     include_content: bool,
     mut contents: Vec<Option<String>>,
 ) -> Value {
@@ -277,7 +242,7 @@ pub fn log_page(
     })
 }
 
-fn log_entry(r: LogRow, content: Option<Option<String>>) -> Value {
+fn log_entry(r: AttemptRow, content: Option<Option<String>>) -> Value {
     let (intent, intent_truncated) = match &r.intent_head {
         None => (Value::Null, Value::Null),
         Some(s) => (
@@ -507,8 +472,8 @@ mod tests {
         );
     }
 
-    fn log_row(seq: i64, bytes: i64) -> LogRow {
-        LogRow {
+    fn log_row(seq: i64, bytes: i64) -> AttemptRow {
+        AttemptRow {
             log_sequence: seq,
             pdcp_log_id: format!("id{seq}"),
             target_file_id: "t".into(),
@@ -535,6 +500,7 @@ mod tests {
             intent_head: Some("x".repeat(257)),
             pdcp_content_bytes: bytes,
             created_at_us: 0,
+            ..AttemptRow::default()
         }
     }
 
@@ -546,7 +512,7 @@ mod tests {
             limit: 3,
             max_sequence: i64::MAX,
         };
-        let rows: Vec<LogRow> = (7..=10).rev().map(|s| log_row(s, 10)).collect();
+        let rows: Vec<AttemptRow> = (7..=10).rev().map(|s| log_row(s, 10)).collect();
         let v = log_page(&p, rows, false, vec![]);
         let seqs: Vec<i64> = v["entries"]
             .as_array()

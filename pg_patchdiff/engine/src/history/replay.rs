@@ -84,6 +84,25 @@ impl<'a> Accepted<'a> {
     }
 }
 
+impl crate::submission::submit::AttemptRow {
+    /// The accepted row as replay steps through it.
+    pub fn accepted(&self) -> Accepted<'_> {
+        Accepted {
+            log_sequence: self.log_sequence,
+            pdcp_log_id: &self.pdcp_log_id,
+            protocol_version: &self.protocol_version,
+            runtime_version: &self.runtime_version,
+            pdcp_content: &self.pdcp_content,
+            before_version: self.before_version,
+            before_hash: &self.before_hash,
+            after_version: self.after_version,
+            after_hash: self.after_hash.as_deref(),
+            editing_cycle_id: &self.editing_cycle_id,
+            observations: &self.observations,
+        }
+    }
+}
+
 /// What a format's replay function gets: the reconstruction so far, the decoded stored
 /// record and its row.
 pub struct Step<'a> {

@@ -22,7 +22,7 @@ use crate::format::common::{self, ChangeFact};
 use crate::format::protocol::Protocol;
 use crate::format::tx1;
 use crate::format::{sequential, tx2, tx3};
-use crate::scope::observation::ObservationLink;
+use crate::scope::observation::{LinkedObservation, ObservationLink};
 use crate::target::TargetView;
 use crate::text::warnings::{self, Warning};
 use crate::text::{head_chars, sha256_hex};
@@ -899,36 +899,76 @@ fn rejected_fields(
     m.insert("validity".into(), a.validity.clone());
 }
 
-/// A stored attempt found under the submitted request key.
-#[derive(Debug, Clone, PartialEq)]
-pub struct StoredAttempt {
+/// One row of `patchdiff.pdcp_logs` as read back: by its request key (exact recovery or a
+/// conflict), on a log page, or in a replay batch. [`Attempt`] is the verdict the row is written
+/// from.
+///
+/// Each read fetches only what its answer needs (a page never reads a record it does not
+/// return, nor a ledger), and leaves every other field at its default:
+/// - under a request key: `pdcp_log_id`, `status`, `request_fingerprint`, `request_envelope`,
+///   `pdcp_content`, `before_hash`, `after_version`, `after_hash`, `failure_reason`,
+///   `failure_detail`, `failed_change_id`, `diagnostic`, `validity` and `changes`;
+/// - on a log page: every column but `pdcp_content`, `request_envelope` and `validity`, with
+///   `pdcp_content_bytes` and `intent_head` instead of the record and its intent;
+/// - in a replay batch: what [`crate::history::replay::Accepted`] holds, with `observations`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AttemptRow {
+    pub log_sequence: i64,
     pub pdcp_log_id: String,
-    /// `None`: a stored word this engine does not know (see [`Parent::Found`]); recovery
-    /// answers it as a rejection, as the string comparison did.
-    pub status: Option<Status>,
+    pub target_file_id: String,
+    pub editing_cycle_id: String,
+    /// Kept as stored, since log pages repeat it verbatim; [`AttemptRow::status`] reads it as a
+    /// word (the table's CHECK allows only `accepted` and `rejected`).
+    pub status: String,
+    pub protocol_version: String,
+    pub runtime_version: String,
+    pub pdcp_content: String,
+    /// The record's size in bytes (log pages, which read the record itself only when it fits).
+    pub pdcp_content_bytes: i64,
+    pub pdcp_content_hash: String,
     pub request_fingerprint: String,
     pub request_envelope: Value,
-    pub pdcp_content: String,
+    pub client_request_id: Option<String>,
+    pub conflicts_with_pdcp_log_id: Option<String>,
+    pub before_version: i64,
     pub before_hash: String,
     pub after_version: Option<i64>,
     pub after_hash: Option<String>,
     /// Kept as stored: the column has no CHECK, and recovery repeats the word verbatim.
     pub failure_reason: Option<String>,
     pub failure_detail: Option<String>,
+    pub failure_stage: Option<String>,
     pub failed_change_id: Option<String>,
+    /// The stored diagnostic (JSON), null for accepted rows without warnings.
     pub diagnostic: Option<Value>,
     pub validity: Value,
+    pub parent_pdcp_log_id: Option<String>,
+    pub attempt: Option<i64>,
+    pub source: String,
+    /// At most `LOG_INTENT_MAX_CHARS + 1` leading code points of the record's transaction
+    /// intent, so that truncation is visible without reading the rest.
+    pub intent_head: Option<String>,
+    /// Microseconds since the Unix epoch, UTC.
+    pub created_at_us: i64,
     /// The ledger's `derived` facts of an accepted attempt, in change order.
     pub changes: Vec<Value>,
+    /// The observations this attempt consumed (observed submissions only).
+    pub observations: Vec<LinkedObservation>,
 }
 
-impl StoredAttempt {
+impl AttemptRow {
+    /// The stored status as a word; `None` for a word this engine does not know, which recovery
+    /// answers as a rejection.
+    pub fn status(&self) -> Option<Status> {
+        Status::parse(&self.status)
+    }
+
     /// An attempt the engine just made, as the extension reads it back under its request key:
     /// for recovering it without a database (tests, fuzzing).
     pub fn of(a: &Attempt, log_id: &str) -> Self {
-        StoredAttempt {
+        AttemptRow {
             pdcp_log_id: log_id.to_owned(),
-            status: Some(a.status),
+            status: a.status.as_str().to_owned(),
             request_fingerprint: a.request_fingerprint.clone(),
             request_envelope: a.request_envelope.clone(),
             pdcp_content: a.pdcp_content.clone(),
@@ -941,6 +981,7 @@ impl StoredAttempt {
             diagnostic: a.diagnostic.clone(),
             validity: a.validity.clone(),
             changes: a.changes.iter().map(ChangeFact::to_json).collect(),
+            ..AttemptRow::default()
         }
     }
 }
@@ -1024,7 +1065,7 @@ pub enum KeyOutcome {
 pub fn recover_or_conflict(
     sub: &Submission,
     id: &Identity,
-    stored: &StoredAttempt,
+    stored: &AttemptRow,
     current: &TargetView,
     correlation_id: Option<&str>,
 ) -> KeyOutcome {
@@ -1032,7 +1073,7 @@ pub fn recover_or_conflict(
         return KeyOutcome::Conflict(Box::new(conflict(sub, id, stored, current)));
     }
     let mut m = Map::new();
-    if stored.status == Some(Status::Accepted) {
+    if stored.status() == Some(Status::Accepted) {
         accepted_fields(
             &mut m,
             &sub.target_file_id,
@@ -1077,12 +1118,7 @@ const ENVELOPE_COMPONENTS: &[&str] = &[
     "parent_pdcp_log_id",
 ];
 
-fn conflict(
-    sub: &Submission,
-    id: &Identity,
-    stored: &StoredAttempt,
-    start: &TargetView,
-) -> Attempt {
+fn conflict(sub: &Submission, id: &Identity, stored: &AttemptRow, start: &TargetView) -> Attempt {
     let components: Vec<&str> = ENVELOPE_COMPONENTS
         .iter()
         .copied()

@@ -1,0 +1,58 @@
+//! The history pages over [`Reads`]: `patchdiff_get_pdcp_log` and
+//! `patchdiff_get_manifest_ledger`.
+
+use crate::drive::store::Reads;
+use crate::history::pages as history;
+use serde_json::Value;
+
+/// A bounded newest-first page of the target's attempts, accepted and rejected; each record
+/// read only when it fits the page.
+pub fn log_page(store: &mut impl Reads, args: &str) -> Value {
+    const TOOL: &str = "patchdiff_get_pdcp_log";
+    let q = match history::parse_log(args) {
+        Ok(q) => q,
+        Err(e) => return history::invalid(&e, TOOL),
+    };
+    let id = q.target_file_id.as_str();
+    if store.readable_cycle(id).is_none() {
+        return history::not_found(id);
+    }
+    let rows = store.log_page(&q);
+    let shown = rows.len().min(q.page.limit);
+    let contents = if q.include_content {
+        history::content_plan(&rows[..shown])
+            .into_iter()
+            .zip(&rows)
+            .map(|(keep, r)| keep.then(|| store.record(&r.pdcp_log_id)))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    history::log_page(&q.page, rows, q.include_content, contents)
+}
+
+/// Accepted manifest ledger entries: the newest page of the active cycle (or of every cycle),
+/// displayed oldest first.
+pub fn ledger_page(store: &mut impl Reads, args: &str) -> Value {
+    const TOOL: &str = "patchdiff_get_manifest_ledger";
+    let q = match history::parse_ledger(args) {
+        Ok(q) => q,
+        Err(e) => return history::invalid(&e, TOOL),
+    };
+    let id = q.target_file_id.as_str();
+    let Some(cycle) = store.readable_cycle(id) else {
+        return history::not_found(id);
+    };
+    let scope = if q.include_previous_cycles {
+        id
+    } else {
+        cycle.as_str()
+    };
+    let rows = store.ledger_page(
+        scope,
+        q.include_previous_cycles,
+        q.page.max_sequence,
+        q.page.fetch(),
+    );
+    history::ledger_page(&q.page, rows)
+}

@@ -1,0 +1,483 @@
+//! One submission, in the contract's order, over a [`Store`]: the target's row lock, the parent,
+//! exact keyed recovery (or an audited conflict) before every fresh check, strict observation
+//! mode, the observed route's observations, fresh admission, evaluation, the attempt and its
+//! consumptions, the answer, and near misses.
+
+use crate::contract::args::{ArgError, not_found};
+use crate::contract::words::Status;
+use crate::drive::store::Store;
+use crate::submission::scoped as observed;
+use crate::submission::submit::{self, KeyOutcome, Parent, Submission};
+use crate::target::TargetView;
+use crate::target::tenancy;
+use serde_json::Value;
+
+/// Which service a submission goes through.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Route {
+    /// patchdiff_submit_edits / _operations / _replacement: refused in strict observation mode.
+    Unobserved,
+    /// patchdiff_submit_observed_operations: confined to issued observations.
+    Observed,
+}
+
+/// What the caller's session and transaction say about this call.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Settings {
+    /// `patchdiff.strict_observation_mode`: every fresh unobserved write is an audited
+    /// `OBSERVATION_REQUIRED` rejection.
+    pub strict_observation_mode: bool,
+    /// The call runs inside a transaction block the caller opened (BEGIN ... COMMIT), as opposed
+    /// to the single-statement transaction of an autocommit call such as the MCP front end's.
+    /// The contract computes near misses only once a service-owned transaction has released its
+    /// lock; a function cannot run after its own commit, so an autocommit call searches just
+    /// before it (bounded: at most 65,536 code points), and a caller's transaction gets
+    /// `caller_transaction`.
+    pub caller_owned_transaction: bool,
+}
+
+/// The answer for a target the caller could not lock or read (`write`: it asked to write):
+/// `not_found`, exactly as for an unknown ID, unless it asked to write a target it may read
+/// (`readable`, asked only then).
+pub fn unavailable(id: &str, write: bool, readable: impl FnOnce() -> bool) -> Value {
+    if write && readable() {
+        tenancy::write_not_granted(id)
+    } else {
+        not_found(id)
+    }
+}
+
+/// Runs one submission of `tool` (its arguments as parsed) under the target's row lock: keyed
+/// recovery or conflict, then guards, application and the attempt, ledger and target writes.
+pub fn run(
+    store: &mut impl Store,
+    tool: &str,
+    sub: Result<Submission, ArgError>,
+    route: Route,
+    settings: Settings,
+) -> Value {
+    let sub = match sub {
+        Ok(s) => s,
+        Err(e) => return e.to_json(tool),
+    };
+    let correlation = sub.include_correlation_id.then(|| store.new_id());
+    let id = sub.target_file_id.as_str();
+    let Some(t) = store.lock_target(id) else {
+        return unavailable(id, true, || store.readable(id));
+    };
+    let parent = sub
+        .parent_uuid()
+        .map_or(Parent::NotLookedUp, |p| store.parent(&p));
+    let identity = submit::prepare(&sub, &parent);
+    let start = t.view();
+    let mut rows = Vec::new();
+    let mut strict_refusal = false;
+    let attempt = match sub.request_key().and_then(|k| store.keyed_attempt(id, k)) {
+        // Exact keyed recovery precedes every fresh check: strict mode, observations, guards.
+        Some(stored) => match submit::recover_or_conflict(
+            &sub,
+            &identity,
+            &stored,
+            &start,
+            correlation.as_deref(),
+        ) {
+            KeyOutcome::Recovered(mut v) => {
+                if route == Route::Observed {
+                    let consumed = store.consumed_by(&stored.pdcp_log_id);
+                    observed::recovered_fields(&mut v, &stored.pdcp_content, &consumed);
+                }
+                submit::add_near_misses(&mut v, None, settings.caller_owned_transaction);
+                return v;
+            }
+            KeyOutcome::Conflict(a) => *a,
+        },
+        None if route == Route::Observed => {
+            rows = store.lock_observations(&observed::requested_observations(&sub));
+            observed::evaluate(
+                &sub,
+                &identity,
+                &parent,
+                &start,
+                &t.active_editing_cycle_id,
+                &rows,
+            )
+        }
+        None if settings.strict_observation_mode => {
+            strict_refusal = true;
+            observed::observation_required(&sub, &identity, &start)
+        }
+        None => match submit::admission(&sub, correlation.as_deref()) {
+            // Sole replacement over its fresh admission limits: no row.
+            Some(too_large) => return too_large,
+            None => submit::evaluate(&sub, &identity, &parent, &start),
+        },
+    };
+    let log_id = store.new_id();
+    store.write_attempt(&attempt, &log_id, id, &t.active_editing_cycle_id);
+    if attempt.status == Status::Accepted && !attempt.observations.is_empty() {
+        store.write_consumptions(&log_id, &attempt.observations);
+    }
+    let now = match (
+        &attempt.new_content,
+        &attempt.after_hash,
+        attempt.after_version,
+    ) {
+        (Some(content), Some(hash), Some(version)) => TargetView {
+            target_file_id: id,
+            version,
+            current_hash: hash,
+            content,
+        },
+        _ => start,
+    };
+    let mut answer = match route {
+        Route::Observed => {
+            observed::respond(&attempt, &sub, &log_id, &now, correlation.as_deref(), &rows)
+        }
+        Route::Unobserved => submit::respond(&attempt, &sub, &log_id, &now, correlation.as_deref()),
+    };
+    if strict_refusal {
+        // The observed tools' top-level `code`, so a host reads OBSERVATION_REQUIRED alike.
+        observed::add_code(&mut answer);
+    }
+    submit::add_near_misses(
+        &mut answer,
+        attempt.near_miss_input.as_ref(),
+        settings.caller_owned_transaction,
+    );
+    answer
+}
+
+#[cfg(test)]
+mod tests {
+    //! Issue 16 item 3, "the engine drives the call": the contract's order, proved over an
+    //! in-memory [`Store`] that records every call. The same clauses run on real PostgreSQL in
+    //! the extension's tests and the end-to-end suites.
+
+    use super::*;
+    use crate::drive::store::{Session, StoredTarget};
+    use crate::scope::observation::{ObservationLink, ObservationRow};
+    use crate::submission::submit::{Attempt, AttemptRow};
+    use crate::text::{char_len, sha256_hex, slice_chars};
+    use serde_json::json;
+
+    const T: &str = "11111111-1111-4111-8111-111111111111";
+    const READ_ONLY: &str = "22222222-2222-4222-8222-222222222222";
+    const CYCLE: &str = "33333333-3333-4333-8333-333333333333";
+    const OBS: &str = "aaaaaaaa-aaaa-4aaa-8aaa-000000000001";
+    const DOC: &str = "def alpha():\n    return \"hello\"\n\ndef gamma():\n    return \"hello\"\n";
+
+    /// Rows of one target the caller may write, and one it may only read.
+    #[derive(Default)]
+    struct Memory {
+        target: Option<StoredTarget>,
+        attempts: Vec<(String, Attempt)>,
+        consumptions: Vec<(String, ObservationLink)>,
+        observations: Vec<ObservationRow>,
+        /// Every call, in order.
+        calls: Vec<&'static str>,
+        ids: u32,
+    }
+
+    impl Memory {
+        fn with(doc: &str) -> Memory {
+            Memory {
+                target: Some(StoredTarget {
+                    target_file_id: T.into(),
+                    version: 0,
+                    current_hash: sha256_hex(doc),
+                    content: doc.into(),
+                    active_editing_cycle_id: CYCLE.into(),
+                    filename: "a.txt".into(),
+                    target_type: "text".into(),
+                    source_line_endings: None,
+                }),
+                ..Memory::default()
+            }
+        }
+
+        fn writes(&self) -> Vec<&'static str> {
+            self.calls
+                .iter()
+                .copied()
+                .filter(|c| c.starts_with("write"))
+                .collect()
+        }
+    }
+
+    impl Session for Memory {
+        fn new_id(&mut self) -> String {
+            self.ids += 1;
+            format!("00000000-0000-4000-8000-{:012}", self.ids)
+        }
+        fn readable(&mut self, id: &str) -> bool {
+            self.calls.push("readable");
+            id == READ_ONLY
+        }
+    }
+
+    impl Store for Memory {
+        fn lock_target(&mut self, id: &str) -> Option<StoredTarget> {
+            self.calls.push("lock_target");
+            self.target.clone().filter(|t| t.target_file_id == id)
+        }
+        fn parent(&mut self, log_id: &str) -> Parent {
+            self.calls.push("parent");
+            match self.attempts.iter().find(|(l, _)| l == log_id) {
+                Some(_) => Parent::Found {
+                    target_file_id: T.into(),
+                    status: Some(Status::Rejected),
+                },
+                None => Parent::NotFound,
+            }
+        }
+        fn keyed_attempt(&mut self, id: &str, key: &str) -> Option<AttemptRow> {
+            self.calls.push("keyed_attempt");
+            let (log, a) = self
+                .attempts
+                .iter()
+                .find(|(_, a)| a.client_request_id.as_deref() == Some(key))?;
+            assert_eq!(id, T);
+            Some(AttemptRow::of(a, log))
+        }
+        fn lock_observations(&mut self, ids: &[String]) -> Vec<ObservationRow> {
+            self.calls.push("lock_observations");
+            self.observations
+                .iter()
+                .filter(|o| ids.contains(&o.observation_id))
+                .cloned()
+                .collect()
+        }
+        fn consumed_by(&mut self, log_id: &str) -> Vec<ObservationRow> {
+            self.calls.push("consumed_by");
+            let ids: Vec<&String> = self
+                .consumptions
+                .iter()
+                .filter(|(l, _)| l == log_id)
+                .map(|(_, c)| &c.observation_id)
+                .collect();
+            self.observations
+                .iter()
+                .filter(|o| ids.contains(&&o.observation_id))
+                .cloned()
+                .collect()
+        }
+        fn write_attempt(&mut self, a: &Attempt, log_id: &str, id: &str, cycle: &str) {
+            self.calls.push("write_attempt");
+            assert_eq!((id, cycle), (T, CYCLE));
+            if let (Some(t), Some(content)) = (self.target.as_mut(), &a.new_content) {
+                t.content = content.clone();
+                t.current_hash = a.after_hash.clone().unwrap();
+                t.version = a.after_version.unwrap();
+            }
+            self.attempts.push((log_id.into(), a.clone()));
+        }
+        fn write_consumptions(&mut self, log_id: &str, links: &[ObservationLink]) {
+            self.calls.push("write_consumptions");
+            for l in links {
+                self.consumptions.push((log_id.into(), l.clone()));
+            }
+        }
+    }
+
+    fn edits(args: Value, store: &mut Memory, strict: bool) -> Value {
+        let settings = Settings {
+            strict_observation_mode: strict,
+            caller_owned_transaction: false,
+        };
+        let sub = submit::parse_submit_edits(&args.to_string());
+        run(
+            store,
+            "patchdiff_submit_edits",
+            sub,
+            Route::Unobserved,
+            settings,
+        )
+    }
+
+    fn observed(args: Value, store: &mut Memory) -> Value {
+        let sub = observed::parse_submit_observed_operations(&args.to_string());
+        let tool = "patchdiff_submit_observed_operations";
+        run(store, tool, sub, Route::Observed, Settings::default())
+    }
+
+    fn gamma_observation(doc: &str) -> ObservationRow {
+        let b = char_len(&doc[..doc.find("def gamma").unwrap()]);
+        let e = char_len(doc);
+        ObservationRow {
+            observation_id: OBS.into(),
+            target_file_id: T.into(),
+            editing_cycle_id: CYCLE.into(),
+            observation_bundle_id: None,
+            bundle_ordinal: None,
+            symbol_path: "gamma".into(),
+            kind: "function".into(),
+            target_version: 0,
+            target_current_hash: sha256_hex(doc),
+            scope_start: b,
+            scope_end: e,
+            observed_scope_hash: sha256_hex(slice_chars(doc, b, e)),
+            consumed_by_pdcp_log_id: None,
+        }
+    }
+
+    fn observed_args(store: &Memory, key: Option<&str>) -> Value {
+        let t = store.target.as_ref().unwrap();
+        json!({
+            "target_file_id": T, "observation_id": OBS, "intent": "edit",
+            "operations": [{"op": "match", "match": "\"hello\"", "replace": "\"bye\""}],
+            "expected_target_version": t.version, "expected_current_hash": t.current_hash,
+            "client_request_id": key,
+        })
+    }
+
+    /// observed-editor-v2 "Exact keyed recovery precedes fresh guard and consumed-observation
+    /// checks", and strict observation mode ("A keyed resend still recovers its recorded
+    /// outcome"): the resend is answered from the stored row, writing nothing, though its guard
+    /// is now stale and strict mode is on.
+    #[test]
+    fn keyed_recovery_precedes_strict_mode_and_guards() {
+        let mut s = Memory::with("a\n");
+        let args = json!({"target_file_id": T, "intent": "i", "expected_target_version": 0,
+                          "edits": [{"match": "a", "replace": "b"}], "client_request_id": "k1"});
+        let first = edits(args.clone(), &mut s, false);
+        assert_eq!(first["status"], "accepted");
+        s.calls.clear();
+        let again = edits(args, &mut s, true);
+        assert_eq!(again["status"], "accepted");
+        assert_eq!(again["deduplicated"], true);
+        assert_eq!(again["pdcp_log_id"], first["pdcp_log_id"]);
+        assert_eq!(s.calls, ["lock_target", "keyed_attempt"]);
+        assert_eq!(s.attempts.len(), 1);
+    }
+
+    /// The same for the observed route: a keyed resend of a consumed observation recovers (with
+    /// the consumed observations read back) instead of meeting OBSERVATION_CONSUMED.
+    #[test]
+    fn observed_keyed_recovery_precedes_consumed_observation_checks() {
+        let mut s = Memory::with(DOC);
+        s.observations.push(gamma_observation(DOC));
+        let args = observed_args(&s, Some("k2"));
+        let first = observed(args.clone(), &mut s);
+        assert_eq!(first["status"], "accepted", "{first}");
+        s.calls.clear();
+        let again = observed(args, &mut s);
+        assert_eq!(again["deduplicated"], true, "{again}");
+        assert_eq!(again["observation_id"], OBS);
+        assert_eq!(s.calls, ["lock_target", "keyed_attempt", "consumed_by"]);
+        assert_eq!((s.attempts.len(), s.consumptions.len()), (1, 1));
+    }
+
+    /// "Rejections are values": a stale guard writes exactly one rejected attempt row, and no
+    /// consumption, on either route.
+    #[test]
+    fn a_rejection_writes_one_row_and_no_consumptions() {
+        let mut s = Memory::with("a\n");
+        let args = json!({"target_file_id": T, "intent": "i", "expected_target_version": 7,
+                          "edits": [{"match": "a", "replace": "b"}]});
+        let r = edits(args, &mut s, false);
+        assert_eq!(r["status"], "rejected");
+        assert_eq!(s.writes(), ["write_attempt"]);
+        assert_eq!(r["pdcp_log_id"], s.attempts[0].0.as_str());
+
+        let mut s = Memory::with(DOC);
+        s.observations.push(gamma_observation(DOC));
+        let mut args = observed_args(&s, None);
+        args["expected_current_hash"] = json!(sha256_hex("other"));
+        let r = observed(args, &mut s);
+        assert_eq!(r["status"], "rejected", "{r}");
+        assert_eq!(s.writes(), ["write_attempt"]);
+        assert!(s.consumptions.is_empty());
+    }
+
+    /// An observed acceptance writes its attempt, then the consumption of each observation, after
+    /// locking the target and then the observations.
+    #[test]
+    fn an_observed_acceptance_writes_its_consumptions() {
+        let mut s = Memory::with(DOC);
+        s.observations.push(gamma_observation(DOC));
+        let r = observed(observed_args(&s, None), &mut s);
+        assert_eq!(r["status"], "accepted", "{r}");
+        assert_eq!(
+            s.calls,
+            [
+                "lock_target",
+                "lock_observations",
+                "write_attempt",
+                "write_consumptions"
+            ]
+        );
+        let log = s.attempts[0].0.clone();
+        assert_eq!(r["pdcp_log_id"], log.as_str());
+        assert_eq!(
+            s.consumptions,
+            [(
+                log,
+                ObservationLink {
+                    observation_id: OBS.into(),
+                    group_index: None
+                }
+            )]
+        );
+        assert_eq!(
+            s.target.unwrap().content,
+            "def alpha():\n    return \"hello\"\n\ndef gamma():\n    return \"bye\"\n"
+        );
+    }
+
+    /// Contract "strict observation mode": a fresh unobserved write is an audited
+    /// OBSERVATION_REQUIRED rejection (one row, the top-level `code`), judged before any guard.
+    #[test]
+    fn strict_mode_writes_one_audited_rejection() {
+        let mut s = Memory::with("a\n");
+        let args = json!({"target_file_id": T, "intent": "i", "expected_target_version": 7,
+                          "edits": [{"match": "a", "replace": "b"}]});
+        let r = edits(args, &mut s, true);
+        assert_eq!(r["status"], "rejected");
+        assert_eq!(r["code"], "OBSERVATION_REQUIRED");
+        assert_eq!(s.writes(), ["write_attempt"]);
+        assert_eq!(s.target.unwrap().version, 0);
+    }
+
+    /// Contract "patchdiff_submit_replacement": a valid oversized fresh replacement answers
+    /// replacement_too_large with `pdcp_log_id: null`, and "no attempt or current-PDCP row is
+    /// written"; a keyed one still looks its key up first.
+    #[test]
+    fn sole_replacement_over_admission_limits_writes_no_row() {
+        let mut s = Memory::with("a\n");
+        let big = "x".repeat(crate::contract::limits::REPLACEMENT_MAX_CODE_POINTS + 1);
+        let args = json!({"target_file_id": T, "intent": "i", "replacement": big,
+                          "expected_target_version": 0, "client_request_id": "k3"});
+        let sub = submit::parse_submit_replacement(&args.to_string());
+        let tool = "patchdiff_submit_replacement";
+        let r = run(&mut s, tool, sub, Route::Unobserved, Settings::default());
+        assert_eq!(r["status"], "invalid_argument");
+        assert_eq!(r["code"], "replacement_too_large");
+        assert_eq!(r["pdcp_log_id"], Value::Null);
+        assert_eq!(s.calls, ["lock_target", "keyed_attempt"]);
+    }
+
+    /// Issue 15 (docs/security.md): a target the caller may not write is neither locked nor
+    /// written; it answers not_found exactly like an unknown one, or write_not_granted when the
+    /// caller may read it. Arguments that do not parse touch no row at all.
+    #[test]
+    fn an_invisible_target_writes_nothing() {
+        let mut s = Memory::with("a\n");
+        for (id, status) in [
+            ("44444444-4444-4444-8444-444444444444", "not_found"),
+            (READ_ONLY, "permission_denied"),
+        ] {
+            s.calls.clear();
+            let args = json!({"target_file_id": id, "intent": "i",
+                              "edits": [{"match": "a", "replace": "b"}]});
+            let r = edits(args, &mut s, false);
+            assert_eq!(r["status"], status, "{r}");
+            assert_eq!(s.calls, ["lock_target", "readable"]);
+        }
+        s.calls.clear();
+        let r = edits(json!({"target_file_id": T}), &mut s, false);
+        assert_eq!(r["status"], "invalid_argument");
+        assert!(s.calls.is_empty());
+        assert!(s.attempts.is_empty());
+    }
+}

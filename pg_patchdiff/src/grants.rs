@@ -1,0 +1,31 @@
+//! `patchdiff_grant`, `patchdiff_revoke` and `patchdiff_list_targets`: glue only. Who may touch
+//! what is decided in the statements of [`crate::storage::access`]; the engine parses the
+//! arguments, runs each call's sequence and shapes every answer.
+
+use crate::json_text::JsonText;
+use crate::with_store;
+use patchdiff_engine::api::drive;
+use pgrx::prelude::*;
+
+/// Gives a role `read` or `write` (which includes read) on a target the caller owns. A second
+/// grant to the same role replaces the first.
+#[pg_extern(security_definer)]
+#[search_path(pg_catalog, pg_temp)]
+fn patchdiff_grant(args: JsonText) -> JsonText {
+    with_store(|s| drive::grant(s, &args.0))
+}
+
+/// Takes a grant back: `privilege: "write"` leaves read; `"read"`, null or omitted remove the
+/// role's grant on the target. Ownership and administration are not grants and stay.
+#[pg_extern(security_definer)]
+#[search_path(pg_catalog, pg_temp)]
+fn patchdiff_revoke(args: JsonText) -> JsonText {
+    with_store(|s| drive::revoke(s, &args.0))
+}
+
+/// The targets the caller may read, newest first, in bounded pages.
+#[pg_extern(security_definer, stable)]
+#[search_path(pg_catalog, pg_temp)]
+fn patchdiff_list_targets(args: JsonText) -> JsonText {
+    with_store(|s| drive::list_targets(s, &args.0))
+}

@@ -1,0 +1,126 @@
+//! Who may touch what (issue 15; docs/security.md).
+//!
+//! Every target belongs to the role that created it: the role in effect outside the SECURITY
+//! DEFINER function, with `SET ROLE` honoured ([`Caller::current`]). Roles that have the owner's
+//! privileges (`pg_has_role(caller, owner, 'USAGE')`) read and write it and may grant others
+//! `read` or `write` on it; a grant to a role reaches every role that has that role's
+//! privileges. Superusers and roles with the privileges of `patchdiff_admin` (when that role
+//! exists) see every target.
+//!
+//! The check lives in the statement that finds the target ([`tiered!`]), so a target the caller
+//! may not see is never read, never locked, and answers exactly like an unknown one.
+
+use pgrx::pg_sys;
+
+/// The optional administrators' role. The extension does not create it (roles are cluster-wide,
+/// the extension is per database); a DBA does, and grants it to whoever must see everything.
+pub const ADMIN_ROLE: &std::ffi::CStr = c"patchdiff_admin";
+
+/// The role a call acts for, and whether it sees every target.
+#[derive(Clone, Copy, Debug)]
+pub struct Caller {
+    pub role: pg_sys::Oid,
+    pub admin: bool,
+}
+
+impl Caller {
+    /// The role outside this SECURITY DEFINER function: the session's current role as `SET ROLE`
+    /// left it (PostgreSQL's "outer" user). A SECURITY DEFINER function of an application that
+    /// calls the API acts for its caller's role, never for its own owner, so wrapping the API
+    /// can narrow what a role reaches but never widen it.
+    pub fn current() -> Caller {
+        // SAFETY: plain reads of backend state and the role caches, valid in any function call.
+        unsafe {
+            let role = pg_sys::GetOuterUserId();
+            let admin = pg_sys::superuser_arg(role) || {
+                let admins = pg_sys::get_role_oid(ADMIN_ROLE.as_ptr(), true);
+                admins != pg_sys::InvalidOid && pg_sys::has_privs_of_role(role, admins)
+            };
+            Caller { role, admin }
+        }
+    }
+}
+
+/// What a call needs of its target.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Need {
+    Read,
+    Write,
+}
+
+impl Need {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Need::Read => "read",
+            Need::Write => "write",
+        }
+    }
+}
+
+// Every statement that finds a target comes in three tiers, tried in order until one finds it
+// ([`Caller::tiers`]): administrators' (no predicate), owners' (the owning role's privileges),
+// and grantees' (ownership or a grant). Parameters: $1 the ID looked up, $2 the caller's role
+// (oid), $3 what it needs ('read' | 'write'). The owners' tier names no other table, so the
+// owner's own calls (every call of a single-role install) plan and run as before ownership
+// existed; only a miss pays for the grants lookup. The administrators' tier is a statement of
+// its own rather than a `$admin OR ...` arm, which a custom plan would fold away and so make
+// PostgreSQL re-plan every call.
+
+/// "The caller has the privileges of target row `t`'s owner."
+macro_rules! owns {
+    ($t:literal) => {
+        concat!(
+            "(",
+            $t,
+            ".owner_role::oid = $2::oid OR pg_catalog.pg_has_role($2::oid, ",
+            $t,
+            ".owner_role::oid, 'USAGE'))"
+        )
+    };
+}
+pub(crate) use owns;
+
+/// "The caller owns target row `t`, or holds a grant on it that gives what it needs."
+macro_rules! owns_or_granted {
+    ($t:literal) => {
+        concat!(
+            "(",
+            crate::storage::access::owns!($t),
+            " OR EXISTS (SELECT FROM patchdiff.target_grants g ",
+            "WHERE g.target_file_id = ",
+            $t,
+            ".target_file_id AND (g.privilege = 'write' OR $3::text = 'read') ",
+            "AND pg_catalog.pg_has_role($2::oid, g.grantee::oid, 'USAGE')))"
+        )
+    };
+}
+pub(crate) use owns_or_granted;
+
+/// The three tiers of a statement: `$m!(predicate, args...)` for each predicate on row `$t`.
+macro_rules! tiered {
+    ($m:ident, $t:literal $(, $arg:tt)*) => {
+        [
+            $m!("TRUE" $(, $arg)*),
+            $m!(crate::storage::access::owns!($t) $(, $arg)*),
+            $m!(crate::storage::access::owns_or_granted!($t) $(, $arg)*),
+        ]
+    };
+}
+pub(crate) use tiered;
+
+impl Caller {
+    /// The tiers of [`tiered!`] statements to try, in order.
+    pub fn tiers(self) -> std::ops::Range<usize> {
+        if self.admin { 0..1 } else { 1..3 }
+    }
+
+    /// The one tier that finds everything the caller may see (for lookups of several rows).
+    pub fn widest(self) -> usize {
+        if self.admin { 0 } else { 2 }
+    }
+
+    /// The first answer `find` gives, trying the caller's tiers in order.
+    pub fn first<T>(self, mut find: impl FnMut(usize) -> Option<T>) -> Option<T> {
+        self.tiers().find_map(&mut find)
+    }
+}

@@ -1,0 +1,354 @@
+//! Target rows: reads, the write lock, creation, and the checkpoint (SAVE) statements.
+
+use super::access::tiered;
+use super::{Caller, Need, Row, access_args, fault, first_row, read, read_once, write, write_once};
+use patchdiff_engine::api::store::{PublishFacts, SaveLock, StoredState, StoredTarget};
+use patchdiff_engine::api::target::{BindingProof, WorkspaceBinding};
+use pgrx::datum::DatumWithOid;
+use pgrx::spi::{SpiClient, SpiTupleTable};
+use serde_json::Value;
+
+macro_rules! target_select {
+    ($pred:expr, $tail:literal) => {
+        concat!(
+            "SELECT version, current_hash, current_content, active_editing_cycle_id::text, filename, target_type, ",
+            "source_line_endings::text FROM patchdiff.targets t WHERE target_file_id = $1::uuid AND ",
+            $pred,
+            $tail
+        )
+    };
+}
+
+const TARGET_SQL: [&str; 3] = tiered!(target_select, "t", "");
+const LOCK_TARGET_SQL: [&str; 3] = tiered!(target_select, "t", " FOR UPDATE");
+
+/// Reads a target the caller may `need`.
+pub fn target(client: &SpiClient, id: &str, caller: Caller, need: Need) -> Option<StoredTarget> {
+    caller.first(|tier| {
+        let [a, n] = access_args(caller, need);
+        let rows = read_once(
+            client,
+            TARGET_SQL[tier],
+            Some(1),
+            &[id.into(), a, n],
+            "reading target",
+        );
+        target_row(id, rows)
+    })
+}
+
+/// Takes the row lock (`FOR UPDATE`) of a target the caller may write, and reads it. A target it
+/// may not write is neither read nor locked. From here on, every statement of this SPI
+/// connection runs read-write and sees the latest committed state.
+pub fn lock_target(client: &mut SpiClient, id: &str, caller: Caller) -> Option<StoredTarget> {
+    caller.first(|tier| {
+        let [a, n] = access_args(caller, Need::Write);
+        let rows = write(
+            client,
+            LOCK_TARGET_SQL[tier],
+            &[id.into(), a, n],
+            "locking target",
+        );
+        target_row(id, rows)
+    })
+}
+
+/// Whether the caller may read the target.
+pub fn readable(client: &SpiClient, id: &str, caller: Caller) -> bool {
+    target(client, id, caller, Need::Read).is_some()
+}
+
+fn target_row(id: &str, rows: SpiTupleTable) -> Option<StoredTarget> {
+    let row = rows.first();
+    if row.is_empty() {
+        return None;
+    }
+    let get = |i: usize| {
+        row.get::<String>(i)
+            .unwrap_or_else(|e| fault("reading target", e))
+    };
+    Some(StoredTarget {
+        target_file_id: id.to_owned(),
+        version: row
+            .get::<i64>(1)
+            .unwrap_or_else(|e| fault("reading target", e))
+            .unwrap_or(0),
+        current_hash: get(2).unwrap_or_default(),
+        content: get(3).unwrap_or_default(),
+        active_editing_cycle_id: get(4).unwrap_or_default(),
+        filename: get(5).unwrap_or_default(),
+        target_type: get(6).unwrap_or_default(),
+        source_line_endings: get(7),
+    })
+}
+
+/// Inserts a target owned by `owner` with its first editing cycle and its initial snapshot.
+/// Returns false, having written nothing, when the workspace binding's nonce already binds
+/// another target (a copied proof).
+pub fn insert_target(
+    client: &mut SpiClient,
+    t: &patchdiff_engine::api::target::NewTarget,
+    target_file_id: &str,
+    cycle_id: &str,
+    snapshot_id: &str,
+    owner: pgrx::pg_sys::Oid,
+) -> bool {
+    let facts = patchdiff_engine::wire::to_string(
+        &t.source_line_endings.to_json(),
+        patchdiff_engine::wire::LITERAL,
+    );
+    let w = t.workspace.as_ref();
+    let proof = w.and_then(|w| w.proof.as_ref());
+    let args: [DatumWithOid; 17] = [
+        target_file_id.into(),
+        t.project_id.as_deref().into(),
+        t.filename.as_str().into(),
+        t.target_type.as_str().into(),
+        t.canonical.as_str().into(),
+        t.current_hash.as_str().into(),
+        cycle_id.into(),
+        facts.as_str().into(),
+        snapshot_id.into(),
+        w.map(|w| w.root_device).into(),
+        w.map(|w| w.root_inode).into(),
+        w.map(|w| w.relative_path.as_str()).into(),
+        w.map(|w| w.baseline_sha256.as_str()).into(),
+        owner.into(),
+        proof.map(|p| p.nonce.as_str()).into(),
+        proof.map(|p| p.proof.as_str()).into(),
+        w.map(|w| w.baseline_bytes).into(),
+    ];
+    let rows = write_once(
+        client,
+        "WITH d AS (INSERT INTO patchdiff.target_directory (target_file_id, created_at, workspace_binding_nonce) \
+             VALUES ($1::uuid, pg_catalog.clock_timestamp(), $15) \
+             ON CONFLICT (workspace_binding_nonce) DO NOTHING RETURNING created_at), \
+         t AS (INSERT INTO patchdiff.targets (target_file_id, project_id, filename, target_type, current_content, \
+             current_hash, version, active_editing_cycle_id, source_line_endings, workspace_root_device, \
+             workspace_root_inode, workspace_relative_path, workspace_baseline_sha256, owner_role, \
+             workspace_binding_nonce, workspace_binding_proof, workspace_baseline_bytes, created_at, updated_at) \
+             SELECT $1::uuid, $2::uuid, $3, $4, $5, $6, 0, $7::uuid, $8::json, $10, $11, $12, $13, $14::regrole, \
+               $15, $16, $17, d.created_at, d.created_at FROM d \
+             RETURNING target_file_id), \
+         c AS (INSERT INTO patchdiff.editing_cycles (editing_cycle_id, target_file_id, opened_version) \
+             SELECT $7::uuid, target_file_id, 0 FROM t RETURNING editing_cycle_id) \
+         INSERT INTO patchdiff.snapshots (snapshot_id, target_file_id, editing_cycle_id, snapshot_reason, version, content_hash, content) \
+             SELECT $9::uuid, t.target_file_id, c.editing_cycle_id, 'initial', 0, $6, $5 FROM t, c \
+             RETURNING snapshot_id",
+        None,
+        &args,
+        "initializing target",
+    );
+    rows.len() == 1
+}
+
+macro_rules! target_cycle {
+    ($pred:expr) => {
+        concat!(
+            "SELECT active_editing_cycle_id::text FROM patchdiff.targets t WHERE t.target_file_id = $1::uuid AND ",
+            $pred
+        )
+    };
+}
+
+/// The active editing cycle of a target the caller may read.
+const TARGET_CYCLE_SQL: [&str; 3] = tiered!(target_cycle, "t");
+
+/// The active editing cycle of the target, if it exists and the caller may read it.
+pub fn readable_cycle(c: &SpiClient, id: &str, caller: Caller) -> Option<String> {
+    caller.first(|tier| {
+        let [a, n] = access_args(caller, Need::Read);
+        let rows = read(
+            c,
+            TARGET_CYCLE_SQL[tier],
+            &[id.into(), a, n],
+            "reading target",
+        );
+        (!rows.is_empty()).then(|| {
+            rows.first()
+                .get_one::<String>()
+                .unwrap_or_else(|e| fault("reading target", e))
+                .unwrap_or_default()
+        })
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// patchdiff_save
+
+/// Closes the active cycle at the current version, opens the next one, snapshots the current
+/// content into the closed cycle and points the target at the new cycle, in one statement.
+/// The snapshot copies the stored row, so the content never travels through the function.
+const SAVE_SQL: &str = "WITH closed AS ( \
+       UPDATE patchdiff.editing_cycles SET closed_version = $4, closed_at = pg_catalog.clock_timestamp() \
+       WHERE editing_cycle_id = $2::uuid AND target_file_id = $1::uuid RETURNING editing_cycle_id), \
+     opened AS ( \
+       INSERT INTO patchdiff.editing_cycles (editing_cycle_id, target_file_id, opened_version) \
+       VALUES ($3::uuid, $1::uuid, $4) RETURNING editing_cycle_id), \
+     snap AS ( \
+       INSERT INTO patchdiff.snapshots (snapshot_id, target_file_id, editing_cycle_id, snapshot_reason, version, \
+         content_hash, content) \
+       SELECT $5::uuid, t.target_file_id, c.editing_cycle_id, 'save_checkpoint', t.version, t.current_hash, \
+         t.current_content \
+       FROM patchdiff.targets t, closed c WHERE t.target_file_id = $1::uuid RETURNING snapshot_id) \
+     UPDATE patchdiff.targets t SET active_editing_cycle_id = o.editing_cycle_id \
+     FROM opened o, snap s WHERE t.target_file_id = $1::uuid \
+     RETURNING s.snapshot_id::text";
+
+macro_rules! save_lock_select {
+    ($pred:expr, $columns:literal) => {
+        concat!(
+            "SELECT version, current_hash, active_editing_cycle_id::text",
+            $columns,
+            " FROM patchdiff.targets t WHERE t.target_file_id = $1::uuid AND ",
+            $pred,
+            " FOR UPDATE"
+        )
+    };
+}
+
+const SAVE_LOCK_SQL: [&str; 3] = tiered!(save_lock_select, "t", "");
+
+/// A publishing SAVE also reads the content, its recorded line endings and the binding with its
+/// proof.
+const SAVE_LOCK_PUBLISH_SQL: [&str; 3] = tiered!(
+    save_lock_select,
+    "t",
+    ", current_content, source_line_endings::text, workspace_root_device, workspace_root_inode, \
+     workspace_relative_path, workspace_baseline_sha256, workspace_binding_nonce, workspace_binding_proof, \
+     workspace_baseline_bytes"
+);
+
+/// Takes the row lock of a target the caller may write, for a SAVE (`publish`: a publishing one).
+pub fn lock_for_save(
+    c: &mut SpiClient,
+    id: &str,
+    caller: Caller,
+    publish: bool,
+) -> Option<SaveLock> {
+    let sql = if publish {
+        SAVE_LOCK_PUBLISH_SQL
+    } else {
+        SAVE_LOCK_SQL
+    };
+    let tuple = first_row(c, caller, Need::Write, &sql, id, true)?;
+    let r = Row(&tuple, "locking target");
+    Some(SaveLock {
+        version: r.int(1),
+        current_hash: r.text(2),
+        active_editing_cycle_id: r.text(3),
+        publish: publish.then(|| PublishFacts {
+            content: r.text(4),
+            source_line_endings: r.json(5).unwrap_or(Value::Null),
+            binding: r.opt::<i64>(6).map(|root_device| WorkspaceBinding {
+                root_device,
+                root_inode: r.int(7),
+                relative_path: r.text(8),
+                baseline_sha256: r.text(9),
+                baseline_bytes: r.int(12),
+                proof: r.opt::<String>(10).map(|nonce| BindingProof {
+                    nonce,
+                    proof: r.text(11),
+                }),
+            }),
+        }),
+    })
+}
+
+/// Snapshots the locked target into its active cycle `cycle`, closes it at `version` and opens
+/// `new_cycle`.
+pub fn save_checkpoint(
+    c: &mut SpiClient,
+    id: &str,
+    cycle: &str,
+    new_cycle: &str,
+    version: i64,
+    snapshot: &str,
+) {
+    let rows = write(
+        c,
+        SAVE_SQL,
+        &[
+            id.into(),
+            cycle.into(),
+            new_cycle.into(),
+            version.into(),
+            snapshot.into(),
+        ],
+        "saving checkpoint",
+    );
+    if rows.len() != 1 {
+        fault(
+            "saving checkpoint",
+            "the active editing cycle was not found",
+        );
+    }
+}
+
+/// Moves a published target's workspace baseline to the content just installed.
+pub fn move_workspace_baseline(c: &mut SpiClient, id: &str, sha256: &str, bytes: i64) {
+    write(
+        c,
+        "UPDATE patchdiff.targets SET workspace_baseline_sha256 = $2, workspace_baseline_bytes = $3 \
+         WHERE target_file_id = $1::uuid",
+        &[id.into(), sha256.into(), bytes.into()],
+        "moving the workspace baseline",
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// patchdiff_replay
+
+macro_rules! replay_target {
+    ($pred:expr, $tail:literal) => {
+        concat!(
+            "SELECT version, current_hash, current_content FROM patchdiff.targets t ",
+            "WHERE t.target_file_id = $1::uuid AND ",
+            $pred,
+            $tail
+        )
+    };
+}
+const REPLAY_TARGET: [&str; 3] = tiered!(replay_target, "t", "");
+const REPLAY_TARGET_FOR_SHARE: [&str; 3] = tiered!(replay_target, "t", " FOR SHARE");
+
+/// The stored target the caller may read (`share`: under a share lock) and its initial snapshot,
+/// if any.
+pub fn replay_start(
+    c: &mut SpiClient,
+    id: &str,
+    caller: Caller,
+    share: bool,
+) -> Option<(StoredState, Option<StoredState>)> {
+    let sql = if share {
+        &REPLAY_TARGET_FOR_SHARE
+    } else {
+        &REPLAY_TARGET
+    };
+    let tuple = first_row(c, caller, Need::Read, sql, id, share)?;
+    let r = Row(&tuple, "locking target");
+    let stored = StoredState {
+        version: r.int(1),
+        hash: r.text(2),
+        content: r.text(3),
+    };
+    let base = read(
+        c,
+        "SELECT version, content_hash, content FROM patchdiff.snapshots \
+         WHERE target_file_id = $1::uuid AND snapshot_reason = 'initial'",
+        &[id.into()],
+        "reading initial snapshot",
+    )
+    .first()
+    .get_heap_tuple()
+    .unwrap_or_else(|e| fault("reading initial snapshot", e))
+    .map(|t| {
+        let r = Row(&t, "reading initial snapshot");
+        StoredState {
+            version: r.int(1),
+            hash: r.text(2),
+            content: r.text(3),
+        }
+    });
+    Some((stored, base))
+}
