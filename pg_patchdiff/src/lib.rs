@@ -9,13 +9,13 @@
 
 use json_text::JsonText as JsonString;
 use patchdiff_engine::api::args::ArgError;
-use patchdiff_engine::api::drive::{self, Route, Settings};
+use patchdiff_engine::api::drive::{self, Route, Settings, TypedEdits};
 use patchdiff_engine::api::scoped as observed;
 use patchdiff_engine::api::submit;
 use patchdiff_engine::wire::{LITERAL, to_string};
 use pgrx::guc::{GucContext, GucFlags, GucRegistry, GucSetting};
 use pgrx::prelude::*;
-use serde_json::{Map, Value, json};
+use serde_json::Value;
 use storage::port::SpiStore;
 
 mod export;
@@ -218,55 +218,22 @@ fn patchdiff_submit(
     source: default!(Option<String>, "'sql'"),
     include_correlation_id: default!(Option<bool>, false),
 ) -> JsonString {
-    let mut m = Map::new();
-    // NULLs become omitted arguments, so they meet the same checks as over JSON.
-    if let Some(id) = target_file_id {
-        m.insert("target_file_id".into(), json!(id.to_string()));
-    }
-    if let Some(Err(e)) = edits
-        .as_ref()
-        .map(|e| patchdiff_engine::api::args::oversized(&e.0))
-    {
-        return out(&e.to_json("patchdiff_submit"));
-    }
-    match edits.map(|e| serde_json::from_str::<Value>(&e.0)) {
-        Some(Ok(v)) => {
-            m.insert("edits".into(), v);
-        }
-        Some(Err(e)) => {
-            let err = ArgError::new("invalid_json", format!("edits is not valid JSON: {e}"));
-            return out(&err.to_json("patchdiff_submit"));
-        }
-        None => {}
-    }
-    let optional = [
-        ("intent", intent.map(Value::from)),
-        (
-            "expected_target_version",
-            expected_target_version.map(Value::from),
-        ),
-        (
-            "expected_current_hash",
-            expected_current_hash.map(Value::from),
-        ),
-        ("client_request_id", client_request_id.map(Value::from)),
-        (
-            "parent_pdcp_log_id",
-            parent_pdcp_log_id.map(|u| Value::from(u.to_string())),
-        ),
-        ("attempt", attempt.map(Value::from)),
-        ("source", source.map(Value::from)),
-        (
-            "include_correlation_id",
-            include_correlation_id.map(Value::from),
-        ),
-    ];
-    for (k, v) in optional {
-        if let Some(v) = v {
-            m.insert(k.into(), v);
-        }
-    }
-    let args = to_string(&Value::Object(m), LITERAL);
+    let typed = TypedEdits {
+        target_file_id: target_file_id.map(|u| u.to_string()),
+        intent,
+        edits: edits.as_ref().map(|e| e.0.as_str()),
+        expected_target_version,
+        expected_current_hash,
+        client_request_id,
+        parent_pdcp_log_id: parent_pdcp_log_id.map(|u| u.to_string()),
+        attempt,
+        source,
+        include_correlation_id,
+    };
+    let args = match typed.arguments() {
+        Ok(args) => args,
+        Err(answer) => return out(&answer),
+    };
     run_submission(
         "patchdiff_submit",
         submit::parse_submit_edits(&args),

@@ -129,7 +129,7 @@ pub mod api {
         pub use crate::drive::pages::{ledger_page, log_page};
         pub use crate::drive::replay::replay;
         pub use crate::drive::save::save;
-        pub use crate::drive::submission::{Route, Settings, run, unavailable};
+        pub use crate::drive::submission::{Route, Settings, TypedEdits, run, unavailable};
         pub use crate::drive::targets::{
             export_target, find_occurrences, get_target, initialize, preview, read_lines,
             read_target,

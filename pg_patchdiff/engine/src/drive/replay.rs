@@ -52,3 +52,151 @@ pub fn replay(store: &mut impl History, args: &str) -> Value {
     }
     replay.finish(&stored)
 }
+
+#[cfg(test)]
+mod tests {
+    //! Issue 16 item 3: the replay sequence over an in-memory [`History`] that records every
+    //! read. The same clauses run on real PostgreSQL in the extension's tests.
+
+    use super::*;
+    use crate::drive::store::StoredState;
+    use crate::submission::submit::{self, AttemptRow, Parent};
+    use crate::text::sha256_hex;
+    use serde_json::json;
+
+    const T: &str = "11111111-1111-4111-8111-111111111111";
+
+    struct Memory {
+        base: StoredState,
+        stored: StoredState,
+        rows: Vec<AttemptRow>,
+        reads: Vec<String>,
+    }
+
+    impl History for Memory {
+        fn replay_start(&mut self, id: &str) -> Option<(StoredState, Option<StoredState>)> {
+            self.reads.push("start".into());
+            (id == T).then(|| (self.stored.clone(), Some(self.base.clone())))
+        }
+        fn next_batches(&mut self, _: &str, after: i64) -> Vec<(i64, i64)> {
+            self.reads.push(format!("batches>{after}"));
+            // One row per batch, two batches per call.
+            let rest: Vec<i64> = self
+                .rows
+                .iter()
+                .map(|r| r.log_sequence)
+                .filter(|s| *s > after)
+                .take(2)
+                .collect();
+            let mut from = after;
+            rest.into_iter()
+                .map(|s| {
+                    let range = (from, s);
+                    from = s;
+                    range
+                })
+                .collect()
+        }
+        fn accepted(&mut self, _: &str, after: i64, upto: i64) -> Vec<AttemptRow> {
+            self.reads.push(format!("rows({after},{upto}]"));
+            self.rows
+                .iter()
+                .filter(|r| r.log_sequence > after && r.log_sequence <= upto)
+                .cloned()
+                .collect()
+        }
+    }
+
+    fn state(version: i64, content: &str) -> StoredState {
+        StoredState {
+            version,
+            hash: sha256_hex(content),
+            content: content.into(),
+        }
+    }
+
+    /// Three accepted tx/1 edits of "a\n", as their rows are stored.
+    fn history() -> Memory {
+        let mut doc = String::from("a\n");
+        let mut rows = Vec::new();
+        for (v, (from, to)) in [("a", "b"), ("b", "c"), ("c", "d")].into_iter().enumerate() {
+            let v = v as i64;
+            let args = json!({"target_file_id": T, "intent": "i", "expected_target_version": v,
+                              "edits": [{"match": from, "replace": to}]});
+            let sub = submit::parse_submit_edits(&args.to_string()).unwrap();
+            let id = submit::prepare(&sub, &Parent::NotLookedUp);
+            let hash = sha256_hex(&doc);
+            let view = crate::target::TargetView {
+                target_file_id: T,
+                version: v,
+                current_hash: &hash,
+                content: &doc,
+            };
+            let a = submit::evaluate(&sub, &id, &Parent::NotLookedUp, &view);
+            assert_eq!(a.status, crate::contract::words::Status::Accepted);
+            rows.push(AttemptRow {
+                log_sequence: 10 * (v + 1),
+                pdcp_log_id: format!("log-{v}"),
+                protocol_version: a.protocol_version.into(),
+                runtime_version: a.runtime_version.into(),
+                pdcp_content: a.pdcp_content.clone(),
+                before_version: a.before_version,
+                before_hash: a.before_hash.clone(),
+                after_version: a.after_version,
+                after_hash: a.after_hash.clone(),
+                ..AttemptRow::default()
+            });
+            doc = a.new_content.unwrap();
+        }
+        Memory {
+            base: state(0, "a\n"),
+            stored: state(3, &doc),
+            rows,
+            reads: Vec::new(),
+        }
+    }
+
+    /// Contract "patchdiff_replay": every accepted row, batch after batch, in sequence order,
+    /// until the store has no more batches; then the comparison with the stored target.
+    #[test]
+    fn replay_reads_every_batch_in_order_then_compares() {
+        let mut h = history();
+        let r = replay(&mut h, &json!({"target_file_id": T}).to_string());
+        assert_eq!(r["status"], "success", "{r}");
+        assert_eq!(r["accepted_transactions_replayed"], 3);
+        assert_eq!(r["materialized_state_matches"], true);
+        assert_eq!(
+            h.reads,
+            [
+                "start",
+                "batches>0",
+                "rows(0,10]",
+                "rows(10,20]",
+                "batches>20",
+                "rows(20,30]",
+                "batches>30"
+            ]
+        );
+    }
+
+    /// A row that does not reproduce itself stops replay there: nothing after it is read.
+    #[test]
+    fn replay_stops_reading_at_the_first_divergent_row() {
+        let mut h = history();
+        h.rows[0].after_hash = Some(sha256_hex("other"));
+        let r = replay(&mut h, &json!({"target_file_id": T}).to_string());
+        assert_eq!(r["status"], "failed", "{r}");
+        assert_eq!(r["failure_reason"], "replay_divergence");
+        assert_eq!(h.reads, ["start", "batches>0", "rows(0,10]"]);
+    }
+
+    /// A target the caller may not read is not_found, and no attempt is read.
+    #[test]
+    fn replay_of_an_invisible_target_reads_no_attempt() {
+        let mut h = history();
+        let other = json!({"target_file_id": "22222222-2222-4222-8222-222222222222"});
+        let r = replay(&mut h, &other.to_string());
+        assert_eq!(r["status"], "not_found", "{r}");
+        assert_eq!(h.reads, ["start"]);
+    }
+}

@@ -3,14 +3,15 @@
 //! mode, the observed route's observations, fresh admission, evaluation, the attempt and its
 //! consumptions, the answer, and near misses.
 
-use crate::contract::args::{ArgError, not_found};
+use crate::contract::args::{ArgError, not_found, oversized};
+use crate::contract::json::{LITERAL, to_string};
 use crate::contract::words::Status;
 use crate::drive::store::Store;
 use crate::submission::scoped as observed;
 use crate::submission::submit::{self, KeyOutcome, Parent, Submission};
 use crate::target::TargetView;
 use crate::target::tenancy;
-use serde_json::Value;
+use serde_json::{Map, Value, json};
 
 /// Which service a submission goes through.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -146,6 +147,77 @@ pub fn run(
         settings.caller_owned_transaction,
     );
     answer
+}
+
+/// The named arguments of `patchdiff_submit`, the DBA's typed entry point to
+/// patchdiff_submit_edits; `None` is SQL NULL.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TypedEdits<'a> {
+    pub target_file_id: Option<String>,
+    pub intent: Option<String>,
+    /// The `edits` argument's `json` text.
+    pub edits: Option<&'a str>,
+    pub expected_target_version: Option<i64>,
+    pub expected_current_hash: Option<String>,
+    pub client_request_id: Option<String>,
+    pub parent_pdcp_log_id: Option<String>,
+    pub attempt: Option<i64>,
+    pub source: Option<String>,
+    pub include_correlation_id: Option<bool>,
+}
+
+impl TypedEdits<'_> {
+    /// The patchdiff_submit_edits argument text these name, or the answer when `edits` is too
+    /// large or not JSON. NULLs become omitted arguments, so they meet the same checks as over
+    /// JSON.
+    pub fn arguments(self) -> Result<String, Value> {
+        const TOOL: &str = "patchdiff_submit";
+        let mut m = Map::new();
+        if let Some(id) = self.target_file_id {
+            m.insert("target_file_id".into(), json!(id));
+        }
+        if let Some(Err(e)) = self.edits.map(oversized) {
+            return Err(e.to_json(TOOL));
+        }
+        match self.edits.map(serde_json::from_str::<Value>) {
+            Some(Ok(v)) => {
+                m.insert("edits".into(), v);
+            }
+            Some(Err(e)) => {
+                let err = ArgError::new("invalid_json", format!("edits is not valid JSON: {e}"));
+                return Err(err.to_json(TOOL));
+            }
+            None => {}
+        }
+        let optional = [
+            ("intent", self.intent.map(Value::from)),
+            (
+                "expected_target_version",
+                self.expected_target_version.map(Value::from),
+            ),
+            (
+                "expected_current_hash",
+                self.expected_current_hash.map(Value::from),
+            ),
+            ("client_request_id", self.client_request_id.map(Value::from)),
+            (
+                "parent_pdcp_log_id",
+                self.parent_pdcp_log_id.map(Value::from),
+            ),
+            ("attempt", self.attempt.map(Value::from)),
+            ("source", self.source.map(Value::from)),
+            (
+                "include_correlation_id",
+                self.include_correlation_id.map(Value::from),
+            ),
+        ];
+        for (k, v) in optional {
+            if let Some(v) = v {
+                m.insert(k.into(), v);
+            }
+        }
+        Ok(to_string(&Value::Object(m), LITERAL))
+    }
 }
 
 #[cfg(test)]
