@@ -6,6 +6,7 @@
 
 use crate::contract::interrupt;
 use crate::contract::json::type_name;
+use crate::contract::words::DiagnosticCode;
 use crate::evidence::rejection::Rejection;
 use crate::format::common::{Edit, List, block, parse_edit, parse_intent, parse_list};
 use crate::format::protocol::{Protocol, Runtime};
@@ -32,7 +33,10 @@ pub const EDIT_FIELDS: &[&str] = &[
 pub(crate) const EDITS: List = List {
     name: "edits",
     item: "edit",
-    code: "invalid_edit",
+    missing: DiagnosticCode::MissingEdits,
+    empty: DiagnosticCode::EmptyEdits,
+    not_array: DiagnosticCode::InvalidEdits,
+    code: DiagnosticCode::InvalidEdit,
     index_key: "edit_index",
 };
 

@@ -7,6 +7,7 @@
 
 use crate::contract::interrupt;
 use crate::contract::json::{as_int, is_big_int, type_name};
+use crate::contract::words::DiagnosticCode;
 use crate::evidence::rejection::Rejection;
 use crate::format::common::{
     self, Edit, List, SpanOp, block, opt_text, parse_advisory, required_text,
@@ -53,7 +54,10 @@ const SELECTORS: &[&str] = &["match", "occurrence_index", "anchor_before", "anch
 pub(crate) const OPERATIONS: List = List {
     name: "operations",
     item: "operation",
-    code: "invalid_operation",
+    missing: DiagnosticCode::MissingOperations,
+    empty: DiagnosticCode::EmptyOperations,
+    not_array: DiagnosticCode::InvalidOperations,
+    code: DiagnosticCode::InvalidOperation,
     index_key: "operation_index",
 };
 
