@@ -81,3 +81,19 @@ pub fn apply(start: &TargetView, edits: &[Edit]) -> Result<Applied, Rejection> {
     let ops: Vec<Op> = edits.iter().map(Op::Match).collect();
     sequential::apply(start, &ops)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 16 item 2 (no behaviour change): the typed list codes spell what
+    /// `{missing,empty,invalid}_{name}` spelled before.
+    #[test]
+    fn edits_list_codes_keep_their_spelling() {
+        let l = EDITS;
+        assert_eq!(l.missing.as_str(), format!("missing_{}", l.name));
+        assert_eq!(l.empty.as_str(), format!("empty_{}", l.name));
+        assert_eq!(l.not_array.as_str(), format!("invalid_{}", l.name));
+        assert_eq!(l.code.as_str(), format!("invalid_{}", l.item));
+    }
+}

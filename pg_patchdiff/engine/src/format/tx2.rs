@@ -257,6 +257,17 @@ mod tests {
     use crate::text::sha256_hex;
     use serde_json::json;
 
+    /// Issue 16 item 2 (no behaviour change): the typed list codes spell what
+    /// `{missing,empty,invalid}_{name}` spelled before.
+    #[test]
+    fn operations_list_codes_keep_their_spelling() {
+        let l = OPERATIONS;
+        assert_eq!(l.missing.as_str(), format!("missing_{}", l.name));
+        assert_eq!(l.empty.as_str(), format!("empty_{}", l.name));
+        assert_eq!(l.not_array.as_str(), format!("invalid_{}", l.name));
+        assert_eq!(l.code.as_str(), format!("invalid_{}", l.item));
+    }
+
     fn view(content: &str) -> TargetView<'_> {
         TargetView {
             target_file_id: "t",
