@@ -1,6 +1,7 @@
 //! The contract's result words as types: every top-level `status` the engine answers with or
-//! stores, and every `failure_reason` of a rejected attempt or a failed replay. Stored rows and
-//! responses keep the exact strings (`as_str`); the engine decides on the types.
+//! stores, every `failure_reason` of a rejected attempt or a failed replay, and every
+//! `diagnostic.code` a rejection carries. Stored rows and responses keep the exact strings
+//! (`as_str`); the engine decides on the types.
 
 use std::fmt;
 
@@ -193,6 +194,176 @@ impl fmt::Display for FailureReason {
     }
 }
 
+/// A rejection's `diagnostic.code`: what the engine stores in a rejected attempt's diagnostic
+/// (and answers with, as `diagnostic.code` and, for observed tools, the top-level `code`).
+///
+/// Not here, because they are not rejection diagnostics: `invalid_argument` codes
+/// ([`crate::contract::args::ArgError`], including `replacement_too_large`, whose
+/// `diagnostic.code` belongs to an answer that writes no row), `save_checkpoint`'s and tenancy's
+/// own `code`s, `patchdiff_observe_scope`'s codes and freshness reasons, and warning codes.
+/// Codes read back from stored rows stay strings: they are echoed verbatim.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DiagnosticCode {
+    InvalidClientRequestId,
+    /// A batch of observed operations without `client_request_id`.
+    ClientRequestIdRequired,
+    /// Observed operations without both guards.
+    ObservedGuardsRequired,
+    InvalidExpectedTargetVersion,
+    InvalidExpectedCurrentHash,
+    InvalidAttempt,
+    InvalidParentPdcpLogId,
+    ParentNotFound,
+    ParentTargetMismatch,
+    ParentNotRejected,
+    /// A request key reused for a different proposal (at PRECONDITION_GUARD).
+    RequestKeyConflict,
+    MissingIntent,
+    InvalidIntent,
+    /// tx/1 `edits`: absent or null, empty, not an array; one malformed edit.
+    MissingEdits,
+    EmptyEdits,
+    InvalidEdits,
+    InvalidEdit,
+    /// tx/2 `operations` (also of an observed batch's group), as for `edits`.
+    MissingOperations,
+    EmptyOperations,
+    InvalidOperations,
+    InvalidOperation,
+    /// An observed batch's `groups`, as for `edits`.
+    MissingGroups,
+    EmptyGroups,
+    InvalidGroups,
+    InvalidGroup,
+    /// An observed batch over its 32 groups or 128 operations.
+    TooManyGroups,
+    TooManyOperations,
+    /// tx/3 `replacement`.
+    MissingReplacement,
+    InvalidReplacement,
+    /// Observed submissions and strict observation mode.
+    ObservationRequired,
+    InvalidObservationId,
+    UnknownObservationId,
+    ObservationTargetMismatch,
+    ObservationBundleMismatch,
+    ObservationCycleMismatch,
+    ObservationAlreadyConsumed,
+    StaleObservationVersion,
+    StaleObservationHash,
+    /// Scope re-verification under the lock.
+    ObservedScopeMismatch,
+    ObservedScopesOverlap,
+    /// A confined application's refusals.
+    OperationOutsideObservedScope,
+    ObservedInsertionGuardsRequired,
+}
+
+impl DiagnosticCode {
+    pub const ALL: [DiagnosticCode; 42] = [
+        DiagnosticCode::InvalidClientRequestId,
+        DiagnosticCode::ClientRequestIdRequired,
+        DiagnosticCode::ObservedGuardsRequired,
+        DiagnosticCode::InvalidExpectedTargetVersion,
+        DiagnosticCode::InvalidExpectedCurrentHash,
+        DiagnosticCode::InvalidAttempt,
+        DiagnosticCode::InvalidParentPdcpLogId,
+        DiagnosticCode::ParentNotFound,
+        DiagnosticCode::ParentTargetMismatch,
+        DiagnosticCode::ParentNotRejected,
+        DiagnosticCode::RequestKeyConflict,
+        DiagnosticCode::MissingIntent,
+        DiagnosticCode::InvalidIntent,
+        DiagnosticCode::MissingEdits,
+        DiagnosticCode::EmptyEdits,
+        DiagnosticCode::InvalidEdits,
+        DiagnosticCode::InvalidEdit,
+        DiagnosticCode::MissingOperations,
+        DiagnosticCode::EmptyOperations,
+        DiagnosticCode::InvalidOperations,
+        DiagnosticCode::InvalidOperation,
+        DiagnosticCode::MissingGroups,
+        DiagnosticCode::EmptyGroups,
+        DiagnosticCode::InvalidGroups,
+        DiagnosticCode::InvalidGroup,
+        DiagnosticCode::TooManyGroups,
+        DiagnosticCode::TooManyOperations,
+        DiagnosticCode::MissingReplacement,
+        DiagnosticCode::InvalidReplacement,
+        DiagnosticCode::ObservationRequired,
+        DiagnosticCode::InvalidObservationId,
+        DiagnosticCode::UnknownObservationId,
+        DiagnosticCode::ObservationTargetMismatch,
+        DiagnosticCode::ObservationBundleMismatch,
+        DiagnosticCode::ObservationCycleMismatch,
+        DiagnosticCode::ObservationAlreadyConsumed,
+        DiagnosticCode::StaleObservationVersion,
+        DiagnosticCode::StaleObservationHash,
+        DiagnosticCode::ObservedScopeMismatch,
+        DiagnosticCode::ObservedScopesOverlap,
+        DiagnosticCode::OperationOutsideObservedScope,
+        DiagnosticCode::ObservedInsertionGuardsRequired,
+    ];
+
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            DiagnosticCode::InvalidClientRequestId => "invalid_client_request_id",
+            DiagnosticCode::ClientRequestIdRequired => "CLIENT_REQUEST_ID_REQUIRED",
+            DiagnosticCode::ObservedGuardsRequired => "OBSERVED_GUARDS_REQUIRED",
+            DiagnosticCode::InvalidExpectedTargetVersion => "invalid_expected_target_version",
+            DiagnosticCode::InvalidExpectedCurrentHash => "invalid_expected_current_hash",
+            DiagnosticCode::InvalidAttempt => "invalid_attempt",
+            DiagnosticCode::InvalidParentPdcpLogId => "invalid_parent_pdcp_log_id",
+            DiagnosticCode::ParentNotFound => "parent_not_found",
+            DiagnosticCode::ParentTargetMismatch => "parent_target_mismatch",
+            DiagnosticCode::ParentNotRejected => "parent_not_rejected",
+            DiagnosticCode::RequestKeyConflict => "request_key_conflict",
+            DiagnosticCode::MissingIntent => "missing_intent",
+            DiagnosticCode::InvalidIntent => "invalid_intent",
+            DiagnosticCode::MissingEdits => "missing_edits",
+            DiagnosticCode::EmptyEdits => "empty_edits",
+            DiagnosticCode::InvalidEdits => "invalid_edits",
+            DiagnosticCode::InvalidEdit => "invalid_edit",
+            DiagnosticCode::MissingOperations => "missing_operations",
+            DiagnosticCode::EmptyOperations => "empty_operations",
+            DiagnosticCode::InvalidOperations => "invalid_operations",
+            DiagnosticCode::InvalidOperation => "invalid_operation",
+            DiagnosticCode::MissingGroups => "missing_groups",
+            DiagnosticCode::EmptyGroups => "empty_groups",
+            DiagnosticCode::InvalidGroups => "invalid_groups",
+            DiagnosticCode::InvalidGroup => "invalid_group",
+            DiagnosticCode::TooManyGroups => "too_many_groups",
+            DiagnosticCode::TooManyOperations => "too_many_operations",
+            DiagnosticCode::MissingReplacement => "missing_replacement",
+            DiagnosticCode::InvalidReplacement => "invalid_replacement",
+            DiagnosticCode::ObservationRequired => "OBSERVATION_REQUIRED",
+            DiagnosticCode::InvalidObservationId => "INVALID_OBSERVATION_ID",
+            DiagnosticCode::UnknownObservationId => "UNKNOWN_OBSERVATION_ID",
+            DiagnosticCode::ObservationTargetMismatch => "OBSERVATION_TARGET_MISMATCH",
+            DiagnosticCode::ObservationBundleMismatch => "OBSERVATION_BUNDLE_MISMATCH",
+            DiagnosticCode::ObservationCycleMismatch => "OBSERVATION_CYCLE_MISMATCH",
+            DiagnosticCode::ObservationAlreadyConsumed => "OBSERVATION_ALREADY_CONSUMED",
+            DiagnosticCode::StaleObservationVersion => "STALE_OBSERVATION_VERSION",
+            DiagnosticCode::StaleObservationHash => "STALE_OBSERVATION_HASH",
+            DiagnosticCode::ObservedScopeMismatch => "OBSERVED_SCOPE_MISMATCH",
+            DiagnosticCode::ObservedScopesOverlap => "OBSERVED_SCOPES_OVERLAP",
+            DiagnosticCode::OperationOutsideObservedScope => "OPERATION_OUTSIDE_OBSERVED_SCOPE",
+            DiagnosticCode::ObservedInsertionGuardsRequired => "OBSERVED_INSERTION_GUARDS_REQUIRED",
+        }
+    }
+
+    /// The code a stored or answered `diagnostic.code` names, if any.
+    pub fn parse(s: &str) -> Option<DiagnosticCode> {
+        DiagnosticCode::ALL.into_iter().find(|v| v.as_str() == s)
+    }
+}
+
+impl fmt::Display for DiagnosticCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -321,5 +492,85 @@ mod tests {
         ] {
             assert!(!shape.retryable(), "{shape}");
         }
+    }
+
+    /// Issue 16 item 2: every diagnostic code serializes to its exact stored string and parses
+    /// back from it only; the set is the codes the contract and docs/ document plus the ones
+    /// only the engine's rejection paths name, nothing else.
+    #[test]
+    fn diagnostic_codes_round_trip_to_the_stored_strings() {
+        for c in DiagnosticCode::ALL {
+            assert_eq!(DiagnosticCode::parse(c.as_str()), Some(c));
+            assert_eq!(c.to_string(), c.as_str());
+        }
+        // mcp-tool-contracts.txt (request-key rules; patchdiff_submit_observed_operations'
+        // checks) and host-integration-guide.txt ("Match the label to the action"). docs/
+        // structural.md's table of observed checks repeats the observed ones and adds none.
+        let contract = [
+            "request_key_conflict",
+            "invalid_client_request_id",
+            "OBSERVATION_REQUIRED",
+            "INVALID_OBSERVATION_ID",
+            "UNKNOWN_OBSERVATION_ID",
+            "OBSERVATION_TARGET_MISMATCH",
+            "OBSERVATION_CYCLE_MISMATCH",
+            "OBSERVATION_ALREADY_CONSUMED",
+            "STALE_OBSERVATION_VERSION",
+            "STALE_OBSERVATION_HASH",
+            "OPERATION_OUTSIDE_OBSERVED_SCOPE",
+            "OBSERVED_INSERTION_GUARDS_REQUIRED",
+        ];
+        // Named by neither the contract nor docs/ as rejection codes (docs/history.md's
+        // invalid_expected_* are save_checkpoint's `code`, docs/sql-api.md's
+        // too_many_operations the invalid_argument of a tx/2 list): the engine's own, from
+        // submission/submit.rs (request, guard and lineage checks), format/common.rs, tx1.rs,
+        // tx2.rs and tx3.rs (record parsing), and submission/scoped.rs (observed batches and
+        // scope re-verification, described in its module comment).
+        let engine = [
+            "CLIENT_REQUEST_ID_REQUIRED",
+            "OBSERVED_GUARDS_REQUIRED",
+            "invalid_expected_target_version",
+            "invalid_expected_current_hash",
+            "invalid_attempt",
+            "invalid_parent_pdcp_log_id",
+            "parent_not_found",
+            "parent_target_mismatch",
+            "parent_not_rejected",
+            "missing_intent",
+            "invalid_intent",
+            "missing_edits",
+            "empty_edits",
+            "invalid_edits",
+            "invalid_edit",
+            "missing_operations",
+            "empty_operations",
+            "invalid_operations",
+            "invalid_operation",
+            "missing_groups",
+            "empty_groups",
+            "invalid_groups",
+            "invalid_group",
+            "too_many_groups",
+            "too_many_operations",
+            "missing_replacement",
+            "invalid_replacement",
+            "OBSERVATION_BUNDLE_MISMATCH",
+            "OBSERVED_SCOPE_MISMATCH",
+            "OBSERVED_SCOPES_OVERLAP",
+        ];
+        let want: BTreeSet<&str> = contract.into_iter().chain(engine).collect();
+        let got: BTreeSet<&str> = DiagnosticCode::ALL.iter().map(|c| c.as_str()).collect();
+        assert_eq!(got, want);
+        assert_eq!(got.len(), DiagnosticCode::ALL.len());
+        assert_eq!(
+            contract.len() + engine.len(),
+            want.len(),
+            "the lists are disjoint"
+        );
+        // Codes of other families are not rejection codes.
+        for other in ["replacement_too_large", "unknown_argument", "no_op_change"] {
+            assert_eq!(DiagnosticCode::parse(other), None, "{other}");
+        }
+        assert_eq!(DiagnosticCode::parse("observation_required"), None);
     }
 }

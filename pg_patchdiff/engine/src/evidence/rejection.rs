@@ -2,7 +2,7 @@
 
 use crate::contract::json::ascii_len;
 use crate::contract::limits::*;
-use crate::contract::words::FailureReason;
+use crate::contract::words::{DiagnosticCode, FailureReason};
 use crate::target::TargetView;
 use crate::text::{byte_offset, char_len, head_chars};
 use serde_json::{Map, Value, json};
@@ -114,10 +114,10 @@ impl Rejection {
     pub fn coded(
         reason: FailureReason,
         stage: Stage,
-        code: &str,
+        code: DiagnosticCode,
         detail: impl Into<String>,
     ) -> Self {
-        Self::new(reason, stage, detail).field("code", json!(code))
+        Self::new(reason, stage, detail).field("code", json!(code.as_str()))
     }
 
     pub fn field(mut self, k: &str, v: Value) -> Self {

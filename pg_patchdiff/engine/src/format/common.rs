@@ -5,7 +5,7 @@
 
 use crate::contract::json::{as_int, is_big_int, type_name};
 use crate::contract::limits::CHANGE_ID_MAX;
-use crate::contract::words::FailureReason;
+use crate::contract::words::{DiagnosticCode, FailureReason};
 use crate::evidence::rejection::{Rejection, Stage};
 use crate::text::{canonicalize, text_defect};
 use serde_json::{Map, Value, json};
@@ -86,7 +86,7 @@ impl ChangeFact {
     }
 }
 
-pub(crate) fn malformed(reason: FailureReason, code: &str, detail: String) -> Rejection {
+pub(crate) fn malformed(reason: FailureReason, code: DiagnosticCode, detail: String) -> Rejection {
     Rejection::coded(reason, Stage::ProtocolValidation, code, detail)
 }
 
@@ -97,21 +97,21 @@ pub(crate) fn parse_intent(intent: Option<&Value>) -> Result<String, Rejection> 
         Some(Value::String(_)) => {
             return Err(malformed(
                 FailureReason::ManifestMalformed,
-                "invalid_intent",
+                DiagnosticCode::InvalidIntent,
                 "intent must be a non-blank string.".into(),
             ));
         }
         Some(v) => {
             return Err(malformed(
                 FailureReason::ManifestMalformed,
-                "invalid_intent",
+                DiagnosticCode::InvalidIntent,
                 format!("intent must be a string, not {}.", type_name(v)),
             ));
         }
         None => {
             return Err(malformed(
                 FailureReason::ManifestMissing,
-                "missing_intent",
+                DiagnosticCode::MissingIntent,
                 "intent is required.".into(),
             ));
         }
@@ -119,7 +119,7 @@ pub(crate) fn parse_intent(intent: Option<&Value>) -> Result<String, Rejection> 
     if let Some(why) = text_defect(intent) {
         return Err(malformed(
             FailureReason::ManifestMalformed,
-            "invalid_intent",
+            DiagnosticCode::InvalidIntent,
             format!("intent {why}."),
         ));
     }
@@ -132,8 +132,12 @@ pub(crate) struct List {
     pub name: &'static str,
     /// Singular, for `empty_edits` style messages.
     pub item: &'static str,
+    /// `diagnostic.code` of an absent or null list, an empty one, and one that is not an array.
+    pub missing: DiagnosticCode,
+    pub empty: DiagnosticCode,
+    pub not_array: DiagnosticCode,
     /// `diagnostic.code` of a malformed item.
-    pub code: &'static str,
+    pub code: DiagnosticCode,
     /// The diagnostic member naming the item's position.
     pub index_key: &'static str,
 }
@@ -145,17 +149,17 @@ pub(crate) fn parse_list(list: List, v: Option<&Value>) -> Result<&Vec<Value>, R
         Some(Value::Array(a)) if !a.is_empty() => Ok(a),
         Some(Value::Array(_)) => Err(malformed(
             FailureReason::ManifestMissing,
-            &format!("empty_{n}"),
+            list.empty,
             format!("{n} must contain at least one {}.", list.item),
         )),
         Some(Value::Null) | None => Err(malformed(
             FailureReason::ManifestMissing,
-            &format!("missing_{n}"),
+            list.missing,
             format!("{n} is required."),
         )),
         Some(v) => Err(malformed(
             FailureReason::ManifestMalformed,
-            &format!("invalid_{n}"),
+            list.not_array,
             format!("{n} must be an array, not {}.", type_name(v)),
         )),
     }

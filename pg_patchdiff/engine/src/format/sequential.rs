@@ -14,7 +14,7 @@
 
 use crate::contract::interrupt;
 use crate::contract::limits::{CANDIDATES_MAX, NEAR_MISS_SCAN_MAX_CHARS, SPAN_ACTUAL_TEXT_CHARS};
-use crate::contract::words::FailureReason;
+use crate::contract::words::{DiagnosticCode, FailureReason};
 use crate::evidence::near_miss;
 use crate::evidence::rejection::{NearMissInput, Rejection, Stage, exact_candidates};
 use crate::format::common::{ChangeFact, Edit, SpanOp};
@@ -174,10 +174,6 @@ pub(crate) fn span_to_original(
     }
     Some((s, e))
 }
-
-/// `diagnostic.code`s of a confined application's refusals (observed submissions).
-pub const OUTSIDE_OBSERVED_SCOPE: &str = "OPERATION_OUTSIDE_OBSERVED_SCOPE";
-pub const INSERTION_GUARDS_REQUIRED: &str = "OBSERVED_INSERTION_GUARDS_REQUIRED";
 
 /// The observed scope an application is confined to: code points `[start, end)` of the
 /// transaction-start buffer. Its end moves with every change (the running scope end); its start
@@ -663,8 +659,9 @@ fn check_span(
         r
     };
     if let Some(w) = win {
-        let coded = |mut r: Rejection, code: &str| {
-            r.fields.shift_insert(0, "code".into(), json!(code));
+        let coded = |mut r: Rejection, code: DiagnosticCode| {
+            r.fields
+                .shift_insert(0, "code".into(), json!(code.as_str()));
             r
         };
         let insertion = sp.start == sp.end;
@@ -692,7 +689,7 @@ fn check_span(
                 "observed_scope",
                 at.min(len),
             );
-            return Err(coded(r, OUTSIDE_OBSERVED_SCOPE));
+            return Err(coded(r, DiagnosticCode::OperationOutsideObservedScope));
         }
         if insertion {
             let missing: Vec<&str> = [
@@ -715,7 +712,7 @@ fn check_span(
                     sp.start,
                 )
                 .field("missing_guards", json!(missing));
-                return Err(coded(r, INSERTION_GUARDS_REQUIRED));
+                return Err(coded(r, DiagnosticCode::ObservedInsertionGuardsRequired));
             }
         }
         let crossing = [
@@ -741,7 +738,7 @@ fn check_span(
                     check,
                     sp.start,
                 );
-                return Err(coded(r, OUTSIDE_OBSERVED_SCOPE));
+                return Err(coded(r, DiagnosticCode::OperationOutsideObservedScope));
             }
         }
     }

@@ -6,6 +6,7 @@
 
 use crate::contract::interrupt;
 use crate::contract::json::type_name;
+use crate::contract::words::DiagnosticCode;
 use crate::evidence::rejection::Rejection;
 use crate::format::common::{Edit, List, block, parse_edit, parse_intent, parse_list};
 use crate::format::protocol::{Protocol, Runtime};
@@ -32,7 +33,10 @@ pub const EDIT_FIELDS: &[&str] = &[
 pub(crate) const EDITS: List = List {
     name: "edits",
     item: "edit",
-    code: "invalid_edit",
+    missing: DiagnosticCode::MissingEdits,
+    empty: DiagnosticCode::EmptyEdits,
+    not_array: DiagnosticCode::InvalidEdits,
+    code: DiagnosticCode::InvalidEdit,
     index_key: "edit_index",
 };
 
@@ -76,4 +80,20 @@ pub fn parse(
 pub fn apply(start: &TargetView, edits: &[Edit]) -> Result<Applied, Rejection> {
     let ops: Vec<Op> = edits.iter().map(Op::Match).collect();
     sequential::apply(start, &ops)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 16 item 2 (no behaviour change): the typed list codes spell what
+    /// `{missing,empty,invalid}_{name}` spelled before.
+    #[test]
+    fn edits_list_codes_keep_their_spelling() {
+        let l = EDITS;
+        assert_eq!(l.missing.as_str(), format!("missing_{}", l.name));
+        assert_eq!(l.empty.as_str(), format!("empty_{}", l.name));
+        assert_eq!(l.not_array.as_str(), format!("invalid_{}", l.name));
+        assert_eq!(l.code.as_str(), format!("invalid_{}", l.item));
+    }
 }

@@ -7,6 +7,7 @@
 
 use crate::contract::interrupt;
 use crate::contract::json::{as_int, is_big_int, type_name};
+use crate::contract::words::DiagnosticCode;
 use crate::evidence::rejection::Rejection;
 use crate::format::common::{
     self, Edit, List, SpanOp, block, opt_text, parse_advisory, required_text,
@@ -53,7 +54,10 @@ const SELECTORS: &[&str] = &["match", "occurrence_index", "anchor_before", "anch
 pub(crate) const OPERATIONS: List = List {
     name: "operations",
     item: "operation",
-    code: "invalid_operation",
+    missing: DiagnosticCode::MissingOperations,
+    empty: DiagnosticCode::EmptyOperations,
+    not_array: DiagnosticCode::InvalidOperations,
+    code: DiagnosticCode::InvalidOperation,
     index_key: "operation_index",
 };
 
@@ -252,6 +256,17 @@ mod tests {
     use super::*;
     use crate::text::sha256_hex;
     use serde_json::json;
+
+    /// Issue 16 item 2 (no behaviour change): the typed list codes spell what
+    /// `{missing,empty,invalid}_{name}` spelled before.
+    #[test]
+    fn operations_list_codes_keep_their_spelling() {
+        let l = OPERATIONS;
+        assert_eq!(l.missing.as_str(), format!("missing_{}", l.name));
+        assert_eq!(l.empty.as_str(), format!("empty_{}", l.name));
+        assert_eq!(l.not_array.as_str(), format!("invalid_{}", l.name));
+        assert_eq!(l.code.as_str(), format!("invalid_{}", l.item));
+    }
 
     fn view(content: &str) -> TargetView<'_> {
         TargetView {

@@ -5,7 +5,7 @@
 //! conflict audit rows never apply the bound.
 
 use crate::contract::limits::{REPLACEMENT_MAX_CODE_POINTS, REPLACEMENT_MAX_UTF8_BYTES};
-use crate::contract::words::FailureReason;
+use crate::contract::words::{DiagnosticCode, FailureReason};
 use crate::evidence::rejection::Rejection;
 use crate::format::common::{self, ChangeFact, malformed};
 use crate::format::protocol::{Protocol, Runtime};
@@ -31,7 +31,7 @@ pub fn parse(
         None | Some(Value::Null) => {
             return Err(malformed(
                 FailureReason::ManifestMissing,
-                "missing_replacement",
+                DiagnosticCode::MissingReplacement,
                 "replacement is required (an empty string replaces the target with nothing)."
                     .into(),
             ));
@@ -39,7 +39,7 @@ pub fn parse(
         Some(v) => {
             return Err(malformed(
                 FailureReason::ManifestMalformed,
-                "invalid_replacement",
+                DiagnosticCode::InvalidReplacement,
                 format!(
                     "replacement must be a string, not {}.",
                     crate::contract::json::type_name(v)
@@ -50,7 +50,7 @@ pub fn parse(
     if let Some(why) = text_defect(text) {
         return Err(malformed(
             FailureReason::ManifestMalformed,
-            "invalid_replacement",
+            DiagnosticCode::InvalidReplacement,
             format!("replacement {why}."),
         ));
     }

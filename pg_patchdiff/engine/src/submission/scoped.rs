@@ -50,7 +50,7 @@ use crate::contract::limits::{
     OBSERVED_MAX_BATCH_OPERATIONS, OBSERVED_MAX_GROUPS, OBSERVED_SUMMARY_SYMBOL_CHARS,
 };
 use crate::contract::uuid::canonical_uuid;
-use crate::contract::words::{FailureReason, Status};
+use crate::contract::words::{DiagnosticCode, FailureReason, Status};
 use crate::evidence::rejection::{Rejection, Stage, context};
 use crate::format::common::{self, ObservedFact};
 use crate::format::protocol::{Protocol, Runtime};
@@ -97,18 +97,6 @@ pub const BATCH_FORM_ARGS: &[&str] = &["observation_bundle_id", "groups"];
 /// The keys of one batch group.
 pub const GROUP_FIELDS: &[&str] = &["observation_id", "operations"];
 
-/// `diagnostic.code` values of observed submissions.
-pub const OBSERVATION_REQUIRED: &str = "OBSERVATION_REQUIRED";
-pub const INVALID_OBSERVATION_ID: &str = "INVALID_OBSERVATION_ID";
-pub const UNKNOWN_OBSERVATION_ID: &str = "UNKNOWN_OBSERVATION_ID";
-pub const OBSERVATION_TARGET_MISMATCH: &str = "OBSERVATION_TARGET_MISMATCH";
-pub const OBSERVATION_BUNDLE_MISMATCH: &str = "OBSERVATION_BUNDLE_MISMATCH";
-pub const OBSERVATION_CYCLE_MISMATCH: &str = "OBSERVATION_CYCLE_MISMATCH";
-pub const OBSERVATION_ALREADY_CONSUMED: &str = "OBSERVATION_ALREADY_CONSUMED";
-pub const STALE_OBSERVATION_VERSION: &str = "STALE_OBSERVATION_VERSION";
-pub const STALE_OBSERVATION_HASH: &str = "STALE_OBSERVATION_HASH";
-pub const OBSERVED_SCOPE_MISMATCH: &str = "OBSERVED_SCOPE_MISMATCH";
-pub const OBSERVED_SCOPES_OVERLAP: &str = "OBSERVED_SCOPES_OVERLAP";
 /// `span_basis` of batch facts and rejections.
 pub const SCOPE_LOCAL: &str = "scope_local";
 
@@ -345,7 +333,7 @@ fn group_block(g: usize, field: &str, what: String) -> Rejection {
     Rejection::coded(
         FailureReason::BlockMalformed,
         Stage::ProtocolValidation,
-        "invalid_group",
+        DiagnosticCode::InvalidGroup,
         format!("groups[{}].{field}: {what}.", g - 1),
     )
     .field("group_index", json!(g))
@@ -380,7 +368,10 @@ pub(crate) fn parse_batch(record: &Map<String, Value>) -> Result<Vec<Group<'_>>,
     const GROUPS: common::List = common::List {
         name: "groups",
         item: "group",
-        code: "invalid_group",
+        missing: DiagnosticCode::MissingGroups,
+        empty: DiagnosticCode::EmptyGroups,
+        not_array: DiagnosticCode::InvalidGroups,
+        code: DiagnosticCode::InvalidGroup,
         index_key: "group_index",
     };
     let intent = record.get("intent");
@@ -389,7 +380,7 @@ pub(crate) fn parse_batch(record: &Map<String, Value>) -> Result<Vec<Group<'_>>,
     if list.len() > MAX_GROUPS {
         return Err(common::malformed(
             FailureReason::ManifestMalformed,
-            "too_many_groups",
+            DiagnosticCode::TooManyGroups,
             format!(
                 "groups has {} groups; a batch has at most {MAX_GROUPS}.",
                 list.len()
@@ -440,7 +431,7 @@ pub(crate) fn parse_batch(record: &Map<String, Value>) -> Result<Vec<Group<'_>>,
     if total > MAX_BATCH_OPERATIONS {
         return Err(common::malformed(
             FailureReason::ManifestMalformed,
-            "too_many_operations",
+            DiagnosticCode::TooManyOperations,
             format!("groups hold {total} operations; a batch has at most {MAX_BATCH_OPERATIONS}."),
         )
         .field("operation_count", json!(total))
@@ -495,7 +486,7 @@ struct Ref<'a> {
 fn observation_rejection(
     reason: FailureReason,
     stage: Stage,
-    code: &str,
+    code: DiagnosticCode,
     detail: String,
     group: Option<usize>,
 ) -> Rejection {
@@ -553,7 +544,7 @@ fn check_observations<'a>(
             return Err(observation_rejection(
                 FailureReason::ContextMissing,
                 pv,
-                OBSERVATION_REQUIRED,
+                DiagnosticCode::ObservationRequired,
                 format!(
                     "{what} is required: observe the scope with patchdiff_observe_scope and submit the observation it issues."
                 ),
@@ -572,7 +563,7 @@ fn check_observations<'a>(
                 return Err(observation_rejection(
                     FailureReason::ContextInvalid,
                     pv,
-                    INVALID_OBSERVATION_ID,
+                    DiagnosticCode::InvalidObservationId,
                     format!(
                         "{what} must be a hyphenated UUID string (got a {got} that is not one)."
                     ),
@@ -602,7 +593,7 @@ fn check_observations<'a>(
                 return Err(observation_rejection(
                     FailureReason::ContextInvalid,
                     pv,
-                    UNKNOWN_OBSERVATION_ID,
+                    DiagnosticCode::UnknownObservationId,
                     format!(
                         "{} names no observation; observe the scope with patchdiff_observe_scope.",
                         whose(*g, "observation_id")
@@ -614,7 +605,7 @@ fn check_observations<'a>(
         }
     }
     let group_of = |i: usize| obs[i].0;
-    let fail = |i: usize, reason, stage, code: &str, detail: String| {
+    let fail = |i: usize, reason, stage, code: DiagnosticCode, detail: String| {
         observation_rejection(reason, stage, code, detail, group_of(i))
             .field("observation_id", json!(found[i].0))
     };
@@ -624,7 +615,7 @@ fn check_observations<'a>(
                 i,
                 FailureReason::ContextInvalid,
                 pv,
-                OBSERVATION_TARGET_MISMATCH,
+                DiagnosticCode::ObservationTargetMismatch,
                 "The observation was issued for another target.".into(),
             )
             .field("observation_target_file_id", json!(row.target_file_id)));
@@ -641,7 +632,7 @@ fn check_observations<'a>(
                     i,
                     FailureReason::ContextInvalid,
                     pv,
-                    OBSERVATION_BUNDLE_MISMATCH,
+                    DiagnosticCode::ObservationBundleMismatch,
                     "The observation does not belong to observation_bundle_id; every group must use an observation of the bundle.".into(),
                 )
                 .field("observation_bundle_id", json!(bundle))
@@ -655,7 +646,7 @@ fn check_observations<'a>(
                 i,
                 FailureReason::ContextInvalid,
                 pv,
-                OBSERVATION_CYCLE_MISMATCH,
+                DiagnosticCode::ObservationCycleMismatch,
                 "The observation belongs to an editing cycle a SAVE has closed; observe the scope again.".into(),
             )
             .field("observation_editing_cycle_id", json!(row.editing_cycle_id))
@@ -668,7 +659,7 @@ fn check_observations<'a>(
                 i,
                 FailureReason::ContextInvalid,
                 pv,
-                OBSERVATION_ALREADY_CONSUMED,
+                DiagnosticCode::ObservationAlreadyConsumed,
                 "The observation was already consumed by an accepted attempt; observe the scope again.".into(),
             )
             .field("consumed_by_pdcp_log_id", json!(by)));
@@ -681,7 +672,7 @@ fn check_observations<'a>(
                 i,
                 FailureReason::TargetVersionMismatch,
                 pg,
-                STALE_OBSERVATION_VERSION,
+                DiagnosticCode::StaleObservationVersion,
                 format!(
                     "The observation was issued at target version {}; the target is at version {}. Observe the scope again.",
                     row.target_version, start.version
@@ -697,7 +688,7 @@ fn check_observations<'a>(
                 i,
                 FailureReason::TargetHashMismatch,
                 pg,
-                STALE_OBSERVATION_HASH,
+                DiagnosticCode::StaleObservationHash,
                 "The observation was issued against another target hash; observe the scope again."
                     .into(),
             )
@@ -727,7 +718,7 @@ fn scope_byte_ranges(content: &str, ranges: &[(usize, usize)]) -> Vec<(usize, us
 pub(crate) fn verify_scopes(
     content: &str,
     rows: &[&ObservationRow],
-) -> Result<(), (&'static str, String, Option<usize>)> {
+) -> Result<(), (DiagnosticCode, String, Option<usize>)> {
     let len = char_len(content);
     let spans: Vec<(usize, usize)> = rows
         .iter()
@@ -737,7 +728,7 @@ pub(crate) fn verify_scopes(
     for (i, row) in rows.iter().enumerate() {
         if row.scope_start > row.scope_end || row.scope_end > len {
             return Err((
-                OBSERVED_SCOPE_MISMATCH,
+                DiagnosticCode::ObservedScopeMismatch,
                 format!(
                     "The observed scope [{}, {}) does not lie inside the target's {len} code points.",
                     row.scope_start, row.scope_end
@@ -748,7 +739,7 @@ pub(crate) fn verify_scopes(
         let hash = sha256_hex(&content[bytes[i].0..bytes[i].1]);
         if hash != row.observed_scope_hash {
             return Err((
-                OBSERVED_SCOPE_MISMATCH,
+                DiagnosticCode::ObservedScopeMismatch,
                 format!(
                     "The text of the observed scope [{}, {}) no longer hashes to its observed_scope_hash.",
                     row.scope_start, row.scope_end
@@ -763,7 +754,7 @@ pub(crate) fn verify_scopes(
         let (a, b) = (rows[w[0]], rows[w[1]]);
         if b.scope_start < a.scope_end {
             return Err((
-                OBSERVED_SCOPES_OVERLAP,
+                DiagnosticCode::ObservedScopesOverlap,
                 format!(
                     "The observed scopes [{}, {}) and [{}, {}) overlap; a batch edits disjoint scopes.",
                     a.scope_start, a.scope_end, b.scope_start, b.scope_end
@@ -913,7 +904,7 @@ pub fn observation_required(sub: &Submission, id: &Identity, start: &TargetView)
     let r = Rejection::coded(
         FailureReason::ContextMissing,
         Stage::ProtocolValidation,
-        OBSERVATION_REQUIRED,
+        DiagnosticCode::ObservationRequired,
         "Strict observation mode is enabled: unobserved writes are refused. Observe the scope with patchdiff_observe_scope and submit with patchdiff_submit_observed_operations.",
     );
     let base = submit::base_attempt(sub, id, start);

@@ -15,7 +15,7 @@ use crate::contract::limits::{
     TX1_MAX_EDITS, TX2_MAX_OPERATIONS,
 };
 use crate::contract::uuid::{canonical_uuid, is_sha256_hex};
-use crate::contract::words::{FailureReason, Status};
+use crate::contract::words::{DiagnosticCode, FailureReason, Status};
 use crate::evidence::near_miss::{self, ScanSource};
 use crate::evidence::rejection::{NearMissInput, Rejection, Stage, current_context, validity};
 use crate::format::common::{self, ChangeFact};
@@ -426,7 +426,7 @@ pub struct Attempt {
     pub observations: Vec<ObservationLink>,
 }
 
-fn protocol(code: &str, reason: FailureReason, detail: String) -> Rejection {
+fn protocol(code: DiagnosticCode, reason: FailureReason, detail: String) -> Rejection {
     Rejection::coded(reason, Stage::ProtocolValidation, code, detail)
 }
 
@@ -581,7 +581,7 @@ pub(crate) fn preflight<'s>(
     }
     if !sub.client_request_id.is_null() && sub.request_key().is_none() {
         return Err(protocol(
-            "invalid_client_request_id",
+            DiagnosticCode::InvalidClientRequestId,
             FailureReason::ContextInvalid,
             "client_request_id must be 1 to 128 printable ASCII characters without whitespace."
                 .into(),
@@ -593,7 +593,7 @@ pub(crate) fn preflight<'s>(
     }
     if required.request_key && sub.client_request_id.is_null() {
         return Err(protocol(
-            "CLIENT_REQUEST_ID_REQUIRED",
+            DiagnosticCode::ClientRequestIdRequired,
             FailureReason::ContextMissing,
             "client_request_id is required for a batch of observed operations.".into(),
         ));
@@ -610,7 +610,7 @@ pub(crate) fn preflight<'s>(
         .map(|(k, _)| k)
         .collect();
         return Err(protocol(
-            "OBSERVED_GUARDS_REQUIRED",
+            DiagnosticCode::ObservedGuardsRequired,
             FailureReason::ContextMissing,
             format!(
                 "Both guards are required for observed operations: expected_target_version and expected_current_hash; missing: {}.",
@@ -632,7 +632,7 @@ pub(crate) fn preflight<'s>(
             Some(n) if n >= 0 => Some(n),
             _ => {
                 return Err(protocol(
-                    "invalid_expected_target_version",
+                    DiagnosticCode::InvalidExpectedTargetVersion,
                     FailureReason::ContextInvalid,
                     "expected_target_version must be a non-negative, non-boolean integer or null."
                         .into(),
@@ -645,7 +645,7 @@ pub(crate) fn preflight<'s>(
         Value::String(s) if is_sha256_hex(s) => Some(s.as_str()),
         _ => {
             return Err(protocol(
-                "invalid_expected_current_hash",
+                DiagnosticCode::InvalidExpectedCurrentHash,
                 FailureReason::ContextInvalid,
                 "expected_current_hash must be 64 lowercase hexadecimal characters or null.".into(),
             ));
@@ -653,7 +653,7 @@ pub(crate) fn preflight<'s>(
     };
     if !sub.attempt.is_null() && attempt_no.is_none() {
         return Err(protocol(
-            "invalid_attempt",
+            DiagnosticCode::InvalidAttempt,
             FailureReason::ContextInvalid,
             "attempt must be a positive, non-boolean integer or null.".into(),
         ));
@@ -757,27 +757,28 @@ fn check_parent(sub: &Submission, parent: &Parent) -> Result<(), Rejection> {
     if raw.is_null() {
         return Ok(());
     }
-    let reject = |code: &str, detail: &str| {
+    let reject = |code: DiagnosticCode, detail: &str| {
         Err(protocol(code, FailureReason::ContextInvalid, detail.into()))
     };
     match (sub.parent_uuid(), parent) {
         (None, _) => reject(
-            "invalid_parent_pdcp_log_id",
+            DiagnosticCode::InvalidParentPdcpLogId,
             "parent_pdcp_log_id must be a UUID string or null.",
         ),
-        (Some(_), Parent::NotFound | Parent::NotLookedUp) => {
-            reject("parent_not_found", "parent_pdcp_log_id names no attempt.")
-        }
+        (Some(_), Parent::NotFound | Parent::NotLookedUp) => reject(
+            DiagnosticCode::ParentNotFound,
+            "parent_pdcp_log_id names no attempt.",
+        ),
         (Some(_), Parent::Found { target_file_id, .. })
             if *target_file_id != sub.target_file_id =>
         {
             reject(
-                "parent_target_mismatch",
+                DiagnosticCode::ParentTargetMismatch,
                 "parent_pdcp_log_id names an attempt on another target.",
             )
         }
         (Some(_), Parent::Found { status, .. }) if *status != Some(Status::Rejected) => reject(
-            "parent_not_rejected",
+            DiagnosticCode::ParentNotRejected,
             "parent_pdcp_log_id must name a rejected attempt; continue from an accepted one instead.",
         ),
         _ => Ok(()),
@@ -1137,7 +1138,7 @@ fn conflict(sub: &Submission, id: &Identity, stored: &AttemptRow, start: &Target
     let r = Rejection::coded(
         FailureReason::ContextInvalid,
         Stage::PreconditionGuard,
-        "request_key_conflict",
+        DiagnosticCode::RequestKeyConflict,
         "client_request_id was already used for a different proposal on this target.",
     )
     .field("existing_pdcp_log_id", json!(stored.pdcp_log_id))
