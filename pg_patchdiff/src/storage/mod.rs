@@ -1,5 +1,6 @@
 //! Storage through SPI: the only place that knows table and column names, and the one place
-//! that holds SQL. The SQL-function files call these functions and hold no statement.
+//! that holds SQL. The SQL-function files hold no statement: they hand [`port::SpiStore`] (or
+//! [`port::SpiHistory`]), the engine's storage port over these functions, to the engine.
 //!
 //! Every statement names its schema (`patchdiff.`) because the API functions run as SECURITY
 //! DEFINER with `search_path = pg_catalog, pg_temp`. IDs cross as text and are cast in SQL.
@@ -9,7 +10,8 @@
 //! - [`attempts`]: the attempt log (parents, keyed attempts, writes, log pages, replay batches);
 //! - [`ledger`]: manifest ledger pages;
 //! - [`observations`]: issued observations and their consumptions;
-//! - [`grants`]: grants, revokes and the target directory.
+//! - [`grants`]: grants, revokes and the target directory;
+//! - [`port`]: the engine's storage port (`patchdiff_engine::api::store`) over the above.
 
 pub mod access;
 pub mod attempts;
