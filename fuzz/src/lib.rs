@@ -16,22 +16,22 @@ use patchdiff_engine::api::checkpoint;
 use patchdiff_engine::api::export::{self, ExportFormat, ExportMeta};
 use patchdiff_engine::api::history;
 use patchdiff_engine::api::invalid_text;
-use patchdiff_engine::wire::{CANONICAL, ascii_len, to_string};
 use patchdiff_engine::api::limits::NEAR_MISSES_MAX_BYTES;
 use patchdiff_engine::api::lines;
 use patchdiff_engine::api::near_miss;
 use patchdiff_engine::api::observation;
-use patchdiff_engine::api::scoped;
 use patchdiff_engine::api::preview;
 use patchdiff_engine::api::read;
 use patchdiff_engine::api::replay::{self, Accepted, Replay};
 use patchdiff_engine::api::scope::wire;
-use patchdiff_engine::api::submit::{self, KeyOutcome, Parent, AttemptRow};
+use patchdiff_engine::api::scoped;
+use patchdiff_engine::api::submit::{self, AttemptRow, KeyOutcome, Parent};
 use patchdiff_engine::api::target::{self, TargetMeta, TargetView};
 use patchdiff_engine::api::text::{
     SourceLineEndings, byte_offset, canonicalize, char_len, sha256_hex, slice_chars,
 };
 use patchdiff_engine::api::words::Status;
+use patchdiff_engine::wire::{CANONICAL, ascii_len, to_string};
 use patchdiff_waymark::Language;
 use serde_json::Value;
 
