@@ -218,3 +218,184 @@ where
 {
     T::deserialize(d).map(Some)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn keys(v: &Value) -> Vec<&str> {
+        v.as_object().unwrap().keys().map(String::as_str).collect()
+    }
+
+    fn accepted() -> AcceptedResponse {
+        AcceptedResponse {
+            status: Status::Accepted,
+            target_file_id: "t".into(),
+            observation_id: None,
+            observation_bundle_id: Some(Value::Null),
+            before_hash: "b".into(),
+            after_hash: Some("a".into()),
+            before_version: Some(None),
+            version: None,
+            after_version: Some(None),
+            current_version: 2,
+            current_hash: "c".into(),
+            pdcp_log_id: "l".into(),
+            manifest_entries_added: 1,
+            operation_count: Some(1),
+            group_count: Some(1),
+            warnings: json!([]),
+            warning_details: json!([]),
+            warning_count: json!("3"),
+            warnings_truncated: json!(false),
+            validity: json!({"x": 1}),
+            evidence: Evidence {
+                changes: vec![json!({"z": 1, "a": 2})],
+            },
+            groups: Some(vec![GroupSummary {
+                group_index: 1,
+                observation_id: Value::Null,
+                symbol_name: None,
+                symbol_name_truncated: false,
+                kind: None,
+                operation_count: 1,
+                scope_start: json!(4),
+                scope_end: None,
+                scope_end_after: None,
+            }]),
+            deduplicated: true,
+            client_request_id: None,
+            correlation_id: None,
+        }
+    }
+
+    fn rejected() -> RejectedResponse {
+        RejectedResponse {
+            status: Status::Rejected,
+            code: Some(Value::Null),
+            target_file_id: "t".into(),
+            observation_id: Some(json!(7)),
+            observation_bundle_id: None,
+            failure_reason: Some("not_a_known_reason".into()),
+            failure_detail: None,
+            failed_change_id: None,
+            before_hash: "b".into(),
+            after_hash: None,
+            current_version: 0,
+            current_hash: "c".into(),
+            pdcp_log_id: "l".into(),
+            diagnostic: Value::Null,
+            current_context: json!({"available": false}),
+            near_misses: Some(Value::Null),
+            validity: json!({}),
+            deduplicated: false,
+            client_request_id: Some("k".into()),
+            correlation_id: Some("r".into()),
+        }
+    }
+
+    /// Issue 16 item 2: the observed tools extend an answer after it became a `Value`
+    /// (`scoped::recovered_fields`, `scoped::add_code`), so reading it back must lose nothing:
+    /// present nulls stay present, absent keys stay absent, stored values of any JSON type stay
+    /// as they are, and the key order is the declaration order.
+    #[test]
+    fn an_answer_read_back_is_the_same_answer() {
+        for r in [
+            SubmissionResponse::Accepted(accepted()),
+            SubmissionResponse::Rejected(rejected()),
+        ] {
+            let v = r.to_value();
+            let back = SubmissionResponse::from_value(&v).expect("reads back");
+            assert_eq!(back, r);
+            assert_eq!(
+                serde_json::to_string(&back.to_value()).unwrap(),
+                serde_json::to_string(&v).unwrap()
+            );
+        }
+    }
+
+    /// Contract, response fields of the submission tools: the keys in the contract's order
+    /// (observed keys in their places, omitted keys absent, null keys present).
+    #[test]
+    fn keys_follow_the_contract_order() {
+        assert_eq!(
+            keys(&to_value(&accepted())),
+            [
+                "status",
+                "target_file_id",
+                "observation_bundle_id",
+                "before_hash",
+                "after_hash",
+                "before_version",
+                "version",
+                "after_version",
+                "current_version",
+                "current_hash",
+                "pdcp_log_id",
+                "manifest_entries_added",
+                "operation_count",
+                "group_count",
+                "warnings",
+                "warning_details",
+                "warning_count",
+                "warnings_truncated",
+                "validity",
+                "evidence",
+                "groups",
+                "deduplicated",
+                "client_request_id",
+            ]
+        );
+        assert_eq!(
+            keys(&to_value(&rejected())),
+            [
+                "status",
+                "code",
+                "target_file_id",
+                "observation_id",
+                "failure_reason",
+                "failure_detail",
+                "failed_change_id",
+                "before_hash",
+                "after_hash",
+                "current_version",
+                "current_hash",
+                "pdcp_log_id",
+                "diagnostic",
+                "current_context",
+                "near_misses",
+                "validity",
+                "deduplicated",
+                "client_request_id",
+                "correlation_id",
+            ]
+        );
+        let too_large = to_value(&ReplacementTooLarge {
+            status: Status::InvalidArgument,
+            code: "replacement_too_large",
+            target_file_id: "t",
+            failure_detail: "d".into(),
+            pdcp_log_id: None,
+            diagnostic: json!({}),
+            correlation_id: None,
+        });
+        assert_eq!(
+            serde_json::to_string(&too_large).unwrap(),
+            r#"{"status":"invalid_argument","code":"replacement_too_large","target_file_id":"t","failure_detail":"d","pdcp_log_id":null,"diagnostic":{}}"#
+        );
+    }
+
+    /// A key no response type declares, or a status other than accepted/rejected, is not read
+    /// back (and so is never silently dropped by an extension).
+    #[test]
+    fn a_foreign_answer_is_not_read_back() {
+        let mut v = to_value(&rejected());
+        v.as_object_mut().unwrap().insert("extra".into(), json!(1));
+        assert_eq!(SubmissionResponse::from_value(&v), None);
+        let mut v = to_value(&accepted());
+        v["status"] = json!("ok");
+        assert_eq!(SubmissionResponse::from_value(&v), None);
+        assert_eq!(SubmissionResponse::from_value(&json!([])), None);
+    }
+}
