@@ -1247,6 +1247,35 @@ mod tests {
         }
     }
 
+    /// Contract "Fresh admission limits" and issue 16 ("every response stays byte for byte"):
+    /// the replacement_too_large answer (not in the golden corpora, whose replacements are
+    /// small) keeps its keys and bytes: status, code, target_file_id, failure_detail,
+    /// pdcp_log_id (null), diagnostic, then correlation_id when asked for.
+    #[test]
+    fn replacement_too_large_answer_bytes() {
+        let over = "a".repeat(1_000_001);
+        let sub = parse_submit_replacement(&format!(
+            r#"{{"target_file_id":"{TARGET}","expected_target_version":0,"intent":"i","replacement":"{over}"}}"#
+        ))
+        .unwrap();
+        let d = tx3::admission(&over).unwrap_err();
+        let detail = serde_json::to_string(&tx3::too_large_detail(&d)).unwrap();
+        let expected = |tail: &str| {
+            format!(
+                r#"{{"status":"invalid_argument","code":"replacement_too_large","target_file_id":"{TARGET}","failure_detail":{detail},"pdcp_log_id":null,"diagnostic":{}{tail}}}"#,
+                serde_json::to_string(&d).unwrap()
+            )
+        };
+        assert_eq!(
+            serde_json::to_string(&admission(&sub, None).unwrap()).unwrap(),
+            expected("")
+        );
+        assert_eq!(
+            serde_json::to_string(&admission(&sub, Some("c")).unwrap()).unwrap(),
+            expected(r#","correlation_id":"c""#)
+        );
+    }
+
     const TARGET: &str = "11111111-1111-4111-8111-111111111111";
 
     fn edits_args(n: usize, intent: &str) -> String {
