@@ -364,6 +364,22 @@ impl fmt::Display for DiagnosticCode {
     }
 }
 
+/// Responses serialise the word as its contract string ([`Status::as_str`]).
+impl serde::Serialize for Status {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+/// A response read back (the observed tools extend an answer after it is built) accepts only
+/// the contract's strings.
+impl<'de> serde::Deserialize<'de> for Status {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        Status::parse(&s).ok_or_else(|| serde::de::Error::custom(format!("unknown status {s:?}")))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,6 +1,7 @@
 //! The submission tools: the pipeline every submission shares (`submit`), advisory previews,
-//! and scoped submissions against issued observations (`scoped`).
+//! the submission answers as types (`respond`), and scoped submissions against issued observations (`scoped`).
 
 pub mod preview;
+pub mod respond;
 pub mod scoped;
 pub mod submit;

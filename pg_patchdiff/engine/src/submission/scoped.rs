@@ -57,6 +57,7 @@ use crate::format::protocol::{Protocol, Runtime};
 use crate::format::sequential::{self, Applied, Confinement, Op};
 use crate::format::tx2::{self, Operation};
 use crate::scope::observation::{ObservationLink, ObservationRow};
+use crate::submission::respond::{self, GroupSummary, RejectedResponse, SubmissionResponse};
 use crate::submission::submit::{self, Attempt, Identity, Parent, Required, Submission};
 use crate::target::TargetView;
 use crate::text::warnings;
@@ -911,32 +912,18 @@ pub fn observation_required(sub: &Submission, id: &Identity, start: &TargetView)
     submit::rejected(base, &r, sub.protocol_version, start)
 }
 
-fn insert_after(m: &mut Map<String, Value>, after: &str, k: &str, v: Value) {
-    let at = m.keys().position(|x| x == after).map_or(m.len(), |i| i + 1);
-    m.shift_insert(at, k.into(), v);
-}
-
-fn insert_before(m: &mut Map<String, Value>, before: &str, k: &str, v: Value) {
-    let at = m.keys().position(|x| x == before).unwrap_or(m.len());
-    m.shift_insert(at, k.into(), v);
-}
-
 /// Adds a top-level `code` (from `diagnostic.code`, null when it has none) right after `status`
 /// to a rejected response. [`respond`] does it; the extension may do it on strict-mode
 /// rejections of the unobserved tools.
 pub fn add_code(resp: &mut Value) {
-    let Some(m) = resp.as_object_mut() else {
-        return;
-    };
-    if m.get("status").and_then(Value::as_str) != Some(Status::Rejected.as_str()) {
-        return;
+    if let Some(SubmissionResponse::Rejected(mut r)) = SubmissionResponse::from_value(resp) {
+        set_code(&mut r);
+        *resp = respond::to_value(&r);
     }
-    let code = m
-        .get("diagnostic")
-        .and_then(|d| d.get("code"))
-        .cloned()
-        .unwrap_or(Value::Null);
-    insert_after(m, "status", "code", code);
+}
+
+fn set_code(r: &mut RejectedResponse) {
+    r.code = Some(r.diagnostic.get("code").cloned().unwrap_or(Value::Null));
 }
 
 /// The answer to a freshly written observed attempt: [`submit::respond`] plus
@@ -957,9 +944,9 @@ pub fn respond(
     correlation_id: Option<&str>,
     rows: &[ObservationRow],
 ) -> Value {
-    let mut v = submit::respond(a, sub, pdcp_log_id, current, correlation_id);
-    observed_fields(&mut v, &sub.record, is_batch(sub), rows);
-    v
+    let mut r = submit::response(a, sub, pdcp_log_id, current, correlation_id);
+    observed_fields(&mut r, &sub.record, is_batch(sub), rows);
+    r.to_value()
 }
 
 /// Adds the observed fields of [`respond`] to an answer [`submit::recover_or_conflict`]
@@ -977,47 +964,51 @@ pub fn recovered_fields(resp: &mut Value, record_json: &str, rows: &[Observation
     {
         record = inner;
     }
+    // The answer was built as a `SubmissionResponse` and handed over as a `Value`; it is read
+    // back into its type to be extended.
+    let Some(mut r) = SubmissionResponse::from_value(resp) else {
+        return;
+    };
     let batch = record.get("protocol_version").and_then(Value::as_str) == Some(BATCH_PROTOCOL);
-    observed_fields(resp, &record, batch, rows);
+    observed_fields(&mut r, &record, batch, rows);
+    *resp = r.to_value();
 }
 
 fn observed_fields(
-    resp: &mut Value,
+    resp: &mut SubmissionResponse,
     record: &Map<String, Value>,
     batch: bool,
     rows: &[ObservationRow],
 ) {
-    add_code(resp);
-    let Some(m) = resp.as_object_mut() else {
-        return;
-    };
-    let (key, sent) = if batch {
-        ("observation_bundle_id", record.get("observation_bundle_id"))
+    let key = if batch {
+        "observation_bundle_id"
     } else {
-        ("observation_id", record.get("observation_id"))
+        "observation_id"
     };
-    insert_after(
-        m,
-        "target_file_id",
-        key,
-        sent.cloned().unwrap_or(Value::Null),
-    );
-    if m.get("status").and_then(Value::as_str) != Some(Status::Accepted.as_str()) {
-        return;
+    let sent = Some(record.get(key).cloned().unwrap_or(Value::Null));
+    let m = match resp {
+        SubmissionResponse::Rejected(r) => {
+            set_code(r);
+            if batch {
+                r.observation_bundle_id = sent;
+            } else {
+                r.observation_id = sent;
+            }
+            return;
+        }
+        SubmissionResponse::Accepted(m) => m,
+    };
+    if batch {
+        m.observation_bundle_id = sent;
+    } else {
+        m.observation_id = sent;
     }
-    let after = m.get("version").and_then(Value::as_i64);
-    insert_before(m, "version", "before_version", json!(after.map(|v| v - 1)));
-    insert_after(m, "version", "after_version", json!(after));
+    let after = m.version;
+    m.before_version = Some(after.map(|v| v - 1));
+    m.after_version = Some(after);
     let count = |ops: Option<&Value>| ops.and_then(Value::as_array).map_or(0, Vec::len);
-    let facts: Vec<Value> = m
-        .get("evidence")
-        .and_then(|e| e.get("changes"))
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
     if !batch {
-        let n = count(record.get("operations"));
-        insert_after(m, "manifest_entries_added", "operation_count", json!(n));
+        m.operation_count = Some(count(record.get("operations")));
         return;
     }
     let groups: Vec<Value> = record
@@ -1025,10 +1016,9 @@ fn observed_fields(
         .and_then(Value::as_array)
         .cloned()
         .unwrap_or_default();
+    let facts = &m.evidence.changes;
     let total: usize = groups.iter().map(|g| count(g.get("operations"))).sum();
-    insert_after(m, "manifest_entries_added", "operation_count", json!(total));
-    insert_after(m, "operation_count", "group_count", json!(groups.len()));
-    let summaries: Vec<Value> = groups
+    let summaries: Vec<GroupSummary> = groups
         .iter()
         .enumerate()
         .map(|(i, group)| {
@@ -1056,18 +1046,21 @@ fn observed_fields(
                     .unwrap_or(Value::Null)
             });
             let symbol = row.map(|r| head_chars(&r.symbol_path, OBSERVED_SUMMARY_SYMBOL_CHARS));
-            json!({
-                "group_index": g,
-                "observation_id": sent,
-                "symbol_name": symbol,
-                "symbol_name_truncated": row.is_some_and(|r| symbol.is_some_and(|s| s.len() < r.symbol_path.len())),
-                "kind": row.map(|r| &r.kind),
-                "operation_count": count(group.get("operations")),
-                "scope_start": scope_start,
-                "scope_end": row.map(|r| r.scope_end),
-                "scope_end_after": row.map(|r| r.scope_end as i64 + delta),
-            })
+            GroupSummary {
+                group_index: g,
+                observation_id: sent,
+                symbol_name: symbol.map(str::to_owned),
+                symbol_name_truncated: row
+                    .is_some_and(|r| symbol.is_some_and(|s| s.len() < r.symbol_path.len())),
+                kind: row.map(|r| r.kind.clone()),
+                operation_count: count(group.get("operations")),
+                scope_start,
+                scope_end: row.map(|r| r.scope_end),
+                scope_end_after: row.map(|r| r.scope_end as i64 + delta),
+            }
         })
         .collect();
-    insert_after(m, "evidence", "groups", Value::Array(summaries));
+    m.operation_count = Some(total);
+    m.group_count = Some(groups.len());
+    m.groups = Some(summaries);
 }

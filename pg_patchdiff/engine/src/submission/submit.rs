@@ -23,6 +23,9 @@ use crate::format::protocol::Protocol;
 use crate::format::tx1;
 use crate::format::{sequential, tx2, tx3};
 use crate::scope::observation::{LinkedObservation, ObservationLink};
+use crate::submission::respond::{
+    self, AcceptedResponse, Evidence, RejectedResponse, ReplacementTooLarge, SubmissionResponse,
+};
 use crate::target::TargetView;
 use crate::text::warnings::{self, Warning};
 use crate::text::{head_chars, sha256_hex};
@@ -525,17 +528,15 @@ pub fn admission(sub: &Submission, correlation_id: Option<&str>) -> Option<Value
     }
     let raw = sub.record.get("replacement")?.as_str()?;
     let d = tx3::admission(raw).err()?;
-    let mut m = Map::new();
-    m.insert("status".into(), json!(Status::InvalidArgument.as_str()));
-    m.insert("code".into(), json!("replacement_too_large"));
-    m.insert("target_file_id".into(), json!(sub.target_file_id));
-    m.insert("failure_detail".into(), json!(tx3::too_large_detail(&d)));
-    m.insert("pdcp_log_id".into(), Value::Null);
-    m.insert("diagnostic".into(), d);
-    if let Some(c) = correlation_id {
-        m.insert("correlation_id".into(), json!(c));
-    }
-    Some(Value::Object(m))
+    Some(respond::to_value(&ReplacementTooLarge {
+        status: Status::InvalidArgument,
+        code: "replacement_too_large",
+        target_file_id: &sub.target_file_id,
+        failure_detail: tx3::too_large_detail(&d),
+        pdcp_log_id: None,
+        diagnostic: d,
+        correlation_id,
+    }))
 }
 
 /// The verdict on a proposal against one observation of its target: protocol checks, guards,
@@ -793,75 +794,134 @@ pub fn respond(
     current: &TargetView,
     correlation_id: Option<&str>,
 ) -> Value {
-    let mut m = Map::new();
+    response(a, sub, pdcp_log_id, current, correlation_id).to_value()
+}
+
+/// [`respond`] as its type, which the observed tools extend.
+pub(crate) fn response(
+    a: &Attempt,
+    sub: &Submission,
+    pdcp_log_id: &str,
+    current: &TargetView,
+    correlation_id: Option<&str>,
+) -> SubmissionResponse {
     let echo_key = if a.conflicts_with_pdcp_log_id.is_some() {
         sub.request_key().map(str::to_owned)
     } else {
         a.client_request_id.clone()
     };
+    let answer = Answer {
+        target: &sub.target_file_id,
+        current,
+        pdcp_log_id,
+        deduplicated: false,
+        client_request_id: echo_key,
+        correlation_id,
+    };
     if a.status == Status::Accepted {
-        accepted_fields(
-            &mut m,
-            &sub.target_file_id,
+        let facts = a.changes.iter().map(ChangeFact::to_json).collect();
+        let ws = warnings::response_fields(&a.warnings);
+        SubmissionResponse::Accepted(answer.accepted(
             &a.before_hash,
             a.after_version,
             a.after_hash.as_deref(),
-            current,
-            pdcp_log_id,
-        );
-        let facts: Vec<Value> = a.changes.iter().map(ChangeFact::to_json).collect();
-        let ws = warnings::response_fields(&a.warnings);
-        finish_accepted(&mut m, facts, ws, a.validity.clone());
+            facts,
+            ws,
+            a.validity.clone(),
+        ))
     } else {
-        let facts = RejectedFacts {
+        SubmissionResponse::Rejected(answer.rejected(&RejectedFacts {
             reason: a.failure_reason.map(FailureReason::as_str),
             detail: a.failure_detail.as_deref(),
             failed_change_id: a.failed_change_id.as_deref(),
             before_hash: &a.before_hash,
             diagnostic: a.diagnostic.as_ref(),
             validity: &a.validity,
-        };
-        rejected_fields(&mut m, &sub.target_file_id, &facts, current, pdcp_log_id);
+        }))
     }
-    m.insert("deduplicated".into(), json!(false));
-    m.insert("client_request_id".into(), json!(echo_key));
-    if let Some(c) = correlation_id {
-        m.insert("correlation_id".into(), json!(c));
-    }
-    Value::Object(m)
 }
 
-fn accepted_fields(
-    m: &mut Map<String, Value>,
-    target: &str,
-    before: &str,
-    version: Option<i64>,
-    after: Option<&str>,
-    current: &TargetView,
-    log_id: &str,
-) {
-    m.insert("status".into(), json!(Status::Accepted.as_str()));
-    m.insert("target_file_id".into(), json!(target));
-    m.insert("before_hash".into(), json!(before));
-    m.insert("after_hash".into(), json!(after));
-    m.insert("version".into(), json!(version));
-    m.insert("current_version".into(), json!(current.version));
-    m.insert("current_hash".into(), json!(current.current_hash));
-    m.insert("pdcp_log_id".into(), json!(log_id));
+/// What an answer takes from the call rather than from the attempt.
+struct Answer<'a> {
+    target: &'a str,
+    /// The target now: after a fresh attempt, or as locked for a recovery.
+    current: &'a TargetView<'a>,
+    pdcp_log_id: &'a str,
+    deduplicated: bool,
+    client_request_id: Option<String>,
+    correlation_id: Option<&'a str>,
 }
 
-fn finish_accepted(
-    m: &mut Map<String, Value>,
-    facts: Vec<Value>,
-    ws: [(&str, Value); 4],
-    validity: Value,
-) {
-    m.insert("manifest_entries_added".into(), json!(facts.len()));
-    for (k, v) in ws {
-        m.insert(k.into(), v);
+impl Answer<'_> {
+    fn accepted(
+        self,
+        before: &str,
+        version: Option<i64>,
+        after: Option<&str>,
+        facts: Vec<Value>,
+        ws: [(&str, Value); 4],
+        validity: Value,
+    ) -> AcceptedResponse {
+        let [
+            (_, warnings),
+            (_, warning_details),
+            (_, warning_count),
+            (_, warnings_truncated),
+        ] = ws;
+        AcceptedResponse {
+            status: Status::Accepted,
+            target_file_id: self.target.to_owned(),
+            observation_id: None,
+            observation_bundle_id: None,
+            before_hash: before.to_owned(),
+            after_hash: after.map(str::to_owned),
+            before_version: None,
+            version,
+            after_version: None,
+            current_version: self.current.version,
+            current_hash: self.current.current_hash.to_owned(),
+            pdcp_log_id: self.pdcp_log_id.to_owned(),
+            manifest_entries_added: facts.len(),
+            operation_count: None,
+            group_count: None,
+            warnings,
+            warning_details,
+            warning_count,
+            warnings_truncated,
+            validity,
+            evidence: Evidence { changes: facts },
+            groups: None,
+            deduplicated: self.deduplicated,
+            client_request_id: self.client_request_id,
+            correlation_id: self.correlation_id.map(str::to_owned),
+        }
     }
-    m.insert("validity".into(), validity);
-    m.insert("evidence".into(), json!({ "changes": facts }));
+
+    fn rejected(self, a: &RejectedFacts) -> RejectedResponse {
+        let fc = a.diagnostic.and_then(|d| d.get("failure_context"));
+        RejectedResponse {
+            status: Status::Rejected,
+            code: None,
+            target_file_id: self.target.to_owned(),
+            observation_id: None,
+            observation_bundle_id: None,
+            failure_reason: a.reason.map(str::to_owned),
+            failure_detail: a.detail.map(str::to_owned),
+            failed_change_id: a.failed_change_id.map(str::to_owned),
+            before_hash: a.before_hash.to_owned(),
+            after_hash: None,
+            current_version: self.current.version,
+            current_hash: self.current.current_hash.to_owned(),
+            pdcp_log_id: self.pdcp_log_id.to_owned(),
+            diagnostic: a.diagnostic.cloned().unwrap_or(Value::Null),
+            current_context: current_context(self.current, fc),
+            near_misses: None,
+            validity: a.validity.clone(),
+            deduplicated: self.deduplicated,
+            client_request_id: self.client_request_id,
+            correlation_id: self.correlation_id.map(str::to_owned),
+        }
+    }
 }
 
 /// The stored facts a rejected response repeats.
@@ -872,32 +932,6 @@ struct RejectedFacts<'a> {
     before_hash: &'a str,
     diagnostic: Option<&'a Value>,
     validity: &'a Value,
-}
-
-fn rejected_fields(
-    m: &mut Map<String, Value>,
-    target: &str,
-    a: &RejectedFacts,
-    current: &TargetView,
-    log_id: &str,
-) {
-    let fc = a.diagnostic.and_then(|d| d.get("failure_context"));
-    m.insert("status".into(), json!(Status::Rejected.as_str()));
-    m.insert("target_file_id".into(), json!(target));
-    m.insert("failure_reason".into(), json!(a.reason));
-    m.insert("failure_detail".into(), json!(a.detail));
-    m.insert("failed_change_id".into(), json!(a.failed_change_id));
-    m.insert("before_hash".into(), json!(a.before_hash));
-    m.insert("after_hash".into(), Value::Null);
-    m.insert("current_version".into(), json!(current.version));
-    m.insert("current_hash".into(), json!(current.current_hash));
-    m.insert("pdcp_log_id".into(), json!(log_id));
-    m.insert(
-        "diagnostic".into(),
-        a.diagnostic.cloned().unwrap_or(Value::Null),
-    );
-    m.insert("current_context".into(), current_context(current, fc));
-    m.insert("validity".into(), a.validity.clone());
 }
 
 /// One row of `patchdiff.pdcp_logs` as read back: by its request key (exact recovery or a
@@ -1073,42 +1107,35 @@ pub fn recover_or_conflict(
     if stored.request_fingerprint != id.fingerprint {
         return KeyOutcome::Conflict(Box::new(conflict(sub, id, stored, current)));
     }
-    let mut m = Map::new();
-    if stored.status() == Some(Status::Accepted) {
-        accepted_fields(
-            &mut m,
-            &sub.target_file_id,
+    let answer = Answer {
+        target: &sub.target_file_id,
+        current,
+        pdcp_log_id: &stored.pdcp_log_id,
+        deduplicated: true,
+        client_request_id: sub.request_key().map(str::to_owned),
+        correlation_id,
+    };
+    let recovered = if stored.status() == Some(Status::Accepted) {
+        let ws = warnings::recovered_fields(stored.diagnostic.as_ref());
+        SubmissionResponse::Accepted(answer.accepted(
             &stored.before_hash,
             stored.after_version,
             stored.after_hash.as_deref(),
-            current,
-            &stored.pdcp_log_id,
-        );
-        let ws = warnings::recovered_fields(stored.diagnostic.as_ref());
-        finish_accepted(&mut m, stored.changes.clone(), ws, stored.validity.clone());
+            stored.changes.clone(),
+            ws,
+            stored.validity.clone(),
+        ))
     } else {
-        let facts = RejectedFacts {
+        SubmissionResponse::Rejected(answer.rejected(&RejectedFacts {
             reason: stored.failure_reason.as_deref(),
             detail: stored.failure_detail.as_deref(),
             failed_change_id: stored.failed_change_id.as_deref(),
             before_hash: &stored.before_hash,
             diagnostic: stored.diagnostic.as_ref(),
             validity: &stored.validity,
-        };
-        rejected_fields(
-            &mut m,
-            &sub.target_file_id,
-            &facts,
-            current,
-            &stored.pdcp_log_id,
-        );
-    }
-    m.insert("deduplicated".into(), json!(true));
-    m.insert("client_request_id".into(), json!(sub.request_key()));
-    if let Some(c) = correlation_id {
-        m.insert("correlation_id".into(), json!(c));
-    }
-    KeyOutcome::Recovered(Value::Object(m))
+        }))
+    };
+    KeyOutcome::Recovered(recovered.to_value())
 }
 
 const ENVELOPE_COMPONENTS: &[&str] = &[
@@ -1218,6 +1245,35 @@ mod tests {
             assert!(!sub.invalid_text.is_empty(), "{tail}");
             assert!(admission(&sub, None).is_none(), "{tail}");
         }
+    }
+
+    /// Contract "Fresh admission limits" and issue 16 ("every response stays byte for byte"):
+    /// the replacement_too_large answer (not in the golden corpora, whose replacements are
+    /// small) keeps its keys and bytes: status, code, target_file_id, failure_detail,
+    /// pdcp_log_id (null), diagnostic, then correlation_id when asked for.
+    #[test]
+    fn replacement_too_large_answer_bytes() {
+        let over = "a".repeat(1_000_001);
+        let sub = parse_submit_replacement(&format!(
+            r#"{{"target_file_id":"{TARGET}","expected_target_version":0,"intent":"i","replacement":"{over}"}}"#
+        ))
+        .unwrap();
+        let d = tx3::admission(&over).unwrap_err();
+        let detail = serde_json::to_string(&tx3::too_large_detail(&d)).unwrap();
+        let expected = |tail: &str| {
+            format!(
+                r#"{{"status":"invalid_argument","code":"replacement_too_large","target_file_id":"{TARGET}","failure_detail":{detail},"pdcp_log_id":null,"diagnostic":{}{tail}}}"#,
+                serde_json::to_string(&d).unwrap()
+            )
+        };
+        assert_eq!(
+            serde_json::to_string(&admission(&sub, None).unwrap()).unwrap(),
+            expected("")
+        );
+        assert_eq!(
+            serde_json::to_string(&admission(&sub, Some("c")).unwrap()).unwrap(),
+            expected(r#","correlation_id":"c""#)
+        );
     }
 
     const TARGET: &str = "11111111-1111-4111-8111-111111111111";
