@@ -319,7 +319,8 @@ pub fn submit(data: &[u8]) {
     if sub.request_key().is_some() {
         let stored = AttemptRow::of(&a, "log-1");
         match submit::recover_or_conflict(&sub, &identity, &stored, &now, None) {
-            KeyOutcome::Recovered(v) => {
+            KeyOutcome::Recovered(r) => {
+                let v = r.to_value();
                 assert!(
                     v["status"] == a.status.as_str() && v["deduplicated"] == true,
                     "recovery"

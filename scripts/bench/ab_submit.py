@@ -69,7 +69,7 @@ def rejected(side, i):
 
 
 def read(side, i):
-    return "patchdiff_read_target", {"target_file_id": side["id"], "offset": (i * 37) % 60000, "limit": 4000}, None
+    return "patchdiff_read_target", {"target_file_id": side["id"], "start": (i * 37) % 60000, "length": 4000}, None
 
 
 def log_page(side, i):

@@ -1450,7 +1450,8 @@ fn submission(
     if sub.request_key().is_some() {
         let s = AttemptRow::of(&a, "log-1");
         match submit::recover_or_conflict(&sub, &identity, &s, &now, None) {
-            KeyOutcome::Recovered(v) => {
+            KeyOutcome::Recovered(r) => {
+                let v = r.to_value();
                 ensure!(
                     v["status"] == a.status.as_str() && v["deduplicated"] == true,
                     "recovery: {}",

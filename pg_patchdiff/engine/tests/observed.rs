@@ -696,6 +696,7 @@ fn batch_applies_scope_local_groups_in_one_transaction() {
         panic!("not recovered")
     };
     scoped::recovered_fields(&mut r, &stored.pdcp_content, &rows);
+    let r = r.to_value();
     for k in [
         "observation_bundle_id",
         "before_version",
@@ -712,6 +713,7 @@ fn batch_applies_scope_local_groups_in_one_transaction() {
         panic!("not recovered")
     };
     scoped::recovered_fields(&mut bare, &stored.pdcp_content, &[]);
+    let bare = bare.to_value();
     assert_eq!(bare["groups"][0]["symbol_name"], Value::Null);
     assert_eq!(bare["groups"][0]["scope_start"], gs);
     assert_eq!(bare["groups"][0]["operation_count"], 2);
@@ -947,9 +949,9 @@ fn strict_mode_rejects_unobserved_writes() {
             .unwrap()
             .contains("patchdiff_submit_observed_operations")
     );
-    let mut v = submit::respond(&a, &sub, LOG, &fx.view(), None);
-    scoped::add_code(&mut v);
-    assert_eq!(v["code"], "OBSERVATION_REQUIRED");
+    let mut r = submit::response(&a, &sub, LOG, &fx.view(), None);
+    scoped::add_code(&mut r);
+    assert_eq!(r.to_value()["code"], "OBSERVATION_REQUIRED");
 }
 
 fn replay_one(

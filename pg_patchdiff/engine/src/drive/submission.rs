@@ -82,11 +82,12 @@ pub fn run(
             &start,
             correlation.as_deref(),
         ) {
-            KeyOutcome::Recovered(mut v) => {
+            KeyOutcome::Recovered(mut r) => {
                 if route == Route::Observed {
                     let consumed = store.consumed_by(&stored.pdcp_log_id);
-                    observed::recovered_fields(&mut v, &stored.pdcp_content, &consumed);
+                    observed::recovered_fields(&mut r, &stored.pdcp_content, &consumed);
                 }
+                let mut v = r.to_value();
                 submit::add_near_misses(&mut v, None, settings.caller_owned_transaction);
                 return v;
             }
@@ -133,14 +134,17 @@ pub fn run(
     };
     let mut answer = match route {
         Route::Observed => {
-            observed::respond(&attempt, &sub, &log_id, &now, correlation.as_deref(), &rows)
+            observed::response(&attempt, &sub, &log_id, &now, correlation.as_deref(), &rows)
         }
-        Route::Unobserved => submit::respond(&attempt, &sub, &log_id, &now, correlation.as_deref()),
+        Route::Unobserved => {
+            submit::response(&attempt, &sub, &log_id, &now, correlation.as_deref())
+        }
     };
     if strict_refusal {
         // The observed tools' top-level `code`, so a host reads OBSERVATION_REQUIRED alike.
         observed::add_code(&mut answer);
     }
+    let mut answer = answer.to_value();
     submit::add_near_misses(
         &mut answer,
         attempt.near_miss_input.as_ref(),

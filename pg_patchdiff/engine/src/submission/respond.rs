@@ -11,55 +11,38 @@
 //! take over unchanged.
 
 use crate::contract::words::Status;
-use serde::{Deserialize, Deserializer, Serialize};
+use serde::Serialize;
 use serde_json::Value;
 
 /// An accepted attempt, fresh or recovered under its request key.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct AcceptedResponse {
     pub status: Status,
     pub target_file_id: String,
     /// Observed single form: as sent.
-    #[serde(
-        default,
-        deserialize_with = "present",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub observation_id: Option<Value>,
     /// Observed batch form: as sent.
-    #[serde(
-        default,
-        deserialize_with = "present",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub observation_bundle_id: Option<Value>,
     pub before_hash: String,
     pub after_hash: Option<String>,
     /// Observed tools: `version - 1`.
-    #[serde(
-        default,
-        deserialize_with = "present",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub before_version: Option<Option<i64>>,
     pub version: Option<i64>,
     /// Observed tools: `version`.
-    #[serde(
-        default,
-        deserialize_with = "present",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub after_version: Option<Option<i64>>,
     pub current_version: i64,
     pub current_hash: String,
     pub pdcp_log_id: String,
     pub manifest_entries_added: usize,
     /// Observed tools: the operations sent (all groups of a batch).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub operation_count: Option<usize>,
     /// Observed batch form.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub group_count: Option<usize>,
     /// The four warning members of `warnings::response_fields` / `warnings::recovered_fields`;
     /// a recovered row repeats its stored values verbatim, whatever their JSON type.
@@ -70,17 +53,16 @@ pub struct AcceptedResponse {
     pub validity: Value,
     pub evidence: Evidence,
     /// Observed batch form: one summary per group.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub groups: Option<Vec<GroupSummary>>,
     pub deduplicated: bool,
     pub client_request_id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub correlation_id: Option<String>,
 }
 
 /// An accepted answer's `evidence`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Evidence {
     /// The ledger facts, in change order.
     pub changes: Vec<Value>,
@@ -88,8 +70,7 @@ pub struct Evidence {
 
 /// One group of an accepted observed batch; the observation's fields are null when the
 /// observation row is not at hand (a recovery without linked rows).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct GroupSummary {
     pub group_index: usize,
     pub observation_id: Value,
@@ -104,30 +85,17 @@ pub struct GroupSummary {
 
 /// A rejected attempt, fresh or recovered under its request key (also an audited
 /// `request_key_conflict`, which is a fresh rejection).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RejectedResponse {
     pub status: Status,
     /// Observed tools (and strict-mode refusals of the unobserved ones): `diagnostic.code`, or
     /// null when the diagnostic has none.
-    #[serde(
-        default,
-        deserialize_with = "present",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub code: Option<Value>,
     pub target_file_id: String,
-    #[serde(
-        default,
-        deserialize_with = "present",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub observation_id: Option<Value>,
-    #[serde(
-        default,
-        deserialize_with = "present",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub observation_bundle_id: Option<Value>,
     /// Kept as stored on recovery (the column has no CHECK).
     pub failure_reason: Option<String>,
@@ -143,16 +111,12 @@ pub struct RejectedResponse {
     pub current_context: Value,
     /// Response-only; `submit::add_near_misses` places it after the answer is a `Value`. The
     /// field keeps its place when an answer is read back.
-    #[serde(
-        default,
-        deserialize_with = "present",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub near_misses: Option<Value>,
     pub validity: Value,
     pub deduplicated: bool,
     pub client_request_id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub correlation_id: Option<String>,
 }
 
@@ -182,24 +146,6 @@ impl SubmissionResponse {
     pub fn to_value(&self) -> Value {
         to_value(self)
     }
-
-    /// An answer built here and already a `Value`, read back by its `status`; `None` for
-    /// anything else.
-    pub fn from_value(v: &Value) -> Option<Self> {
-        match v
-            .get("status")
-            .and_then(Value::as_str)
-            .and_then(Status::parse)?
-        {
-            Status::Accepted => AcceptedResponse::deserialize(v)
-                .ok()
-                .map(SubmissionResponse::Accepted),
-            Status::Rejected => RejectedResponse::deserialize(v)
-                .ok()
-                .map(SubmissionResponse::Rejected),
-            _ => None,
-        }
-    }
 }
 
 /// The answer as the `Value` the rest of the pipeline works on.
@@ -207,16 +153,6 @@ pub fn to_value<T: Serialize>(r: &T) -> Value {
     // serde_json fails only on non-string map keys or a failing `Serialize` impl; these types
     // have neither.
     serde_json::to_value(r).expect("a response type serialises to JSON")
-}
-
-/// A key that is present reads as `Some`, even when its value is null (serde's default reads
-/// null as `None`, which would drop a present null on the way back).
-fn present<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
-where
-    D: Deserializer<'de>,
-    T: Deserialize<'de>,
-{
-    T::deserialize(d).map(Some)
 }
 
 #[cfg(test)]
@@ -295,26 +231,6 @@ mod tests {
         }
     }
 
-    /// Issue 16 item 2: the observed tools extend an answer after it became a `Value`
-    /// (`scoped::recovered_fields`, `scoped::add_code`), so reading it back must lose nothing:
-    /// present nulls stay present, absent keys stay absent, stored values of any JSON type stay
-    /// as they are, and the key order is the declaration order.
-    #[test]
-    fn an_answer_read_back_is_the_same_answer() {
-        for r in [
-            SubmissionResponse::Accepted(accepted()),
-            SubmissionResponse::Rejected(rejected()),
-        ] {
-            let v = r.to_value();
-            let back = SubmissionResponse::from_value(&v).expect("reads back");
-            assert_eq!(back, r);
-            assert_eq!(
-                serde_json::to_string(&back.to_value()).unwrap(),
-                serde_json::to_string(&v).unwrap()
-            );
-        }
-    }
-
     /// Contract, response fields of the submission tools: the keys in the contract's order
     /// (observed keys in their places, omitted keys absent, null keys present).
     #[test]
@@ -384,18 +300,5 @@ mod tests {
             serde_json::to_string(&too_large).unwrap(),
             r#"{"status":"invalid_argument","code":"replacement_too_large","target_file_id":"t","failure_detail":"d","pdcp_log_id":null,"diagnostic":{}}"#
         );
-    }
-
-    /// A key no response type declares, or a status other than accepted/rejected, is not read
-    /// back (and so is never silently dropped by an extension).
-    #[test]
-    fn a_foreign_answer_is_not_read_back() {
-        let mut v = to_value(&rejected());
-        v.as_object_mut().unwrap().insert("extra".into(), json!(1));
-        assert_eq!(SubmissionResponse::from_value(&v), None);
-        let mut v = to_value(&accepted());
-        v["status"] = json!("ok");
-        assert_eq!(SubmissionResponse::from_value(&v), None);
-        assert_eq!(SubmissionResponse::from_value(&json!([])), None);
     }
 }

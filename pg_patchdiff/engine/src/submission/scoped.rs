@@ -57,7 +57,7 @@ use crate::format::protocol::{Protocol, Runtime};
 use crate::format::sequential::{self, Applied, Confinement, Op};
 use crate::format::tx2::{self, Operation};
 use crate::scope::observation::{ObservationLink, ObservationRow};
-use crate::submission::respond::{self, GroupSummary, RejectedResponse, SubmissionResponse};
+use crate::submission::respond::{GroupSummary, RejectedResponse, SubmissionResponse};
 use crate::submission::submit::{self, Attempt, Identity, Parent, Required, Submission};
 use crate::target::TargetView;
 use crate::text::warnings;
@@ -915,10 +915,9 @@ pub fn observation_required(sub: &Submission, id: &Identity, start: &TargetView)
 /// Adds a top-level `code` (from `diagnostic.code`, null when it has none) right after `status`
 /// to a rejected response. [`respond`] does it; the extension may do it on strict-mode
 /// rejections of the unobserved tools.
-pub fn add_code(resp: &mut Value) {
-    if let Some(SubmissionResponse::Rejected(mut r)) = SubmissionResponse::from_value(resp) {
-        set_code(&mut r);
-        *resp = respond::to_value(&r);
+pub fn add_code(resp: &mut SubmissionResponse) {
+    if let SubmissionResponse::Rejected(r) = resp {
+        set_code(r);
     }
 }
 
@@ -944,9 +943,21 @@ pub fn respond(
     correlation_id: Option<&str>,
     rows: &[ObservationRow],
 ) -> Value {
+    response(a, sub, pdcp_log_id, current, correlation_id, rows).to_value()
+}
+
+/// [`respond`] as its type.
+pub fn response(
+    a: &Attempt,
+    sub: &Submission,
+    pdcp_log_id: &str,
+    current: &TargetView,
+    correlation_id: Option<&str>,
+    rows: &[ObservationRow],
+) -> SubmissionResponse {
     let mut r = submit::response(a, sub, pdcp_log_id, current, correlation_id);
     observed_fields(&mut r, &sub.record, is_batch(sub), rows);
-    r.to_value()
+    r
 }
 
 /// Adds the observed fields of [`respond`] to an answer [`submit::recover_or_conflict`]
@@ -955,7 +966,7 @@ pub fn respond(
 /// attempt, when the extension reads them; without them a batch's group summaries carry
 /// `symbol_name`, `kind`, `scope_end` and `scope_end_after` as null (`scope_start` comes from the
 /// facts). Anything else leaves the answer unchanged.
-pub fn recovered_fields(resp: &mut Value, record_json: &str, rows: &[ObservationRow]) {
+pub fn recovered_fields(resp: &mut SubmissionResponse, record_json: &str, rows: &[ObservationRow]) {
     let Ok(Value::Object(mut record)) = serde_json::from_str::<Value>(record_json) else {
         return;
     };
@@ -964,14 +975,8 @@ pub fn recovered_fields(resp: &mut Value, record_json: &str, rows: &[Observation
     {
         record = inner;
     }
-    // The answer was built as a `SubmissionResponse` and handed over as a `Value`; it is read
-    // back into its type to be extended.
-    let Some(mut r) = SubmissionResponse::from_value(resp) else {
-        return;
-    };
     let batch = record.get("protocol_version").and_then(Value::as_str) == Some(BATCH_PROTOCOL);
-    observed_fields(&mut r, &record, batch, rows);
-    *resp = r.to_value();
+    observed_fields(resp, &record, batch, rows);
 }
 
 fn observed_fields(

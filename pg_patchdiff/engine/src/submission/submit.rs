@@ -798,7 +798,7 @@ pub fn respond(
 }
 
 /// [`respond`] as its type, which the observed tools extend.
-pub(crate) fn response(
+pub fn response(
     a: &Attempt,
     sub: &Submission,
     pdcp_log_id: &str,
@@ -1091,7 +1091,7 @@ pub fn add_near_misses(response: &mut Value, input: Option<&NearMissInput>, call
 
 pub enum KeyOutcome {
     /// The recorded outcome; nothing is written.
-    Recovered(Value),
+    Recovered(Box<SubmissionResponse>),
     /// A different proposal under a used key: a new rejected attempt to write.
     Conflict(Box<Attempt>),
 }
@@ -1135,7 +1135,7 @@ pub fn recover_or_conflict(
             validity: &stored.validity,
         }))
     };
-    KeyOutcome::Recovered(recovered.to_value())
+    KeyOutcome::Recovered(Box::new(recovered))
 }
 
 const ENVELOPE_COMPONENTS: &[&str] = &[
