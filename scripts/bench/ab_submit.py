@@ -90,7 +90,7 @@ def call(side, kind, i):
     answer = json.loads(text)
     if want and answer.get("status") != want:
         sys.exit(f"{kind.__name__}: not {want}: {text[:300]}")
-    if "status" in answer and answer.get("status") not in ("accepted", "rejected") and fn != "patchdiff_replay":
+    if answer.get("status") in ("invalid_argument", "not_found", "permission_denied"):
         sys.exit(f"{kind.__name__}: {text[:300]}")
     if want == "accepted":
         side["version"] = answer["version"]
