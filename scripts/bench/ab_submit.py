@@ -13,8 +13,10 @@ medians, p95s and the ratio new/base. The kinds:
 - read: patchdiff_read_target of 4,000 code points;
 - log_page / ledger_page: a 50-entry page of the attempt log and of the ledger;
 - replay: patchdiff_replay of a target with 50 accepted edits;
-each of the last five CALLS // 5 times."""
+each of the last five CALLS // 5 times. PATCHDIFF_AB_KINDS (e.g. `read,ledger_page`) runs only
+the kinds it names, CALLS times each."""
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -103,6 +105,10 @@ def main():
     subprocess.run(["bash", "-c", switch], check=True)
     new = open_side(new_dsn)
     plan = [(submit, calls)] + [(k, max(calls // 5, 20)) for k in (rejected, read, log_page, ledger_page, replay)]
+    # PATCHDIFF_AB_KINDS=read,log_page measures only those kinds, CALLS times each.
+    only = [k for k in os.environ.get("PATCHDIFF_AB_KINDS", "").split(",") if k]
+    if only:
+        plan = [(k, calls) for k, _ in plan if k.__name__ in only]
     p95 = lambda xs: statistics.quantiles(xs, n=20)[18]
     for kind, n in plan:
         for i in range(n):
