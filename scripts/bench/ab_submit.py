@@ -13,8 +13,9 @@ medians, p95s and the ratio new/base. The kinds:
 - read: patchdiff_read_target of 4,000 code points;
 - log_page / ledger_page: a 50-entry page of the attempt log and of the ledger;
 - replay: patchdiff_replay of a target with 50 accepted edits;
-each of the last five CALLS // 5 times. PATCHDIFF_AB_KINDS (e.g. `read,ledger_page`) runs only
-the kinds it names, CALLS times each."""
+each of the last five CALLS // 5 times. PATCHDIFF_AB_KINDS (e.g. `read,replay`) runs only
+the kinds it names, CALLS times each; without `submit` the log is empty, so the two pages are
+then pages of an empty log."""
 import json
 import os
 import statistics
