@@ -385,18 +385,29 @@ async fn a_terminated_backend_takes_its_parser_helper_with_it() {
         call(&c, "patchdiff_observe_scope", &json!({"target_file_id": y})).await
     });
     let started = Instant::now();
+    // The backend forks, then the child execs the helper: until the exec, the child is still
+    // `postgres`, so wait for a child that runs the helper's program.
+    let is_helper = |p: i32| {
+        std::fs::read_link(format!("/proc/{p}/exe"))
+            .is_ok_and(|exe| exe.ends_with("patchdiff-waymark-helper"))
+    };
     let helper = loop {
-        if let Some(h) = children_of(pid).into_iter().find(|p| running(*p)) {
+        if let Some(h) = children_of(pid)
+            .into_iter()
+            .find(|p| running(*p) && is_helper(*p))
+        {
             break h;
         }
         assert!(
             started.elapsed() < Duration::from_secs(5),
-            "no helper started"
+            "no helper started: children {:?}",
+            children_of(pid)
+                .into_iter()
+                .map(|p| std::fs::read_link(format!("/proc/{p}/exe")))
+                .collect::<Vec<_>>()
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
-    let exe = std::fs::read_link(format!("/proc/{helper}/exe")).unwrap();
-    assert!(exe.ends_with("patchdiff-waymark-helper"), "{exe:?}");
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert!(
         running(helper),
