@@ -267,7 +267,7 @@ impl Server {
                 "status": "invalid_argument", "code": "unknown_argument", "tool": name,
                 "failure_detail": format!("unknown argument(s) for {name}: {list}"), "unknown_arguments": unknown,
             });
-            // As the SQL functions say it (docs/sql-api.md): the list above was cut.
+            // As the SQL functions say it (docs/codes.md): the list above was cut.
             if truncated {
                 refusal["unknown_arguments_truncated"] = json!(true);
             }

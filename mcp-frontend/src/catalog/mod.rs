@@ -83,7 +83,7 @@ impl Declaration {
         self.params.iter().filter(|p| p.2).map(|p| p.0)
     }
 
-    /// The required names a call that sends the names `has` accepts lacks, in declaration
+    /// The required names a call lacks, given the names it sends (`has`), in declaration
     /// order. Contract "Discovery, argument errors and examples": "A call with unknown or
     /// missing argument names never reaches the tool". Of exclusive forms, a call naming none
     /// lacks the first form's names; a call naming several lacks none of them: that is the
