@@ -261,17 +261,19 @@ impl Server {
             .collect();
         if !unknown.is_empty() {
             // Quoted names are bounded: an answer never grows with the junk it refuses.
-            let (unknown, _) = quoted_names(unknown.iter().map(|k| k.as_str()));
+            let (unknown, truncated) = quoted_names(unknown.iter().map(|k| k.as_str()));
             let list = unknown.join(", ");
-            return Ok(self.refuse(tool, json!({
+            let mut refusal = json!({
                 "status": "invalid_argument", "code": "unknown_argument", "tool": name,
                 "failure_detail": format!("unknown argument(s) for {name}: {list}"), "unknown_arguments": unknown,
-            })));
+            });
+            // As the SQL functions say it (docs/codes.md): the list above was cut.
+            if truncated {
+                refusal["unknown_arguments_truncated"] = json!(true);
+            }
+            return Ok(self.refuse(tool, refusal));
         }
-        let missing: Vec<&str> = declaration
-            .required()
-            .filter(|r| !names.contains_key(*r))
-            .collect();
+        let missing = declaration.missing(|n| names.contains_key(n));
         if !missing.is_empty() {
             return Ok(self.refuse(tool, json!({
                 "status": "invalid_argument", "code": "missing_argument", "tool": name,

@@ -67,6 +67,50 @@ def test_sdk_lists_tools_whose_schemas_and_examples_hold_in_both_drafts():
     run(session_do(body))
 
 
+def test_sdk_schemas_hold_the_contract_domains_of_keys_span_context_and_observed_forms():
+    """Contract "Discovery, argument errors and examples": "Strict end-of-string constraints
+    combine $ with a JSON Schema not constraint against a trailing LF" (Python's re matches
+    ^[!-~]+$ against "req-1\\n"); "Span context": expected_before / expected_after are
+    "non-empty strings or null"; patchdiff_submit_observed_operations requires observation_id,
+    operations and both guards, or the batch form's names with client_request_id."""
+
+    async def body(session, init):
+        tools = {t.name: (t.input_schema if hasattr(t, "input_schema") else t.inputSchema) for t in (await session.list_tools()).tools}
+        keyed = [n for n in ["patchdiff_submit_edits", "patchdiff_submit_operations", "patchdiff_submit_replacement", "patchdiff_submit_observed_operations"] if n in tools]
+        assert len(keyed) == 4
+        for name in keyed:
+            base = tools[name]["examples"][0] if tools[name].get("examples") else None
+            key = tools[name]["properties"]["client_request_id"]
+            for draft in DRAFTS:
+                assert draft(key).is_valid("req-1")
+                assert draft(key).is_valid(None)
+                assert not draft(key).is_valid("req-1\n")
+                assert not draft(key).is_valid("req 1")
+            if base is not None:
+                assert not jsonschema.Draft202012Validator(tools[name]).is_valid(dict(base, client_request_id="req-1\n"))
+        span = tools["patchdiff_submit_operations"]["examples"][0]
+        assert span["operations"][0]["expected_after"] == "alpha"
+        for draft in DRAFTS:
+            validator = draft(tools["patchdiff_submit_operations"])
+            assert validator.is_valid(span)
+            for field in ["expected_before", "expected_after"]:
+                op = dict(span["operations"][0], **{field: ""})
+                assert not validator.is_valid(dict(span, operations=[op]))
+                op = dict(span["operations"][0], **{field: None})
+                assert validator.is_valid(dict(span, operations=[op]))
+        observed = tools["patchdiff_submit_observed_operations"]
+        single, batch = observed["examples"]
+        for draft in DRAFTS:
+            validator = draft(observed)
+            assert validator.is_valid(single) and validator.is_valid(batch)
+            for example, names in [(single, ["observation_id", "operations", "expected_target_version", "expected_current_hash"]),
+                                   (batch, ["observation_bundle_id", "groups", "client_request_id", "expected_target_version", "expected_current_hash"])]:
+                for name in names:
+                    assert not validator.is_valid({k: v for k, v in example.items() if k != name}), name
+
+    run(session_do(body))
+
+
 def test_sdk_calls_tools_and_structured_content_matches_output_schema():
     """Contract "Tool results": literal JSON text and the same object as structuredContent,
     valid against the declared outputSchema; the SDK itself also validates it."""

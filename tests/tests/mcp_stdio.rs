@@ -812,3 +812,143 @@ fn oversized_lines_are_refused_and_serving_continues() {
     m.send_raw(format!("{fits}\n").as_bytes());
     assert_eq!(m.reply()["id"], 10);
 }
+
+/// Contract "Discovery, argument errors and examples" ("A call with unknown or missing argument
+/// names never reaches the tool ... {status: "invalid_argument", code: "missing_argument", tool,
+/// failure_detail, missing_arguments}") for the names "patchdiff_submit_observed_operations"
+/// marks required: observation_id, operations and both guards; and, for the batch form,
+/// observation_bundle_id, groups and the mandatory client_request_id. Each call missing one of
+/// them gets exactly that payload and writes nothing; a null value is sent on to the service's
+/// audited OBSERVATION_REQUIRED. observed-editor-v2 "patchdiff_commit_bundle ... requires
+/// intent, client_request_id and groups" (and the snapshot), the same way.
+#[test]
+fn missing_observed_arguments_never_reach_the_tool() {
+    let mut m = Mcp::start(&[]);
+    m.initialize(Some("2025-11-25"));
+    let target = initialize_target(&mut m, "def f():\n    return 1\n");
+    let hash = "0".repeat(64);
+    let o = "33333333-3333-4333-8333-333333333333";
+    let ops = json!([{"op": "match", "match": "1", "replace": "2"}]);
+    let single = json!({"target_file_id": target, "intent": "x", "observation_id": o,
+        "operations": ops, "expected_target_version": 0, "expected_current_hash": hash});
+    let batch = json!({"target_file_id": target, "intent": "x", "observation_bundle_id": o,
+        "groups": [{"observation_id": o, "operations": ops}], "expected_target_version": 0,
+        "expected_current_hash": hash, "client_request_id": "req-1"});
+    let written = format!(
+        "SELECT (SELECT count(*) FROM patchdiff.pdcp_logs WHERE target_file_id = '{target}') \
+         + (SELECT count(*) FROM patchdiff.target_scope_observations WHERE target_file_id = '{target}')"
+    );
+    let mut count = postgres_count();
+    let tool = "patchdiff_submit_observed_operations";
+    for (form, full) in [("single", &single), ("batch", &batch)] {
+        for name in full.as_object().unwrap().keys() {
+            let mut args = full.clone();
+            args.as_object_mut().unwrap().remove(name);
+            let (t, result) = m.call(tool, args);
+            assert_eq!(result["isError"], true, "{form} without {name}");
+            assert_eq!(
+                t,
+                json!({"status": "invalid_argument", "code": "missing_argument", "tool": tool,
+                       "failure_detail": format!("missing required argument(s) for {tool}: {name}"),
+                       "missing_arguments": [name]}),
+                "{form} without {name}"
+            );
+        }
+    }
+    // Neither form named: the contract's own list of required names.
+    let (t, _) = m.call(
+        tool,
+        json!({"target_file_id": target, "intent": "x", "expected_target_version": 0}),
+    );
+    assert_eq!(
+        t["missing_arguments"],
+        json!(["observation_id", "operations", "expected_current_hash"])
+    );
+    assert_eq!(count(&written), 0);
+    // A name sent with null reaches the service, which audits the missing observation.
+    let mut null = single.clone();
+    null["observation_id"] = Value::Null;
+    let (t, result) = m.call(tool, null);
+    assert_eq!(
+        (&t["status"], &t["code"], &result["isError"]),
+        (
+            &json!("rejected"),
+            &json!("OBSERVATION_REQUIRED"),
+            &json!(false)
+        ),
+        "{t}"
+    );
+    assert_eq!(count(&written), 1);
+
+    let mut v2 = Mcp::start(&[("PATCHDIFF_MCP_PROFILE", "observed_v2")]);
+    v2.initialize(Some("2025-11-25"));
+    let commit = json!({"snapshot": {"target_file_id": target, "expected_target_version": 0,
+        "expected_current_hash": hash, "observation_bundle_id": o}, "intent": "x",
+        "client_request_id": "req-2", "groups": [{"observation_id": o, "operations": ops}]});
+    let cases = [
+        ("patchdiff_commit_bundle", commit),
+        (
+            "patchdiff_observe_scopes",
+            json!({"target_file_id": target, "selections": [{"symbol_name": "f"}]}),
+        ),
+        ("patchdiff_list_scopes", json!({"target_file_id": target})),
+    ];
+    for (tool, full) in cases {
+        for name in full.as_object().unwrap().keys() {
+            let mut args = full.clone();
+            args.as_object_mut().unwrap().remove(name);
+            let (t, result) = v2.call(tool, args);
+            assert_eq!(result["isError"], true, "{tool} without {name}");
+            // The commit answers with the v2 receipt, whose diagnostics carry the payload's
+            // own members; the other tools with the payload itself.
+            let names = match tool {
+                "patchdiff_commit_bundle" => &t["diagnostics"]["missing_arguments"],
+                _ => &t["missing_arguments"],
+            };
+            assert_eq!(
+                (&t["status"], &t["code"], names),
+                (
+                    &json!("invalid_argument"),
+                    &json!("missing_argument"),
+                    &json!([name])
+                ),
+                "{tool} without {name}: {t}"
+            );
+        }
+    }
+    assert_eq!(count(&written), 1);
+}
+
+/// Contract "Discovery, argument errors and examples": the unknown_argument payload the SQL
+/// functions give, `unknown_arguments_truncated` included, also comes from the front end when
+/// it cuts the quoted names (at most 32 names of at most 128 code points each).
+#[test]
+fn unknown_argument_lists_say_when_they_were_cut() {
+    let mut m = Mcp::start(&[]);
+    m.initialize(Some("2025-11-25"));
+    let target = "11111111-1111-4111-8111-111111111111";
+    let mut args = json!({"target_file_id": target});
+    for i in 0..40 {
+        args[format!("junk_{i:02}")] = json!(i);
+    }
+    let (t, result) = m.call("patchdiff_read_target", args);
+    assert_eq!(result["isError"], true);
+    assert_eq!(t["code"], "unknown_argument");
+    assert_eq!(t["unknown_arguments"].as_array().unwrap().len(), 32);
+    assert_eq!(t["unknown_arguments_truncated"], true);
+    let (t, _) = m.call(
+        "patchdiff_read_target",
+        json!({"target_file_id": target, "x".repeat(200): 1}),
+    );
+    assert_eq!(
+        t["unknown_arguments"],
+        json!([format!("{}...", "x".repeat(128))])
+    );
+    assert_eq!(t["unknown_arguments_truncated"], true);
+    // Nothing cut, no flag (the payload the argument_names test pins whole).
+    let (t, _) = m.call(
+        "patchdiff_read_target",
+        json!({"target_file_id": target, "y": 1}),
+    );
+    assert!(t.get("unknown_arguments_truncated").is_none(), "{t}");
+}

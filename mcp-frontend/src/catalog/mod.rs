@@ -37,6 +37,15 @@ pub enum Kind {
     Checkpoint,
 }
 
+/// One of a tool's exclusive argument forms (patchdiff_submit_observed_operations: single or
+/// batch). A call uses the form whose `names` it sends, as the SQL function tells them apart.
+pub struct Form {
+    /// The names that select this form.
+    pub names: &'static [&'static str],
+    /// The names this form requires, beyond the tool's `required`.
+    pub required: &'static [&'static str],
+}
+
 /// A tool's declaration: what `tools/list` says of it and the argument names a call may use.
 pub struct Declaration {
     pub tool: Tool,
@@ -49,6 +58,9 @@ pub struct Declaration {
     pub params: Vec<(&'static str, Value, bool)>,
     /// Extra root keywords of the input schema (anyOf for guards, capabilities).
     pub root: Vec<(&'static str, Value)>,
+    /// Exclusive argument forms, each with names that are required when it is the form a call
+    /// uses; advertised as the root `anyOf` and enforced before SQL like `required`.
+    pub forms: &'static [Form],
     pub output: Value,
     pub examples: Vec<Value>,
 }
@@ -71,6 +83,30 @@ impl Declaration {
         self.params.iter().filter(|p| p.2).map(|p| p.0)
     }
 
+    /// The required names a call lacks, given the names it sends (`has`), in declaration
+    /// order. Contract "Discovery, argument errors and examples": "A call with unknown or
+    /// missing argument names never reaches the tool". Of exclusive forms, a call naming none
+    /// lacks the first form's names; a call naming several lacks none of them: that is the
+    /// SQL function's own `observed_form_conflict`, which writes nothing either.
+    pub fn missing(&self, has: impl Fn(&str) -> bool) -> Vec<&'static str> {
+        let named: Vec<&Form> = self
+            .forms
+            .iter()
+            .filter(|f| f.names.iter().any(|n| has(n)))
+            .collect();
+        let form: &[&str] = match (named.as_slice(), self.forms.first()) {
+            ([one], _) => one.required,
+            ([], Some(first)) => first.required,
+            _ => &[],
+        };
+        self.params
+            .iter()
+            .filter(|p| p.2 || form.contains(&p.0))
+            .map(|p| p.0)
+            .filter(|n| !has(n))
+            .collect()
+    }
+
     pub fn input_schema(&self) -> Value {
         let mut props = Map::new();
         for (name, schema, _) in &self.params {
@@ -84,6 +120,14 @@ impl Declaration {
             s.insert("required".into(), json!(required));
         }
         s.insert("additionalProperties".into(), json!(false));
+        if !self.forms.is_empty() {
+            let any_of: Vec<Value> = self
+                .forms
+                .iter()
+                .map(|f| json!({"required": f.required}))
+                .collect();
+            s.insert("anyOf".into(), json!(any_of));
+        }
         for (k, v) in &self.root {
             s.insert((*k).into(), v.clone());
         }

@@ -7,7 +7,7 @@ use super::schema::{
     submission_options, submission_output, target_id,
 };
 use super::submissions::operation_item;
-use super::{Declaration, Kind};
+use super::{Declaration, Form, Kind};
 use crate::tool::Tool;
 use serde_json::{Value, json};
 
@@ -25,12 +25,27 @@ pub(super) const SNAPSHOT_GUARD_RULE: &str = "Both guards are required and trave
 /// Insertion and scope rules shared by both observed submission tools.
 pub(super) const OBSERVED_SCOPE_RULES: &str = "Nonempty edits stay inside the running scope (its end moves with earlier operations); a whole-scope replacement is allowed. An insertion (start == end, expected_text \"\") must lie strictly inside the scope, never at either boundary, and carry nonempty expected_before and expected_after matching the adjacent text inside the scope (OBSERVED_INSERTION_GUARDS_REQUIRED, OPERATION_OUTSIDE_OBSERVED_SCOPE otherwise): derive later guards from the buffer after earlier operations.";
 
+/// patchdiff_submit_observed_operations' exclusive forms. The contract's argument list marks
+/// observation_id and operations required; its batch paragraph names the alternative, "with
+/// observation_bundle_id, groups, intent, both target guards and mandatory client_request_id"
+/// (docs/structural.md, "Required arguments").
+pub(super) const OBSERVED_FORMS: &[Form] = &[
+    Form {
+        names: &["observation_id", "operations"],
+        required: &["observation_id", "operations"],
+    },
+    Form {
+        names: &["observation_bundle_id", "groups"],
+        required: &["observation_bundle_id", "groups", "client_request_id"],
+    },
+];
+
 pub(super) fn observed_guards() -> Vec<(&'static str, Value, bool)> {
     vec![
         (
             "expected_target_version",
             json!({"type": "integer", "minimum": 0, "description": "Required version guard: the observation's target_version."}),
-            false,
+            true,
         ),
         (
             "expected_current_hash",
@@ -38,7 +53,7 @@ pub(super) fn observed_guards() -> Vec<(&'static str, Value, bool)> {
                 strict(HASH_RE),
                 "Required hash guard: the observation's 64-hex target_current_hash.",
             ),
-            false,
+            true,
         ),
     ]
 }
@@ -237,6 +252,7 @@ pub(super) fn tools() -> Vec<Declaration> {
                 selections_param(false),
             ],
             root: vec![],
+            forms: &[],
             output: observe_output(),
             examples: vec![
                 json!({"target_file_id": T, "query": "flush", "kind": "method"}),
@@ -253,6 +269,7 @@ pub(super) fn tools() -> Vec<Declaration> {
             kind: Kind::Submit,
             params: submit,
             root: vec![],
+            forms: OBSERVED_FORMS,
             output: submission_output(),
             examples: vec![
                 json!({"target_file_id": T, "observation_id": O1, "intent": "Raise the flush limit", "expected_target_version": 3, "expected_current_hash": H, "operations": [{"op": "match", "match": "limit = 64", "replace": "limit = 128"}], "client_request_id": "req-101"}),

@@ -27,7 +27,7 @@ pub(super) fn tools() -> Vec<Declaration> {
         ),
         (
             "client_request_id",
-            json!({"type": "string", "minLength": 1, "maxLength": 128, "pattern": "^[!-~]+$", "description": "Required request key, 1-128 printable ASCII without spaces: resend the identical call to recover a lost response."}),
+            json!({"type": "string", "minLength": 1, "maxLength": 128, "pattern": "^[!-~]+$", "not": {"pattern": "\\n$"}, "description": "Required request key, 1-128 printable ASCII without spaces: resend the identical call to recover a lost response."}),
             true,
         ),
         {
@@ -53,6 +53,7 @@ pub(super) fn tools() -> Vec<Declaration> {
                 nonblank_filter("kind", "Symbol kind filter: function, class, method, variable, config_item, object, section, table_row, code_block, ..."),
             ],
             root: vec![],
+            forms: &[],
             output: output(json!({
                 "status": {"type": "string"},
                 "target_file_id": {"type": ["string", "null"]},
@@ -75,6 +76,7 @@ pub(super) fn tools() -> Vec<Declaration> {
                 line_starts_param(),
             ],
             root: vec![],
+            forms: &[],
             output: output(json!({
                 "status": {"type": "string"},
                 "target_file_id": {"type": ["string", "null"]},
@@ -92,6 +94,7 @@ pub(super) fn tools() -> Vec<Declaration> {
             kind: Kind::Submit,
             params: commit,
             root: vec![],
+            forms: &[],
             output: receipt_output(),
             examples: vec![json!({"snapshot": snapshot, "intent": "Two scoped edits", "client_request_id": "req-201", "groups": [{"observation_id": O1, "operations": [{"op": "match", "match": "limit = 64", "replace": "limit = 128"}]}, {"observation_id": O2, "operations": [{"op": "span", "start": 28, "end": 30, "expected_text": "v1", "replace": "v2"}]}]})],
         },

@@ -23,6 +23,7 @@ pub(super) fn tools() -> Vec<Declaration> {
             kind: Kind::Checkpoint,
             params: save,
             root: vec![],
+            forms: &[],
             output: status_output(),
             examples: vec![],
         },

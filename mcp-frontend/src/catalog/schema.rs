@@ -97,7 +97,7 @@ pub(super) fn submission_options() -> Vec<(&'static str, Value, bool)> {
         (
             "client_request_id",
             nullable(
-                json!({"type": "string", "minLength": 1, "maxLength": 128, "pattern": "^[!-~]+$"}),
+                json!({"type": "string", "minLength": 1, "maxLength": 128, "pattern": "^[!-~]+$", "not": {"pattern": "\\n$"}}),
                 "Request key, 1-128 printable ASCII without spaces: resend the identical call to recover a lost response.",
             ),
             false,

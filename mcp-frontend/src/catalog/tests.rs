@@ -73,9 +73,9 @@ fn examples_use_declared_names() {
             for k in e.as_object().unwrap().keys() {
                 assert!(t.allowed().any(|a| a == k), "{}: {k}", t.name());
             }
-            for r in t.required() {
-                assert!(e.get(r).is_some(), "{}: {r}", t.name());
-            }
+            // Every required name, the form's included.
+            let missing = t.missing(|n| e.get(n).is_some());
+            assert!(missing.is_empty(), "{}: {missing:?}", t.name());
         }
     }
 }
@@ -392,8 +392,9 @@ fn declared_arguments_match_the_sql_api() {
         accepted.sort();
         assert_eq!(declared, accepted, "{name}");
     }
-    // Required arguments: what the SQL function reports missing is what the schema requires.
-    let required: [(&str, &[&str]); 5] = [
+    // Required arguments: what the SQL function reports missing is what the schema requires,
+    // except for observed operations (below).
+    let required: [(&str, &[&str]); 4] = [
         ("patchdiff_submit_edits", submit::SUBMIT_EDITS_REQUIRED),
         (
             "patchdiff_submit_operations",
@@ -404,10 +405,6 @@ fn declared_arguments_match_the_sql_api() {
             submit::SUBMIT_REPLACEMENT_REQUIRED,
         ),
         ("patchdiff_preview", preview::PREVIEW_REQUIRED),
-        (
-            "patchdiff_submit_observed_operations",
-            observed::SUBMIT_OBSERVED_REQUIRED,
-        ),
     ];
     for (name, args) in required {
         let tool = all_tools().into_iter().find(|t| t.name() == name).unwrap();
@@ -417,6 +414,29 @@ fn declared_arguments_match_the_sql_api() {
         accepted.sort();
         assert_eq!(declared, accepted, "{name}");
     }
+    // Contract "patchdiff_submit_observed_operations", Arguments: the SQL function requires
+    // only what it cannot audit without (a SQL caller's missing observation or guard is an
+    // audited rejection); over MCP the contract's required names, both guards and the form's
+    // names, never reach it. The forms are the ones the function tells apart.
+    let tool = all_tools()
+        .into_iter()
+        .find(|t| t.name() == "patchdiff_submit_observed_operations")
+        .unwrap();
+    let mut declared: Vec<&str> = tool.required().collect();
+    declared.sort_unstable();
+    let mut expected = observed::SUBMIT_OBSERVED_REQUIRED.to_vec();
+    expected.extend(["expected_current_hash", "expected_target_version"]);
+    expected.sort_unstable();
+    assert_eq!(declared, expected);
+    assert_eq!(tool.forms.len(), 2);
+    assert_eq!(tool.forms[0].names, observed::SINGLE_FORM_ARGS);
+    assert_eq!(tool.forms[1].names, ["observation_bundle_id", "groups"]);
+    assert!(
+        tool.forms[1]
+            .names
+            .iter()
+            .all(|n| observed::SUBMIT_OBSERVED_ARGS.contains(n))
+    );
     // observed_v2: each alias declares the names of exactly one mode of its function.
     let names = |n: &str| -> Vec<&'static str> {
         let mut v: Vec<&str> = all_tools()
@@ -508,4 +528,127 @@ fn the_catalog_declares_every_tool_once_in_order() {
             Family::ObservedV2
         ]
     );
+}
+
+/// Contract "patchdiff_submit_observed_operations", Arguments (observation_id, operations and
+/// both guards required) and batch form (observation_bundle_id, groups, mandatory
+/// client_request_id): what the front end reports missing for each shape of call, in
+/// declaration order; the schema advertises the two forms as its root anyOf.
+#[test]
+fn observed_operations_require_the_contracts_names_per_form() {
+    let tool = all_tools()
+        .into_iter()
+        .find(|t| t.tool == Tool::SubmitObservedOperations)
+        .unwrap();
+    let missing = |sent: &[&str]| tool.missing(|n| sent.contains(&n));
+    let guards = ["expected_target_version", "expected_current_hash"];
+    let single = [
+        &["target_file_id", "intent", "observation_id", "operations"][..],
+        &guards,
+    ]
+    .concat();
+    let batch = [
+        &[
+            "target_file_id",
+            "intent",
+            "observation_bundle_id",
+            "groups",
+        ][..],
+        &guards,
+        &["client_request_id"],
+    ]
+    .concat();
+    assert!(missing(&single).is_empty());
+    assert!(missing(&batch).is_empty());
+    for name in &single {
+        let sent: Vec<&str> = single.iter().copied().filter(|n| n != name).collect();
+        assert_eq!(missing(&sent), [*name], "single form without {name}");
+    }
+    for name in &batch {
+        let sent: Vec<&str> = batch.iter().copied().filter(|n| n != name).collect();
+        assert_eq!(missing(&sent), [*name], "batch form without {name}");
+    }
+    // A call naming neither form lacks the single form's names (the contract's list).
+    assert_eq!(
+        missing(&["target_file_id", "intent"]),
+        [
+            "observation_id",
+            "operations",
+            "expected_target_version",
+            "expected_current_hash"
+        ]
+    );
+    // Names of both forms are the SQL function's observed_form_conflict, not a missing name.
+    let both = [&single[..], &["observation_bundle_id"]].concat();
+    assert!(missing(&both).is_empty());
+    let schema = tool.input_schema();
+    assert_eq!(
+        schema["required"],
+        json!([
+            "target_file_id",
+            "intent",
+            "expected_target_version",
+            "expected_current_hash"
+        ])
+    );
+    assert_eq!(
+        schema["anyOf"],
+        json!([
+            {"required": ["observation_id", "operations"]},
+            {"required": ["observation_bundle_id", "groups", "client_request_id"]}
+        ])
+    );
+}
+
+/// Contract "Discovery, argument errors and examples": strict end-of-string patterns pair `$`
+/// with `not: {pattern: "\n$"}` (client_request_id included); span context (contract
+/// "Span context") is "non-empty strings or null".
+#[test]
+fn request_keys_and_span_context_match_the_contract_domains() {
+    fn walk<'a>(v: &'a Value, out: &mut Vec<&'a Value>) {
+        match v {
+            Value::Object(m) => {
+                if m.get("pattern")
+                    .and_then(Value::as_str)
+                    .is_some_and(|p| p.starts_with('^') && p.ends_with('$'))
+                {
+                    out.push(v);
+                }
+                m.values().for_each(|c| walk(c, out));
+            }
+            Value::Array(a) => a.iter().for_each(|c| walk(c, out)),
+            _ => {}
+        }
+    }
+    let mut keys = 0;
+    let mut contexts = 0;
+    for t in all_tools() {
+        let schema = t.input_schema();
+        let mut strict = vec![];
+        walk(&schema, &mut strict);
+        for s in strict {
+            assert_eq!(s["not"], json!({"pattern": "\\n$"}), "{}: {s}", t.name());
+        }
+        // The log's filter looks up stored keys of any spelling: no key syntax there.
+        if let Some(key) = schema["properties"].get("client_request_id")
+            && t.tool != Tool::GetPdcpLog
+        {
+            keys += 1;
+            assert!(
+                key.to_string().contains(r#""pattern":"^[!-~]+$""#),
+                "{}",
+                t.name()
+            );
+        }
+        let text = schema.to_string();
+        for field in ["expected_before", "expected_after"] {
+            let needle = format!(r#""{field}":{{"type":["string","null"],"minLength":1,"#);
+            let all = text.matches(&format!(r#""{field}":{{"#)).count();
+            assert_eq!(text.matches(&needle).count(), all, "{}: {field}", t.name());
+            contexts += all;
+        }
+    }
+    // tx/1, tx/2, tx/3, observed operations, commit bundle; every tx/2 operation schema.
+    assert_eq!(keys, 5);
+    assert!(contexts >= 6, "{contexts}");
 }
