@@ -914,7 +914,7 @@ impl<'a> Scan<'a> {
 
     /// The greedy pick over all qualifying windows in `(distance, start, end)` order, at most
     /// three, and whether a fourth distinct location qualified.
-    fn rank(&self) -> Result<(Vec<(usize, usize, u8)>, bool), SearchFailed> {
+    fn rank(&self) -> Result<Ranked, SearchFailed> {
         let mut r = Ranker {
             scan: self,
             cache: self.budget.filled(self.n, UNVERIFIED)?,
@@ -1010,6 +1010,9 @@ impl<'a> Scan<'a> {
             .collect()
     }
 }
+
+/// The picked windows `(start, end, distance)` and whether a fourth distinct location qualified.
+type Ranked = (Vec<(usize, usize, u8)>, bool);
 
 /// How many verification batches run before the ranking also computes the per-start bounds
 /// of the reversed text (one more pass, worth it only when the filter alone leaves a lot to
