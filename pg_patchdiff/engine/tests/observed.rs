@@ -1385,3 +1385,47 @@ fn single_form_near_misses_never_leave_the_scope() {
     assert_eq!(nm["candidates"], json!([]), "{nm}");
     assert!(nm["hint"].is_string());
 }
+
+/// Issue 17, the running scope: after an earlier change of the same transaction the scope's end
+/// has moved, and the fresh search covers the scope as it now runs. Exact recovery cannot know
+/// how far it moved (the stored row does not record it) and answers
+/// historical_context_unavailable rather than risk a suggestion outside the scope (contract
+/// "historical outcomes without stored inputs return historical_context_unavailable").
+#[test]
+fn single_form_near_misses_follow_the_running_scope() {
+    let fx = Fx::new(DOC);
+    let gamma = func_scope(DOC, "gamma");
+    let row = fx.row(1, gamma);
+    let rows = std::slice::from_ref(&row);
+    let ops = json!([
+        {"op": "match", "match": "\"hello\" #", "replace": "\"hello there\" #"},
+        {"op": "match", "match": "return \"hellp", "replace": "x"},
+    ]);
+    let (sub, a) = fx.judge(&fx.single(&oid(1), ops), rows);
+    assert_eq!(a.failure_reason.map(|r| r.as_str()), Some("match_absent"));
+    let nm = &fresh_answer(&fx, &sub, &a, rows)["near_misses"];
+    assert_eq!(
+        (&nm["scanned_start"], &nm["scanned_end"]),
+        (&json!(gamma.0), &json!(gamma.1 + 6)),
+        "{nm}"
+    );
+    assert_eq!(
+        nm["candidates"][0]["start"],
+        json!(cp(DOC, "return \"hello\" #"))
+    );
+    assert_eq!(nm["candidates"].as_array().unwrap().len(), 1, "{nm}");
+
+    let stored = AttemptRow::of(&a, LOG);
+    let id = submit::prepare(&sub, &Parent::NotLookedUp);
+    let KeyOutcome::Recovered(r) =
+        submit::recover_or_conflict(&sub, &id, &stored, &fx.view(), None)
+    else {
+        panic!("not recovered")
+    };
+    let mut r = r.to_value();
+    submit::add_near_misses(&mut r, None, false);
+    assert_eq!(
+        r["near_misses"],
+        json!({"omission_reason": "historical_context_unavailable"})
+    );
+}
