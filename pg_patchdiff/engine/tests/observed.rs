@@ -1326,6 +1326,24 @@ fn single_form_near_misses_search_a_scope_past_65536() {
         (&nm["scope_truncated"], &nm["truncated"]),
         (&json!(false), &json!(false))
     );
+
+    // A scope longer than 65,536 code points is scanned over its first 65,536, and says so
+    // (clause "scope_truncated is true when that range does not cover the whole failing
+    // buffer", the buffer being the scope the match was confined to).
+    let row = fx.row(2, (6, e));
+    let ops = json!([{"op": "match", "match": "BATCH_SIZ = 64", "replace": "BATCH_SIZE = 65"}]);
+    let (sub, a) = fx.judge(&fx.single(&oid(2), ops), std::slice::from_ref(&row));
+    let nm = &fresh_answer(&fx, &sub, &a, std::slice::from_ref(&row))["near_misses"];
+    assert_eq!(
+        (
+            &nm["scanned_start"],
+            &nm["scanned_end"],
+            &nm["scope_truncated"]
+        ),
+        (&json!(6), &json!(6 + 65_536), &json!(true)),
+        "{nm}"
+    );
+    assert_eq!(nm["candidates"], json!([]));
 }
 
 /// Issue 17 ("A suggestion can then lie outside the scope"): text within the distance bound
