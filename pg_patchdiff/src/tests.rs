@@ -979,4 +979,91 @@ mod tests {
             "accepted"
         );
     }
+
+    /// The submission's own sequence (drive::run over this backend's SPI store) as an autocommit
+    /// call runs it, which searches near misses: a pgrx test always runs inside a transaction
+    /// block, where the SQL function would answer `caller_transaction` instead.
+    fn autocommit_submission(args: Value) -> Value {
+        use patchdiff_engine::api::drive::{self, Route, Settings};
+        let settings = Settings {
+            strict_observation_mode: false,
+            caller_owned_transaction: false,
+        };
+        let sub = patchdiff_engine::api::submit::parse_submit_edits(&args.to_string());
+        let out = crate::with_store(|s| {
+            drive::run(
+                s,
+                "patchdiff_submit_edits",
+                sub,
+                Route::Unobserved,
+                settings,
+            )
+        });
+        serde_json::from_str(&out.0).unwrap()
+    }
+
+    fn near_miss_typo(t: &str) -> Value {
+        json!({"target_file_id": t, "expected_target_version": 0, "intent": "x",
+               "edits": [{"match": "lighthuose keeper", "replace": "harbour master"}]})
+    }
+
+    /// Issue 17: "A fault inside the near-miss search must not roll back the audited attempt:
+    /// return an omission_reason instead." In a real backend, after the attempt row is written,
+    /// a search that panics (a bug) or cannot get its memory answers near_miss_search_failed;
+    /// the rejection stands and its row is there. The faults are injected through the engine's
+    /// test-only hook, which release builds do not contain.
+    #[pg_test]
+    fn a_failing_near_miss_search_keeps_the_audited_attempt() {
+        use patchdiff_engine::api::near_miss::fault::{Fault, inject};
+        let t = init("The old lighthouse keeper walked along the shore.\n");
+        let r = autocommit_submission(near_miss_typo(&t));
+        assert_eq!(
+            r["near_misses"]["candidates"][0]["text"],
+            "lighthouse keeper"
+        );
+        for (n, fault) in [Fault::Panic, Fault::Allocation].into_iter().enumerate() {
+            inject(Some(fault));
+            let r = autocommit_submission(near_miss_typo(&t));
+            inject(None);
+            assert_eq!(
+                (&r["status"], &r["failure_reason"]),
+                (&json!("rejected"), &json!("match_absent")),
+                "{r}"
+            );
+            assert_eq!(
+                r["near_misses"],
+                json!({"omission_reason": "near_miss_search_failed"}),
+                "{fault:?}"
+            );
+            assert_eq!(log_rows(&t), 2 + n as i64);
+            let logged: i64 = scalar(
+                "SELECT count(*) FROM patchdiff.pdcp_logs WHERE pdcp_log_id = $1::uuid",
+                r["pdcp_log_id"].as_str().unwrap(),
+            );
+            assert_eq!(logged, 1);
+        }
+    }
+
+    /// Issue 17, the other side: a query cancel (or statement_timeout) seen by the search's
+    /// interrupt check is not contained; it ends the statement as any cancel does, and the
+    /// statement's attempt row goes with it (no verdict was returned, so none lacks its row).
+    /// The cancel is made pending as StatementCancelHandler would, from inside the search.
+    #[pg_test(error = "canceling statement due to user request")]
+    fn a_cancel_inside_the_near_miss_search_still_cancels() {
+        use patchdiff_engine::api::near_miss::fault::{Fault, inject};
+        let t = init("The old lighthouse keeper walked along the shore.\n");
+        inject(Some(Fault::Interrupt(|| {
+            // SAFETY: what StatementCancelHandler does, in the backend's only thread.
+            unsafe {
+                pg_sys::QueryCancelPending = 1;
+                pg_sys::InterruptPending = 1;
+            }
+        })));
+        let r = std::panic::catch_unwind(|| autocommit_submission(near_miss_typo(&t)));
+        inject(None);
+        match r {
+            Ok(r) => panic!("the search swallowed the cancel: {r}"),
+            Err(e) => std::panic::resume_unwind(e),
+        }
+    }
 }

@@ -60,6 +60,11 @@ async fn autocommit_rejection_lists_near_misses_and_recovery_rescans_the_stored_
         "{nm}"
     );
     assert_eq!(first["context_before"], "The old ");
+    // Issue 17, clause "comparison_cells counts banded cells evaluated" as docs/sql-api.md
+    // defines it for this search, with its worked example: m = 17, k = 4, n = 81, so the filter
+    // is 17 * 4 * (21 + 22) = 2,924 cells and the rest is whole verification batches of
+    // 17 * 4 * 18 = 1,224 cells (two of them).
+    assert_eq!(nm["comparison_cells"], 5_372, "{nm}");
     // The keys sit right after current_context.
     let keys: Vec<&String> = r.as_object().unwrap().keys().collect();
     let at = keys.iter().position(|k| *k == "current_context").unwrap();

@@ -484,7 +484,7 @@ fn stored_failure_context_reports_absolute_offsets() {
 }
 
 /// Clause "An empty computed list includes a hint naming patchdiff_find_occurrences" and the
-/// response shape.
+/// response shape (with issue 17's comparison_cells after scan_source).
 #[test]
 fn empty_list_carries_the_hint_and_the_shape_is_fixed() {
     let r = search("nothing similar here", "ZZZZZZZZ");
@@ -502,6 +502,7 @@ fn empty_list_carries_the_hint_and_the_shape_is_fixed() {
         [
             "candidates",
             "scan_source",
+            "comparison_cells",
             "scanned_start",
             "scanned_end",
             "scope_truncated",
@@ -565,6 +566,8 @@ fn wrapper_stays_within_8192_bytes() {
         candidates_truncated: false,
         truncated: false,
         max_distance: 4,
+        // The widest count: comparison_cells is inside the 8,192-byte wrapper too.
+        comparison_cells: u64::MAX,
         omission_reason: None,
     };
     let j = made.to_json();

@@ -1284,3 +1284,166 @@ fn requested_observations_are_canonical() {
     let sub = parse_submit_observed_operations(&fx.single("x", json!([op])).to_string()).unwrap();
     assert!(scoped::requested_observations(&sub).is_empty());
 }
+
+/// A fresh single-form rejection's answer, near misses included, as drive::run builds it.
+fn fresh_answer(fx: &Fx, sub: &Submission, a: &Attempt, rows: &[ObservationRow]) -> Value {
+    let mut v = scoped::response(a, sub, LOG, &fx.view(), None, rows).to_value();
+    submit::add_near_misses(&mut v, a.near_miss_input.as_ref(), false);
+    v
+}
+
+/// Issue 17 on contract "Exact candidates, consumed matches and near misses" ("Each has
+/// absolute start/end in failing-buffer coordinates") in the single observed form, where a
+/// match is searched only in the running scope: the near misses are searched in the scope's own
+/// text, so a scope that starts past code point 65,536 of the text gets its near miss, in
+/// absolute coordinates, and the scanned range is the scope.
+#[test]
+fn single_form_near_misses_search_a_scope_past_65536() {
+    let doc = format!(
+        "{}def late():\n    BATCH_SIZE = 64\n    return BATCH_SIZE\n",
+        "x = 1\n".repeat(12_000)
+    );
+    let fx = Fx::new(&doc);
+    let (s, e) = (cp(&doc, "def late"), char_len(&doc));
+    assert!(s > 65_536);
+    let row = fx.row(1, (s, e));
+    let ops = json!([{"op": "match", "match": "BATCH_SIZ = 64", "replace": "BATCH_SIZE = 65"}]);
+    let (sub, a) = fx.judge(&fx.single(&oid(1), ops), std::slice::from_ref(&row));
+    assert_eq!(a.failure_reason.map(|r| r.as_str()), Some("match_absent"));
+    let nm = &fresh_answer(&fx, &sub, &a, std::slice::from_ref(&row))["near_misses"];
+    let at = cp(&doc, "BATCH_SIZE = 64");
+    assert_eq!(
+        nm["candidates"][0],
+        json!({"start": at, "end": at + 15, "distance": 1, "text": "BATCH_SIZE = 64",
+               "context_before": "def late():\n    ", "context_after": "\n    return BATC"}),
+        "{nm}"
+    );
+    assert_eq!(
+        (&nm["scanned_start"], &nm["scanned_end"]),
+        (&json!(s), &json!(e))
+    );
+    assert_eq!(
+        (&nm["scope_truncated"], &nm["truncated"]),
+        (&json!(false), &json!(false))
+    );
+
+    // A scope longer than 65,536 code points is scanned over its first 65,536, and says so
+    // (clause "scope_truncated is true when that range does not cover the whole failing
+    // buffer", the buffer being the scope the match was confined to).
+    let row = fx.row(2, (6, e));
+    let ops = json!([{"op": "match", "match": "BATCH_SIZ = 64", "replace": "BATCH_SIZE = 65"}]);
+    let (sub, a) = fx.judge(&fx.single(&oid(2), ops), std::slice::from_ref(&row));
+    let nm = &fresh_answer(&fx, &sub, &a, std::slice::from_ref(&row))["near_misses"];
+    assert_eq!(
+        (
+            &nm["scanned_start"],
+            &nm["scanned_end"],
+            &nm["scope_truncated"]
+        ),
+        (&json!(6), &json!(6 + 65_536), &json!(true)),
+        "{nm}"
+    );
+    assert_eq!(nm["candidates"], json!([]));
+}
+
+/// Issue 17 ("A suggestion can then lie outside the scope"): text within the distance bound
+/// that lies outside the observed scope is never suggested, fresh or on exact recovery; text
+/// inside it is.
+#[test]
+fn single_form_near_misses_never_leave_the_scope() {
+    let fx = Fx::new(DOC);
+    let gamma = func_scope(DOC, "gamma");
+    let row = fx.row(1, gamma);
+    let rows = std::slice::from_ref(&row);
+    // "return \"hellp" is one substitution from alpha's and gamma's "return \"hello".
+    let ops = json!([{"op": "match", "match": "return \"hellp", "replace": "x"}]);
+    let (sub, a) = fx.judge(&fx.single(&oid(1), ops), rows);
+    assert_eq!(a.failure_reason.map(|r| r.as_str()), Some("match_absent"));
+    let v = fresh_answer(&fx, &sub, &a, rows);
+    let nm = &v["near_misses"];
+    let in_gamma = cp(DOC, "return \"hello\" #");
+    let starts: Vec<&Value> = nm["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| &c["start"])
+        .collect();
+    assert_eq!(starts, [&json!(in_gamma)], "{nm}");
+    assert_eq!(
+        (&nm["scanned_start"], &nm["scanned_end"]),
+        (&json!(gamma.0), &json!(gamma.1))
+    );
+
+    // Exact recovery searches the stored failure context (the whole text's prefix here), but
+    // only where it overlaps the scope.
+    let stored = AttemptRow::of(&a, LOG);
+    let id = submit::prepare(&sub, &Parent::NotLookedUp);
+    let KeyOutcome::Recovered(r) =
+        submit::recover_or_conflict(&sub, &id, &stored, &fx.view(), None)
+    else {
+        panic!("not recovered")
+    };
+    let mut r = r.to_value();
+    submit::add_near_misses(&mut r, None, false);
+    let nm = &r["near_misses"];
+    assert_eq!(nm["scan_source"], "stored_failure_context", "{nm}");
+    assert_eq!(nm["candidates"][0]["start"], json!(in_gamma), "{nm}");
+    assert_eq!(nm["candidates"].as_array().unwrap().len(), 1, "{nm}");
+    assert_eq!(
+        (&nm["scanned_start"], &nm["scanned_end"]),
+        (&json!(gamma.0), &json!(gamma.1))
+    );
+
+    // Outside the scope only: nothing is suggested, and the hint says so.
+    let beta = func_scope(DOC, "beta");
+    let row = fx.row(2, beta);
+    let ops = json!([{"op": "match", "match": "return \"hellp", "replace": "x"}]);
+    let (sub, a) = fx.judge(&fx.single(&oid(2), ops), std::slice::from_ref(&row));
+    let nm = &fresh_answer(&fx, &sub, &a, std::slice::from_ref(&row))["near_misses"];
+    assert_eq!(nm["candidates"], json!([]), "{nm}");
+    assert!(nm["hint"].is_string());
+}
+
+/// Issue 17, the running scope: after an earlier change of the same transaction the scope's end
+/// has moved, and the fresh search covers the scope as it now runs. Exact recovery cannot know
+/// how far it moved (the stored row does not record it) and answers
+/// historical_context_unavailable rather than risk a suggestion outside the scope (contract
+/// "historical outcomes without stored inputs return historical_context_unavailable").
+#[test]
+fn single_form_near_misses_follow_the_running_scope() {
+    let fx = Fx::new(DOC);
+    let gamma = func_scope(DOC, "gamma");
+    let row = fx.row(1, gamma);
+    let rows = std::slice::from_ref(&row);
+    let ops = json!([
+        {"op": "match", "match": "\"hello\" #", "replace": "\"hello there\" #"},
+        {"op": "match", "match": "return \"hellp", "replace": "x"},
+    ]);
+    let (sub, a) = fx.judge(&fx.single(&oid(1), ops), rows);
+    assert_eq!(a.failure_reason.map(|r| r.as_str()), Some("match_absent"));
+    let nm = &fresh_answer(&fx, &sub, &a, rows)["near_misses"];
+    assert_eq!(
+        (&nm["scanned_start"], &nm["scanned_end"]),
+        (&json!(gamma.0), &json!(gamma.1 + 6)),
+        "{nm}"
+    );
+    assert_eq!(
+        nm["candidates"][0]["start"],
+        json!(cp(DOC, "return \"hello\" #"))
+    );
+    assert_eq!(nm["candidates"].as_array().unwrap().len(), 1, "{nm}");
+
+    let stored = AttemptRow::of(&a, LOG);
+    let id = submit::prepare(&sub, &Parent::NotLookedUp);
+    let KeyOutcome::Recovered(r) =
+        submit::recover_or_conflict(&sub, &id, &stored, &fx.view(), None)
+    else {
+        panic!("not recovered")
+    };
+    let mut r = r.to_value();
+    submit::add_near_misses(&mut r, None, false);
+    assert_eq!(
+        r["near_misses"],
+        json!({"omission_reason": "historical_context_unavailable"})
+    );
+}

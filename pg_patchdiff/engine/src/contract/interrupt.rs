@@ -16,6 +16,7 @@
 //! loop's time while a pending cancel is still seen within microseconds; loops whose iteration
 //! is itself expensive (an edit, a replayed row, a memmem call) check every time.
 
+use std::cell::Cell;
 use std::sync::atomic::{AtomicPtr, Ordering};
 
 /// Iterations between checks in byte- or character-level loops: 4,096 iterations of a few
@@ -31,6 +32,11 @@ pub fn set_hook(f: fn()) {
     HOOK.store(f as *mut (), Ordering::Release);
 }
 
+thread_local! {
+    /// Set while the hook runs, and so left set when it unwinds: see [`unwound`].
+    static IN_HOOK: Cell<bool> = const { Cell::new(false) };
+}
+
 /// Calls the registered hook, if any. It may not return (an ERROR unwinds as a panic).
 #[inline]
 pub fn check() {
@@ -38,8 +44,22 @@ pub fn check() {
     if !p.is_null() {
         // SAFETY: the only non-null value ever stored is a `fn()` cast in `set_hook`.
         let f: fn() = unsafe { std::mem::transmute::<*mut (), fn()>(p) };
+        IN_HOOK.set(true);
         f();
+        IN_HOOK.set(false);
     }
+}
+
+/// Whether the hook unwound (raised an interrupt) since [`clear_unwound`] on this thread. Code
+/// that contains its own panics (`near_miss::contained`) asks this to let an interrupt through:
+/// a cancel or `statement_timeout` must end the statement, whatever frames it crosses.
+pub fn unwound() -> bool {
+    IN_HOOK.get()
+}
+
+/// Forgets an earlier unwind of the hook on this thread.
+pub fn clear_unwound() {
+    IN_HOOK.set(false);
 }
 
 /// Counts iterations and calls [`check`] once every `interval` of them.

@@ -96,6 +96,14 @@ pub const NEAR_MISSES_MAX_BYTES: usize = 8_192;
 /// `diagnostic.near_miss_query` fits 1,024 wrapper bytes.
 pub const NEAR_MISS_QUERY_MAX_BYTES: usize = 1_024;
 
+/// Where the contract is silent (issue 17): the working memory one near-miss search may
+/// allocate, in bytes. A search of a 64-code-point query over 65,536 code points needs about
+/// 480 KB (the code per code point, twice with the reversed text, the per-end bounds, the
+/// 2-byte verification cache, the 64 KiB alphabet table and two bitmaps); one that would need
+/// more, or whose allocation fails, stops with `omission_reason: "near_miss_search_failed"`
+/// instead of aborting the backend, and the rejection it was searched for stands.
+pub const NEAR_MISS_SEARCH_MAX_BYTES: usize = 1_048_576;
+
 /// "patchdiff_submit_observed_operations": a batch has 1..32 groups ...
 pub const OBSERVED_MAX_GROUPS: usize = 32;
 /// ... and at most 128 operations in total.

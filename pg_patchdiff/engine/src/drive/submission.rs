@@ -556,4 +556,52 @@ mod tests {
         assert!(s.calls.is_empty());
         assert!(s.attempts.is_empty());
     }
+
+    /// Issue 17: "A fault inside the near-miss search must not roll back the audited attempt:
+    /// return an omission_reason instead." The attempt is written before the search; a search
+    /// that panics or cannot get its memory leaves the verdict and the written attempt as they
+    /// are and answers near_miss_search_failed. An interrupt raised inside the search unwinds
+    /// out of the call (PostgreSQL then rolls the statement back, attempt and all, and returns
+    /// no verdict).
+    #[test]
+    fn a_failing_near_miss_search_keeps_the_rejection_and_its_attempt() {
+        use crate::contract::interrupt;
+        use crate::evidence::near_miss::fault::{Fault, inject};
+        let args = json!({"target_file_id": T, "intent": "i", "expected_target_version": 0,
+                          "edits": [{"match": "retrun \"hello\"", "replace": "x"}]});
+        for fault in [Fault::Panic, Fault::Allocation] {
+            let mut s = Memory::with(DOC);
+            inject(Some(fault));
+            let r = edits(args.clone(), &mut s, false);
+            inject(None);
+            assert_eq!(r["status"], "rejected", "{fault:?}");
+            assert_eq!(r["failure_reason"], "match_absent");
+            assert_eq!(
+                r["near_misses"],
+                json!({"omission_reason": "near_miss_search_failed"})
+            );
+            assert_eq!(s.writes(), ["write_attempt"]);
+            assert_eq!(r["pdcp_log_id"], s.attempts[0].0);
+        }
+        // Unfaulted, the same submission lists the near miss.
+        let mut s = Memory::with(DOC);
+        let r = edits(args.clone(), &mut s, false);
+        assert_eq!(
+            r["near_misses"]["candidates"][0]["text"],
+            "return \"hello\""
+        );
+
+        let mut s = Memory::with(DOC);
+        inject(Some(Fault::Interrupt(|| interrupt::testing::arm(Some(0)))));
+        let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            edits(args.clone(), &mut s, false)
+        }));
+        inject(None);
+        interrupt::testing::arm(None);
+        let payload = out.expect_err("the interrupt ends the call");
+        assert_eq!(
+            payload.downcast_ref::<String>().map(String::as_str),
+            Some(interrupt::testing::INTERRUPTED)
+        );
+    }
 }

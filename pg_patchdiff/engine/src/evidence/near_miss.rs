@@ -36,15 +36,31 @@
 //! point, 0 when the query lacks it); offsets are code points throughout, and the few byte offsets
 //! the response needs are found in one sweep at the end. On x86_64 the four lanes run two to an
 //! SSE2 register (the same operations; a unit test holds both forms equal).
+//!
+//! `comparison_cells` (contract: "counts banded cells evaluated") counts the edit-distance
+//! matrix cells this search evaluates: one Myers column step compares one code point of the
+//! text with every code point of the query, `m` cells, and every column step of every lane is
+//! counted (the filter's four lanes with their warm-up, each verification batch's four lanes,
+//! idle ones included, and the reversed pass when it runs). So it is exactly
+//! `m * 4 * ((ceil(n / 4) + m + k + 1) * passes + (m + 1) * batches)`, with `passes` 1 or 2 and
+//! `batches` the verification batches. Unlike the contract's Landau–Vishkin count it includes
+//! the filter, which is itself a dynamic program, and it has no cap: the search always covers
+//! the whole scanned range, so on a 65,536-code-point buffer it is typically a few million.
+//!
+//! A search that cannot finish (an allocation over [`NEAR_MISS_SEARCH_MAX_BYTES`] or refused by
+//! the allocator, or a bug that panics) never takes the rejection with it: [`contained`] answers
+//! `omission_reason: "near_miss_search_failed"`. A query cancel or `statement_timeout` seen by an
+//! interrupt check inside the search is not a fault of the search and still ends the statement.
 
 use crate::contract::interrupt;
 use crate::contract::json::ascii_len;
 use crate::contract::limits::{
     NEAR_MISS_CONTEXT_CHARS, NEAR_MISS_DISTANCE_DIVISOR, NEAR_MISS_MAX_DISTANCE,
     NEAR_MISS_QUERY_MAX_BYTES, NEAR_MISS_QUERY_MAX_CHARS, NEAR_MISS_SCAN_MAX_CHARS,
-    NEAR_MISSES_MAX, NEAR_MISSES_MAX_BYTES,
+    NEAR_MISS_SEARCH_MAX_BYTES, NEAR_MISSES_MAX, NEAR_MISSES_MAX_BYTES,
 };
 use serde_json::{Value, json};
+use std::cell::Cell;
 
 /// The hint an empty computed list carries.
 pub const EMPTY_HINT: &str = "No near misses were found in the scanned range; re-read the \
@@ -52,6 +68,15 @@ pub const EMPTY_HINT: &str = "No near misses were found in the scanned range; re
 
 /// `omission_reason` for a query of more than 64 code points.
 pub const MATCH_TOO_LARGE: &str = "match_too_large";
+
+/// `omission_reason` when the search itself failed (issue 17): its working memory would exceed
+/// [`NEAR_MISS_SEARCH_MAX_BYTES`] or the allocator refused it, or it panicked (a bug). The
+/// rejection, and its audited attempt row, stand.
+pub const SEARCH_FAILED: &str = "near_miss_search_failed";
+
+/// A search that stopped without a result: see [`SEARCH_FAILED`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SearchFailed;
 
 /// What was scanned (contract: `scan_source`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -103,6 +128,8 @@ pub struct NearMisses {
     pub truncated: bool,
     /// The accepted distance bound, `min(4, max(1, len(query) // 4))`.
     pub max_distance: usize,
+    /// Edit-distance matrix cells the search evaluated (see the module documentation).
+    pub comparison_cells: u64,
     /// Set when the query was not searched (`"match_too_large"`); everything else is then empty.
     pub omission_reason: Option<&'static str>,
 }
@@ -124,7 +151,7 @@ pub fn search(buffer: &str, query: &str) -> NearMisses {
 /// `offset` of it: start/end are reported as `offset +` the position in `text`. `total_chars`
 /// is the failing buffer's length when known (the stored failure context records it); with
 /// `None`, `text` is taken to run to the end of the failing buffer. At most the first 65,536
-/// code points of `text` are scanned.
+/// code points of `text` are scanned. Panics only if the search fails (see [`try_search_in`]).
 pub fn search_in(
     text: &str,
     query: &str,
@@ -132,11 +159,28 @@ pub fn search_in(
     offset: usize,
     total_chars: Option<usize>,
 ) -> NearMisses {
+    try_search_in(text, query, source, offset, (0, total_chars))
+        .expect("a near-miss search within its allocation budget")
+}
+
+/// [`search_in`] over a region of the failing buffer: `region` is `(start, end)` of the part a
+/// complete search covers (the whole buffer `(0, total_chars)`, or an observed running scope),
+/// and `scope_truncated` says whether the scanned range falls short of it. `Err` when the
+/// search's working memory would exceed [`NEAR_MISS_SEARCH_MAX_BYTES`] or the allocator
+/// refuses it.
+pub fn try_search_in(
+    text: &str,
+    query: &str,
+    source: ScanSource,
+    offset: usize,
+    region: (usize, Option<usize>),
+) -> Result<NearMisses, SearchFailed> {
+    fault::at_search();
     let q: Vec<char> = query.chars().collect();
     let m = q.len();
     let k = threshold(m);
     if m > NEAR_MISS_QUERY_MAX_CHARS {
-        return NearMisses {
+        return Ok(NearMisses {
             candidates: Vec::new(),
             scan_source: source,
             scanned_start: offset,
@@ -145,12 +189,13 @@ pub fn search_in(
             candidates_truncated: false,
             truncated: false,
             max_distance: k,
+            comparison_cells: 0,
             omission_reason: Some(MATCH_TOO_LARGE),
-        };
+        });
     }
-    let scan = Scan::new(text, &q, k);
+    let scan = Scan::new(text, &q, k)?;
     let n = scan.n;
-    let (picked, candidates_truncated) = scan.rank();
+    let (picked, candidates_truncated) = scan.rank()?;
     let mut cps: Vec<usize> = picked
         .iter()
         .flat_map(|&(s, e, _)| {
@@ -182,8 +227,9 @@ pub fn search_in(
         })
         .collect();
     let scanned_end = offset + n;
-    let scope_truncated = offset > 0 || scan.cut || total_chars.is_some_and(|t| scanned_end < t);
-    NearMisses {
+    let scope_truncated =
+        offset > region.0 || scan.cut || region.1.is_some_and(|t| scanned_end < t);
+    Ok(NearMisses {
         candidates,
         scan_source: source,
         scanned_start: offset,
@@ -192,7 +238,22 @@ pub fn search_in(
         candidates_truncated,
         truncated: scope_truncated || candidates_truncated,
         max_distance: k,
+        comparison_cells: scan.cells.get(),
         omission_reason: None,
+    })
+}
+
+/// Runs a near-miss search whose failure must not change the answer it decorates (issue 17): its
+/// JSON, or `{omission_reason: "near_miss_search_failed"}` when it returns [`SearchFailed`] or
+/// panics. An ERROR raised by the interrupt hook inside it (a query cancel, `statement_timeout`)
+/// is not the search's fault: it unwinds on, and the statement ends as any cancelled one does.
+pub fn contained(search: impl FnOnce() -> Result<Value, SearchFailed>) -> Value {
+    interrupt::clear_unwound();
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(search)) {
+        Ok(Ok(v)) => v,
+        Ok(Err(SearchFailed)) => omitted(SEARCH_FAILED),
+        Err(payload) if interrupt::unwound() => std::panic::resume_unwind(payload),
+        Err(_) => omitted(SEARCH_FAILED),
     }
 }
 
@@ -226,6 +287,7 @@ impl NearMisses {
             let mut v = json!({
                 "candidates": list,
                 "scan_source": self.scan_source.as_str(),
+                "comparison_cells": self.comparison_cells,
                 "scanned_start": self.scanned_start,
                 "scanned_end": self.scanned_end,
                 "scope_truncated": self.scope_truncated,
@@ -249,7 +311,7 @@ impl NearMisses {
 }
 
 /// An omitted near-miss list: `{omission_reason}` (`"match_too_large"`,
-/// `"sequential_match_consumed"`, `"caller_transaction"`).
+/// `"sequential_match_consumed"`, `"caller_transaction"`, `"near_miss_search_failed"`).
 pub fn omitted(reason: &str) -> Value {
     json!({ "omission_reason": reason })
 }
@@ -268,6 +330,42 @@ pub fn near_miss_query(query_raw_len_chars: usize, canonical_query: &str) -> Val
         }
     }
     omitted(MATCH_TOO_LARGE)
+}
+
+/// The search's working memory: every buffer whose size depends on the text is allocated here,
+/// fallibly and against [`NEAR_MISS_SEARCH_MAX_BYTES`], so that a search that cannot get its
+/// memory stops with [`SearchFailed`] instead of aborting the process.
+struct Budget {
+    left: Cell<usize>,
+}
+
+impl Budget {
+    fn new() -> Self {
+        Budget {
+            left: Cell::new(NEAR_MISS_SEARCH_MAX_BYTES),
+        }
+    }
+
+    /// An empty vector with room for `cap` elements.
+    fn with_capacity<T>(&self, cap: usize) -> Result<Vec<T>, SearchFailed> {
+        let bytes = cap
+            .checked_mul(std::mem::size_of::<T>())
+            .ok_or(SearchFailed)?;
+        if bytes > self.left.get() || fault::allocation_refused() {
+            return Err(SearchFailed);
+        }
+        self.left.set(self.left.get() - bytes);
+        let mut v = Vec::new();
+        v.try_reserve_exact(cap).map_err(|_| SearchFailed)?;
+        Ok(v)
+    }
+
+    /// `len` copies of `fill`.
+    fn filled<T: Clone>(&self, len: usize, fill: T) -> Result<Vec<T>, SearchFailed> {
+        let mut v = self.with_capacity(len)?;
+        v.resize(len, fill);
+        Ok(v)
+    }
 }
 
 /// Every code point as one byte, its code: an ASCII code point is its own code, a non-ASCII
@@ -289,11 +387,11 @@ impl Alphabet {
     const EMPTY: u32 = u32::MAX;
 
     /// The alphabet and the query's codes.
-    fn new(q: &[char]) -> (Alphabet, Vec<u8>) {
+    fn new(q: &[char], budget: &Budget) -> Result<(Alphabet, Vec<u8>), SearchFailed> {
         let wide_bmp = q.iter().any(|&c| (128..0x10000).contains(&(c as u32)));
         let mut a = Alphabet {
             bmp: if wide_bmp {
-                vec![OTHER; 0x10000]
+                budget.filled(0x10000, OTHER)?
             } else {
                 Vec::new()
             },
@@ -330,7 +428,7 @@ impl Alphabet {
                 }
             })
             .collect();
-        (a, codes)
+        Ok((a, codes))
     }
 
     #[inline(always)]
@@ -550,17 +648,27 @@ fn lanes_sse2<const GLOBAL: bool>(
 /// (that is `m + k + 1`) code points before its first end, lane 0 on the zero padding, which
 /// matches nothing and so changes no `D[e]`. A fresh start can only raise `D[e]`, and not when
 /// `D[e] <= k`: such a substring is at most `m + k` long and lies wholly inside the lane's reach.
-fn semi_global(p: &Pattern, codes: &[u8], pad: usize, n: usize, over: u8) -> Vec<u8> {
+fn semi_global(
+    p: &Pattern,
+    codes: &[u8],
+    pad: usize,
+    n: usize,
+    over: u8,
+    budget: &Budget,
+    cells: &Cell<u64>,
+) -> Result<Vec<u8>, SearchFailed> {
     let chunk = n.div_ceil(LANES).max(1);
-    let mut d = vec![over; (LANES * chunk + 1).max(n + 66)];
+    let mut d = budget.filled((LANES * chunk + 1).max(n + 66), over)?;
     d[0] = p.m.min(over as usize) as u8;
     let inputs: [&[u8]; LANES] =
         std::array::from_fn(|l| &codes[l * chunk..l * chunk + pad + chunk]);
     let mut outs = d[1..].chunks_mut(chunk);
     let outputs: [&mut [u8]; LANES] = std::array::from_fn(|_| outs.next().unwrap());
     lanes::<false>(p, inputs, pad, over, outputs);
+    // Each lane ran pad + chunk columns of m cells.
+    cells.set(cells.get() + (p.m * LANES * (pad + chunk)) as u64);
     d[n + 1..].fill(over);
-    d
+    Ok(d)
 }
 
 /// The code point at byte `i` of valid UTF-8 whose lead byte is not ASCII, and its width.
@@ -609,19 +717,23 @@ struct Scan<'a> {
     floor: u8,
     /// Bitmap of window starts with at least one surviving end.
     starts: Vec<u64>,
+    budget: Budget,
+    /// `comparison_cells` so far.
+    cells: Cell<u64>,
 }
 
 impl<'a> Scan<'a> {
-    fn new(text: &'a str, q: &[char], k: usize) -> Scan<'a> {
+    fn new(text: &'a str, q: &[char], k: usize) -> Result<Scan<'a>, SearchFailed> {
         let m = q.len();
-        let (alphabet, codes) = Alphabet::new(q);
+        let budget = Budget::new();
+        let (alphabet, codes) = Alphabet::new(q, &budget)?;
         let pattern = (m > 0).then(|| Pattern::new(&codes));
         let bytes = text.as_bytes();
         let cap = bytes.len().min(NEAR_MISS_SCAN_MAX_CHARS);
         // The filter warms each lane up on the m + k code points before its first end: no
         // substring within distance k of the query is longer than m + k.
         let pad = m + k + 1;
-        let mut idx = Vec::with_capacity(pad + cap + LANES + m + 2);
+        let mut idx = budget.with_capacity(pad + cap + LANES + m + 2)?;
         idx.resize(pad, OTHER);
         let mut i = 0;
         while i < bytes.len() && idx.len() - pad < NEAR_MISS_SCAN_MAX_CHARS {
@@ -653,6 +765,7 @@ impl<'a> Scan<'a> {
         }
         let n = idx.len() - pad;
         idx.resize(pad + cap + LANES + m + 2, OTHER);
+        let starts = budget.filled(n / 64 + 1, 0u64)?;
         let mut scan = Scan {
             bytes,
             n,
@@ -664,30 +777,32 @@ impl<'a> Scan<'a> {
             pad,
             dmin: Vec::new(),
             floor: (k + 1) as u8,
-            starts: vec![0u64; n / 64 + 1],
+            starts,
+            budget,
+            cells: Cell::new(0),
         };
         interrupt::check();
-        scan.filter();
+        scan.filter()?;
         interrupt::check();
-        scan
+        Ok(scan)
     }
 
     /// The semi-global Myers pass: `dmin`, `floor` and the surviving starts.
-    fn filter(&mut self) {
+    fn filter(&mut self) -> Result<(), SearchFailed> {
         let (m, k, n) = (self.m, self.k, self.n);
         let over = (k + 1) as u8;
         let dmin = match &self.pattern {
-            Some(p) => semi_global(p, &self.idx, self.pad, n, over),
+            Some(p) => semi_global(p, &self.idx, self.pad, n, over, &self.budget, &self.cells)?,
             // Every length-1 window is one insertion away from the empty query.
             None => {
-                let mut dmin = vec![over; n + 66];
+                let mut dmin = self.budget.filled(n + 66, over)?;
                 dmin[1..=n].fill(1);
                 dmin
             }
         };
         // Ends that survive (dmin below k + 1), as a bitmap over e - 1, eight at a time: a
         // byte of `v ^ (k + 1)` is nonzero exactly when v < k + 1, and all values are below 8.
-        let mut ends = vec![0u64; n / 64 + 3];
+        let mut ends = self.budget.filled(n / 64 + 3, 0u64)?;
         for (word, block) in ends.iter_mut().zip(dmin[1..].chunks_exact(64)) {
             let mut bits = 0u64;
             for (g, group) in block.chunks_exact(8).enumerate() {
@@ -715,6 +830,7 @@ impl<'a> Scan<'a> {
         let shortest = lens[first].min(n + 1);
         self.floor = dmin[shortest..=n].iter().copied().min().unwrap_or(over);
         self.dmin = dmin;
+        Ok(())
     }
 
     /// Exact distances of the three windows at each of `ss` (starts in `0..=n`): one global
@@ -735,6 +851,10 @@ impl<'a> Scan<'a> {
                 let outputs: [&mut [u8]; LANES] =
                     std::array::from_fn(|_| &mut slots.next().unwrap()[first..]);
                 lanes::<true>(p, inputs, record, NO_WINDOW as u8, outputs);
+                // Each lane, idle ones included, ran record + (3 - first) = m + 1 columns.
+                let columns = record + (3 - first);
+                self.cells
+                    .set(self.cells.get() + (p.m * LANES * columns) as u64);
             }
         }
         let mut out = [VERIFIED; LANES];
@@ -767,28 +887,37 @@ impl<'a> Scan<'a> {
     /// Per-start lower bounds from the reversed text and query, indexed by `n - s`:
     /// `min(k + 1, R[s])`, where `R[s]`, the least distance between the query and any substring
     /// starting at `s`, is at most the distance of every window starting at `s`.
-    fn reverse_bounds(&self) -> Vec<u8> {
+    fn reverse_bounds(&self) -> Result<Vec<u8>, SearchFailed> {
         let (n, pad) = (self.n, self.pad);
         match &self.pattern {
             // The empty query: nothing to bound.
-            None => vec![0; n + 1],
+            None => self.budget.filled(n + 1, 0),
             Some(p) => {
-                let mut reversed = vec![OTHER; self.idx.len()];
+                let mut reversed = self.budget.filled(self.idx.len(), OTHER)?;
                 let codes = self.idx[pad..pad + n].iter().rev();
                 for (r, &c) in reversed[pad..pad + n].iter_mut().zip(codes) {
                     *r = c;
                 }
-                semi_global(&p.reversed(), &reversed, pad, n, (self.k + 1) as u8)
+                let over = (self.k + 1) as u8;
+                semi_global(
+                    &p.reversed(),
+                    &reversed,
+                    pad,
+                    n,
+                    over,
+                    &self.budget,
+                    &self.cells,
+                )
             }
         }
     }
 
     /// The greedy pick over all qualifying windows in `(distance, start, end)` order, at most
     /// three, and whether a fourth distinct location qualified.
-    fn rank(&self) -> (Vec<(usize, usize, u8)>, bool) {
+    fn rank(&self) -> Result<Ranked, SearchFailed> {
         let mut r = Ranker {
             scan: self,
-            cache: vec![UNVERIFIED; self.n],
+            cache: self.budget.filled(self.n, UNVERIFIED)?,
             reverse: None,
             batches: 0,
         };
@@ -805,7 +934,7 @@ impl<'a> Scan<'a> {
             while let Some(s) = next {
                 ticks.tick();
                 next = self.next_start(s + 1);
-                if r.start_beyond(s, d) {
+                if r.start_beyond(s, d)? {
                     continue;
                 }
                 for (i, &len) in lens.iter().enumerate().skip(first) {
@@ -828,14 +957,14 @@ impl<'a> Scan<'a> {
         }
         if picked.len() < NEAR_MISSES_MAX {
             // The greedy walk ran out of qualifying windows: nothing was left behind.
-            return (picked, false);
+            return Ok((picked, false));
         }
         let mut next = self.next_start(0);
         let k = k as u8;
         while let Some(s) = next {
             ticks.tick();
             next = self.next_start(s + 1);
-            if r.start_beyond(s, k) {
+            if r.start_beyond(s, k)? {
                 continue;
             }
             for (i, &len) in lens.iter().enumerate().skip(first) {
@@ -848,11 +977,11 @@ impl<'a> Scan<'a> {
                 }
                 let d = r.distance(s, i, k);
                 if d >= 1 && d <= k {
-                    return (picked, true);
+                    return Ok((picked, true));
                 }
             }
         }
-        (picked, false)
+        Ok((picked, false))
     }
 
     /// Byte offsets of the code points `cps` (ascending, each at most `n`): one sweep that
@@ -882,6 +1011,9 @@ impl<'a> Scan<'a> {
     }
 }
 
+/// The picked windows `(start, end, distance)` and whether a fourth distinct location qualified.
+type Ranked = (Vec<(usize, usize, u8)>, bool);
+
 /// How many verification batches run before the ranking also computes the per-start bounds
 /// of the reversed text (one more pass, worth it only when the filter alone leaves a lot to
 /// verify: homogeneous and periodic texts).
@@ -899,13 +1031,14 @@ struct Ranker<'s, 'a> {
 
 impl Ranker<'_, '_> {
     /// Whether every window at `s` is proven farther than `d` by the reverse bound.
-    fn start_beyond(&mut self, s: usize, d: u8) -> bool {
+    fn start_beyond(&mut self, s: usize, d: u8) -> Result<bool, SearchFailed> {
         if self.reverse.is_none() && self.batches >= REVERSE_AFTER_BATCHES {
-            self.reverse = Some(self.scan.reverse_bounds());
+            self.reverse = Some(self.scan.reverse_bounds()?);
         }
-        self.reverse
+        Ok(self
+            .reverse
             .as_ref()
-            .is_some_and(|r| r[self.scan.n - s] > d)
+            .is_some_and(|r| r[self.scan.n - s] > d))
     }
 
     /// Whether start `t` may hold a window at distance `d` or less, as far as the bounds know.
@@ -950,6 +1083,62 @@ impl Ranker<'_, '_> {
     }
 }
 
+/// Fault injection for tests only (issue 17): compiled into the engine's own unit tests and into
+/// builds with the `fault-injection` feature, which only the extension's `pg_test` feature (its
+/// `cargo pgrx test` build) turns on. A release build has no such code, so no argument, setting
+/// or session can reach it.
+#[cfg(any(test, feature = "fault-injection"))]
+pub mod fault {
+    use std::cell::Cell;
+
+    /// What the next searches on this thread do wrong.
+    #[derive(Clone, Copy, Debug)]
+    pub enum Fault {
+        /// Panic as a bug would, right at the start of the search.
+        Panic,
+        /// Every allocation of the search's working memory is refused.
+        Allocation,
+        /// Call the function, which requests an interrupt (the extension: a pending query
+        /// cancel), then run the search's interrupt check.
+        Interrupt(fn()),
+    }
+
+    thread_local! {
+        static FAULT: Cell<Option<Fault>> = const { Cell::new(None) };
+    }
+
+    /// Arms (or, with `None`, disarms) a fault for the searches that follow on this thread.
+    pub fn inject(fault: Option<Fault>) {
+        FAULT.set(fault);
+    }
+
+    pub(super) fn at_search() {
+        match FAULT.get() {
+            Some(Fault::Panic) => panic!("injected near-miss search fault"),
+            Some(Fault::Interrupt(request)) => {
+                request();
+                crate::contract::interrupt::check();
+            }
+            Some(Fault::Allocation) | None => {}
+        }
+    }
+
+    pub(super) fn allocation_refused() -> bool {
+        matches!(FAULT.get(), Some(Fault::Allocation))
+    }
+}
+
+#[cfg(not(any(test, feature = "fault-injection")))]
+mod fault {
+    #[inline(always)]
+    pub(super) fn at_search() {}
+
+    #[inline(always)]
+    pub(super) fn allocation_refused() -> bool {
+        false
+    }
+}
+
 /// The window lengths `m - 1, m, m + 1` for a query of `m` code points, ascending, and the
 /// index of the first positive one: length `lens[i]` has cache slot `i` (`m - 1` is slot 0).
 fn window_lens(m: usize) -> ([usize; 3], usize) {
@@ -973,7 +1162,7 @@ mod tests {
         };
         for m in 1..=64 {
             let q: Vec<char> = (0..m).map(|_| (b'a' + (rnd() % 5) as u8) as char).collect();
-            let (_, codes) = Alphabet::new(&q);
+            let (_, codes) = Alphabet::new(&q, &Budget::new()).unwrap();
             let p = Pattern::new(&codes);
             let text: Vec<u8> = (0..4 * 300).map(|_| b'a' + (rnd() % 6) as u8).collect();
             let inputs: [&[u8]; LANES] = std::array::from_fn(|l| &text[l * 300..(l + 1) * 300]);
@@ -1014,6 +1203,117 @@ mod tests {
         out
     }
 
+    /// Clause "comparison_cells counts banded cells evaluated", as this search defines it (module
+    /// documentation): worked by hand for "abc" in "xxabdxx". m = 3, k = 1, so each filter lane
+    /// warms up over pad = m + k + 1 = 5 code points before its chunk of ceil(7 / 4) = 2 ends:
+    /// 4 lanes * 7 columns * 3 cells = 84. Only ends 4 ("ab") and 5 ("abd") are within
+    /// distance 1, so the surviving starts are 0..=3; the first one the ranking asks about
+    /// (start 0, window "xxab") verifies starts 0, 1, 2 and 3 in one batch: 4 lanes * (m + 1)
+    /// columns * 3 cells = 48. "ab" at [2, 4) is the one pick, so nothing more runs: 132.
+    #[test]
+    fn comparison_cells_worked_by_hand() {
+        let r = search("xxabdxx", "abc");
+        let picked: Vec<_> = r
+            .candidates
+            .iter()
+            .map(|c| (c.start, c.end, c.distance))
+            .collect();
+        assert_eq!(picked, [(2, 4, 1)]);
+        assert_eq!(r.comparison_cells, 84 + 48);
+        assert_eq!(r.to_json()["comparison_cells"], json!(132));
+    }
+
+    /// Clause "comparison_cells counts banded cells evaluated": the count grows with the
+    /// scanned buffer (the filter's share is m * 4 * (ceil(n / 4) + m + k + 1)), and stops
+    /// growing where the scan stops, at 65,536 code points.
+    #[test]
+    fn comparison_cells_grow_with_the_buffer() {
+        let line = "The quick brown fox jumps over the lazy dog near the river bank.\n";
+        let query = "lazy dgo near the";
+        let (m, k) = (17u64, threshold(17) as u64);
+        let mut last = 0;
+        for n in [256usize, 1_024, 4_096, 16_384, 65_536, 70_000, 200_000] {
+            let text: String = line.chars().cycle().take(n).collect();
+            let r = search(&text, query);
+            let scanned = n.min(65_536) as u64;
+            let filter = m * 4 * (scanned.div_ceil(4) + m + k + 1);
+            assert!(r.comparison_cells >= filter, "{n}: {}", r.comparison_cells);
+            if n <= 65_536 {
+                assert!(
+                    r.comparison_cells > last,
+                    "{n}: {} after {last}",
+                    r.comparison_cells
+                );
+            } else {
+                assert_eq!(r.comparison_cells, last, "{n}");
+            }
+            last = r.comparison_cells;
+        }
+    }
+
+    /// Issue 17, the search's allocation budget: the largest search there is (64 non-ASCII query
+    /// code points, so the 64 KiB alphabet table; 65,536 code points of homogeneous text, so
+    /// the reversed pass and the most verification) fits NEAR_MISS_SEARCH_MAX_BYTES, and the
+    /// budget refuses what would pass it.
+    #[test]
+    fn the_largest_search_fits_its_allocation_budget() {
+        let text = "é".repeat(70_000);
+        let query = "é".repeat(63) + "ü";
+        let r = try_search_in(&text, &query, ScanSource::FailingBuffer, 0, (0, None)).unwrap();
+        assert_eq!(r.candidates.len(), 3);
+        let b = Budget::new();
+        assert!(
+            b.with_capacity::<u8>(NEAR_MISS_SEARCH_MAX_BYTES + 1)
+                .is_err()
+        );
+        assert!(b.filled(NEAR_MISS_SEARCH_MAX_BYTES / 2, 0u8).is_ok());
+        assert!(b.filled(NEAR_MISS_SEARCH_MAX_BYTES / 2 + 1, 0u8).is_err());
+        assert!(b.with_capacity::<u64>(usize::MAX).is_err());
+    }
+
+    fn guarded(f: impl FnOnce() -> Value) -> Result<Value, String> {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).map_err(|e| {
+            e.downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| e.downcast_ref::<String>().cloned())
+                .unwrap_or_default()
+        })
+    }
+
+    /// Issue 17: "A fault inside the near-miss search must not roll back the audited attempt:
+    /// return an omission_reason instead." A panic (a bug) and a refused allocation become
+    /// near_miss_search_failed; an interrupt raised by the hook inside the search (a cancel,
+    /// statement_timeout) still unwinds, so that it ends the statement.
+    #[test]
+    fn faults_are_contained_and_interrupts_are_not() {
+        let run = || {
+            contained(|| {
+                try_search_in("xxabdxx", "abc", ScanSource::FailingBuffer, 0, (0, None))
+                    .map(|n| n.to_json())
+            })
+        };
+        let failed = json!({"omission_reason": "near_miss_search_failed"});
+        fault::inject(Some(fault::Fault::Panic));
+        assert_eq!(guarded(run), Ok(failed.clone()));
+        fault::inject(Some(fault::Fault::Allocation));
+        assert_eq!(guarded(run), Ok(failed.clone()));
+        fault::inject(Some(fault::Fault::Interrupt(|| {
+            interrupt::testing::arm(Some(0))
+        })));
+        assert_eq!(
+            guarded(run),
+            Err(interrupt::testing::INTERRUPTED.to_owned())
+        );
+        interrupt::testing::arm(None);
+        fault::inject(None);
+        // Disarmed, the same search answers, and a panic seen before no longer counts as an
+        // interrupt.
+        assert_eq!(guarded(run).unwrap()["candidates"][0]["text"], "ab");
+        fault::inject(Some(fault::Fault::Panic));
+        assert_eq!(guarded(run), Ok(failed));
+        fault::inject(None);
+    }
+
     /// The reverse bounds are exactly `min(k + 1, R[s])`, the least distance between the query
     /// and a substring starting at `s`, and the forward ones `min(k + 1, D[e])`.
     #[test]
@@ -1034,8 +1334,8 @@ mod tests {
                 .collect();
             let k = threshold(m);
             let t: String = text.iter().collect();
-            let scan = Scan::new(&t, &q, k);
-            let reverse = scan.reverse_bounds();
+            let scan = Scan::new(&t, &q, k).unwrap();
+            let reverse = scan.reverse_bounds().unwrap();
             let clamp = |d: usize| d.min(k + 1) as u8;
             for s in 0..n {
                 let best = *last_row(&q, &text[s..], false).iter().min().unwrap();

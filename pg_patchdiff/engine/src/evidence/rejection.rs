@@ -87,13 +87,20 @@ pub struct Rejection {
 
 /// What a response-only near-miss search needs (contract "Exact candidates, consumed matches
 /// and near misses"): the canonical query and at most the first 65,536 code points of the
-/// failing buffer.
+/// region the match was searched in. That region is the whole failing buffer, except for a
+/// match confined to an observed scope (the single observed form), where it is the running
+/// scope: a near miss outside it could never have matched.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NearMissInput {
     pub query: String,
+    /// The region's first 65,536 code points.
     pub buffer: String,
-    /// The whole failing buffer's length, so that a cut copy reports `scope_truncated`.
-    pub total_chars: usize,
+    /// Where the region starts in the failing buffer (code points): candidates are reported
+    /// at `offset +` their position in `buffer`.
+    pub offset: usize,
+    /// Where the region ends in the failing buffer, so that a cut copy reports
+    /// `scope_truncated`.
+    pub region_end: usize,
 }
 
 impl Rejection {

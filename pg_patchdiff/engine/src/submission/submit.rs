@@ -1028,10 +1028,13 @@ impl AttemptRow {
 ///   `historical_context_unavailable` for a row stored without one;
 /// - inside a transaction the caller owns: `caller_transaction` (the search would hold the
 ///   caller's target lock longer; the caller can search after committing);
-/// - a fresh rejection: the failing buffer's first 65,536 code points (`input`);
-/// - an exact recovery (`input` is `None`): only the stored failure context.
+/// - a fresh rejection: the first 65,536 code points of the region the match was searched in
+///   (`input`): the failing buffer, or the running scope of a single-form observed submission;
+/// - an exact recovery (`input` is `None`): only the stored failure context, and of it only the
+///   part inside the observed scope when the diagnostic names one in absolute coordinates.
 ///
-/// Other responses are left as they are. Near misses never change the verdict.
+/// Other responses are left as they are. Near misses never change the verdict: a search that
+/// fails answers `near_miss_search_failed` (see [`near_miss::contained`]).
 pub fn add_near_misses(response: &mut Value, input: Option<&NearMissInput>, caller_owned: bool) {
     let Some(m) = response.as_object_mut() else {
         return;
@@ -1053,30 +1056,17 @@ pub fn add_near_misses(response: &mut Value, input: Option<&NearMissInput>, call
                 None => near_miss::omitted("historical_context_unavailable"),
                 Some(_) if caller_owned => near_miss::omitted("caller_transaction"),
                 Some(query) => match input {
-                    Some(i) => near_miss::search_in(
-                        &i.buffer,
-                        &i.query,
-                        ScanSource::FailingBuffer,
-                        0,
-                        Some(i.total_chars),
-                    )
-                    .to_json(),
-                    None => {
-                        let fc = &d["failure_context"];
-                        match (fc["text"].as_str(), as_int(&fc["start"])) {
-                            (Some(text), Some(start)) if fc["available"] == true => {
-                                near_miss::search_in(
-                                    text,
-                                    query,
-                                    ScanSource::StoredFailureContext,
-                                    start as usize,
-                                    as_int(&fc["total_chars"]).map(|n| n as usize),
-                                )
-                                .to_json()
-                            }
-                            _ => near_miss::omitted("historical_context_unavailable"),
-                        }
-                    }
+                    Some(i) => near_miss::contained(|| {
+                        near_miss::try_search_in(
+                            &i.buffer,
+                            &i.query,
+                            ScanSource::FailingBuffer,
+                            i.offset,
+                            (i.offset, Some(i.region_end)),
+                        )
+                        .map(|n| n.to_json())
+                    }),
+                    None => recovered_near_misses(d, query),
                 },
             }
         }
@@ -1087,6 +1077,55 @@ pub fn add_near_misses(response: &mut Value, input: Option<&NearMissInput>, call
         .position(|k| k == "current_context")
         .map_or(m.len(), |i| i + 1);
     m.shift_insert(at, "near_misses".into(), value);
+}
+
+/// Exact recovery's near misses: a search of the stored failure context. A single-form observed
+/// rejection (`scope_start`/`scope_end` in absolute coordinates, no `span_basis`) searches only
+/// the part of the context inside its scope, so that recovery never suggests text the match
+/// could not have matched. The running scope is known from the stored row only before the
+/// transaction's first change (`prior_changes` 0); after earlier changes its end has moved by
+/// an amount the row does not record, and the answer is `historical_context_unavailable`.
+fn recovered_near_misses(d: &Value, query: &str) -> Value {
+    let fc = &d["failure_context"];
+    let (Some(text), Some(start)) = (fc["text"].as_str(), as_int(&fc["start"])) else {
+        return near_miss::omitted("historical_context_unavailable");
+    };
+    if fc["available"] != true {
+        return near_miss::omitted("historical_context_unavailable");
+    }
+    let start = start as usize;
+    let total = as_int(&fc["total_chars"]).map(|n| n as usize);
+    let scope = match (as_int(&d["scope_start"]), as_int(&d["scope_end"])) {
+        (Some(s), Some(e)) if d.get("span_basis").is_none() => {
+            if as_int(&fc["prior_changes"]) != Some(0) {
+                return near_miss::omitted("historical_context_unavailable");
+            }
+            Some((s as usize, e as usize))
+        }
+        _ => None,
+    };
+    near_miss::contained(|| {
+        let (text, offset, region) = match scope {
+            None => (text, start, (0, total)),
+            Some((lo, hi)) => {
+                // The context's code points [from, to) that lie inside the scope.
+                let len = text.chars().count();
+                let from = lo.clamp(start, start + len) - start;
+                let to = hi.clamp(start + from, start + len) - start;
+                let b0 = text.char_indices().nth(from).map_or(text.len(), |(b, _)| b);
+                let b1 = text.char_indices().nth(to).map_or(text.len(), |(b, _)| b);
+                (&text[b0..b1], start + from, (lo, Some(hi)))
+            }
+        };
+        near_miss::try_search_in(
+            text,
+            query,
+            ScanSource::StoredFailureContext,
+            offset,
+            region,
+        )
+        .map(|n| n.to_json())
+    })
 }
 
 pub enum KeyOutcome {
