@@ -12,7 +12,7 @@ use crate::contract::invalid_text::{self, Defect};
 use crate::contract::json::{CANONICAL, as_int, to_string, type_name};
 use crate::contract::limits::{
     CLIENT_REQUEST_ID_MAX, INTENT_MAX_BYTES, METADATA_VALUE_MAX_BYTES, RECORD_MAX_BYTES,
-    TX1_MAX_EDITS, TX2_MAX_OPERATIONS,
+    SOURCE_MAX_CHARS, TX1_MAX_EDITS, TX2_MAX_OPERATIONS,
 };
 use crate::contract::uuid::{canonical_uuid, is_sha256_hex};
 use crate::contract::words::{DiagnosticCode, FailureReason, Status};
@@ -28,7 +28,7 @@ use crate::submission::respond::{
 };
 use crate::target::TargetView;
 use crate::text::warnings::{self, Warning};
-use crate::text::{head_chars, sha256_hex};
+use crate::text::{char_len, head_chars, sha256_hex};
 use serde_json::{Map, Value, json};
 
 pub const SUBMIT_EDITS_ARGS: &[&str] = &[
@@ -172,21 +172,13 @@ pub(crate) fn envelope(
     // Identity must not depend on key order or escape spelling: list defects by path.
     invalid_text.sort_by(|x, y| (&x.path, x.kind).cmp(&(&y.path, y.kind)));
     invalid_text.dedup();
-    let source = match a.opt_str("source", true, "invalid_source") {
+    // Contract: `source (string, default "model_response")`. Any string is stored as sent; its
+    // size was bounded by `check_caps`.
+    let source = match a.opt_str("source", true, "invalid_source")? {
         // An unstorable source is evidence in the envelope; the row keeps the default.
         _ if invalid_text.iter().any(|d| d.path == "source") => DEFAULT_SOURCE.to_owned(),
-        Ok(None) => DEFAULT_SOURCE.to_owned(),
-        Ok(Some(s))
-            if !s.is_empty() && s.len() <= 64 && s.bytes().all(|c| c.is_ascii_graphic()) =>
-        {
-            s.to_owned()
-        }
-        Ok(Some(_)) | Err(_) => {
-            return Err(ArgError::new(
-                "invalid_source",
-                "source must be 1..64 printable ASCII characters",
-            ));
-        }
+        None => DEFAULT_SOURCE.to_owned(),
+        Some(s) => s.to_owned(),
     };
     let take = |k: &str| a.get(k).cloned().unwrap_or(Value::Null);
     let pdcp_content = if invalid_text.is_empty() {
@@ -290,6 +282,19 @@ fn check_caps(a: &Args, record: &Map<String, Value>) -> Result<(), ArgError> {
             intent.len(),
             INTENT_MAX_BYTES,
         ));
+    }
+    if let Some(Value::String(source)) = a.get("source") {
+        let n = char_len(source);
+        if n > SOURCE_MAX_CHARS {
+            return Err(too_large(
+                "source_too_large",
+                format!(
+                    "source is {n} code points, over the limit of {SOURCE_MAX_CHARS}; it names who proposed the edit (\"model_response\", \"Claude Code\"), send a shorter one"
+                ),
+                n,
+                SOURCE_MAX_CHARS,
+            ));
+        }
     }
     for k in [
         "expected_target_version",
