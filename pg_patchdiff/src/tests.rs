@@ -247,7 +247,8 @@ mod tests {
     }
 
     /// Contract "Rejected Response": the unselected `alpha` is match_ambiguous with two exact
-    /// candidates, a prefix failure context and current_context "same_as_failure_context".
+    /// candidates, a prefix failure context and (SQL keeps the service result) a full
+    /// current_context equal to it.
     #[pg_test]
     fn unselected_alpha_is_match_ambiguous() {
         let t = init("alpha beta alpha\n");
@@ -325,11 +326,11 @@ mod tests {
             (&json!("prefix"), &json!(0), &json!(17), &json!(17))
         );
         assert_eq!(fc["text"], "alpha beta alpha\n");
-        assert_eq!(
-            r["current_context"]["unavailable_reason"],
-            "same_as_failure_context"
-        );
-        assert_eq!(r["current_context"]["text"], Value::Null);
+        // Contract "Bounded rejection context": "The Python service result keeps the full
+        // object"; the SQL answer is that service result, so current_context repeats
+        // failure_context here (only the MCP projection says same_as_failure_context).
+        assert_eq!(&r["current_context"], fc);
+        assert_eq!(r["current_context"]["text"], "alpha beta alpha\n");
         assert_eq!(r["validity"]["transaction_valid"], false);
         assert_eq!(r["validity"]["protocol_valid"], true);
         assert_eq!(content(&t), "alpha beta alpha\n");

@@ -33,6 +33,7 @@ pub mod wire {
         ASCII, CANONICAL, LITERAL, Style, ascii_len, ascii_str_len, to_string, write_str,
     };
     pub use crate::contract::limits;
+    pub use crate::evidence::rejection::collapse_current_context;
     pub use crate::history::checkpoint::WORKSPACE_EOL_FORMATS;
     pub use crate::text::sha256_hex;
 

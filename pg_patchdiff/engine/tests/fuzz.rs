@@ -1313,10 +1313,10 @@ fn submission(
         sha256_hex(&sub.pdcp_content) == sub.pdcp_content_hash,
         "pdcp_content_hash is not the SHA-256 of pdcp_content"
     );
+    // Contract `source (string, default "model_response")`: any storable string within the
+    // documented bound (docs/sql-api.md), never NUL, which PostgreSQL text cannot hold.
     ensure!(
-        !sub.source.is_empty()
-            && sub.source.len() <= 64
-            && sub.source.bytes().all(|b| b.is_ascii_graphic()),
+        sub.source.chars().count() <= SOURCE_MAX_CHARS && !sub.source.contains('\0'),
         "stored source {:?}",
         sub.source
     );

@@ -212,7 +212,7 @@ pub fn preview(sub: &Submission, start: &TargetView) -> Value {
             m.insert("failure_detail".into(), json!(r.detail));
             m.insert("failed_change_id".into(), json!(r.failed_change_id));
             let d = r.diagnostic(sub.protocol_version, start);
-            let cc = current_context(start, d.get("failure_context"));
+            let cc = current_context(start);
             m.insert("diagnostic".into(), d);
             m.insert("current_context".into(), cc);
             near_miss_input = r.near_miss_input;
@@ -558,8 +558,14 @@ mod tests {
                 &json!("target_version_mismatch")
             )
         );
+        // Contract "Bounded rejection context": the service result keeps the full object, even
+        // when it repeats diagnostic.failure_context; only the MCP projection collapses it.
+        assert_eq!(r["current_context"], r["diagnostic"]["failure_context"]);
+        assert_eq!(r["current_context"]["available"], true);
+        let mut mcp = r.clone();
+        assert!(crate::evidence::rejection::collapse_current_context(&mut mcp));
         assert_eq!(
-            r["current_context"]["unavailable_reason"],
+            mcp["current_context"]["unavailable_reason"],
             "same_as_failure_context"
         );
     }

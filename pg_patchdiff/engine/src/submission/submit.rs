@@ -903,7 +903,6 @@ impl Answer<'_> {
     }
 
     fn rejected(self, a: &RejectedFacts) -> RejectedResponse {
-        let fc = a.diagnostic.and_then(|d| d.get("failure_context"));
         RejectedResponse {
             status: Status::Rejected,
             code: None,
@@ -919,7 +918,7 @@ impl Answer<'_> {
             current_hash: self.current.current_hash.to_owned(),
             pdcp_log_id: self.pdcp_log_id.to_owned(),
             diagnostic: a.diagnostic.cloned().unwrap_or(Value::Null),
-            current_context: current_context(self.current, fc),
+            current_context: current_context(self.current),
             near_misses: None,
             validity: a.validity.clone(),
             deduplicated: self.deduplicated,
