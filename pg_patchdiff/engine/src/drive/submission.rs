@@ -85,7 +85,12 @@ pub fn run(
             KeyOutcome::Recovered(mut r) => {
                 if route == Route::Observed {
                     let consumed = store.consumed_by(&stored.pdcp_log_id);
-                    observed::recovered_fields(&mut r, &stored.pdcp_content, &consumed);
+                    observed::recovered_fields(
+                        &mut r,
+                        &stored.pdcp_content,
+                        &consumed,
+                        stored.before_version,
+                    );
                 }
                 let mut v = r.to_value();
                 submit::add_near_misses(&mut v, None, settings.caller_owned_transaction);

@@ -914,9 +914,12 @@ impl Answer<'_> {
             failed_change_id: a.failed_change_id.map(str::to_owned),
             before_hash: a.before_hash.to_owned(),
             after_hash: None,
+            before_version: None,
             current_version: self.current.version,
             current_hash: self.current.current_hash.to_owned(),
             pdcp_log_id: self.pdcp_log_id.to_owned(),
+            operation_count: None,
+            group_count: None,
             diagnostic: a.diagnostic.cloned().unwrap_or(Value::Null),
             current_context: current_context(self.current),
             near_misses: None,
@@ -945,7 +948,7 @@ struct RejectedFacts<'a> {
 /// Each read fetches only what its answer needs (a page never reads a record it does not
 /// return, nor a ledger), and leaves every other field at its default:
 /// - under a request key: `pdcp_log_id`, `status`, `request_fingerprint`, `request_envelope`,
-///   `pdcp_content`, `before_hash`, `after_version`, `after_hash`, `failure_reason`,
+///   `pdcp_content`, `before_version`, `before_hash`, `after_version`, `after_hash`, `failure_reason`,
 ///   `failure_detail`, `failed_change_id`, `diagnostic`, `validity` and `changes`;
 /// - on a log page: every column but `pdcp_content`, `request_envelope` and `validity`, with
 ///   `pdcp_content_bytes` and `intent_head` instead of the record and its intent;
@@ -1011,6 +1014,7 @@ impl AttemptRow {
             request_fingerprint: a.request_fingerprint.clone(),
             request_envelope: a.request_envelope.clone(),
             pdcp_content: a.pdcp_content.clone(),
+            before_version: a.before_version,
             before_hash: a.before_hash.clone(),
             after_version: a.after_version,
             after_hash: a.after_hash.clone(),
