@@ -734,18 +734,27 @@ fn batch_rejections_carry_before_version_and_counts() {
     assert_eq!(a.status.as_str(), "rejected");
     let v = scoped::respond(&a, &sub, LOG, &fx.view(), None, &rows);
     assert_eq!(
-        (&v["before_version"], &v["operation_count"], &v["group_count"]),
+        (
+            &v["before_version"],
+            &v["operation_count"],
+            &v["group_count"]
+        ),
         (&json!(VERSION), &json!(6), &json!(3)),
         "{v}"
     );
     let keys: Vec<&String> = v.as_object().unwrap().keys().collect();
     let at = |k: &str| keys.iter().position(|x| *x == k).unwrap();
-    assert!(at("after_hash") < at("before_version") && at("before_version") < at("current_version"));
+    assert!(
+        at("after_hash") < at("before_version") && at("before_version") < at("current_version")
+    );
     assert!(at("pdcp_log_id") < at("operation_count") && at("group_count") < at("diagnostic"));
 
     // Keyed recovery, with the target two versions on: the recorded before version.
     let later = fx.view();
-    let now = TargetView { version: VERSION + 2, ..later };
+    let now = TargetView {
+        version: VERSION + 2,
+        ..later
+    };
     let stored = AttemptRow::of(&a, LOG);
     let id = submit::prepare(&sub, &Parent::NotLookedUp);
     let KeyOutcome::Recovered(mut r) = submit::recover_or_conflict(&sub, &id, &stored, &now, None)
@@ -756,7 +765,12 @@ fn batch_rejections_carry_before_version_and_counts() {
     let r = r.to_value();
     assert_eq!(r["deduplicated"], true);
     assert_eq!(
-        (&r["before_version"], &r["current_version"], &r["operation_count"], &r["group_count"]),
+        (
+            &r["before_version"],
+            &r["current_version"],
+            &r["operation_count"],
+            &r["group_count"]
+        ),
         (&json!(VERSION), &json!(VERSION + 2), &json!(6), &json!(3)),
         "{r}"
     );
@@ -764,16 +778,31 @@ fn batch_rejections_carry_before_version_and_counts() {
     // Uncountable records: `groups` not a list; a group without an operations list.
     let (sub, a) = fx.judge(&fx.batch(json!("nope")), &rows);
     let v = scoped::respond(&a, &sub, LOG, &fx.view(), None, &rows);
-    assert_eq!((&v["operation_count"], &v["group_count"]), (&Value::Null, &Value::Null), "{v}");
+    assert_eq!(
+        (&v["operation_count"], &v["group_count"]),
+        (&Value::Null, &Value::Null),
+        "{v}"
+    );
     let (sub, a) = fx.judge(&fx.batch(json!([{"observation_id": oid(1)}])), &rows);
     let v = scoped::respond(&a, &sub, LOG, &fx.view(), None, &rows);
-    assert_eq!((&v["operation_count"], &v["group_count"]), (&Value::Null, &json!(1)), "{v}");
+    assert_eq!(
+        (&v["operation_count"], &v["group_count"]),
+        (&Value::Null, &json!(1)),
+        "{v}"
+    );
 
     // The single form: before_version and operation_count, no group_count.
-    let args = fx.single(&oid(9), json!([{"op": "match", "match": "x", "replace": "y"}]));
+    let args = fx.single(
+        &oid(9),
+        json!([{"op": "match", "match": "x", "replace": "y"}]),
+    );
     let (sub, a) = fx.judge(&args, &rows);
     let v = scoped::respond(&a, &sub, LOG, &fx.view(), None, &rows);
-    assert_eq!((&v["before_version"], &v["operation_count"]), (&json!(VERSION), &json!(1)), "{v}");
+    assert_eq!(
+        (&v["before_version"], &v["operation_count"]),
+        (&json!(VERSION), &json!(1)),
+        "{v}"
+    );
     assert_eq!(v.get("group_count"), None);
 }
 

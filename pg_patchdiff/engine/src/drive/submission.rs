@@ -7,6 +7,7 @@ use crate::contract::args::{ArgError, not_found, oversized};
 use crate::contract::json::{LITERAL, to_string};
 use crate::contract::words::Status;
 use crate::drive::store::Store;
+use crate::submission::identity;
 use crate::submission::scoped as observed;
 use crate::submission::submit::{self, KeyOutcome, Parent, Submission};
 use crate::target::TargetView;
@@ -59,12 +60,33 @@ pub fn run(
 ) -> Value {
     let sub = match sub {
         Ok(s) => s,
-        Err(e) => return e.to_json(tool),
+        // A malformed target ID: the contract's target-identity rejection, nothing written.
+        Err(e) => {
+            return match &e.malformed_target {
+                Some(m) => {
+                    let correlation = m.include_correlation_id.then(|| store.new_id());
+                    identity::rejection(&identity::malformed(m, correlation.as_deref()))
+                }
+                None => e.to_json(tool),
+            };
+        }
     };
     let correlation = sub.include_correlation_id.then(|| store.new_id());
     let id = sub.target_file_id.as_str();
     let Some(t) = store.lock_target(id) else {
-        return unavailable(id, true, || store.readable(id));
+        // A target the caller may read but not write is known to it: permission_denied. One it
+        // may not see is answered exactly as an unknown one: the target-identity rejection.
+        if store.readable(id) {
+            return tenancy::write_not_granted(id);
+        }
+        let sent = json!(id);
+        return identity::rejection(&identity::Call {
+            failure: identity::Failure::TargetNotFound,
+            target_file_id: &sent,
+            format: sub.protocol_version,
+            client_request_id: &sub.client_request_id,
+            correlation_id: correlation.as_deref(),
+        });
     };
     let parent = sub
         .parent_uuid()
@@ -541,22 +563,44 @@ mod tests {
     }
 
     /// Issue 15 (docs/security.md): a target the caller may not write is neither locked nor
-    /// written; it answers not_found exactly like an unknown one, or write_not_granted when the
-    /// caller may read it. Arguments that do not parse touch no row at all.
+    /// written; it answers exactly like an unknown one (issue 17: the contract's
+    /// target_not_found rejection, `pdcp_log_id: null`), or write_not_granted when the caller
+    /// may read it. Arguments that do not parse touch no row at all.
     #[test]
     fn an_invisible_target_writes_nothing() {
         let mut s = Memory::with("a\n");
-        for (id, status) in [
-            ("44444444-4444-4444-8444-444444444444", "not_found"),
-            (READ_ONLY, "permission_denied"),
+        for (id, status, code) in [
+            (
+                "44444444-4444-4444-8444-444444444444",
+                "rejected",
+                "target_not_found",
+            ),
+            (READ_ONLY, "permission_denied", "write_not_granted"),
         ] {
             s.calls.clear();
             let args = json!({"target_file_id": id, "intent": "i",
                               "edits": [{"match": "a", "replace": "b"}]});
             let r = edits(args, &mut s, false);
-            assert_eq!(r["status"], status, "{r}");
+            assert_eq!(
+                (&r["status"], &r["code"]),
+                (&json!(status), &json!(code)),
+                "{r}"
+            );
             assert_eq!(s.calls, ["lock_target", "readable"]);
         }
+        // A malformed target ID: the invalid_target_id rejection, before any row is touched.
+        s.calls.clear();
+        let args = json!({"target_file_id": "not-a-uuid", "intent": "i", "include_correlation_id": true,
+                          "edits": [{"match": "a", "replace": "b"}]});
+        let r = edits(args, &mut s, false);
+        assert_eq!(
+            (&r["status"], &r["code"]),
+            (&json!("rejected"), &json!("invalid_target_id")),
+            "{r}"
+        );
+        assert_eq!(r["target_file_id"], "not-a-uuid");
+        assert!(r["correlation_id"].is_string(), "{r}");
+        assert!(s.calls.is_empty());
         s.calls.clear();
         let r = edits(json!({"target_file_id": T}), &mut s, false);
         assert_eq!(r["status"], "invalid_argument");
@@ -573,7 +617,10 @@ mod tests {
         for (sent, stored) in [
             (json!("Claude Code"), "Claude Code"),
             (json!("user edit"), "user edit"),
-            (json!("\u{7de8}\u{96c6}\u{8005} \u{1f916}\tv2"), "\u{7de8}\u{96c6}\u{8005} \u{1f916}\tv2"),
+            (
+                json!("\u{7de8}\u{96c6}\u{8005} \u{1f916}\tv2"),
+                "\u{7de8}\u{96c6}\u{8005} \u{1f916}\tv2",
+            ),
             (json!(""), ""),
             (json!(at_cap), at_cap.as_str()),
             (Value::Null, submit::DEFAULT_SOURCE),
@@ -593,12 +640,19 @@ mod tests {
     #[test]
     fn over_long_source_is_refused_before_any_row() {
         let long = "\u{00e9}".repeat(crate::contract::limits::SOURCE_MAX_CHARS + 1);
-        for (sent, code) in [(json!(long), "source_too_large"), (json!(7), "invalid_source")] {
+        for (sent, code) in [
+            (json!(long), "source_too_large"),
+            (json!(7), "invalid_source"),
+        ] {
             let mut s = Memory::with("a\n");
             let args = json!({"target_file_id": T, "intent": "i", "expected_target_version": 0,
                               "edits": [{"match": "a", "replace": "b"}], "source": sent});
             let r = edits(args, &mut s, false);
-            assert_eq!((&r["status"], &r["code"]), (&json!("invalid_argument"), &json!(code)), "{r}");
+            assert_eq!(
+                (&r["status"], &r["code"]),
+                (&json!("invalid_argument"), &json!(code)),
+                "{r}"
+            );
             assert!(s.calls.is_empty(), "{:?}", s.calls);
             assert!(s.attempts.is_empty());
         }
@@ -657,15 +711,31 @@ mod tests {
             strict_observation_mode: true,
             caller_owned_transaction: false,
         };
-        let r = run(&mut s, "patchdiff_submit_replacement", sub, Route::Unobserved, strict);
-        assert_eq!((&r["status"], &r["code"]), (&json!("invalid_argument"), &json!("replacement_too_large")), "{r}");
+        let r = run(
+            &mut s,
+            "patchdiff_submit_replacement",
+            sub,
+            Route::Unobserved,
+            strict,
+        );
+        assert_eq!(
+            (&r["status"], &r["code"]),
+            (&json!("invalid_argument"), &json!("replacement_too_large")),
+            "{r}"
+        );
         assert_eq!(r["pdcp_log_id"], Value::Null);
         assert!(s.writes().is_empty());
         // A replacement within the limits is then refused by strict mode, audited.
         let args = json!({"target_file_id": T, "intent": "i", "replacement": "y",
                           "expected_target_version": 0});
         let sub = submit::parse_submit_replacement(&args.to_string());
-        let r = run(&mut s, "patchdiff_submit_replacement", sub, Route::Unobserved, strict);
+        let r = run(
+            &mut s,
+            "patchdiff_submit_replacement",
+            sub,
+            Route::Unobserved,
+            strict,
+        );
         assert_eq!(r["code"], "OBSERVATION_REQUIRED", "{r}");
         assert_eq!(s.writes(), ["write_attempt"]);
     }

@@ -361,11 +361,20 @@ mod tests {
         let mut r = json!({"status": "rejected", "diagnostic": {"failure_context": fc},
                            "current_context": cc, "validity": {}});
         assert!(collapse_current_context(&mut r));
-        assert_eq!(r["current_context"], unavailable_context("same_as_failure_context"));
+        assert_eq!(
+            r["current_context"],
+            unavailable_context("same_as_failure_context")
+        );
         let keys: Vec<&String> = r.as_object().unwrap().keys().collect();
-        assert_eq!(keys, ["status", "diagnostic", "current_context", "validity"]);
+        assert_eq!(
+            keys,
+            ["status", "diagnostic", "current_context", "validity"]
+        );
         // One differing key (the version moved on, the text did not): kept whole.
-        let newer = TargetView { version: 4, ..view("alpha beta alpha\n") };
+        let newer = TargetView {
+            version: 4,
+            ..view("alpha beta alpha\n")
+        };
         let mut r = json!({"diagnostic": {"failure_context": fc}, "current_context": current_context(&newer)});
         assert!(!collapse_current_context(&mut r));
         assert_eq!(r["current_context"]["available"], true);

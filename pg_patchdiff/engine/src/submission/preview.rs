@@ -49,8 +49,8 @@ const DIAGNOSTIC_CORE: &[&str] = &[
 ];
 
 /// What the whole-payload budget omits, in the contract's order, before dropping trailing facts.
-/// (An invalid-target echo never occurs: a preview with an invalid target ID is an
-/// `invalid_argument` answer.)
+/// (An invalid-target echo is never among them: it is at most 256 bytes, or already null with
+/// `target_file_id_omitted`, `crate::submission::identity`.)
 pub const PAYLOAD_OMISSION_ORDER: &[&str] = &[
     "near_misses",
     "warning_details",
@@ -65,7 +65,8 @@ pub const PAYLOAD_OMISSION_ORDER: &[&str] = &[
 /// key, lineage, source or correlation (those names are unknown arguments here).
 pub fn parse_preview(text: &str) -> Result<Submission, ArgError> {
     let a = Args::parse(text, PREVIEW_ARGS, PREVIEW_REQUIRED)?;
-    a.target_file_id()?;
+    // The target ID is checked in `envelope`, after the format: a malformed one is answered as
+    // a rejected preview of that format (`crate::submission::identity`).
     let allowed: Vec<&str> = FORMATS.iter().map(|f| f.0).collect();
     let (protocol, field) = match a.get("format") {
         Some(Value::String(s)) => FORMATS.iter().find(|f| f.0 == s).copied(),
@@ -563,7 +564,9 @@ mod tests {
         assert_eq!(r["current_context"], r["diagnostic"]["failure_context"]);
         assert_eq!(r["current_context"]["available"], true);
         let mut mcp = r.clone();
-        assert!(crate::evidence::rejection::collapse_current_context(&mut mcp));
+        assert!(crate::evidence::rejection::collapse_current_context(
+            &mut mcp
+        ));
         assert_eq!(
             mcp["current_context"]["unavailable_reason"],
             "same_as_failure_context"

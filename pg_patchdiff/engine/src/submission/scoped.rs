@@ -138,7 +138,17 @@ pub fn parse_submit_observed_operations(text: &str) -> Result<Submission, ArgErr
     if !a.has(list) {
         // Checked like every other required name, after the target ID would be: the target ID
         // is checked first so that a bad ID is never masked.
-        a.target_file_id()?;
+        let protocol = if is_batch {
+            BATCH_PROTOCOL
+        } else {
+            tx2::PROTOCOL
+        };
+        let runtime = if is_batch {
+            BATCH_RUNTIME
+        } else {
+            tx2::runtime_for(a.get("operations"))
+        };
+        a.proposal_target_file_id(protocol, runtime)?;
         return Err(ArgError::new(
             "missing_argument",
             format!("missing required argument(s): {list}"),

@@ -143,7 +143,7 @@ pub(crate) fn envelope(
     protocol: &'static str,
     runtime: &'static str,
 ) -> Result<Submission, ArgError> {
-    let target_file_id = a.target_file_id()?;
+    let target_file_id = a.proposal_target_file_id(protocol, runtime)?;
     let include_correlation_id = a.bool_or(
         "include_correlation_id",
         false,
