@@ -299,4 +299,46 @@ mod tests {
             "{r}"
         );
     }
+
+    /// The same clauses for `patchdiff_preview` ("Verdict, stage, validity ... are always
+    /// retained"): a malformed target ID is marked by the parser after the format is checked,
+    /// and answered as a rejected preview of that format; a format error still wins.
+    #[test]
+    fn preview_identity_rejection() {
+        use crate::submission::preview::{bound, parse_preview};
+        let args = json!({"target_file_id": "nope", "format": "patchdiff-tx/2", "intent": "i",
+                          "expected_target_version": 0,
+                          "operations": [{"op": "span", "start": 0, "end": 0, "expected_text": "", "replace": "x", "expected_before": null}]});
+        let e = parse_preview(&args.to_string()).unwrap_err();
+        let m = e.malformed_target.as_deref().expect("marked");
+        assert_eq!(
+            (m.format, m.runtime_version),
+            ("patchdiff-tx/2", "patchdiff-mvp-0.5.0")
+        );
+        let r = bound(preview_rejection(&malformed(m, None), m.runtime_version));
+        assert_eq!(
+            (&r["preview"], &r["status"], &r["stage"], &r["code"]),
+            (
+                &json!(true),
+                &json!("rejected"),
+                &json!("protocol_validation"),
+                &json!("invalid_target_id")
+            )
+        );
+        assert_eq!(r["target_file_id"], "nope");
+        assert_eq!(r["runtime_version"], "patchdiff-mvp-0.5.0");
+        assert_eq!(r["diagnostic"]["retryable"], false);
+        assert_eq!(
+            r["current_context"]["unavailable_reason"],
+            "invalid_target_id"
+        );
+        assert_eq!(r["evidence_omissions"], json!([]));
+        let mut bad_format = args.clone();
+        bad_format["format"] = json!("patchdiff-tx/9");
+        let e = parse_preview(&bad_format.to_string()).unwrap_err();
+        assert_eq!(
+            (e.code, e.malformed_target.is_none()),
+            ("invalid_format", true)
+        );
+    }
 }
