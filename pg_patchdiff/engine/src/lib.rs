@@ -99,7 +99,7 @@ pub mod api {
     pub use crate::history::{checkpoint, export, pages as history, replay};
     pub use crate::read::lines;
     pub use crate::scope::observation;
-    pub use crate::submission::{preview, scoped, submit};
+    pub use crate::submission::{identity, preview, scoped, submit};
     pub use crate::target::tenancy;
 
     /// What every transaction format shares (edits, span operations, change facts).
