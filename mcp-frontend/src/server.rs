@@ -8,7 +8,7 @@ use crate::observed_v2;
 use crate::rpc::{self, INVALID_PARAMS, INVALID_REQUEST, Incoming, METHOD_NOT_FOUND};
 use crate::tool::Tool;
 use crate::workspace::{self, Outcome, Workspace};
-use patchdiff_engine::wire::{LITERAL, quoted_names, to_string};
+use patchdiff_engine::wire::{LITERAL, collapse_current_context, quoted_names, to_string};
 use serde::Deserialize;
 use serde::de::IgnoredAny;
 use serde_json::value::RawValue;
@@ -326,6 +326,14 @@ impl Server {
         };
         let Ok(mut value) = serde_json::from_str::<Value>(&text) else {
             return Ok(self.refuse(tool, json!({"status": "outcome_unknown", "tool": name, "failure_detail": "the database returned a result that is not JSON"})));
+        };
+        // Contract "Bounded rejection context": SQL keeps the full current_context; the MCP
+        // answer (preview included) names it same_as_failure_context when it repeats
+        // diagnostic.failure_context key for key. Only a changed answer is written again.
+        let text = if collapse_current_context(&mut value) {
+            to_string(&value, LITERAL)
+        } else {
+            text
         };
         if self.config.profile == Profile::ObservedV2 {
             let value = observed_v2_present(tool, value, self.config.response_mode);

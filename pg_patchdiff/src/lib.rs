@@ -246,6 +246,8 @@ mod tests;
 #[cfg(any(test, feature = "pg_test"))]
 mod tests_history;
 #[cfg(any(test, feature = "pg_test"))]
+mod tests_issue17;
+#[cfg(any(test, feature = "pg_test"))]
 mod tests_observed;
 #[cfg(any(test, feature = "pg_test"))]
 mod tests_ops;

@@ -247,7 +247,8 @@ mod tests {
     }
 
     /// Contract "Rejected Response": the unselected `alpha` is match_ambiguous with two exact
-    /// candidates, a prefix failure context and current_context "same_as_failure_context".
+    /// candidates, a prefix failure context and (SQL keeps the service result) a full
+    /// current_context equal to it.
     #[pg_test]
     fn unselected_alpha_is_match_ambiguous() {
         let t = init("alpha beta alpha\n");
@@ -325,11 +326,11 @@ mod tests {
             (&json!("prefix"), &json!(0), &json!(17), &json!(17))
         );
         assert_eq!(fc["text"], "alpha beta alpha\n");
-        assert_eq!(
-            r["current_context"]["unavailable_reason"],
-            "same_as_failure_context"
-        );
-        assert_eq!(r["current_context"]["text"], Value::Null);
+        // Contract "Bounded rejection context": "The Python service result keeps the full
+        // object"; the SQL answer is that service result, so current_context repeats
+        // failure_context here (only the MCP projection says same_as_failure_context).
+        assert_eq!(&r["current_context"], fc);
+        assert_eq!(r["current_context"]["text"], "alpha beta alpha\n");
         assert_eq!(r["validity"]["transaction_valid"], false);
         assert_eq!(r["validity"]["protocol_valid"], true);
         assert_eq!(content(&t), "alpha beta alpha\n");
@@ -580,7 +581,7 @@ mod tests {
     }
 
     /// Contract "Discovery, argument errors": malformed arguments are invalid_argument with a
-    /// code and failure_detail and write nothing; an unknown target is not_found.
+    /// code and failure_detail and write nothing; an unknown target is not_found for a read.
     #[pg_test]
     fn argument_errors_write_nothing() {
         let before: i64 = Spi::get_one("SELECT count(*) FROM patchdiff.pdcp_logs")
@@ -589,11 +590,6 @@ mod tests {
         let unknown = "11111111-1111-4111-8111-111111111111";
         let cases = [
             ("patchdiff_submit_edits", json!([1]), "invalid_arguments"),
-            (
-                "patchdiff_submit_edits",
-                json!({"target_file_id": "nope", "intent": "x", "edits": []}),
-                "invalid_target_file_id",
-            ),
             (
                 "patchdiff_submit_edits",
                 json!({"target_file_id": unknown, "intent": "x"}),
@@ -634,11 +630,24 @@ mod tests {
             );
             assert!(r["failure_detail"].is_string());
         }
+        // Issue 17: a malformed or unknown submission target is the contract's target-identity
+        // rejection (tests_issue17.rs), written nowhere either.
+        let r = call(
+            "patchdiff_submit_edits",
+            json!({"target_file_id": "nope", "intent": "x", "edits": []}),
+        );
+        assert_eq!(
+            (&r["status"], &r["code"]),
+            (&json!("rejected"), &json!("invalid_target_id"))
+        );
         let r = call(
             "patchdiff_submit_edits",
             json!({"target_file_id": unknown, "intent": "x", "edits": [], "expected_target_version": 0}),
         );
-        assert_eq!(r["status"], "not_found");
+        assert_eq!(
+            (&r["status"], &r["code"]),
+            (&json!("rejected"), &json!("target_not_found"))
+        );
         let r = call("patchdiff_read_target", json!({"target_file_id": unknown}));
         assert_eq!(r["status"], "not_found");
         let after: i64 = Spi::get_one("SELECT count(*) FROM patchdiff.pdcp_logs")
@@ -928,12 +937,13 @@ mod tests {
             assert_eq!(r["status"], "invalid_argument", "{r}");
         }
         assert_eq!(log_rows(&t), 3);
-        // Unknown target: nothing to audit against.
+        // Unknown target: nothing to audit against (the target-identity rejection, no row).
         let r = call_text(
             "patchdiff_submit_edits",
             r#"{"target_file_id":"00000000-0000-4000-8000-000000000000","expected_target_version":0,"intent":"\u0000","edits":[]}"#,
         );
-        assert_eq!(r["status"], "not_found", "{r}");
+        assert_eq!(r["code"], "target_not_found", "{r}");
+        assert_eq!(r["pdcp_log_id"], Value::Null, "{r}");
     }
 
     /// Resource bounds (issue 9): an argument over patchdiff.max_argument_bytes is refused with

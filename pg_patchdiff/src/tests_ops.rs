@@ -598,7 +598,10 @@ mod tests {
             "patchdiff_preview",
             json!({"target_file_id": "11111111-1111-4111-8111-111111111111", "format": "patchdiff-tx/3", "expected_target_version": 1, "intent": "x", "replacement": "y"}),
         );
-        assert_eq!(p["status"], "not_found");
+        assert_eq!(
+            (&p["status"], &p["code"]),
+            (&json!("rejected"), &json!("target_not_found"))
+        );
         assert_eq!(counts(&t), (1, 2, 1));
         // No lock: in a read-only transaction preview still answers, a submission cannot lock.
         Spi::run(

@@ -646,6 +646,10 @@ fn expected_writes(function: &str, v: &Value) -> Option<Counts> {
     let none = [0; 5];
     match (function, status) {
         (_, Some("invalid_argument" | "not_found")) => Some(none),
+        // A target-identity rejection (issue 17): no target, so no attempt row.
+        (_, Some("rejected")) if v["pdcp_log_id"].is_null() && v.get("pdcp_log_id").is_some() => {
+            Some(none)
+        }
         ("patchdiff_initialize_target" | "patchdiff_handle_upload", Some("ok")) => {
             Some([1, 1, 1, 0, 0])
         }

@@ -33,6 +33,7 @@ pub mod wire {
         ASCII, CANONICAL, LITERAL, Style, ascii_len, ascii_str_len, to_string, write_str,
     };
     pub use crate::contract::limits;
+    pub use crate::evidence::rejection::collapse_current_context;
     pub use crate::history::checkpoint::WORKSPACE_EOL_FORMATS;
     pub use crate::text::sha256_hex;
 
@@ -98,7 +99,7 @@ pub mod api {
     pub use crate::history::{checkpoint, export, pages as history, replay};
     pub use crate::read::lines;
     pub use crate::scope::observation;
-    pub use crate::submission::{preview, scoped, submit};
+    pub use crate::submission::{identity, preview, scoped, submit};
     pub use crate::target::tenancy;
 
     /// What every transaction format shares (edits, span operations, change facts).

@@ -35,7 +35,7 @@ use patchdiff_engine::api::text::{
     SourceLineEndings, byte_offset, canonicalize, char_len, sha256_hex, slice_chars,
 };
 use patchdiff_engine::api::words::Status;
-use patchdiff_engine::api::{invalid_text, tx2, tx3};
+use patchdiff_engine::api::{identity, invalid_text, tx2, tx3};
 use patchdiff_engine::wire::{ASCII, CANONICAL, ascii_len, to_string, write_str};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngSeed, TestCaseError, TestRunner};
@@ -1302,8 +1302,12 @@ fn submission(
     answers: &mut Vec<Value>,
 ) -> Result<(), TestCaseError> {
     let sub = match parsed {
+        // As `drive::run` answers them: a malformed target ID is the target-identity rejection.
         Err(e) => {
-            answers.push(e.to_json(tool.name()));
+            answers.push(match &e.malformed_target {
+                Some(m) => identity::rejection(&identity::malformed(m, None)),
+                None => e.to_json(tool.name()),
+            });
             return Ok(());
         }
         Ok(s) => s,
@@ -1313,15 +1317,21 @@ fn submission(
         sha256_hex(&sub.pdcp_content) == sub.pdcp_content_hash,
         "pdcp_content_hash is not the SHA-256 of pdcp_content"
     );
+    // Contract `source (string, default "model_response")`: any storable string within the
+    // documented bound (docs/sql-api.md), never NUL, which PostgreSQL text cannot hold.
     ensure!(
-        !sub.source.is_empty()
-            && sub.source.len() <= 64
-            && sub.source.bytes().all(|b| b.is_ascii_graphic()),
+        sub.source.chars().count() <= SOURCE_MAX_CHARS && !sub.source.contains('\0'),
         "stored source {:?}",
         sub.source
     );
     if sub.target_file_id != T {
-        answers.push(not_found(&sub.target_file_id));
+        answers.push(identity::rejection(&identity::Call {
+            failure: identity::Failure::TargetNotFound,
+            target_file_id: &json!(sub.target_file_id),
+            format: sub.protocol_version,
+            client_request_id: &sub.client_request_id,
+            correlation_id: None,
+        }));
         return Ok(());
     }
     let identity = submit::prepare(&sub, parent);
@@ -1669,8 +1679,26 @@ fn answers(tool: Tool, text: &str, w: &World, g: &mut Gen) -> Result<Vec<Value>,
             submission(tool, parsed, w, &parent, &mut out)?;
         }
         Tool::Preview => match preview::parse_preview(text) {
-            Err(e) => out.push(preview::arg_error(&e)),
-            Ok(sub) if sub.target_file_id != T => out.push(not_found(&sub.target_file_id)),
+            Err(e) => out.push(match &e.malformed_target {
+                Some(m) => preview::bound(identity::preview_rejection(
+                    &identity::malformed(m, None),
+                    m.runtime_version,
+                )),
+                None => preview::arg_error(&e),
+            }),
+            Ok(sub) if sub.target_file_id != T => {
+                let call = identity::Call {
+                    failure: identity::Failure::TargetNotFound,
+                    target_file_id: &json!(sub.target_file_id),
+                    format: sub.protocol_version,
+                    client_request_id: &Value::Null,
+                    correlation_id: None,
+                };
+                out.push(preview::bound(identity::preview_rejection(
+                    &call,
+                    sub.runtime_version,
+                )))
+            }
             Ok(sub) => {
                 let v = preview::preview(&sub, &w.view);
                 ensure!(

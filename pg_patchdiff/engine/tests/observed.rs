@@ -695,7 +695,7 @@ fn batch_applies_scope_local_groups_in_one_transaction() {
     else {
         panic!("not recovered")
     };
-    scoped::recovered_fields(&mut r, &stored.pdcp_content, &rows);
+    scoped::recovered_fields(&mut r, &stored.pdcp_content, &rows, stored.before_version);
     let r = r.to_value();
     for k in [
         "observation_bundle_id",
@@ -712,11 +712,98 @@ fn batch_applies_scope_local_groups_in_one_transaction() {
     else {
         panic!("not recovered")
     };
-    scoped::recovered_fields(&mut bare, &stored.pdcp_content, &[]);
+    scoped::recovered_fields(&mut bare, &stored.pdcp_content, &[], stored.before_version);
     let bare = bare.to_value();
     assert_eq!(bare["groups"][0]["symbol_name"], Value::Null);
     assert_eq!(bare["groups"][0]["scope_start"], gs);
     assert_eq!(bare["groups"][0]["operation_count"], 2);
+}
+
+/// observed-editor-v2 "Commit receipts": `transaction.before` and the operation/group counts are
+/// "taken from the service result, including on recovery", so the observed service's rejections
+/// carry them too: `before_version` from the attempt row (as recorded, on a recovery after the
+/// target moved on), `operation_count` and `group_count` from the stored record, null when the
+/// record holds no list to count.
+#[test]
+fn batch_rejections_carry_before_version_and_counts() {
+    let fx = Fx::new(DOC);
+    let (mut groups, rows) = three_groups(&fx);
+    // The last operation of the third group misses: the whole batch rejects.
+    groups[2]["operations"][2]["match"] = json!("absent text");
+    let (sub, a) = fx.judge(&fx.batch(groups), &rows);
+    assert_eq!(a.status.as_str(), "rejected");
+    let v = scoped::respond(&a, &sub, LOG, &fx.view(), None, &rows);
+    assert_eq!(
+        (
+            &v["before_version"],
+            &v["operation_count"],
+            &v["group_count"]
+        ),
+        (&json!(VERSION), &json!(6), &json!(3)),
+        "{v}"
+    );
+    let keys: Vec<&String> = v.as_object().unwrap().keys().collect();
+    let at = |k: &str| keys.iter().position(|x| *x == k).unwrap();
+    assert!(
+        at("after_hash") < at("before_version") && at("before_version") < at("current_version")
+    );
+    assert!(at("pdcp_log_id") < at("operation_count") && at("group_count") < at("diagnostic"));
+
+    // Keyed recovery, with the target two versions on: the recorded before version.
+    let later = fx.view();
+    let now = TargetView {
+        version: VERSION + 2,
+        ..later
+    };
+    let stored = AttemptRow::of(&a, LOG);
+    let id = submit::prepare(&sub, &Parent::NotLookedUp);
+    let KeyOutcome::Recovered(mut r) = submit::recover_or_conflict(&sub, &id, &stored, &now, None)
+    else {
+        panic!("not recovered")
+    };
+    scoped::recovered_fields(&mut r, &stored.pdcp_content, &[], stored.before_version);
+    let r = r.to_value();
+    assert_eq!(r["deduplicated"], true);
+    assert_eq!(
+        (
+            &r["before_version"],
+            &r["current_version"],
+            &r["operation_count"],
+            &r["group_count"]
+        ),
+        (&json!(VERSION), &json!(VERSION + 2), &json!(6), &json!(3)),
+        "{r}"
+    );
+
+    // Uncountable records: `groups` not a list; a group without an operations list.
+    let (sub, a) = fx.judge(&fx.batch(json!("nope")), &rows);
+    let v = scoped::respond(&a, &sub, LOG, &fx.view(), None, &rows);
+    assert_eq!(
+        (&v["operation_count"], &v["group_count"]),
+        (&Value::Null, &Value::Null),
+        "{v}"
+    );
+    let (sub, a) = fx.judge(&fx.batch(json!([{"observation_id": oid(1)}])), &rows);
+    let v = scoped::respond(&a, &sub, LOG, &fx.view(), None, &rows);
+    assert_eq!(
+        (&v["operation_count"], &v["group_count"]),
+        (&Value::Null, &json!(1)),
+        "{v}"
+    );
+
+    // The single form: before_version and operation_count, no group_count.
+    let args = fx.single(
+        &oid(9),
+        json!([{"op": "match", "match": "x", "replace": "y"}]),
+    );
+    let (sub, a) = fx.judge(&args, &rows);
+    let v = scoped::respond(&a, &sub, LOG, &fx.view(), None, &rows);
+    assert_eq!(
+        (&v["before_version"], &v["operation_count"]),
+        (&json!(VERSION), &json!(1)),
+        "{v}"
+    );
+    assert_eq!(v.get("group_count"), None);
 }
 
 /// "groups (1..32 ...; at most 128 operations total" and unique observation and change IDs; a

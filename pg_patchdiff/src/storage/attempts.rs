@@ -61,7 +61,8 @@ pub fn keyed_attempt(
                     p.before_hash, p.after_version, p.after_hash, p.failure_reason, p.failure_detail, p.failed_change_id, \
                     p.diagnostic::text, p.validity::text, \
                     (SELECT pg_catalog.json_agg(l.derived ORDER BY l.change_index)::text \
-                       FROM patchdiff.manifest_ledger l WHERE l.pdcp_log_id = p.pdcp_log_id) \
+                       FROM patchdiff.manifest_ledger l WHERE l.pdcp_log_id = p.pdcp_log_id), \
+                    p.before_version \
                FROM patchdiff.pdcp_logs p WHERE p.target_file_id = $1::uuid AND p.client_request_id = $2",
         &[target_file_id.into(), key.into()],
         "reading keyed attempt",
@@ -92,6 +93,10 @@ pub fn keyed_attempt(
         validity: json_col(s(13)).unwrap_or(Value::Null),
         changes: json_col(s(14))
             .and_then(|v| v.as_array().cloned())
+            .unwrap_or_default(),
+        before_version: row
+            .get::<i64>(15)
+            .unwrap_or_else(|e| fault("reading keyed attempt", e))
             .unwrap_or_default(),
         ..AttemptRow::default()
     })

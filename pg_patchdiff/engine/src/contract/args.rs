@@ -16,6 +16,25 @@ pub struct ArgError {
     pub detail: String,
     /// Extra fields appended after `failure_detail` (e.g. `unknown_arguments`).
     pub extra: Map<String, Value>,
+    /// A submission's or preview's `target_file_id` that is not a UUID string: the driver
+    /// answers it as the contract's target-identity rejection
+    /// (`crate::submission::identity`), not with [`ArgError::to_json`].
+    pub malformed_target: Option<Box<MalformedTarget>>,
+}
+
+/// What the answer to a malformed submission or preview target needs of the arguments.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MalformedTarget {
+    /// `target_file_id` as sent.
+    pub sent: Value,
+    /// The tool's protocol.
+    pub format: &'static str,
+    /// The runtime the record would run under (previews report it).
+    pub runtime_version: &'static str,
+    /// `client_request_id` as sent (null when omitted).
+    pub client_request_id: Value,
+    /// `include_correlation_id: true` was sent.
+    pub include_correlation_id: bool,
 }
 
 impl ArgError {
@@ -31,6 +50,7 @@ impl ArgError {
             code,
             detail,
             extra: Map::new(),
+            malformed_target: None,
         }
     }
 
@@ -216,6 +236,32 @@ impl Args {
 
     pub fn has(&self, k: &str) -> bool {
         self.map.contains_key(k)
+    }
+
+    /// The required `target_file_id` of a submission or preview: [`Args::target_file_id`], with
+    /// a malformed one marked as the target-identity failure it is answered as.
+    pub fn proposal_target_file_id(
+        &self,
+        format: &'static str,
+        runtime_version: &'static str,
+    ) -> Result<String, ArgError> {
+        self.target_file_id().map_err(|mut e| {
+            if let Some(sent) = self.map.get("target_file_id") {
+                e.malformed_target = Some(Box::new(MalformedTarget {
+                    sent: sent.clone(),
+                    format,
+                    runtime_version,
+                    client_request_id: self
+                        .map
+                        .get("client_request_id")
+                        .cloned()
+                        .unwrap_or(Value::Null),
+                    include_correlation_id: self.map.get("include_correlation_id")
+                        == Some(&Value::Bool(true)),
+                }));
+            }
+            e
+        })
     }
 
     /// The required `target_file_id`, in lowercase hyphenated form.

@@ -149,6 +149,14 @@ pub const RECORD_MAX_BYTES: usize = 8 * 1_048_576;
 /// to store megabytes through a field the record cap does not see. Code `metadata_too_large`.
 pub const METADATA_VALUE_MAX_BYTES: usize = 1_024;
 
+/// Contract "patchdiff_submit_edits": `source (string, default "model_response")`, stored with
+/// every attempt as sent. It names who proposed the edit ("model_response", "Claude Code",
+/// "user edit"); 256 code points is the log's own bound on the prose it shows
+/// ([`LOG_INTENT_MAX_CHARS`]), ample for any such label, and keeps a rejected call from storing
+/// megabytes through a column no other cap sees. Counted in code points, as every length the
+/// contract names. Code `source_too_large`.
+pub const SOURCE_MAX_CHARS: usize = 256;
+
 /// "patchdiff_observe_scope": `query` is a case-insensitive substring filter over symbol paths.
 /// A path longer than a few hundred bytes is rare; 4 KiB of UTF-8 is more than any real
 /// filter. Code `query_too_large`.

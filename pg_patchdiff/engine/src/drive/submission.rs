@@ -7,6 +7,7 @@ use crate::contract::args::{ArgError, not_found, oversized};
 use crate::contract::json::{LITERAL, to_string};
 use crate::contract::words::Status;
 use crate::drive::store::Store;
+use crate::submission::identity;
 use crate::submission::scoped as observed;
 use crate::submission::submit::{self, KeyOutcome, Parent, Submission};
 use crate::target::TargetView;
@@ -59,12 +60,33 @@ pub fn run(
 ) -> Value {
     let sub = match sub {
         Ok(s) => s,
-        Err(e) => return e.to_json(tool),
+        // A malformed target ID: the contract's target-identity rejection, nothing written.
+        Err(e) => {
+            return match &e.malformed_target {
+                Some(m) => {
+                    let correlation = m.include_correlation_id.then(|| store.new_id());
+                    identity::rejection(&identity::malformed(m, correlation.as_deref()))
+                }
+                None => e.to_json(tool),
+            };
+        }
     };
     let correlation = sub.include_correlation_id.then(|| store.new_id());
     let id = sub.target_file_id.as_str();
     let Some(t) = store.lock_target(id) else {
-        return unavailable(id, true, || store.readable(id));
+        // A target the caller may read but not write is known to it: permission_denied. One it
+        // may not see is answered exactly as an unknown one: the target-identity rejection.
+        if store.readable(id) {
+            return tenancy::write_not_granted(id);
+        }
+        let sent = json!(id);
+        return identity::rejection(&identity::Call {
+            failure: identity::Failure::TargetNotFound,
+            target_file_id: &sent,
+            format: sub.protocol_version,
+            client_request_id: &sub.client_request_id,
+            correlation_id: correlation.as_deref(),
+        });
     };
     let parent = sub
         .parent_uuid()
@@ -85,7 +107,12 @@ pub fn run(
             KeyOutcome::Recovered(mut r) => {
                 if route == Route::Observed {
                     let consumed = store.consumed_by(&stored.pdcp_log_id);
-                    observed::recovered_fields(&mut r, &stored.pdcp_content, &consumed);
+                    observed::recovered_fields(
+                        &mut r,
+                        &stored.pdcp_content,
+                        &consumed,
+                        stored.before_version,
+                    );
                 }
                 let mut v = r.to_value();
                 submit::add_near_misses(&mut v, None, settings.caller_owned_transaction);
@@ -104,13 +131,15 @@ pub fn run(
                 &rows,
             )
         }
-        None if settings.strict_observation_mode => {
-            strict_refusal = true;
-            observed::observation_required(&sub, &identity, &start)
-        }
+        // The contract's order for a fresh unobserved write: invalid text is classified first
+        // (`evaluate`'s audited target_encoding_invalid, strict mode or not), then fresh
+        // admission (a sole replacement over its limits: no row), and only then strict mode.
         None => match submit::admission(&sub, correlation.as_deref()) {
-            // Sole replacement over its fresh admission limits: no row.
             Some(too_large) => return too_large,
+            None if settings.strict_observation_mode && sub.invalid_text.is_empty() => {
+                strict_refusal = true;
+                observed::observation_required(&sub, &identity, &start)
+            }
             None => submit::evaluate(&sub, &identity, &parent, &start),
         },
     };
@@ -534,22 +563,44 @@ mod tests {
     }
 
     /// Issue 15 (docs/security.md): a target the caller may not write is neither locked nor
-    /// written; it answers not_found exactly like an unknown one, or write_not_granted when the
-    /// caller may read it. Arguments that do not parse touch no row at all.
+    /// written; it answers exactly like an unknown one (issue 17: the contract's
+    /// target_not_found rejection, `pdcp_log_id: null`), or write_not_granted when the caller
+    /// may read it. Arguments that do not parse touch no row at all.
     #[test]
     fn an_invisible_target_writes_nothing() {
         let mut s = Memory::with("a\n");
-        for (id, status) in [
-            ("44444444-4444-4444-8444-444444444444", "not_found"),
-            (READ_ONLY, "permission_denied"),
+        for (id, status, code) in [
+            (
+                "44444444-4444-4444-8444-444444444444",
+                "rejected",
+                "target_not_found",
+            ),
+            (READ_ONLY, "permission_denied", "write_not_granted"),
         ] {
             s.calls.clear();
             let args = json!({"target_file_id": id, "intent": "i",
                               "edits": [{"match": "a", "replace": "b"}]});
             let r = edits(args, &mut s, false);
-            assert_eq!(r["status"], status, "{r}");
+            assert_eq!(
+                (&r["status"], &r["code"]),
+                (&json!(status), &json!(code)),
+                "{r}"
+            );
             assert_eq!(s.calls, ["lock_target", "readable"]);
         }
+        // A malformed target ID: the invalid_target_id rejection, before any row is touched.
+        s.calls.clear();
+        let args = json!({"target_file_id": "not-a-uuid", "intent": "i", "include_correlation_id": true,
+                          "edits": [{"match": "a", "replace": "b"}]});
+        let r = edits(args, &mut s, false);
+        assert_eq!(
+            (&r["status"], &r["code"]),
+            (&json!("rejected"), &json!("invalid_target_id")),
+            "{r}"
+        );
+        assert_eq!(r["target_file_id"], "not-a-uuid");
+        assert!(r["correlation_id"].is_string(), "{r}");
+        assert!(s.calls.is_empty());
         s.calls.clear();
         let r = edits(json!({"target_file_id": T}), &mut s, false);
         assert_eq!(r["status"], "invalid_argument");
@@ -603,5 +654,137 @@ mod tests {
             payload.downcast_ref::<String>().map(String::as_str),
             Some(interrupt::testing::INTERRUPTED)
         );
+    }
+
+    /// Contract "patchdiff_submit_edits": `source (string, default "model_response")`. Any
+    /// string of at most 256 code points (docs/sql-api.md) is accepted and stored exactly as
+    /// sent, spaces and non-ASCII included; omitted or null stores the default.
+    #[test]
+    fn source_is_any_string_stored_as_sent() {
+        let at_cap = "\u{00e9}".repeat(crate::contract::limits::SOURCE_MAX_CHARS);
+        for (sent, stored) in [
+            (json!("Claude Code"), "Claude Code"),
+            (json!("user edit"), "user edit"),
+            (
+                json!("\u{7de8}\u{96c6}\u{8005} \u{1f916}\tv2"),
+                "\u{7de8}\u{96c6}\u{8005} \u{1f916}\tv2",
+            ),
+            (json!(""), ""),
+            (json!(at_cap), at_cap.as_str()),
+            (Value::Null, submit::DEFAULT_SOURCE),
+        ] {
+            let mut s = Memory::with("a\n");
+            let args = json!({"target_file_id": T, "intent": "i", "expected_target_version": 0,
+                              "edits": [{"match": "a", "replace": "b"}], "source": sent});
+            let r = edits(args, &mut s, false);
+            assert_eq!(r["status"], "accepted", "{r}");
+            assert_eq!(s.attempts[0].1.source, stored);
+        }
+    }
+
+    /// The same clause's documented bound: a source over 256 code points is refused with
+    /// `invalid_argument` / `source_too_large` before the target is even locked, so nothing is
+    /// written; a source that is not a string is `invalid_source`, likewise unwritten.
+    #[test]
+    fn over_long_source_is_refused_before_any_row() {
+        let long = "\u{00e9}".repeat(crate::contract::limits::SOURCE_MAX_CHARS + 1);
+        for (sent, code) in [
+            (json!(long), "source_too_large"),
+            (json!(7), "invalid_source"),
+        ] {
+            let mut s = Memory::with("a\n");
+            let args = json!({"target_file_id": T, "intent": "i", "expected_target_version": 0,
+                              "edits": [{"match": "a", "replace": "b"}], "source": sent});
+            let r = edits(args, &mut s, false);
+            assert_eq!(
+                (&r["status"], &r["code"]),
+                (&json!("invalid_argument"), &json!(code)),
+                "{r}"
+            );
+            assert!(s.calls.is_empty(), "{:?}", s.calls);
+            assert!(s.attempts.is_empty());
+        }
+        let mut s = Memory::with("a\n");
+        let args = json!({"target_file_id": T, "intent": "i", "expected_target_version": 0,
+                          "edits": [{"match": "a", "replace": "b"}], "source": long});
+        let r = edits(args, &mut s, false);
+        assert_eq!((&r["limit"], &r["actual"]), (&json!(256), &json!(257)));
+    }
+
+    /// Contract "Common input and request-key rules": NUL in `source` is text PostgreSQL cannot
+    /// store, so it is the audited `target_encoding_invalid` rejection (one row, the source kept
+    /// as evidence in the envelope, the row's column the default), not an argument error.
+    #[test]
+    fn invalid_text_in_source_is_an_audited_rejection() {
+        let mut s = Memory::with("a\n");
+        let args = json!({"target_file_id": T, "intent": "i", "expected_target_version": 0,
+                          "edits": [{"match": "a", "replace": "b"}], "source": "bot\u{0000}"});
+        let r = edits(args, &mut s, false);
+        assert_eq!(r["failure_reason"], "target_encoding_invalid", "{r}");
+        assert_eq!(s.writes(), ["write_attempt"]);
+        assert_eq!(s.attempts[0].1.source, submit::DEFAULT_SOURCE);
+        assert!(s.attempts[0].1.pdcp_content.contains("bot\\u0000"));
+    }
+
+    /// Contract "Common input and request-key rules" and "patchdiff_submit_replacement"
+    /// ordering ("invalid text is classified first"), under strict observation mode: a fresh
+    /// unobserved proposal holding NUL is the audited target_encoding_invalid rejection, not
+    /// OBSERVATION_REQUIRED.
+    #[test]
+    fn strict_mode_follows_invalid_text_classification() {
+        let mut s = Memory::with("a\n");
+        let args = json!({"target_file_id": T, "intent": "i", "expected_target_version": 0,
+                          "edits": [{"match": "a\u{0000}", "replace": "b"}]});
+        let r = edits(args, &mut s, true);
+        assert_eq!(r["failure_reason"], "target_encoding_invalid", "{r}");
+        assert_eq!(r.get("code"), None, "{r}");
+        assert_eq!(s.writes(), ["write_attempt"]);
+        assert_eq!(
+            s.attempts[0].1.failure_reason,
+            Some(crate::contract::words::FailureReason::TargetEncodingInvalid)
+        );
+    }
+
+    /// Contract "patchdiff_submit_replacement": fresh admission runs "before any row", so under
+    /// strict observation mode a valid oversized replacement is still `replacement_too_large`
+    /// with `pdcp_log_id: null` and nothing written, not an audited OBSERVATION_REQUIRED row.
+    #[test]
+    fn strict_mode_follows_replacement_admission() {
+        let mut s = Memory::with("a\n");
+        let big = "x".repeat(crate::contract::limits::REPLACEMENT_MAX_CODE_POINTS + 1);
+        let args = json!({"target_file_id": T, "intent": "i", "replacement": big,
+                          "expected_target_version": 0});
+        let sub = submit::parse_submit_replacement(&args.to_string());
+        let strict = Settings {
+            strict_observation_mode: true,
+            caller_owned_transaction: false,
+        };
+        let r = run(
+            &mut s,
+            "patchdiff_submit_replacement",
+            sub,
+            Route::Unobserved,
+            strict,
+        );
+        assert_eq!(
+            (&r["status"], &r["code"]),
+            (&json!("invalid_argument"), &json!("replacement_too_large")),
+            "{r}"
+        );
+        assert_eq!(r["pdcp_log_id"], Value::Null);
+        assert!(s.writes().is_empty());
+        // A replacement within the limits is then refused by strict mode, audited.
+        let args = json!({"target_file_id": T, "intent": "i", "replacement": "y",
+                          "expected_target_version": 0});
+        let sub = submit::parse_submit_replacement(&args.to_string());
+        let r = run(
+            &mut s,
+            "patchdiff_submit_replacement",
+            sub,
+            Route::Unobserved,
+            strict,
+        );
+        assert_eq!(r["code"], "OBSERVATION_REQUIRED", "{r}");
+        assert_eq!(s.writes(), ["write_attempt"]);
     }
 }

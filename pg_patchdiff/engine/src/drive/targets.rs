@@ -5,9 +5,9 @@ use crate::contract::args::{ArgError, Args, not_found};
 use crate::drive::store::{Reads, StoredTarget, Targets};
 use crate::history::export;
 use crate::read::{self, lines};
-use crate::submission::preview;
+use crate::submission::{identity, preview};
 use crate::target::{self, TargetMeta, TargetView};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 /// `patchdiff_initialize_target` (`upload`: `patchdiff_handle_upload`): LF canonicalization,
 /// recorded source line endings, version 0, an active editing cycle and the initial snapshot.
@@ -118,11 +118,29 @@ pub fn export_target(store: &mut impl Reads, args: &str) -> Value {
 pub fn preview(store: &mut impl Reads, args: &str) -> Value {
     let sub = match preview::parse_preview(args) {
         Ok(s) => s,
-        Err(e) => return preview::arg_error(&e),
+        Err(e) => {
+            return match &e.malformed_target {
+                Some(m) => preview::bound(identity::preview_rejection(
+                    &identity::malformed(m, None),
+                    m.runtime_version,
+                )),
+                None => preview::arg_error(&e),
+            };
+        }
     };
     let id = sub.target_file_id.as_str();
     match store.target(id) {
-        None => not_found(id),
+        None => {
+            let sent = json!(id);
+            let call = identity::Call {
+                failure: identity::Failure::TargetNotFound,
+                target_file_id: &sent,
+                format: sub.protocol_version,
+                client_request_id: &Value::Null,
+                correlation_id: None,
+            };
+            preview::bound(identity::preview_rejection(&call, sub.runtime_version))
+        }
         Some(t) => preview::preview(&sub, &t.view()),
     }
 }

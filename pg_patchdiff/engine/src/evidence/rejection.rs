@@ -230,15 +230,36 @@ pub fn unavailable_context(reason: &str) -> Value {
     })
 }
 
-/// Response-only `current_context`: the refreshed canonical target as a prefix, or
-/// `same_as_failure_context` when it would repeat `diagnostic.failure_context` key for key.
-pub fn current_context(current: &TargetView, failure_context: Option<&Value>) -> Value {
-    let c = context(current.content, "canonical_target", 0, None, current);
-    if failure_context == Some(&c) {
-        unavailable_context("same_as_failure_context")
-    } else {
-        c
+/// Response-only `current_context`: the refreshed canonical target as a prefix, always the full
+/// object. Contract "Bounded rejection context": "The Python service result keeps the full
+/// object"; only the MCP projection ([`collapse_current_context`]) collapses it.
+pub fn current_context(current: &TargetView) -> Value {
+    context(current.content, "canonical_target", 0, None, current)
+}
+
+/// The MCP projection of a result's `current_context` (contract "Bounded rejection context"):
+/// "On MCP responses, including preview, a current_context that would equal
+/// diagnostic.failure_context key for key is returned as unavailable_reason:
+/// \"same_as_failure_context\"". Replaces it in place (its key keeps its position) and says
+/// whether it did; any other result is left as it is.
+pub fn collapse_current_context(result: &mut Value) -> bool {
+    let Some(m) = result.as_object_mut() else {
+        return false;
+    };
+    let same = match (
+        m.get("current_context"),
+        m.get("diagnostic").and_then(|d| d.get("failure_context")),
+    ) {
+        (Some(c @ Value::Object(_)), Some(f)) => c["available"] == true && c == f,
+        _ => false,
+    };
+    if same {
+        m.insert(
+            "current_context".into(),
+            unavailable_context("same_as_failure_context"),
+        );
     }
+    same
 }
 
 /// Exact candidates for an ambiguity failure: at most five, 20 code points of context per side,
@@ -322,5 +343,57 @@ mod tests {
             assert_eq!(s.to_string(), s.as_str());
         }
         assert_eq!(Stage::parse("protocol_validation"), None);
+    }
+
+    fn view(content: &str) -> TargetView<'_> {
+        TargetView {
+            target_file_id: "11111111-1111-4111-8111-111111111111",
+            version: 3,
+            current_hash: "h",
+            content,
+        }
+    }
+
+    /// Contract "Bounded rejection context": "The Python service result keeps the full object"
+    /// (current_context is the refreshed target, whatever failure_context holds), and "On MCP
+    /// responses, including preview, a current_context that would equal
+    /// diagnostic.failure_context key for key is returned as unavailable_reason:
+    /// same_as_failure_context", in place, only when every key is equal.
+    #[test]
+    fn current_context_is_full_and_collapses_only_for_mcp_when_equal() {
+        let t = view("alpha beta alpha\n");
+        let fc = context(t.content, "canonical_target", 0, None, &t);
+        let cc = current_context(&t);
+        assert_eq!(cc, fc);
+        let mut r = json!({"status": "rejected", "diagnostic": {"failure_context": fc},
+                           "current_context": cc, "validity": {}});
+        assert!(collapse_current_context(&mut r));
+        assert_eq!(
+            r["current_context"],
+            unavailable_context("same_as_failure_context")
+        );
+        let keys: Vec<&String> = r.as_object().unwrap().keys().collect();
+        assert_eq!(
+            keys,
+            ["status", "diagnostic", "current_context", "validity"]
+        );
+        // One differing key (the version moved on, the text did not): kept whole.
+        let newer = TargetView {
+            version: 4,
+            ..view("alpha beta alpha\n")
+        };
+        let mut r = json!({"diagnostic": {"failure_context": fc}, "current_context": current_context(&newer)});
+        assert!(!collapse_current_context(&mut r));
+        assert_eq!(r["current_context"]["available"], true);
+        // A window failure context never equals the prefix current context.
+        let long = "x".repeat(600);
+        let t = view(&long);
+        let window = context(t.content, "canonical_target", 0, Some(500), &t);
+        let mut r = json!({"diagnostic": {"failure_context": window}, "current_context": current_context(&t)});
+        assert!(!collapse_current_context(&mut r));
+        // Nothing to compare: left alone.
+        let mut r = json!({"status": "accepted"});
+        assert!(!collapse_current_context(&mut r));
+        assert_eq!(r, json!({"status": "accepted"}));
     }
 }

@@ -49,8 +49,8 @@ const DIAGNOSTIC_CORE: &[&str] = &[
 ];
 
 /// What the whole-payload budget omits, in the contract's order, before dropping trailing facts.
-/// (An invalid-target echo never occurs: a preview with an invalid target ID is an
-/// `invalid_argument` answer.)
+/// (An invalid-target echo is never among them: it is at most 256 bytes, or already null with
+/// `target_file_id_omitted`, `crate::submission::identity`.)
 pub const PAYLOAD_OMISSION_ORDER: &[&str] = &[
     "near_misses",
     "warning_details",
@@ -65,7 +65,8 @@ pub const PAYLOAD_OMISSION_ORDER: &[&str] = &[
 /// key, lineage, source or correlation (those names are unknown arguments here).
 pub fn parse_preview(text: &str) -> Result<Submission, ArgError> {
     let a = Args::parse(text, PREVIEW_ARGS, PREVIEW_REQUIRED)?;
-    a.target_file_id()?;
+    // The target ID is checked in `envelope`, after the format: a malformed one is answered as
+    // a rejected preview of that format (`crate::submission::identity`).
     let allowed: Vec<&str> = FORMATS.iter().map(|f| f.0).collect();
     let (protocol, field) = match a.get("format") {
         Some(Value::String(s)) => FORMATS.iter().find(|f| f.0 == s).copied(),
@@ -212,7 +213,7 @@ pub fn preview(sub: &Submission, start: &TargetView) -> Value {
             m.insert("failure_detail".into(), json!(r.detail));
             m.insert("failed_change_id".into(), json!(r.failed_change_id));
             let d = r.diagnostic(sub.protocol_version, start);
-            let cc = current_context(start, d.get("failure_context"));
+            let cc = current_context(start);
             m.insert("diagnostic".into(), d);
             m.insert("current_context".into(), cc);
             near_miss_input = r.near_miss_input;
@@ -558,8 +559,16 @@ mod tests {
                 &json!("target_version_mismatch")
             )
         );
+        // Contract "Bounded rejection context": the service result keeps the full object, even
+        // when it repeats diagnostic.failure_context; only the MCP projection collapses it.
+        assert_eq!(r["current_context"], r["diagnostic"]["failure_context"]);
+        assert_eq!(r["current_context"]["available"], true);
+        let mut mcp = r.clone();
+        assert!(crate::evidence::rejection::collapse_current_context(
+            &mut mcp
+        ));
         assert_eq!(
-            r["current_context"]["unavailable_reason"],
+            mcp["current_context"]["unavailable_reason"],
             "same_as_failure_context"
         );
     }

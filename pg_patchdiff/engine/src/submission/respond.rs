@@ -104,9 +104,19 @@ pub struct RejectedResponse {
     pub before_hash: String,
     /// Always null: a rejection changes nothing.
     pub after_hash: Option<String>,
+    /// Observed tools: the attempt row's `before_version` (the recorded one on recovery).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub before_version: Option<i64>,
     pub current_version: i64,
     pub current_hash: String,
     pub pdcp_log_id: String,
+    /// Observed tools: the operations sent (all groups of a batch), null when the record holds
+    /// no countable list.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub operation_count: Option<Option<usize>>,
+    /// Observed batch form: the groups sent, null when `groups` is not a list.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub group_count: Option<Option<usize>>,
     pub diagnostic: Value,
     pub current_context: Value,
     /// Response-only; `submit::add_near_misses` places it after the answer is a `Value`. The
@@ -218,9 +228,12 @@ mod tests {
             failed_change_id: None,
             before_hash: "b".into(),
             after_hash: None,
+            before_version: Some(0),
             current_version: 0,
             current_hash: "c".into(),
             pdcp_log_id: "l".into(),
+            operation_count: Some(None),
+            group_count: None,
             diagnostic: Value::Null,
             current_context: json!({"available": false}),
             near_misses: Some(Value::Null),
@@ -275,9 +288,11 @@ mod tests {
                 "failed_change_id",
                 "before_hash",
                 "after_hash",
+                "before_version",
                 "current_version",
                 "current_hash",
                 "pdcp_log_id",
+                "operation_count",
                 "diagnostic",
                 "current_context",
                 "near_misses",

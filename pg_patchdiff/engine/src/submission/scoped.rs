@@ -138,7 +138,17 @@ pub fn parse_submit_observed_operations(text: &str) -> Result<Submission, ArgErr
     if !a.has(list) {
         // Checked like every other required name, after the target ID would be: the target ID
         // is checked first so that a bad ID is never masked.
-        a.target_file_id()?;
+        let protocol = if is_batch {
+            BATCH_PROTOCOL
+        } else {
+            tx2::PROTOCOL
+        };
+        let runtime = if is_batch {
+            BATCH_RUNTIME
+        } else {
+            tx2::runtime_for(a.get("operations"))
+        };
+        a.proposal_target_file_id(protocol, runtime)?;
         return Err(ArgError::new(
             "missing_argument",
             format!("missing required argument(s): {list}"),
@@ -956,7 +966,7 @@ pub fn response(
     rows: &[ObservationRow],
 ) -> SubmissionResponse {
     let mut r = submit::response(a, sub, pdcp_log_id, current, correlation_id);
-    observed_fields(&mut r, &sub.record, is_batch(sub), rows);
+    observed_fields(&mut r, &sub.record, is_batch(sub), rows, a.before_version);
     r
 }
 
@@ -966,7 +976,12 @@ pub fn response(
 /// attempt, when the extension reads them; without them a batch's group summaries carry
 /// `symbol_name`, `kind`, `scope_end` and `scope_end_after` as null (`scope_start` comes from the
 /// facts). Anything else leaves the answer unchanged.
-pub fn recovered_fields(resp: &mut SubmissionResponse, record_json: &str, rows: &[ObservationRow]) {
+pub fn recovered_fields(
+    resp: &mut SubmissionResponse,
+    record_json: &str,
+    rows: &[ObservationRow],
+    before_version: i64,
+) {
     let Ok(Value::Object(mut record)) = serde_json::from_str::<Value>(record_json) else {
         return;
     };
@@ -976,14 +991,18 @@ pub fn recovered_fields(resp: &mut SubmissionResponse, record_json: &str, rows: 
         record = inner;
     }
     let batch = record.get("protocol_version").and_then(Value::as_str) == Some(BATCH_PROTOCOL);
-    observed_fields(resp, &record, batch, rows);
+    observed_fields(resp, &record, batch, rows, before_version);
 }
 
+/// `before_version` is the attempt row's: on a rejection it is answered as recorded, since a
+/// rejection has no `version` to derive it from (observed-editor-v2 "Commit receipts" takes the
+/// original transaction's before version "from the service result, including on recovery").
 fn observed_fields(
     resp: &mut SubmissionResponse,
     record: &Map<String, Value>,
     batch: bool,
     rows: &[ObservationRow],
+    before_version: i64,
 ) {
     let key = if batch {
         "observation_bundle_id"
@@ -994,10 +1013,24 @@ fn observed_fields(
     let m = match resp {
         SubmissionResponse::Rejected(r) => {
             set_code(r);
+            r.before_version = Some(before_version);
             if batch {
                 r.observation_bundle_id = sent;
+                let groups = record.get("groups").and_then(Value::as_array);
+                r.group_count = Some(groups.map(Vec::len));
+                r.operation_count = Some(groups.and_then(|gs| {
+                    gs.iter()
+                        .map(|g| g.get("operations").and_then(Value::as_array).map(Vec::len))
+                        .sum()
+                }));
             } else {
                 r.observation_id = sent;
+                r.operation_count = Some(
+                    record
+                        .get("operations")
+                        .and_then(Value::as_array)
+                        .map(Vec::len),
+                );
             }
             return;
         }

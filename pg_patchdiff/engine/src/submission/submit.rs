@@ -12,7 +12,7 @@ use crate::contract::invalid_text::{self, Defect};
 use crate::contract::json::{CANONICAL, as_int, to_string, type_name};
 use crate::contract::limits::{
     CLIENT_REQUEST_ID_MAX, INTENT_MAX_BYTES, METADATA_VALUE_MAX_BYTES, RECORD_MAX_BYTES,
-    TX1_MAX_EDITS, TX2_MAX_OPERATIONS,
+    SOURCE_MAX_CHARS, TX1_MAX_EDITS, TX2_MAX_OPERATIONS,
 };
 use crate::contract::uuid::{canonical_uuid, is_sha256_hex};
 use crate::contract::words::{DiagnosticCode, FailureReason, Status};
@@ -28,7 +28,7 @@ use crate::submission::respond::{
 };
 use crate::target::TargetView;
 use crate::text::warnings::{self, Warning};
-use crate::text::{head_chars, sha256_hex};
+use crate::text::{char_len, head_chars, sha256_hex};
 use serde_json::{Map, Value, json};
 
 pub const SUBMIT_EDITS_ARGS: &[&str] = &[
@@ -143,7 +143,7 @@ pub(crate) fn envelope(
     protocol: &'static str,
     runtime: &'static str,
 ) -> Result<Submission, ArgError> {
-    let target_file_id = a.target_file_id()?;
+    let target_file_id = a.proposal_target_file_id(protocol, runtime)?;
     let include_correlation_id = a.bool_or(
         "include_correlation_id",
         false,
@@ -172,21 +172,13 @@ pub(crate) fn envelope(
     // Identity must not depend on key order or escape spelling: list defects by path.
     invalid_text.sort_by(|x, y| (&x.path, x.kind).cmp(&(&y.path, y.kind)));
     invalid_text.dedup();
-    let source = match a.opt_str("source", true, "invalid_source") {
+    // Contract: `source (string, default "model_response")`. Any string is stored as sent; its
+    // size was bounded by `check_caps`.
+    let source = match a.opt_str("source", true, "invalid_source")? {
         // An unstorable source is evidence in the envelope; the row keeps the default.
         _ if invalid_text.iter().any(|d| d.path == "source") => DEFAULT_SOURCE.to_owned(),
-        Ok(None) => DEFAULT_SOURCE.to_owned(),
-        Ok(Some(s))
-            if !s.is_empty() && s.len() <= 64 && s.bytes().all(|c| c.is_ascii_graphic()) =>
-        {
-            s.to_owned()
-        }
-        Ok(Some(_)) | Err(_) => {
-            return Err(ArgError::new(
-                "invalid_source",
-                "source must be 1..64 printable ASCII characters",
-            ));
-        }
+        None => DEFAULT_SOURCE.to_owned(),
+        Some(s) => s.to_owned(),
     };
     let take = |k: &str| a.get(k).cloned().unwrap_or(Value::Null);
     let pdcp_content = if invalid_text.is_empty() {
@@ -290,6 +282,19 @@ fn check_caps(a: &Args, record: &Map<String, Value>) -> Result<(), ArgError> {
             intent.len(),
             INTENT_MAX_BYTES,
         ));
+    }
+    if let Some(Value::String(source)) = a.get("source") {
+        let n = char_len(source);
+        if n > SOURCE_MAX_CHARS {
+            return Err(too_large(
+                "source_too_large",
+                format!(
+                    "source is {n} code points, over the limit of {SOURCE_MAX_CHARS}; it names who proposed the edit (\"model_response\", \"Claude Code\"), send a shorter one"
+                ),
+                n,
+                SOURCE_MAX_CHARS,
+            ));
+        }
     }
     for k in [
         "expected_target_version",
@@ -898,7 +903,6 @@ impl Answer<'_> {
     }
 
     fn rejected(self, a: &RejectedFacts) -> RejectedResponse {
-        let fc = a.diagnostic.and_then(|d| d.get("failure_context"));
         RejectedResponse {
             status: Status::Rejected,
             code: None,
@@ -910,11 +914,14 @@ impl Answer<'_> {
             failed_change_id: a.failed_change_id.map(str::to_owned),
             before_hash: a.before_hash.to_owned(),
             after_hash: None,
+            before_version: None,
             current_version: self.current.version,
             current_hash: self.current.current_hash.to_owned(),
             pdcp_log_id: self.pdcp_log_id.to_owned(),
+            operation_count: None,
+            group_count: None,
             diagnostic: a.diagnostic.cloned().unwrap_or(Value::Null),
-            current_context: current_context(self.current, fc),
+            current_context: current_context(self.current),
             near_misses: None,
             validity: a.validity.clone(),
             deduplicated: self.deduplicated,
@@ -941,7 +948,7 @@ struct RejectedFacts<'a> {
 /// Each read fetches only what its answer needs (a page never reads a record it does not
 /// return, nor a ledger), and leaves every other field at its default:
 /// - under a request key: `pdcp_log_id`, `status`, `request_fingerprint`, `request_envelope`,
-///   `pdcp_content`, `before_hash`, `after_version`, `after_hash`, `failure_reason`,
+///   `pdcp_content`, `before_version`, `before_hash`, `after_version`, `after_hash`, `failure_reason`,
 ///   `failure_detail`, `failed_change_id`, `diagnostic`, `validity` and `changes`;
 /// - on a log page: every column but `pdcp_content`, `request_envelope` and `validity`, with
 ///   `pdcp_content_bytes` and `intent_head` instead of the record and its intent;
@@ -1007,6 +1014,7 @@ impl AttemptRow {
             request_fingerprint: a.request_fingerprint.clone(),
             request_envelope: a.request_envelope.clone(),
             pdcp_content: a.pdcp_content.clone(),
+            before_version: a.before_version,
             before_hash: a.before_hash.clone(),
             after_version: a.after_version,
             after_hash: a.after_hash.clone(),
