@@ -612,7 +612,7 @@ fn hostile_text() -> String {
     HOSTILE.join(" ")
 }
 
-/// Printable-ASCII hostile strings for the fields that accept only those (request key, source).
+/// Printable-ASCII hostile strings for the field that accepts only those (the request key).
 const HOSTILE_ASCII: &[&str] = &[
     "';DROP_TABLE_patchdiff.targets;--",
     "\"\\$$%s{}`",
@@ -667,7 +667,7 @@ async fn hostile_strings_round_trip(su: &Client, fe: &Client) {
             "patchdiff_submit_edits",
             &json!({
                 "target_file_id": id, "expected_target_version": 0, "intent": intent,
-                "client_request_id": key, "source": key,
+                "client_request_id": key, "source": piece,
                 "edits": [{"match": format!("head {piece} "), "replace": replace, "rationale": rationale,
                            "anchor_after": " tail", "risk": "low"}],
             }),
@@ -708,7 +708,7 @@ async fn hostile_strings_round_trip(su: &Client, fe: &Client) {
         .unwrap();
         let e = &log["entries"][0];
         assert_eq!(e["client_request_id"], key, "{log}");
-        assert_eq!(e["source"], key);
+        assert_eq!(e["source"], *piece, "source {piece:?}");
         let intent_shown: String = intent.chars().take(256).collect();
         assert_eq!(e["intent"], intent_shown.as_str(), "intent {piece:?}");
         let record: Value = serde_json::from_str(e["pdcp_content"].as_str().unwrap()).unwrap();
@@ -748,7 +748,7 @@ async fn hostile_strings_round_trip(su: &Client, fe: &Client) {
                 after,
                 intent.clone(),
                 key.into(),
-                key.into(),
+                piece.to_string(),
                 rationale
             ],
             "stored columns for {piece:?}"
