@@ -572,13 +572,13 @@ fn select_match(
         };
         let mut r = fail(FailureReason::MatchAbsent, detail.into());
         let query = near_miss::near_miss_query(edit.match_raw_chars, &edit.match_text);
-        if query.get("query").is_some() {
-            r.near_miss_input = Some(NearMissInput {
-                query: edit.match_text.clone(),
-                buffer: head_chars(buf, NEAR_MISS_SCAN_MAX_CHARS).to_owned(),
-                total_chars: char_len(buf),
-            });
-        }
+        // Every size: the near misses themselves stop at 64 code points, the drift evidence
+        // (issue 17) does not.
+        r.near_miss_input = Some(NearMissInput {
+            query: edit.match_text.clone(),
+            buffer: head_chars(buf, NEAR_MISS_SCAN_MAX_CHARS).to_owned(),
+            total_chars: char_len(buf),
+        });
         r.fields.insert("near_miss_query".into(), query);
         return Err(r);
     }

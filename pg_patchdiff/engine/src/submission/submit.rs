@@ -16,6 +16,7 @@ use crate::contract::limits::{
 };
 use crate::contract::uuid::{canonical_uuid, is_sha256_hex};
 use crate::contract::words::{DiagnosticCode, FailureReason, Status};
+use crate::evidence::drift;
 use crate::evidence::near_miss::{self, ScanSource};
 use crate::evidence::rejection::{NearMissInput, Rejection, Stage, current_context, validity};
 use crate::format::common::{self, ChangeFact};
@@ -1048,31 +1049,46 @@ pub fn add_near_misses(response: &mut Value, input: Option<&NearMissInput>, call
             let d = &m["diagnostic"];
             match d["near_miss_query"]["query"].as_str() {
                 None if d["near_miss_query"]["omission_reason"].is_string() => {
-                    near_miss::omitted(near_miss::MATCH_TOO_LARGE)
+                    let mut v = near_miss::omitted(near_miss::MATCH_TOO_LARGE);
+                    // Issue 17: the drift evidence has no 64-code-point limit of its own.
+                    match input {
+                        _ if caller_owned => {
+                            drift::attach_unavailable(&mut v, "caller_transaction")
+                        }
+                        Some(i) => drift::attach(&mut v, &i.buffer, &i.query, 0),
+                        None => drift::attach_unavailable(&mut v, drift::QUERY_NOT_STORED),
+                    }
+                    v
                 }
                 None => near_miss::omitted("historical_context_unavailable"),
                 Some(_) if caller_owned => near_miss::omitted("caller_transaction"),
                 Some(query) => match input {
-                    Some(i) => near_miss::search_in(
-                        &i.buffer,
-                        &i.query,
-                        ScanSource::FailingBuffer,
-                        0,
-                        Some(i.total_chars),
-                    )
-                    .to_json(),
+                    Some(i) => {
+                        let mut v = near_miss::search_in(
+                            &i.buffer,
+                            &i.query,
+                            ScanSource::FailingBuffer,
+                            0,
+                            Some(i.total_chars),
+                        )
+                        .to_json();
+                        drift::attach(&mut v, &i.buffer, &i.query, 0);
+                        v
+                    }
                     None => {
                         let fc = &d["failure_context"];
                         match (fc["text"].as_str(), as_int(&fc["start"])) {
                             (Some(text), Some(start)) if fc["available"] == true => {
-                                near_miss::search_in(
+                                let mut v = near_miss::search_in(
                                     text,
                                     query,
                                     ScanSource::StoredFailureContext,
                                     start as usize,
                                     as_int(&fc["total_chars"]).map(|n| n as usize),
                                 )
-                                .to_json()
+                                .to_json();
+                                drift::attach(&mut v, text, query, start as usize);
+                                v
                             }
                             _ => near_miss::omitted("historical_context_unavailable"),
                         }
