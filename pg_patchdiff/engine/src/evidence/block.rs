@@ -14,12 +14,15 @@
 //! 1. Anchors. Every non-blank MATCH line whose normalized text occurs at most
 //!    [`ANCHOR_MAX_OCCURRENCES`] times among the scanned text's lines votes, for each such
 //!    occurrence, for the diagonal `buffer line - MATCH line`. (Lines like `}` that occur
-//!    everywhere carry no information about where the block is.) The diagonal with the most
-//!    votes, the first on a tie, is where the block most likely is. No vote at all: no region.
-//! 2. Alignment. A banded edit distance over lines (equal 0, changed 3, missing or extra 2), free to start and end anywhere in the band, `BAND_RADIUS` lines either side of
-//!    that diagonal, at most [`BLOCK_CELLS_MAX`] cells. The region runs from the first to the
-//!    last buffer line the alignment uses, whole lines; it is returned when at least half of
-//!    the MATCH lines are equal to their line in it.
+//!    everywhere carry no information about where the block is; when every MATCH line is that
+//!    common, the least common ones vote, at most [`FALLBACK_VOTES_MAX`] votes.) The diagonal
+//!    with the most votes, the first on a tie, is where the block most likely is. No vote at
+//!    all: no region.
+//! 2. Alignment. A banded edit distance over lines (equal 0, changed 3, missing or extra 2),
+//!    free to start and end anywhere in the band, [`BAND_RADIUS`] lines either side of that
+//!    diagonal, at most [`BLOCK_CELLS_MAX`] cells. The region runs from the first to the last
+//!    buffer line the alignment uses, whole lines; it is returned when at least half of the
+//!    MATCH lines are equal to their line in it.
 //!
 //! Work is linear in the scanned text (one normalization pass and one hash per line) plus the
 //! band, with an interrupt check per line batch and per alignment row.
@@ -34,6 +37,10 @@ pub const BLOCK_QUERY_MAX_CHARS: usize = 4_096;
 
 /// A MATCH line that occurs more often than this among the scanned lines casts no vote.
 pub const ANCHOR_MAX_OCCURRENCES: usize = 16;
+
+/// When every MATCH line occurs more than [`ANCHOR_MAX_OCCURRENCES`] times, the least common
+/// ones still vote if that costs at most this many votes.
+pub const FALLBACK_VOTES_MAX: usize = 65_536;
 
 /// Lines either side of the chosen diagonal the alignment may use.
 pub const BAND_RADIUS: usize = 32;
@@ -134,13 +141,18 @@ pub(crate) fn search(n: &Normalized<'_>, query: &str) -> BlockSearch {
         }
         hashes.push(h);
     }
+    // In a text where every MATCH line is common, the least common ones vote, within a bound.
+    let limit = match occurrences.values().min() {
+        None => return none(0),
+        Some(&c) if c <= ANCHOR_MAX_OCCURRENCES => ANCHOR_MAX_OCCURRENCES,
+        Some(&c) if c.saturating_mul(m) <= FALLBACK_VOTES_MAX => c,
+        Some(_) => return none(0),
+    };
     // votes[d + m] for diagonal d = buffer line - MATCH line.
     let mut votes = vec![0u32; nb + m];
     for (j, h) in hashes.iter().enumerate() {
         ticks.tick();
-        if occurrences
-            .get(h)
-            .is_some_and(|&c| c <= ANCHOR_MAX_OCCURRENCES)
+        if occurrences.get(h).is_some_and(|&c| c <= limit)
             && let Some(is) = by_hash.get(h)
         {
             for &i in is {
