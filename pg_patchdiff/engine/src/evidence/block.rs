@@ -18,11 +18,11 @@
 //!    common, the least common ones vote, at most [`FALLBACK_VOTES_MAX`] votes.) The diagonal
 //!    with the most votes, the first on a tie, is where the block most likely is. No vote at
 //!    all: no region.
-//! 2. Alignment. A banded edit distance over lines (equal 0, changed 3, missing or extra 2),
-//!    free to start and end anywhere in the band, [`BAND_RADIUS`] lines either side of that
-//!    diagonal, at most [`BLOCK_CELLS_MAX`] cells. The region runs from the first to the last
-//!    buffer line the alignment uses, whole lines; it is returned when at least half of the
-//!    MATCH lines are equal to their line in it.
+//! 2. Alignment. A banded edit distance over lines (equal 0, changed 3 when alike and 6 when
+//!    not, missing or extra 4), free to start and end anywhere in the band, [`BAND_RADIUS`]
+//!    lines either side of that diagonal, at most [`BLOCK_CELLS_MAX`] cells. The region runs
+//!    from the first to the last buffer line the alignment uses, whole lines; it is returned
+//!    when at least half of the MATCH lines are equal to their line in it.
 //!
 //! Work is linear in the scanned text (one normalization pass and one hash per line) plus the
 //! band, with an interrupt check per line batch and per alignment row.
@@ -99,11 +99,30 @@ const DIAG: u8 = 0;
 const UP: u8 = 1; // a MATCH line the region lacks
 const LEFT: u8 = 2; // a region line the MATCH text lacks
 
-/// Alignment costs: a changed line costs less than a missing plus an extra line (one changed
-/// line is reported as changed), but more than one of them (a line shifted by an insertion is
-/// reported as inserted, not as a run of changed lines).
-const CHANGED: u32 = 3;
-const INDEL: u32 = 2;
+/// Alignment costs. A changed line costs less than a missing plus an extra line, so that one
+/// changed line is reported as changed; an unlike changed line costs more than one missing or
+/// extra line, so that lines shifted by an insertion are reported as inserted, not as a run of
+/// changed lines; a like one (see [`alike`]) costs less, so that a changed first or last line
+/// is reported as changed, not as missing, but not so little that a like line plus a missing
+/// one beats an unlike changed line in place.
+const CHANGED: u32 = 6;
+const CHANGED_ALIKE: u32 = 3;
+const INDEL: u32 = 4;
+
+/// Two lines are alike when their common prefix and suffix cover at least half of the longer.
+fn alike(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    let prefix = a.iter().zip(b).take_while(|(x, y)| x == y).count();
+    let rest = a.len().min(b.len()) - prefix;
+    let suffix = a
+        .iter()
+        .rev()
+        .zip(b.iter().rev())
+        .take(rest)
+        .take_while(|(x, y)| x == y)
+        .count();
+    2 * (prefix + suffix) >= a.len().max(b.len())
+}
 
 /// The block near miss of `query` (at most [`BLOCK_QUERY_MAX_CHARS`] code points, at least two
 /// non-blank lines: the caller checks) in the normalized scanned text `n`.
@@ -209,7 +228,13 @@ pub(crate) fn search(n: &Normalized<'_>, query: &str) -> BlockSearch {
             // Same column on the row above is the diagonal (j - 1 there is j - 1 here).
             let mut best = (INF, DIAG);
             if j >= 1 && prev[c] < INF {
-                let cost = if equal(i - 1, j - 1) { 0 } else { CHANGED };
+                let cost = if equal(i - 1, j - 1) {
+                    0
+                } else if alike(qnorm[i - 1], bnorm[j - 1]) {
+                    CHANGED_ALIKE
+                } else {
+                    CHANGED
+                };
                 best = (prev[c] + cost, DIAG);
             }
             // One column right on the row above is the same j: a MATCH line the region lacks.
@@ -411,6 +436,15 @@ mod tests {
         let (text, r) = region(buf, "a1\nb2\nc3\nd4\nQ\ne5\n").unwrap();
         assert_eq!(text, "a1\nb2\nc3\nX\nd4\ne5\n");
         assert_eq!((r.equal_lines, r.extra_lines, r.missing_lines), (5, 1, 1));
+    }
+
+    /// A changed last line like the one in the text is reported as changed, not as missing.
+    #[test]
+    fn a_changed_last_line_is_changed() {
+        let buf = "class A:\n    def f(self):\n        return 1\n        x = 2\n";
+        let (text, r) = region(buf, "def f(self):\n    return 1\n    x = 3").unwrap();
+        assert_eq!(text, "    def f(self):\n        return 1\n        x = 2");
+        assert_eq!((r.equal_lines, r.changed_lines, r.missing_lines), (2, 1, 0));
     }
 
     #[test]

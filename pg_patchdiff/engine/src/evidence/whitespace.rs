@@ -211,11 +211,11 @@ pub(crate) fn drift<'x>(pairs: &[(&'x str, &'x str)], blank_lines_differ: bool) 
     let has_tab = indents
         .iter()
         .any(|(a, b)| a.contains('\t') || b.contains('\t'));
-    let tabs_spaces = indents.iter().any(|(a, b)| {
-        !a.is_empty()
-            && !b.is_empty()
-            && (a.contains('\t') != b.contains('\t') || a.contains(' ') != b.contains(' '))
-    });
+    // Tabs where the other side has spaces: both indented, with different numbers of tabs.
+    let tabs = |s: &str| s.bytes().filter(|&b| b == b'\t').count();
+    let tabs_spaces = indents
+        .iter()
+        .any(|(a, b)| !a.is_empty() && !b.is_empty() && tabs(a) != tabs(b));
     let mut delta = None;
     let mut tab_width = None;
     let widths: &[usize] = if has_tab { &TAB_WIDTHS } else { &[1] };
@@ -230,7 +230,8 @@ pub(crate) fn drift<'x>(pairs: &[(&'x str, &'x str)], blank_lines_differ: bool) 
             break;
         }
     }
-    if moved && delta != Some(0) {
+    // Moved, and not only by writing the same width with tabs instead of spaces.
+    if moved && (delta != Some(0) || !tabs_spaces) {
         kinds.push("indentation");
     }
     if tabs_spaces {
