@@ -368,6 +368,10 @@ pub(crate) fn search(n: &Normalized<'_>, query: &str) -> BlockSearch {
     } else {
         end_line.end
     };
+    if n.src[region.byte_start..region.byte_end].contains(query) {
+        // The MATCH text itself (refused in a narrower scope than this text) is not a near miss.
+        return none(cells);
+    }
     BlockSearch {
         region: Some(region),
         comparison_cells: cells,

@@ -17,6 +17,9 @@
 //! trailing spaces after it when the MATCH text's last line ends with some. Widening only adds
 //! whitespace, so the region still normalizes to the MATCH text.
 //!
+//! A region that holds the MATCH text itself is never a candidate (that happens only when the
+//! MATCH text was searched in a narrower scope than the scanned text).
+//!
 //! Nothing is ever applied: these are evidence, the agent resends the exact text.
 
 use crate::contract::interrupt;
@@ -365,6 +368,11 @@ pub(crate) fn candidates(n: &Normalized<'_>, query: &str) -> WsCandidates {
             be = ll.end;
         }
         let region = &n.src[bs..be];
+        if region.contains(query) {
+            // The MATCH text itself (possible only when it was searched in a narrower scope
+            // than this text): that is not drift.
+            continue;
+        }
         let drift = text_drift(query, region);
         let cost = pair_cost(query, region);
         found.push((
@@ -494,11 +502,18 @@ mod tests {
         assert!(find(buf, "   ").is_empty());
     }
 
+    /// An exact occurrence (a MATCH text refused in a narrower scope) is not drift.
+    #[test]
+    fn exact_occurrences_are_not_candidates() {
+        assert!(find("a = 1\n    BATCH = 64\n", "BATCH = 64").is_empty());
+        assert!(find("x\n  y\nz", "x\n  y").is_empty());
+    }
+
     #[test]
     fn at_most_three_ranked_non_overlapping() {
         let buf = "  }\n}\n\t}\n    }\n";
         let n = Normalized::new(buf);
-        let c = candidates(&n, "}\n}");
+        let c = candidates(&n, " }\n  }");
         assert_eq!(c.candidates.len(), 2);
         assert!(!c.candidates_truncated);
         let c = candidates(&Normalized::new(&" x\n".repeat(10)), "x\n x  ");
