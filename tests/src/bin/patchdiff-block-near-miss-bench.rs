@@ -167,6 +167,16 @@ fn main() {
         ("Rust source", rust(&mut r)),
         ("Python source", python(&mut r)),
         ("repetitive source", repetitive(&mut r)),
+        // Every line alike: no line can say where a block is (the worst case for the work, and
+        // by design no region).
+        (
+            "homogeneous (every line `    x = 1;`)",
+            "    x = 1;\n"
+                .repeat(CHARS / 11 + 1)
+                .chars()
+                .take(CHARS)
+                .collect(),
+        ),
     ];
     println!(
         "drift evidence (whitespace candidates + block near miss) on {CHARS}-code-point buffers, \
