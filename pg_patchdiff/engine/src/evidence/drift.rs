@@ -37,6 +37,11 @@ pub const DIFFERENCE_LINE_MAX_CHARS: usize = 160;
 /// over 64 code points).
 pub const QUERY_NOT_STORED: &str = "query_not_stored";
 
+/// MATCH texts of more code points than the scanned text can hold get no whitespace search
+/// (`omission_reason: "match_too_large"`): describing the drift of each region costs the MATCH
+/// text's length, and a longer one is nearly all whitespace.
+pub const WHITESPACE_QUERY_MAX_CHARS: usize = crate::contract::limits::NEAR_MISS_SCAN_MAX_CHARS;
+
 /// Adds `whitespace_candidates` and `block_near_miss` to the near-miss object `near_misses`,
 /// searched in `text`, which starts at code point `offset` of the failing buffer.
 pub fn attach(near_misses: &mut Value, text: &str, query: &str, offset: usize) {
@@ -44,10 +49,14 @@ pub fn attach(near_misses: &mut Value, text: &str, query: &str, offset: usize) {
         return;
     };
     let n = Normalized::new(text);
-    let ws = whitespace::candidates(&n, query);
     let qchars = char_len(query);
+    let ws = if qchars > WHITESPACE_QUERY_MAX_CHARS {
+        None
+    } else {
+        Some(whitespace::candidates(&n, query))
+    };
     let two_lines = whitespace::normalize(query).contains('\n');
-    let block = if !ws.candidates.is_empty() {
+    let block = if ws.as_ref().is_some_and(|w| !w.candidates.is_empty()) {
         Err("whitespace_candidate_found")
     } else if qchars > BLOCK_QUERY_MAX_CHARS {
         Err("match_too_large")
@@ -60,6 +69,17 @@ pub fn attach(near_misses: &mut Value, text: &str, query: &str, offset: usize) {
     let line_no = |l: usize| lines_known.then_some(l + 1);
 
     // whitespace_candidates
+    let Some(ws) = ws else {
+        m.insert(
+            "whitespace_candidates".into(),
+            json!({ "omission_reason": "match_too_large" }),
+        );
+        if !fits(m) {
+            m.remove("whitespace_candidates");
+        }
+        attach_block(m, &n, query, block, offset);
+        return;
+    };
     let list: Vec<Map<String, Value>> = ws
         .candidates
         .iter()
@@ -90,7 +110,18 @@ pub fn attach(near_misses: &mut Value, text: &str, query: &str, offset: usize) {
         }
     }
 
-    // block_near_miss
+    attach_block(m, &n, query, block, offset);
+}
+
+/// Adds `block_near_miss`: the search's outcome, or why it did not run.
+fn attach_block(
+    m: &mut Map<String, Value>,
+    n: &Normalized<'_>,
+    query: &str,
+    block: Result<block::BlockSearch, &'static str>,
+    offset: usize,
+) {
+    let line_no = |l: usize| (offset == 0).then_some(l + 1);
     match block {
         Err(reason) => {
             m.insert(
@@ -105,7 +136,7 @@ pub fn attach(near_misses: &mut Value, text: &str, query: &str, offset: usize) {
             let region = found
                 .region
                 .as_ref()
-                .map(|r| block_region(&n, query, r, offset, line_no));
+                .map(|r| block_region(n, query, r, offset, line_no));
             let cells = found.comparison_cells;
             let mut diffs = region
                 .as_ref()
@@ -348,6 +379,15 @@ mod tests {
         assert_eq!(
             v["block_near_miss"],
             json!({"omission_reason": "single_line_match"})
+        );
+        let huge = format!("{}abc", " ".repeat(70_000));
+        let v = evidence("abc\n", &huge);
+        assert_eq!(
+            (&v["whitespace_candidates"], &v["block_near_miss"]),
+            (
+                &json!({"omission_reason": "match_too_large"}),
+                &json!({"omission_reason": "match_too_large"})
+            )
         );
         let big = "q\n".repeat(2_100);
         let v = evidence("abc\n", &big);
