@@ -277,6 +277,21 @@ async fn thirty_line_block_with_one_changed_line() {
                 "truncated": false}])
     );
     assert!(nm["block_near_miss"]["comparison_cells"].as_u64().unwrap() > 0);
+
+    // Preview: the same region, and its per-field limit (1,024 code points) cuts nothing.
+    let t = initialize_target(&c, "run-preview.py", &content)
+        .await
+        .unwrap();
+    let p = call(
+        &c,
+        "patchdiff_preview",
+        &json!({"target_file_id": t, "format": "patchdiff-tx/1", "expected_target_version": 0,
+                "intent": "x", "edits": [{"match": sent, "replace": "y"}]}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(p["evidence_omissions"], json!([]), "{p}");
+    assert_eq!(p["near_misses"]["block_near_miss"], nm["block_near_miss"]);
 }
 
 /// Preview returns the same members as a submission; exact recovery recomputes them over the
