@@ -1,9 +1,10 @@
 //! patchdiff-block-near-miss-bench: times the drift evidence of a `match_absent` rejection
 //! (issue 17: whitespace-insensitive candidates and the block near miss,
 //! `patchdiff_engine::api::drift::attach`, JSON and byte budget included) on 65,536-code-point
-//! buffers of source code, with MATCH blocks of 10-40 lines (and blocks of about 4,096 code
-//! points) taken from the buffer, re-indented, and given one changed line, so that the
-//! whitespace search finds nothing and the block search runs every time. Prints a markdown
+//! buffers of source code and of adversarial line shapes, with MATCH blocks of 10-40 lines
+//! (and blocks of about 4,096 code points) taken from the buffer, re-indented, and given one
+//! changed line, so that the whitespace search finds nothing and the block search runs every
+//! time. Prints a markdown
 //! table of median and p95 per corpus and query shape against the issue's goal (< 2 ms median),
 //! and how often the region returned was exactly the block the query was made from (without
 //! blank lines at its ends, which a region never includes).
@@ -163,12 +164,24 @@ fn main() {
     let queries = arg("--queries", 50);
     let iters = arg("--iters", 9);
     let mut r = Rng(0x5DEE_CE66_D1CE_4E5B);
+    let only = std::env::var("BENCH_ONLY").ok();
     let corpora: Vec<(&str, String)> = vec![
         ("Rust source", rust(&mut r)),
         ("Python source", python(&mut r)),
         ("repetitive source", repetitive(&mut r)),
-        // Every line alike: no line can say where a block is (the worst case for the work, and
-        // by design no region).
+        // The most lines a buffer can have, all alike.
+        ("one-character lines (`x`)", "x\n".repeat(CHARS / 2)),
+        // Many short lines, each occurring twice: the most anchors and alignment rows.
+        (
+            "short numbered lines (`0` to `9999`, twice)",
+            (0..20_000)
+                .map(|i| format!("{}\n", i % 10_000))
+                .collect::<String>()
+                .chars()
+                .take(CHARS)
+                .collect(),
+        ),
+        // Every line alike: no line can say where a block is (by design no region).
         (
             "homogeneous (every line `    x = 1;`)",
             "    x = 1;\n"
@@ -185,6 +198,9 @@ fn main() {
     println!("| corpus | MATCH block | median (ms) | p95 (ms) | goal (ms) | region = the block |");
     println!("| --- | --- | ---: | ---: | ---: | ---: |");
     for (label, buf) in &corpora {
+        if only.as_deref().is_some_and(|o| !label.contains(o)) {
+            continue;
+        }
         assert_eq!(buf.chars().count(), CHARS);
         for (shape, lines, chars) in [
             ("10-40 lines, 1 changed, re-indented", 0usize, None),

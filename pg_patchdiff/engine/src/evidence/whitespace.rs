@@ -85,12 +85,12 @@ impl<'a> Normalized<'a> {
             let mut pending: Option<usize> = None;
             let mut i = line.iter().position(|&b| !is_ws(b)).unwrap_or(line.len());
             while i < line.len() {
-                let b = line[i];
-                if is_ws(b) {
-                    pending.get_or_insert(start + i);
-                    i += 1;
-                    continue;
-                }
+                // A run of non-blank bytes (cut only at ASCII spaces and tabs, so at code-point
+                // boundaries), then the blank run after it.
+                let run = line[i..]
+                    .iter()
+                    .position(|&b| is_ws(b))
+                    .map_or(line.len(), |k| i + k);
                 if !emitted {
                     if !content.is_empty() {
                         // The LF joining this line to the previous non-blank one.
@@ -104,11 +104,16 @@ impl<'a> Normalized<'a> {
                     text.push(' ');
                     map.push(p as u32);
                 }
-                // Copy the whole code point (its continuation bytes follow).
-                let n = utf8_len(b);
-                text.push_str(&src[start + i..start + i + n]);
-                map.extend((0..n).map(|k| (start + i + k) as u32));
-                i += n;
+                text.push_str(&src[start + i..start + run]);
+                map.extend((start + i..start + run).map(|k| k as u32));
+                let blank = line[run..]
+                    .iter()
+                    .position(|&b| !is_ws(b))
+                    .map_or(line.len(), |k| run + k);
+                if blank < line.len() {
+                    pending = Some(start + run);
+                }
+                i = blank;
             }
             let norm_end = if emitted { text.len() } else { norm_start };
             if emitted {
@@ -152,15 +157,6 @@ impl<'a> Normalized<'a> {
     pub fn norm(&self, i: usize) -> &str {
         let l = &self.lines[i];
         &self.text[l.norm_start..l.norm_end]
-    }
-}
-
-fn utf8_len(lead: u8) -> usize {
-    match lead {
-        0x00..=0x7F => 1,
-        0xC0..=0xDF => 2,
-        0xE0..=0xEF => 3,
-        _ => 4,
     }
 }
 
