@@ -1032,6 +1032,11 @@ impl AttemptRow {
 /// - a fresh rejection: the failing buffer's first 65,536 code points (`input`);
 /// - an exact recovery (`input` is `None`): only the stored failure context.
 ///
+/// Every `match_absent` list that is searched (and a `match_too_large` one) also gets the drift
+/// evidence of issue 17 (`evidence/drift.rs`), from the same text and within the same 8,192
+/// bytes; on exact recovery of a MATCH text that was not stored, and in a caller's transaction,
+/// its members name why they are missing.
+///
 /// Other responses are left as they are. Near misses never change the verdict.
 pub fn add_near_misses(response: &mut Value, input: Option<&NearMissInput>, caller_owned: bool) {
     let Some(m) = response.as_object_mut() else {
