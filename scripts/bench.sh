@@ -3,7 +3,8 @@
 # same size, on a private cluster and a throwaway database, in one run.
 #   bash scripts/bench.sh [patchdiff-bench options, e.g. --iterations 400 --out /tmp/bench.md]
 # Then patchdiff-mcp-bench: the MCP front end's round trip against the same SQL calls, and
-# patchdiff-near-miss-bench: the near-miss search on 65,536-code-point corpora (no database), and
+# patchdiff-near-miss-bench: the near-miss search on 65,536-code-point corpora (no database),
+# patchdiff-block-near-miss-bench: the drift evidence of issue 17 on the same size (no database), and
 # workspace_bench: a publishing SAVE of a 64 KiB workspace file next to write + rename, and
 # patchdiff-structural-bench: candidates, a 32-scope bundle and a 32-group commit on 1 MiB;
 # hostile_bench: the engine's worst shapes of issue 14 next to a plain call on the same text;
@@ -22,6 +23,8 @@ create_database "$DATA" "$PORT" patchdiff_bench
 DSN="host=127.0.0.1 port=$PORT user=postgres dbname=patchdiff_bench"
 cargo build --release --locked -p patchdiff-tests -p patchdiff-mcp --bins --examples
 target/release/patchdiff-near-miss-bench
+echo
+target/release/patchdiff-block-near-miss-bench
 echo
 target/release/patchdiff-bench --dsn "$DSN" "$@"
 echo

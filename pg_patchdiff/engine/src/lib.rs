@@ -94,7 +94,7 @@ pub mod wire {
 /// the fuzzers, property tests and benchmarks drive directly.
 pub mod api {
     pub use crate::contract::{args, interrupt, invalid_text, limits, time, words};
-    pub use crate::evidence::{near_miss, rejection};
+    pub use crate::evidence::{block, drift, near_miss, rejection, whitespace};
     pub use crate::format::{protocol, sequential, tx1, tx2, tx3};
     pub use crate::history::{checkpoint, export, pages as history, replay};
     pub use crate::read::lines;

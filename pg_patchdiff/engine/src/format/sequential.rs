@@ -572,17 +572,16 @@ fn select_match(
         };
         let mut r = fail(FailureReason::MatchAbsent, detail.into());
         let query = near_miss::near_miss_query(edit.match_raw_chars, &edit.match_text);
-        if query.get("query").is_some() {
-            // Confined, the match could only have matched inside the running scope: search
-            // that, not the head of the whole text (issue 17).
-            let (lo, hi) = at.win.map_or((0, char_len(buf)), |w| (w.lo, w.hi));
-            r.near_miss_input = Some(NearMissInput {
-                query: edit.match_text.clone(),
-                buffer: head_chars(&buf[lo_b..hi_b], NEAR_MISS_SCAN_MAX_CHARS).to_owned(),
-                offset: lo,
-                region_end: hi,
-            });
-        }
+        // Every size: the near misses themselves stop at 64 code points, the drift evidence
+        // (issue 17) does not. Confined, the match could only have matched inside the running
+        // scope: search that, not the head of the whole text (issue 17).
+        let (lo, hi) = at.win.map_or((0, char_len(buf)), |w| (w.lo, w.hi));
+        r.near_miss_input = Some(NearMissInput {
+            query: edit.match_text.clone(),
+            buffer: head_chars(&buf[lo_b..hi_b], NEAR_MISS_SCAN_MAX_CHARS).to_owned(),
+            offset: lo,
+            region_end: hi,
+        });
         r.fields.insert("near_miss_query".into(), query);
         return Err(r);
     }

@@ -16,6 +16,7 @@ use crate::contract::limits::{
 };
 use crate::contract::uuid::{canonical_uuid, is_sha256_hex};
 use crate::contract::words::{DiagnosticCode, FailureReason, Status};
+use crate::evidence::drift;
 use crate::evidence::near_miss::{self, ScanSource};
 use crate::evidence::rejection::{NearMissInput, Rejection, Stage, current_context, validity};
 use crate::format::common::{self, ChangeFact};
@@ -1041,6 +1042,11 @@ impl AttemptRow {
 /// - an exact recovery (`input` is `None`): only the stored failure context, and of it only the
 ///   part inside the observed scope when the diagnostic names one in absolute coordinates.
 ///
+/// Every `match_absent` list that is searched (and a `match_too_large` one) also gets the drift
+/// evidence of issue 17 (`evidence/drift.rs`), from the same text and within the same 8,192
+/// bytes; on exact recovery of a MATCH text that was not stored, and in a caller's transaction,
+/// its members name why they are missing.
+///
 /// Other responses are left as they are. Near misses never change the verdict: a search that
 /// fails answers `near_miss_search_failed` (see [`near_miss::contained`]).
 pub fn add_near_misses(response: &mut Value, input: Option<&NearMissInput>, caller_owned: bool) {
@@ -1059,21 +1065,34 @@ pub fn add_near_misses(response: &mut Value, input: Option<&NearMissInput>, call
             let d = &m["diagnostic"];
             match d["near_miss_query"]["query"].as_str() {
                 None if d["near_miss_query"]["omission_reason"].is_string() => {
-                    near_miss::omitted(near_miss::MATCH_TOO_LARGE)
+                    let mut v = near_miss::omitted(near_miss::MATCH_TOO_LARGE);
+                    // Issue 17: the drift evidence has no 64-code-point limit of its own.
+                    match input {
+                        _ if caller_owned => {
+                            drift::attach_unavailable(&mut v, "caller_transaction")
+                        }
+                        Some(i) => attach_drift(&mut v, &i.buffer, &i.query, i.offset),
+                        None => drift::attach_unavailable(&mut v, drift::QUERY_NOT_STORED),
+                    }
+                    v
                 }
                 None => near_miss::omitted("historical_context_unavailable"),
                 Some(_) if caller_owned => near_miss::omitted("caller_transaction"),
                 Some(query) => match input {
-                    Some(i) => near_miss::contained(|| {
-                        near_miss::try_search_in(
-                            &i.buffer,
-                            &i.query,
-                            ScanSource::FailingBuffer,
-                            i.offset,
-                            (i.offset, Some(i.region_end)),
-                        )
-                        .map(|n| n.to_json())
-                    }),
+                    Some(i) => {
+                        let mut v = near_miss::contained(|| {
+                            near_miss::try_search_in(
+                                &i.buffer,
+                                &i.query,
+                                ScanSource::FailingBuffer,
+                                i.offset,
+                                (i.offset, Some(i.region_end)),
+                            )
+                            .map(|n| n.to_json())
+                        });
+                        attach_drift(&mut v, &i.buffer, &i.query, i.offset);
+                        v
+                    }
                     None => recovered_near_misses(d, query),
                 },
             }
@@ -1112,19 +1131,19 @@ fn recovered_near_misses(d: &Value, query: &str) -> Value {
         }
         _ => None,
     };
-    near_miss::contained(|| {
-        let (text, offset, region) = match scope {
-            None => (text, start, (0, total)),
-            Some((lo, hi)) => {
-                // The context's code points [from, to) that lie inside the scope.
-                let len = text.chars().count();
-                let from = lo.clamp(start, start + len) - start;
-                let to = hi.clamp(start + from, start + len) - start;
-                let b0 = text.char_indices().nth(from).map_or(text.len(), |(b, _)| b);
-                let b1 = text.char_indices().nth(to).map_or(text.len(), |(b, _)| b);
-                (&text[b0..b1], start + from, (lo, Some(hi)))
-            }
-        };
+    let (text, offset, region) = match scope {
+        None => (text, start, (0, total)),
+        Some((lo, hi)) => {
+            // The context's code points [from, to) that lie inside the scope.
+            let len = text.chars().count();
+            let from = lo.clamp(start, start + len) - start;
+            let to = hi.clamp(start + from, start + len) - start;
+            let b0 = text.char_indices().nth(from).map_or(text.len(), |(b, _)| b);
+            let b1 = text.char_indices().nth(to).map_or(text.len(), |(b, _)| b);
+            (&text[b0..b1], start + from, (lo, Some(hi)))
+        }
+    };
+    let mut v = near_miss::contained(|| {
         near_miss::try_search_in(
             text,
             query,
@@ -1133,7 +1152,29 @@ fn recovered_near_misses(d: &Value, query: &str) -> Value {
             region,
         )
         .map(|n| n.to_json())
-    })
+    });
+    attach_drift(&mut v, text, query, offset);
+    v
+}
+
+/// Adds the drift evidence (`evidence/drift.rs`) to the near-miss object `v`, contained like the
+/// near-miss search itself: a fault inside it (a panic, an allocation refused) leaves `v` as it
+/// is and names `near_miss_search_failed` in both drift members, so it can neither roll back the
+/// audited attempt nor take away the contract's near misses. An interrupt still passes through.
+fn attach_drift(v: &mut Value, text: &str, query: &str, offset: usize) {
+    let base = v.clone();
+    let out = near_miss::contained(|| {
+        let mut w = base;
+        drift::attach(&mut w, text, query, offset);
+        Ok(w)
+    });
+    let failed = out.as_object().is_some_and(|o| o.len() == 1)
+        && out["omission_reason"] == near_miss::SEARCH_FAILED;
+    if failed {
+        drift::attach_unavailable(v, near_miss::SEARCH_FAILED);
+    } else {
+        *v = out;
+    }
 }
 
 pub enum KeyOutcome {
