@@ -627,10 +627,13 @@ mod tests {
             inject(None);
             assert_eq!(r["status"], "rejected", "{fault:?}");
             assert_eq!(r["failure_reason"], "match_absent");
+            // The contract's list is omitted; the drift evidence (searched apart) still comes.
             assert_eq!(
-                r["near_misses"],
-                json!({"omission_reason": "near_miss_search_failed"})
+                r["near_misses"]["omission_reason"], "near_miss_search_failed",
+                "{fault:?}: {r}"
             );
+            assert!(r["near_misses"]["candidates"].is_null());
+            assert!(r["near_misses"]["whitespace_candidates"].is_object());
             assert_eq!(s.writes(), ["write_attempt"]);
             assert_eq!(r["pdcp_log_id"], s.attempts[0].0);
         }
