@@ -637,6 +637,26 @@ mod tests {
             assert_eq!(s.writes(), ["write_attempt"]);
             assert_eq!(r["pdcp_log_id"], s.attempts[0].0);
         }
+        // A fault in the drift evidence (searched apart, contained apart) keeps the verdict, the
+        // attempt and the contract's near misses; only the drift members name the failure.
+        let mut s = Memory::with(DOC);
+        inject(Some(Fault::DriftPanic));
+        let r = edits(args.clone(), &mut s, false);
+        inject(None);
+        assert_eq!(r["status"], "rejected");
+        assert_eq!(s.writes(), ["write_attempt"]);
+        assert_eq!(r["pdcp_log_id"], s.attempts[0].0);
+        assert_eq!(
+            r["near_misses"]["candidates"][0]["text"],
+            "return \"hello\""
+        );
+        for member in ["whitespace_candidates", "block_near_miss"] {
+            assert_eq!(
+                r["near_misses"][member],
+                json!({"omission_reason": "near_miss_search_failed"}),
+                "{member}"
+            );
+        }
         // Unfaulted, the same submission lists the near miss.
         let mut s = Memory::with(DOC);
         let r = edits(args.clone(), &mut s, false);

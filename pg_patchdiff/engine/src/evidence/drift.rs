@@ -45,6 +45,7 @@ pub const WHITESPACE_QUERY_MAX_CHARS: usize = crate::contract::limits::NEAR_MISS
 /// Adds `whitespace_candidates` and `block_near_miss` to the near-miss object `near_misses`,
 /// searched in `text`, which starts at code point `offset` of the failing buffer.
 pub fn attach(near_misses: &mut Value, text: &str, query: &str, offset: usize) {
+    crate::evidence::near_miss::fault::at_drift();
     let Some(m) = near_misses.as_object_mut() else {
         return;
     };

@@ -1101,6 +1101,9 @@ pub mod fault {
         /// Call the function, which requests an interrupt (the extension: a pending query
         /// cancel), then run the search's interrupt check.
         Interrupt(fn()),
+        /// Panic as a bug would, at the start of the drift evidence (`evidence/drift.rs`),
+        /// leaving the near-miss search itself alone.
+        DriftPanic,
     }
 
     thread_local! {
@@ -1119,17 +1122,23 @@ pub mod fault {
                 request();
                 crate::contract::interrupt::check();
             }
-            Some(Fault::Allocation) | None => {}
+            Some(Fault::Allocation | Fault::DriftPanic) | None => {}
         }
     }
 
     pub(super) fn allocation_refused() -> bool {
         matches!(FAULT.get(), Some(Fault::Allocation))
     }
+
+    pub(crate) fn at_drift() {
+        if matches!(FAULT.get(), Some(Fault::DriftPanic)) {
+            panic!("injected drift evidence fault");
+        }
+    }
 }
 
 #[cfg(not(any(test, feature = "fault-injection")))]
-mod fault {
+pub(crate) mod fault {
     #[inline(always)]
     pub(super) fn at_search() {}
 
@@ -1137,6 +1146,9 @@ mod fault {
     pub(super) fn allocation_refused() -> bool {
         false
     }
+
+    #[inline(always)]
+    pub(crate) fn at_drift() {}
 }
 
 /// The window lengths `m - 1, m, m + 1` for a query of `m` code points, ascending, and the
