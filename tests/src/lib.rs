@@ -4,6 +4,7 @@
 use serde_json::Value;
 use tokio_postgres::{Client, GenericClient, NoTls};
 
+pub mod bench;
 pub mod fuzz;
 pub mod golden;
 pub mod roles;

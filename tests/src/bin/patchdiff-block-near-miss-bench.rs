@@ -13,27 +13,13 @@
 //! patchdiff-block-near-miss-bench [-- --queries N --iters N]`.
 
 use patchdiff_engine::api::drift::attach;
+use patchdiff_tests::bench::XorShift as Rng;
 use serde_json::{Value, json};
 use std::hint::black_box;
 use std::time::Instant;
 
 const CHARS: usize = 65_536;
 const GOAL_MS: f64 = 2.0;
-
-/// xorshift64: deterministic corpora and queries.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-}
 
 const NAMES: &[&str] = &[
     "buffer", "count", "offset", "target", "record", "window", "limit", "cursor", "result",
