@@ -120,9 +120,13 @@ pub(crate) fn new_id() -> String {
 /// returns its answer as `json` text.
 pub(crate) fn with_store(call: impl FnOnce(&mut SpiStore) -> Value) -> JsonString {
     let caller = storage::Caller::current();
-    out(&Spi::connect_mut(|client| {
-        call(&mut SpiStore { client, caller })
-    }))
+    let answer = Spi::connect_mut(|client| call(&mut SpiStore { client, caller }));
+    // A near-miss search that failed was answered as an omission (issue 17); the client sees
+    // only that, so the server log says why, for the operator.
+    if let Some(fault) = patchdiff_engine::api::near_miss::take_contained_fault() {
+        pgrx::log!("pg_patchdiff: a near-miss search failed and was omitted: {fault}");
+    }
+    out(&answer)
 }
 
 /// Creates a target from inline content: LF canonicalization, recorded source line endings,

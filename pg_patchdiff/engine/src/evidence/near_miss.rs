@@ -251,10 +251,40 @@ pub fn contained(search: impl FnOnce() -> Result<Value, SearchFailed>) -> Value 
     interrupt::clear_unwound();
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(search)) {
         Ok(Ok(v)) => v,
-        Ok(Err(SearchFailed)) => omitted(SEARCH_FAILED),
+        Ok(Err(SearchFailed)) => {
+            record_fault("its working memory was over its budget or refused".into());
+            omitted(SEARCH_FAILED)
+        }
         Err(payload) if interrupt::unwound() => std::panic::resume_unwind(payload),
-        Err(_) => omitted(SEARCH_FAILED),
+        Err(payload) => {
+            let message = payload
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a panic without a message".into());
+            record_fault(format!(
+                "it panicked: {}",
+                crate::text::head_chars(&message, 200)
+            ));
+            omitted(SEARCH_FAILED)
+        }
     }
+}
+
+thread_local! {
+    /// What the last contained failure was, until [`take_contained_fault`] takes it.
+    static FAULT_SEEN: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
+}
+
+fn record_fault(what: String) {
+    FAULT_SEEN.with(|f| *f.borrow_mut() = Some(what));
+}
+
+/// The last failure [`contained`] turned into `near_miss_search_failed` on this thread since the
+/// previous call, if any. The client sees only the omission; the extension writes this to the
+/// server log, so that an operator can find the bug (or the memory pressure) behind it.
+pub fn take_contained_fault() -> Option<String> {
+    FAULT_SEEN.with(|f| f.borrow_mut().take())
 }
 
 impl NearMisses {
@@ -1290,6 +1320,29 @@ mod tests {
                 .or_else(|| e.downcast_ref::<String>().cloned())
                 .unwrap_or_default()
         })
+    }
+
+    /// Issue 17: a contained fault is invisible to the client (only the omission), so it is left
+    /// for the extension to write to the server log, once.
+    #[test]
+    fn a_contained_fault_is_left_for_the_server_log() {
+        let _ = take_contained_fault();
+        fault::inject(Some(fault::Fault::Panic));
+        let v = contained(|| Ok(search("The old lighthouse keeper.", "lighthuose").to_json()));
+        fault::inject(None);
+        assert_eq!(v, omitted(SEARCH_FAILED));
+        assert_eq!(
+            take_contained_fault().as_deref(),
+            Some("it panicked: injected near-miss search fault")
+        );
+        assert_eq!(take_contained_fault(), None, "taken once");
+        let v = contained(|| Ok(search("The old lighthouse keeper.", "lighthuose").to_json()));
+        assert!(v["candidates"].is_array());
+        assert_eq!(
+            take_contained_fault(),
+            None,
+            "a search that ran leaves nothing"
+        );
     }
 
     /// Issue 17: "A fault inside the near-miss search must not roll back the audited attempt:
