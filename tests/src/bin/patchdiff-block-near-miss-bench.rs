@@ -13,7 +13,7 @@
 //! patchdiff-block-near-miss-bench [-- --queries N --iters N]`.
 
 use patchdiff_engine::api::drift::attach;
-use patchdiff_tests::bench::XorShift as Rng;
+use patchdiff_tests::bench::{XorShift as Rng, arg, percentile};
 use serde_json::{Value, json};
 use std::hint::black_box;
 use std::time::Instant;
@@ -131,19 +131,6 @@ fn query(r: &mut Rng, buf: &str, lines: usize, chars: Option<usize>) -> (String,
         })
         .collect();
     (original, sent.join("\n"))
-}
-
-fn arg(name: &str, default: usize) -> usize {
-    let args: Vec<String> = std::env::args().collect();
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
 }
 
 fn main() {

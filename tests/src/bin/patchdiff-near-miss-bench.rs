@@ -9,7 +9,7 @@
 //! patchdiff-near-miss-bench [-- --queries N --iters N]`.
 
 use patchdiff_engine::api::near_miss::search;
-use patchdiff_tests::bench::XorShift as Rng;
+use patchdiff_tests::bench::{XorShift as Rng, arg, percentile};
 use std::hint::black_box;
 use std::time::Instant;
 
@@ -219,20 +219,6 @@ fn query(buf: &[char], rng: &mut Rng) -> String {
         }
     }
     q.into_iter().collect()
-}
-
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i]
-}
-
-fn arg(name: &str, default: usize) -> usize {
-    let args: Vec<String> = std::env::args().collect();
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
 }
 
 /// Periodic texts at large: periods of 1-12 code points over 2-4 letters, every third one with
