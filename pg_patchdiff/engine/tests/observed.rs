@@ -977,8 +977,8 @@ fn forms_and_records() {
         .remove("observation_bundle_id");
     let sub = parse_submit_observed_operations(&args.to_string()).unwrap();
     assert_eq!(
-        sub.pdcp_content,
-        format!(
+        &*sub.pdcp_content,
+        &format!(
             r#"{{"intent":"edit","observation_id":"{}","operations":[{{"match":"a","op":"match","replace":"b"}}],"protocol_version":"patchdiff-tx/2"}}"#,
             oid(1)
         )

@@ -137,7 +137,7 @@ pub fn write_attempt(
         a.status.as_str().into(),
         a.protocol_version.into(),
         a.runtime_version.into(),
-        a.pdcp_content.as_str().into(),
+        (&*a.pdcp_content).into(),
         a.pdcp_content_hash.as_str().into(),
         a.request_fingerprint.as_str().into(),
         envelope.as_str().into(),

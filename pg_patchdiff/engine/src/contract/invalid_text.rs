@@ -126,21 +126,29 @@ pub fn find(v: &Value, root: &str, sentinel: Option<char>, out: &mut Vec<Defect>
                 find(x, &format!("{root}[{i}]"), sentinel, out);
             }
         }
-        Value::Object(m) => {
-            for (k, x) in m {
-                interrupt::check();
-                let path = format!("{root}.{}", segment(k, sentinel));
-                // A defect in a key is reported at the key's own path.
-                find(&Value::String(k.clone()), &path, sentinel, out);
-                find(x, &path, sentinel, out);
-            }
-        }
+        Value::Object(m) => find_in_object(m, root, sentinel, out),
         _ => {}
     }
 }
 
 /// A path segment that is safe to store as text and to show: a key with control characters,
 /// or a marked surrogate, is written as its ASCII-escaped JSON string.
+/// [`find`] over an object's members (an object that is not wrapped in a [`Value`]).
+pub fn find_in_object(
+    m: &Map<String, Value>,
+    root: &str,
+    sentinel: Option<char>,
+    out: &mut Vec<Defect>,
+) {
+    for (k, x) in m {
+        interrupt::check();
+        let path = format!("{root}.{}", segment(k, sentinel));
+        // A defect in a key is reported at the key's own path.
+        find(&Value::String(k.clone()), &path, sentinel, out);
+        find(x, &path, sentinel, out);
+    }
+}
+
 fn segment(k: &str, sentinel: Option<char>) -> String {
     if k.chars().any(|c| c.is_control() || Some(c) == sentinel) {
         restore(&Value::String(k.to_owned()), sentinel)

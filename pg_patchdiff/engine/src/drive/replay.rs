@@ -139,7 +139,7 @@ mod tests {
                 pdcp_log_id: format!("log-{v}"),
                 protocol_version: a.protocol_version.into(),
                 runtime_version: a.runtime_version.into(),
-                pdcp_content: a.pdcp_content.clone(),
+                pdcp_content: a.pdcp_content.to_string(),
                 before_version: a.before_version,
                 before_hash: a.before_hash.clone(),
                 after_version: a.after_version,

@@ -48,6 +48,18 @@ pub struct Applied {
     pub content: String,
     pub changes: Vec<ChangeFact>,
     pub warnings: Vec<Warning>,
+    /// SHA-256 of `content` when the format already computed it (a sole replacement hashes its
+    /// replacement for its change fact, and the new content is that same text).
+    pub content_sha256: Option<String>,
+}
+
+impl Applied {
+    /// SHA-256 (hex) of the new content, computed once.
+    pub fn content_sha256(&self) -> String {
+        self.content_sha256
+            .clone()
+            .unwrap_or_else(|| crate::text::sha256_hex(&self.content))
+    }
 }
 
 /// Code points between kept byte offsets of the buffer.
@@ -346,6 +358,7 @@ pub(crate) fn apply_in(
         content: buf.text,
         changes,
         warnings,
+        content_sha256: None,
     })
 }
 

@@ -14,6 +14,7 @@ use crate::target::TargetView;
 use crate::text::warnings::{self, Warning};
 use crate::text::{canonicalize, char_len, sha256_hex, text_defect};
 use serde_json::{Map, Value, json};
+use std::borrow::Cow;
 
 pub const PROTOCOL: &str = Protocol::Tx3.as_str();
 pub const RUNTIME: &str = Runtime::Mvp0_4_0.as_str();
@@ -62,8 +63,11 @@ pub fn parse(
 /// diagnostic.
 pub fn admission(raw: &str) -> Result<(), Value> {
     let raw_cp = char_len(raw);
-    let canonical = canonicalize(raw);
-    let (c_cp, c_bytes) = (char_len(&canonical), canonical.len());
+    // Text without CR is its own canonical form: counted once.
+    let (c_cp, c_bytes) = match canonicalize(raw) {
+        Cow::Borrowed(_) => (raw_cp, raw.len()),
+        Cow::Owned(c) => (char_len(&c), c.len()),
+    };
     let checks = [
         ("raw_code_points", raw_cp, REPLACEMENT_MAX_CODE_POINTS),
         ("raw_utf8_bytes", raw.len(), REPLACEMENT_MAX_UTF8_BYTES),
@@ -103,19 +107,21 @@ pub fn too_large_detail(d: &Value) -> String {
     s
 }
 
-/// Replaces the whole target: one `replace_all` fact covering the whole original span.
-pub fn apply(start: &TargetView, replacement: &str) -> Applied {
+/// Replaces the whole target: one `replace_all` fact covering the whole original span. The
+/// replacement becomes the new content as it is (no copy), and its hash is the new content's.
+pub fn apply(start: &TargetView, replacement: String) -> Applied {
     let original = start.content;
     let original_chars = char_len(original);
+    let replacement_sha256 = sha256_hex(&replacement);
     let fact = ChangeFact {
         change_id: CHANGE_ID.to_owned(),
         change_index: 1,
         span_start: 0,
         span_end: original_chars,
         matched_chars: original_chars,
-        replacement_chars: char_len(replacement),
+        replacement_chars: char_len(&replacement),
         matched_sha256: sha256_hex(original),
-        replacement_sha256: sha256_hex(replacement),
+        replacement_sha256: replacement_sha256.clone(),
         rationale: None,
         risk: None,
         operation: Some("replace_all"),
@@ -134,16 +140,17 @@ pub fn apply(start: &TargetView, replacement: &str) -> Applied {
         ws.push(no_op_transaction());
     }
     Applied {
-        content: replacement.to_owned(),
+        content: replacement,
         changes: vec![fact],
         warnings: ws,
+        content_sha256: Some(replacement_sha256),
     }
 }
 
 /// Replays a stored tx/3 record: no admission limits.
 pub fn apply_record(start: &TargetView, record: &Map<String, Value>) -> Result<Applied, Rejection> {
     let (_, replacement) = parse(record.get("intent"), record.get("replacement"))?;
-    Ok(apply(start, &replacement))
+    Ok(apply(start, replacement))
 }
 
 #[cfg(test)]
@@ -200,7 +207,7 @@ mod tests {
             current_hash: "h",
             content: "a🌍\n",
         };
-        let a = apply(&v, "");
+        let a = apply(&v, String::new());
         assert_eq!(a.content, "");
         let f = a.changes[0].to_json();
         assert_eq!(
@@ -220,7 +227,8 @@ mod tests {
             )
         );
         assert!(a.warnings.is_empty());
-        let same = apply(&v, "a🌍\n");
+        let same = apply(&v, "a🌍\n".to_owned());
+        assert_eq!(same.content_sha256(), sha256_hex("a🌍\n"));
         let codes: Vec<&str> = same.warnings.iter().map(|w| w.code).collect();
         assert_eq!(codes, ["no_op_change", "no_op_transaction"]);
         let mut rec = Map::new();

@@ -17,7 +17,7 @@ use crate::format::{tx1, tx2, tx3};
 use crate::submission::submit::{self, Parent, Submission};
 use crate::target::TargetView;
 use crate::text::warnings;
-use crate::text::{char_len, head_chars, sha256_hex};
+use crate::text::{char_len, head_chars};
 use serde_json::{Map, Value, json};
 
 pub const PREVIEW_ARGS: &[&str] = &[
@@ -196,7 +196,7 @@ pub fn preview(sub: &Submission, start: &TargetView) -> Value {
     m.insert("before_hash".into(), json!(start.current_hash));
     match verdict {
         Ok(applied) => {
-            m.insert("after_hash".into(), json!(sha256_hex(&applied.content)));
+            m.insert("after_hash".into(), json!(applied.content_sha256()));
             let facts: Vec<Value> = applied.changes.iter().map(ChangeFact::to_json).collect();
             m.insert("total_change_count".into(), json!(facts.len()));
             m.insert("returned_fact_count".into(), json!(facts.len()));
@@ -413,6 +413,7 @@ fn cap_text(v: &mut Value, key: &str, path: &str, omitted: &mut Vec<Value>) {
 mod tests {
     use super::*;
     use crate::contract::json::ascii_len;
+    use crate::text::sha256_hex;
 
     fn view(content: &str) -> TargetView<'_> {
         TargetView {

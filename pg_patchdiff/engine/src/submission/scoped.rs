@@ -256,7 +256,7 @@ pub fn evaluate(
     let base = submit::base_attempt(sub, id, start);
     match judge(sub, parent, start, active_cycle, rows, base.attempt) {
         Ok((applied, links)) => {
-            let after_hash = sha256_hex(&applied.content);
+            let after_hash = applied.content_sha256();
             Attempt {
                 status: Status::Accepted,
                 after_version: Some(start.version + 1),
@@ -905,6 +905,7 @@ pub(crate) fn apply_batch(
         content,
         changes,
         warnings: ws,
+        content_sha256: None,
     })
 }
 

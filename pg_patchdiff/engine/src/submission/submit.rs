@@ -9,7 +9,7 @@
 
 use crate::contract::args::{ArgError, Args};
 use crate::contract::invalid_text::{self, Defect};
-use crate::contract::json::{CANONICAL, as_int, to_string, type_name};
+use crate::contract::json::{CANONICAL, as_int, object_to_string, to_string, type_name};
 use crate::contract::limits::{
     CLIENT_REQUEST_ID_MAX, INTENT_MAX_BYTES, METADATA_VALUE_MAX_BYTES, RECORD_MAX_BYTES,
     SOURCE_MAX_CHARS, TX1_MAX_EDITS, TX2_MAX_OPERATIONS,
@@ -31,6 +31,7 @@ use crate::target::TargetView;
 use crate::text::warnings::{self, Warning};
 use crate::text::{char_len, head_chars, sha256_hex};
 use serde_json::{Map, Value, json};
+use std::rc::Rc;
 
 pub const SUBMIT_EDITS_ARGS: &[&str] = &[
     "target_file_id",
@@ -97,7 +98,8 @@ pub struct Submission {
     pub invalid_text: Vec<Defect>,
     /// `pdcp_content`: the record as compact ASCII-escaped JSON with sorted keys, or for invalid
     /// text the reversible `patchdiff-invalid-input/1` evidence envelope.
-    pub pdcp_content: String,
+    /// Shared with the attempt made from it: a sole replacement's record is over a megabyte.
+    pub pdcp_content: Rc<str>,
     pub pdcp_content_hash: String,
 }
 
@@ -153,12 +155,7 @@ pub(crate) fn envelope(
     check_caps(a, &record)?;
     // Invalid text first: it is audited against the target, whatever else is wrong.
     let mut invalid_text = Vec::new();
-    invalid_text::find(
-        &Value::Object(record.clone()),
-        "record",
-        a.sentinel,
-        &mut invalid_text,
-    );
+    invalid_text::find_in_object(&record, "record", a.sentinel, &mut invalid_text);
     let metadata_keys = [
         "expected_current_hash",
         "client_request_id",
@@ -183,7 +180,7 @@ pub(crate) fn envelope(
     };
     let take = |k: &str| a.get(k).cloned().unwrap_or(Value::Null);
     let pdcp_content = if invalid_text.is_empty() {
-        to_string(&Value::Object(record.clone()), CANONICAL)
+        object_to_string(&record, CANONICAL)
     } else {
         let mut metadata = Map::new();
         for k in [
@@ -224,7 +221,7 @@ pub(crate) fn envelope(
         protocol_version: protocol,
         runtime_version: runtime,
         pdcp_content_hash: sha256_hex(&pdcp_content),
-        pdcp_content,
+        pdcp_content: pdcp_content.into(),
         invalid_text,
         record,
         expected_target_version: take("expected_target_version"),
@@ -403,7 +400,7 @@ pub struct Attempt {
     pub status: Status,
     pub protocol_version: &'static str,
     pub runtime_version: &'static str,
-    pub pdcp_content: String,
+    pub pdcp_content: Rc<str>,
     pub pdcp_content_hash: String,
     pub request_fingerprint: String,
     pub request_envelope: Value,
@@ -491,7 +488,7 @@ pub fn evaluate(sub: &Submission, id: &Identity, parent: &Parent, start: &Target
     let verdict = judge(sub, parent, start, base.attempt);
     match verdict {
         Ok(applied) => {
-            let after_hash = sha256_hex(&applied.content);
+            let after_hash = applied.content_sha256();
             Attempt {
                 status: Status::Accepted,
                 after_version: Some(start.version + 1),
@@ -750,10 +747,10 @@ impl Proposal {
         })
     }
 
-    fn apply(&self, start: &TargetView) -> Result<sequential::Applied, Rejection> {
+    fn apply(self, start: &TargetView) -> Result<sequential::Applied, Rejection> {
         match self {
-            Proposal::Edits(e) => tx1::apply(start, e),
-            Proposal::Operations(o) => tx2::apply(start, o),
+            Proposal::Edits(e) => tx1::apply(start, &e),
+            Proposal::Operations(o) => tx2::apply(start, &o),
             Proposal::Replacement(r) => Ok(tx3::apply(start, r)),
         }
     }
@@ -1014,7 +1011,7 @@ impl AttemptRow {
             status: a.status.as_str().to_owned(),
             request_fingerprint: a.request_fingerprint.clone(),
             request_envelope: a.request_envelope.clone(),
-            pdcp_content: a.pdcp_content.clone(),
+            pdcp_content: a.pdcp_content.to_string(),
             before_version: a.before_version,
             before_hash: a.before_hash.clone(),
             after_version: a.after_version,
