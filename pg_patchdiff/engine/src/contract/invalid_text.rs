@@ -52,6 +52,11 @@ pub fn mark_lone_surrogates(text: &str) -> Option<(String, char)> {
     let mut ticks = interrupt::Every::new(interrupt::SEARCH_INTERVAL);
     while i < b.len() {
         ticks.tick();
+        // Only a quote or a backslash changes anything below: jump to the next one.
+        let Some(next) = memchr::memchr2(b'"', b'\\', &b[i..]) else {
+            break;
+        };
+        i += next;
         match (in_string, b[i]) {
             (false, b'"') | (true, b'"') => in_string = !in_string,
             (true, b'\\') => {

@@ -122,6 +122,19 @@ fn needs_escape(b: u8, ascii: bool) -> bool {
     b < 0x20 || b == b'"' || b == b'\\' || (ascii && b >= 0x80)
 }
 
+/// Whether none of the eight bytes of `w` needs [`needs_escape`]. Each test is the exact
+/// "some byte is zero / below n" word test (a borrow starts only at such a byte).
+fn plain_word(w: u64, ascii: bool) -> bool {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let has_zero = |v: u64| v.wrapping_sub(ONES) & !v & HIGH != 0;
+    let below_space = w.wrapping_sub(ONES * 0x20) & !w & HIGH != 0;
+    !(below_space
+        || has_zero(w ^ (ONES * u64::from(b'"')))
+        || has_zero(w ^ (ONES * u64::from(b'\\')))
+        || (ascii && w & HIGH != 0))
+}
+
 /// `\u` and the four hex digits of one UTF-16 code unit.
 fn push_unit(u: u16, out: &mut String) {
     let e = [
@@ -136,8 +149,8 @@ fn push_unit(u: u16, out: &mut String) {
     out.push_str(std::str::from_utf8(&e).unwrap_or_default());
 }
 
-/// Writes `s` as a JSON string literal. Runs of plain characters are copied in one piece; an
-/// escape is spelled without `core::fmt` (a 1 MiB replacement with 48,576 `é` used to spend
+/// Writes `s` as a JSON string literal. Runs of plain characters are found eight bytes at a
+/// time and copied in one piece; an escape is spelled without `core::fmt` (a 1 MiB replacement with 48,576 `é` used to spend
 /// more time formatting `\u00e9` than everything else in its stored record).
 pub fn write_str(s: &str, ascii: bool, out: &mut String) {
     out.reserve(s.len() + 2);
@@ -145,6 +158,12 @@ pub fn write_str(s: &str, ascii: bool, out: &mut String) {
     let bytes = s.as_bytes();
     let (mut run, mut i) = (0, 0);
     while i < bytes.len() {
+        if let Some(w) = bytes.get(i..i + 8)
+            && plain_word(u64::from_le_bytes(w.try_into().unwrap_or_default()), ascii)
+        {
+            i += 8;
+            continue;
+        }
         let b = bytes[i];
         if !needs_escape(b, ascii) {
             i += 1;

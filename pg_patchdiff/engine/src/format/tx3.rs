@@ -5,6 +5,7 @@
 //! conflict audit rows never apply the bound.
 
 use crate::contract::limits::{REPLACEMENT_MAX_CODE_POINTS, REPLACEMENT_MAX_UTF8_BYTES};
+use crate::contract::uuid::is_sha256_hex;
 use crate::contract::words::{DiagnosticCode, FailureReason};
 use crate::evidence::rejection::Rejection;
 use crate::format::common::{self, ChangeFact, malformed};
@@ -120,7 +121,13 @@ pub fn apply(start: &TargetView, replacement: String) -> Applied {
         span_end: original_chars,
         matched_chars: original_chars,
         replacement_chars: char_len(&replacement),
-        matched_sha256: sha256_hex(original),
+        // The matched text is the whole target, whose hash the target row already holds (every
+        // guard compares against it; replay recomputes it from the content and checks it).
+        matched_sha256: if is_sha256_hex(start.current_hash) {
+            start.current_hash.to_owned()
+        } else {
+            sha256_hex(original)
+        },
         replacement_sha256: replacement_sha256.clone(),
         rationale: None,
         risk: None,
