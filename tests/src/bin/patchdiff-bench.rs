@@ -45,6 +45,9 @@ const NEEDLE_EVERY: usize = 32;
 /// The ordinary table the plain-UPDATE baselines write (same lz4 compression as
 /// patchdiff.targets.current_content, so the ratio is not about the compressor).
 const BASELINE_TABLE: &str = "patchdiff_bench_baseline";
+/// The append-only table of the tx/3 storage floor (issue 21, item 3): an identity key and an
+/// lz4 text column, like the record column of patchdiff.pdcp_logs.
+const FLOOR_TABLE: &str = "patchdiff_bench_floor_log";
 
 type Err = Box<dyn std::error::Error>;
 
@@ -374,6 +377,11 @@ BEGIN
 {calls}    WHEN 'baseline_update' THEN
       UPDATE {BASELINE_TABLE} SET body = args WHERE id = 2;
       result := '{{\"status\":\"accepted\"}}';
+    WHEN 'tx3_storage_floor' THEN
+      PERFORM args::json;
+      INSERT INTO {FLOOR_TABLE} (body) VALUES (args);
+      UPDATE {BASELINE_TABLE} SET body = args WHERE id = 2;
+      result := '{{\"status\":\"accepted\"}}';
   END CASE;
   ms := extract(epoch FROM clock_timestamp() - t0) * 1000;
 END
@@ -435,6 +443,10 @@ enum Statement {
     Api(&'static str),
     /// `UPDATE` of the 1 MiB baseline row, the argument being the new body.
     BaselineUpdate,
+    /// The storage work a sole replacement cannot avoid with today's schema, in plain SQL: the
+    /// argument through the `json` input function, INSERTed as one lz4 row (the record) and
+    /// written over the 1 MiB baseline row (the new content).
+    Tx3StorageFloor,
 }
 
 impl Statement {
@@ -444,6 +456,11 @@ impl Statement {
             Statement::BaselineUpdate => {
                 format!("UPDATE {BASELINE_TABLE} SET body = $1 WHERE id = 2")
             }
+            Statement::Tx3StorageFloor => format!(
+                "WITH ins AS (INSERT INTO {FLOOR_TABLE} (body) VALUES ($1::text)), \
+                 upd AS (UPDATE {BASELINE_TABLE} SET body = $1::text WHERE id = 2) \
+                 SELECT CASE WHEN $1::text::json IS NOT NULL THEN '{{\"status\":\"accepted\"}}' END"
+            ),
         }
     }
 
@@ -451,6 +468,7 @@ impl Statement {
         match self {
             Statement::Api(f) => f,
             Statement::BaselineUpdate => "baseline_update",
+            Statement::Tx3StorageFloor => "tx3_storage_floor",
         }
     }
 }
@@ -668,6 +686,20 @@ impl Workload for Replacement {
 
     fn check(&mut self, answer: &Value) -> Result<(), Err> {
         self.guard.advance("submit_replacement", answer)
+    }
+}
+
+/// The tx/3 storage floor's arguments: the very argument texts of [`Replacement`], whose
+/// answers are not submissions (nothing to check).
+struct StorageFloor(Replacement);
+
+impl Workload for StorageFloor {
+    fn args(&mut self) -> String {
+        self.0.args()
+    }
+
+    fn check(&mut self, _: &Value) -> Result<(), Err> {
+        Ok(())
     }
 }
 
@@ -952,6 +984,25 @@ async fn section_ops(c: &Client, n: usize) -> Result<String, Err> {
             samples,
             engine: Some(engine),
         });
+        settle(c).await?;
+        eprintln!("ops: {name}: storage floor ...");
+        let floor = measure_calls(
+            c,
+            &Statement::Tx3StorageFloor,
+            WARMUP,
+            n,
+            &mut StorageFloor(replacement(&target)),
+        )
+        .await?;
+        rows.push(OpsRow {
+            name: format!(
+                "tx/3 storage floor (plain SQL: json input, INSERT, UPDATE), {}",
+                name.strip_prefix("submit_replacement (tx/3), ")
+                    .unwrap_or(name)
+            ),
+            samples: floor,
+            engine: None,
+        });
     }
 
     let (base_client, base_server) = (
@@ -1036,6 +1087,38 @@ async fn section_ops(c: &Client, n: usize) -> Result<String, Err> {
             "server − engine ms",
         ],
         &phases,
+    );
+    // Issue 21, item 3: each sole replacement against the plain-SQL storage work it cannot
+    // avoid (the row after it) and against the plain UPDATE.
+    let floors: Vec<Vec<String>> = rows
+        .windows(2)
+        .filter(|w| w[1].name.starts_with("tx/3 storage floor"))
+        .map(|w| {
+            let (tx3, floor) = (
+                median(&w[0].samples.server_ms),
+                median(&w[1].samples.server_ms),
+            );
+            vec![
+                w[0].name.clone(),
+                ms(tx3),
+                ms(floor),
+                format!("{:.2}", tx3 / floor),
+                format!("{:.2}", tx3 / base_server),
+                format!("{:.2}", floor / base_server),
+            ]
+        })
+        .collect();
+    s += "\nSole replacements against their storage floor (server medians):\n\n";
+    s += &markdown(
+        &[
+            "benchmark",
+            "tx/3 ms",
+            "floor ms",
+            "tx/3 / floor",
+            "tx/3 / UPDATE",
+            "floor / UPDATE",
+        ],
+        &floors,
     );
     Ok(s)
 }
@@ -1568,8 +1651,10 @@ async fn main() -> Result<(), Err> {
         let (small, _) = generate_text(SMALL_BYTES);
         let (large, _) = generate_text(LARGE_BYTES);
         c.batch_execute(&format!(
-            "DROP TABLE IF EXISTS {BASELINE_TABLE};
-             CREATE TABLE {BASELINE_TABLE} (id int PRIMARY KEY, body text COMPRESSION lz4 NOT NULL);"
+            "DROP TABLE IF EXISTS {BASELINE_TABLE}, {FLOOR_TABLE};
+             CREATE TABLE {BASELINE_TABLE} (id int PRIMARY KEY, body text COMPRESSION lz4 NOT NULL);
+             CREATE TABLE {FLOOR_TABLE} (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, \
+               body text COMPRESSION lz4 NOT NULL);"
         ))
         .await?;
         c.execute(
@@ -1632,7 +1717,7 @@ async fn main() -> Result<(), Err> {
         eprintln!("wrote {path}");
     }
     if runs(Section::Core) || runs(Section::Ops) {
-        c.batch_execute(&format!("DROP TABLE {BASELINE_TABLE}"))
+        c.batch_execute(&format!("DROP TABLE {BASELINE_TABLE}, {FLOOR_TABLE}"))
             .await?;
     }
     if runs(Section::Ops) || runs(Section::History) {
