@@ -229,6 +229,12 @@ impl Args {
         self.map.get(k)
     }
 
+    /// Moves an argument out (a proposal's megabyte is not copied into its record). Later
+    /// lookups of `k` see it absent.
+    pub fn take(&mut self, k: &str) -> Option<Value> {
+        self.map.shift_remove(k)
+    }
+
     /// Present and not null.
     pub fn given(&self, k: &str) -> Option<&Value> {
         self.map.get(k).filter(|v| !v.is_null())

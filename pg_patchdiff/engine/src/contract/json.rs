@@ -136,25 +136,29 @@ fn plain_word(w: u64, ascii: bool) -> bool {
 }
 
 /// `\u` and the four hex digits of one UTF-16 code unit.
-fn push_unit(u: u16, out: &mut String) {
-    let e = [
+fn push_unit(u: u16, buf: &mut Vec<u8>) {
+    buf.extend_from_slice(&[
         b'\\',
         b'u',
         HEX[usize::from(u >> 12)],
         HEX[usize::from((u >> 8) & 15)],
         HEX[usize::from((u >> 4) & 15)],
         HEX[usize::from(u & 15)],
-    ];
-    // Six ASCII bytes: always valid UTF-8.
-    out.push_str(std::str::from_utf8(&e).unwrap_or_default());
+    ]);
 }
 
 /// Writes `s` as a JSON string literal. Runs of plain characters are found eight bytes at a
-/// time and copied in one piece; an escape is spelled without `core::fmt` (a 1 MiB replacement with 48,576 `é` used to spend
-/// more time formatting `\u00e9` than everything else in its stored record).
+/// time and copied in one piece; an escape is spelled without `core::fmt` (a 1 MiB replacement
+/// with 48,576 `é` used to spend more time formatting `\u00e9` than everything else in its
+/// stored record).
 pub fn write_str(s: &str, ascii: bool, out: &mut String) {
-    out.reserve(s.len() + 2);
-    out.push('"');
+    // The bytes are appended to `out`'s own buffer: whole characters of `s` and ASCII escapes
+    // only. What was appended is checked once at the end (for the all-ASCII output of ASCII
+    // mode, the word-at-a-time ASCII check); what `out` held before is not checked again.
+    let mut buf = std::mem::take(out).into_bytes();
+    let start = buf.len();
+    buf.reserve(s.len() + 2);
+    buf.push(b'"');
     let bytes = s.as_bytes();
     let (mut run, mut i) = (0, 0);
     while i < bytes.len() {
@@ -169,17 +173,17 @@ pub fn write_str(s: &str, ascii: bool, out: &mut String) {
             i += 1;
             continue;
         }
-        out.push_str(&s[run..i]);
+        buf.extend_from_slice(&bytes[run..i]);
         if b < 0x80 {
             match b {
-                b'"' => out.push_str("\\\""),
-                b'\\' => out.push_str("\\\\"),
-                b'\n' => out.push_str("\\n"),
-                b'\r' => out.push_str("\\r"),
-                b'\t' => out.push_str("\\t"),
-                0x08 => out.push_str("\\b"),
-                0x0c => out.push_str("\\f"),
-                _ => push_unit(u16::from(b), out),
+                b'"' => buf.extend_from_slice(b"\\\""),
+                b'\\' => buf.extend_from_slice(b"\\\\"),
+                b'\n' => buf.extend_from_slice(b"\\n"),
+                b'\r' => buf.extend_from_slice(b"\\r"),
+                b'\t' => buf.extend_from_slice(b"\\t"),
+                0x08 => buf.extend_from_slice(b"\\b"),
+                0x0c => buf.extend_from_slice(b"\\f"),
+                _ => push_unit(u16::from(b), &mut buf),
             }
             i += 1;
         } else {
@@ -187,14 +191,21 @@ pub fn write_str(s: &str, ascii: bool, out: &mut String) {
             let c = s[i..].chars().next().unwrap_or_default();
             let mut units = [0u16; 2];
             for u in c.encode_utf16(&mut units) {
-                push_unit(*u, out);
+                push_unit(*u, &mut buf);
             }
             i += c.len_utf8();
         }
         run = i;
     }
-    out.push_str(&s[run..]);
-    out.push('"');
+    buf.extend_from_slice(&bytes[run..]);
+    buf.push(b'"');
+    *out = match std::str::from_utf8(&buf[start..]) {
+        // SAFETY: `buf[..start]` are the bytes of a `String`, and `buf[start..]` was just
+        // checked to be UTF-8; both end and begin on character boundaries.
+        Ok(_) => unsafe { String::from_utf8_unchecked(buf) },
+        // Unreachable (only whole characters and ASCII were appended); never unsound.
+        Err(_) => String::from_utf8_lossy(&buf).into_owned(),
+    };
 }
 
 /// The implementation [`write_str`] replaced, kept as its oracle.
@@ -282,7 +293,7 @@ mod tests {
     fn write_str_equals_the_fmt_version() {
         let check = |s: &str| {
             for ascii in [false, true] {
-                let (mut a, mut b) = (String::from("x"), String::from("x"));
+                let (mut a, mut b) = (String::from("x é "), String::from("x é "));
                 write_str(s, ascii, &mut a);
                 write_str_fmt(s, ascii, &mut b);
                 assert_eq!(a, b, "{s:?} ascii={ascii}");

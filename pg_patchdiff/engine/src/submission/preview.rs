@@ -64,7 +64,7 @@ pub const PAYLOAD_OMISSION_ORDER: &[&str] = &[
 /// Parses preview arguments into the same [`Submission`] a submission tool would build, without
 /// key, lineage, source or correlation (those names are unknown arguments here).
 pub fn parse_preview(text: &str) -> Result<Submission, ArgError> {
-    let a = Args::parse(text, PREVIEW_ARGS, PREVIEW_REQUIRED)?;
+    let mut a = Args::parse(text, PREVIEW_ARGS, PREVIEW_REQUIRED)?;
     // The target ID is checked in `envelope`, after the format: a malformed one is answered as
     // a rejected preview of that format (`crate::submission::identity`).
     let allowed: Vec<&str> = FORMATS.iter().map(|f| f.0).collect();
@@ -95,7 +95,7 @@ pub fn parse_preview(text: &str) -> Result<Submission, ArgError> {
             .with("format", json!(protocol)));
         }
     }
-    let record = submit::record_of(&a, protocol, field);
+    let record = submit::record_of(&mut a, protocol, field);
     let runtime = match Protocol::parse(protocol) {
         Some(Protocol::Tx2) => tx2::runtime_for(record.get("operations")),
         Some(Protocol::Tx3) => tx3::RUNTIME,

@@ -107,34 +107,35 @@ pub struct Submission {
 /// is an `invalid_argument`: the object itself, names, the target ID, `source` and
 /// `include_correlation_id`. Everything else is judged, and logged, by [`evaluate`].
 pub fn parse_submit_edits(text: &str) -> Result<Submission, ArgError> {
-    let a = Args::parse_proposal(text, SUBMIT_EDITS_ARGS, SUBMIT_EDITS_REQUIRED)?;
-    let record = record_of(&a, tx1::PROTOCOL, "edits");
+    let mut a = Args::parse_proposal(text, SUBMIT_EDITS_ARGS, SUBMIT_EDITS_REQUIRED)?;
+    let record = record_of(&mut a, tx1::PROTOCOL, "edits");
     envelope(&a, record, tx1::PROTOCOL, tx1::RUNTIME)
 }
 
 /// Parses `patchdiff_submit_operations` arguments (patchdiff-tx/2). The runtime is fixed by the
 /// record: 0.5.0 when a span carries context keys, otherwise 0.3.0.
 pub fn parse_submit_operations(text: &str) -> Result<Submission, ArgError> {
-    let a = Args::parse_proposal(text, SUBMIT_OPERATIONS_ARGS, SUBMIT_OPERATIONS_REQUIRED)?;
-    let record = record_of(&a, tx2::PROTOCOL, "operations");
+    let mut a = Args::parse_proposal(text, SUBMIT_OPERATIONS_ARGS, SUBMIT_OPERATIONS_REQUIRED)?;
+    let record = record_of(&mut a, tx2::PROTOCOL, "operations");
     let runtime = tx2::runtime_for(record.get("operations"));
     envelope(&a, record, tx2::PROTOCOL, runtime)
 }
 
 /// Parses `patchdiff_submit_replacement` arguments (patchdiff-tx/3, runtime 0.4.0).
 pub fn parse_submit_replacement(text: &str) -> Result<Submission, ArgError> {
-    let a = Args::parse_proposal(text, SUBMIT_REPLACEMENT_ARGS, SUBMIT_REPLACEMENT_REQUIRED)?;
-    let record = record_of(&a, tx3::PROTOCOL, "replacement");
+    let mut a = Args::parse_proposal(text, SUBMIT_REPLACEMENT_ARGS, SUBMIT_REPLACEMENT_REQUIRED)?;
+    let record = record_of(&mut a, tx3::PROTOCOL, "replacement");
     envelope(&a, record, tx3::PROTOCOL, tx3::RUNTIME)
 }
 
-/// The stored record: `protocol_version`, `intent` and the format's proposal field, as sent.
-pub(crate) fn record_of(a: &Args, protocol: &str, proposal: &str) -> Map<String, Value> {
+/// The stored record: `protocol_version`, `intent` and the format's proposal field, as sent
+/// (moved out of the arguments, which nothing reads them from afterwards).
+pub(crate) fn record_of(a: &mut Args, protocol: &str, proposal: &str) -> Map<String, Value> {
     let mut record = Map::new();
     record.insert("protocol_version".into(), json!(protocol));
     for k in ["intent", proposal] {
-        if let Some(v) = a.get(k) {
-            record.insert(k.into(), v.clone());
+        if let Some(v) = a.take(k) {
+            record.insert(k.into(), v);
         }
     }
     record
