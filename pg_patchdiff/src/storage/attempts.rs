@@ -403,7 +403,7 @@ fn log_row(t: &SpiHeapTupleData) -> AttemptRow {
         parent_pdcp_log_id: r.opt(20),
         attempt: r.opt(21),
         source: r.text(22),
-        diagnostic: r.json(23),
+        diagnostic_text: r.json_literal(23),
         intent_head: r.opt(24),
         pdcp_content_bytes: r.int(25),
         created_at_us: r.int(26),

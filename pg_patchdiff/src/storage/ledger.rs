@@ -4,7 +4,6 @@
 use super::{Row, read};
 use patchdiff_engine::api::history::LedgerRow;
 use pgrx::spi::{SpiClient, SpiHeapTupleData};
-use serde_json::Value;
 
 macro_rules! ledger_page_sql {
     ($scope:literal) => {
@@ -40,7 +39,7 @@ fn ledger_row(t: &SpiHeapTupleData) -> LedgerRow {
         rationale: r.opt(11),
         risk: r.opt(12),
         origin: r.text(13),
-        derived: r.json(14).unwrap_or(Value::Null),
+        derived: r.json_literal(14),
         created_at_us: r.int(15),
     }
 }

@@ -179,4 +179,10 @@ impl Row<'_, '_> {
         self.opt::<String>(i)
             .map(|s| serde_json::from_str(&s).unwrap_or_else(|e| fault(self.1, e)))
     }
+    /// A `json` column as literal-form text, which a page embeds as it is: the stored text
+    /// itself when it already is, as every row this extension writes (issue 21, item 4).
+    fn json_literal(&self, i: usize) -> Option<String> {
+        self.opt::<String>(i)
+            .map(|s| patchdiff_engine::wire::stored_literal(s).unwrap_or_else(|e| fault(self.1, e)))
+    }
 }
