@@ -13,7 +13,7 @@ use crate::contract::json::{as_int, is_big_int, type_name, write_str};
 use crate::contract::limits::{
     HISTORY_DEFAULT_LIMIT, HISTORY_MAX_LIMIT, LOG_CONTENT_PAGE_BYTES, LOG_INTENT_MAX_CHARS,
 };
-use crate::contract::time::rfc3339_utc;
+use crate::contract::time::write_rfc3339_utc;
 use crate::submission::submit::AttemptRow;
 use crate::text::{char_len, head_chars, text_defect};
 use serde_json::{Map, Value, json};
@@ -283,6 +283,12 @@ impl Writer {
             None => self.0.push_str("null"),
         }
     }
+    /// A timestamp: its RFC 3339 form needs no escape.
+    fn time(&mut self, micros: i64) {
+        self.0.push('"');
+        write_rfc3339_utc(micros, &mut self.0);
+        self.0.push('"');
+    }
     /// Stored JSON text already in literal form ([`crate::contract::json::stored_literal`]).
     fn literal(&mut self, text: Option<&str>) {
         self.0.push_str(text.unwrap_or("null"));
@@ -363,7 +369,7 @@ fn log_entry(w: &mut Writer, r: &AttemptRow, content: Option<Option<&str>>) {
             })
         }
     };
-    w.key(",\"created_at\":").str(&rfc3339_utc(r.created_at_us));
+    w.key(",\"created_at\":").time(r.created_at_us);
     if let Some(c) = content {
         w.key(",\"pdcp_content\":").opt_str(c);
         w.key(if c.is_none() {
@@ -431,7 +437,7 @@ fn ledger_entry(w: &mut Writer, r: &LedgerRow) {
     w.key(",\"risk\":").opt_str(r.risk.as_deref());
     w.key(",\"origin\":").str(&r.origin);
     w.key(",\"derived\":").literal(r.derived.as_deref());
-    w.key(",\"created_at\":").str(&rfc3339_utc(r.created_at_us));
+    w.key(",\"created_at\":").time(r.created_at_us);
     w.0.push('}');
 }
 
@@ -443,6 +449,7 @@ mod tests {
     /// as the oracle the written pages are compared with.
     mod before {
         use super::*;
+        use crate::contract::time::rfc3339_utc;
 
         /// The page answer. `rows` are newest first, at most `page.limit + 1` of them; `contents[i]`
         /// is the record of `rows[i]` when it was fetched (`include_content` only).
