@@ -9,6 +9,10 @@
 #   bash scripts/ab-bench.sh BASE [CALLS]      (default CALLS 3000)
 # It installs each build in turn over the machine's pg_patchdiff and leaves the working tree's
 # build installed.
+# PATCHDIFF_AB_DIR (default /tmp/patchdiff-ab) holds its files; PATCHDIFF_AB_PORT_A and
+# PATCHDIFF_AB_PORT_B (default 54351 and 54352) are the two clusters' ports; PATCHDIFF_AB_BASE_PKG
+# may name a folder holding BASE's build already (pg_patchdiff.so, pg_patchdiff.control and
+# pg_patchdiff--*.sql, as "$PATCHDIFF_AB_DIR/base" holds after a run), used instead of building it.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$ROOT"
 BASE="${1:?usage: scripts/ab-bench.sh BASE_COMMIT [CALLS]}"
@@ -24,12 +28,19 @@ EXT_DIR="$("$PG_CONFIG" --sharedir)/extension"
 LIB_DIR="$("$PG_CONFIG" --pkglibdir)"
 rm -rf "$WORK/new" && mkdir -p "$WORK/new"
 cp "$LIB_DIR/pg_patchdiff.so" "$EXT_DIR"/pg_patchdiff* "$WORK/new/"
-rm -rf "$WORK/src" && git worktree add -f --detach "$WORK/src" "$BASE" >/dev/null
-(cd "$WORK/src" && CARGO_TARGET_DIR="$WORK/target" cargo pgrx package -p pg_patchdiff \
-  --pg-config "$PG_CONFIG" --out-dir "$WORK/pkg" >/dev/null)
-git worktree remove --force "$WORK/src"
-rm -rf "$WORK/base" && mkdir -p "$WORK/base"
-cp "$WORK/pkg$LIB_DIR/pg_patchdiff.so" "$WORK/pkg$EXT_DIR"/pg_patchdiff* "$WORK/base/"
+if [ -n "${PATCHDIFF_AB_BASE_PKG:-}" ]; then
+  if [ "$(realpath "$PATCHDIFF_AB_BASE_PKG")" != "$(realpath -m "$WORK/base")" ]; then
+    rm -rf "$WORK/base" && mkdir -p "$WORK/base"
+    cp "$PATCHDIFF_AB_BASE_PKG"/pg_patchdiff* "$WORK/base/"
+  fi
+else
+  rm -rf "$WORK/src" && git worktree add -f --detach "$WORK/src" "$BASE" >/dev/null
+  (cd "$WORK/src" && CARGO_TARGET_DIR="$WORK/target" cargo pgrx package -p pg_patchdiff \
+    --pg-config "$PG_CONFIG" --out-dir "$WORK/pkg" >/dev/null)
+  git worktree remove --force "$WORK/src"
+  rm -rf "$WORK/base" && mkdir -p "$WORK/base"
+  cp "$WORK/pkg$LIB_DIR/pg_patchdiff.so" "$WORK/pkg$EXT_DIR"/pg_patchdiff* "$WORK/base/"
+fi
 
 if [ ! -x "$WORK/py/bin/python" ]; then python3 -m venv "$WORK/py"; fi
 "$WORK/py/bin/pip" install -q --disable-pip-version-check "psycopg[binary]==3.3.9"
@@ -45,7 +56,7 @@ prepare() { # dir port build
   cluster_psql "$1" "$2" -d ab -c "CREATE EXTENSION pg_patchdiff" \
     -c "DO \$\$BEGIN CREATE ROLE patchdiff_ab_owner LOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END\$\$" >/dev/null
 }
-A=("$WORK/a" 54351) B=("$WORK/b" 54352)
+A=("$WORK/a" "${PATCHDIFF_AB_PORT_A:-54351}") B=("$WORK/b" "${PATCHDIFF_AB_PORT_B:-54352}")
 start_cluster "${A[@]}"; start_cluster "${B[@]}"
 trap 'stop_cluster "${A[0]}"; stop_cluster "${B[0]}"; use new' EXIT
 for who in patchdiff_ab_owner postgres; do

@@ -64,6 +64,11 @@ fn assert_page_is_slice(out: &Value, content: &str, what: &str) {
     }
 }
 
+/// A history page's text (written straight into a string) as a value; it is always JSON.
+fn page_value(text: String) -> Value {
+    serde_json::from_str(&text).expect("a history page is JSON")
+}
+
 fn text(data: &[u8]) -> String {
     String::from_utf8_lossy(data).into_owned()
 }
@@ -201,12 +206,17 @@ pub fn args(data: &[u8]) {
             Err(e) => history::invalid(&e, "patchdiff_get_pdcp_log"),
             Ok(q) => {
                 assert!(q.page.limit >= 1, "limit {}", q.page.limit);
-                history::log_page(&q.page, Vec::new(), q.include_content, Vec::new())
+                page_value(history::log_page(
+                    &q.page,
+                    Vec::new(),
+                    q.include_content,
+                    Vec::new(),
+                ))
             }
         },
         10 => match history::parse_ledger(&raw) {
             Err(e) => history::invalid(&e, "patchdiff_get_manifest_ledger"),
-            Ok(q) => history::ledger_page(&q.page, Vec::new()),
+            Ok(q) => page_value(history::ledger_page(&q.page, Vec::new())),
         },
         _ => {
             // patchdiff_observe_scope's and patchdiff_submit_observed_operations' parsers.

@@ -116,9 +116,26 @@ pub(crate) fn new_id() -> String {
     uuid::Uuid::new_v4().to_string()
 }
 
+/// An engine answer: a value, or (history pages) its JSON text already written.
+pub(crate) trait Answer {
+    fn into_text(self) -> String;
+}
+
+impl Answer for Value {
+    fn into_text(self) -> String {
+        to_string(&self, LITERAL)
+    }
+}
+
+impl Answer for String {
+    fn into_text(self) -> String {
+        self
+    }
+}
+
 /// Runs one call of the engine over this transaction's rows, as the caller may see them, and
 /// returns its answer as `json` text.
-pub(crate) fn with_store(call: impl FnOnce(&mut SpiStore) -> Value) -> JsonString {
+pub(crate) fn with_store<A: Answer>(call: impl FnOnce(&mut SpiStore) -> A) -> JsonString {
     let caller = storage::Caller::current();
     let answer = Spi::connect_mut(|client| call(&mut SpiStore { client, caller }));
     // A near-miss search that failed was answered as an omission (issue 17); the client sees
@@ -126,7 +143,7 @@ pub(crate) fn with_store(call: impl FnOnce(&mut SpiStore) -> Value) -> JsonStrin
     if let Some(fault) = patchdiff_engine::api::near_miss::take_contained_fault() {
         pgrx::log!("pg_patchdiff: a near-miss search failed and was omitted: {fault}");
     }
-    out(&answer)
+    JsonString(answer.into_text())
 }
 
 /// Creates a target from inline content: LF canonicalization, recorded source line endings,

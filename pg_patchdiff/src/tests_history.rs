@@ -1544,4 +1544,84 @@ mod tests {
         );
         assert_eq!(r["code"], "invalid_include_previous_cycles");
     }
+
+    /// Issue 21, item 4 (no behaviour change): pages embed stored `json` text as it is, so a
+    /// spelling this extension never writes (whitespace, `\u00e9`, `\/`, a repeated key, floats,
+    /// a number past u64) must still show exactly as parsing and serialising it did; and
+    /// `created_at`, now read from the timestamp itself, is what
+    /// `(EXTRACT(epoch FROM created_at) * 1000000)::int8` gave, before 1970 and at the ends of
+    /// years 1 to 9999 included.
+    #[pg_test]
+    fn pages_show_odd_stored_json_and_timestamps_as_before() {
+        use patchdiff_engine::api::time::rfc3339_utc;
+        use patchdiff_engine::wire::{LITERAL, to_string};
+        let t = init("a0\n");
+        let r = edit(&t, 0, "acc", json!([{"match": "a0", "replace": "a1"}]));
+        assert_eq!(r["status"], "accepted");
+        let odd = [
+            (
+                r#"{"b": 1, "a":"\u00e9", "a": [1.0, -0, 1e2, 0.1]}"#,
+                "1969-12-31 23:59:59.999999+00",
+            ),
+            (
+                r#" {"k":"v\/\u001F\u000a"} "#,
+                "0001-01-01 00:00:00.000001+00",
+            ),
+            (
+                "[18446744073709551616,-9223372036854775809]",
+                "9999-12-31 23:59:59.999999+00",
+            ),
+            (r#"{"é":"é","n":-5}"#, "2026-10-22 23:28:20.5+00"),
+        ];
+        for (i, (text, at)) in odd.iter().enumerate() {
+            Spi::run_with_args(
+                "INSERT INTO patchdiff.pdcp_logs (pdcp_log_id, target_file_id, editing_cycle_id, status, protocol_version, \
+                   runtime_version, pdcp_content, pdcp_content_hash, request_fingerprint, request_envelope, before_version, \
+                   before_hash, failure_reason, failure_detail, diagnostic, validity, source, created_at) \
+                 SELECT pg_catalog.gen_random_uuid(), target_file_id, editing_cycle_id, 'rejected', protocol_version, \
+                   runtime_version, pdcp_content, 'odd', request_fingerprint, request_envelope, before_version, before_hash, \
+                   'TEST', $4, $2::json, validity, source, $3::timestamptz \
+                 FROM patchdiff.pdcp_logs WHERE target_file_id = $1::uuid AND status = 'accepted'",
+                &[t.as_str().into(), (*text).into(), (*at).into(), format!("odd {i}").into()],
+            )
+            .unwrap();
+            Spi::run_with_args(
+                "INSERT INTO patchdiff.manifest_ledger (ledger_entry_id, pdcp_log_id, log_sequence, target_file_id, \
+                   editing_cycle_id, before_version, after_version, change_index, change_id, origin, derived, created_at) \
+                 SELECT pg_catalog.gen_random_uuid(), pdcp_log_id, log_sequence, target_file_id, editing_cycle_id, \
+                   before_version, after_version, $4, 'chg_odd', 'typed', $2::json, $3::timestamptz \
+                 FROM patchdiff.manifest_ledger WHERE target_file_id = $1::uuid AND change_index = 1",
+                &[t.as_str().into(), (*text).into(), (*at).into(), (i as i32 + 2).into()],
+            )
+            .unwrap();
+        }
+        let page = |f: &str| -> String {
+            Spi::get_one_with_args::<String>(
+                &format!("SELECT {f}($1::json)::text"),
+                &[json!({"target_file_id": t}).to_string().into()],
+            )
+            .unwrap()
+            .unwrap()
+        };
+        let (log, ledger) = (
+            page("patchdiff_get_pdcp_log"),
+            page("patchdiff_get_manifest_ledger"),
+        );
+        for (text, at) in odd {
+            let shown = to_string(&serde_json::from_str(text).unwrap(), LITERAL);
+            let micros = Spi::get_one_with_args::<i64>(
+                "SELECT (EXTRACT(epoch FROM $1::timestamptz) * 1000000)::int8",
+                &[at.into()],
+            )
+            .unwrap()
+            .unwrap();
+            let time = rfc3339_utc(micros);
+            let in_log = format!(
+                r#""diagnostic":{shown},"intent":null,"intent_truncated":null,"created_at":"{time}""#
+            );
+            let in_ledger = format!(r#""derived":{shown},"created_at":"{time}""#);
+            assert!(log.contains(&in_log), "{in_log} not in {log}");
+            assert!(ledger.contains(&in_ledger), "{in_ledger} not in {ledger}");
+        }
+    }
 }

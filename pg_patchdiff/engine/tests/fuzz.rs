@@ -1775,7 +1775,13 @@ fn answers(tool: Tool, text: &str, w: &World, g: &mut Gen) -> Result<Vec<Value>,
                     "records past the page budget"
                 );
                 let contents = plan.iter().map(|k| k.then(|| "{}".to_owned())).collect();
-                let v = history::log_page(&q.page, rows, q.include_content, contents);
+                let v: Value = serde_json::from_str(&history::log_page(
+                    &q.page,
+                    rows,
+                    q.include_content,
+                    contents,
+                ))
+                .expect("a log page is JSON");
                 let entries = v["entries"].as_array().map_or(0, Vec::len);
                 ensure!(
                     entries <= q.page.limit && entries == n.min(q.page.limit),
@@ -1816,11 +1822,12 @@ fn answers(tool: Tool, text: &str, w: &World, g: &mut Gen) -> Result<Vec<Value>,
                         rationale: None,
                         risk: None,
                         origin: "typed".into(),
-                        derived: json!({}),
+                        derived: Some("{}".into()),
                         created_at_us: i as i64 * 1_000_003,
                     })
                     .collect();
-                let v = history::ledger_page(&q.page, rows);
+                let v: Value = serde_json::from_str(&history::ledger_page(&q.page, rows))
+                    .expect("a ledger page is JSON");
                 let seqs: Vec<i64> = v["entries"]
                     .as_array()
                     .into_iter()

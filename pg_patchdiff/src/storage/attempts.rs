@@ -2,13 +2,13 @@
 //! new target state), log pages, stored records and replay batches.
 
 use super::access::tiered;
-use super::{Caller, Need, Row, access_args, fault, read, write};
+use super::{Caller, Deformed, Need, Row, access_args, fault, read, read_rows, write};
 use patchdiff_engine::api::observation::{LinkedObservation, ObservationRow};
 use patchdiff_engine::api::submit::{Attempt, AttemptRow, Parent};
 use patchdiff_engine::api::words::Status;
 use pgrx::datum::DatumWithOid;
 use pgrx::prelude::*;
-use pgrx::spi::{SpiClient, SpiHeapTupleData};
+use pgrx::spi::SpiClient;
 use serde_json::Value;
 
 /// What the log knows of a parent attempt: nothing, when it belongs to a target the caller may
@@ -342,7 +342,7 @@ macro_rules! log_page_sql {
             "p.conflicts_with_pdcp_log_id::text, p.before_version, p.before_hash, p.after_version, p.after_hash, ",
             "p.failure_reason, p.failure_detail, p.failure_stage, p.failed_change_id, p.parent_pdcp_log_id::text, ",
             "p.attempt, p.source, p.diagnostic::text, pg_catalog.left(p.intent, 257), ",
-            "pg_catalog.octet_length(p.pdcp_content)::int8, (EXTRACT(epoch FROM p.created_at) * 1000000)::int8 ",
+            "pg_catalog.octet_length(p.pdcp_content)::int8, p.created_at ",
             "FROM patchdiff.pdcp_logs p WHERE ",
             $where,
             " LIMIT $6"
@@ -378,8 +378,7 @@ pub(crate) const LOG_ALL_SQL: &str = log_page_sql!(
      ORDER BY p.target_file_id DESC, p.log_sequence DESC"
 );
 
-fn log_row(t: &SpiHeapTupleData) -> AttemptRow {
-    let r = Row(t, "reading log page");
+fn log_row(r: &Row<Deformed>) -> AttemptRow {
     AttemptRow {
         log_sequence: r.int(1),
         pdcp_log_id: r.text(2),
@@ -403,10 +402,10 @@ fn log_row(t: &SpiHeapTupleData) -> AttemptRow {
         parent_pdcp_log_id: r.opt(20),
         attempt: r.opt(21),
         source: r.text(22),
-        diagnostic: r.json(23),
+        diagnostic_text: r.json_literal(23),
         intent_head: r.opt(24),
         pdcp_content_bytes: r.int(25),
-        created_at_us: r.int(26),
+        created_at_us: r.unix_micros(26),
         ..AttemptRow::default()
     }
 }
@@ -423,7 +422,7 @@ pub fn log_page(c: &SpiClient, q: &patchdiff_engine::api::history::LogQuery) -> 
     } else {
         LOG_ALL_SQL
     };
-    read(
+    read_rows(
         c,
         sql,
         &[
@@ -435,9 +434,8 @@ pub fn log_page(c: &SpiClient, q: &patchdiff_engine::api::history::LogQuery) -> 
             q.page.fetch().into(),
         ],
         "reading log page",
+        log_row,
     )
-    .map(|t| log_row(&t))
-    .collect()
 }
 
 /// One stored record, read only when it fits the page.

@@ -1,17 +1,16 @@
 //! Manifest ledger pages. Ledger rows are written with their attempt
 //! ([`super::attempts::write_attempt`]).
 
-use super::{Row, read};
+use super::{Deformed, Row, read_rows};
 use patchdiff_engine::api::history::LedgerRow;
-use pgrx::spi::{SpiClient, SpiHeapTupleData};
-use serde_json::Value;
+use pgrx::spi::SpiClient;
 
 macro_rules! ledger_page_sql {
     ($scope:literal) => {
         concat!(
             "SELECT l.ledger_sequence, l.pdcp_log_id::text, l.log_sequence, l.before_version, l.after_version, ",
             "l.editing_cycle_id::text, l.change_index::int8, l.change_id, l.intent, p.intent, l.rationale, l.risk, ",
-            "l.origin, l.derived::text, (EXTRACT(epoch FROM l.created_at) * 1000000)::int8 ",
+            "l.origin, l.derived::text, l.created_at ",
             "FROM patchdiff.manifest_ledger l LEFT JOIN patchdiff.pdcp_logs p ON p.pdcp_log_id = l.pdcp_log_id ",
             "WHERE (l.", $scope, ", l.ledger_sequence) <= ($1::uuid, $2) AND (l.", $scope, ", l.ledger_sequence) > ($1::uuid, 0) ",
             "ORDER BY l.", $scope, " DESC, l.ledger_sequence DESC LIMIT $3"
@@ -24,8 +23,7 @@ macro_rules! ledger_page_sql {
 pub(crate) const LEDGER_CYCLE_SQL: &str = ledger_page_sql!("editing_cycle_id");
 pub(crate) const LEDGER_ALL_SQL: &str = ledger_page_sql!("target_file_id");
 
-fn ledger_row(t: &SpiHeapTupleData) -> LedgerRow {
-    let r = Row(t, "reading ledger page");
+fn ledger_row(r: &Row<Deformed>) -> LedgerRow {
     LedgerRow {
         ledger_sequence: r.int(1),
         pdcp_log_id: r.text(2),
@@ -40,8 +38,8 @@ fn ledger_row(t: &SpiHeapTupleData) -> LedgerRow {
         rationale: r.opt(11),
         risk: r.opt(12),
         origin: r.text(13),
-        derived: r.json(14).unwrap_or(Value::Null),
-        created_at_us: r.int(15),
+        derived: r.json_literal(14),
+        created_at_us: r.unix_micros(15),
     }
 }
 
@@ -59,12 +57,11 @@ pub fn ledger_page(
     } else {
         LEDGER_CYCLE_SQL
     };
-    read(
+    read_rows(
         c,
         sql,
         &[scope.into(), max_sequence.into(), fetch.into()],
         "reading ledger page",
+        ledger_row,
     )
-    .map(|t| ledger_row(&t))
-    .collect()
 }

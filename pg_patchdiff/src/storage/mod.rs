@@ -162,12 +162,92 @@ fn first_row<'c>(
     })
 }
 
-/// Typed column access that turns a conversion failure into an infrastructure fault.
-struct Row<'a, 'c>(&'a SpiHeapTupleData<'c>, &'static str);
+/// A result row's columns by 1-based ordinal.
+trait Columns {
+    fn column<T: FromDatum + IntoDatum>(&self, i: usize) -> Result<Option<T>, String>;
+}
 
-impl Row<'_, '_> {
+impl Columns for SpiHeapTupleData<'_> {
+    fn column<T: FromDatum + IntoDatum>(&self, i: usize) -> Result<Option<T>, String> {
+        self.get::<T>(i).map_err(|e| e.to_string())
+    }
+}
+
+/// One row of an SPI result, deformed once by [`read_rows`].
+struct Deformed<'a> {
+    desc: pg_sys::TupleDesc,
+    values: &'a [pg_sys::Datum],
+    nulls: &'a [bool],
+}
+
+impl Columns for Deformed<'_> {
+    fn column<T: FromDatum + IntoDatum>(&self, i: usize) -> Result<Option<T>, String> {
+        let k = i
+            .checked_sub(1)
+            .filter(|&k| k < self.values.len())
+            .ok_or_else(|| format!("no column {i}"))?;
+        // SAFETY: `desc` describes the row, which has column i (checked above).
+        let oid = unsafe { pg_sys::SPI_gettypeid(self.desc, i as i32) };
+        if !T::is_compatible_with(oid) {
+            return Err(format!(
+                "column {i} of type {oid:?} is not a {}",
+                std::any::type_name::<T>()
+            ));
+        }
+        // SAFETY: the datum and its null flag were deformed from the current SPI result with
+        // this descriptor, whose type for it is `oid`, compatible with T; the result is copied
+        // (text) or by value (integers, timestamps) before that result is freed.
+        Ok(unsafe { T::from_polymorphic_datum(self.values[k], self.nulls[k], oid) })
+    }
+}
+
+/// Runs a read-only kept plan like [`read`] and maps each row, deformed once: one
+/// `heap_deform_tuple` per row, where pgrx's tuple wrapper reads each column by itself
+/// (`SPI_getbinval`), walking the row from its start for every column after the first
+/// variable-width one when the row has a null: quadratic in the columns of a log page's row.
+fn read_rows<R>(
+    client: &SpiClient,
+    sql: &'static str,
+    args: &[DatumWithOid],
+    what: &'static str,
+    mut row: impl FnMut(&Row<Deformed>) -> R,
+) -> Vec<R> {
+    let table = read(client, sql, args, what);
+    let n = table.len();
+    // SAFETY: `read` has just run the statement, so SPI_tuptable is the result `table` wraps,
+    // with `n` rows; SPI keeps it until the connection ends, after this function.
+    let result = unsafe { pg_sys::SPI_tuptable };
+    if n == 0 || result.is_null() {
+        return Vec::new();
+    }
+    // SAFETY: a non-null SPI result has a descriptor and `n` row pointers.
+    let (desc, vals) = unsafe { ((*result).tupdesc, (*result).vals) };
+    // SAFETY: an SPI result's descriptor is valid with it.
+    let natts = usize::try_from(unsafe { (*desc).natts }).unwrap_or(0);
+    let mut values = vec![pg_sys::Datum::from(0usize); natts];
+    let mut nulls = vec![false; natts];
+    let mut out = Vec::with_capacity(n);
+    for i in 0..n {
+        // SAFETY: row i < n of the result, deformed into arrays of the descriptor's width.
+        unsafe {
+            pg_sys::heap_deform_tuple(*vals.add(i), desc, values.as_mut_ptr(), nulls.as_mut_ptr());
+        }
+        let cols = Deformed {
+            desc,
+            values: &values,
+            nulls: &nulls,
+        };
+        out.push(row(&Row(&cols, what)));
+    }
+    out
+}
+
+/// Typed column access that turns a conversion failure into an infrastructure fault.
+struct Row<'a, C>(&'a C, &'static str);
+
+impl<C: Columns> Row<'_, C> {
     fn opt<T: FromDatum + IntoDatum>(&self, i: usize) -> Option<T> {
-        self.0.get::<T>(i).unwrap_or_else(|e| fault(self.1, e))
+        self.0.column::<T>(i).unwrap_or_else(|e| fault(self.1, e))
     }
     fn text(&self, i: usize) -> String {
         self.opt::<String>(i).unwrap_or_default()
@@ -175,8 +255,29 @@ impl Row<'_, '_> {
     fn int(&self, i: usize) -> i64 {
         self.opt::<i64>(i).unwrap_or_default()
     }
+    /// A `timestamptz` column as microseconds since the Unix epoch: what
+    /// `(EXTRACT(epoch FROM c) * 1000000)::int8` gave, without numeric arithmetic per row. Like
+    /// that expression, an infinite timestamp or one past bigint is an error (and null, read
+    /// through [`Row::int`], was 0).
+    fn unix_micros(&self, i: usize) -> i64 {
+        /// 2000-01-01 (PostgreSQL's own epoch) in microseconds since 1970-01-01.
+        const POSTGRES_EPOCH_MICROS: i64 = 946_684_800_000_000;
+        let Some(t) = self.opt::<pgrx::datum::TimestampWithTimeZone>(i) else {
+            return 0;
+        };
+        Some(t.into_inner())
+            .filter(|&t| t != i64::MIN && t != i64::MAX)
+            .and_then(|t| t.checked_add(POSTGRES_EPOCH_MICROS))
+            .unwrap_or_else(|| fault(self.1, "bigint out of range"))
+    }
     fn json(&self, i: usize) -> Option<Value> {
         self.opt::<String>(i)
             .map(|s| serde_json::from_str(&s).unwrap_or_else(|e| fault(self.1, e)))
+    }
+    /// A `json` column as literal-form text, which a page embeds as it is: the stored text
+    /// itself when it already is, as every row this extension writes (issue 21, item 4).
+    fn json_literal(&self, i: usize) -> Option<String> {
+        self.opt::<String>(i)
+            .map(|s| patchdiff_engine::wire::stored_literal(s).unwrap_or_else(|e| fault(self.1, e)))
     }
 }

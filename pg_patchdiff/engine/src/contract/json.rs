@@ -254,6 +254,196 @@ pub fn is_big_int(v: &Value) -> bool {
     matches!(v, Value::Number(n) if n.is_u64() && n.as_i64().is_none())
 }
 
+/// Stored JSON text (a `json` column) as [`LITERAL`] writes the value it parses to: the text
+/// itself when it is already in that form ([`is_literal_form`]), which is how this extension
+/// writes every column; otherwise parsed (serde_json, so duplicate keys and number spellings
+/// resolve exactly as they always did) and written again. A page can then embed the result as it
+/// is, byte for byte what parsing and serialising it would have produced.
+pub fn stored_literal(text: String) -> Result<String, serde_json::Error> {
+    if is_literal_form(&text) {
+        return Ok(text);
+    }
+    let v: Value = serde_json::from_str(&text)?;
+    Ok(to_string(&v, LITERAL))
+}
+
+/// Containers nested deeper than this are never taken as literal form; serde_json refuses 128.
+const LITERAL_MAX_DEPTH: usize = 100;
+
+/// Whether `text` is exactly what [`LITERAL`] writes for the value serde_json parses it to, so
+/// that `to_string(&serde_json::from_str(text)?, LITERAL) == text`: one JSON value with no
+/// whitespace outside strings; strings escaped exactly as [`write_str`] escapes them (only `\"`,
+/// `\\`, `\n`, `\r`, `\t`, `\b`, `\f` and lowercase `\u00XX` for the other control characters;
+/// everything else literal); integers without a sign on zero, a leading zero, a fraction or an
+/// exponent, within i64/u64 (any other number is refused, since serde_json reads it as a float
+/// and prints it its own way); no object with a repeated key (serde_json keeps the first key's
+/// place and the last value); at most 100 levels deep. It may refuse a text that would
+/// round-trip; it never accepts one that would not.
+pub fn is_literal_form(text: &str) -> bool {
+    let mut r = Literal {
+        b: text.as_bytes(),
+        i: 0,
+    };
+    r.value(0) && r.i == r.b.len()
+}
+
+struct Literal<'a> {
+    b: &'a [u8],
+    i: usize,
+}
+
+impl<'a> Literal<'a> {
+    fn peek(&self) -> Option<u8> {
+        self.b.get(self.i).copied()
+    }
+
+    fn eat(&mut self, c: u8) -> bool {
+        let hit = self.peek() == Some(c);
+        if hit {
+            self.i += 1;
+        }
+        hit
+    }
+
+    fn word(&mut self, w: &[u8]) -> bool {
+        let hit = self.b[self.i..].starts_with(w);
+        if hit {
+            self.i += w.len();
+        }
+        hit
+    }
+
+    fn value(&mut self, depth: usize) -> bool {
+        match self.peek() {
+            Some(b'n') => self.word(b"null"),
+            Some(b't') => self.word(b"true"),
+            Some(b'f') => self.word(b"false"),
+            Some(b'"') => self.string().is_some(),
+            Some(b'-' | b'0'..=b'9') => self.integer(),
+            Some(b'[') if depth < LITERAL_MAX_DEPTH => {
+                self.i += 1;
+                if self.eat(b']') {
+                    return true;
+                }
+                loop {
+                    if !self.value(depth + 1) {
+                        return false;
+                    }
+                    if self.eat(b']') {
+                        return true;
+                    }
+                    if !self.eat(b',') {
+                        return false;
+                    }
+                }
+            }
+            Some(b'{') if depth < LITERAL_MAX_DEPTH => {
+                self.i += 1;
+                if self.eat(b'}') {
+                    return true;
+                }
+                let mut keys: Vec<&'a [u8]> = Vec::new();
+                loop {
+                    // Keys in literal form spell each string one way only, so equal strings
+                    // are equal bytes.
+                    let Some(k) = self.string() else {
+                        return false;
+                    };
+                    if keys.contains(&k) {
+                        return false;
+                    }
+                    keys.push(k);
+                    if !self.eat(b':') || !self.value(depth + 1) {
+                        return false;
+                    }
+                    if self.eat(b'}') {
+                        return true;
+                    }
+                    if !self.eat(b',') {
+                        return false;
+                    }
+                }
+            }
+            _ => false,
+        }
+    }
+
+    /// A string in [`write_str`]'s spelling (non-ASCII literal); its bytes between the quotes.
+    fn string(&mut self) -> Option<&'a [u8]> {
+        if !self.eat(b'"') {
+            return None;
+        }
+        let start = self.i;
+        loop {
+            let rest = &self.b[self.i..];
+            let n = rest
+                .iter()
+                .position(|&c| c == b'"' || c == b'\\' || c < 0x20)?;
+            self.i += n;
+            match rest[n] {
+                b'"' => {
+                    self.i += 1;
+                    return Some(&self.b[start..self.i - 1]);
+                }
+                b'\\' => {
+                    let esc = self.b.get(self.i + 1..self.i + 6);
+                    match self.b.get(self.i + 1) {
+                        Some(b'"' | b'\\' | b'n' | b'r' | b't' | b'b' | b'f') => self.i += 2,
+                        Some(b'u') => {
+                            // Only the control characters without a short escape.
+                            let [_, b'0', b'0', hi @ (b'0' | b'1'), lo] = esc? else {
+                                return None;
+                            };
+                            let lo = match lo {
+                                b'0'..=b'9' => lo - b'0',
+                                b'a'..=b'f' => lo - b'a' + 10,
+                                _ => return None,
+                            };
+                            let code = (hi - b'0') * 16 + lo;
+                            if matches!(code, 0x08 | 0x09 | 0x0a | 0x0c | 0x0d) {
+                                return None;
+                            }
+                            self.i += 6;
+                        }
+                        _ => return None,
+                    }
+                }
+                _ => return None,
+            }
+        }
+    }
+
+    /// An integer as serde_json reads into i64/u64 and prints back unchanged.
+    fn integer(&mut self) -> bool {
+        let negative = self.eat(b'-');
+        let start = self.i;
+        let digits = self.b[start..]
+            .iter()
+            .take_while(|c| c.is_ascii_digit())
+            .count();
+        self.i += digits;
+        let text = &self.b[start..self.i];
+        if digits == 0
+            || (digits > 1 && text[0] == b'0')
+            || matches!(self.peek(), Some(b'.' | b'e' | b'E'))
+        {
+            return false;
+        }
+        let mut n: u64 = 0;
+        for &d in text {
+            let Some(m) = n
+                .checked_mul(10)
+                .and_then(|m| m.checked_add(u64::from(d - b'0')))
+            else {
+                return false;
+            };
+            n = m;
+        }
+        // serde_json reads "-0" and anything below i64::MIN as floats.
+        !negative || (1..=1u64 << 63).contains(&n)
+    }
+}
+
 /// A short name of the JSON type of `v`, for error details.
 pub fn type_name(v: &Value) -> &'static str {
     match v {
@@ -320,6 +510,124 @@ mod tests {
             .filter_map(|i| char::from_u32((i * 7919) % 0x11_0000))
             .collect();
         check(&big);
+    }
+
+    /// The old way of showing a stored column: parse, then write [`LITERAL`].
+    fn reparsed(text: &str) -> Option<String> {
+        serde_json::from_str::<Value>(text)
+            .ok()
+            .map(|v| to_string(&v, LITERAL))
+    }
+
+    /// Issue 21, item 4 (pages embed stored JSON as it is): texts this extension writes are in
+    /// literal form, and the odd spellings a `json` column may hold are not, and come out of
+    /// [`stored_literal`] exactly as parsing and serialising them did.
+    #[test]
+    fn literal_form_and_odd_stored_texts() {
+        let own = json!({"b": "é\u{0}\u{1f}\u{7f}\"\\\n\r\t\u{8}\u{c}🌍", "a": [1, -2, u64::MAX, i64::MIN, null, true, false, {}, []], "c": {"d": 0}});
+        let text = to_string(&own, LITERAL);
+        assert!(is_literal_form(&text), "{text}");
+        for (odd, literal) in [
+            (r#"{"a": 1}"#, false),
+            (" 1", false),
+            ("1 ", false),
+            ("[1 ,2]", false),
+            (r#""\u00e9""#, false),
+            (r#""\u0041""#, false),
+            (r#""\u001F""#, false),
+            (r#""\u000a""#, false),
+            (r#""\/""#, false),
+            (r#""\u001f""#, true),
+            (r#""\u0000""#, true),
+            (r#"{"a":1,"a":2}"#, false),
+            (r#"{"a":1,"b":{"a":2}}"#, true),
+            ("1.0", false),
+            ("1e2", false),
+            ("-0", false),
+            ("0", true),
+            ("01", false),
+            ("-9223372036854775808", true),
+            ("-9223372036854775809", false),
+            ("18446744073709551615", true),
+            ("18446744073709551616", false),
+            ("123456789012345678901234567890", false),
+            (r#""\ud83c\udf0d""#, false),
+            (r#""\ud800""#, false),
+            ("", false),
+            ("nul", false),
+            ("[1,]", false),
+            (r#"{"a":}"#, false),
+        ] {
+            assert_eq!(is_literal_form(odd), literal, "{odd}");
+            assert_eq!(stored_literal(odd.to_owned()).ok(), reparsed(odd), "{odd}");
+            if literal {
+                assert_eq!(reparsed(odd).as_deref(), Some(odd));
+            }
+        }
+        let deep = format!("{}{}", "[".repeat(101), "]".repeat(101));
+        assert!(!is_literal_form(&deep));
+        assert_eq!(stored_literal(deep.clone()).ok(), reparsed(&deep));
+        let too_deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+        assert!(stored_literal(too_deep).is_err());
+    }
+
+    fn any_value() -> impl proptest::strategy::Strategy<Value = Value> {
+        use proptest::prelude::*;
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(|n| json!(n)),
+            any::<u64>().prop_map(|n| json!(n)),
+            any::<f64>()
+                .prop_filter("finite", |f| f.is_finite())
+                .prop_map(|f| json!(f)),
+            "[a-c\u{0}-\u{1f}\"\\\\/é🌍\u{7f}\u{2028}]{0,6}".prop_map(Value::String),
+        ];
+        leaf.prop_recursive(4, 40, 5, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..5).prop_map(Value::Array),
+                proptest::collection::vec(("[a-d\"é\u{1}]{0,2}", inner), 0..5)
+                    .prop_map(|kv| Value::Object(kv.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest::proptest! {
+        /// Whatever the spelling (literal, ASCII-escaped, pretty, serde_json's own), the text a
+        /// page embeds equals the old parse-and-serialise text byte for byte, and the texts this
+        /// extension writes are taken as they are unless they hold a float.
+        #[test]
+        fn stored_literal_equals_reparsing(v in any_value()) {
+            let literal = to_string(&v, LITERAL);
+            fn has_float(v: &Value) -> bool {
+                match v {
+                    Value::Number(n) => n.is_f64(),
+                    Value::Array(a) => a.iter().any(has_float),
+                    Value::Object(m) => m.values().any(has_float),
+                    _ => false,
+                }
+            }
+            proptest::prop_assert_eq!(is_literal_form(&literal), !has_float(&v));
+            for text in [
+                literal,
+                to_string(&v, ASCII),
+                to_string(&v, CANONICAL),
+                serde_json::to_string_pretty(&v).unwrap(),
+                serde_json::to_string(&v).unwrap(),
+            ] {
+                proptest::prop_assert_eq!(stored_literal(text.clone()).ok(), reparsed(&text));
+            }
+        }
+
+        /// Soundness of the checker on arbitrary near-JSON text: whatever it accepts parses and
+        /// prints back to itself.
+        #[test]
+        fn literal_form_round_trips(text in r#"[\[\]{}",:0-9\-.eE \\unrtbf/aé]{0,24}"#) {
+            if is_literal_form(&text) {
+                proptest::prop_assert_eq!(reparsed(&text), Some(text.clone()));
+            }
+            proptest::prop_assert_eq!(stored_literal(text.clone()).ok(), reparsed(&text));
+        }
     }
 
     #[test]

@@ -1,21 +1,22 @@
 //! The history pages over [`Reads`]: `patchdiff_get_pdcp_log` and
-//! `patchdiff_get_manifest_ledger`.
+//! `patchdiff_get_manifest_ledger`. Each answers its JSON text, compact and literal (issue 21,
+//! item 4: a page is written straight into one string).
 
+use crate::contract::json::{LITERAL, to_string};
 use crate::drive::store::Reads;
 use crate::history::pages as history;
-use serde_json::Value;
 
 /// A bounded newest-first page of the target's attempts, accepted and rejected; each record
 /// read only when it fits the page.
-pub fn log_page(store: &mut impl Reads, args: &str) -> Value {
+pub fn log_page(store: &mut impl Reads, args: &str) -> String {
     const TOOL: &str = "patchdiff_get_pdcp_log";
     let q = match history::parse_log(args) {
         Ok(q) => q,
-        Err(e) => return history::invalid(&e, TOOL),
+        Err(e) => return to_string(&history::invalid(&e, TOOL), LITERAL),
     };
     let id = q.target_file_id.as_str();
     if store.readable_cycle(id).is_none() {
-        return history::not_found(id);
+        return to_string(&history::not_found(id), LITERAL);
     }
     let rows = store.log_page(&q);
     let shown = rows.len().min(q.page.limit);
@@ -33,15 +34,15 @@ pub fn log_page(store: &mut impl Reads, args: &str) -> Value {
 
 /// Accepted manifest ledger entries: the newest page of the active cycle (or of every cycle),
 /// displayed oldest first.
-pub fn ledger_page(store: &mut impl Reads, args: &str) -> Value {
+pub fn ledger_page(store: &mut impl Reads, args: &str) -> String {
     const TOOL: &str = "patchdiff_get_manifest_ledger";
     let q = match history::parse_ledger(args) {
         Ok(q) => q,
-        Err(e) => return history::invalid(&e, TOOL),
+        Err(e) => return to_string(&history::invalid(&e, TOOL), LITERAL),
     };
     let id = q.target_file_id.as_str();
     let Some(cycle) = store.readable_cycle(id) else {
-        return history::not_found(id);
+        return to_string(&history::not_found(id), LITERAL);
     };
     let scope = if q.include_previous_cycles {
         id

@@ -950,7 +950,8 @@ struct RejectedFacts<'a> {
 ///   `pdcp_content`, `before_version`, `before_hash`, `after_version`, `after_hash`, `failure_reason`,
 ///   `failure_detail`, `failed_change_id`, `diagnostic`, `validity` and `changes`;
 /// - on a log page: every column but `pdcp_content`, `request_envelope` and `validity`, with
-///   `pdcp_content_bytes` and `intent_head` instead of the record and its intent;
+///   `pdcp_content_bytes` and `intent_head` instead of the record and its intent, and
+///   `diagnostic_text` instead of `diagnostic`;
 /// - in a replay batch: what [`crate::history::replay::Accepted`] holds, with `observations`.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct AttemptRow {
@@ -982,6 +983,9 @@ pub struct AttemptRow {
     pub failed_change_id: Option<String>,
     /// The stored diagnostic (JSON), null for accepted rows without warnings.
     pub diagnostic: Option<Value>,
+    /// On a log page, the stored diagnostic instead as literal-form JSON text
+    /// ([`crate::contract::json::stored_literal`]), which the page embeds as it is.
+    pub diagnostic_text: Option<String>,
     pub validity: Value,
     pub parent_pdcp_log_id: Option<String>,
     pub attempt: Option<i64>,
