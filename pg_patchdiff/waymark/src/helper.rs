@@ -118,9 +118,33 @@ pub fn confine(l: &Limits) -> Result<(), String> {
     Ok(())
 }
 
+/// Trees a helper keeps for incremental parsing (issue 21): one per target recently observed.
+pub const KEPT_TREES: usize = 4;
+
+/// The texts whose trees a helper keeps, in bytes: a tree takes about TREE_BYTES_PER_TEXT_BYTE
+/// times its text (measured, docs/reliability.md), and what is kept may use at most an eighth of
+/// the helper's address-space limit, so a parse that fits a fresh helper still fits.
+pub fn kept_text_bytes(l: &Limits) -> usize {
+    let limit = if l.memory_bytes > 0 {
+        l.memory_bytes
+    } else {
+        1 << 30
+    };
+    usize::try_from(limit / 8 / TREE_BYTES_PER_TEXT_BYTE).unwrap_or(usize::MAX)
+}
+
+/// Resident bytes of a kept tree and its text per byte of text, rounded up (measured on the
+/// 1 MiB benchmark files of each grammar, docs/reliability.md).
+pub const TREE_BYTES_PER_TEXT_BYTE: u64 = 64;
+
 /// Serves requests from `input` until it closes. Each answer is written whole and flushed
 /// before the next request is read.
+///
+/// A request with a lineage (the backend's target id) is parsed incrementally from the tree kept
+/// of that lineage's last text ([`crate::incremental`]); the helper keeps at most
+/// [`KEPT_TREES`] trees, of texts of at most [`kept_text_bytes`] in all.
 pub fn serve(l: &Limits, input: &mut impl Read, output: &mut impl Write) -> io::Result<()> {
+    let mut trees = crate::incremental::Trees::new(KEPT_TREES, kept_text_bytes(l));
     loop {
         let mut head = [0u8; 9];
         match input.read_exact(&mut head) {
@@ -128,7 +152,7 @@ pub fn serve(l: &Limits, input: &mut impl Read, output: &mut impl Write) -> io::
             Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(()),
             Err(e) => return Err(e),
         }
-        let (language, len) = wire::request_header(&head)
+        let (language, len, has_lineage) = wire::request_header(&head)
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
         if len > wire::MAX_TEXT_BYTES {
             return Err(io::Error::new(
@@ -136,6 +160,15 @@ pub fn serve(l: &Limits, input: &mut impl Read, output: &mut impl Write) -> io::
                 "request too large",
             ));
         }
+        let lineage = if has_lineage {
+            let mut n = [0u8; 1];
+            input.read_exact(&mut n)?;
+            let mut lineage = vec![0u8; usize::from(n[0])];
+            input.read_exact(&mut lineage)?;
+            Some(lineage)
+        } else {
+            None
+        };
         let mut text = vec![0u8; len as usize];
         input.read_exact(&mut text)?;
         let text = String::from_utf8(text)
@@ -148,11 +181,14 @@ pub fn serve(l: &Limits, input: &mut impl Read, output: &mut impl Write) -> io::
                 libc::RLIM_INFINITY,
             )?;
         }
-        let answer = match crate::outline(language, &text) {
+        let outline = match lineage {
+            Some(lineage) => trees.outline(&lineage, language, text),
+            None => crate::outline(language, &text),
+        };
+        let answer = match outline {
             Ok(o) => wire::outline_response(&o),
             Err(limit) => wire::limit_response(limit),
         };
-        drop(text);
         output.write_all(&answer)?;
         output.flush()?;
     }
