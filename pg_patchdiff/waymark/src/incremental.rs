@@ -312,22 +312,30 @@ pub enum Made {
     Incremental,
 }
 
-/// The trees a parser helper keeps: at most `max_entries`, of texts of at most `max_text_bytes`
-/// in all (a tree of 1 MiB of source takes many times that; see docs/reliability.md), the most
-/// recently used first.
+/// The trees a parser helper keeps: at most `max_entries`, holding at most `max_bytes` (their
+/// texts, plus what `measure` reports: in the helper, the bytes tree-sitter holds, which
+/// between requests are the kept trees'), the most recently used first.
 pub struct Trees {
     held: Vec<Held>,
     max_entries: usize,
-    max_text_bytes: usize,
+    max_bytes: usize,
+    measure: fn() -> usize,
 }
 
 impl Trees {
-    pub fn new(max_entries: usize, max_text_bytes: usize) -> Trees {
+    /// With no measure of the trees: only their texts count towards `max_bytes`.
+    pub fn new(max_entries: usize, max_bytes: usize) -> Trees {
         Trees {
             held: Vec::new(),
             max_entries,
-            max_text_bytes,
+            max_bytes,
+            measure: || 0,
         }
+    }
+
+    /// Counts what `measure` reports towards the bound, evicting trees until it holds.
+    pub fn measured_by(self, measure: fn() -> usize) -> Trees {
+        Trees { measure, ..self }
     }
 
     /// How many trees are kept.
@@ -402,8 +410,7 @@ impl Trees {
             return (Ok(language.empty_outline(true)), made);
         };
         let has_errors = tree.root_node().has_error();
-        let keep =
-            primary && !has_errors && text.len() <= self.max_text_bytes && self.max_entries > 0;
+        let keep = primary && !has_errors && text.len() <= self.max_bytes && self.max_entries > 0;
         let reusable = language == Language::Python;
         // A reused outline that passed a cap may name another cap than a fresh one would
         // (symbols are pushed in another order): such an outline is made afresh.
@@ -436,19 +443,19 @@ impl Trees {
                     reuse,
                 },
             );
-            let mut bytes = 0usize;
-            let mut keep = 0usize;
-            for h in &self.held {
-                if keep == self.max_entries || bytes + h.text.len() > self.max_text_bytes {
-                    break;
-                }
-                bytes += h.text.len();
-                keep += 1;
-            }
-            self.held.truncate(keep);
+        } else {
+            drop((text, tree));
         }
         if let Some(h) = prior {
             self.held.insert(0, h);
+        }
+        // The oldest go first until the bounds hold (the newest too, if it alone is over).
+        while !self.held.is_empty()
+            && (self.held.len() > self.max_entries
+                || self.held.iter().map(|h| h.text.len()).sum::<usize>() + (self.measure)()
+                    > self.max_bytes)
+        {
+            self.held.pop();
         }
         (outline, made)
     }

@@ -192,3 +192,29 @@ fn lineage_requests_equal_fresh_outlines_and_keep_the_limits() {
     assert_eq!(ask_in(&mut h, "target-yaml", Language::Yaml, &text), None);
     assert_eq!(h.wait().unwrap().signal(), Some(libc::SIGABRT));
 }
+
+/// Issue 21: what a helper keeps for incremental parsing stays under an eighth of its memory
+/// limit, so requests that fit a helper with nothing kept still fit. Under 128 MiB, four
+/// targets of 600 KB (about 27 MB of tree each) in turn, twice: kept without a bound, their trees
+/// alone would pass the limit, and the helper would exit with status 3.
+#[test]
+fn kept_trees_stay_under_an_eighth_of_the_memory_limit() {
+    let mut h = start(&["--memory-bytes", &(128u64 << 20).to_string()]);
+    let text: String = (0..5_600)
+        .map(|i| format!("class Handler{i}:\n    def handle(self, e):\n        retries = 0\n        return e\n\n\ndef handler_{i}(e):\n    return e\n\n\n"))
+        .collect();
+    assert!(text.len() > 600_000);
+    let want = outline(Language::Python, &text);
+    for round in 0..2 {
+        for lineage in ["t1", "t2", "t3", "t4"] {
+            let got = ask_in(&mut h, lineage, Language::Python, &text);
+            assert!(
+                got.as_ref() == Some(&want),
+                "{lineage} round {round}: the helper ended (None) or answered otherwise: {:?}",
+                got.map(|g| g.map(|o| o.symbols.len()))
+            );
+        }
+    }
+    drop(h.stdin.take());
+    assert!(h.wait().unwrap().success());
+}
