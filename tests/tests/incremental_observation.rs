@@ -5,26 +5,12 @@
 //!
 //! Environment: `PATCHDIFF_TEST_DSN` (required).
 
-use patchdiff_tests::{call, connect, initialize_target};
+use patchdiff_tests::{call, connect, initialize_target, one_match_per_group, without_ids};
 use serde_json::{Value, json};
 use tokio_postgres::Client;
 
 fn dsn() -> String {
     std::env::var("PATCHDIFF_TEST_DSN").expect("PATCHDIFF_TEST_DSN must be set")
-}
-
-/// An answer without its observation ids (two observations of the same scopes differ there).
-fn without_ids(v: &Value) -> Value {
-    match v {
-        Value::Object(m) => Value::Object(
-            m.iter()
-                .filter(|(k, _)| !k.contains("observation"))
-                .map(|(k, v)| (k.clone(), without_ids(v)))
-                .collect(),
-        ),
-        Value::Array(a) => Value::Array(a.iter().map(without_ids).collect()),
-        other => other.clone(),
-    }
 }
 
 fn module(functions: usize) -> String {
@@ -60,31 +46,23 @@ async fn same_as_a_fresh_backend(c: &Client, args: &Value, what: &str) -> Value 
 
 /// Commits one `retries = ...` change in each scope of the observed bundle `b`.
 async fn commit(c: &Client, target: &str, b: &Value, value: usize) -> Value {
-    let snap = &b["snapshot"];
-    let groups: Vec<Value> = b["scopes"]
-        .as_array()
-        .expect("scopes")
-        .iter()
-        .map(|g| {
-            json!({"observation_id": g["observation_id"], "operations": [
-                {"op": "match", "match": "retries = 0", "replace": format!("retries = {value}")}]})
-        })
-        .collect();
-    call(
-        c,
-        "patchdiff_submit_observed_operations",
-        &json!({
-            "target_file_id": target,
-            "observation_bundle_id": snap["observation_bundle_id"],
-            "expected_target_version": snap["expected_target_version"],
-            "expected_current_hash": snap["expected_current_hash"],
-            "intent": "incremental observation test",
-            "client_request_id": format!("incr-{}-{value}", snap["observation_bundle_id"].as_str().unwrap_or("")),
-            "groups": groups,
-        }),
-    )
-    .await
-    .unwrap()
+    let request_id = format!(
+        "incr-{}-{value}",
+        b["snapshot"]["observation_bundle_id"]
+            .as_str()
+            .unwrap_or("")
+    );
+    let args = one_match_per_group(
+        target,
+        b,
+        "retries = 0",
+        &format!("retries = {value}"),
+        "incremental observation test",
+        &request_id,
+    );
+    call(c, "patchdiff_submit_observed_operations", &args)
+        .await
+        .unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

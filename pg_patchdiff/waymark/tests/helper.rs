@@ -28,8 +28,17 @@ fn ask(
     language: Language,
     text: &str,
 ) -> Option<Result<patchdiff_engine::api::scope::Outline, ParserLimit>> {
+    send(h, language, &wire::request(language, text))
+}
+
+/// Sends the framed `request` (in `language`); the decoded answer, or `None` as for [`ask`].
+fn send(
+    h: &mut Child,
+    language: Language,
+    request: &[u8],
+) -> Option<Result<patchdiff_engine::api::scope::Outline, ParserLimit>> {
     let stdin = h.stdin.as_mut().unwrap();
-    if stdin.write_all(&wire::request(language, text)).is_err() {
+    if stdin.write_all(request).is_err() {
         return None;
     }
     stdin.flush().ok()?;
@@ -130,24 +139,11 @@ fn ask_in(
     language: Language,
     text: &str,
 ) -> Option<Result<patchdiff_engine::api::scope::Outline, ParserLimit>> {
-    let stdin = h.stdin.as_mut().unwrap();
-    if stdin
-        .write_all(&wire::request_in_lineage(
-            language,
-            lineage.as_bytes(),
-            text,
-        ))
-        .is_err()
-    {
-        return None;
-    }
-    stdin.flush().ok()?;
-    let out = h.stdout.as_mut().unwrap();
-    let mut len = [0u8; 8];
-    out.read_exact(&mut len).ok()?;
-    let mut body = vec![0u8; u64::from_le_bytes(len) as usize];
-    out.read_exact(&mut body).ok()?;
-    Some(wire::decode(language, &body).expect("a well-formed answer"))
+    send(
+        h,
+        language,
+        &wire::request_in_lineage(language, lineage.as_bytes(), text),
+    )
 }
 
 /// Issue 21, item 2, through the helper process: versions of two targets asked for in turn,

@@ -338,72 +338,56 @@ fn derived_changes_rebuild_any_new_text() {
     );
 }
 
+/// How `trees` made the outline of `text`.
+fn made(trees: &mut Trees, lineage: &[u8], language: Language, text: &str) -> Made {
+    trees.outline_made(lineage, language, text.to_owned()).1
+}
+
 /// A tree is kept per lineage and reused only for the same lineage and language; the bounds
 /// hold (count and text bytes).
 #[test]
 fn kept_trees_are_bounded_and_keyed_by_lineage() {
     let py = file(Language::Python, 3);
     let mut trees = Trees::new(2, 3 * py.len());
-    assert_eq!(
-        trees.outline_made(b"a", Language::Python, py.clone()).1,
-        Made::Fresh
-    );
-    assert_eq!(
-        trees.outline_made(b"a", Language::Python, py.clone()).1,
-        Made::Kept
-    );
+    assert_eq!(made(&mut trees, b"a", Language::Python, &py), Made::Fresh);
+    assert_eq!(made(&mut trees, b"a", Language::Python, &py), Made::Kept);
     let edited = py.replace("retries = 0", "retries = 5");
     assert_eq!(
-        trees.outline_made(b"a", Language::Python, edited.clone()).1,
+        made(&mut trees, b"a", Language::Python, &edited),
         Made::Incremental
     );
     // Another lineage does not see it; the same lineage in another language parses afresh.
     assert_eq!(
-        trees.outline_made(b"b", Language::Python, edited.clone()).1,
+        made(&mut trees, b"b", Language::Python, &edited),
         Made::Fresh
     );
     assert_eq!(
-        trees.outline_made(b"c", Language::Python, edited.clone()).1,
+        made(&mut trees, b"c", Language::Python, &edited),
         Made::Fresh
     );
     assert_eq!(trees.len(), 2, "at most two kept");
     assert_eq!(
-        trees.outline_made(b"a", Language::Python, py.clone()).1,
+        made(&mut trees, b"a", Language::Python, &py),
         Made::Fresh,
         "a was evicted"
     );
-    assert_eq!(
-        trees.outline_made(b"a", Language::Shell, py.clone()).1,
-        Made::Fresh
-    );
+    assert_eq!(made(&mut trees, b"a", Language::Shell, &py), Made::Fresh);
     // A text over the byte budget is not kept.
     let big = file(Language::Python, 12);
     let mut small = Trees::new(4, py.len());
-    assert_eq!(
-        small.outline_made(b"a", Language::Python, big.clone()).1,
-        Made::Fresh
-    );
+    assert_eq!(made(&mut small, b"a", Language::Python, &big), Made::Fresh);
     assert!(small.is_empty());
     // A text with syntax errors is not kept (incremental error recovery may differ), and the
     // tree kept before it stays: the text after the fix is reparsed from it.
     let broken = format!("{py}\ndef broken(:\n");
     let mut t = Trees::new(4, 1 << 20);
-    assert_eq!(
-        t.outline_made(b"a", Language::Python, broken.clone()).1,
-        Made::Fresh
-    );
+    assert_eq!(made(&mut t, b"a", Language::Python, &broken), Made::Fresh);
     assert!(t.is_empty());
-    assert_eq!(
-        t.outline_made(b"a", Language::Python, py.clone()).1,
-        Made::Fresh
-    );
-    assert_eq!(
-        t.outline_made(b"a", Language::Python, broken.clone()).1,
-        Made::Fresh
-    );
+    assert_eq!(made(&mut t, b"a", Language::Python, &py), Made::Fresh);
+    assert_eq!(made(&mut t, b"a", Language::Python, &broken), Made::Fresh);
     assert_eq!(t.len(), 1);
     assert_eq!(
-        t.outline_made(b"a", Language::Python, edited.clone()).1,
+        made(&mut t, b"a", Language::Python, &edited),
         Made::Incremental
     );
 }

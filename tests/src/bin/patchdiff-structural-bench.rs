@@ -18,7 +18,7 @@
 //! same target. The first outline of each version is parsed (reported separately as the cold
 //! call); later calls on that version use the backend's resident outline.
 
-use patchdiff_tests::connect;
+use patchdiff_tests::{connect, one_match_per_group, without_ids};
 use serde_json::{Value, json};
 use std::time::Instant;
 use tokio_postgres::Client;
@@ -98,20 +98,6 @@ fn expect(v: &Value, status: &str) -> Result<(), Err> {
         .into());
     }
     Ok(())
-}
-
-/// A bundle's scopes without their observation ids (which differ between two observations).
-fn without_ids(v: &Value) -> Value {
-    match v {
-        Value::Object(m) => Value::Object(
-            m.iter()
-                .filter(|(k, _)| !k.contains("observation"))
-                .map(|(k, v)| (k.clone(), without_ids(v)))
-                .collect(),
-        ),
-        Value::Array(a) => Value::Array(a.iter().map(without_ids).collect()),
-        other => other.clone(),
-    }
 }
 
 /// 32 selections spread evenly over the module's functions, starting at `shift`.
@@ -243,28 +229,23 @@ async fn main() -> Result<(), Err> {
             )
             .into());
         }
-        let snap = &b["snapshot"];
-        let groups: Vec<Value> = b["scopes"]
-            .as_array()
-            .ok_or("no scopes")?
-            .iter()
-            .map(|g| {
-                json!({"observation_id": g["observation_id"], "operations": [
-                    {"op": "match", "match": "retries = 0", "replace": format!("retries = {}", k + 1)}]})
-            })
-            .collect();
+        let request_id = format!(
+            "structural-bench-{}-{k}",
+            b["snapshot"]["observation_bundle_id"]
+                .as_str()
+                .unwrap_or("")
+        );
         let (v, a, b2) = timed(
             &c,
             "patchdiff_submit_observed_operations",
-            &json!({
-                "target_file_id": target,
-                "observation_bundle_id": snap["observation_bundle_id"],
-                "expected_target_version": snap["expected_target_version"],
-                "expected_current_hash": snap["expected_current_hash"],
-                "intent": "bench",
-                "client_request_id": format!("structural-bench-{}-{k}", snap["observation_bundle_id"].as_str().unwrap_or("")),
-                "groups": groups,
-            }),
+            &one_match_per_group(
+                &target,
+                &b,
+                "retries = 0",
+                &format!("retries = {}", k + 1),
+                "bench",
+                &request_id,
+            ),
         )
         .await?;
         expect(&v, "accepted")?;
