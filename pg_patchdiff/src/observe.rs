@@ -60,7 +60,11 @@ fn outline_of(t: &TargetView, language: Language) -> Result<Rc<Outline>, parser:
     }) {
         return Ok(hit);
     }
-    let o = Rc::new(parser::outline(language, t.content)?);
+    let o = Rc::new(parser::outline(
+        language,
+        Some(t.target_file_id),
+        t.content,
+    )?);
     let size = outline_bytes(&o);
     if size <= RESIDENT_MAX_BYTES {
         RESIDENT.with(|r| {

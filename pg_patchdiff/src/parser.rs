@@ -345,8 +345,14 @@ fn death(mut h: Helper) -> Unavailable {
     }
 }
 
-/// The outline of `text`, parsed by this backend's helper.
-pub(crate) fn outline(language: Language, text: &str) -> Result<Outline, Unavailable> {
+/// The outline of `text`, parsed by this backend's helper. With a `lineage` (the target's id),
+/// the helper may reparse it incrementally from the tree it kept of that target's last parsed
+/// text (issue 21; `patchdiff_waymark::incremental`): the answer is the same, sooner.
+pub(crate) fn outline(
+    language: Language,
+    lineage: Option<&str>,
+    text: &str,
+) -> Result<Outline, Unavailable> {
     if text.len() as u64 > wire::MAX_TEXT_BYTES {
         return Err(Unavailable::Limit(ParserLimit::Input));
     }
@@ -366,7 +372,10 @@ pub(crate) fn outline(language: Language, text: &str) -> Result<Outline, Unavail
     if helper.is_none() {
         helper = Some(start(&settings)?);
     }
-    let request = wire::request(language, text);
+    let request = match lineage {
+        Some(l) => wire::request_in_lineage(language, l.as_bytes(), text),
+        None => wire::request(language, text),
+    };
     let exchanged = exchange(&mut helper, &request, deadline);
     drop(request);
     let answer = match exchanged {

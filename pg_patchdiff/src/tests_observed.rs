@@ -543,7 +543,7 @@ mod tests {
             pg_sys::InterruptPending = 1;
         }
         // Straight into the parse: no statement in between could process the interrupt first.
-        let _ = crate::parser::outline(patchdiff_engine::api::scope::Language::Python, &text);
+        let _ = crate::parser::outline(patchdiff_engine::api::scope::Language::Python, None, &text);
     }
 
     /// Issue 14: "No third-party C parser runs inside a PostgreSQL backend". The 509-byte YAML

@@ -67,3 +67,50 @@ pub async fn initialize_target(
         .expect("target_file_id")
         .to_owned())
 }
+
+/// An answer without its observation ids (two observations of the same scopes differ only
+/// there): what a bundle observed in one backend and in another must agree on.
+pub fn without_ids(v: &Value) -> Value {
+    match v {
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .filter(|(k, _)| !k.contains("observation"))
+                .map(|(k, v)| (k.clone(), without_ids(v)))
+                .collect(),
+        ),
+        Value::Array(a) => Value::Array(a.iter().map(without_ids).collect()),
+        other => other.clone(),
+    }
+}
+
+/// Arguments of `patchdiff_submit_observed_operations` that apply one `match` -> `replace` in
+/// each scope of the observed bundle `b`, under the bundle's snapshot.
+pub fn one_match_per_group(
+    target: &str,
+    b: &Value,
+    find: &str,
+    replace: &str,
+    intent: &str,
+    request_id: &str,
+) -> Value {
+    let snap = &b["snapshot"];
+    let groups: Vec<Value> = b["scopes"]
+        .as_array()
+        .map(|a| a.as_slice())
+        .unwrap_or_default()
+        .iter()
+        .map(|g| {
+            serde_json::json!({"observation_id": g["observation_id"], "operations": [
+                {"op": "match", "match": find, "replace": replace}]})
+        })
+        .collect();
+    serde_json::json!({
+        "target_file_id": target,
+        "observation_bundle_id": snap["observation_bundle_id"],
+        "expected_target_version": snap["expected_target_version"],
+        "expected_current_hash": snap["expected_current_hash"],
+        "intent": intent,
+        "client_request_id": request_id,
+        "groups": groups,
+    })
+}

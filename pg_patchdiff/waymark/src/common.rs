@@ -29,7 +29,7 @@ pub(crate) const CODE_BLOCK: &str = "code_block";
 pub(crate) const ID_KEYS: [&str; 5] = ["id", "name", "key", "slug", "code"];
 
 /// A symbol with byte offsets, before conversion.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct Raw {
     pub kind: &'static str,
     pub name: String,
@@ -108,6 +108,20 @@ impl<'a> Collector<'a> {
         self.syms.len() - 1
     }
 
+    /// A symbol of an earlier outline of the same text (crate::incremental), under the same
+    /// caps as [`Collector::push`]; its end is already trimmed and its path joined.
+    pub fn push_raw(&mut self, r: Raw) {
+        let bytes = r.name.len() * 2 + 2 * r.parent.as_ref().map_or(0, |p| p.len() + 1);
+        if self.over.is_none() && self.syms.len() >= OUTLINE_MAX_SYMBOLS {
+            self.over = Some(ParserLimit::Symbols);
+        }
+        if self.over.is_none() && self.name_bytes + bytes > self.max_name_bytes {
+            self.over = Some(ParserLimit::NameBytes);
+        }
+        self.name_bytes += bytes;
+        self.syms.push(r);
+    }
+
     /// Whether a cap was passed: extractors stop walking then, since nothing more is kept.
     pub fn full(&self) -> bool {
         self.over.is_some()
@@ -119,34 +133,48 @@ impl<'a> Collector<'a> {
 
     /// The symbols in document order with code-point spans and lines.
     pub fn finish(self) -> Result<Vec<Symbol>, ParserLimit> {
+        let (raws, map) = self.sorted()?;
+        Ok(raws.into_iter().map(|r| map.symbol(r)).collect())
+    }
+
+    /// [`Collector::finish`], and the symbols before conversion (in document order), which an
+    /// incremental outline reuses (crate::incremental).
+    pub fn finish_keeping(self) -> Result<(Vec<Symbol>, Vec<Raw>), ParserLimit> {
+        let (raws, map) = self.sorted()?;
+        let symbols = raws.iter().map(|r| map.symbol(r.clone())).collect();
+        Ok((symbols, raws))
+    }
+
+    fn sorted(self) -> Result<(Vec<Raw>, Offsets<'a>), ParserLimit> {
         if let Some(limit) = self.over {
             return Err(limit);
         }
         let mut raws = self.syms;
         // Stable: equal spans keep emission order (a parent is emitted before its children).
         raws.sort_by(|a, b| a.start.cmp(&b.start).then(b.end.cmp(&a.end)));
-        let map = Offsets::new(self.text);
-        Ok(raws
-            .into_iter()
-            .map(|r| {
-                let start_line = map.line(r.start);
-                let end_line = if r.end > r.start {
-                    map.line(r.end - 1)
-                } else {
-                    start_line
-                };
-                Symbol {
-                    kind: r.kind,
-                    name: r.name,
-                    parent: r.parent,
-                    path: r.path,
-                    start: map.code_point(r.start),
-                    end: map.code_point(r.end),
-                    start_line,
-                    end_line,
-                }
-            })
-            .collect())
+        Ok((raws, Offsets::new(self.text)))
+    }
+}
+
+impl Offsets<'_> {
+    /// A symbol with code-point spans and lines.
+    fn symbol(&self, r: Raw) -> Symbol {
+        let start_line = self.line(r.start);
+        let end_line = if r.end > r.start {
+            self.line(r.end - 1)
+        } else {
+            start_line
+        };
+        Symbol {
+            kind: r.kind,
+            name: r.name,
+            parent: r.parent,
+            path: r.path,
+            start: self.code_point(r.start),
+            end: self.code_point(r.end),
+            start_line,
+            end_line,
+        }
     }
 }
 

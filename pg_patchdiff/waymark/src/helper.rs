@@ -118,9 +118,56 @@ pub fn confine(l: &Limits) -> Result<(), String> {
     Ok(())
 }
 
+/// Trees a helper keeps for incremental parsing (issue 21): one per target recently observed.
+pub const KEPT_TREES: usize = 4;
+
+/// The memory a helper's kept trees and texts may hold, in bytes: an eighth of its address-space
+/// limit (128 MiB under the default 1 GiB; a 1 MiB Python module's tree takes about 45 MB), so
+/// that a parse keeps seven eighths of the limit it had without them.
+pub fn kept_bytes(l: &Limits) -> usize {
+    let limit = if l.memory_bytes > 0 {
+        l.memory_bytes
+    } else {
+        1 << 30
+    };
+    usize::try_from(limit / 8).unwrap_or(usize::MAX)
+}
+
+/// Bytes tree-sitter holds now (its allocations through this helper's allocator functions),
+/// measured with `malloc_usable_size`: between requests, the kept trees.
+static TREE_SITTER_BYTES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Bytes tree-sitter holds now, when this process installed the allocator (`confine`).
+pub fn tree_sitter_bytes() -> usize {
+    TREE_SITTER_BYTES.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+fn count_in(p: *mut libc::c_void) {
+    if !p.is_null() {
+        // SAFETY: p is a live block from the C allocator.
+        let n = unsafe { libc::malloc_usable_size(p) };
+        TREE_SITTER_BYTES.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+fn count_out(p: *mut libc::c_void) {
+    if !p.is_null() {
+        // SAFETY: p is a live block from the C allocator, about to be freed or moved.
+        let n = unsafe { libc::malloc_usable_size(p) };
+        TREE_SITTER_BYTES.fetch_sub(n, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
 /// Serves requests from `input` until it closes. Each answer is written whole and flushed
 /// before the next request is read.
+///
+/// A request with a lineage (the backend's target id) is parsed incrementally from the tree kept
+/// of that lineage's last text ([`crate::incremental`]); the helper keeps at most
+/// [`KEPT_TREES`] trees, holding at most [`kept_bytes`] (their texts and what tree-sitter
+/// holds, [`tree_sitter_bytes`]).
 pub fn serve(l: &Limits, input: &mut impl Read, output: &mut impl Write) -> io::Result<()> {
+    let mut trees =
+        crate::incremental::Trees::new(KEPT_TREES, kept_bytes(l)).measured_by(tree_sitter_bytes);
     loop {
         let mut head = [0u8; 9];
         match input.read_exact(&mut head) {
@@ -128,7 +175,7 @@ pub fn serve(l: &Limits, input: &mut impl Read, output: &mut impl Write) -> io::
             Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(()),
             Err(e) => return Err(e),
         }
-        let (language, len) = wire::request_header(&head)
+        let (language, len, has_lineage) = wire::request_header(&head)
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
         if len > wire::MAX_TEXT_BYTES {
             return Err(io::Error::new(
@@ -136,6 +183,15 @@ pub fn serve(l: &Limits, input: &mut impl Read, output: &mut impl Write) -> io::
                 "request too large",
             ));
         }
+        let lineage = if has_lineage {
+            let mut n = [0u8; 1];
+            input.read_exact(&mut n)?;
+            let mut lineage = vec![0u8; usize::from(n[0])];
+            input.read_exact(&mut lineage)?;
+            Some(lineage)
+        } else {
+            None
+        };
         let mut text = vec![0u8; len as usize];
         input.read_exact(&mut text)?;
         let text = String::from_utf8(text)
@@ -148,11 +204,14 @@ pub fn serve(l: &Limits, input: &mut impl Read, output: &mut impl Write) -> io::
                 libc::RLIM_INFINITY,
             )?;
         }
-        let answer = match crate::outline(language, &text) {
+        let outline = match lineage {
+            Some(lineage) => trees.outline(&lineage, language, text),
+            None => crate::outline(language, &text),
+        };
+        let answer = match outline {
             Ok(o) => wire::outline_response(&o),
             Err(limit) => wire::limit_response(limit),
         };
-        drop(text);
         output.write_all(&answer)?;
         output.flush()?;
     }
@@ -171,6 +230,7 @@ unsafe extern "C" fn ts_malloc(size: usize) -> *mut libc::c_void {
         // SAFETY: see above.
         unsafe { libc::_exit(EXIT_MEMORY) };
     }
+    count_in(p);
     p
 }
 
@@ -181,20 +241,24 @@ unsafe extern "C" fn ts_calloc(n: usize, size: usize) -> *mut libc::c_void {
         // SAFETY: see above.
         unsafe { libc::_exit(EXIT_MEMORY) };
     }
+    count_in(p);
     p
 }
 
 unsafe extern "C" fn ts_realloc(ptr: *mut libc::c_void, size: usize) -> *mut libc::c_void {
+    count_out(ptr);
     // SAFETY: see above.
     let p = unsafe { libc::realloc(ptr, size) };
     if p.is_null() && size > 0 {
         // SAFETY: see above.
         unsafe { libc::_exit(EXIT_MEMORY) };
     }
+    count_in(p);
     p
 }
 
 unsafe extern "C" fn ts_free(ptr: *mut libc::c_void) {
+    count_out(ptr);
     // SAFETY: see above.
     unsafe { libc::free(ptr) }
 }

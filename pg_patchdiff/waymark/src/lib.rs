@@ -13,6 +13,7 @@ use patchdiff_engine::api::scope::Outline;
 
 mod common;
 mod ecma;
+pub mod incremental;
 mod json;
 mod markdown;
 mod python;
@@ -42,17 +43,39 @@ pub fn tree_sitter_language(language: Language) -> tree_sitter::Language {
 }
 
 /// The syntax tree of `text`, or `None` when the grammar cannot be loaded or the parser gives up.
-fn parse(language: tree_sitter::Language, text: &str) -> Option<tree_sitter::Tree> {
+/// With `old` (an earlier tree of this grammar, already edited to this text with
+/// `Tree::edit`), tree-sitter reuses its unchanged subtrees: an incremental parse.
+fn parse(
+    language: tree_sitter::Language,
+    text: &str,
+    old: Option<&tree_sitter::Tree>,
+) -> Option<tree_sitter::Tree> {
     let mut parser = tree_sitter::Parser::new();
     parser.set_language(&language).ok()?;
-    parser.parse(text, None)
+    parser.parse(text, old)
 }
 
-/// The outline of `text` in `language`.
+/// The tree a fresh outline of `text` walks, and whether it is the primary grammar's
+/// ([`tree_sitter_language`]) rather than the `tsx` dialect of TypeScript.
 ///
 /// TypeScript is parsed with the `typescript` dialect; when that reports syntax errors and the
 /// `tsx` dialect of the same grammar parses the text without errors, the `tsx` tree is used
 /// (the outline has no filename, and `.tsx` targets contain JSX).
+fn fresh_tree(language: Language, text: &str) -> Option<(tree_sitter::Tree, bool)> {
+    let tree = parse(tree_sitter_language(language), text, None);
+    if language == Language::TypeScript
+        && tree.as_ref().is_none_or(|t| t.root_node().has_error())
+        && let Some(tsx) = parse(tree_sitter_typescript::LANGUAGE_TSX.into(), text, None)
+        && !tsx.root_node().has_error()
+    {
+        return Some((tsx, false));
+    }
+    tree.map(|t| (t, true))
+}
+
+/// The outline of `text` in `language`.
+///
+/// See [`fresh_tree`] for the TypeScript dialects.
 ///
 /// An outline over the caps of [`patchdiff_engine::api::scope::OUTLINE_MAX_SYMBOLS`] and
 /// [`patchdiff_engine::api::scope::OUTLINE_MAX_NAME_BYTES`] is refused while it is built, not after.
@@ -65,17 +88,31 @@ pub fn outline(language: Language, text: &str) -> Result<Outline, ParserLimit> {
     if u32::try_from(text.len()).is_err() {
         return Err(ParserLimit::Input);
     }
-    let mut tree = parse(tree_sitter_language(language), text);
-    if language == Language::TypeScript
-        && tree.as_ref().is_none_or(|t| t.root_node().has_error())
-        && let Some(tsx) = parse(tree_sitter_typescript::LANGUAGE_TSX.into(), text)
-        && !tsx.root_node().has_error()
-    {
-        tree = Some(tsx);
-    }
-    let Some(tree) = tree else {
+    let Some((tree, _)) = fresh_tree(language, text) else {
         return Ok(language.empty_outline(true));
     };
+    // The tree is freed before the symbols are converted: the two are never held at once.
+    extract(language, text, tree)
+}
+
+/// The outline of `text` from its syntax `tree`, which is dropped before the symbols are
+/// converted.
+fn extract(
+    language: Language,
+    text: &str,
+    tree: tree_sitter::Tree,
+) -> Result<Outline, ParserLimit> {
+    let (symbols, has_errors) = collect(language, text, &tree);
+    drop(tree);
+    finish(language, symbols, has_errors)
+}
+
+/// The symbols of `tree` before conversion, and whether the tree has syntax errors.
+fn collect<'a>(
+    language: Language,
+    text: &'a str,
+    tree: &tree_sitter::Tree,
+) -> (common::Collector<'a>, bool) {
     let root = tree.root_node();
     let mut out = common::Collector::new(text);
     match language {
@@ -87,9 +124,14 @@ pub fn outline(language: Language, text: &str) -> Result<Outline, ParserLimit> {
         Language::Toml => toml::extract(&mut out, root),
         Language::Shell => shell::extract(&mut out, root),
     }
-    let has_errors = root.has_error();
-    // The tree is freed before the symbols are converted: the two are never held at once.
-    drop(tree);
+    (out, root.has_error())
+}
+
+fn finish(
+    language: Language,
+    out: common::Collector<'_>,
+    has_errors: bool,
+) -> Result<Outline, ParserLimit> {
     out.finish().map(|symbols| {
         let mut o = language.empty_outline(has_errors);
         o.symbols = symbols;

@@ -20,6 +20,13 @@ struct Task<'t> {
 }
 
 pub(crate) fn extract(out: &mut Collector<'_>, root: Node<'_>) {
+    extract_some(out, root, &|_| true);
+}
+
+/// [`extract`] of the root's children whose index `keep` accepts (an incremental outline takes
+/// the others' symbols from the previous outline, crate::incremental). Each child's symbols
+/// depend on that child's subtree alone: its scope is the module's, with no parent.
+pub(crate) fn extract_some(out: &mut Collector<'_>, root: Node<'_>, keep: &dyn Fn(usize) -> bool) {
     let mut cursor = root.walk();
     let mut kids = Vec::new();
     let mut stack = vec![Task {
@@ -33,7 +40,11 @@ pub(crate) fn extract(out: &mut Collector<'_>, root: Node<'_>) {
             break;
         }
         children(&mut cursor, task.node, &mut kids);
-        for &(child, _) in kids.iter() {
+        let at_root = task.node == root;
+        for (n, &(child, _)) in kids.iter().enumerate() {
+            if at_root && !keep(n) {
+                continue;
+            }
             match child.kind() {
                 "function_definition" | "class_definition" => {
                     definition(out, &mut stack, &task, child, child);

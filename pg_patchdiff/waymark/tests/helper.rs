@@ -28,8 +28,17 @@ fn ask(
     language: Language,
     text: &str,
 ) -> Option<Result<patchdiff_engine::api::scope::Outline, ParserLimit>> {
+    send(h, language, &wire::request(language, text))
+}
+
+/// Sends the framed `request` (in `language`); the decoded answer, or `None` as for [`ask`].
+fn send(
+    h: &mut Child,
+    language: Language,
+    request: &[u8],
+) -> Option<Result<patchdiff_engine::api::scope::Outline, ParserLimit>> {
     let stdin = h.stdin.as_mut().unwrap();
-    if stdin.write_all(&wire::request(language, text)).is_err() {
+    if stdin.write_all(request).is_err() {
         return None;
     }
     stdin.flush().ok()?;
@@ -121,4 +130,87 @@ fn outline_shapes_stop_at_their_caps_with_bounded_memory() {
         // Still serving.
         assert!(ask(&mut h, Language::Json, "{\"a\": 1}").unwrap().is_ok());
     }
+}
+
+/// Sends one request in a lineage (issue 21); the decoded answer, or `None` as for [`ask`].
+fn ask_in(
+    h: &mut Child,
+    lineage: &str,
+    language: Language,
+    text: &str,
+) -> Option<Result<patchdiff_engine::api::scope::Outline, ParserLimit>> {
+    send(
+        h,
+        language,
+        &wire::request_in_lineage(language, lineage.as_bytes(), text),
+    )
+}
+
+/// Issue 21, item 2, through the helper process: versions of two targets asked for in turn,
+/// each in its target's lineage (so the helper reparses from the tree it kept), answer what a
+/// fresh parse in this process gives; plain requests in between are unaffected; and the
+/// hostile input still ends only the helper when it comes in a lineage.
+#[test]
+fn lineage_requests_equal_fresh_outlines_and_keep_the_limits() {
+    let mut h = start(&["--memory-bytes", "1073741824", "--cpu-seconds", "10"]);
+    let mut py: String = (0..300)
+        .map(|i| format!("class Handler{i}:\n    def handle(self, e):\n        retries = 0\n        return e\n\n\ndef handler_{i}(e):\n    return e\n\n\n"))
+        .collect();
+    let mut toml: String = (0..200)
+        .map(|i| format!("[[tenants]]\nid = \"t{i}\"\nretry = 3\n\n"))
+        .collect();
+    for round in 0..6 {
+        for (lineage, language, text) in [
+            ("target-py", Language::Python, &py),
+            ("target-toml", Language::Toml, &toml),
+        ] {
+            let got = ask_in(&mut h, lineage, language, text).expect("answered");
+            assert_eq!(got, outline(language, text), "{lineage} round {round}");
+        }
+        let plain = "[a]\nb = 1\n";
+        assert_eq!(
+            ask(&mut h, Language::Toml, plain).expect("answered"),
+            outline(Language::Toml, plain)
+        );
+        // A commit on each: 32 spread groups on the Python file, a table added to the TOML.
+        for k in 0..32 {
+            let f = format!(
+                "class Handler{}:\n    def handle(self, e):\n        retries = ",
+                k * 9 + round
+            );
+            let at = py.find(&f).unwrap() + f.len();
+            let end = at + py[at..].find('\n').unwrap();
+            py.replace_range(at..end, &(round + 1).to_string());
+        }
+        toml.insert_str(toml.len() / 2, &format!("[extra{round}]\nx = {round}\n\n"));
+    }
+    let text = format!("{}x", "- ".repeat(254));
+    assert_eq!(ask_in(&mut h, "target-yaml", Language::Yaml, &text), None);
+    assert_eq!(h.wait().unwrap().signal(), Some(libc::SIGABRT));
+}
+
+/// Issue 21: what a helper keeps for incremental parsing stays under an eighth of its memory
+/// limit, so requests that fit a helper with nothing kept still fit. Under 128 MiB, four
+/// targets of 600 KB (about 27 MB of tree each) in turn, twice: kept without a bound, their trees
+/// alone would pass the limit, and the helper would exit with status 3.
+#[test]
+fn kept_trees_stay_under_an_eighth_of_the_memory_limit() {
+    let mut h = start(&["--memory-bytes", &(128u64 << 20).to_string()]);
+    let text: String = (0..5_600)
+        .map(|i| format!("class Handler{i}:\n    def handle(self, e):\n        retries = 0\n        return e\n\n\ndef handler_{i}(e):\n    return e\n\n\n"))
+        .collect();
+    assert!(text.len() > 600_000);
+    let want = outline(Language::Python, &text);
+    for round in 0..2 {
+        for lineage in ["t1", "t2", "t3", "t4"] {
+            let got = ask_in(&mut h, lineage, Language::Python, &text);
+            assert!(
+                got.as_ref() == Some(&want),
+                "{lineage} round {round}: the helper ended (None) or answered otherwise: {:?}",
+                got.map(|g| g.map(|o| o.symbols.len()))
+            );
+        }
+    }
+    drop(h.stdin.take());
+    assert!(h.wait().unwrap().success());
 }

@@ -9,11 +9,16 @@
 //! - committing a 32-group batch (`patchdiff_submit_observed_operations`, one match per group)
 //!   on a fresh bundle each time;
 //!
+//! - observing a bundle of 32 scopes right after each of those commits (a new version, whose
+//!   outline the backend's parser helper reparses incrementally, issue 21 item 2), next to the
+//!   same bundle observed in a fresh backend (a new connection: a cold full parse), interleaved
+//!   and checked to return the same scopes;
+//!
 //! and, as the floor they are compared with, `patchdiff_read_target` of 4,000 code points of the
 //! same target. The first outline of each version is parsed (reported separately as the cold
 //! call); later calls on that version use the backend's resident outline.
 
-use patchdiff_tests::connect;
+use patchdiff_tests::{connect, one_match_per_group, without_ids};
 use serde_json::{Value, json};
 use std::time::Instant;
 use tokio_postgres::Client;
@@ -121,7 +126,8 @@ async fn main() -> Result<(), Err> {
             }
         }
     }
-    let c = connect(&dsn.ok_or("--dsn is required")?).await?;
+    let dsn = dsn.ok_or("--dsn is required")?;
+    let c = connect(&dsn).await?;
     c.batch_execute(&timer_sql()).await?;
     let (text, functions) = module(1 << 20);
     let init = patchdiff_tests::call(
@@ -197,40 +203,49 @@ async fn main() -> Result<(), Err> {
     run("observe a bundle of 32 scopes", s, cl);
 
     let (mut s, mut cl) = (Vec::new(), Vec::new());
-    let mut cold_observe = Vec::new();
+    let (mut after_s, mut after_c, mut fresh_s, mut fresh_c) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for k in 0..n {
-        // A fresh bundle on the current version (untimed; after a commit it parses again).
-        let t0 = Instant::now();
-        let b = patchdiff_tests::call(
-            &c,
-            "patchdiff_observe_scope",
-            &json!({"target_file_id": target, "selections": selections(functions, 7 + k), "max_chars": 200}),
-        )
-        .await?;
-        cold_observe.push(t0.elapsed().as_secs_f64() * 1000.0);
+        // A fresh bundle on the current version: right after the previous iteration's commit,
+        // so its outline is that of a new version (issue 21, item 2: reparsed incrementally
+        // by this backend's helper from the tree of the version it parsed before).
+        let bundle = json!({"target_file_id": target, "selections": selections(functions, 7 + k), "max_chars": 200});
+        let (b, a, b2) = timed(&c, "patchdiff_observe_scope", &bundle).await?;
         expect(&b, "observed_batch")?;
-        let snap = &b["snapshot"];
-        let groups: Vec<Value> = b["scopes"]
-            .as_array()
-            .ok_or("no scopes")?
-            .iter()
-            .map(|g| {
-                json!({"observation_id": g["observation_id"], "operations": [
-                    {"op": "match", "match": "retries = 0", "replace": format!("retries = {}", k + 1)}]})
-            })
-            .collect();
+        if k > 0 {
+            after_s.push(a);
+            after_c.push(b2);
+        }
+        // The same bundle in a fresh backend (a new connection): its helper has no tree, so
+        // this is the cold full parse, interleaved with the row above. Same scopes.
+        let fresh = connect(&dsn).await?;
+        let (f, a, b2) = timed(&fresh, "patchdiff_observe_scope", &bundle).await?;
+        drop(fresh);
+        fresh_s.push(a);
+        fresh_c.push(b2);
+        if without_ids(&f["scopes"]) != without_ids(&b["scopes"]) {
+            return Err(format!(
+                "iteration {k}: the bundle after a commit differs from a fresh backend's"
+            )
+            .into());
+        }
+        let request_id = format!(
+            "structural-bench-{}-{k}",
+            b["snapshot"]["observation_bundle_id"]
+                .as_str()
+                .unwrap_or("")
+        );
         let (v, a, b2) = timed(
             &c,
             "patchdiff_submit_observed_operations",
-            &json!({
-                "target_file_id": target,
-                "observation_bundle_id": snap["observation_bundle_id"],
-                "expected_target_version": snap["expected_target_version"],
-                "expected_current_hash": snap["expected_current_hash"],
-                "intent": "bench",
-                "client_request_id": format!("structural-bench-{}-{k}", snap["observation_bundle_id"].as_str().unwrap_or("")),
-                "groups": groups,
-            }),
+            &one_match_per_group(
+                &target,
+                &b,
+                "retries = 0",
+                &format!("retries = {}", k + 1),
+                "bench",
+                &request_id,
+            ),
         )
         .await?;
         expect(&v, "accepted")?;
@@ -238,6 +253,16 @@ async fn main() -> Result<(), Err> {
         cl.push(b2);
     }
     run("commit a 32-group batch", s, cl);
+    run(
+        "bundle of 32 scopes right after a 32-group commit (new version)",
+        after_s,
+        after_c,
+    );
+    run(
+        "the same bundle in a fresh backend (cold: full parse)",
+        fresh_s,
+        fresh_c,
+    );
 
     let floor = median(&mut rows[0].1.clone());
     println!();
@@ -257,9 +282,7 @@ async fn main() -> Result<(), Err> {
     }
     println!();
     println!(
-        "cold call (first outline of a version: tree-sitter parse of 1 MiB): server {cold_server:.1} ms, client {cold_client:.1} ms; \
-         bundle observation right after each commit (parse included), client median {:.1} ms",
-        median(&mut cold_observe)
+        "cold call (first outline of a version: tree-sitter parse of 1 MiB): server {cold_server:.1} ms, client {cold_client:.1} ms"
     );
     Ok(())
 }

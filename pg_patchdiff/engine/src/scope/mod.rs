@@ -307,13 +307,37 @@ pub mod wire {
         out
     }
 
-    /// The header of a request: its language code and text length.
-    pub fn request_header(head: &[u8; 9]) -> Result<(Language, u64), String> {
-        let language = Language::from_code(head[0])
+    /// The flag on a request's language code that says a lineage follows the header.
+    const LINEAGE: u8 = 0x80;
+
+    /// The longest lineage a request carries.
+    pub const MAX_LINEAGE_BYTES: usize = u8::MAX as usize;
+
+    /// A request for the outline of `text`, the next text of `lineage` (an opaque key, the
+    /// target's id): the helper may reparse it from the tree it kept of the lineage's last text
+    /// (issue 21). The answer is the same as for [`request`]. A lineage longer than
+    /// [`MAX_LINEAGE_BYTES`] is not sent (a plain request).
+    pub fn request_in_lineage(language: Language, lineage: &[u8], text: &str) -> Vec<u8> {
+        if lineage.len() > MAX_LINEAGE_BYTES {
+            return request(language, text);
+        }
+        let mut out = Vec::with_capacity(10 + lineage.len() + text.len());
+        out.push(language.code() | LINEAGE);
+        out.extend_from_slice(&(text.len() as u64).to_le_bytes());
+        out.push(lineage.len() as u8);
+        out.extend_from_slice(lineage);
+        out.extend_from_slice(text.as_bytes());
+        out
+    }
+
+    /// The header of a request: its language, text length, and whether a lineage follows (one
+    /// length byte, then the lineage, then the text).
+    pub fn request_header(head: &[u8; 9]) -> Result<(Language, u64, bool), String> {
+        let language = Language::from_code(head[0] & !LINEAGE)
             .ok_or_else(|| format!("unknown language code {}", head[0]))?;
         let mut n = [0u8; 8];
         n.copy_from_slice(&head[1..]);
-        Ok((language, u64::from_le_bytes(n)))
+        Ok((language, u64::from_le_bytes(n), head[0] & LINEAGE != 0))
     }
 
     fn framed(body: Vec<u8>) -> Vec<u8> {
@@ -536,9 +560,22 @@ mod tests {
             assert_eq!(Language::from_code(l.code()), Some(l));
             let r = wire::request(l, "a: 1\n");
             let head: [u8; 9] = r[..9].try_into().unwrap();
-            assert_eq!(wire::request_header(&head), Ok((l, 5)));
+            assert_eq!(wire::request_header(&head), Ok((l, 5, false)));
             assert_eq!(&r[9..], b"a: 1\n");
+            let r = wire::request_in_lineage(l, b"t-1", "a: 1\n");
+            let head: [u8; 9] = r[..9].try_into().unwrap();
+            assert_eq!(wire::request_header(&head), Ok((l, 5, true)));
+            assert_eq!(&r[9..], b"\x03t-1a: 1\n");
         }
         assert_eq!(Language::from_code(8), None);
+        let mut head = [0u8; 9];
+        head[0] = 8 | 0x80;
+        assert!(wire::request_header(&head).is_err());
+        // A lineage that does not fit its length byte is not sent.
+        let long = vec![b'x'; 256];
+        assert_eq!(
+            wire::request_in_lineage(Language::Json, &long, "1"),
+            wire::request(Language::Json, "1")
+        );
     }
 }

@@ -1,0 +1,393 @@
+//! Issue 21, item 2: "The result must equal a fresh parse (property test)". For every supported
+//! grammar, random edit sequences on real-looking files: the outline a helper makes
+//! incrementally (from the tree it kept of the previous text of the same lineage) equals
+//! `outline()` of the same text, exactly; and the edits it derives from two texts turn the one
+//! into the other.
+
+use patchdiff_waymark::incremental::{Change, Made, Trees, diff};
+use patchdiff_waymark::{Language, outline};
+
+/// xorshift64*: the same sequence on every run.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+}
+
+fn repeat(units: usize, header: &str, unit: impl Fn(usize) -> String) -> String {
+    let mut s = String::from(header);
+    for i in 0..units {
+        s.push_str(&unit(i));
+    }
+    s
+}
+
+/// A real-looking file of each grammar, of `units` repeated blocks with distinct names.
+fn file(language: Language, units: usize) -> String {
+    match language {
+        Language::Python => repeat(
+            units,
+            "\"\"\"Module.\"\"\"\nimport os\nLIMIT = 3\n\n",
+            |i| {
+                format!(
+                    "# 🌟 section {i}\n@decorator\nclass Service{i}(Base):\n    timeout: int = 30\n\n\
+                 \x20   def handle(self, request, retry_count=3):\n        if request is None:\n\
+                 \x20           return None\n        return request\n\n\
+                 def handler_{i}(event):\n    retries = 0\n    return dispatch(event, retries)\n\n"
+                )
+            },
+        ),
+        Language::TypeScript => repeat(units, "import { Base } from './base';\n\n", |i| {
+            format!(
+                "// 🌟 block {i}\nexport const RETRY_COUNT_{i} = {i};\n\
+                 export interface Options{i} {{ retryCount: number; timeout?: number }}\n\
+                 type Handler{i} = (o: Options{i}) => Promise<void>;\n\
+                 export class Service{i} extends Base {{\n  private timeout = 30;\n\
+                 \x20 async handle(req: Request): Promise<Response> {{\n    return new Response(req.body);\n  }}\n}}\n\
+                 export const make{i} = (o: Options{i}): Service{i} => new Service{i}(o);\n\n"
+            )
+        }),
+        Language::JavaScript => repeat(units, "import { Base } from './base.js';\n\n", |i| {
+            format!(
+                "// block {i}\nexport const RETRY_COUNT_{i} = {i};\n\
+                 export class Service{i} extends Base {{\n  timeout = 30;\n\
+                 \x20 async handle(req) {{ return new Response(req.body); }}\n}}\n\
+                 function helper{i}(a, b) {{ return a + b; }}\n\n"
+            )
+        }),
+        Language::Json => {
+            let body: Vec<String> = (0..units)
+                .map(|i| {
+                    format!(
+                        "    {{\"id\": \"ten_{i:05}\", \"name\": \"Tenant {i} 🌟\", \"retry_count\": 3, \
+                         \"limits\": {{\"timeout\": 30, \"burst\": [1, 2, 3]}}}}"
+                    )
+                })
+                .collect();
+            format!(
+                "{{\"config\": {{\"version\": 2, \"tenants\": [\n{}\n]}}}}\n",
+                body.join(",\n")
+            )
+        }
+        Language::Markdown => repeat(units, "# Document\n\n", |i| {
+            format!(
+                "## Group {i}: retries 🌟\n\nSome *prose* about `retry_count`.\n\n\
+                 | id | timeout |\n| --- | --- |\n| CHK-{i} | 10 |\n\n### Details {i}\n\n\
+                 ```python\nretry_count = {i}\n```\n\n- item one\n- item two\n\n"
+            )
+        }),
+        Language::Yaml => repeat(units, "config:\n  version: 2\n  tenants:\n", |i| {
+            format!(
+                "  - id: ten_{i:05}\n    name: \"Tenant {i} 🌟\"\n    limits: {{timeout: 30, burst: [1, 2]}}\n"
+            )
+        }),
+        Language::Toml => repeat(units, "title = \"bench\"\n\n", |i| {
+            format!(
+                "[[tenants]]\nid = \"ten_{i:05}\"\nretry_count = 3\n\n[tenants.options]\ntimeout = {i}\n\n"
+            )
+        }),
+        Language::Shell => repeat(units, "#!/bin/bash\nset -eu\n\n", |i| {
+            format!(
+                "RETRY_COUNT_{i}=3\nexport TIMEOUT_{i}=30\nretry_{i}() {{\n  local n=0\n\
+                 \x20 while [ \"$n\" -lt 3 ]; do\n    n=$((n+1))\n  done\n}}\n\n"
+            )
+        }),
+    }
+}
+
+/// A char boundary of `text` at or before `at`.
+fn boundary(text: &str, mut at: usize) -> usize {
+    at = at.min(text.len());
+    while !text.is_char_boundary(at) {
+        at -= 1;
+    }
+    at
+}
+
+/// Line starts of `text`.
+fn lines(text: &str) -> Vec<usize> {
+    std::iter::once(0)
+        .chain(text.match_indices('\n').map(|(i, _)| i + 1))
+        .filter(|&i| i < text.len())
+        .collect()
+}
+
+/// One random edit: mostly ones a commit makes on valid files (a number, a name, whole lines
+/// copied, moved in or deleted), sometimes arbitrary characters (syntax errors, and back).
+fn mutate(rng: &mut Rng, text: &str, units: &[String]) -> String {
+    let mut t = text.to_owned();
+    let ls = lines(&t);
+    match rng.below(8) {
+        // A number or a name changes (a commit's `retries = 0` -> `retries = 7`).
+        0 | 1 => {
+            let digits: Vec<usize> = t
+                .match_indices(|c: char| c.is_ascii_digit())
+                .map(|(i, _)| i)
+                .collect();
+            if let Some(&at) = digits.get(rng.below(digits.len())) {
+                let with = rng.below(1000).to_string();
+                t.replace_range(at..at + 1, &with);
+            }
+        }
+        // Several of those at once, spread (a multi-group commit).
+        2 => {
+            for _ in 0..1 + rng.below(6) {
+                let digits: Vec<usize> = t
+                    .match_indices(|c: char| c.is_ascii_digit())
+                    .map(|(i, _)| i)
+                    .collect();
+                if let Some(&at) = digits.get(rng.below(digits.len())) {
+                    t.replace_range(at..at + 1, &rng.below(50).to_string());
+                }
+            }
+        }
+        // A whole unit inserted at a unit-like boundary (a line start).
+        3 => {
+            let at = ls[rng.below(ls.len())];
+            let unit = &units[rng.below(units.len())];
+            t.insert_str(at, unit);
+        }
+        // A run of lines deleted.
+        4 => {
+            if ls.len() > 2 {
+                let a = rng.below(ls.len() - 1);
+                let b = (a + 1 + rng.below(6)).min(ls.len() - 1);
+                t.replace_range(ls[a]..ls[b], "");
+            }
+        }
+        // A run of lines copied elsewhere.
+        5 => {
+            if ls.len() > 2 {
+                let a = rng.below(ls.len() - 1);
+                let b = (a + 1 + rng.below(4)).min(ls.len() - 1);
+                let copy = t[ls[a]..ls[b]].to_owned();
+                let at = ls[rng.below(ls.len())];
+                t.insert_str(at, &copy);
+            }
+        }
+        // Arbitrary characters in or out (often a syntax error; later edits may repair it).
+        6 => {
+            let at = boundary(&t, rng.below(t.len() + 1));
+            let alphabet = [
+                "{", "}", "[", "]", "(", ")", ":", ",", "\n", " ", "\"", "#", "-", "=", "x", "é",
+                "  ",
+            ];
+            t.insert_str(at, alphabet[rng.below(alphabet.len())]);
+        }
+        _ => {
+            let a = boundary(&t, rng.below(t.len() + 1));
+            let b = boundary(&t, a + rng.below(12));
+            t.replace_range(a..b, "");
+        }
+    }
+    t
+}
+
+fn apply(old: &str, new: &str, changes: &[Change]) -> String {
+    let mut out = String::new();
+    let mut at = 0;
+    for c in changes {
+        assert!(c.old.0 >= at && c.old.0 <= c.old.1, "{changes:?}");
+        assert!(old.is_char_boundary(c.old.0) && old.is_char_boundary(c.old.1));
+        assert!(new.is_char_boundary(c.new.0) && new.is_char_boundary(c.new.1));
+        out.push_str(&old[at..c.old.0]);
+        out.push_str(&new[c.new.0..c.new.1]);
+        at = c.old.1;
+    }
+    out.push_str(&old[at..]);
+    out
+}
+
+/// Runs `steps` random edits per seed and checks every outline against a fresh one. Returns
+/// how many were made incrementally (the rest fell back to a fresh parse).
+fn run(language: Language, units: usize, seeds: u64, steps: usize) -> usize {
+    let base = file(language, units);
+    let unit_texts: Vec<String> = (0..4).map(|i| file(language, i + 1)).collect();
+    let mut incremental = 0;
+    for seed in 1..=seeds {
+        let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ seed.wrapping_mul(0x1234_5678_9ABC_DEF1));
+        let mut trees = Trees::new(4, 64 << 20);
+        let mut text = base.clone();
+        let (first, made) = trees.outline_made(b"t", language, text.clone());
+        assert_eq!(made, Made::Fresh);
+        assert_eq!(first, outline(language, &text));
+        let mut last_valid = text.clone();
+        let mut broken = false;
+        for step in 0..steps {
+            // A text with a syntax error is often followed by the last valid one (an undo).
+            let next = if broken && rng.below(2) == 0 {
+                last_valid.clone()
+            } else {
+                mutate(&mut rng, &text, &unit_texts)
+            };
+            let changes = diff(&text, &next);
+            assert_eq!(
+                apply(&text, &next, &changes),
+                next,
+                "the changes rebuild the new text"
+            );
+            let (got, made) = trees.outline_made(b"t", language, next.clone());
+            let want = outline(language, &next);
+            assert_eq!(
+                got, want,
+                "{language:?} seed {seed} step {step}: the incremental outline differs from a fresh one\n--- before:\n{text}\n--- after:\n{next}"
+            );
+            if made == Made::Incremental {
+                incremental += 1;
+            }
+            broken = want.as_ref().is_ok_and(|o| o.has_errors);
+            if !broken {
+                last_valid = next.clone();
+            }
+            text = next;
+        }
+    }
+    incremental
+}
+
+macro_rules! grammar_test {
+    ($name:ident, $language:expr) => {
+        #[test]
+        fn $name() {
+            let (seeds, steps) = (12, 50);
+            let n = run($language, 12, seeds, steps);
+            eprintln!(
+                "{:?}: {n} of {} outlines incremental",
+                $language,
+                seeds as usize * steps
+            );
+            // The property is about incremental outlines: most edits must have made one.
+            assert!(
+                n * 4 >= seeds as usize * steps,
+                "{:?}: only {n} incremental outlines",
+                $language
+            );
+        }
+    };
+}
+
+grammar_test!(
+    python_incremental_outlines_equal_fresh_ones,
+    Language::Python
+);
+grammar_test!(
+    typescript_incremental_outlines_equal_fresh_ones,
+    Language::TypeScript
+);
+grammar_test!(
+    javascript_incremental_outlines_equal_fresh_ones,
+    Language::JavaScript
+);
+grammar_test!(json_incremental_outlines_equal_fresh_ones, Language::Json);
+grammar_test!(
+    markdown_incremental_outlines_equal_fresh_ones,
+    Language::Markdown
+);
+grammar_test!(yaml_incremental_outlines_equal_fresh_ones, Language::Yaml);
+grammar_test!(toml_incremental_outlines_equal_fresh_ones, Language::Toml);
+grammar_test!(shell_incremental_outlines_equal_fresh_ones, Language::Shell);
+
+/// The derived changes on texts unlike any file: repetitive, multi-byte, empty, far apart.
+#[test]
+fn derived_changes_rebuild_any_new_text() {
+    let mut rng = Rng(42);
+    let alphabet = ["a", "b", "é", "🌟", "\n", "ab", "aaaa"];
+    for _ in 0..2000 {
+        let len = rng.below(300);
+        let old: String = (0..len)
+            .map(|_| alphabet[rng.below(alphabet.len())])
+            .collect();
+        let mut new = old.clone();
+        for _ in 0..rng.below(5) {
+            let a = boundary(&new, rng.below(new.len() + 1));
+            let b = boundary(&new, a + rng.below(20));
+            let with: String = (0..rng.below(6))
+                .map(|_| alphabet[rng.below(alphabet.len())])
+                .collect();
+            new.replace_range(a..b, &with);
+        }
+        let changes = diff(&old, &new);
+        assert_eq!(apply(&old, &new, &changes), new);
+        if old == new {
+            assert!(changes.is_empty());
+        }
+    }
+    // A 32-group commit on a long repetitive text is 32 small changes, not one large one.
+    let old = "retries = 0\n    return dispatch(event, retries)\n".repeat(2000);
+    let at: Vec<usize> = old.match_indices("= 0").map(|(i, _)| i + 2).collect();
+    let mut new = old.clone();
+    for k in (0..32).rev() {
+        let at = at[k * 60 + 3];
+        new.replace_range(at..at + 1, "17");
+    }
+    let changes = diff(&old, &new);
+    assert_eq!(apply(&old, &new, &changes), new);
+    assert_eq!(changes.len(), 32, "{changes:?}");
+    assert!(
+        changes
+            .iter()
+            .all(|c| c.old.1 - c.old.0 <= 2 && c.new.1 - c.new.0 <= 3)
+    );
+}
+
+/// How `trees` made the outline of `text`.
+fn made(trees: &mut Trees, lineage: &[u8], language: Language, text: &str) -> Made {
+    trees.outline_made(lineage, language, text.to_owned()).1
+}
+
+/// A tree is kept per lineage and reused only for the same lineage and language; the bounds
+/// hold (count and text bytes).
+#[test]
+fn kept_trees_are_bounded_and_keyed_by_lineage() {
+    let py = file(Language::Python, 3);
+    let mut trees = Trees::new(2, 3 * py.len());
+    assert_eq!(made(&mut trees, b"a", Language::Python, &py), Made::Fresh);
+    assert_eq!(made(&mut trees, b"a", Language::Python, &py), Made::Kept);
+    let edited = py.replace("retries = 0", "retries = 5");
+    assert_eq!(
+        made(&mut trees, b"a", Language::Python, &edited),
+        Made::Incremental
+    );
+    // Another lineage does not see it; the same lineage in another language parses afresh.
+    assert_eq!(
+        made(&mut trees, b"b", Language::Python, &edited),
+        Made::Fresh
+    );
+    assert_eq!(
+        made(&mut trees, b"c", Language::Python, &edited),
+        Made::Fresh
+    );
+    assert_eq!(trees.len(), 2, "at most two kept");
+    assert_eq!(
+        made(&mut trees, b"a", Language::Python, &py),
+        Made::Fresh,
+        "a was evicted"
+    );
+    assert_eq!(made(&mut trees, b"a", Language::Shell, &py), Made::Fresh);
+    // A text over the byte budget is not kept.
+    let big = file(Language::Python, 12);
+    let mut small = Trees::new(4, py.len());
+    assert_eq!(made(&mut small, b"a", Language::Python, &big), Made::Fresh);
+    assert!(small.is_empty());
+    // A text with syntax errors is not kept (incremental error recovery may differ), and the
+    // tree kept before it stays: the text after the fix is reparsed from it.
+    let broken = format!("{py}\ndef broken(:\n");
+    let mut t = Trees::new(4, 1 << 20);
+    assert_eq!(made(&mut t, b"a", Language::Python, &broken), Made::Fresh);
+    assert!(t.is_empty());
+    assert_eq!(made(&mut t, b"a", Language::Python, &py), Made::Fresh);
+    assert_eq!(made(&mut t, b"a", Language::Python, &broken), Made::Fresh);
+    assert_eq!(t.len(), 1);
+    assert_eq!(
+        made(&mut t, b"a", Language::Python, &edited),
+        Made::Incremental
+    );
+}
