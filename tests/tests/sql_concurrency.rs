@@ -247,6 +247,22 @@ async fn refused(
     }
 }
 
+/// A new target with one accepted edit (so that log and ledger rows name it and its cycle).
+async fn target_with_one_acceptance(c: &Client, filename: &str) -> String {
+    let target = initialize_target(c, filename, "one two three\n")
+        .await
+        .unwrap();
+    let r = call(
+        c,
+        "patchdiff_submit_edits",
+        &replace_word(&target, "two", 0),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r["status"], "accepted", "{r}");
+    target
+}
+
 /// Contract (DESIGN, rules that hold everywhere): "The attempt log and the ledger are
 /// append-only, enforced by the database itself (triggers and privileges), not by convention."
 /// UPDATE, DELETE and TRUNCATE are refused even for the superuser who owns the tables; an
@@ -255,17 +271,7 @@ async fn refused(
 #[tokio::test]
 async fn log_and_ledger_refuse_update_delete_truncate_even_for_owner() {
     let c = client().await;
-    let target = initialize_target(&c, "append-only.md", "one two three\n")
-        .await
-        .unwrap();
-    let r = call(
-        &c,
-        "patchdiff_submit_edits",
-        &replace_word(&target, "two", 0),
-    )
-    .await
-    .unwrap();
-    assert_eq!(r["status"], "accepted", "{r}");
+    let target = target_with_one_acceptance(&c, "append-only.md").await;
     let rows_before = logged_ids(&c, &target).await;
     let ledger_rows =
         "SELECT count(*) FROM patchdiff.manifest_ledger WHERE target_file_id = $1::text::uuid";
@@ -391,17 +397,7 @@ async fn log_and_ledger_refuse_update_delete_truncate_even_for_owner() {
 #[tokio::test]
 async fn targets_and_cycles_are_never_removed_or_renumbered_even_for_owner() {
     let c = client().await;
-    let target = initialize_target(&c, "keep-rows.md", "one two three\n")
-        .await
-        .unwrap();
-    let r = call(
-        &c,
-        "patchdiff_submit_edits",
-        &replace_word(&target, "two", 0),
-    )
-    .await
-    .unwrap();
-    assert_eq!(r["status"], "accepted", "{r}");
+    let target = target_with_one_acceptance(&c, "keep-rows.md").await;
     let rows_before = logged_ids(&c, &target).await;
     let kept = |table: &str, msg: &str| {
         msg.contains(&format!(
