@@ -116,8 +116,8 @@ CREATE TABLE patchdiff.pdcp_logs (
     log_sequence               bigint GENERATED ALWAYS AS IDENTITY,
     -- No foreign keys on target_file_id and editing_cycle_id (issue 21): the only writer
     -- (store::write_attempt) writes them from the target row its own transaction has locked,
-    -- and targets and editing cycles are never removed nor renumbered (triggers keep_rows and keep_ids below). Each key was
-    -- a lookup, a row lock and a WAL record per attempt.
+    -- and targets and editing cycles are never removed or renumbered (triggers keep_rows and
+    -- keep_ids below). Each key was a lookup, a row lock and a WAL record per attempt.
     target_file_id             uuid NOT NULL,
     editing_cycle_id           uuid NOT NULL,
     status                     text NOT NULL CHECK (status IN ('accepted', 'rejected')),
