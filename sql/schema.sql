@@ -113,9 +113,13 @@ COMMENT ON TABLE patchdiff.snapshots IS 'Target content at initialization (the r
 
 CREATE TABLE patchdiff.pdcp_logs (
     pdcp_log_id                uuid PRIMARY KEY,
-    log_sequence               bigint GENERATED ALWAYS AS IDENTITY UNIQUE,
-    target_file_id             uuid NOT NULL REFERENCES patchdiff.targets,
-    editing_cycle_id           uuid NOT NULL REFERENCES patchdiff.editing_cycles,
+    log_sequence               bigint GENERATED ALWAYS AS IDENTITY,
+    -- No foreign keys on target_file_id and editing_cycle_id (issue 21): the only writer
+    -- (store::write_attempt) writes them from the target row its own transaction has locked,
+    -- and targets and editing cycles are never removed or renumbered (triggers keep_rows and
+    -- keep_ids below). Each key was a lookup, a row lock and a WAL record per attempt.
+    target_file_id             uuid NOT NULL,
+    editing_cycle_id           uuid NOT NULL,
     status                     text NOT NULL CHECK (status IN ('accepted', 'rejected')),
     protocol_version           text NOT NULL,
     runtime_version            text NOT NULL,
@@ -143,7 +147,10 @@ CREATE TABLE patchdiff.pdcp_logs (
     CHECK ((status = 'accepted') = (after_version IS NOT NULL AND failure_reason IS NULL))
 );
 CREATE UNIQUE INDEX ON patchdiff.pdcp_logs (target_file_id, client_request_id) WHERE client_request_id IS NOT NULL;
-CREATE INDEX ON patchdiff.pdcp_logs (target_file_id, log_sequence);
+-- Unique: log pages are keyset pages over (target, log_sequence). log_sequence itself has no
+-- index of its own: it is an identity GENERATED ALWAYS, so only the sequence writes it, and no
+-- statement reads the log in global sequence order.
+CREATE UNIQUE INDEX ON patchdiff.pdcp_logs (target_file_id, log_sequence);
 -- History pages filtered by status or record hash, and replay's accepted rows, read one index
 -- range whose cost does not grow with the target's history.
 CREATE INDEX ON patchdiff.pdcp_logs (target_file_id, status, log_sequence);
@@ -154,13 +161,17 @@ COMMENT ON COLUMN patchdiff.pdcp_logs.intent IS 'The stored record''s transactio
 COMMENT ON COLUMN patchdiff.pdcp_logs.request_fingerprint IS 'SHA-256 of the request envelope (protocol, target, record hash, guards, parent).';
 
 CREATE TABLE patchdiff.manifest_ledger (
-    ledger_entry_id  uuid PRIMARY KEY,
-    ledger_sequence  bigint GENERATED ALWAYS AS IDENTITY UNIQUE,
-    pdcp_log_id      uuid NOT NULL REFERENCES patchdiff.pdcp_logs,
+    -- A random (v4) ID that no statement looks up: a row is named by its attempt and its
+    -- change_index (the primary key).
+    ledger_entry_id  uuid NOT NULL,
+    ledger_sequence  bigint GENERATED ALWAYS AS IDENTITY,
+    -- No foreign key: each ledger row is inserted by the statement that inserts its attempt,
+    -- from that insert's RETURNING (store::write_attempt), and patchdiff.pdcp_logs is
+    -- append-only, so the attempt exists when the row is written and stays.
+    pdcp_log_id      uuid NOT NULL,
     -- Copies of the attempt's own columns, written in the same statement as the attempt row
     -- (store::write_attempt), so that ledger pages read one index range. They carry no foreign
-    -- keys of their own: the attempt's keys already guarantee the target and the cycle, and two
-    -- more checks per ledger row cost about a tenth of a submission's throughput.
+    -- keys either, for the same reasons as the attempt's columns.
     log_sequence     bigint NOT NULL,
     target_file_id   uuid NOT NULL,
     editing_cycle_id uuid NOT NULL,
@@ -174,9 +185,11 @@ CREATE TABLE patchdiff.manifest_ledger (
     risk             text,
     derived          json NOT NULL,
     created_at       timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
-    UNIQUE (pdcp_log_id, change_index)
+    PRIMARY KEY (pdcp_log_id, change_index)
 );
-CREATE INDEX ON patchdiff.manifest_ledger (target_file_id, ledger_sequence);
+-- Unique: ledger pages are keyset pages over (target, ledger_sequence); ledger_sequence is an
+-- identity GENERATED ALWAYS and has no index of its own, like pdcp_logs.log_sequence.
+CREATE UNIQUE INDEX ON patchdiff.manifest_ledger (target_file_id, ledger_sequence);
 -- The default ledger page reads the active cycle only, even when it is empty after a SAVE.
 CREATE INDEX ON patchdiff.manifest_ledger (editing_cycle_id, ledger_sequence);
 COMMENT ON TABLE patchdiff.manifest_ledger IS 'Append-only ledger of accepted changes, one row per change, linked to its attempt. UPDATE, DELETE and TRUNCATE are refused.';
@@ -202,6 +215,33 @@ CREATE TRIGGER append_only_truncate BEFORE TRUNCATE ON patchdiff.manifest_ledger
 -- the log into a mutable table either.
 ALTER TABLE patchdiff.pdcp_logs ENABLE ALWAYS TRIGGER append_only, ENABLE ALWAYS TRIGGER append_only_truncate;
 ALTER TABLE patchdiff.manifest_ledger ENABLE ALWAYS TRIGGER append_only, ENABLE ALWAYS TRIGGER append_only_truncate;
+
+-- Targets and editing cycles are never removed and never change their IDs: no function does,
+-- and the attempt log and the ledger, which name them without foreign keys, rely on it. Enforced
+-- like append-only, for every role and in replica mode. The key check is an AFTER trigger on the
+-- key column only: a BEFORE UPDATE row trigger would make every accepted edit lock its target
+-- row a second time, and PostgreSQL skips an UPDATE OF trigger whose column is not set.
+CREATE FUNCTION patchdiff.refuse_removal() RETURNS trigger
+LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+BEGIN
+    RAISE EXCEPTION 'rows of patchdiff.% are never removed or renumbered: % is not allowed', TG_TABLE_NAME, TG_OP
+        USING ERRCODE = 'insufficient_privilege';
+END
+$$;
+CREATE TRIGGER keep_rows BEFORE DELETE ON patchdiff.targets
+    FOR EACH ROW EXECUTE FUNCTION patchdiff.refuse_removal();
+CREATE TRIGGER keep_ids AFTER UPDATE OF target_file_id ON patchdiff.targets
+    FOR EACH ROW EXECUTE FUNCTION patchdiff.refuse_removal();
+CREATE TRIGGER keep_rows_truncate BEFORE TRUNCATE ON patchdiff.targets
+    FOR EACH STATEMENT EXECUTE FUNCTION patchdiff.refuse_removal();
+CREATE TRIGGER keep_rows BEFORE DELETE ON patchdiff.editing_cycles
+    FOR EACH ROW EXECUTE FUNCTION patchdiff.refuse_removal();
+CREATE TRIGGER keep_ids AFTER UPDATE OF editing_cycle_id ON patchdiff.editing_cycles
+    FOR EACH ROW EXECUTE FUNCTION patchdiff.refuse_removal();
+CREATE TRIGGER keep_rows_truncate BEFORE TRUNCATE ON patchdiff.editing_cycles
+    FOR EACH STATEMENT EXECUTE FUNCTION patchdiff.refuse_removal();
+ALTER TABLE patchdiff.targets ENABLE ALWAYS TRIGGER keep_rows, ENABLE ALWAYS TRIGGER keep_ids, ENABLE ALWAYS TRIGGER keep_rows_truncate;
+ALTER TABLE patchdiff.editing_cycles ENABLE ALWAYS TRIGGER keep_rows, ENABLE ALWAYS TRIGGER keep_ids, ENABLE ALWAYS TRIGGER keep_rows_truncate;
 
 -- pg_dump keeps the data of extension tables only when they are registered.
 SELECT pg_catalog.pg_extension_config_dump('patchdiff.targets', '');

@@ -1,9 +1,54 @@
 -- pg_patchdiff 0.1.0 -> 0.2.0 (ALTER EXTENSION pg_patchdiff UPDATE).
 \echo Use "ALTER EXTENSION pg_patchdiff UPDATE" to load this file. \quit
 
--- Nothing to change. 0.2.0's install script, as pgrx generates it from this tree, differs from
--- the frozen 0.1.0 one (sql/releases/pg_patchdiff--0.1.0.sql) only in the source locations pgrx
--- writes as comments (`-- pg_patchdiff/src/lib.rs:109`): 0.2.0 is the first version
--- with an upgrade path, and the version is all that this update changes. The library's C
--- symbols that 0.1.0's functions name are those of 0.2.0, so the objects of an updated database
--- and of a fresh 0.2.0 install are the same (tests/tests/upgrade.rs compares their catalogs).
+-- Apart from what follows, 0.2.0's install script, as pgrx generates it from this tree, differs
+-- from the frozen 0.1.0 one (sql/releases/pg_patchdiff--0.1.0.sql) only in the source locations
+-- pgrx writes as comments (`-- pg_patchdiff/src/lib.rs:109`). The library's C symbols that
+-- 0.1.0's functions name are those of 0.2.0, so the objects of an updated database and of a
+-- fresh 0.2.0 install are the same (tests/tests/upgrade.rs compares their catalogs).
+
+-- Issue 21, item 1: what each acceptance writes and indexes (sql/schema.sql says why each
+-- guarantee still holds). No stored value changes.
+
+-- Targets and editing cycles are never removed and never renumbered.
+CREATE FUNCTION patchdiff.refuse_removal() RETURNS trigger
+LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+BEGIN
+    RAISE EXCEPTION 'rows of patchdiff.% are never removed or renumbered: % is not allowed', TG_TABLE_NAME, TG_OP
+        USING ERRCODE = 'insufficient_privilege';
+END
+$$;
+CREATE TRIGGER keep_rows BEFORE DELETE ON patchdiff.targets
+    FOR EACH ROW EXECUTE FUNCTION patchdiff.refuse_removal();
+CREATE TRIGGER keep_ids AFTER UPDATE OF target_file_id ON patchdiff.targets
+    FOR EACH ROW EXECUTE FUNCTION patchdiff.refuse_removal();
+CREATE TRIGGER keep_rows_truncate BEFORE TRUNCATE ON patchdiff.targets
+    FOR EACH STATEMENT EXECUTE FUNCTION patchdiff.refuse_removal();
+CREATE TRIGGER keep_rows BEFORE DELETE ON patchdiff.editing_cycles
+    FOR EACH ROW EXECUTE FUNCTION patchdiff.refuse_removal();
+CREATE TRIGGER keep_ids AFTER UPDATE OF editing_cycle_id ON patchdiff.editing_cycles
+    FOR EACH ROW EXECUTE FUNCTION patchdiff.refuse_removal();
+CREATE TRIGGER keep_rows_truncate BEFORE TRUNCATE ON patchdiff.editing_cycles
+    FOR EACH STATEMENT EXECUTE FUNCTION patchdiff.refuse_removal();
+ALTER TABLE patchdiff.targets ENABLE ALWAYS TRIGGER keep_rows, ENABLE ALWAYS TRIGGER keep_ids, ENABLE ALWAYS TRIGGER keep_rows_truncate;
+ALTER TABLE patchdiff.editing_cycles ENABLE ALWAYS TRIGGER keep_rows, ENABLE ALWAYS TRIGGER keep_ids, ENABLE ALWAYS TRIGGER keep_rows_truncate;
+
+-- The attempt log: no foreign keys to the target and the cycle, no index on log_sequence alone,
+-- (target_file_id, log_sequence) unique.
+ALTER TABLE patchdiff.pdcp_logs
+    DROP CONSTRAINT pdcp_logs_target_file_id_fkey,
+    DROP CONSTRAINT pdcp_logs_editing_cycle_id_fkey,
+    DROP CONSTRAINT pdcp_logs_log_sequence_key;
+DROP INDEX patchdiff.pdcp_logs_target_file_id_log_sequence_idx;
+CREATE UNIQUE INDEX ON patchdiff.pdcp_logs (target_file_id, log_sequence);
+
+-- The ledger: keyed by (pdcp_log_id, change_index), no foreign key to its attempt, no index on
+-- ledger_entry_id or ledger_sequence alone, (target_file_id, ledger_sequence) unique.
+ALTER TABLE patchdiff.manifest_ledger
+    DROP CONSTRAINT manifest_ledger_pdcp_log_id_fkey,
+    DROP CONSTRAINT manifest_ledger_pkey,
+    DROP CONSTRAINT manifest_ledger_ledger_sequence_key,
+    DROP CONSTRAINT manifest_ledger_pdcp_log_id_change_index_key,
+    ADD PRIMARY KEY (pdcp_log_id, change_index);
+DROP INDEX patchdiff.manifest_ledger_target_file_id_ledger_sequence_idx;
+CREATE UNIQUE INDEX ON patchdiff.manifest_ledger (target_file_id, ledger_sequence);

@@ -247,6 +247,22 @@ async fn refused(
     }
 }
 
+/// A new target with one accepted edit (so that log and ledger rows name it and its cycle).
+async fn target_with_one_acceptance(c: &Client, filename: &str) -> String {
+    let target = initialize_target(c, filename, "one two three\n")
+        .await
+        .unwrap();
+    let r = call(
+        c,
+        "patchdiff_submit_edits",
+        &replace_word(&target, "two", 0),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r["status"], "accepted", "{r}");
+    target
+}
+
 /// Contract (DESIGN, rules that hold everywhere): "The attempt log and the ledger are
 /// append-only, enforced by the database itself (triggers and privileges), not by convention."
 /// UPDATE, DELETE and TRUNCATE are refused even for the superuser who owns the tables; an
@@ -255,17 +271,7 @@ async fn refused(
 #[tokio::test]
 async fn log_and_ledger_refuse_update_delete_truncate_even_for_owner() {
     let c = client().await;
-    let target = initialize_target(&c, "append-only.md", "one two three\n")
-        .await
-        .unwrap();
-    let r = call(
-        &c,
-        "patchdiff_submit_edits",
-        &replace_word(&target, "two", 0),
-    )
-    .await
-    .unwrap();
-    assert_eq!(r["status"], "accepted", "{r}");
+    let target = target_with_one_acceptance(&c, "append-only.md").await;
     let rows_before = logged_ids(&c, &target).await;
     let ledger_rows =
         "SELECT count(*) FROM patchdiff.manifest_ledger WHERE target_file_id = $1::text::uuid";
@@ -381,6 +387,74 @@ async fn log_and_ledger_refuse_update_delete_truncate_even_for_owner() {
     .await
     .unwrap();
     assert_eq!(r["status"], "accepted", "pd_app edits through the API: {r}");
+}
+
+/// Issue 21, item 1: the attempt log and the ledger name their target and editing cycle without
+/// foreign keys (sql/schema.sql). What the keys guaranteed after the insert, that the named rows
+/// stay, holds because targets and editing cycles are never removed or renumbered: DELETE,
+/// TRUNCATE and a change of the ID are refused for every role, the owner included, and in
+/// replica mode too, where foreign keys would not have been checked at all.
+#[tokio::test]
+async fn targets_and_cycles_are_never_removed_or_renumbered_even_for_owner() {
+    let c = client().await;
+    let target = target_with_one_acceptance(&c, "keep-rows.md").await;
+    let rows_before = logged_ids(&c, &target).await;
+    let kept = |table: &str, msg: &str| {
+        msg.contains(&format!(
+            "rows of patchdiff.{table} are never removed or renumbered"
+        ))
+    };
+    for replica in [false, true] {
+        if replica {
+            c.batch_execute("SET session_replication_role = replica")
+                .await
+                .unwrap();
+        }
+        for (table, sql) in [
+            (
+                "targets",
+                "DELETE FROM patchdiff.targets WHERE target_file_id = $1::text::uuid",
+            ),
+            (
+                "editing_cycles",
+                "DELETE FROM patchdiff.editing_cycles WHERE target_file_id = $1::text::uuid",
+            ),
+            (
+                "targets",
+                "UPDATE patchdiff.targets SET target_file_id = pg_catalog.gen_random_uuid() \
+                 WHERE target_file_id = $1::text::uuid",
+            ),
+            (
+                "editing_cycles",
+                "UPDATE patchdiff.editing_cycles SET editing_cycle_id = pg_catalog.gen_random_uuid() \
+                 WHERE target_file_id = $1::text::uuid",
+            ),
+        ] {
+            let msg = refused(&c, sql, &[&target]).await;
+            // Outside replica mode a remaining foreign key may refuse a renumbering first.
+            assert!(
+                kept(table, &msg) || (!replica && sql.starts_with("UPDATE")),
+                "replica {replica}, {sql}: {msg}"
+            );
+        }
+        for sql in [
+            "TRUNCATE patchdiff.targets CASCADE",
+            "TRUNCATE patchdiff.editing_cycles CASCADE",
+        ] {
+            let msg = refused(&c, sql, &[]).await;
+            assert!(
+                kept("targets", &msg) || kept("editing_cycles", &msg),
+                "replica {replica}, {sql}: {msg}"
+            );
+        }
+    }
+    c.batch_execute("RESET session_replication_role")
+        .await
+        .unwrap();
+    // A column other than the ID still changes (the accepted edit above did), and nothing was
+    // removed.
+    assert_eq!(logged_ids(&c, &target).await, rows_before);
+    assert_eq!(current_version(&c, &target).await, 1);
 }
 
 /// Contract: the attempt log is durable audit evidence, so an ordinary `pg_dump` must carry
