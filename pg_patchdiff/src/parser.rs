@@ -35,6 +35,7 @@ static HELPER_PATH: GucSetting<Option<CString>> = GucSetting::<Option<CString>>:
 static MEMORY_LIMIT_KB: GucSetting<i32> = GucSetting::<i32>::new(1024 * 1024);
 static CPU_LIMIT_S: GucSetting<i32> = GucSetting::<i32>::new(10);
 static TIMEOUT_MS: GucSetting<i32> = GucSetting::<i32>::new(10_000);
+static KEPT_MEMORY_KB: GucSetting<i32> = GucSetting::<i32>::new(128 * 1024);
 
 /// Registers the helper's settings. All are superuser-only: the path names a program the
 /// server runs, and a client role must not be able to raise its own limits.
@@ -68,6 +69,16 @@ pub(crate) fn define_gucs() {
         GucFlags::UNIT_S,
     );
     GucRegistry::define_int_guc(
+        c"patchdiff.parser_kept_memory",
+        c"Memory a parser helper may keep between calls for incremental outlines (0: none).",
+        c"The syntax trees and texts of recently observed targets, so that the next version is reparsed incrementally; never more than an eighth of patchdiff.parser_memory_limit.",
+        &KEPT_MEMORY_KB,
+        0,
+        i32::MAX,
+        GucContext::Suset,
+        GucFlags::UNIT_KB,
+    );
+    GucRegistry::define_int_guc(
         c"patchdiff.parser_timeout",
         c"Wall-clock time the backend waits for one outline from the parser helper.",
         c"The wait also ends when statement_timeout would; past this limit the helper is killed and the call answers structure_unavailable / parser_limit (time).",
@@ -95,6 +106,7 @@ struct Settings {
     program: String,
     memory_bytes: u64,
     cpu_seconds: u64,
+    kept_bytes: u64,
 }
 
 impl Settings {
@@ -112,6 +124,7 @@ impl Settings {
             program,
             memory_bytes: u64::try_from(MEMORY_LIMIT_KB.get()).unwrap_or(0) * 1024,
             cpu_seconds: u64::try_from(CPU_LIMIT_S.get()).unwrap_or(1),
+            kept_bytes: u64::try_from(KEPT_MEMORY_KB.get()).unwrap_or(0) * 1024,
         }
     }
 }
@@ -143,6 +156,8 @@ fn start(settings: &Settings) -> Result<Helper, Unavailable> {
         .arg(settings.memory_bytes.to_string())
         .arg("--cpu-seconds")
         .arg(settings.cpu_seconds.to_string())
+        .arg("--kept-bytes")
+        .arg(settings.kept_bytes.to_string())
         .arg("--parent-pid")
         .arg(std::process::id().to_string())
         .stdin(Stdio::piped())

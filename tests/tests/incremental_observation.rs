@@ -95,3 +95,35 @@ async fn an_observation_after_a_commit_equals_a_fresh_backends() {
     let last = bundle(&target, functions, 1);
     same_as_a_fresh_backend(&c, &last, "after the last commit").await;
 }
+
+/// `patchdiff.parser_kept_memory = 0` (issue 21): the helper keeps no tree between calls, and
+/// observations after commits still answer what a fresh backend answers. Changing the setting
+/// replaces the backend's helper at its next call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_no_kept_memory_observations_still_equal_a_fresh_backends() {
+    let c = connect(&dsn()).await.unwrap();
+    let functions = 120;
+    let target = initialize_target(&c, "incremental-none.py", &module(functions))
+        .await
+        .unwrap();
+    // A warm helper with the default setting first, then the setting changes under it.
+    let args = bundle(&target, functions, 0);
+    same_as_a_fresh_backend(&c, &args, "default setting").await;
+    c.batch_execute("SET patchdiff.parser_kept_memory = 0")
+        .await
+        .unwrap();
+    let shown: String = c
+        .query_one("SHOW patchdiff.parser_kept_memory", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(shown, "0");
+    for round in 0..3 {
+        let args = bundle(&target, functions, round);
+        let b = same_as_a_fresh_backend(&c, &args, &format!("kept memory 0, round {round}")).await;
+        assert_eq!(b["status"], "observed_batch", "{b}");
+        let r = commit(&c, &target, &b, round + 1).await;
+        assert_eq!(r["status"], "accepted", "{r}");
+    }
+    same_as_a_fresh_backend(&c, &bundle(&target, functions, 1), "kept memory 0, last").await;
+}

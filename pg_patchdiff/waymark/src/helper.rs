@@ -29,15 +29,19 @@ pub struct Limits {
     pub cpu_seconds: u64,
     /// The process that started it: the helper exits if it is not (or no longer) its parent.
     pub parent_pid: Option<i32>,
+    /// At most this many bytes of kept trees and texts for incremental outlines (`None`: an
+    /// eighth of `memory_bytes`); never more than an eighth of `memory_bytes` either way.
+    pub kept_bytes: Option<u64>,
 }
 
 impl Limits {
-    /// `--memory-bytes N --cpu-seconds N --parent-pid N`, each optional.
+    /// `--memory-bytes N --cpu-seconds N --parent-pid N --kept-bytes N`, each optional.
     pub fn from_args(args: impl Iterator<Item = String>) -> Result<Limits, String> {
         let mut l = Limits {
             memory_bytes: 0,
             cpu_seconds: 0,
             parent_pid: None,
+            kept_bytes: None,
         };
         let mut args = args;
         while let Some(flag) = args.next() {
@@ -49,6 +53,7 @@ impl Limits {
             match flag.as_str() {
                 "--memory-bytes" => l.memory_bytes = number(&value)?,
                 "--cpu-seconds" => l.cpu_seconds = number(&value)?,
+                "--kept-bytes" => l.kept_bytes = Some(number(&value)?),
                 "--parent-pid" => {
                     l.parent_pid = Some(i32::try_from(number(&value)?).map_err(|_| "bad pid")?)
                 }
@@ -121,16 +126,18 @@ pub fn confine(l: &Limits) -> Result<(), String> {
 /// Trees a helper keeps for incremental parsing (issue 21): one per target recently observed.
 pub const KEPT_TREES: usize = 4;
 
-/// The memory a helper's kept trees and texts may hold, in bytes: an eighth of its address-space
-/// limit (128 MiB under the default 1 GiB; a 1 MiB Python module's tree takes about 45 MB), so
-/// that a parse keeps seven eighths of the limit it had without them.
+/// The memory a helper's kept trees and texts may hold, in bytes: `--kept-bytes`
+/// (`patchdiff.parser_kept_memory`; 0 keeps nothing), and never more than an eighth of its
+/// address-space limit (128 MiB under the default 1 GiB; a 1 MiB Python module's tree takes about
+/// 45 MB), so that a parse keeps seven eighths of the limit it had without them.
 pub fn kept_bytes(l: &Limits) -> usize {
     let limit = if l.memory_bytes > 0 {
         l.memory_bytes
     } else {
         1 << 30
     };
-    usize::try_from(limit / 8).unwrap_or(usize::MAX)
+    let eighth = limit / 8;
+    usize::try_from(l.kept_bytes.map_or(eighth, |k| k.min(eighth))).unwrap_or(usize::MAX)
 }
 
 /// Bytes tree-sitter holds now (its allocations through this helper's allocator functions),

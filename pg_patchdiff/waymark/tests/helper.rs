@@ -214,3 +214,57 @@ fn kept_trees_stay_under_an_eighth_of_the_memory_limit() {
     drop(h.stdin.take());
     assert!(h.wait().unwrap().success());
 }
+
+/// `patchdiff.parser_kept_memory` (issue 21): the helper's `--kept-bytes` bounds what it keeps
+/// between calls, never above an eighth of its memory limit; 0 keeps nothing, and its answers
+/// in a lineage are still those of a fresh parse.
+#[test]
+fn kept_memory_zero_keeps_nothing() {
+    use patchdiff_waymark::helper::{Limits, kept_bytes};
+    use patchdiff_waymark::incremental::{Made, Trees};
+    let limits = |args: &[&str]| {
+        Limits::from_args(args.iter().map(|s| s.to_string())).expect("valid arguments")
+    };
+    let gib = "1073741824";
+    assert_eq!(kept_bytes(&limits(&["--memory-bytes", gib])), 128 << 20);
+    assert_eq!(
+        kept_bytes(&limits(&["--memory-bytes", gib, "--kept-bytes", "1048576"])),
+        1 << 20
+    );
+    assert_eq!(
+        kept_bytes(&limits(&[
+            "--memory-bytes",
+            gib,
+            "--kept-bytes",
+            "4294967296"
+        ])),
+        128 << 20,
+        "never more than an eighth of the memory limit"
+    );
+    assert_eq!(kept_bytes(&limits(&["--kept-bytes", "0"])), 0);
+    assert!(Limits::from_args(["--kept-bytes".to_string(), "-1".to_string()].into_iter()).is_err());
+
+    // Nothing is kept under a budget of 0: the same text twice is parsed afresh both times.
+    let py: String = (0..50)
+        .map(|i| format!("def handler_{i}(e):\n    return e\n\n\n"))
+        .collect();
+    let mut none = Trees::new(4, 0);
+    for _ in 0..2 {
+        let (got, how) = none.outline_made(b"t1", Language::Python, py.clone());
+        assert_eq!(how, Made::Fresh);
+        assert_eq!(got, outline(Language::Python, &py));
+        assert!(none.is_empty());
+    }
+
+    // Through the process: answers in a lineage equal a fresh parse.
+    let mut h = start(&["--memory-bytes", gib, "--kept-bytes", "0"]);
+    let edited = py.replace("handler_7", "handler_seven");
+    for text in [&py, &edited, &py] {
+        assert_eq!(
+            ask_in(&mut h, "t1", Language::Python, text),
+            Some(outline(Language::Python, text))
+        );
+    }
+    drop(h.stdin.take());
+    assert!(h.wait().unwrap().success());
+}
