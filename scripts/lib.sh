@@ -108,8 +108,16 @@ start_cluster() {
     runuser -u postgres -- "$PG_BIN/initdb" -D "$dir" -E UTF8 --locale=C.UTF-8 -U postgres --auth=trust >/dev/null
   fi
   if ! runuser -u postgres -- "$PG_BIN/pg_ctl" -D "$dir" status >/dev/null 2>&1; then
-    runuser -u postgres -- "$PG_BIN/pg_ctl" -D "$dir" -l "$dir/server.log" -w -o \
-      "-p $port -k $dir -c listen_addresses=127.0.0.1 -c fsync=${PATCHDIFF_FSYNC:-on}" start >/dev/null
+    # The server outlives this script: it must not inherit the caller's descriptors beyond
+    # stdin/stdout/stderr (a `flock` lock held around this call would otherwise stay held for
+    # as long as the cluster runs).
+    (
+      for fd in $(ls /proc/$BASHPID/fd); do
+        if [ "$fd" -gt 2 ]; then eval "exec $fd>&-" 2>/dev/null || true; fi
+      done
+      runuser -u postgres -- "$PG_BIN/pg_ctl" -D "$dir" -l "$dir/server.log" -w -o \
+        "-p $port -k $dir -c listen_addresses=127.0.0.1 -c fsync=${PATCHDIFF_FSYNC:-on}" start >/dev/null
+    )
   fi
 }
 
