@@ -136,8 +136,6 @@ pub fn find(v: &Value, root: &str, sentinel: Option<char>, out: &mut Vec<Defect>
     }
 }
 
-/// A path segment that is safe to store as text and to show: a key with control characters,
-/// or a marked surrogate, is written as its ASCII-escaped JSON string.
 /// [`find`] over an object's members (an object that is not wrapped in a [`Value`]).
 pub fn find_in_object(
     m: &Map<String, Value>,
@@ -154,6 +152,8 @@ pub fn find_in_object(
     }
 }
 
+/// A path segment that is safe to store as text and to show: a key with control characters,
+/// or a marked surrogate, is written as its ASCII-escaped JSON string.
 fn segment(k: &str, sentinel: Option<char>) -> String {
     if k.chars().any(|c| c.is_control() || Some(c) == sentinel) {
         restore(&Value::String(k.to_owned()), sentinel)
