@@ -68,13 +68,14 @@ pub async fn initialize_target(
         .to_owned())
 }
 
-/// An answer without its observation ids (two observations of the same scopes differ only
-/// there): what a bundle observed in one backend and in another must agree on.
+/// An answer without its observation ids, `observation_id` and `observation_bundle_id` (two
+/// observations of the same scopes differ only there): what a bundle observed in one backend
+/// and in another must agree on.
 pub fn without_ids(v: &Value) -> Value {
     match v {
         Value::Object(m) => Value::Object(
             m.iter()
-                .filter(|(k, _)| !k.contains("observation"))
+                .filter(|(k, _)| !matches!(k.as_str(), "observation_id" | "observation_bundle_id"))
                 .map(|(k, v)| (k.clone(), without_ids(v)))
                 .collect(),
         ),
