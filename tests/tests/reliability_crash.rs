@@ -6,8 +6,10 @@
 //! true`) or commits once.
 //!
 //! These tests control the server, so they run against a private cluster that they start
-//! themselves: port 54350, data in /tmp/patchdiff-crash/data, run by the unprivileged `postgres`
-//! user when the tests run as root (initdb refuses root). The tests take turns on it; each
+//! themselves: the first free port from 25350 (below Linux's ephemeral range, so that no client
+//! socket, not even one connecting to itself while the server is down, can hold it), data in
+//! /tmp/patchdiff-crash/data, run by the unprivileged `postgres` user when the tests run as root
+//! (initdb refuses root). The tests take turns on it; each
 //! starts the server, works in a database of its own, and stops the server when done.
 //!
 //! Environment: `PATCHDIFF_MCP_BIN` (the built server; default target/debug). pg_patchdiff must
@@ -15,7 +17,7 @@
 //! /usr/lib/postgresql/15/bin).
 
 use std::process::Command;
-use std::sync::{Mutex, MutexGuard, Once};
+use std::sync::{Mutex, MutexGuard, Once, OnceLock};
 use std::time::{Duration, Instant};
 
 use patchdiff_tests::stress::{self, Config, Load, Outcome};
@@ -24,7 +26,8 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio_postgres::Client;
 
-const PORT: u16 = 54350;
+/// The first port tried for the private cluster; [`port`] takes the first free one from here.
+const FIRST_PORT: u16 = 25350;
 const BASE: &str = "/tmp/patchdiff-crash";
 const DATA: &str = "/tmp/patchdiff-crash/data";
 /// How long the server may take to accept connections again after a crash or a restart.
@@ -65,6 +68,25 @@ fn as_owner(program: &str, args: &[&str]) -> bool {
         .stdout(std::process::Stdio::null())
         .status()
         .is_ok_and(|s| s.success())
+}
+
+/// The private cluster's port, chosen once per run: the first from [`FIRST_PORT`] that nothing
+/// on this machine listens on or is connected from. A fixed port inside the ephemeral range
+/// (it was 54350) can be held by any outgoing connection, and the server then cannot start.
+fn port() -> u16 {
+    static PORT: OnceLock<u16> = OnceLock::new();
+    *PORT.get_or_init(|| {
+        (FIRST_PORT..FIRST_PORT + 50)
+            .find(|&p| std::net::TcpListener::bind(("127.0.0.1", p)).is_ok())
+            .expect("no free port for the private cluster in 25350..25400")
+    })
+}
+
+/// The last lines of the server's log, for a failure message.
+fn log_tail(log: &str) -> String {
+    let text = std::fs::read_to_string(log).unwrap_or_else(|e| format!("(unreadable: {e})"));
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(20)..].join("\n")
 }
 
 static TURN: Mutex<()> = Mutex::new(());
@@ -111,11 +133,14 @@ impl Cluster {
             assert!(ok, "initdb {DATA}");
         });
         let cluster = Cluster {
-            dsn: format!("host=127.0.0.1 port={PORT} user=postgres dbname={database}"),
+            dsn: format!(
+                "host=127.0.0.1 port={} user=postgres dbname={database}",
+                port()
+            ),
             _turn: turn,
         };
         cluster.start_server();
-        let admin = format!("host=127.0.0.1 port={PORT} user=postgres dbname=postgres");
+        let admin = format!("host=127.0.0.1 port={} user=postgres dbname=postgres", port());
         let c = cluster.client_of(&admin).await;
         c.batch_execute(&format!("DROP DATABASE IF EXISTS {database}"))
             .await
@@ -134,14 +159,25 @@ impl Cluster {
         cluster
     }
 
+    /// Starts the server; a start that fails is tried twice more, a second apart, and a third
+    /// failure panics with the end of the server's log.
     fn start_server(&self) {
-        let options = format!("-p {PORT} -k {DATA} -c listen_addresses=127.0.0.1 -c fsync=on");
-        let log = format!("{DATA}/server.log");
-        let ok = as_owner(
-            "pg_ctl",
-            &["-D", DATA, "-l", &log, "-w", "-o", &options, "start"],
+        let options = format!(
+            "-p {} -k {DATA} -c listen_addresses=127.0.0.1 -c fsync=on",
+            port()
         );
-        assert!(ok, "pg_ctl start (see {log})");
+        let log = format!("{DATA}/server.log");
+        for attempt in 1..=3 {
+            if as_owner(
+                "pg_ctl",
+                &["-D", DATA, "-l", &log, "-w", "-o", &options, "start"],
+            ) {
+                return;
+            }
+            eprintln!("pg_ctl start failed (attempt {attempt}):\n{}", log_tail(&log));
+            std::thread::sleep(Duration::from_secs(1));
+        }
+        panic!("pg_ctl start failed three times; end of {log}:\n{}", log_tail(&log));
     }
 
     /// `pg_ctl -m immediate stop`: every process exits without a checkpoint, as in a power cut
