@@ -140,7 +140,10 @@ impl Cluster {
             _turn: turn,
         };
         cluster.start_server();
-        let admin = format!("host=127.0.0.1 port={} user=postgres dbname=postgres", port());
+        let admin = format!(
+            "host=127.0.0.1 port={} user=postgres dbname=postgres",
+            port()
+        );
         let c = cluster.client_of(&admin).await;
         c.batch_execute(&format!("DROP DATABASE IF EXISTS {database}"))
             .await
@@ -174,10 +177,16 @@ impl Cluster {
             ) {
                 return;
             }
-            eprintln!("pg_ctl start failed (attempt {attempt}):\n{}", log_tail(&log));
+            eprintln!(
+                "pg_ctl start failed (attempt {attempt}):\n{}",
+                log_tail(&log)
+            );
             std::thread::sleep(Duration::from_secs(1));
         }
-        panic!("pg_ctl start failed three times; end of {log}:\n{}", log_tail(&log));
+        panic!(
+            "pg_ctl start failed three times; end of {log}:\n{}",
+            log_tail(&log)
+        );
     }
 
     /// `pg_ctl -m immediate stop`: every process exits without a checkpoint, as in a power cut
