@@ -122,6 +122,18 @@ pub fn error_line(id: &Value, code: i64, message: &str) -> String {
     )
 }
 
+/// An error line with `data` (the 2026-07-28 era's typed errors); without data it is
+/// [`error_line`] byte for byte.
+pub fn error_line_with_data(id: &Value, code: i64, message: &str, data: Option<Value>) -> String {
+    match data {
+        None => error_line(id, code, message),
+        Some(data) => to_string(
+            &json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message, "data": data}}),
+            ASCII,
+        ),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,6 +4,7 @@ use crate::catalog::{Declaration, REVISIONS, profile_tools};
 use crate::compact;
 use crate::config::{Config, Profile, ResponseMode};
 use crate::database::{CallError, Db};
+use crate::modern::{self, MODERN};
 use crate::observed_v2;
 use crate::rpc::{self, INVALID_PARAMS, INVALID_REQUEST, Incoming, METHOD_NOT_FOUND};
 use crate::tool::Tool;
@@ -19,12 +20,24 @@ use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt};
 /// What the server tells a host about using it, once, at initialization.
 const INSTRUCTIONS: &str = "PatchDIFF edits documents as guarded transactions. Read first (read_target, read_lines, find_occurrences) and pass the version (or hash) you read as a guard; on a rejection, re-read before proposing again and link the retry with parent_pdcp_log_id. Offsets are Unicode code points. Use client_request_id to recover a lost response by resending the identical call.";
 
+/// A connection's era: undecided until its first request; then legacy (the `initialize`
+/// handshake and the contract's three revisions, exactly as before 2026-07-28) or modern
+/// (2026-07-28, every request carrying its own `_meta`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Era {
+    Undecided,
+    Legacy,
+    Modern,
+}
+
 pub struct Server {
     config: Config,
     db: Db,
     /// The tools of this profile whose SQL functions exist, in catalog order.
     tools: Vec<Declaration>,
     revision: Option<&'static str>,
+    /// Chosen by the connection's first request (docs/eras.md).
+    era: Era,
     /// The opened `PATCHDIFF_WORKSPACE_ROOT`, when configured.
     workspace: Option<Workspace>,
 }
@@ -119,8 +132,22 @@ impl Server {
             db,
             tools,
             revision: None,
+            era: Era::Undecided,
             workspace: None,
         }
+    }
+
+    /// A legacy connection already on `revision`: what a transport without a connection of its
+    /// own (one HTTP request, whose `MCP-Protocol-Version` header names the revision) serves.
+    pub fn on_legacy_revision(mut self, revision: &'static str) -> Server {
+        self.era = Era::Legacy;
+        self.revision = Some(revision);
+        self
+    }
+
+    /// The era the connection's first request chose.
+    pub fn era(&self) -> Era {
+        self.era
     }
 
     pub fn with_workspace(mut self, workspace: Option<Workspace>) -> Server {
@@ -149,21 +176,15 @@ impl Server {
             if oversized.is_none() && line.iter().all(u8::is_ascii_whitespace) {
                 continue;
             }
-            let reply = match oversized.map_or_else(|| rpc::parse_line(&line), |n| {
-                Err((
-                    Value::Null,
+            let reply = match oversized {
+                Some(n) => Some(rpc::error_line(
+                    &Value::Null,
                     rpc::INVALID_REQUEST,
-                    format!("Invalid Request: a line of {n} bytes or more is over this server's limit of {max} bytes (PATCHDIFF_MCP_MAX_LINE_BYTES); it was discarded unread"),
-                ))
-            }) {
-                Err((id, code, message)) => Some(rpc::error_line(&id, code, &message)),
-                Ok(Incoming::Notification { method }) => {
-                    tracing::debug!(method, "notification");
-                    None
-                }
-                Ok(Incoming::Request { id, method, params }) => {
-                    Some(self.request(&id, &method, params.as_deref()).await)
-                }
+                    &format!(
+                        "Invalid Request: a line of {n} bytes or more is over this server's limit of {max} bytes (PATCHDIFF_MCP_MAX_LINE_BYTES); it was discarded unread"
+                    ),
+                )),
+                None => self.handle_message(&line).await,
             };
             if let Some(mut reply) = reply {
                 reply.push('\n');
@@ -173,7 +194,38 @@ impl Server {
         }
     }
 
+    /// One JSON-RPC message (a line without its newline): the answer line, or `None` for a
+    /// notification.
+    pub async fn handle_message(&mut self, message: &[u8]) -> Option<String> {
+        match rpc::parse_line(message) {
+            Err((id, code, message)) => Some(rpc::error_line(&id, code, &message)),
+            Ok(Incoming::Notification { method }) => {
+                tracing::debug!(method, "notification");
+                None
+            }
+            Ok(Incoming::Request { id, method, params }) => {
+                Some(self.request(&id, &method, params.as_deref()).await)
+            }
+        }
+    }
+
     async fn request(&mut self, id: &Value, method: &str, params: Option<&RawValue>) -> String {
+        if self.era == Era::Undecided {
+            self.era = if method != "initialize" && modern::has_envelope(params) {
+                self.revision = Some(MODERN);
+                tracing::info!(
+                    revision = MODERN,
+                    profile = self.config.profile.name(),
+                    "modern connection"
+                );
+                Era::Modern
+            } else {
+                Era::Legacy
+            };
+        }
+        if self.era == Era::Modern {
+            return self.modern_request(id, method, params).await;
+        }
         match method {
             "initialize" => {
                 if self.revision.is_some() {
@@ -213,6 +265,38 @@ impl Server {
                 Err(message) => rpc::error_line(id, INVALID_PARAMS, &message),
             },
             _ => rpc::error_line(id, METHOD_NOT_FOUND, &format!("Method not found: {method}")),
+        }
+    }
+
+    /// A request on a modern connection (docs/eras.md): its own `_meta` is checked first; then
+    /// `server/discover`, `tools/list` and `tools/call` are served with `resultType` and the
+    /// server's identity, the lists with caching hints. Everything else, `ping` and
+    /// `initialize` included, does not exist in this era.
+    async fn modern_request(
+        &mut self,
+        id: &Value,
+        method: &str,
+        params: Option<&RawValue>,
+    ) -> String {
+        let refuse = |r: modern::Refusal| rpc::error_line_with_data(id, r.code, &r.message, r.data);
+        if method == "initialize" {
+            return refuse(modern::initialize_refused(params));
+        }
+        if let Err(r) = modern::envelope(params) {
+            return refuse(r);
+        }
+        match method {
+            "server/discover" => rpc::result_line(id, modern::discover(INSTRUCTIONS)),
+            "tools/list" => rpc::result_line(id, modern::cacheable(list(&self.tools, MODERN))),
+            "tools/call" => match self.call(params).await {
+                Ok(result) => rpc::result_line(id, modern::complete(result)),
+                Err(message) => rpc::error_line(id, INVALID_PARAMS, &message),
+            },
+            _ => rpc::error_line(
+                id,
+                METHOD_NOT_FOUND,
+                &format!("Method not found: {method} (this connection serves MCP {MODERN})"),
+            ),
         }
     }
 
