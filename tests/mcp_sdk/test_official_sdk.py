@@ -210,3 +210,75 @@ def test_sdk_drives_the_observed_v2_editor_through_one_bundle():
         assert got == source.replace("        limit = 64", "        limit = 128")
 
     run(trusted(replay))
+
+
+# Issue 18 item 1: MCP 2026-07-28 (the stateless era) beside the contract's revisions.
+MODERN = "2026-07-28"
+
+
+def test_sdk_auto_mode_probes_server_discover_and_stays_modern():
+    """2026-07-28 "stdio: Backward Compatibility": the SDK's default mode probes
+    server/discover; patchdiff-mcp answers with a DiscoverResult, so the client stays modern
+    (no initialize), and the legacy mode still negotiates a handshake revision."""
+    from mcp.client.client import Client
+
+    async def body():
+        async with Client(SERVER, mode="auto") as client:
+            assert client.protocol_version == MODERN
+            assert client.server_info.name == "patchdiff-mcp"
+            assert "guard" in client.instructions
+            assert client.server_capabilities.tools is not None
+            names = [t.name for t in (await client.list_tools()).tools]
+            assert "patchdiff_submit_edits" in names
+        async with Client(SERVER, mode="legacy") as client:
+            assert client.protocol_version in ("2025-06-18", "2025-11-25")
+
+    run(body())
+
+
+def test_sdk_modern_era_runs_the_contract_example_with_schemas_that_hold():
+    """docs/eras.md: every tool appears in 2026-07-28 as in 2025-11-25 (same declarations,
+    checked by the SDK's own validation of structuredContent against outputSchema); the
+    contract's `alpha beta alpha` example answers the same: the ambiguous alpha is rejected
+    with both candidates, occurrence_index 2 is accepted as version 1."""
+
+    async def body():
+        async with stdio_client(SERVER) as (read, write):
+            async with ClientSession(read, write) as session:
+                discovered = await session.discover()
+                assert MODERN in discovered.supported_versions
+                assert session.protocol_version == MODERN
+                modern_tools = (await session.list_tools()).tools
+        async with stdio_client(SERVER) as (read, write):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                legacy_tools = (await session.list_tools()).tools
+        dump = lambda ts: [t.model_dump(by_alias=True, mode="json", exclude_none=True) for t in ts]
+        assert dump(modern_tools) == dump(legacy_tools)
+        schemas = {t.name: t.output_schema for t in modern_tools}
+
+        async with stdio_client(SERVER) as (read, write):
+            async with ClientSession(read, write) as session:
+                await session.discover()
+
+                async def call(name, args):
+                    result = await session.call_tool(name, args)
+                    text = tool_json(result)
+                    if not result.is_error:
+                        assert result.structured_content == text
+                        for draft in DRAFTS:
+                            draft(schemas[name]).validate(text)
+                    return text
+
+                created = await call("patchdiff_initialize_target", {"filename": "a.md", "content": "alpha beta alpha\n"})
+                target = created["target_file_id"]
+                rejected = await call("patchdiff_submit_edits", {"target_file_id": target, "expected_target_version": 0, "intent": "rename", "edits": [{"match": "alpha", "replace": "gamma"}]})
+                assert (rejected["status"], rejected["failure_reason"]) == ("rejected", "match_ambiguous")
+                starts = [c["start"] for c in rejected["diagnostic"]["exact_candidates"]["candidates"]]
+                assert starts == [0, 11]
+                accepted = await call("patchdiff_submit_edits", {"target_file_id": target, "expected_target_version": 0, "intent": "rename", "edits": [{"match": "alpha", "replace": "gamma", "occurrence_index": 2}], "client_request_id": "req-002"})
+                assert (accepted["status"], accepted["version"]) == ("accepted", 1)
+                final = await call("patchdiff_get_target", {"target_file_id": target})
+                assert final["current_content"] == "alpha beta gamma\n"
+
+    run(body())
