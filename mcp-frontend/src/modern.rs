@@ -36,23 +36,30 @@ pub const LIST_TTL_MS: u64 = 600_000;
 /// extension decide it, never the caller.
 pub const LIST_CACHE_SCOPE: &str = "public";
 
+/// The parts of a request's params this module reads; everything else (a tool's arguments
+/// above all) is skipped unparsed, so a huge or deeply nested argument costs no more here than
+/// on a legacy connection and is judged where it always was.
 #[derive(Deserialize)]
 struct Params<'a> {
     #[serde(rename = "_meta", borrow, default)]
     meta: Option<&'a RawValue>,
+    #[serde(rename = "protocolVersion", borrow, default)]
+    protocol_version: Option<&'a RawValue>,
+}
+
+fn params(params: Option<&RawValue>) -> Option<Params<'_>> {
+    serde_json::from_str::<Params>(params?.get()).ok()
+}
+
+/// The `_meta` object of a request, when it has one.
+fn meta(p: Option<&RawValue>) -> Option<Map<String, Value>> {
+    serde_json::from_str::<Map<String, Value>>(params(p)?.meta?.get()).ok()
 }
 
 /// Whether a request's params carry the modern envelope's version key (the only signal: legacy
 /// requests may carry `_meta` too, with `progressToken`).
-pub fn has_envelope(params: Option<&RawValue>) -> bool {
-    let Some(p) = params else { return false };
-    let Ok(Params { meta: Some(meta) }) = serde_json::from_str::<Params>(p.get()) else {
-        return false;
-    };
-    matches!(
-        serde_json::from_str::<Map<String, Value>>(meta.get()),
-        Ok(m) if m.contains_key(PROTOCOL_VERSION_KEY)
-    )
+pub fn has_envelope(p: Option<&RawValue>) -> bool {
+    meta(p).is_some_and(|m| m.contains_key(PROTOCOL_VERSION_KEY))
 }
 
 /// A refusal of a modern request: JSON-RPC error code, message and `data`.
@@ -82,10 +89,7 @@ fn invalid(why: String) -> Refusal {
 /// (else -32022 naming the supported versions), the client capabilities present and an object
 /// (else -32602). Other `_meta` keys are the client's own and are ignored.
 pub fn envelope(params: Option<&RawValue>) -> Result<Envelope, Refusal> {
-    let meta = params
-        .and_then(|p| serde_json::from_str::<Map<String, Value>>(p.get()).ok())
-        .and_then(|mut p| p.remove("_meta"));
-    let Some(Value::Object(meta)) = meta else {
+    let Some(meta) = meta(params) else {
         return Err(invalid(format!(
             "a {MODERN} request carries params._meta with {PROTOCOL_VERSION_KEY} and {CLIENT_CAPABILITIES_KEY}"
         )));
@@ -142,13 +146,9 @@ pub fn unsupported(requested: Option<&str>) -> Refusal {
 /// `initialize` on a modern connection: the handshake does not exist in this era, and the
 /// connection keeps the era of its first request.
 pub fn initialize_refused(params: Option<&RawValue>) -> Refusal {
-    let requested = params
-        .and_then(|p| serde_json::from_str::<Map<String, Value>>(p.get()).ok())
-        .and_then(|p| {
-            p.get("protocolVersion")
-                .and_then(Value::as_str)
-                .map(str::to_owned)
-        });
+    let requested = self::params(params)
+        .and_then(|p| p.protocol_version)
+        .and_then(|v| serde_json::from_str::<String>(v.get()).ok());
     let mut r = unsupported(requested.as_deref());
     r.message = format!(
         "Unsupported protocol version: this connection serves MCP {MODERN} (its first request carried _meta.{PROTOCOL_VERSION_KEY}), which has no initialize handshake; start a new connection to use an earlier revision"

@@ -296,6 +296,36 @@ fn modern_error_rules() {
         json!({"name": "no_such_tool", "arguments": {}}),
     );
     assert_eq!(r["error"]["code"], -32602, "{r}");
+    // Hostile input: arguments nested 100,000 deep get the tool's invalid_json refusal, exactly
+    // as on a legacy connection (the envelope check skips them unparsed); a `_meta` nested as
+    // deep is a malformed envelope. The connection keeps serving.
+    let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
+    let meta = meta().to_string();
+    for (params, code) in [
+        (
+            format!(
+                r#"{{"name":"patchdiff_read_target","arguments":{{"target_file_id":{deep}}},"_meta":{meta}}}"#
+            ),
+            None,
+        ),
+        (
+            format!(r#"{{"name":"x","_meta":{{"a":{deep}}}}}"#),
+            Some(-32602),
+        ),
+        (format!(r#"{{"name":"x","_meta":{deep}}}"#), Some(-32602)),
+    ] {
+        let line =
+            format!(r#"{{"jsonrpc":"2.0","id":"deep","method":"tools/call","params":{params}}}"#);
+        m.pipes.send(format!("{line}\n").as_bytes());
+        let r: Value = serde_json::from_slice(&m.pipes.line(REPLY_TIMEOUT).unwrap()).unwrap();
+        match code {
+            Some(code) => assert_eq!(r["error"]["code"], code, "{r}"),
+            None => {
+                assert_eq!(text(&r["result"])["code"], "invalid_json", "{r}");
+                assert_eq!(r["result"]["isError"], true);
+            }
+        }
+    }
     assert!(m.modern("server/discover", json!({}))["result"].is_object());
 }
 
