@@ -6,7 +6,8 @@
 //! process never exits, the ping is always answered (so it keeps serving), every stdout line is
 //! pure ASCII and one JSON-RPC 2.0 response object with a result or a standard error code, and a
 //! tool result carries a status its tool documents (never `outcome_unknown`, which would mean the
-//! SQL call raised). One case sends a single 100 MB line.
+//! SQL call raised). One case sends a single 100 MB line. The same lines run on a 2026-07-28
+//! connection too (issue 18), probed with `server/discover` instead of `ping`.
 //!
 //! Environment: `PATCHDIFF_TEST_DSN` (required), `PATCHDIFF_MCP_BIN` (default target/debug),
 //! `PATCHDIFF_FUZZ_CASES` (hostile lines; default [`DEFAULT_CASES`]), `PATCHDIFF_FUZZ_SEED`.
@@ -82,8 +83,12 @@ impl Mcp {
     }
 }
 
-/// JSON-RPC's own error codes: parse error, invalid request, method not found, invalid params.
-const ERROR_CODES: &[i64] = &[-32700, -32600, -32601, -32602];
+/// JSON-RPC's own error codes (parse error, invalid request, method not found, invalid params)
+/// and 2026-07-28's UnsupportedProtocolVersion.
+const ERROR_CODES: &[i64] = &[-32700, -32600, -32601, -32602, -32022];
+
+/// The 2026-07-28 envelope (issue 18; docs/eras.md).
+const MODERN_META: &str = r#"{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}"#;
 
 fn response(line: &[u8]) -> Result<Value, String> {
     let shown = || String::from_utf8_lossy(&line[..line.len().min(300)]).into_owned();
@@ -203,6 +208,8 @@ struct Hostile<'a> {
     target: &'a str,
     /// Every tool with its argument names, from tools/list.
     tools: &'a [(String, Vec<String>)],
+    /// A 2026-07-28 session: tool calls mostly carry the envelope, sometimes a broken one.
+    modern: bool,
 }
 
 impl Hostile<'_> {
@@ -269,8 +276,22 @@ impl Hostile<'_> {
             1 => "null".into(),
             _ => format!("{{{}}}", members.join(",")),
         };
+        let meta = if !self.modern {
+            String::new()
+        } else {
+            match self.r.below(10) {
+                0 => String::new(),
+                1 => format!(",\"_meta\":{}", self.token()),
+                2 => format!(
+                    ",\"_meta\":{{\"io.modelcontextprotocol/protocolVersion\":{},\"io.modelcontextprotocol/clientCapabilities\":{}}}",
+                    self.token(),
+                    self.token()
+                ),
+                _ => format!(",\"_meta\":{MODERN_META}"),
+            }
+        };
         let line = format!(
-            "{{\"jsonrpc\":\"2.0\",\"id\":{},\"method\":\"tools/call\",\"params\":{{\"name\":\"{name}\",\"arguments\":{arguments}}}}}",
+            "{{\"jsonrpc\":\"2.0\",\"id\":{},\"method\":\"tools/call\",\"params\":{{\"name\":\"{name}\",\"arguments\":{arguments}{meta}}}}}",
             self.r.below(1_000)
         );
         (name, line)
@@ -405,17 +426,35 @@ impl Hostile<'_> {
     }
 }
 
-fn start_session(env: &[(&str, &str)]) -> (Mcp, String, Vec<(String, Vec<String>)>) {
+/// The params of a request in the session's era: `params` with the envelope on a modern one.
+fn in_era(modern: bool, mut params: Value) -> Value {
+    if modern {
+        params["_meta"] = serde_json::from_str(MODERN_META).unwrap();
+    }
+    params
+}
+
+/// A session on 2025-06-18 (`initialize`), or on 2026-07-28 (first request `server/discover`).
+fn start_session(env: &[(&str, &str)], modern: bool) -> (Mcp, String, Vec<(String, Vec<String>)>) {
     let mut m = Mcp::start(env);
-    let (r, _) = m
-        .request(
-            "initialize",
-            json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "fuzz", "version": "1"}}),
-        )
-        .expect("initialize");
-    assert_eq!(r["result"]["protocolVersion"], "2025-06-18", "{r}");
-    m.send(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n");
-    let (list, _) = m.request("tools/list", json!({})).expect("tools/list");
+    if modern {
+        let (r, _) = m
+            .request("server/discover", in_era(true, json!({})))
+            .expect("server/discover");
+        assert_eq!(r["result"]["supportedVersions"][0], "2026-07-28", "{r}");
+    } else {
+        let (r, _) = m
+            .request(
+                "initialize",
+                json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "fuzz", "version": "1"}}),
+            )
+            .expect("initialize");
+        assert_eq!(r["result"]["protocolVersion"], "2025-06-18", "{r}");
+        m.send(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n");
+    }
+    let (list, _) = m
+        .request("tools/list", in_era(modern, json!({})))
+        .expect("tools/list");
     let tools: Vec<(String, Vec<String>)> = list["result"]["tools"]
         .as_array()
         .expect("tools")
@@ -431,7 +470,7 @@ fn start_session(env: &[(&str, &str)]) -> (Mcp, String, Vec<(String, Vec<String>
     let (r, _) = m
         .request(
             "tools/call",
-            json!({"name": "patchdiff_initialize_target", "arguments": {"filename": "fuzz.md", "content": "alpha beta alpha\n"}}),
+            in_era(modern, json!({"name": "patchdiff_initialize_target", "arguments": {"filename": "fuzz.md", "content": "alpha beta alpha\n"}})),
         )
         .expect("initialize_target");
     let t: Value =
@@ -443,9 +482,22 @@ fn start_session(env: &[(&str, &str)]) -> (Mcp, String, Vec<(String, Vec<String>
 /// Hostile lines, each followed by a ping that must be answered.
 #[test]
 fn fuzz_stdio_lines() {
+    fuzz_lines(false);
+}
+
+/// The same hostile lines on a 2026-07-28 connection (issue 18), whose tool calls mostly carry
+/// the envelope and sometimes a broken one; each line is followed by a `server/discover` (the
+/// era has no ping) that must be answered; modern errors include -32022.
+#[test]
+fn fuzz_stdio_lines_modern() {
+    fuzz_lines(true);
+}
+
+fn fuzz_lines(modern: bool) {
+    let era = if modern { "2026-07-28" } else { "legacy" };
     let seed = seed();
     let mut rng = Rng(seed);
-    let (mut m, target, tools) = start_session(&[]);
+    let (mut m, target, tools) = start_session(&[], modern);
     let mut known_nesting = 0u64;
     let mut failures: Vec<String> = Vec::new();
     let mut replies = 0u64;
@@ -457,12 +509,18 @@ fn fuzz_stdio_lines() {
             r: &mut rng,
             target: &target,
             tools: &tools,
+            modern,
         };
         let (mut line, tool) = h.line();
         line.push(b'\n');
         m.send(&line);
         let shown = String::from_utf8_lossy(&line[..line.len().min(300)]).into_owned();
-        match m.request("ping", json!({})) {
+        let probe = if modern {
+            m.request("server/discover", in_era(true, json!({})))
+        } else {
+            m.request("ping", json!({}))
+        };
+        match probe {
             Err(e) => {
                 let alive = m.alive().err().unwrap_or_default();
                 failures.push(format!("case {case}: {e} {alive} after {shown:?}"));
@@ -470,10 +528,15 @@ fn fuzz_stdio_lines() {
                     break;
                 }
                 // A hung or confused server: start again so that the run goes on.
-                m = start_session(&[]).0;
+                m = start_session(&[], modern).0;
             }
             Ok((pong, before)) => {
-                if pong.get("result") != Some(&json!({})) {
+                let answered = if modern {
+                    pong["result"]["resultType"] == "complete"
+                } else {
+                    pong.get("result") == Some(&json!({}))
+                };
+                if !answered {
                     failures.push(format!("case {case}: ping answered {pong} after {shown:?}"));
                 }
                 replies += before.len() as u64;
@@ -484,6 +547,14 @@ fn fuzz_stdio_lines() {
                     ));
                 }
                 for r in &before {
+                    if modern
+                        && r.get("result").is_some()
+                        && r["result"]["resultType"] != "complete"
+                    {
+                        failures.push(format!(
+                            "case {case}: a modern result without resultType: {r}"
+                        ));
+                    }
                     if let Some(t) = &tool {
                         match check_tool_result(t, r) {
                             Ok(Some(s)) => {
@@ -507,7 +578,7 @@ fn fuzz_stdio_lines() {
     }
     let took = started.elapsed();
     report(&format!(
-        "fuzz_stdio: {n} hostile lines (+{n} pings) in {:.2} s, {replies} replies to hostile lines, {} tool results, {known_nesting} known outcome_unknown for deep nesting, seed {seed}",
+        "fuzz_stdio ({era}): {n} hostile lines (+{n} probes) in {:.2} s, {replies} replies to hostile lines, {} tool results, {known_nesting} known outcome_unknown for deep nesting, seed {seed}",
         took.as_secs_f64(),
         tool_statuses.values().sum::<u64>()
     ));
@@ -515,7 +586,10 @@ fn fuzz_stdio_lines() {
         .iter()
         .map(|(k, n)| format!("{k}: {n}"))
         .collect();
-    report(&format!("fuzz_stdio tool results: {}", list.join("; ")));
+    report(&format!(
+        "fuzz_stdio ({era}) tool results: {}",
+        list.join("; ")
+    ));
     assert!(m.alive().is_ok(), "patchdiff-mcp exited");
     assert!(
         failures.is_empty(),
@@ -529,7 +603,7 @@ fn fuzz_stdio_lines() {
 /// refused unread (-32600); with the limit raised it travels to PostgreSQL and back. Either way
 /// it is answered and the process serves the next request.
 fn hundred_megabytes(env: &[(&str, &str)]) -> (Value, f64) {
-    let (mut m, target, _) = start_session(env);
+    let (mut m, target, _) = start_session(env, false);
     let started = Instant::now();
     let prefix = format!(
         "{{\"jsonrpc\":\"2.0\",\"id\":\"big\",\"method\":\"tools/call\",\"params\":{{\"name\":\"patchdiff_find_occurrences\",\"arguments\":{{\"target_file_id\":\"{target}\",\"text\":\""
@@ -587,7 +661,7 @@ fn one_hundred_megabyte_line() {
 /// wants `invalid_argument` for malformed arguments.
 #[test]
 fn deeply_nested_argument_is_invalid_argument_not_outcome_unknown() {
-    let (mut m, target, _) = start_session(&[]);
+    let (mut m, target, _) = start_session(&[], false);
     let nested = format!("{}1{}", "[".repeat(100_000), "]".repeat(100_000));
     let line = format!(
         "{{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"tools/call\",\"params\":{{\"name\":\"patchdiff_get_manifest_ledger\",\"arguments\":{{\"target_file_id\":\"{target}\",\"limit\":{nested}}}}}}}\n"
