@@ -34,6 +34,16 @@ setup_system() {
   fi
 }
 
+# PL/Proxy for the sharded deployment's router (scripts/shards.sh; docs/scale-out.md).
+setup_plproxy() {
+  if ! dpkg-query -W -f='${Status}' postgresql-15-plproxy 2>/dev/null | grep -q "install ok installed"; then
+    log "installing postgresql-15-plproxy"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -q
+    apt-get install -y -q --no-install-recommends postgresql-15-plproxy
+  fi
+}
+
 setup_pgrx() {
   if ! cargo pgrx --version 2>/dev/null | grep -q "$PGRX_VERSION"; then
     log "installing cargo-pgrx $PGRX_VERSION (about 8 minutes on two cores)"

@@ -51,6 +51,10 @@ pub(crate) fn workspace_owned_transaction() -> bool {
 /// patchdiff_submit_operations, patchdiff_submit_replacement) is rejected and logged with
 /// `OBSERVATION_REQUIRED`. patchdiff-mcp sets it from PATCHDIFF_STRICT_OBSERVATION_MODE.
 static STRICT_OBSERVATION_MODE: GucSetting<bool> = GucSetting::<bool>::new(false);
+/// The partition a new target's ID routes to, and how many there are (a sharded deployment:
+/// docs/scale-out.md); -1, the default, makes an ordinary random ID.
+static TARGET_PARTITION: GucSetting<i32> = GucSetting::<i32>::new(-1);
+static TARGET_PARTITIONS: GucSetting<i32> = GucSetting::<i32>::new(1);
 
 pub(crate) fn strict_observation_mode() -> bool {
     STRICT_OBSERVATION_MODE.get()
@@ -93,6 +97,26 @@ extern "C-unwind" fn _PG_init() {
         GucContext::Suset,
         GucFlags::UNIT_BYTE,
     );
+    GucRegistry::define_int_guc(
+        c"patchdiff.target_partition",
+        c"The partition whose ID a new target gets (a shard behind a PL/Proxy router); -1 for none.",
+        c"With patchdiff.target_partitions = n (a power of two), the first 32 bits of the new target's UUID, masked by n - 1, equal this partition: the router's rule for where a target lives (docs/scale-out.md). The router sets both for the call that creates the target.",
+        &TARGET_PARTITION,
+        -1,
+        65_535,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"patchdiff.target_partitions",
+        c"How many partitions a sharded deployment routes targets to (a power of two).",
+        c"Read with patchdiff.target_partition when a target is created.",
+        &TARGET_PARTITIONS,
+        1,
+        65_536,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
     parser::define_gucs();
     // Every engine loop whose length depends on its input calls this now and then, so
     // statement_timeout, pg_cancel_backend and pg_terminate_backend end any call promptly. The
@@ -114,6 +138,23 @@ pub(crate) fn out(v: &Value) -> JsonString {
 
 pub(crate) fn new_id() -> String {
     uuid::Uuid::new_v4().to_string()
+}
+
+/// A new target's ID: random, or of the partition `patchdiff.target_partition` names (an ERROR,
+/// before anything is written, when the two settings do not fit together).
+pub(crate) fn new_target_id() -> String {
+    use patchdiff_engine::api::target::partition;
+    let p = TARGET_PARTITION.get();
+    if p < 0 {
+        return new_id();
+    }
+    match partition::check(p.into(), TARGET_PARTITIONS.get().into()) {
+        Ok((p, n)) => {
+            uuid::Uuid::from_bytes(partition::place(*uuid::Uuid::new_v4().as_bytes(), p, n))
+                .to_string()
+        }
+        Err(partition::BadPartition(why)) => pgrx::error!("{why}"),
+    }
 }
 
 /// An engine answer: a value, or (history pages) its JSON text already written.

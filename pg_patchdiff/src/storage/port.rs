@@ -27,6 +27,10 @@ impl Session for SpiStore<'_, '_> {
         crate::new_id()
     }
 
+    fn new_target_id(&mut self) -> String {
+        crate::new_target_id()
+    }
+
     fn readable(&mut self, target_file_id: &str) -> bool {
         targets::readable(self.client, target_file_id, self.caller)
     }

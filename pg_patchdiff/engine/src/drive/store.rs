@@ -64,6 +64,11 @@ impl StoredTarget {
 pub trait Session {
     /// A new ID (a UUID) for a row or an answer.
     fn new_id(&mut self) -> String;
+    /// The ID of a new target: a new ID, or, on a shard, one of the partition the router chose
+    /// (crate::target::partition).
+    fn new_target_id(&mut self) -> String {
+        self.new_id()
+    }
     /// Whether the caller may read the target (to tell `write_not_granted` from `not_found`).
     fn readable(&mut self, target_file_id: &str) -> bool;
 }

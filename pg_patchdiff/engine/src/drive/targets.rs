@@ -16,7 +16,7 @@ pub fn initialize(store: &mut impl Targets, tool: &str, args: &str, upload: bool
         Ok(t) => t,
         Err(e) => return e.to_json(tool),
     };
-    let (id, cycle, snapshot) = (store.new_id(), store.new_id(), store.new_id());
+    let (id, cycle, snapshot) = (store.new_target_id(), store.new_id(), store.new_id());
     if !store.insert_target(&t, &id, &cycle, &snapshot) {
         return target::binding_nonce_taken().to_json(tool);
     }

@@ -1,5 +1,6 @@
 //! Target lifecycle: initialization facts and the metadata responses.
 
+pub mod partition;
 pub mod tenancy;
 
 use crate::contract::args::{ArgError, Args};

@@ -1,0 +1,245 @@
+-- The PL/Proxy router of a sharded pg_patchdiff (issue 20; docs/scale-out.md).
+--
+-- Installed into the router database by scripts/shards.sh, after `CREATE EXTENSION plproxy` and
+-- the cluster's configuration: the SQL/MED server `patchdiff` with one connection string per
+-- partition (p0 .. p<n-1>, n a power of two), and a user mapping FOR PUBLIC without a user, so
+-- that every call reaches its shard as the calling role and the shard's tenancy rules hold.
+--
+-- Every function of the API keeps its name, arguments and answer: `patchdiff_X(args json)
+-- RETURNS json` runs on the partition that owns `args->>'target_file_id'`; a new target is
+-- created on a partition the router chooses, with an ID that routes back to it; the list of
+-- targets is merged from every partition. The shards answer; the router decides only where.
+
+CREATE SCHEMA IF NOT EXISTS patchdiff_router;
+-- Every role calls through the router as itself; the shards decide what it may touch.
+GRANT USAGE ON SCHEMA patchdiff_router TO PUBLIC;
+
+-- The partition of a target ID (before PL/Proxy masks it with n - 1): the ID's first 32 bits,
+-- its first eight hex digits as a big-endian integer (pg_patchdiff's target::partition rule).
+-- An argument that names no such ID goes to partition 0, whose shard answers it as any shard
+-- would (invalid_target_id, not_found).
+CREATE OR REPLACE FUNCTION patchdiff_router.partition_of_id(id text) RETURNS int4
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+  SELECT CASE WHEN id ~ '^[0-9A-Fa-f]{8}' THEN ('x' || substr(id, 1, 8))::bit(32)::int4 ELSE 0 END
+$$;
+
+CREATE OR REPLACE FUNCTION patchdiff_router.partition_of(args json) RETURNS int4
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+  SELECT patchdiff_router.partition_of_id(
+    CASE WHEN json_typeof(args) = 'object' THEN args->>'target_file_id' END)
+$$;
+
+-- How many partitions the cluster has (PL/Proxy's own count of its connection strings).
+CREATE OR REPLACE FUNCTION patchdiff_router.partitions() RETURNS int4
+LANGUAGE plpgsql STABLE AS $$
+DECLARE n int4;
+BEGIN
+  SELECT count(*) INTO n
+    FROM pg_foreign_server s, unnest(s.srvoptions) o
+   WHERE s.srvname = 'patchdiff' AND o ~ '^p[0-9]+=';
+  RETURN n;
+END $$;
+
+-- A failed call whose shard could not be reached: it never started there, so nothing was
+-- written, and it may simply be sent again. SQLSTATE 08001 (sqlclient_unable_to_establish_
+-- sqlconnection) with the partition in the message; patchdiff-mcp answers it as a retryable
+-- `unavailable`. Any other failure (a shard that went away during the call) is raised as it came:
+-- its outcome is unknown.
+CREATE OR REPLACE FUNCTION patchdiff_router.unavailable(partition int4, message text) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+  -- A call on every partition (the list) names the one PL/Proxy could not reach.
+  partition := COALESCE(partition, substring(message FROM '\[patchdiff_p([0-9]+)\]')::int4);
+  RAISE EXCEPTION 'patchdiff: partition % is unavailable; the call did not start there and nothing was written: %',
+    partition, message
+    USING ERRCODE = '08001',
+          HINT = 'Retry later; every target on other partitions is unaffected.';
+END $$;
+
+CREATE OR REPLACE FUNCTION patchdiff_router.not_connected(message text) RETURNS bool
+LANGUAGE sql IMMUTABLE AS $$
+  SELECT message ~* '(could not connect|connection refused|no such file or directory|PQconnectPoll|connect failed|timeout expired|the database system is (starting up|shutting down|in recovery mode))'
+$$;
+
+-- Every function of one target: a PL/Proxy function that runs it on the target's partition, and
+-- the public function of the API, which calls it and names the partition when it cannot be
+-- reached.
+DO $do$
+DECLARE f text;
+BEGIN
+  FOREACH f IN ARRAY ARRAY[
+    'patchdiff_export_target', 'patchdiff_find_occurrences', 'patchdiff_get_manifest_ledger',
+    'patchdiff_get_pdcp_log', 'patchdiff_get_target', 'patchdiff_grant', 'patchdiff_observe_scope',
+    'patchdiff_preview', 'patchdiff_read_lines', 'patchdiff_read_target', 'patchdiff_replay',
+    'patchdiff_revoke', 'patchdiff_save', 'patchdiff_submit_edits',
+    'patchdiff_submit_observed_operations', 'patchdiff_submit_operations',
+    'patchdiff_submit_replacement']
+  LOOP
+    EXECUTE format($q$
+      CREATE OR REPLACE FUNCTION patchdiff_router.%1$s(args json) RETURNS json
+      LANGUAGE plproxy AS $b$
+        CLUSTER 'patchdiff';
+        RUN ON patchdiff_router.partition_of(args);
+        TARGET public.%1$s;
+      $b$$q$, f);
+    EXECUTE format($q$
+      CREATE OR REPLACE FUNCTION public.%1$s(args json) RETURNS json
+      LANGUAGE plpgsql AS $b$
+      BEGIN
+        RETURN patchdiff_router.%1$s(args);
+      EXCEPTION WHEN OTHERS THEN
+        IF patchdiff_router.not_connected(SQLERRM) THEN
+          PERFORM patchdiff_router.unavailable(
+            patchdiff_router.partition_of(args) & (patchdiff_router.partitions() - 1), SQLERRM);
+        END IF;
+        RAISE;
+      END $b$$q$, f);
+  END LOOP;
+END $do$;
+
+-- The typed submission (its target is its first argument).
+CREATE OR REPLACE FUNCTION patchdiff_router.patchdiff_submit(
+    target_file_id uuid, intent text, edits json, expected_target_version bigint,
+    expected_current_hash text, client_request_id text, parent_pdcp_log_id uuid, attempt bigint,
+    source text, include_correlation_id boolean) RETURNS json
+LANGUAGE plproxy AS $b$
+  CLUSTER 'patchdiff';
+  RUN ON patchdiff_router.partition_of_id(target_file_id::text);
+  TARGET public.patchdiff_submit;
+$b$;
+
+CREATE OR REPLACE FUNCTION public.patchdiff_submit(
+    target_file_id uuid, intent text, edits json, expected_target_version bigint DEFAULT NULL,
+    expected_current_hash text DEFAULT NULL, client_request_id text DEFAULT NULL,
+    parent_pdcp_log_id uuid DEFAULT NULL, attempt bigint DEFAULT NULL, source text DEFAULT 'sql',
+    include_correlation_id boolean DEFAULT false) RETURNS json
+LANGUAGE plpgsql AS $b$
+BEGIN
+  RETURN patchdiff_router.patchdiff_submit(target_file_id, intent, edits, expected_target_version,
+    expected_current_hash, client_request_id, parent_pdcp_log_id, attempt, source,
+    include_correlation_id);
+EXCEPTION WHEN OTHERS THEN
+  IF patchdiff_router.not_connected(SQLERRM) THEN
+    PERFORM patchdiff_router.unavailable(
+      patchdiff_router.partition_of_id(target_file_id::text) & (patchdiff_router.partitions() - 1),
+      SQLERRM);
+  END IF;
+  RAISE;
+END $b$;
+
+-- New targets: created on partition `p` of `n` with an ID of that partition (pg_patchdiff's
+-- patchdiff.target_partition and patchdiff.target_partitions, set for this call only: the filter
+-- runs before the function).
+CREATE OR REPLACE FUNCTION patchdiff_router.initialize_target_on(p int4, n int4, args json)
+RETURNS json LANGUAGE plproxy AS $b$
+  CLUSTER 'patchdiff';
+  RUN ON p;
+  SELECT public.patchdiff_initialize_target(args)
+   WHERE set_config('patchdiff.target_partition', p::text, true) IS NOT NULL
+     AND set_config('patchdiff.target_partitions', n::text, true) IS NOT NULL;
+$b$;
+
+CREATE OR REPLACE FUNCTION patchdiff_router.handle_upload_on(p int4, n int4, args json)
+RETURNS json LANGUAGE plproxy AS $b$
+  CLUSTER 'patchdiff';
+  RUN ON p;
+  SELECT public.patchdiff_handle_upload(args)
+   WHERE set_config('patchdiff.target_partition', p::text, true) IS NOT NULL
+     AND set_config('patchdiff.target_partitions', n::text, true) IS NOT NULL;
+$b$;
+
+-- A partition for a new target: a random one; when its shard cannot be reached, the next ones in
+-- turn (the creation never started there), until every partition was tried.
+CREATE OR REPLACE FUNCTION patchdiff_router.create_target(upload bool, args json) RETURNS json
+LANGUAGE plpgsql AS $b$
+DECLARE
+  n int4 := patchdiff_router.partitions();
+  first int4 := floor(random() * n)::int4;
+  p int4;
+  last_error text;
+BEGIN
+  FOR k IN 0 .. n - 1 LOOP
+    p := (first + k) % n;
+    BEGIN
+      IF upload THEN
+        RETURN patchdiff_router.handle_upload_on(p, n, args);
+      END IF;
+      RETURN patchdiff_router.initialize_target_on(p, n, args);
+    EXCEPTION WHEN OTHERS THEN
+      IF NOT patchdiff_router.not_connected(SQLERRM) THEN
+        RAISE;
+      END IF;
+      last_error := SQLERRM;
+    END;
+  END LOOP;
+  PERFORM patchdiff_router.unavailable(p, 'every partition: ' || last_error);
+  RETURN NULL;
+END $b$;
+
+CREATE OR REPLACE FUNCTION public.patchdiff_initialize_target(args json) RETURNS json
+LANGUAGE sql AS $$ SELECT patchdiff_router.create_target(false, args) $$;
+
+CREATE OR REPLACE FUNCTION public.patchdiff_handle_upload(args json) RETURNS json
+LANGUAGE sql AS $$ SELECT patchdiff_router.create_target(true, args) $$;
+
+-- The list of targets, from every partition: each answers its own first page after the same
+-- cursor, newest first; the router keeps the newest `limit` of all (the same order: created_at,
+-- then target_file_id, both descending) and writes the answer as a shard writes it, each
+-- target's JSON as its shard wrote it. A refusal (a bad argument) is the same on every partition
+-- and is answered as the first one wrote it.
+CREATE OR REPLACE FUNCTION patchdiff_router.list_targets_all(args json) RETURNS SETOF json
+LANGUAGE plproxy AS $b$
+  CLUSTER 'patchdiff';
+  RUN ON ALL;
+  TARGET public.patchdiff_list_targets;
+$b$;
+
+CREATE OR REPLACE FUNCTION public.patchdiff_list_targets(args json) RETURNS json
+LANGUAGE plpgsql AS $b$
+DECLARE
+  pages json[];
+  page json;
+  lim int8;
+  more bool := false;
+  shown int8;
+  total int8;
+  last_at text;
+  last_id text;
+  body text;
+BEGIN
+  BEGIN
+    pages := ARRAY(SELECT patchdiff_router.list_targets_all(args));
+  EXCEPTION WHEN OTHERS THEN
+    IF patchdiff_router.not_connected(SQLERRM) THEN
+      PERFORM patchdiff_router.unavailable(NULL, 'listing needs every partition: ' || SQLERRM);
+    END IF;
+    RAISE;
+  END;
+  FOREACH page IN ARRAY pages LOOP
+    IF page->>'status' IS DISTINCT FROM 'ok' THEN
+      RETURN page;
+    END IF;
+    more := more OR json_typeof(page->'next_cursor') = 'string';
+  END LOOP;
+  -- The page size, as every shard read it from the same (valid: else it was refused above)
+  -- arguments: null or absent is 50; larger than 500 is 500 (pg_patchdiff's target::tenancy).
+  lim := CASE WHEN json_typeof(args->'limit') = 'number'
+              THEN least((args->>'limit')::numeric, 500)::int8 ELSE 50 END;
+  SELECT count(*) INTO total FROM unnest(pages) pg, json_array_elements(pg->'targets');
+  WITH t AS (
+    SELECT e AS item, (e->>'created_at')::timestamptz AS at, (e->>'target_file_id')::uuid AS id
+      FROM unnest(pages) pg, json_array_elements(pg->'targets') e
+  ), kept AS (
+    SELECT * FROM t ORDER BY at DESC, id DESC LIMIT lim
+  )
+  SELECT count(*), string_agg(item::text, ',' ORDER BY at DESC, id DESC),
+         (array_agg((extract(epoch FROM at) * 1000000)::int8::text ORDER BY at ASC, id ASC))[1],
+         (array_agg(id::text ORDER BY at ASC, id ASC))[1]
+    INTO shown, body, last_at, last_id
+    FROM kept;
+  more := more OR total > shown;
+  RETURN ('{"status":"ok","count":' || shown || ',"targets":[' || COALESCE(body, '') ||
+          '],"next_cursor":' ||
+          CASE WHEN more AND shown > 0 THEN to_json(last_at || '.' || last_id)::text ELSE 'null' END ||
+          '}')::json;
+END $b$;
