@@ -31,6 +31,9 @@ pub struct Db {
 pub struct CallError {
     pub message: String,
     pub cancelled: Option<Cancelled>,
+    /// A sharded deployment's router could not reach the target's partition (SQLSTATE 08001 from
+    /// its functions, sql/router/patchdiff_router.sql): the call never started there.
+    pub unavailable: bool,
 }
 
 /// Why PostgreSQL cancelled a statement (SQLSTATE 57014 query_canceled). The ERROR aborted the
@@ -60,6 +63,7 @@ impl CallError {
         CallError {
             message: message.into(),
             cancelled: None,
+            unavailable: false,
         }
     }
 }
@@ -99,8 +103,14 @@ impl Db {
             }
         };
         let client = open(&conninfo).await?;
-        let (schema, functions) = inspect(&client).await?;
-        let versions = versions(&client, &functions).await?;
+        let (schema, functions, versions) = match router_facts(&client).await? {
+            Some(facts) => facts,
+            None => {
+                let (schema, functions) = inspect(&client).await?;
+                let versions = versions(&client, &functions).await?;
+                (schema, functions, versions)
+            }
+        };
         Ok(Db {
             conninfo,
             client,
@@ -229,6 +239,7 @@ impl Db {
         CallError {
             message: describe(e),
             cancelled: cancelled(e),
+            unavailable: unavailable(e),
         }
     }
 }
@@ -248,10 +259,25 @@ fn cancelled(e: &tokio_postgres::Error) -> Option<Cancelled> {
     })
 }
 
+/// The ERROR a sharded deployment's router raises when it cannot reach a target's partition
+/// (docs/scale-out.md "When a shard is down"): SQLSTATE 08001, its message naming the partition.
+/// The router's own session is fine.
+fn unavailable(e: &tokio_postgres::Error) -> bool {
+    e.as_db_error().is_some_and(|db| {
+        db.code().code() == "08001"
+            && db.severity() == "ERROR"
+            && db.message().starts_with("patchdiff: partition ")
+    })
+}
+
 /// Whether an error leaves the session unusable: not a server error at all (I/O, protocol),
 /// a FATAL or PANIC, or SQLSTATE class 08 (connection exception) or 57 (operator
-/// intervention that ends sessions, 57P01-57P05: pg_terminate_backend, shutdown, crash).
+/// intervention that ends sessions, 57P01-57P05: pg_terminate_backend, shutdown, crash); not
+/// a router's [`unavailable`] partition.
 fn ends_session(e: &tokio_postgres::Error) -> bool {
+    if unavailable(e) {
+        return false;
+    }
     match e.as_db_error() {
         None => true,
         Some(db) => {
@@ -418,6 +444,66 @@ impl Db {
         }
         None
     }
+}
+
+/// A sharded deployment's router (docs/scale-out.md): no pg_patchdiff of its own, but the
+/// `patchdiff_router` schema, whose functions of the API call the shards. Its facts are those of
+/// the shards' pg_patchdiff (`patchdiff_router.shard_facts`, from partition 0), and it serves the
+/// functions that both it and the shards have. `None` for any other database.
+async fn router_facts(
+    client: &Client,
+) -> Result<Option<(String, BTreeSet<String>, Versions)>, String> {
+    let is_router = client
+        .query_one(
+            "SELECT to_regprocedure('patchdiff_router.shard_facts()') IS NOT NULL \
+             AND NOT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'pg_patchdiff')",
+            &[],
+        )
+        .await
+        .map_err(|e| describe(&e))?
+        .get::<_, bool>(0);
+    if !is_router {
+        return Ok(None);
+    }
+    let facts: serde_json::Value = client
+        .query_one("SELECT patchdiff_router.shard_facts()::text", &[])
+        .await
+        .map_err(|e| {
+            format!(
+                "the router cannot read its shards' pg_patchdiff: {}",
+                describe(&e)
+            )
+        })?
+        .get::<_, Option<String>>(0)
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .ok_or("the router's partition 0 has no pg_patchdiff extension")?;
+    let routed: BTreeSet<String> = client
+        .query(
+            "SELECT p.proname::text FROM pg_proc p WHERE p.pronamespace = 'public'::regnamespace \
+             AND p.proname LIKE 'patchdiff\\_%'",
+            &[],
+        )
+        .await
+        .map_err(|e| describe(&e))?
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let functions: BTreeSet<String> = facts["functions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|f| f.as_str())
+        .filter(|f| routed.contains(*f))
+        .map(str::to_owned)
+        .collect();
+    let text = |k: &str| facts[k].as_str().map(str::to_owned);
+    let versions = Versions {
+        installed: text("installed").unwrap_or_default(),
+        available: text("available"),
+        update_path: facts["update_path"] == true,
+        since_0_1_0: facts["since_0_1_0"] == true && functions.contains("patchdiff_list_targets"),
+    };
+    Ok(Some(("public".to_owned(), functions, versions)))
 }
 
 async fn versions(client: &Client, functions: &BTreeSet<String>) -> Result<Versions, String> {

@@ -93,7 +93,14 @@ struct CallParams<'a> {
 fn is_error_status(status: Option<&str>) -> bool {
     matches!(
         status,
-        Some("invalid_argument" | "not_found" | "outcome_unknown" | CANCELLED | PERMISSION_DENIED)
+        Some(
+            "invalid_argument"
+                | "not_found"
+                | "outcome_unknown"
+                | CANCELLED
+                | PERMISSION_DENIED
+                | UNAVAILABLE
+        )
     )
 }
 
@@ -107,10 +114,22 @@ pub const PERMISSION_DENIED: &str = "permission_denied";
 /// failures of the database call; this one is certain, so a host may simply resend (docs/profiles.md).
 pub const CANCELLED: &str = "cancelled";
 
+/// The status of a call a sharded deployment's router could not take to its target's partition
+/// (issue 20; docs/scale-out.md): it never started there, nothing was written, and resending it
+/// is safe. Not in the contract, whose single database has no partitions.
+pub const UNAVAILABLE: &str = "unavailable";
+
 /// The answer to a failed database call (issue 14 item 5): `cancelled` when PostgreSQL cancelled
 /// the statement (nothing was written: retryable), else `outcome_unknown`. `after` tells a host
 /// what else is true of this call (for a publishing SAVE: no file was installed).
 pub fn call_failure(tool: &str, e: &CallError, unknown_advice: &str, after: &str) -> Value {
+    if e.unavailable {
+        return json!({
+            "status": UNAVAILABLE, "code": "partition_unavailable", "tool": tool,
+            "failure_reason": "partition_unavailable", "retryable": true, "nothing_written": true,
+            "failure_detail": format!("The target's partition could not be reached ({}); the call never started there, so nothing was written{after}. Resending the call is safe once the partition is back; targets on other partitions are unaffected.", e.message),
+        });
+    }
     match e.cancelled {
         Some(c) => json!({
             "status": CANCELLED, "code": c.reason(), "tool": tool,
@@ -883,6 +902,7 @@ mod tests {
         let e = CallError {
             message: "ERROR: canceling statement due to statement timeout (57014)".into(),
             cancelled: Some(Cancelled::StatementTimeout),
+            unavailable: false,
         };
         let v = call_failure("patchdiff_submit_edits", &e, "Read the target.", "");
         assert_eq!(v["status"], CANCELLED);

@@ -243,3 +243,26 @@ BEGIN
           CASE WHEN more AND shown > 0 THEN to_json(last_at || '.' || last_id)::text ELSE 'null' END ||
           '}')::json;
 END $b$;
+
+-- What patchdiff-mcp reads of a database before it serves it (its Db::connect), for the router:
+-- the pg_patchdiff of partition 0 (every partition runs the same release), as json: the
+-- installed and available versions, whether an update path leads from one to the other, whether
+-- the objects are at least release 0.1.0's, and the extension's functions. patchdiff-mcp lists
+-- the tools whose functions both the shards and this router have.
+CREATE OR REPLACE FUNCTION patchdiff_router.shard_facts() RETURNS json
+LANGUAGE plproxy AS $b$
+  CLUSTER 'patchdiff';
+  RUN ON 0;
+  SELECT json_build_object(
+      'installed', e.extversion,
+      'available', a.default_version,
+      'update_path', a.default_version IS DISTINCT FROM e.extversion AND EXISTS (
+          SELECT 1 FROM pg_extension_update_paths('pg_patchdiff') u
+           WHERE u.source = e.extversion AND u.target = a.default_version AND u.path IS NOT NULL),
+      'since_0_1_0', to_regclass('patchdiff.target_directory') IS NOT NULL,
+      'functions', (SELECT json_agg(p.proname::text ORDER BY p.proname)
+                      FROM pg_proc p JOIN pg_depend d ON d.classid = 'pg_proc'::regclass
+                       AND d.objid = p.oid AND d.deptype = 'e' AND d.refobjid = e.oid))
+    FROM pg_extension e LEFT JOIN pg_available_extensions a ON a.name = e.extname
+   WHERE e.extname = 'pg_patchdiff';
+$b$;
