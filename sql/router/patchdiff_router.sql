@@ -63,7 +63,9 @@ $$;
 
 -- Every function of one target: a PL/Proxy function that runs it on the target's partition, and
 -- the public function of the API, which calls it and names the partition when it cannot be
--- reached.
+-- reached. The caller's patchdiff.strict_observation_mode, when it set one on the router, holds
+-- on the shard for that call (a session setting does not cross PL/Proxy by itself, and strict
+-- mode must never be lost on the way).
 DO $do$
 DECLARE f text;
 BEGIN
@@ -76,17 +78,19 @@ BEGIN
     'patchdiff_submit_replacement']
   LOOP
     EXECUTE format($q$
-      CREATE OR REPLACE FUNCTION patchdiff_router.%1$s(args json) RETURNS json
+      CREATE OR REPLACE FUNCTION patchdiff_router.%1$s(args json, strict text) RETURNS json
       LANGUAGE plproxy AS $b$
         CLUSTER 'patchdiff';
         RUN ON patchdiff_router.partition_of(args);
-        TARGET public.%1$s;
+        SELECT public.%1$s(args)
+         WHERE CASE WHEN strict IS NULL THEN true
+                    ELSE set_config('patchdiff.strict_observation_mode', strict, true) IS NOT NULL END;
       $b$$q$, f);
     EXECUTE format($q$
       CREATE OR REPLACE FUNCTION public.%1$s(args json) RETURNS json
       LANGUAGE plpgsql AS $b$
       BEGIN
-        RETURN patchdiff_router.%1$s(args);
+        RETURN patchdiff_router.%1$s(args, current_setting('patchdiff.strict_observation_mode', true));
       EXCEPTION WHEN OTHERS THEN
         IF patchdiff_router.not_connected(SQLERRM) THEN
           PERFORM patchdiff_router.unavailable(
@@ -101,11 +105,15 @@ END $do$;
 CREATE OR REPLACE FUNCTION patchdiff_router.patchdiff_submit(
     target_file_id uuid, intent text, edits json, expected_target_version bigint,
     expected_current_hash text, client_request_id text, parent_pdcp_log_id uuid, attempt bigint,
-    source text, include_correlation_id boolean) RETURNS json
+    source text, include_correlation_id boolean, strict text) RETURNS json
 LANGUAGE plproxy AS $b$
   CLUSTER 'patchdiff';
   RUN ON patchdiff_router.partition_of_id(target_file_id::text);
-  TARGET public.patchdiff_submit;
+  SELECT public.patchdiff_submit(target_file_id, intent, edits, expected_target_version,
+           expected_current_hash, client_request_id, parent_pdcp_log_id, attempt, source,
+           include_correlation_id)
+   WHERE CASE WHEN strict IS NULL THEN true
+              ELSE set_config('patchdiff.strict_observation_mode', strict, true) IS NOT NULL END;
 $b$;
 
 CREATE OR REPLACE FUNCTION public.patchdiff_submit(
@@ -117,7 +125,7 @@ LANGUAGE plpgsql AS $b$
 BEGIN
   RETURN patchdiff_router.patchdiff_submit(target_file_id, intent, edits, expected_target_version,
     expected_current_hash, client_request_id, parent_pdcp_log_id, attempt, source,
-    include_correlation_id);
+    include_correlation_id, current_setting('patchdiff.strict_observation_mode', true));
 EXCEPTION WHEN OTHERS THEN
   IF patchdiff_router.not_connected(SQLERRM) THEN
     PERFORM patchdiff_router.unavailable(

@@ -1,0 +1,557 @@
+//! Issue 20: pg_patchdiff sharded by target behind a PL/Proxy router (docs/scale-out.md), on
+//! real clusters started by `bash scripts/shards.sh up N`: new targets live on the partition
+//! their IDs route to, every call answers through the router as a shard answers it (through
+//! the real `patchdiff-mcp` too), the list of targets is merged from every partition in order,
+//! tenancy holds, and a shard that is down makes only its own targets unavailable, with a clear
+//! retryable error, until it is back.
+//!
+//! Environment: `PATCHDIFF_ROUTER_DSN` (the router, as `shards.sh up` prints it),
+//! `PATCHDIFF_SHARDS_DIR` (default /tmp/patchdiff-shards, to stop and start a shard),
+//! `PATCHDIFF_TEST_DSN` (a database with pg_patchdiff, to compare answers with), and
+//! `PATCHDIFF_MCP_BIN`.
+
+use patchdiff_tests::stdio::{Pipes, mcp_bin};
+use serde_json::{Value, json};
+use std::collections::BTreeSet;
+use std::process::{Command, Stdio};
+use std::sync::RwLock;
+use std::time::Duration;
+use tokio_postgres::{Client, NoTls};
+
+/// Tests take this for reading; the one that stops a shard takes it for writing.
+static SHARDS: RwLock<()> = RwLock::new(());
+
+fn router_dsn() -> String {
+    std::env::var("PATCHDIFF_ROUTER_DSN")
+        .expect("PATCHDIFF_ROUTER_DSN must name the router (bash scripts/shards.sh up 2 prints it)")
+}
+
+fn shards_dir() -> String {
+    std::env::var("PATCHDIFF_SHARDS_DIR").unwrap_or_else(|_| "/tmp/patchdiff-shards".into())
+}
+
+async fn connect(dsn: &str) -> Client {
+    let (c, conn) = tokio_postgres::connect(dsn, NoTls)
+        .await
+        .unwrap_or_else(|e| panic!("connecting to {dsn}: {e}"));
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    c
+}
+
+/// The deployment as the router's configuration describes it.
+struct Layout {
+    /// The connection string of each partition (as the postgres superuser).
+    partitions: Vec<String>,
+    /// How many shard clusters there are (shards.sh: partition p on shard p mod n).
+    shards: usize,
+}
+
+async fn layout(router: &Client) -> Layout {
+    let row = router
+        .query_one(
+            "SELECT srvoptions FROM pg_foreign_server WHERE srvname = 'patchdiff'",
+            &[],
+        )
+        .await
+        .unwrap();
+    let options: Vec<String> = row.get(0);
+    let mut partitions: Vec<(usize, String)> = options
+        .iter()
+        .filter_map(|o| {
+            let (k, v) = o.split_once('=')?;
+            let p: usize = k.strip_prefix('p')?.parse().ok()?;
+            Some((p, format!("{v} user=postgres")))
+        })
+        .collect();
+    partitions.sort();
+    let text = std::fs::read_to_string(format!("{}/shards", shards_dir())).unwrap();
+    let shards = text.split_whitespace().next().unwrap().parse().unwrap();
+    Layout {
+        partitions: partitions.into_iter().map(|(_, d)| d).collect(),
+        shards,
+    }
+}
+
+/// The partition of a target ID: its first 32 bits masked by the partition count.
+fn partition_of(id: &str, count: usize) -> usize {
+    u32::from_str_radix(&id[..8], 16).unwrap() as usize & (count - 1)
+}
+
+async fn call(c: &Client, function: &str, args: &Value) -> Value {
+    let row = c
+        .query_one(
+            &format!("SELECT {function}($1::text::json)::text"),
+            &[&args.to_string()],
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{function}: {e}"));
+    serde_json::from_str(&row.get::<_, String>(0)).unwrap()
+}
+
+async fn create(c: &Client, filename: &str, content: &str) -> String {
+    let r = call(
+        c,
+        "patchdiff_initialize_target",
+        &json!({"filename": filename, "content": content}),
+    )
+    .await;
+    assert_eq!(r["status"], "ok", "{r}");
+    r["target_file_id"].as_str().unwrap().to_owned()
+}
+
+/// A role of this test on the router and on every shard cluster (roles are per cluster).
+async fn role_everywhere(layout: &Layout, name: &str) -> String {
+    let mut dsns: Vec<String> = vec![router_dsn().replace("dbname=patchdiff", "dbname=postgres")];
+    dsns.extend(layout.partitions.iter().map(|d| {
+        let mut d = d.clone();
+        let db = d
+            .split_whitespace()
+            .find(|w| w.starts_with("dbname="))
+            .unwrap()
+            .to_owned();
+        d = d.replace(&db, "dbname=postgres");
+        d
+    }));
+    for dsn in BTreeSet::<String>::from_iter(dsns) {
+        let c = connect(&dsn).await;
+        c.batch_execute(&format!(
+            "DO $$ BEGIN CREATE ROLE {name} LOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$"
+        ))
+        .await
+        .unwrap();
+    }
+    router_dsn().replace("user=postgres", &format!("user={name}"))
+}
+
+/// docs/scale-out.md "Target IDs": every new target is created on the partition its ID routes
+/// to, and only there; creations spread over the shards.
+#[tokio::test]
+async fn new_targets_live_where_their_ids_route() {
+    let _turn = SHARDS.read().unwrap_or_else(|e| e.into_inner());
+    let router = connect(&router_dsn()).await;
+    let layout = layout(&router).await;
+    let n = layout.partitions.len();
+    let mut shards_used = BTreeSet::new();
+    for i in 0..24 {
+        let id = create(&router, &format!("route-{i}.md"), "x\n").await;
+        let p = partition_of(&id, n);
+        shards_used.insert(p % layout.shards);
+        for (q, dsn) in layout.partitions.iter().enumerate() {
+            let c = connect(dsn).await;
+            let here = c
+                .query_one(
+                    "SELECT count(*) FROM patchdiff.targets WHERE target_file_id = $1::text::uuid",
+                    &[&id],
+                )
+                .await
+                .unwrap()
+                .get::<_, i64>(0);
+            assert_eq!(
+                here,
+                i64::from(q == p),
+                "{id} on partition {q} (routes to {p})"
+            );
+        }
+        let read = call(
+            &router,
+            "patchdiff_read_target",
+            &json!({"target_file_id": id}),
+        )
+        .await;
+        assert_eq!(read["text"], "x\n", "{read}");
+    }
+    assert_eq!(
+        shards_used.len(),
+        layout.shards,
+        "24 new targets used only shards {shards_used:?}"
+    );
+}
+
+/// A running `patchdiff-mcp` on `dsn`, after initialize.
+fn mcp(dsn: &str) -> Pipes {
+    let mut cmd = Command::new(mcp_bin());
+    cmd.env("PATCHDIFF_DATABASE_URL", dsn)
+        .env("PATCHDIFF_MCP_PROFILE", "full")
+        .stderr(Stdio::null());
+    let mut p = Pipes::spawn(cmd);
+    p.send(b"{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"initialize\",\"params\":{\"protocolVersion\":\"2025-11-25\"}}\n");
+    p.line(Duration::from_secs(20)).expect("initialize");
+    p
+}
+
+fn tool(p: &mut Pipes, name: &str, arguments: Value) -> Value {
+    let line = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": name, "arguments": arguments}});
+    p.send(format!("{line}\n").as_bytes());
+    let r: Value = serde_json::from_slice(&p.line(Duration::from_secs(20)).unwrap()).unwrap();
+    serde_json::from_str(r["result"]["content"][0]["text"].as_str().unwrap()).unwrap()
+}
+
+fn list(p: &mut Pipes) -> Value {
+    p.send(b"{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/list\"}\n");
+    serde_json::from_slice(&p.line(Duration::from_secs(20)).unwrap()).unwrap()
+}
+
+/// Ids and times differ between two runs of the same calls.
+fn masked(v: &Value) -> Value {
+    match v {
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .map(|(k, v)| {
+                    let v = match v {
+                        Value::String(_)
+                            if k.ends_with("_id") || k.ends_with("_at") || k == "exported_at" =>
+                        {
+                            json!("*")
+                        }
+                        _ => masked(v),
+                    };
+                    (k.clone(), v)
+                })
+                .collect(),
+        ),
+        Value::Array(a) => Value::Array(a.iter().map(masked).collect()),
+        other => other.clone(),
+    }
+}
+
+/// Issue 20 goal "Nothing in the contract changes through it": the real `patchdiff-mcp` lists
+/// the same tools on the router as on a database with pg_patchdiff, and the contract's
+/// `alpha beta alpha` sequence (ambiguity, selection, stale guard, keyed resend, read, SAVE,
+/// history pages, replay) answers the same, ids and times aside.
+#[tokio::test]
+async fn the_contract_answers_the_same_through_the_router() {
+    let _turn = SHARDS.read().unwrap_or_else(|e| e.into_inner());
+    let plain = std::env::var("PATCHDIFF_TEST_DSN").expect("PATCHDIFF_TEST_DSN");
+    let mut answers = Vec::new();
+    for dsn in [router_dsn(), plain] {
+        let mut p = mcp(&dsn);
+        let tools = list(&mut p)["result"]["tools"].clone();
+        let init = tool(
+            &mut p,
+            "patchdiff_initialize_target",
+            json!({"filename": "a.md", "content": "alpha beta alpha\n"}),
+        );
+        let t = init["target_file_id"].as_str().unwrap().to_owned();
+        let edit = |m: &str, occurrence: Option<i64>, version: i64, key: &str| {
+            let mut e = json!({"match": m, "replace": "gamma"});
+            if let Some(o) = occurrence {
+                e["occurrence_index"] = json!(o);
+            }
+            json!({"target_file_id": t, "intent": "rename", "expected_target_version": version,
+                   "client_request_id": key, "edits": [e]})
+        };
+        let mut seq = vec![init.clone()];
+        seq.push(tool(
+            &mut p,
+            "patchdiff_submit_edits",
+            edit("alpha", None, 0, "k1"),
+        ));
+        seq.push(tool(
+            &mut p,
+            "patchdiff_submit_edits",
+            edit("alpha", Some(2), 0, "k2"),
+        ));
+        seq.push(tool(
+            &mut p,
+            "patchdiff_submit_edits",
+            edit("alpha", Some(2), 0, "k2"),
+        ));
+        seq.push(tool(
+            &mut p,
+            "patchdiff_submit_edits",
+            edit("beta", None, 0, "k3"),
+        ));
+        seq.push(tool(
+            &mut p,
+            "patchdiff_read_target",
+            json!({"target_file_id": t}),
+        ));
+        seq.push(tool(
+            &mut p,
+            "patchdiff_save",
+            json!({"target_file_id": t, "expected_target_version": 1}),
+        ));
+        seq.push(tool(
+            &mut p,
+            "patchdiff_get_pdcp_log",
+            json!({"target_file_id": t}),
+        ));
+        seq.push(tool(
+            &mut p,
+            "patchdiff_get_manifest_ledger",
+            json!({"target_file_id": t}),
+        ));
+        seq.push(tool(
+            &mut p,
+            "patchdiff_replay",
+            json!({"target_file_id": t}),
+        ));
+        seq.push(tool(
+            &mut p,
+            "patchdiff_read_target",
+            json!({"target_file_id": "0b8e7a8e-6f63-4d5a-9b7e-3f1d2c4b5a69"}),
+        ));
+        assert_eq!(seq[2]["status"], "accepted", "{}", seq[2]);
+        assert_eq!(seq[3]["deduplicated"], true, "{}", seq[3]);
+        assert_eq!(seq[9]["materialized_state_matches"], true, "{}", seq[9]);
+        answers.push((tools, seq.iter().map(masked).collect::<Vec<_>>()));
+    }
+    assert_eq!(
+        answers[0].0, answers[1].0,
+        "tools/list differs through the router"
+    );
+    for (i, (a, b)) in answers[0].1.iter().zip(&answers[1].1).enumerate() {
+        assert_eq!(a, b, "answer {i} differs through the router");
+    }
+}
+
+/// docs/scale-out.md "Calls across targets": patchdiff_list_targets pages through the targets of
+/// every partition, newest first, each exactly once, as one database would list them.
+#[tokio::test]
+async fn the_list_of_targets_is_merged_from_every_partition() {
+    let _turn = SHARDS.read().unwrap_or_else(|e| e.into_inner());
+    let router = connect(&router_dsn()).await;
+    let layout = layout(&router).await;
+    let dsn = role_everywhere(&layout, "shards_lister").await;
+    let me = connect(&dsn).await;
+    let mut made = Vec::new();
+    for i in 0..11 {
+        made.push(create(&me, &format!("list-{i}.md"), "x\n").await);
+    }
+    let mut seen: Vec<Value> = Vec::new();
+    let mut cursor = Value::Null;
+    loop {
+        let page = call(
+            &me,
+            "patchdiff_list_targets",
+            &json!({"limit": 3, "cursor": cursor}),
+        )
+        .await;
+        assert_eq!(page["status"], "ok", "{page}");
+        let targets = page["targets"].as_array().unwrap();
+        assert!(targets.len() <= 3);
+        assert_eq!(page["count"], targets.len());
+        seen.extend(targets.iter().cloned());
+        cursor = page["next_cursor"].clone();
+        if cursor.is_null() {
+            break;
+        }
+    }
+    let ids: Vec<&str> = seen
+        .iter()
+        .map(|t| t["target_file_id"].as_str().unwrap())
+        .collect();
+    let mut expected = made.clone();
+    expected.reverse();
+    assert_eq!(ids, expected, "newest first, each once");
+    // The same list, page by page, as each partition answers it directly, merged by hand.
+    let mut direct: Vec<(String, String)> = Vec::new();
+    for d in &layout.partitions {
+        let c = connect(&d.replace("user=postgres", "user=shards_lister")).await;
+        let page = call(&c, "patchdiff_list_targets", &json!({"limit": 500})).await;
+        for t in page["targets"].as_array().unwrap() {
+            direct.push((
+                t["created_at"].as_str().unwrap().to_owned(),
+                t["target_file_id"].as_str().unwrap().to_owned(),
+            ));
+        }
+    }
+    direct.sort();
+    direct.reverse();
+    let direct: Vec<&str> = direct.iter().map(|(_, id)| id.as_str()).collect();
+    assert_eq!(ids, direct);
+    // A refusal is the shards' own.
+    let bad = call(&me, "patchdiff_list_targets", &json!({"limit": 0})).await;
+    assert_eq!(bad["code"], "invalid_limit", "{bad}");
+}
+
+/// docs/security.md through the router: each call reaches its shard as the calling role, so a
+/// role sees and changes only what it may on the shard (another role's target answers like an
+/// unknown one), SET ROLE included.
+#[tokio::test]
+async fn tenancy_holds_through_the_router() {
+    let _turn = SHARDS.read().unwrap_or_else(|e| e.into_inner());
+    let router = connect(&router_dsn()).await;
+    let layout = layout(&router).await;
+    let alice = connect(&role_everywhere(&layout, "shards_alice").await).await;
+    let bob_dsn = role_everywhere(&layout, "shards_bob").await;
+    let bob = connect(&bob_dsn).await;
+    let id = create(&alice, "secret.md", "alpha\n").await;
+    let mine = call(
+        &alice,
+        "patchdiff_read_target",
+        &json!({"target_file_id": id}),
+    )
+    .await;
+    assert_eq!(mine["text"], "alpha\n");
+    let theirs = call(
+        &bob,
+        "patchdiff_read_target",
+        &json!({"target_file_id": id}),
+    )
+    .await;
+    let unknown = call(
+        &bob,
+        "patchdiff_read_target",
+        &json!({"target_file_id": "0b8e7a8e-6f63-4d5a-9b7e-3f1d2c4b5a69"}),
+    )
+    .await;
+    assert_eq!(masked(&theirs), masked(&unknown), "{theirs}");
+    let listed = call(&bob, "patchdiff_list_targets", &json!({"limit": 500})).await;
+    assert!(!listed.to_string().contains(&id));
+    // SET ROLE on the router is the role the shard sees.
+    router.batch_execute("SET ROLE shards_bob").await.unwrap();
+    let as_bob = call(
+        &router,
+        "patchdiff_read_target",
+        &json!({"target_file_id": id}),
+    )
+    .await;
+    router.batch_execute("RESET ROLE").await.unwrap();
+    assert_eq!(as_bob["status"], theirs["status"], "{as_bob}");
+    let granted = call(
+        &alice,
+        "patchdiff_grant",
+        &json!({"target_file_id": id, "role": "shards_bob", "privilege": "read"}),
+    )
+    .await;
+    assert_eq!(granted["status"], "ok", "{granted}");
+    let now = call(
+        &bob,
+        "patchdiff_read_target",
+        &json!({"target_file_id": id}),
+    )
+    .await;
+    assert_eq!(now["text"], "alpha\n", "{now}");
+}
+
+/// Starts a stopped shard again when dropped, whatever the test did in between.
+struct Restart {
+    dir: String,
+    port: String,
+}
+
+impl Drop for Restart {
+    fn drop(&mut self) {
+        let dir = &self.dir;
+        pg_ctl(&[
+            "-D",
+            dir,
+            "-l",
+            &format!("{dir}/server.log"),
+            "-w",
+            "-o",
+            &format!("-p {} -k {dir} -c listen_addresses=127.0.0.1", self.port),
+            "start",
+        ]);
+    }
+}
+
+fn pg_ctl(args: &[&str]) {
+    let ok = Command::new("runuser")
+        .args(["-u", "postgres", "--", "/usr/lib/postgresql/15/bin/pg_ctl"])
+        .args(args)
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(ok, "pg_ctl {args:?}");
+}
+
+/// Issue 20 item 2: with one shard down, its targets get a clear, retryable error naming their
+/// partition (SQLSTATE 08001 over SQL; status `unavailable` over MCP, never `outcome_unknown`),
+/// nothing is written, every other target keeps working, new targets go to the shards that are
+/// up, and once the shard is back its targets answer again with no restart of the router or of
+/// patchdiff-mcp.
+#[tokio::test]
+async fn a_shard_that_is_down_makes_only_its_targets_unavailable() {
+    let _turn = SHARDS.write().unwrap_or_else(|e| e.into_inner());
+    let router = connect(&router_dsn()).await;
+    let layout = layout(&router).await;
+    assert!(layout.shards >= 2, "this test needs two shards at least");
+    let n = layout.partitions.len();
+    // A target on shard 1 and one on shard 0.
+    let (mut down_id, mut up_id) = (None, None);
+    while down_id.is_none() || up_id.is_none() {
+        let id = create(&router, "down.md", "alpha\n").await;
+        match partition_of(&id, n) % layout.shards {
+            1 => down_id = Some(id),
+            0 => up_id = Some(id),
+            _ => {}
+        }
+    }
+    let (down_id, up_id) = (down_id.unwrap(), up_id.unwrap());
+    let down_partition = partition_of(&down_id, n);
+    let mut m = mcp(&router_dsn());
+    let dir = format!("{}/shard1", shards_dir());
+    let port = layout.partitions[1]
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("port="))
+        .unwrap()
+        .to_owned();
+    pg_ctl(&["-D", &dir, "-m", "fast", "stop"]);
+    let restart = Restart { dir, port };
+    let e = router
+        .query_one(
+            "SELECT patchdiff_submit_edits($1::text::json)::text",
+            &[
+                &json!({"target_file_id": down_id, "intent": "x", "expected_target_version": 0,
+                      "edits": [{"match": "alpha", "replace": "beta"}]})
+                .to_string(),
+            ],
+        )
+        .await
+        .unwrap_err();
+    let db = e.as_db_error().expect("a server error");
+    assert_eq!(db.code().code(), "08001", "{db:?}");
+    assert!(
+        db.message().starts_with(&format!(
+            "patchdiff: partition {down_partition} is unavailable"
+        )),
+        "{}",
+        db.message()
+    );
+    let over_mcp = tool(
+        &mut m,
+        "patchdiff_read_target",
+        json!({"target_file_id": down_id}),
+    );
+    assert_eq!(
+        (
+            &over_mcp["status"],
+            &over_mcp["retryable"],
+            &over_mcp["nothing_written"]
+        ),
+        (&json!("unavailable"), &json!(true), &json!(true)),
+        "{over_mcp}"
+    );
+    let fine = tool(
+        &mut m,
+        "patchdiff_read_target",
+        json!({"target_file_id": up_id}),
+    );
+    assert_eq!(fine["text"], "alpha\n", "{fine}");
+    for i in 0..6 {
+        let id = create(&router, &format!("while-down-{i}.md"), "x\n").await;
+        assert_eq!(
+            partition_of(&id, n) % layout.shards,
+            0,
+            "created on the shard that is down"
+        );
+    }
+    let listed = tool(&mut m, "patchdiff_list_targets", json!({}));
+    assert_eq!(listed["status"], "unavailable", "{listed}");
+    drop(restart);
+    // Back: the same patchdiff-mcp and router serve the shard's targets; nothing was written.
+    let back = tool(
+        &mut m,
+        "patchdiff_read_target",
+        json!({"target_file_id": down_id}),
+    );
+    assert_eq!(
+        (&back["version"], &back["text"]),
+        (&json!(0), &json!("alpha\n")),
+        "{back}"
+    );
+}
