@@ -56,6 +56,17 @@ BEGIN
           HINT = 'Retry later; every target on other partitions is unaffected.';
 END $$;
 
+-- A call whose pooled connection to its shard turned out to be closed (the shard restarted or
+-- ended the session while it was idle, or during the call): PL/Proxy drops that connection. Such a
+-- call may or may not have run on the shard, so it is sent once more only where that is safe: a
+-- read, or a write with a client_request_id (the shard recovers its recorded outcome, or runs
+-- it once). The second try reconnects: it answers, or finds the shard unavailable.
+CREATE OR REPLACE FUNCTION patchdiff_router.lost(state text, message text) RETURNS bool
+LANGUAGE sql IMMUTABLE AS $$
+  SELECT state IN ('57P01', '57P02', '57P03')
+      OR message ~* '(server closed the connection|connection to server was lost|could not send data|could not receive data|no connection to the server)'
+$$;
+
 CREATE OR REPLACE FUNCTION patchdiff_router.not_connected(message text) RETURNS bool
 LANGUAGE sql IMMUTABLE AS $$
   SELECT message ~* '(could not connect|connection refused|no such file or directory|PQconnectPoll|connect failed|timeout expired|the database system is (starting up|shutting down|in recovery mode))'
@@ -67,15 +78,18 @@ $$;
 -- on the shard for that call (a session setting does not cross PL/Proxy by itself, and strict
 -- mode must never be lost on the way).
 DO $do$
-DECLARE f text;
-BEGIN
-  FOREACH f IN ARRAY ARRAY[
+DECLARE
+  f text;
+  reads text[] := ARRAY[
     'patchdiff_export_target', 'patchdiff_find_occurrences', 'patchdiff_get_manifest_ledger',
-    'patchdiff_get_pdcp_log', 'patchdiff_get_target', 'patchdiff_grant', 'patchdiff_observe_scope',
-    'patchdiff_preview', 'patchdiff_read_lines', 'patchdiff_read_target', 'patchdiff_replay',
-    'patchdiff_revoke', 'patchdiff_save', 'patchdiff_submit_edits',
-    'patchdiff_submit_observed_operations', 'patchdiff_submit_operations',
-    'patchdiff_submit_replacement']
+    'patchdiff_get_pdcp_log', 'patchdiff_get_target', 'patchdiff_preview', 'patchdiff_read_lines',
+    'patchdiff_read_target', 'patchdiff_replay'];
+  writes text[] := ARRAY[
+    'patchdiff_grant', 'patchdiff_observe_scope', 'patchdiff_revoke', 'patchdiff_save',
+    'patchdiff_submit_edits', 'patchdiff_submit_observed_operations',
+    'patchdiff_submit_operations', 'patchdiff_submit_replacement'];
+BEGIN
+  FOREACH f IN ARRAY reads || writes
   LOOP
     EXECUTE format($q$
       CREATE OR REPLACE FUNCTION patchdiff_router.%1$s(args json, strict text) RETURNS json
@@ -89,15 +103,24 @@ BEGIN
     EXECUTE format($q$
       CREATE OR REPLACE FUNCTION public.%1$s(args json) RETURNS json
       LANGUAGE plpgsql AS $b$
+      DECLARE
+        strict_mode text := current_setting('patchdiff.strict_observation_mode', true);
+        resend bool := %2$L OR json_typeof(args->'client_request_id') = 'string';
       BEGIN
-        RETURN patchdiff_router.%1$s(args, current_setting('patchdiff.strict_observation_mode', true));
-      EXCEPTION WHEN OTHERS THEN
-        IF patchdiff_router.not_connected(SQLERRM) THEN
-          PERFORM patchdiff_router.unavailable(
-            patchdiff_router.partition_of(args) & (patchdiff_router.partitions() - 1), SQLERRM);
-        END IF;
-        RAISE;
-      END $b$$q$, f);
+        FOR try IN 1 .. 2 LOOP
+          BEGIN
+            RETURN patchdiff_router.%1$s(args, strict_mode);
+          EXCEPTION WHEN OTHERS THEN
+            IF patchdiff_router.not_connected(SQLERRM) THEN
+              PERFORM patchdiff_router.unavailable(
+                patchdiff_router.partition_of(args) & (patchdiff_router.partitions() - 1), SQLERRM);
+            END IF;
+            IF try = 2 OR NOT resend OR NOT patchdiff_router.lost(SQLSTATE, SQLERRM) THEN
+              RAISE;
+            END IF;
+          END;
+        END LOOP;
+      END $b$$q$, f, f = ANY (reads));
   END LOOP;
 END $do$;
 
