@@ -14,12 +14,11 @@ use patchdiff_tests::stdio::{Pipes, mcp_bin};
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
 use std::process::{Command, Stdio};
-use std::sync::RwLock;
 use std::time::Duration;
 use tokio_postgres::{Client, NoTls};
 
 /// Tests take this for reading; the one that stops a shard takes it for writing.
-static SHARDS: RwLock<()> = RwLock::new(());
+static SHARDS: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
 
 fn router_dsn() -> String {
     std::env::var("PATCHDIFF_ROUTER_DSN")
@@ -129,7 +128,7 @@ async fn role_everywhere(layout: &Layout, name: &str) -> String {
 /// to, and only there; creations spread over the shards.
 #[tokio::test]
 async fn new_targets_live_where_their_ids_route() {
-    let _turn = SHARDS.read().unwrap_or_else(|e| e.into_inner());
+    let _turn = SHARDS.read().await;
     let router = connect(&router_dsn()).await;
     let layout = layout(&router).await;
     let n = layout.partitions.len();
@@ -227,7 +226,7 @@ fn masked(v: &Value) -> Value {
 /// history pages, replay) answers the same, ids and times aside.
 #[tokio::test]
 async fn the_contract_answers_the_same_through_the_router() {
-    let _turn = SHARDS.read().unwrap_or_else(|e| e.into_inner());
+    let _turn = SHARDS.read().await;
     let plain = std::env::var("PATCHDIFF_TEST_DSN").expect("PATCHDIFF_TEST_DSN");
     let mut answers = Vec::new();
     for dsn in [router_dsn(), plain] {
@@ -316,7 +315,7 @@ async fn the_contract_answers_the_same_through_the_router() {
 /// every partition, newest first, each exactly once, as one database would list them.
 #[tokio::test]
 async fn the_list_of_targets_is_merged_from_every_partition() {
-    let _turn = SHARDS.read().unwrap_or_else(|e| e.into_inner());
+    let _turn = SHARDS.read().await;
     let router = connect(&router_dsn()).await;
     let layout = layout(&router).await;
     let lister = patchdiff_tests::roles::unique("shards_lister");
@@ -378,7 +377,7 @@ async fn the_list_of_targets_is_merged_from_every_partition() {
 /// unknown one), SET ROLE included.
 #[tokio::test]
 async fn tenancy_holds_through_the_router() {
-    let _turn = SHARDS.read().unwrap_or_else(|e| e.into_inner());
+    let _turn = SHARDS.read().await;
     let router = connect(&router_dsn()).await;
     let layout = layout(&router).await;
     let (alice_role, bob_role) = (
@@ -483,7 +482,7 @@ fn pg_ctl(args: &[&str]) {
 /// patchdiff-mcp.
 #[tokio::test]
 async fn a_shard_that_is_down_makes_only_its_targets_unavailable() {
-    let _turn = SHARDS.write().unwrap_or_else(|e| e.into_inner());
+    let _turn = SHARDS.write().await;
     let router = connect(&router_dsn()).await;
     let layout = layout(&router).await;
     assert!(layout.shards >= 2, "this test needs two shards at least");
