@@ -187,21 +187,33 @@ DECLARE
   n int4 := patchdiff_router.partitions();
   first int4 := floor(random() * n)::int4;
   p int4;
+  answer json;
   last_error text;
 BEGIN
   FOR k IN 0 .. n - 1 LOOP
     p := (first + k) % n;
     BEGIN
       IF upload THEN
-        RETURN patchdiff_router.handle_upload_on(p, n, args);
+        answer := patchdiff_router.handle_upload_on(p, n, args);
+      ELSE
+        answer := patchdiff_router.initialize_target_on(p, n, args);
       END IF;
-      RETURN patchdiff_router.initialize_target_on(p, n, args);
     EXCEPTION WHEN OTHERS THEN
       IF NOT patchdiff_router.not_connected(SQLERRM) THEN
         RAISE;
       END IF;
       last_error := SQLERRM;
+      CONTINUE;
     END;
+    -- A shard whose pg_patchdiff does not know patchdiff.target_partition makes an ordinary
+    -- random ID, which routes elsewhere: never answered as a success.
+    IF answer->>'status' = 'ok'
+       AND patchdiff_router.partition_of_id(answer->>'target_file_id') & (n - 1) <> p THEN
+      RAISE EXCEPTION 'patchdiff: partition % created target % with an ID of partition %: its pg_patchdiff does not place new targets (patchdiff.target_partition); update it to the router''s release',
+        p, answer->>'target_file_id', patchdiff_router.partition_of_id(answer->>'target_file_id') & (n - 1)
+        USING ERRCODE = 'XX000';
+    END IF;
+    RETURN answer;
   END LOOP;
   PERFORM patchdiff_router.unavailable(p, 'every partition: ' || last_error);
   RETURN NULL;
