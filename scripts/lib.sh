@@ -17,7 +17,8 @@ ensure_devnull() {
 
 setup_system() {
   ensure_devnull
-  local pkgs=(postgresql-15 postgresql-server-dev-15 libclang-dev clang pkg-config libssl-dev sudo)
+  # postgresql-15-plproxy: the router of a sharded deployment (scripts/shards.sh).
+  local pkgs=(postgresql-15 postgresql-server-dev-15 postgresql-15-plproxy libclang-dev clang pkg-config libssl-dev sudo)
   local missing=()
   for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -31,16 +32,6 @@ setup_system() {
   # Debian starts a default cluster on 5432; this project runs its own clusters.
   if command -v pg_lsclusters >/dev/null && pg_lsclusters -h 2>/dev/null | grep -q '^15 main .* online'; then
     pg_ctlcluster 15 main stop || true
-  fi
-}
-
-# PL/Proxy for the sharded deployment's router (scripts/shards.sh; docs/scale-out.md).
-setup_plproxy() {
-  if ! dpkg-query -W -f='${Status}' postgresql-15-plproxy 2>/dev/null | grep -q "install ok installed"; then
-    log "installing postgresql-15-plproxy"
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update -q
-    apt-get install -y -q --no-install-recommends postgresql-15-plproxy
   fi
 }
 

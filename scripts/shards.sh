@@ -10,7 +10,8 @@
 # $PATCHDIFF_SHARDS_PARTITIONS partitions (default 8, a power of two, at least N): partition p is
 # database patchdiff_p<p> on shard cluster p mod N (ports 54401 .. 54400+N), with pg_patchdiff.
 # Clusters live in $PATCHDIFF_SHARDS_DIR (default /tmp/patchdiff-shards). `up` installs what it
-# needs (the postgresql-15-plproxy package, the extension) unless PATCHDIFF_SHARDS_SKIP_INSTALL=1,
+# needs (the postgresql-15-plproxy package among the system's, the extension) unless
+# PATCHDIFF_SHARDS_SKIP_INSTALL=1,
 # and can be run again: it keeps running clusters and existing databases, and reloads the router.
 source "$(dirname "$0")/lib.sh"
 
@@ -34,7 +35,6 @@ up() {
   fi
   if [ "${PATCHDIFF_SHARDS_SKIP_INSTALL:-0}" != 1 ]; then
     setup_system
-    setup_plproxy
     setup_pgrx
     install_extension
   fi

@@ -42,8 +42,17 @@ E2E_PORT="${PATCHDIFF_TEST_PORT:-54330}"
 stop_cluster "$E2E_DATA"
 rm -rf "$E2E_DATA"
 start_cluster "$E2E_DATA" "$E2E_PORT"
-trap 'stop_cluster "$E2E_DATA"' EXIT
+# A PL/Proxy router over two shard clusters (issue 20; docs/scale-out.md): tests/tests/shards.rs
+# and the suites below that run through it.
+export PATCHDIFF_SHARDS_DIR="${PATCHDIFF_TEST_DIR:-/tmp/patchdiff-test}/shards"
+export PATCHDIFF_SHARDS_PORT="${PATCHDIFF_TEST_SHARDS_PORT:-$((E2E_PORT + 100))}"
+bash "$ROOT/scripts/shards.sh" down 2>/dev/null || true
+rm -rf "$PATCHDIFF_SHARDS_DIR"
+trap 'stop_cluster "$E2E_DATA"; bash "$ROOT/scripts/shards.sh" down' EXIT
 create_database "$E2E_DATA" "$E2E_PORT" patchdiff_test
+log "a router and two shard clusters (scripts/shards.sh up 2)"
+PATCHDIFF_ROUTER_DSN="$(PATCHDIFF_SHARDS_SKIP_INSTALL=1 bash "$ROOT/scripts/shards.sh" up 2)"
+export PATCHDIFF_ROUTER_DSN
 log "documented SQL examples against tests/sql/expected (docs/demo.sql and the sql blocks of docs/{sql-api,operations,history}.md)"
 bash "$ROOT/scripts/sql-golden.sh" "$E2E_DATA" "$E2E_PORT"
 export PATCHDIFF_TEST_DSN="host=127.0.0.1 port=$E2E_PORT user=postgres dbname=patchdiff_test"
@@ -55,6 +64,12 @@ counted cargo test --locked -p patchdiff-tests
 log "patchdiff-mcp under the official MCP Python SDK"
 setup_python
 counted "$PY_ENV/bin/python" -m pytest -q -p no:cacheprovider tests/mcp_sdk
+
+# The suites that speak only the API, again through the router (docs/scale-out.md says which
+# suites do not apply there and why).
+log "through the PL/Proxy router: the MCP eras suite and the official Python SDK"
+PATCHDIFF_TEST_DSN="$PATCHDIFF_ROUTER_DSN" counted cargo test --locked -p patchdiff-tests --test eras
+PATCHDIFF_TEST_DSN="$PATCHDIFF_ROUTER_DSN" counted "$PY_ENV/bin/python" -m pytest -q -p no:cacheprovider tests/mcp_sdk
 
 # cargo's "test result: ok. N passed; M failed" and pytest's "N passed, M failed in 1.2s".
 awk '/^test result:/ || /^[0-9]+ (passed|failed)/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
