@@ -1386,14 +1386,35 @@ SELECT t.target_file_id::text, t.version, t.current_hash, t.current_content, s.c
 /// private targets hold their owner's model. Finally `patchdiff_replay` of every target
 /// reproduces it (`materialized_state_matches`).
 pub async fn check(client: &Client, outcome: &Outcome) -> Result<Checked, tokio_postgres::Error> {
+    check_across(&[client], client, outcome).await
+}
+
+/// [`check`] of a sharded deployment (docs/scale-out.md): the rows are read from every
+/// partition's database in `partitions` (each holds its own targets' rows), and replay runs
+/// through `client` (the router).
+pub async fn check_across(
+    partitions: &[&Client],
+    client: &Client,
+    outcome: &Outcome,
+) -> Result<Checked, tokio_postgres::Error> {
+    async fn rows_of(
+        partitions: &[&Client],
+        sql: &str,
+        ids: &[String],
+    ) -> Result<Vec<tokio_postgres::Row>, tokio_postgres::Error> {
+        let mut all = Vec::new();
+        for p in partitions {
+            all.extend(p.query(sql, &[&ids]).await?);
+        }
+        Ok(all)
+    }
     let mut c = Checked {
         targets: outcome.targets.len(),
         ..Checked::default()
     };
     let v = &mut c.violations;
     let ids: Vec<String> = outcome.targets.iter().map(|t| t.id.clone()).collect();
-    let rows: Vec<LogRow> = client
-        .query(LOG_ROWS, &[&ids])
+    let rows: Vec<LogRow> = rows_of(partitions, LOG_ROWS, &ids)
         .await?
         .iter()
         .map(|r| LogRow {
@@ -1417,7 +1438,7 @@ pub async fn check(client: &Client, outcome: &Outcome) -> Result<Checked, tokio_
         .collect();
     c.attempts = rows.len();
     let mut stored: BTreeMap<String, Stored> = BTreeMap::new();
-    for r in client.query(TARGET_ROWS, &[&ids]).await? {
+    for r in rows_of(partitions, TARGET_ROWS, &ids).await? {
         let s = Stored {
             version: r.get(1),
             hash: r.get(2),
@@ -1430,7 +1451,7 @@ pub async fn check(client: &Client, outcome: &Outcome) -> Result<Checked, tokio_
         stored.insert(r.get(0), s);
     }
     let mut snapshots: BTreeMap<String, Vec<(i64, String)>> = BTreeMap::new();
-    for r in client.query(SAVE_SNAPSHOTS, &[&ids]).await? {
+    for r in rows_of(partitions, SAVE_SNAPSHOTS, &ids).await? {
         snapshots
             .entry(r.get(0))
             .or_default()

@@ -10,7 +10,11 @@
 //!     [--seconds 30 | --operations N] [--target-bytes 4096] [--shared-targets 4] \
 //!     [--private-targets 8] [--read-percent 20] [--save-percent 2] [--shared-percent 25] \
 //!     [--keyed-percent 25] [--pgbench-seconds S] [--no-pgbench] \
-//!     [--pg-bin /usr/lib/postgresql/15/bin] [--seed N]
+//!     [--pg-bin /usr/lib/postgresql/15/bin] [--seed N] [--router]
+//!
+//! `--router`: the DSN is a PL/Proxy router over shards (scripts/shards.sh; docs/scale-out.md):
+//! the load runs through it, the invariants are checked on every partition's database, and
+//! pgbench does not run.
 
 use patchdiff_tests::connect;
 use patchdiff_tests::stress::{self, Config};
@@ -21,7 +25,7 @@ type Err = Box<dyn std::error::Error>;
 
 const USAGE: &str = "usage: patchdiff-stress [--dsn CONNSTR] [--mcp-bin PATH] [--connections N] [--mcp-connections M] \
 [--seconds S | --operations N] [--target-bytes B] [--shared-targets N] [--private-targets N] [--read-percent P] \
-[--save-percent P] [--shared-percent P] [--keyed-percent P] [--pgbench-seconds S] [--no-pgbench] [--pg-bin DIR] [--seed N]";
+[--save-percent P] [--shared-percent P] [--keyed-percent P] [--pgbench-seconds S] [--no-pgbench] [--pg-bin DIR] [--seed N] [--router]";
 
 /// The database pgbench initializes and drops.
 const PGBENCH_DB: &str = "patchdiff_stress_pgbench";
@@ -32,6 +36,7 @@ struct Options {
     pgbench: bool,
     pgbench_seconds: Option<u64>,
     pg_bin: String,
+    router: bool,
 }
 
 fn parse() -> Result<Options, Err> {
@@ -44,11 +49,17 @@ fn parse() -> Result<Options, Err> {
         pgbench: true,
         pgbench_seconds: None,
         pg_bin: "/usr/lib/postgresql/15/bin".into(),
+        router: false,
     };
     let mut mcp = 1usize;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         if a == "--no-pgbench" {
+            o.pgbench = false;
+            continue;
+        }
+        if a == "--router" {
+            o.router = true;
             o.pgbench = false;
             continue;
         }
@@ -211,7 +222,33 @@ async fn main() -> Result<(), Err> {
     } else {
         None
     };
-    let checked = stress::check(&admin, &outcome).await?;
+    let checked = if o.router {
+        // Every partition's database, from the router's own configuration.
+        let options: Vec<String> = admin
+            .query_one(
+                "SELECT srvoptions FROM pg_foreign_server WHERE srvname = 'patchdiff'",
+                &[],
+            )
+            .await?
+            .get(0);
+        let user = c
+            .dsn
+            .parse::<tokio_postgres::Config>()?
+            .get_user()
+            .unwrap_or("postgres")
+            .to_owned();
+        let mut partitions = Vec::new();
+        for o in options.iter().filter(|o| o.starts_with('p')) {
+            if let Some((_, dsn)) = o.split_once('=') {
+                partitions.push(connect(&format!("{dsn} user={user}")).await?);
+            }
+        }
+        let refs: Vec<&tokio_postgres::Client> = partitions.iter().collect();
+        eprintln!("checking the invariants on {} partitions", refs.len());
+        stress::check_across(&refs, &admin, &outcome).await?
+    } else {
+        stress::check(&admin, &outcome).await?
+    };
     eprintln!("{}", checked.summary());
 
     let tps = outcome.accepted_per_second();
