@@ -166,6 +166,37 @@ async fn new_targets_live_where_their_ids_route() {
         layout.shards,
         "24 new targets used only shards {shards_used:?}"
     );
+    // Settings that do not fit together stop the creation before anything is written.
+    let shard = connect(&layout.partitions[0]).await;
+    let before: i64 = shard
+        .query_one("SELECT count(*) FROM patchdiff.targets", &[])
+        .await
+        .unwrap()
+        .get(0);
+    for (p, n) in [(3, 48), (8, 8), (0, 0)] {
+        let e = shard
+            .batch_execute(&format!(
+                "SET patchdiff.target_partition = {p}; SET patchdiff.target_partitions = {n}; \
+                 SELECT patchdiff_initialize_target('{{\"filename\": \"bad.md\", \"content\": \"x\"}}')"
+            ))
+            .await;
+        let e = e.expect_err("a creation under settings that do not fit");
+        let msg = e
+            .as_db_error()
+            .map(|d| d.message().to_owned())
+            .unwrap_or_default();
+        assert!(msg.contains("patchdiff.target_partition"), "{p}/{n}: {e}");
+    }
+    shard
+        .batch_execute("RESET patchdiff.target_partition; RESET patchdiff.target_partitions")
+        .await
+        .unwrap();
+    let after: i64 = shard
+        .query_one("SELECT count(*) FROM patchdiff.targets", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(before, after, "nothing written");
 }
 
 /// A running `patchdiff-mcp` on `dsn`, after initialize.

@@ -132,7 +132,9 @@ async fn main() -> Result<(), Err> {
     println!(
         "router over its shards; target on partition {partition}; {n} interleaved calls of each kind (client-side round trips)\n"
     );
-    println!("| call | direct median ms | direct p95 | routed median ms | routed p95 | added ms | routed / direct |");
+    println!(
+        "| call | direct median ms | direct p95 | routed median ms | routed p95 | added ms | routed / direct |"
+    );
     println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: |");
     row("read_target, 4,000 code points", &mut rd, &mut rr);
     row("one-edit submission (accepted)", &mut sd, &mut sr);
