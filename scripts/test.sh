@@ -67,8 +67,9 @@ counted "$PY_ENV/bin/python" -m pytest -q -p no:cacheprovider tests/mcp_sdk
 
 # The suites that speak only the API, again through the router (docs/scale-out.md says which
 # suites do not apply there and why).
-log "through the PL/Proxy router: the MCP eras suite and the official Python SDK"
-PATCHDIFF_TEST_DSN="$PATCHDIFF_ROUTER_DSN" counted cargo test --locked -p patchdiff-tests --test eras
+log "through the PL/Proxy router: contract fidelity, structural observation, MCP eras, hostile stdio lines, the official Python SDK"
+PATCHDIFF_TEST_DSN="$PATCHDIFF_ROUTER_DSN" counted cargo test --locked -p patchdiff-tests \
+  --test contract_fidelity --test structural --test eras --test fuzz_stdio
 PATCHDIFF_TEST_DSN="$PATCHDIFF_ROUTER_DSN" counted "$PY_ENV/bin/python" -m pytest -q -p no:cacheprovider tests/mcp_sdk
 
 # cargo's "test result: ok. N passed; M failed" and pytest's "N passed, M failed in 1.2s".

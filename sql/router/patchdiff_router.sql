@@ -23,10 +23,31 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
   SELECT CASE WHEN id ~ '^[0-9A-Fa-f]{8}' THEN ('x' || substr(id, 1, 8))::bit(32)::int4 ELSE 0 END
 $$;
 
+-- The arguments as the router reads them. PostgreSQL's json operators decode every string of
+-- the object they walk and fail on the escapes text cannot hold (\u0000 and the surrogates
+-- \ud800-\udfff, which a shard answers with an audited rejection or invalid_argument): the
+-- router must still find the target of such a call, so it reads a copy in which those escapes
+-- are \u0020 (still valid JSON; the copy is only read, the shard gets the arguments as sent).
+-- Arguments without any \u escape are read as they are.
+CREATE OR REPLACE FUNCTION patchdiff_router.readable(args json) RETURNS json
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+  SELECT CASE WHEN strpos(args::text, '\u') = 0 THEN args
+              ELSE regexp_replace(args::text, '\\u(0000|[dD][89abcdefABCDEF][0-9a-fA-F]{2})',
+                                  '\\u0020', 'g')::json END
+$$;
+
+-- A top-level string field of the arguments, or NULL.
+CREATE OR REPLACE FUNCTION patchdiff_router.field(args json, key text) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+  SELECT CASE WHEN json_typeof(args) = 'object' THEN
+           (SELECT CASE WHEN json_typeof(r->key) = 'string' THEN r->>key END
+              FROM (SELECT patchdiff_router.readable(args) AS r) x)
+         END
+$$;
+
 CREATE OR REPLACE FUNCTION patchdiff_router.partition_of(args json) RETURNS int4
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-  SELECT patchdiff_router.partition_of_id(
-    CASE WHEN json_typeof(args) = 'object' THEN args->>'target_file_id' END)
+  SELECT patchdiff_router.partition_of_id(patchdiff_router.field(args, 'target_file_id'))
 $$;
 
 -- How many partitions the cluster has (PL/Proxy's own count of its connection strings).
@@ -105,7 +126,7 @@ BEGIN
       LANGUAGE plpgsql AS $b$
       DECLARE
         strict_mode text := current_setting('patchdiff.strict_observation_mode', true);
-        resend bool := %2$L OR json_typeof(args->'client_request_id') = 'string';
+        resend bool := %2$L OR patchdiff_router.field(args, 'client_request_id') IS NOT NULL;
       BEGIN
         FOR try IN 1 .. 2 LOOP
           BEGIN
@@ -266,8 +287,9 @@ BEGIN
   END LOOP;
   -- The page size, as every shard read it from the same (valid: else it was refused above)
   -- arguments: null or absent is 50; larger than 500 is 500 (pg_patchdiff's target::tenancy).
-  lim := CASE WHEN json_typeof(args->'limit') = 'number'
-              THEN least((args->>'limit')::numeric, 500)::int8 ELSE 50 END;
+  lim := CASE WHEN json_typeof(patchdiff_router.readable(args)->'limit') = 'number'
+              THEN least((patchdiff_router.readable(args)->>'limit')::numeric, 500)::int8
+              ELSE 50 END;
   SELECT count(*) INTO total FROM unnest(pages) pg, json_array_elements(pg->'targets');
   WITH t AS (
     SELECT e AS item, (e->>'created_at')::timestamptz AS at, (e->>'target_file_id')::uuid AS id

@@ -89,6 +89,18 @@ async fn call(c: &Client, function: &str, args: &Value) -> Value {
     serde_json::from_str(&row.get::<_, String>(0)).unwrap()
 }
 
+/// A call with arguments given as JSON text, exactly as written.
+async fn raw_call(c: &Client, function: &str, args: &str) -> Value {
+    let row = c
+        .query_one(
+            &format!("SELECT {function}($1::text::json)::text"),
+            &[&args],
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{function} {args}: {e}"));
+    serde_json::from_str(&row.get::<_, String>(0)).unwrap()
+}
+
 async fn create(c: &Client, filename: &str, content: &str) -> String {
     let r = call(
         c,
@@ -610,4 +622,36 @@ async fn a_shard_that_is_down_makes_only_its_targets_unavailable() {
         (&json!(0), &json!("alpha\n")),
         "{back}"
     );
+}
+
+/// Issue 20 with the hostile-input rule: arguments PostgreSQL's json operators cannot decode
+/// (`\u0000`, lone surrogates, in any field, the target's ID included) never fail in the router;
+/// they reach a shard, which answers them exactly as one database does (its audited rejection or
+/// invalid_argument).
+#[tokio::test]
+async fn hostile_arguments_are_answered_as_one_database_answers_them() {
+    let _turn = SHARDS.read().await;
+    let router = connect(&router_dsn()).await;
+    let plain = connect(&std::env::var("PATCHDIFF_TEST_DSN").expect("PATCHDIFF_TEST_DSN")).await;
+    let on_router = create(&router, "hostile.md", "alpha beta\n").await;
+    let on_plain = create(&plain, "hostile.md", "alpha beta\n").await;
+    let cases: Vec<(&str, String)> = vec![
+        ("patchdiff_read_target", r#"{"target_file_id":"\u0000"}"#.into()),
+        ("patchdiff_read_target", r#"{"target_file_id":"\ud800"}"#.into()),
+        ("patchdiff_save", r#"{"target_file_id":"TARGET","workspace_eol_format":"\u0000"}"#.into()),
+        ("patchdiff_submit_edits", r#"{"target_file_id":"TARGET","intent":"\udc00x","expected_target_version":0,"edits":[{"match":"alpha","replace":"\u0000"}]}"#.into()),
+        ("patchdiff_submit_edits", r#"{"target_file_id":"TARGET","intent":"x","expected_target_version":0,"client_request_id":"\ud83d","edits":[{"match":"alpha","replace":"b"}]}"#.into()),
+        ("patchdiff_find_occurrences", r#"{"target_file_id":"TARGET","text":"\ud800\u0000"}"#.into()),
+        ("patchdiff_list_targets", r#"{"filename_prefix":"\u0000"}"#.into()),
+        ("patchdiff_initialize_target", r#"{"filename":"\ud800.md","content":"x"}"#.into()),
+    ];
+    for (function, args) in cases {
+        let routed = raw_call(&router, function, &args.replace("TARGET", &on_router)).await;
+        let direct = raw_call(&plain, function, &args.replace("TARGET", &on_plain)).await;
+        assert_eq!(
+            masked(&routed).to_string().replace(&on_router, "T"),
+            masked(&direct).to_string().replace(&on_plain, "T"),
+            "{function} {args}"
+        );
+    }
 }
