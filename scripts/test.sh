@@ -56,7 +56,7 @@ log "patchdiff-mcp under the official MCP Python SDK"
 setup_python
 counted "$PY_ENV/bin/python" -m pytest -q -p no:cacheprovider tests/mcp_sdk
 
-log "patchdiff-mcp under the MCP Inspector CLI and the official TypeScript SDK (docs/clients.md)"
+log "patchdiff-mcp under the MCP Inspector CLI, the official TypeScript SDK and the MCP conformance suite (docs/clients.md)"
 setup_node
 counted "$NODE_BIN" --test --test-reporter=spec tests/mcp_node/*.test.mjs
 
