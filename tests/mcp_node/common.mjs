@@ -5,7 +5,7 @@
 // pg_patchdiff), and optionally PATCHDIFF_NODE_PREFIX (where scripts/lib.sh setup_node ran
 // `npm ci`; default target/node).
 import assert from "node:assert/strict";
-import { mkdtempSync, readFileSync, existsSync } from "node:fs";
+import { mkdtempSync, readFileSync, existsSync, rmSync } from "node:fs";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
@@ -34,7 +34,12 @@ export function bin(name) {
 }
 
 // A fresh file for one conversation's transcript.
+// Kept when a test failed (or with PATCHDIFF_KEEP_TRANSCRIPTS=1), to read what was sent.
 const scratch = mkdtempSync(join(tmpdir(), "patchdiff-node-clients-"));
+process.on("exit", (code) => {
+  if (code === 0 && !process.env.PATCHDIFF_KEEP_TRANSCRIPTS) rmSync(scratch, { recursive: true, force: true });
+  else console.error(`transcripts and conformance results: ${scratch}`);
+});
 let transcripts = 0;
 export function transcriptPath(label) {
   transcripts += 1;
