@@ -3,8 +3,12 @@
 //
 // Environment: PATCHDIFF_MCP_BIN (the built server), PATCHDIFF_TEST_DSN (a database with
 // pg_patchdiff), and optionally PATCHDIFF_NODE_PREFIX (where scripts/lib.sh setup_node ran
-// `npm ci`; default target/node).
+// `npm ci`; default target/node). With PATCHDIFF_TEST_MCP_URL (a running Streamable HTTP
+// endpoint, e.g. http://127.0.0.1:8080/mcp) and PATCHDIFF_TEST_MCP_TOKEN_FILE (a file holding
+// a bearer token for it), the Inspector and SDK tests talk to that endpoint instead of stdio.
 import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { once } from "node:events";
 import { mkdtempSync, readFileSync, existsSync, rmSync } from "node:fs";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
@@ -46,6 +50,24 @@ export function transcriptPath(label) {
   return join(scratch, `${transcripts}-${label.replace(/\W+/g, "_")}.jsonl`);
 }
 
+export const HTTP_URL = process.env.PATCHDIFF_TEST_MCP_URL;
+export const TRANSPORT = HTTP_URL ? "http" : "stdio";
+const TOKEN_FILE = process.env.PATCHDIFF_TEST_MCP_TOKEN_FILE;
+if (HTTP_URL) assert.ok(TOKEN_FILE, "PATCHDIFF_TEST_MCP_TOKEN_FILE must name a file holding a token for PATCHDIFF_TEST_MCP_URL");
+
+// The endpoint behind a recording bearer-proxy.mjs for one conversation: its URL.
+const proxies = [];
+process.on("exit", () => proxies.forEach((p) => p.kill()));
+export async function recordedEndpoint(log) {
+  const proxy = spawn(process.execPath, [join(HERE, "bearer-proxy.mjs"), HTTP_URL, TOKEN_FILE, log], { stdio: ["ignore", "pipe", "inherit"] });
+  proxies.push(proxy);
+  const [chunk] = await once(proxy.stdout, "data");
+  // Nothing more to read; the proxy must not keep this test process alive.
+  proxy.stdout.destroy();
+  proxy.unref();
+  return `http://127.0.0.1:${Number(chunk.toString().split("\n")[0])}${new URL(HTTP_URL).pathname}`;
+}
+
 // The command line that runs patchdiff-mcp behind the recorder: [command, ...args].
 export function recordedServer(log) {
   return [process.execPath, RECORDER, log, BIN];
@@ -60,13 +82,23 @@ export function transcript(log) {
     .map((l) => JSON.parse(l));
 }
 
-// The requests a client sent (not notifications), and the results it got, paired by id.
+// The requests a client sent (not notifications), in order, each with the first response of the
+// same id that followed it (one log may hold several connections, which reuse ids).
 export function exchanges(log) {
-  const lines = transcript(log);
-  const got = new Map(lines.filter((l) => l.dir === "got" && "id" in l.msg).map((l) => [JSON.stringify(l.msg.id), l.msg]));
-  return lines
-    .filter((l) => l.dir === "sent" && "id" in l.msg && l.msg.method)
-    .map((l) => ({ request: l.msg, response: got.get(JSON.stringify(l.msg.id)) }));
+  const out = [];
+  const pending = new Map();
+  for (const { dir, msg } of transcript(log)) {
+    if (!("id" in msg)) continue;
+    const id = JSON.stringify(msg.id);
+    if (dir === "sent" && msg.method) {
+      const e = { request: msg, response: undefined };
+      out.push(e);
+      pending.set(id, [...(pending.get(id) || []), e]);
+    } else if (dir === "got" && pending.get(id)?.length) {
+      pending.get(id).shift().response = msg;
+    }
+  }
+  return out;
 }
 
 // 2026-07-28 basic/index "Per-request protocol fields" and "ResultType", basic/utilities/caching:

@@ -1,5 +1,5 @@
 // patchdiff-mcp under the MCP Inspector CLI (@modelcontextprotocol/inspector, `inspector --cli`),
-// over stdio, against a real PostgreSQL, in each of its protocol eras: `modern` pins 2026-07-28,
+// over stdio (or the HTTP endpoint: common.mjs), against a real PostgreSQL, in each of its protocol eras: `modern` pins 2026-07-28,
 // `auto` probes server/discover and falls back to initialize, `legacy` sends initialize only.
 // Each CLI run is one connection: tools/list, then the contract's `alpha beta alpha` example
 // as three tools/call runs, and the tool schemas pass its --strict portability check. The recorded wire shows which era each mode used.
@@ -9,6 +9,8 @@ import { test } from "node:test";
 import { promisify } from "node:util";
 import {
   DSN,
+  TRANSPORT,
+  recordedEndpoint,
   TOOLS,
   EXAMPLE,
   AMBIGUOUS,
@@ -28,7 +30,8 @@ const INSPECTOR = bin("mcp-inspector");
 
 // One `inspector --cli` run: its JSON result (`--format json -q` prints {"result": ...}).
 async function inspector(era, log, method, extra = []) {
-  const args = ["--cli", "--protocol-era", era, "--format", "json", "-q", "-e", `PATCHDIFF_DATABASE_URL=${DSN}`, "--method", method, ...extra, ...recordedServer(log)];
+  const target = TRANSPORT === "http" ? ["--transport", "http", await recordedEndpoint(log)] : ["-e", `PATCHDIFF_DATABASE_URL=${DSN}`, ...recordedServer(log)];
+  const args = ["--cli", "--protocol-era", era, "--format", "json", "-q", "--method", method, ...extra, ...target];
   let out;
   try {
     out = await run(process.execPath, [INSPECTOR, ...args], { timeout: 60_000, maxBuffer: 16 << 20 });
@@ -55,7 +58,7 @@ async function contractExample(era, log) {
   return listed;
 }
 
-test("Inspector CLI --protocol-era modern: server/discover offers 2026-07-28, every result is complete with cache hints on lists (issue 18 Why: the pinned-version failure; 2026-07-28 basic/lifecycle)", async () => {
+test(`Inspector CLI (${TRANSPORT}) --protocol-era modern: server/discover offers 2026-07-28, every result is complete with cache hints on lists (issue 18 Why: the pinned-version failure; 2026-07-28 basic/lifecycle)`, async () => {
   const log = transcriptPath("inspector-modern");
   await contractExample("modern", log);
   const ex = assertModernConversation(log, ["server/discover", "tools/list", "tools/call"]);
@@ -63,13 +66,13 @@ test("Inspector CLI --protocol-era modern: server/discover offers 2026-07-28, ev
   assert.equal(ex.filter((e) => e.request.method === "server/discover").length, 4, "one connection per CLI run");
 });
 
-test("Inspector CLI --protocol-era auto: its server/discover probe succeeds and it stays modern (2026-07-28 stdio backward compatibility; issue 18 item 3)", async () => {
+test(`Inspector CLI (${TRANSPORT}) --protocol-era auto: its server/discover probe succeeds and it stays modern (2026-07-28 stdio backward compatibility; issue 18 item 3)`, async () => {
   const log = transcriptPath("inspector-auto");
   await contractExample("auto", log);
   assertModernConversation(log, ["server/discover", "tools/list", "tools/call"]);
 });
 
-test("Inspector CLI --protocol-era legacy: initialize to 2025-11-25, the contract's revision unchanged (issue 18 item 1)", async () => {
+test(`Inspector CLI (${TRANSPORT}) --protocol-era legacy: initialize to 2025-11-25, the contract's revision unchanged (issue 18 item 1)`, async () => {
   const log = transcriptPath("inspector-legacy");
   const listed = await contractExample("legacy", log);
   assertLegacyConversation(log, ["tools/list", "tools/call"]);

@@ -1,5 +1,5 @@
 // patchdiff-mcp under the official TypeScript SDK client (@modelcontextprotocol/client, the v2
-// SDK), over stdio, against a real PostgreSQL: each of its version negotiation modes
+// SDK), over stdio (or the HTTP endpoint: common.mjs), against a real PostgreSQL: each of its version negotiation modes
 // (`{pin: "2026-07-28"}`, `auto`, `legacy`) lists the tools and runs the contract's
 // `alpha beta alpha` example; the recorded wire shows which era each mode used.
 import assert from "node:assert/strict";
@@ -7,6 +7,8 @@ import { test } from "node:test";
 import {
   MODERN,
   SERVER_ENV,
+  TRANSPORT,
+  recordedEndpoint,
   TOOLS,
   EXAMPLE,
   AMBIGUOUS,
@@ -21,14 +23,20 @@ import {
   assertLegacyConversation,
 } from "./common.mjs";
 
-const { Client } = await load("@modelcontextprotocol/client");
+const { Client, StreamableHTTPClientTransport } = await load("@modelcontextprotocol/client");
 const { StdioClientTransport } = await load("@modelcontextprotocol/client/stdio");
 
 async function withClient(mode, fn) {
   const log = transcriptPath(`sdk-${JSON.stringify(mode)}`);
-  const [command, ...args] = recordedServer(log);
+  let transport;
+  if (TRANSPORT === "http") {
+    transport = new StreamableHTTPClientTransport(new URL(await recordedEndpoint(log)));
+  } else {
+    const [command, ...args] = recordedServer(log);
+    transport = new StdioClientTransport({ command, args, env: SERVER_ENV, stderr: "ignore" });
+  }
   const client = new Client({ name: "patchdiff-node-tests", version: "1" }, { versionNegotiation: { mode } });
-  await client.connect(new StdioClientTransport({ command, args, env: SERVER_ENV, stderr: "ignore" }));
+  await client.connect(transport);
   try {
     await fn(client);
   } finally {
@@ -57,7 +65,7 @@ async function contractExample(client) {
   return listed;
 }
 
-test("TypeScript SDK pinned to 2026-07-28: server/discover, no initialize, resultType and cache hints on the wire (2026-07-28 basic/lifecycle, basic/utilities/caching; issue 18 item 3)", async () => {
+test(`TypeScript SDK (${TRANSPORT}) pinned to 2026-07-28: server/discover, no initialize, resultType and cache hints on the wire (2026-07-28 basic/lifecycle, basic/utilities/caching; issue 18 item 3)`, async () => {
   let listed;
   const log = await withClient({ pin: MODERN }, async (client) => {
     assert.equal(client.getProtocolEra(), "modern");
@@ -74,7 +82,7 @@ test("TypeScript SDK pinned to 2026-07-28: server/discover, no initialize, resul
   assert.equal(ex[0].request.method, "server/discover");
 });
 
-test("TypeScript SDK auto mode: its server/discover probe finds 2026-07-28 and the connection stays modern (2026-07-28 stdio backward compatibility; issue 18 item 3)", async () => {
+test(`TypeScript SDK (${TRANSPORT}) auto mode: its server/discover probe finds 2026-07-28 and the connection stays modern (2026-07-28 stdio backward compatibility; issue 18 item 3)`, async () => {
   const log = await withClient("auto", async (client) => {
     assert.equal(client.getProtocolEra(), "modern");
     assert.equal(client.getNegotiatedProtocolVersion(), MODERN);
@@ -84,7 +92,7 @@ test("TypeScript SDK auto mode: its server/discover probe finds 2026-07-28 and t
   assertModernConversation(log, ["server/discover", "tools/list", "tools/call"]);
 });
 
-test("TypeScript SDK legacy mode: initialize negotiates 2025-11-25, served exactly as the contract's revisions (issue 18 item 1: legacy unchanged)", async () => {
+test(`TypeScript SDK (${TRANSPORT}) legacy mode: initialize negotiates 2025-11-25, served exactly as the contract's revisions (issue 18 item 1: legacy unchanged)`, async () => {
   let legacyTools;
   const log = await withClient("legacy", async (client) => {
     assert.equal(client.getProtocolEra(), "legacy");
