@@ -96,6 +96,31 @@ setup_python() {
   fi
 }
 
+# Node 22 and the pinned Node MCP clients (tests/mcp_node/package.json and package-lock.json:
+# the Inspector CLI, the TypeScript SDK client, the conformance suite, and Node 22 itself as the
+# npm package `node`), from npm, into target/node. Any npm can install them (the machine's own
+# Node only runs npm); the tests run on the Node 22 that this installs.
+NODE_PREFIX="$ROOT/target/node"
+NODE_BIN="$NODE_PREFIX/node_modules/.bin/node"
+setup_node() {
+  local src="$ROOT/tests/mcp_node"
+  if ! command -v npm >/dev/null; then
+    log "installing npm"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -q
+    apt-get install -y -q --no-install-recommends nodejs npm
+  fi
+  if ! cmp -s "$src/package-lock.json" "$NODE_PREFIX/package-lock.json" \
+     || ! cmp -s "$src/package.json" "$NODE_PREFIX/package.json" \
+     || ! "$NODE_BIN" --version 2>/dev/null | grep -q '^v22\.'; then
+    log "installing the Node MCP clients and Node 22 (npm ci into $NODE_PREFIX)"
+    mkdir -p "$NODE_PREFIX"
+    cp "$src/package.json" "$src/package-lock.json" "$NODE_PREFIX/"
+    (cd "$NODE_PREFIX" && npm ci --no-audit --no-fund --loglevel=error)
+    "$NODE_BIN" --version | grep -q '^v22\.'
+  fi
+}
+
 # start_cluster DIR PORT: a private PostgreSQL 15 cluster in DIR, owned by the unprivileged
 # `postgres` user (initdb refuses root), listening on 127.0.0.1:PORT and a socket in DIR.
 start_cluster() {

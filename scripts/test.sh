@@ -65,6 +65,10 @@ log "patchdiff-mcp under the official MCP Python SDK"
 setup_python
 counted "$PY_ENV/bin/python" -m pytest -q -p no:cacheprovider tests/mcp_sdk
 
+log "patchdiff-mcp under the MCP Inspector CLI, the official TypeScript SDK and the MCP conformance suite (docs/clients.md)"
+setup_node
+counted "$NODE_BIN" --test --test-reporter=spec tests/mcp_node/*.test.mjs
+
 # The suites that speak only the API, again through the router (docs/scale-out.md says which
 # suites do not apply there and why).
 log "through the PL/Proxy router: contract fidelity, structural observation, MCP eras, hostile stdio lines, the official Python SDK"
@@ -72,6 +76,8 @@ PATCHDIFF_TEST_DSN="$PATCHDIFF_ROUTER_DSN" counted cargo test --locked -p patchd
   --test contract_fidelity --test structural --test eras --test fuzz_stdio
 PATCHDIFF_TEST_DSN="$PATCHDIFF_ROUTER_DSN" counted "$PY_ENV/bin/python" -m pytest -q -p no:cacheprovider tests/mcp_sdk
 
-# cargo's "test result: ok. N passed; M failed" and pytest's "N passed, M failed in 1.2s".
+# cargo's "test result: ok. N passed; M failed", pytest's "N passed, M failed in 1.2s" and
+# node --test's "ℹ pass N" / "ℹ fail N".
 awk '/^test result:/ || /^[0-9]+ (passed|failed)/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
+     /^ℹ (pass|fail) [0-9]+$/ { if ($2 == "pass") p += $3; else f += $3 }
      END { printf "tests: %d passed, %d failed\n", p, f }' "$RESULTS"
