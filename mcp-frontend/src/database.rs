@@ -20,6 +20,9 @@ pub struct Db {
     /// socket): the next call opens a new connection even if the old one has not been seen to
     /// close yet, instead of failing a second time on it.
     broken: bool,
+    /// `SET ROLE ...` of the role this connection calls as (the HTTP endpoint's token role),
+    /// run after the session settings on every reconnection, so no call runs as the login role.
+    role_sql: String,
     /// `SET ...` statements every session carries (strict observation mode), run right after
     /// connecting and after every reconnect, before any call.
     session: String,
@@ -119,8 +122,29 @@ impl Db {
             versions,
             statements: HashMap::new(),
             broken: false,
+            role_sql: String::new(),
             session: String::new(),
         })
+    }
+
+    /// Makes every later call of this connection run as `role` (`SET ROLE`), now and after any
+    /// reconnection. Nothing to do when it already does. On failure the connection must not be
+    /// used again.
+    pub async fn assume_role(&mut self, role: &str) -> Result<(), String> {
+        let sql = format!("SET ROLE {}", quote_ident(role));
+        if sql == self.role_sql && !(self.broken || self.client.is_closed()) {
+            return Ok(());
+        }
+        self.role_sql.clear();
+        self.reconnect_if_lost()
+            .await
+            .map_err(|e| format!("cannot reach the database: {}", e.message))?;
+        self.client
+            .batch_execute(&sql)
+            .await
+            .map_err(|e| format!("cannot SET ROLE {role}: {}", describe(&e)))?;
+        self.role_sql = sql;
+        Ok(())
     }
 
     /// Fixes the session settings of this connection and of every later reconnection, and
@@ -149,8 +173,11 @@ impl Db {
             return Ok(());
         }
         let client = open(&self.conninfo).await.map_err(CallError::unknown)?;
-        if !self.session.is_empty() {
-            client.batch_execute(&self.session).await.map_err(|e| {
+        for sql in [&self.session, &self.role_sql] {
+            if sql.is_empty() {
+                continue;
+            }
+            client.batch_execute(sql).await.map_err(|e| {
                 CallError::unknown(format!(
                     "the session settings failed on reconnection: {}",
                     describe(&e)
@@ -287,6 +314,11 @@ fn ends_session(e: &tokio_postgres::Error) -> bool {
                 || code.starts_with("57P")
         }
     }
+}
+
+/// An SQL identifier, double-quoted.
+fn quote_ident(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
 }
 
 /// `SET name = 'value'; ...` for the settings, in order.

@@ -4,6 +4,10 @@
 
 const HELP: &str = "\
 usage: patchdiff-mcp                 serve MCP (JSON-RPC over stdin/stdout)
+       patchdiff-mcp serve --listen ADDR [--tokens FILE] [--connections N] [--queue-ms MS]
+                                     serve MCP over Streamable HTTP at http://ADDR/mcp
+                                     (docs/http.md: bearer tokens from FILE, or
+                                     PATCHDIFF_MCP_TOKENS_FILE, each naming a PostgreSQL role)
        patchdiff-mcp finalize ...    trusted host finalization (patchdiff-mcp finalize --help)
 
 Configured by the environment: PATCHDIFF_DATABASE_URL (else the embedded cluster in
@@ -12,18 +16,43 @@ PATCHDIFF_WORKSPACE_ROOT (required by the workspace profiles), PATCHDIFF_WORKSPA
 PATCHDIFF_WORKSPACE_KEY_FILE (the binding key; default workspace.key in the data directory),
 PATCHDIFF_WORKSPACE_RESERVED (path components never imported or published; default .git,.hg,.svn),
 PATCHDIFF_STRICT_OBSERVATION_MODE (1/true or 0/false), PATCHDIFF_WAYMARK_MODE (resident),
-PATCHDIFF_MCP_STATEMENT_TIMEOUT (statement_timeout of every call: 30s default, 500ms, 2min, 0 = unset).";
+PATCHDIFF_MCP_STATEMENT_TIMEOUT (statement_timeout of every call: 30s default, 500ms, 2min, 0 = unset).
+Over HTTP also: PATCHDIFF_MCP_ALLOWED_ORIGINS (Origin values allowed besides loopback ones,
+comma-separated).";
 
-#[tokio::main(flavor = "current_thread")]
-async fn main() {
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    // Over HTTP, one line per call at info unless PATCHDIFF_LOG says otherwise (docs/http.md);
+    // over stdio, what PATCHDIFF_LOG asks (errors by default).
+    let filter = if args.first().map(String::as_str) == Some("serve") {
+        tracing_subscriber::EnvFilter::try_from_env("PATCHDIFF_LOG")
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"))
+    } else {
+        tracing_subscriber::EnvFilter::from_env("PATCHDIFF_LOG")
+    };
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
-        .with_env_filter(tracing_subscriber::EnvFilter::from_env("PATCHDIFF_LOG"))
+        .with_env_filter(filter)
         .with_ansi(false)
         .init();
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    // One thread serves one stdio client; the HTTP endpoint serves many at once on every core.
+    let runtime = if args.first().map(String::as_str) == Some("serve") {
+        tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+    } else {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+    }
+    .expect("starting the tokio runtime");
+    runtime.block_on(run(args));
+}
+
+async fn run(args: Vec<String>) {
     match args.first().map(String::as_str) {
         None => serve().await,
+        Some("serve") => serve_http(&args[1..]).await,
         Some("finalize") => finalize(&args[1..]),
         Some("-h" | "--help" | "help") => println!("{HELP}"),
         Some("-V" | "--version") => println!("patchdiff-mcp {}", env!("CARGO_PKG_VERSION")),
@@ -99,5 +128,92 @@ async fn serve() {
             eprintln!("patchdiff-mcp: {why}");
             std::process::exit(1);
         }
+    }
+}
+
+/// `patchdiff-mcp serve --listen ADDR ...`: Streamable HTTP (docs/http.md).
+async fn serve_http(args: &[String]) {
+    let started = async {
+        let mut listen = None;
+        let mut tokens = std::env::var("PATCHDIFF_MCP_TOKENS_FILE").ok();
+        let mut connections = 16usize;
+        let mut queue_ms = 5_000u64;
+        let mut it = args.iter();
+        while let Some(a) = it.next() {
+            let mut value = || {
+                it.next()
+                    .cloned()
+                    .ok_or_else(|| format!("{a} needs a value\n\n{HELP}"))
+            };
+            match a.as_str() {
+                "--listen" => listen = Some(value()?),
+                "--tokens" => tokens = Some(value()?),
+                "--connections" => {
+                    connections = value()?
+                        .parse()
+                        .ok()
+                        .filter(|n| *n >= 1)
+                        .ok_or("--connections must be a positive number")?
+                }
+                "--queue-ms" => {
+                    queue_ms = value()?
+                        .parse()
+                        .map_err(|_| "--queue-ms must be a number of milliseconds")?
+                }
+                other => return Err(format!("unknown argument {other:?}\n\n{HELP}")),
+            }
+        }
+        let listen: std::net::SocketAddr = listen
+            .ok_or_else(|| {
+                format!("serve needs --listen ADDR (for example 127.0.0.1:8080)\n\n{HELP}")
+            })?
+            .parse()
+            .map_err(|e| format!("--listen: {e}"))?;
+        let tokens = tokens.ok_or(
+            "serve needs a token file: --tokens FILE or PATCHDIFF_MCP_TOKENS_FILE (docs/http.md)",
+        )?;
+        let tokens = patchdiff_mcp::http::Tokens::load(std::path::Path::new(&tokens))?;
+        let config = patchdiff_mcp::config::Config::from_env(|k| std::env::var(k).ok())?;
+        if config.profile.needs_workspace() {
+            return Err(format!(
+                "the {} profile publishes files on the machine the server runs on, which a remote client does not see: serve it over stdio",
+                config.profile.name()
+            ));
+        }
+        let first = patchdiff_mcp::http::connect(&config).await?;
+        if config.strict_observation_mode
+            && !first
+                .functions
+                .contains("patchdiff_submit_observed_operations")
+        {
+            return Err("PATCHDIFF_STRICT_OBSERVATION_MODE is on, but the installed pg_patchdiff has no observed submissions".into());
+        }
+        let allowed_origins = std::env::var("PATCHDIFF_MCP_ALLOWED_ORIGINS")
+            .map(|v| {
+                v.split(',')
+                    .map(|o| o.trim().to_owned())
+                    .filter(|o| !o.is_empty())
+                    .collect()
+            })
+            .unwrap_or_default();
+        Ok::<_, String>((
+            config,
+            first,
+            patchdiff_mcp::http::Options {
+                listen,
+                tokens,
+                connections,
+                queue_wait: std::time::Duration::from_millis(queue_ms),
+                allowed_origins,
+            },
+        ))
+    };
+    let result = match started.await {
+        Ok((config, first, options)) => patchdiff_mcp::http::serve(config, first, options).await,
+        Err(why) => Err(why),
+    };
+    if let Err(why) = result {
+        eprintln!("patchdiff-mcp serve: {why}");
+        std::process::exit(1);
     }
 }

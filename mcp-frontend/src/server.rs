@@ -164,9 +164,22 @@ impl Server {
         self
     }
 
+    /// A connection already in the 2026-07-28 era: an HTTP request whose
+    /// `MCP-Protocol-Version` header names it (each request then carries its own `_meta`).
+    pub fn on_modern(mut self) -> Server {
+        self.era = Era::Modern;
+        self.revision = Some(MODERN);
+        self
+    }
+
     /// The era the connection's first request chose.
     pub fn era(&self) -> Era {
         self.era
+    }
+
+    /// The database connection back, for the next request (the HTTP endpoint's pool).
+    pub fn into_db(self) -> Db {
+        self.db
     }
 
     pub fn with_workspace(mut self, workspace: Option<Workspace>) -> Server {

@@ -1,0 +1,592 @@
+//! `patchdiff-mcp serve --listen ADDR`: the same server over Streamable HTTP, at `/mcp`, in both
+//! eras (docs/http.md, docs/eras.md). Each POST is one JSON-RPC message, answered with one JSON
+//! response (no SSE stream: no tool sends progress or server-initiated messages), without
+//! sessions. A bearer token from the token file names the PostgreSQL role every call of the
+//! request runs as (`SET ROLE` on a pooled connection of the login role), so the tenancy rules
+//! hold over HTTP exactly as over SQL.
+
+use crate::catalog::REVISIONS;
+use crate::config::Config;
+use crate::database::Db;
+use crate::modern::{self, MODERN};
+use crate::rpc::{self, INVALID_PARAMS, INVALID_REQUEST, Incoming, METHOD_NOT_FOUND};
+use crate::server::Server;
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use serde::Deserialize;
+use serde_json::Value;
+use serde_json::value::RawValue;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::sync::Semaphore;
+
+/// The tokens of the token file, each with the role its requests run as.
+pub struct Tokens {
+    entries: Vec<(Vec<u8>, String)>,
+}
+
+/// Shortest token accepted: a token is a password, and a short one can be guessed.
+pub const MIN_TOKEN_BYTES: usize = 16;
+
+impl Tokens {
+    /// Reads the token file: one `TOKEN ROLE` pair per line, `#` comments and blank lines
+    /// ignored. Refused unless only its owner may read it (mode 0600 or stricter), since every
+    /// token in it is a credential.
+    pub fn load(path: &Path) -> Result<Tokens, String> {
+        use std::os::unix::fs::PermissionsExt;
+        let shown = path.display();
+        let meta = std::fs::metadata(path)
+            .map_err(|e| format!("cannot read the token file {shown}: {e}"))?;
+        let mode = meta.permissions().mode() & 0o777;
+        if mode & 0o077 != 0 {
+            return Err(format!(
+                "the token file {shown} has mode {mode:03o}: it holds credentials, so group and others must have no access (chmod 600 {shown})"
+            ));
+        }
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read the token file {shown}: {e}"))?;
+        Tokens::parse(&text).map_err(|e| format!("the token file {shown}: {e}"))
+    }
+
+    pub fn parse(text: &str) -> Result<Tokens, String> {
+        let mut entries: Vec<(Vec<u8>, String)> = Vec::new();
+        for (n, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let [token, role] = fields[..] else {
+                return Err(format!("line {}: expected `TOKEN ROLE`", n + 1));
+            };
+            if token.len() < MIN_TOKEN_BYTES || !token.bytes().all(|b| b.is_ascii_graphic()) {
+                return Err(format!(
+                    "line {}: a token is at least {MIN_TOKEN_BYTES} visible ASCII characters",
+                    n + 1
+                ));
+            }
+            if role.len() > 63 || role.contains('\0') {
+                return Err(format!("line {}: {role:?} is not a role name", n + 1));
+            }
+            if entries.iter().any(|(t, _)| t == token.as_bytes()) {
+                return Err(format!("line {}: the same token twice", n + 1));
+            }
+            entries.push((token.as_bytes().to_vec(), role.to_owned()));
+        }
+        if entries.is_empty() {
+            return Err("no tokens".into());
+        }
+        Ok(Tokens { entries })
+    }
+
+    /// The role of a presented token. Every token is compared, each in time that does not depend
+    /// on where the bytes differ, so the answer's timing tells nothing about any token.
+    pub fn role_of(&self, presented: &[u8]) -> Option<&str> {
+        let mut found = None;
+        for (token, role) in &self.entries {
+            if constant_time_eq(token, presented) {
+                found = Some(role.as_str());
+            }
+        }
+        found
+    }
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    let mut diff = a.len() ^ b.len();
+    for i in 0..a.len().max(b.len()) {
+        let x = a.get(i).copied().unwrap_or(0);
+        let y = b.get(i).copied().unwrap_or(0);
+        diff |= usize::from(x ^ y);
+    }
+    std::hint::black_box(diff) == 0
+}
+
+/// How the endpoint is set up (docs/http.md).
+pub struct Options {
+    pub listen: SocketAddr,
+    pub tokens: Tokens,
+    /// Calls served at once (each on its own pooled connection).
+    pub connections: usize,
+    /// How long a request may wait for a free connection before it is answered 503.
+    pub queue_wait: Duration,
+    /// `Origin` values allowed besides loopback ones.
+    pub allowed_origins: Vec<String>,
+}
+
+struct Shared {
+    config: Config,
+    tokens: Tokens,
+    pool: Mutex<Vec<Db>>,
+    permits: Semaphore,
+    queue_wait: Duration,
+    allowed_origins: Vec<String>,
+    /// Bound to a loopback address: `Host` must name loopback too (DNS rebinding).
+    loopback: bool,
+}
+
+/// Serves until SIGTERM or SIGINT, then finishes the calls in flight and returns.
+pub async fn serve(config: Config, first: Db, options: Options) -> Result<(), String> {
+    let listener = tokio::net::TcpListener::bind(options.listen)
+        .await
+        .map_err(|e| format!("cannot listen on {}: {e}", options.listen))?;
+    let bound = listener.local_addr().map_err(|e| e.to_string())?;
+    let shared = Arc::new(Shared {
+        config,
+        tokens: options.tokens,
+        pool: Mutex::new(vec![first]),
+        permits: Semaphore::new(options.connections.max(1)),
+        queue_wait: options.queue_wait,
+        allowed_origins: options.allowed_origins,
+        loopback: bound.ip().is_loopback(),
+    });
+    let app = Router::new()
+        .route("/mcp", post(handle).get(not_allowed).delete(not_allowed))
+        .with_state(shared);
+    // Tests and scripts read the address from this line (port 0 picks a free one).
+    eprintln!("patchdiff-mcp: listening on http://{bound}/mcp");
+    tracing::info!(%bound, "listening");
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown())
+        .await
+        .map_err(|e| e.to_string())?;
+    tracing::info!("stopped: every call in flight finished");
+    Ok(())
+}
+
+async fn shutdown() {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .expect("installing the SIGTERM handler");
+    tokio::select! {
+        _ = term.recv() => {},
+        _ = tokio::signal::ctrl_c() => {},
+    }
+    tracing::info!("shutting down: no new connections, finishing the calls in flight");
+}
+
+/// GET (a standalone SSE stream) and DELETE (ending a session) do not exist here: no session,
+/// no server-initiated messages.
+async fn not_allowed() -> Response {
+    let mut r = (
+        StatusCode::METHOD_NOT_ALLOWED,
+        "patchdiff-mcp serves MCP with POST only: it keeps no sessions and sends no server-initiated messages\n",
+    )
+        .into_response();
+    r.headers_mut()
+        .insert(header::ALLOW, HeaderValue::from_static("POST"));
+    r
+}
+
+fn plain(status: StatusCode, text: &str) -> Response {
+    (status, format!("{text}\n")).into_response()
+}
+
+fn json(status: StatusCode, line: String) -> Response {
+    let mut r = (status, line).into_response();
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers.get(name).and_then(|v| v.to_str().ok())
+}
+
+/// `localhost`, `127.0.0.1` or `[::1]`, with or without a port.
+fn is_loopback_host(host: &str) -> bool {
+    let name = match host.strip_prefix('[') {
+        Some(rest) => rest.split(']').next().unwrap_or(""),
+        None => host.split(':').next().unwrap_or(""),
+    };
+    matches!(name, "localhost" | "127.0.0.1" | "::1")
+}
+
+fn origin_allowed(shared: &Shared, origin: &str) -> bool {
+    if shared.allowed_origins.iter().any(|o| o == origin) {
+        return true;
+    }
+    match origin.split_once("://") {
+        Some(("http" | "https", host)) => is_loopback_host(host),
+        _ => false,
+    }
+}
+
+#[derive(Deserialize)]
+struct Params<'a> {
+    #[serde(borrow, default)]
+    name: Option<&'a RawValue>,
+    #[serde(rename = "_meta", borrow, default)]
+    meta: Option<&'a RawValue>,
+}
+
+/// A value of `Mcp-Name` as the body would hold it: plain, or `=?base64?...?=`.
+fn header_value(raw: &str) -> Option<String> {
+    match raw
+        .strip_prefix("=?base64?")
+        .and_then(|r| r.strip_suffix("?="))
+    {
+        Some(b64) => String::from_utf8(base64_decode(b64)?).ok(),
+        None => Some(raw.to_owned()),
+    }
+}
+
+fn base64_decode(s: &str) -> Option<Vec<u8>> {
+    let value = |c: u8| -> Option<u32> {
+        Some(match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'+' => 62,
+            b'/' => 63,
+            _ => return None,
+        } as u32)
+    };
+    let s = s.trim_end_matches('=').as_bytes();
+    let mut out = Vec::with_capacity(s.len() * 3 / 4);
+    for chunk in s.chunks(4) {
+        let mut acc = 0u32;
+        for (i, &c) in chunk.iter().enumerate() {
+            acc |= value(c)? << (18 - 6 * i);
+        }
+        let bytes = acc.to_be_bytes();
+        let n = match chunk.len() {
+            4 => 3,
+            3 => 2,
+            2 => 1,
+            _ => return None,
+        };
+        out.extend_from_slice(&bytes[1..1 + n]);
+    }
+    Some(out)
+}
+
+/// A JSON-RPC error line with the HTTP status the era gives it.
+fn refusal(
+    status: StatusCode,
+    id: &Value,
+    code: i64,
+    message: &str,
+    data: Option<Value>,
+) -> Response {
+    json(status, rpc::error_line_with_data(id, code, message, data))
+}
+
+/// The 2026-07-28 transport's header rules (streamable-http "Protocol Version Header",
+/// "Standard Request Headers", "Server Validation"): `Mcp-Method` always, `Mcp-Name` for
+/// `tools/call`, each equal to the body's value, and the version header equal to the body's
+/// `_meta` version when the body has one. -32020 HeaderMismatch with 400 otherwise.
+fn modern_headers(
+    headers: &HeaderMap,
+    method: &str,
+    params: Option<&RawValue>,
+) -> Result<(), String> {
+    let Some(sent) = header_str(headers, "mcp-method") else {
+        return Err("the Mcp-Method header is required".into());
+    };
+    if sent != method {
+        return Err(format!(
+            "Header mismatch: Mcp-Method header value {sent:?} does not match body value {method:?}"
+        ));
+    }
+    let p = params.and_then(|p| serde_json::from_str::<Params>(p.get()).ok());
+    if method == "tools/call" {
+        let body = p
+            .as_ref()
+            .and_then(|p| p.name)
+            .and_then(|n| serde_json::from_str::<String>(n.get()).ok());
+        let Some(raw) = header_str(headers, "mcp-name") else {
+            return Err("the Mcp-Name header is required on tools/call".into());
+        };
+        let Some(value) = header_value(raw) else {
+            return Err("the Mcp-Name header is not valid base64".into());
+        };
+        if body.as_deref() != Some(value.as_str()) {
+            return Err(format!(
+                "Header mismatch: Mcp-Name header value {value:?} does not match body value {body:?}"
+            ));
+        }
+    }
+    let body_version = p
+        .and_then(|p| p.meta)
+        .and_then(|m| serde_json::from_str::<serde_json::Map<String, Value>>(m.get()).ok())
+        .and_then(|m| m.get(modern::PROTOCOL_VERSION_KEY).cloned());
+    if let Some(Value::String(v)) = body_version
+        && v != MODERN
+    {
+        return Err(format!(
+            "Header mismatch: MCP-Protocol-Version header value \"{MODERN}\" does not match body value {v:?}"
+        ));
+    }
+    Ok(())
+}
+
+/// The era a request is served in, from its `MCP-Protocol-Version` header.
+enum Era {
+    Modern,
+    Legacy(&'static str),
+    /// `initialize` without a version header: the handshake picks the revision.
+    Handshake,
+}
+
+async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response {
+    let started = Instant::now();
+    let headers = request.headers().clone();
+    if let Some(origin) = header_str(&headers, "origin")
+        && !origin_allowed(&shared, origin)
+    {
+        return plain(StatusCode::FORBIDDEN, "this Origin is not allowed");
+    }
+    if shared.loopback && !header_str(&headers, "host").is_some_and(is_loopback_host) {
+        return plain(
+            StatusCode::FORBIDDEN,
+            "this server listens on loopback: the Host header must name localhost",
+        );
+    }
+    let Some(role) = header_str(&headers, "authorization")
+        .and_then(|a| a.strip_prefix("Bearer "))
+        .and_then(|t| shared.tokens.role_of(t.trim().as_bytes()))
+        .map(str::to_owned)
+    else {
+        let mut r = plain(StatusCode::UNAUTHORIZED, "a valid bearer token is required");
+        r.headers_mut().insert(
+            header::WWW_AUTHENTICATE,
+            HeaderValue::from_static("Bearer realm=\"patchdiff-mcp\""),
+        );
+        return r;
+    };
+    let limit = shared.config.max_line_bytes;
+    let body: Bytes = match axum::body::to_bytes(request.into_body(), limit).await {
+        Ok(b) => b,
+        Err(_) => {
+            return plain(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                &format!(
+                    "the body is over this server's limit of {limit} bytes (PATCHDIFF_MCP_MAX_LINE_BYTES)"
+                ),
+            );
+        }
+    };
+    let (id, method, params) = match rpc::parse_line(&body) {
+        Err((id, code, message)) => {
+            return refusal(StatusCode::BAD_REQUEST, &id, code, &message, None);
+        }
+        Ok(Incoming::Notification { method }) => {
+            tracing::debug!(method, role, "notification");
+            return StatusCode::ACCEPTED.into_response();
+        }
+        Ok(Incoming::Request { id, method, params }) => (id, method, params),
+    };
+    let era = match header_str(&headers, "mcp-protocol-version") {
+        Some(MODERN) => Era::Modern,
+        Some(v) => match REVISIONS.iter().find(|r| **r == v) {
+            Some(r) => Era::Legacy(r),
+            None => {
+                let r = modern::unsupported(Some(v));
+                return refusal(StatusCode::BAD_REQUEST, &id, r.code, &r.message, r.data);
+            }
+        },
+        None if method == "initialize" => Era::Handshake,
+        None => {
+            return refusal(
+                StatusCode::BAD_REQUEST,
+                &id,
+                INVALID_REQUEST,
+                "Invalid Request: the MCP-Protocol-Version header is required (this server does not serve 2025-03-26)",
+                None,
+            );
+        }
+    };
+    if let Era::Modern = era {
+        if method == "initialize" {
+            return refusal(
+                StatusCode::NOT_FOUND,
+                &id,
+                METHOD_NOT_FOUND,
+                &format!("Method not found: initialize (MCP {MODERN} has no handshake)"),
+                None,
+            );
+        }
+        if let Err(why) = modern_headers(&headers, &method, params.as_deref()) {
+            return refusal(
+                StatusCode::BAD_REQUEST,
+                &id,
+                modern::HEADER_MISMATCH,
+                &why,
+                None,
+            );
+        }
+    }
+    let tool = (method == "tools/call")
+        .then(|| {
+            params
+                .as_deref()
+                .and_then(|p| serde_json::from_str::<Params>(p.get()).ok())
+                .and_then(|p| p.name.map(|n| n.get().trim_matches('"').to_owned()))
+        })
+        .flatten()
+        .unwrap_or_default();
+    let response = call(&shared, &era, &role, &body).await;
+    let status = response.status().as_u16();
+    tracing::info!(
+        method,
+        tool,
+        role,
+        status,
+        ms = format_args!("{:.2}", started.elapsed().as_secs_f64() * 1e3),
+        "call"
+    );
+    response
+}
+
+/// One request on a pooled connection as `role`: a free connection within `queue_wait`, or 503.
+async fn call(shared: &Shared, era: &Era, role: &str, body: &[u8]) -> Response {
+    let Ok(Ok(_permit)) = tokio::time::timeout(shared.queue_wait, shared.permits.acquire()).await
+    else {
+        let mut r = plain(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "every database connection of this server is busy: retry shortly",
+        );
+        r.headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        return r;
+    };
+    let pooled = shared.pool.lock().expect("the pool lock").pop();
+    let mut db = match pooled {
+        Some(db) => db,
+        None => match connect(&shared.config).await {
+            Ok(db) => db,
+            Err(why) => {
+                tracing::error!(error = why, "cannot open a database connection");
+                return unavailable(&why);
+            }
+        },
+    };
+    if let Err(why) = db.assume_role(role).await {
+        // Never used again: its role is not known to be the one asked for.
+        tracing::error!(role, error = why, "SET ROLE failed");
+        return unavailable(&why);
+    }
+    let mut server = Server::new(shared.config.clone(), db);
+    server = match era {
+        Era::Modern => server.on_modern(),
+        Era::Legacy(r) => server.on_legacy_revision(r),
+        Era::Handshake => server,
+    };
+    let reply = server.handle_message(body).await;
+    shared
+        .pool
+        .lock()
+        .expect("the pool lock")
+        .push(server.into_db());
+    let Some(line) = reply else {
+        return StatusCode::ACCEPTED.into_response();
+    };
+    json(status_of(era, &line), line)
+}
+
+/// A JSON-RPC error's HTTP status: on 2026-07-28, 404 for an unknown method and 400 for a
+/// malformed request (2026-07-28 streamable-http); a result, and every answer of the earlier
+/// revisions, 200.
+fn status_of(era: &Era, line: &str) -> StatusCode {
+    if !matches!(era, Era::Modern) {
+        return StatusCode::OK;
+    }
+    let code = serde_json::from_str::<Value>(line)
+        .ok()
+        .and_then(|v| v["error"]["code"].as_i64());
+    match code {
+        None => StatusCode::OK,
+        Some(METHOD_NOT_FOUND) => StatusCode::NOT_FOUND,
+        Some(c)
+            if c == INVALID_PARAMS || (-32099..=-32000).contains(&c) || c == INVALID_REQUEST =>
+        {
+            StatusCode::BAD_REQUEST
+        }
+        Some(_) => StatusCode::OK,
+    }
+}
+
+fn unavailable(why: &str) -> Response {
+    let mut r = plain(
+        StatusCode::SERVICE_UNAVAILABLE,
+        &format!(
+            "the database cannot serve this call now ({why}); nothing was done: retry shortly"
+        ),
+    );
+    r.headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    r
+}
+
+/// A new connection of the pool, with the session settings every connection carries.
+pub async fn connect(config: &Config) -> Result<Db, String> {
+    let mut db = Db::connect(&config.database).await?;
+    if let Some(why) = db.refusal() {
+        return Err(why);
+    }
+    db.set_session(&config.session_settings()).await?;
+    Ok(db)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn token_files_are_parsed_strictly() {
+        let t =
+            Tokens::parse("# agents\nabcdefghijklmnop alice\n\n0123456789abcdefXYZ team_docs\n")
+                .unwrap();
+        assert_eq!(t.role_of(b"abcdefghijklmnop"), Some("alice"));
+        assert_eq!(t.role_of(b"0123456789abcdefXYZ"), Some("team_docs"));
+        assert_eq!(t.role_of(b"abcdefghijklmno"), None);
+        assert_eq!(t.role_of(b"abcdefghijklmnopq"), None);
+        assert_eq!(t.role_of(b""), None);
+        assert!(Tokens::parse("short alice").is_err());
+        assert!(Tokens::parse("abcdefghijklmnop").is_err());
+        assert!(Tokens::parse("abcdefghijklmnop a b").is_err());
+        assert!(Tokens::parse("abcdefghijklmnop a\nabcdefghijklmnop b").is_err());
+        assert!(Tokens::parse("# nothing\n").is_err());
+    }
+
+    #[test]
+    fn loopback_hosts_and_origins() {
+        for h in [
+            "localhost",
+            "localhost:8080",
+            "127.0.0.1:1",
+            "[::1]:80",
+            "[::1]",
+        ] {
+            assert!(is_loopback_host(h), "{h}");
+        }
+        for h in ["evil.example", "localhost.evil.example:80", "127.0.0.2", ""] {
+            assert!(!is_loopback_host(h), "{h}");
+        }
+    }
+
+    #[test]
+    fn mcp_name_values_decode() {
+        assert_eq!(
+            header_value("patchdiff_read_target").as_deref(),
+            Some("patchdiff_read_target")
+        );
+        assert_eq!(
+            header_value("=?base64?SGVsbG8sIOS4lueVjA==?=").as_deref(),
+            Some("Hello, 世界")
+        );
+        assert_eq!(
+            header_value("=?base64?IHBhZGRlZCA=?=").as_deref(),
+            Some(" padded ")
+        );
+        assert_eq!(header_value("=?base64?!!?="), None);
+    }
+}
