@@ -1,0 +1,637 @@
+//! Issue 18 item 2: `patchdiff-mcp serve`, Streamable HTTP at `/mcp` (docs/http.md), the real
+//! process over real HTTP against a real PostgreSQL: both eras answer the contract's example,
+//! bearer tokens name PostgreSQL roles and the tenancy rules hold as over SQL, a request without
+//! a valid token touches nothing, the 2026-07-28 transport's header rules, Origin and Host
+//! checks, the body limit, a clear 503 when every connection is busy, and a graceful shutdown
+//! that finishes the call in flight.
+//!
+//! Environment: `PATCHDIFF_TEST_DSN` (a superuser connection string to a database with
+//! pg_patchdiff) and `PATCHDIFF_MCP_BIN`.
+
+use patchdiff_tests::stdio::mcp_bin;
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader};
+use std::os::unix::fs::PermissionsExt;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+use tokio_postgres::Client;
+
+const MODERN: &str = "2026-07-28";
+
+fn dsn() -> String {
+    std::env::var("PATCHDIFF_TEST_DSN").expect("PATCHDIFF_TEST_DSN")
+}
+
+async fn superuser() -> Client {
+    patchdiff_tests::connect(&dsn()).await.unwrap()
+}
+
+/// A login role that may become each tenant role (NOINHERIT: it reaches nothing as itself),
+/// and the tenant roles; returns (login, [tenants]).
+async fn roles(tag: &str) -> (String, Vec<String>) {
+    let login = patchdiff_tests::roles::unique(&format!("http_login_{tag}"));
+    let tenants: Vec<String> = ["alice", "bob"]
+        .iter()
+        .map(|t| patchdiff_tests::roles::unique(&format!("http_{t}_{tag}")))
+        .collect();
+    let su = superuser().await;
+    su.batch_execute(&format!("CREATE ROLE {login} LOGIN NOINHERIT"))
+        .await
+        .unwrap();
+    for t in &tenants {
+        su.batch_execute(&format!("CREATE ROLE {t} NOLOGIN; GRANT {t} TO {login}"))
+            .await
+            .unwrap();
+    }
+    (login, tenants)
+}
+
+/// A running `patchdiff-mcp serve` and its URL.
+struct Endpoint {
+    child: Child,
+    url: String,
+    _dir: tempdir::Dir,
+    stderr: BufReader<std::process::ChildStderr>,
+}
+
+mod tempdir {
+    pub struct Dir(pub std::path::PathBuf);
+    impl Drop for Dir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+impl Endpoint {
+    /// `tokens`: (token, role) pairs; `login`: the role the server connects as.
+    fn start(
+        login: &str,
+        tokens: &[(&str, &str)],
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Endpoint {
+        let dir = std::env::temp_dir().join(patchdiff_tests::roles::unique("patchdiff-http"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("tokens");
+        let text: String = tokens.iter().map(|(t, r)| format!("{t} {r}\n")).collect();
+        std::fs::write(&file, text).unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let db = format!("{} user={login}", dsn());
+        let mut cmd = Command::new(mcp_bin());
+        cmd.args(["serve", "--listen", "127.0.0.1:0", "--tokens"])
+            .arg(&file)
+            .args(args)
+            .env("PATCHDIFF_DATABASE_URL", db)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().expect("patchdiff-mcp serve");
+        let mut stderr = BufReader::new(child.stderr.take().unwrap());
+        let mut line = String::new();
+        stderr.read_line(&mut line).unwrap();
+        let url = line
+            .trim()
+            .strip_prefix("patchdiff-mcp: listening on ")
+            .unwrap_or_else(|| panic!("no address line: {line:?}"))
+            .to_owned();
+        Endpoint {
+            child,
+            url,
+            _dir: tempdir::Dir(dir),
+            stderr,
+        }
+    }
+
+    /// A POST; returns (status, body as JSON or Null).
+    fn post(&self, headers: &[(&str, &str)], body: &str) -> (u16, Value) {
+        let mut r = ureq::post(&self.url).set("Content-Type", "application/json");
+        for (k, v) in headers {
+            r = r.set(k, v);
+        }
+        let resp = match r.send_string(body) {
+            Ok(resp) => resp,
+            Err(ureq::Error::Status(_, resp)) => resp,
+            Err(e) => panic!("POST {}: {e}", self.url),
+        };
+        let status = resp.status();
+        let text = resp.into_string().unwrap_or_default();
+        (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+    }
+
+    /// A 2026-07-28 request with the headers and `_meta` it carries.
+    fn modern(&self, token: &str, method: &str, mut params: Value) -> (u16, Value) {
+        params["_meta"] = json!({"io.modelcontextprotocol/protocolVersion": MODERN,
+                                 "io.modelcontextprotocol/clientCapabilities": {}});
+        let name = params["name"].as_str().unwrap_or("").to_owned();
+        let auth = format!("Bearer {token}");
+        let mut headers = vec![
+            ("Authorization", auth.as_str()),
+            ("MCP-Protocol-Version", MODERN),
+            ("Mcp-Method", method),
+        ];
+        if method == "tools/call" {
+            headers.push(("Mcp-Name", &name));
+        }
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+        self.post(&headers, &body.to_string())
+    }
+
+    /// A request on a 2025-11-25 connection (after its initialize).
+    fn legacy(&self, token: &str, method: &str, params: Value) -> (u16, Value) {
+        let auth = format!("Bearer {token}");
+        let body = json!({"jsonrpc": "2.0", "id": 2, "method": method, "params": params});
+        self.post(
+            &[
+                ("Authorization", &auth),
+                ("MCP-Protocol-Version", "2025-11-25"),
+            ],
+            &body.to_string(),
+        )
+    }
+
+    fn tool(&self, token: &str, name: &str, arguments: Value) -> Value {
+        let (status, r) = self.modern(
+            token,
+            "tools/call",
+            json!({"name": name, "arguments": arguments}),
+        );
+        assert_eq!(status, 200, "{r}");
+        serde_json::from_str(r["result"]["content"][0]["text"].as_str().unwrap()).unwrap()
+    }
+}
+
+impl Drop for Endpoint {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn text(r: &Value) -> Value {
+    serde_json::from_str(r["result"]["content"][0]["text"].as_str().unwrap()).unwrap()
+}
+
+/// docs/http.md and the contract's `alpha beta alpha` example over HTTP in both eras: the
+/// legacy handshake and a 2025-11-25 call, the modern discover and calls with resultType; the
+/// ambiguous alpha is rejected with both candidates and occurrence_index 2 is accepted.
+#[tokio::test]
+async fn both_eras_answer_the_contract_example_over_http() {
+    let (login, tenants) = roles("eras").await;
+    let token = "token-eras-0123456789";
+    let e = Endpoint::start(&login, &[(token, &tenants[0])], &[], &[]);
+    let auth = format!("Bearer {token}");
+    let (status, init) = e.post(
+        &[("Authorization", &auth)],
+        &json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})
+        .to_string(),
+    );
+    assert_eq!(
+        (status, &init["result"]["protocolVersion"]),
+        (200, &json!("2025-11-25")),
+        "{init}"
+    );
+    let (status, listed) = e.legacy(token, "tools/list", json!({}));
+    assert_eq!(status, 200);
+    assert!(listed["result"].get("resultType").is_none());
+    let (status, discovered) = e.modern(token, "server/discover", json!({}));
+    assert_eq!(
+        (status, &discovered["result"]["supportedVersions"]),
+        (200, &json!([MODERN]))
+    );
+    let (_, modern_list) = e.modern(token, "tools/list", json!({}));
+    assert_eq!(modern_list["result"]["tools"], listed["result"]["tools"]);
+    for era in ["modern", "legacy"] {
+        let call = |name: &str, arguments: Value| {
+            let (status, r) = if era == "modern" {
+                e.modern(
+                    token,
+                    "tools/call",
+                    json!({"name": name, "arguments": arguments}),
+                )
+            } else {
+                e.legacy(
+                    token,
+                    "tools/call",
+                    json!({"name": name, "arguments": arguments}),
+                )
+            };
+            assert_eq!(status, 200, "{r}");
+            assert_eq!(
+                r["result"].get("resultType").is_some(),
+                era == "modern",
+                "{r}"
+            );
+            text(&r)
+        };
+        let t = call(
+            "patchdiff_initialize_target",
+            json!({"filename": "a.md", "content": "alpha beta alpha\n"}),
+        );
+        let id = t["target_file_id"].as_str().unwrap().to_owned();
+        let r = call(
+            "patchdiff_submit_edits",
+            json!({"target_file_id": id, "intent": "x", "expected_target_version": 0, "edits": [{"match": "alpha", "replace": "gamma"}]}),
+        );
+        assert_eq!(r["failure_reason"], "match_ambiguous", "{r}");
+        let starts: Vec<&Value> = r["diagnostic"]["exact_candidates"]["candidates"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| &c["start"])
+            .collect();
+        assert_eq!(starts, [&json!(0), &json!(11)]);
+        let r = call(
+            "patchdiff_submit_edits",
+            json!({"target_file_id": id, "intent": "x", "expected_target_version": 0, "edits": [{"match": "alpha", "replace": "gamma", "occurrence_index": 2}]}),
+        );
+        assert_eq!(
+            (&r["status"], &r["version"]),
+            (&json!("accepted"), &json!(1)),
+            "{r}"
+        );
+    }
+}
+
+/// Issue 18 item 2 "Authentication": a missing or unknown token is 401 with WWW-Authenticate
+/// and touches nothing; each token's calls run as its role, so another tenant's target answers
+/// exactly like an unknown one and targets belong to the token's role, as over SQL.
+#[tokio::test]
+async fn tokens_are_roles_and_tenancy_holds_over_http() {
+    let (login, tenants) = roles("tenancy").await;
+    let (alice, bob) = ("token-alice-0123456789", "token-bob-01234567890");
+    let e = Endpoint::start(
+        &login,
+        &[(alice, &tenants[0]), (bob, &tenants[1])],
+        &[],
+        &[],
+    );
+    let su = superuser().await;
+    let count = || async {
+        superuser()
+            .await
+            .query_one("SELECT count(*) FROM patchdiff.pdcp_logs", &[])
+            .await
+            .unwrap()
+            .get::<_, i64>(0)
+            + superuser()
+                .await
+                .query_one("SELECT count(*) FROM patchdiff.targets", &[])
+                .await
+                .unwrap()
+                .get::<_, i64>(0)
+    };
+    let create = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "patchdiff_initialize_target", "arguments": {"filename": "x.md", "content": "x"},
+                   "_meta": {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {}}}})
+    .to_string();
+    let before = count().await;
+    for auth in [
+        None,
+        Some("Bearer nope-nope-nope-nope"),
+        Some("Basic dXNlcjpwYXNz"),
+        Some("Bearer token-alice-012345678"),
+    ] {
+        let mut headers = vec![
+            ("MCP-Protocol-Version", MODERN),
+            ("Mcp-Method", "tools/call"),
+            ("Mcp-Name", "patchdiff_initialize_target"),
+        ];
+        if let Some(a) = auth {
+            headers.push(("Authorization", a));
+        }
+        let resp = ureq::post(&e.url);
+        let resp = headers
+            .iter()
+            .fold(resp, |r, (k, v)| r.set(k, v))
+            .send_string(&create);
+        let Err(ureq::Error::Status(401, r)) = resp else {
+            panic!("{auth:?} was not refused with 401");
+        };
+        assert!(
+            r.header("WWW-Authenticate")
+                .is_some_and(|h| h.starts_with("Bearer"))
+        );
+    }
+    assert_eq!(count().await, before, "a refused request wrote something");
+    let mine = e.tool(
+        alice,
+        "patchdiff_initialize_target",
+        json!({"filename": "secret.md", "content": "alpha\n"}),
+    );
+    let id = mine["target_file_id"].as_str().unwrap().to_owned();
+    let owner: String = su
+        .query_one(
+            "SELECT owner_role::text FROM patchdiff.targets WHERE target_file_id = $1::text::uuid",
+            &[&id],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(owner, tenants[0]);
+    assert_eq!(
+        e.tool(
+            alice,
+            "patchdiff_read_target",
+            json!({"target_file_id": id})
+        )["text"],
+        "alpha\n"
+    );
+    let theirs = e.tool(bob, "patchdiff_read_target", json!({"target_file_id": id}));
+    let unknown_id = "0b8e7a8e-6f63-4d5a-9b7e-3f1d2c4b5a69";
+    let unknown = e.tool(
+        bob,
+        "patchdiff_read_target",
+        json!({"target_file_id": unknown_id}),
+    );
+    assert_eq!(
+        theirs.to_string().replace(&id, unknown_id),
+        unknown.to_string()
+    );
+    let write = e.tool(bob, "patchdiff_submit_edits", json!({"target_file_id": id, "intent": "x", "expected_target_version": 0, "edits": [{"match": "alpha", "replace": "beta"}]}));
+    assert_eq!(write["code"], "target_not_found", "{write}");
+    // Alice's reads and Bob's never share a role, though they share the pool's connections.
+    for _ in 0..5 {
+        assert_eq!(
+            e.tool(
+                alice,
+                "patchdiff_read_target",
+                json!({"target_file_id": id})
+            )["status"],
+            "ok"
+        );
+        assert_eq!(
+            e.tool(bob, "patchdiff_read_target", json!({"target_file_id": id}))["status"],
+            "not_found"
+        );
+    }
+}
+
+/// 2026-07-28 streamable-http "Protocol Version Header", "Standard Request Headers", "Server
+/// Validation", "Security Warning" (Origin), and the endpoint's own limits.
+#[tokio::test]
+async fn transport_rules_over_http() {
+    let (login, tenants) = roles("rules").await;
+    let token = "token-rules-0123456789";
+    let e = Endpoint::start(
+        &login,
+        &[(token, &tenants[0])],
+        &[],
+        &[("PATCHDIFF_MCP_MAX_LINE_BYTES", "4096")],
+    );
+    let auth = format!("Bearer {token}");
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {}});
+    let body = |method: &str, params: Value| {
+        json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params}).to_string()
+    };
+    // Mcp-Method missing or not the body's method; Mcp-Name missing or not the tool's name.
+    let list = body("tools/list", json!({"_meta": meta}));
+    let (s, r) = e.post(
+        &[("Authorization", &auth), ("MCP-Protocol-Version", MODERN)],
+        &list,
+    );
+    assert_eq!((s, &r["error"]["code"]), (400, &json!(-32020)), "{r}");
+    let (s, r) = e.post(
+        &[
+            ("Authorization", &auth),
+            ("MCP-Protocol-Version", MODERN),
+            ("Mcp-Method", "server/discover"),
+        ],
+        &list,
+    );
+    assert_eq!((s, &r["error"]["code"]), (400, &json!(-32020)), "{r}");
+    let call = body(
+        "tools/call",
+        json!({"name": "patchdiff_read_target", "arguments": {}, "_meta": meta}),
+    );
+    let (s, r) = e.post(
+        &[
+            ("Authorization", &auth),
+            ("MCP-Protocol-Version", MODERN),
+            ("Mcp-Method", "tools/call"),
+        ],
+        &call,
+    );
+    assert_eq!((s, &r["error"]["code"]), (400, &json!(-32020)), "{r}");
+    let (s, r) = e.post(
+        &[
+            ("Authorization", &auth),
+            ("MCP-Protocol-Version", MODERN),
+            ("Mcp-Method", "tools/call"),
+            ("Mcp-Name", "patchdiff_get_target"),
+        ],
+        &call,
+    );
+    assert_eq!((s, &r["error"]["code"]), (400, &json!(-32020)), "{r}");
+    // The Base64 sentinel form of Mcp-Name is decoded (patchdiff_read_target).
+    let (s, r) = e.post(
+        &[
+            ("Authorization", &auth),
+            ("MCP-Protocol-Version", MODERN),
+            ("Mcp-Method", "tools/call"),
+            ("Mcp-Name", "=?base64?cGF0Y2hkaWZmX3JlYWRfdGFyZ2V0?="),
+        ],
+        &call,
+    );
+    assert_eq!((s, &r["result"]["isError"]), (200, &json!(true)), "{r}");
+    // The header's version and the body's differ; an unknown version; no version header.
+    let old_meta = body(
+        "tools/list",
+        json!({"_meta": {"io.modelcontextprotocol/protocolVersion": "2025-11-25", "io.modelcontextprotocol/clientCapabilities": {}}}),
+    );
+    let (s, r) = e.post(
+        &[
+            ("Authorization", &auth),
+            ("MCP-Protocol-Version", MODERN),
+            ("Mcp-Method", "tools/list"),
+        ],
+        &old_meta,
+    );
+    assert_eq!((s, &r["error"]["code"]), (400, &json!(-32020)), "{r}");
+    let (s, r) = e.post(
+        &[
+            ("Authorization", &auth),
+            ("MCP-Protocol-Version", "1900-01-01"),
+            ("Mcp-Method", "tools/list"),
+        ],
+        &list,
+    );
+    assert_eq!(
+        (s, &r["error"]["code"], &r["error"]["data"]["requested"]),
+        (400, &json!(-32022), &json!("1900-01-01")),
+        "{r}"
+    );
+    let (s, r) = e.post(&[("Authorization", &auth)], &list);
+    assert_eq!(s, 400, "{r}");
+    // A modern request without its _meta is malformed (400, -32602); an unknown method and
+    // initialize do not exist in the era (404, -32601).
+    let (s, r) = e.post(
+        &[
+            ("Authorization", &auth),
+            ("MCP-Protocol-Version", MODERN),
+            ("Mcp-Method", "tools/list"),
+        ],
+        &body("tools/list", json!({})),
+    );
+    assert_eq!((s, &r["error"]["code"]), (400, &json!(-32602)), "{r}");
+    let (s, r) = e.modern(token, "resources/list", json!({}));
+    assert_eq!((s, &r["error"]["code"]), (404, &json!(-32601)), "{r}");
+    let (s, r) = e.modern(
+        token,
+        "initialize",
+        json!({"protocolVersion": "2025-11-25"}),
+    );
+    assert_eq!((s, &r["error"]["code"]), (404, &json!(-32601)), "{r}");
+    // A notification is accepted with no body.
+    let (s, _) = e.post(
+        &[
+            ("Authorization", &auth),
+            ("MCP-Protocol-Version", MODERN),
+            ("Mcp-Method", "notifications/cancelled"),
+        ],
+        r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{}}"#,
+    );
+    assert_eq!(s, 202);
+    // GET and DELETE: no stream, no session.
+    for method in ["GET", "DELETE"] {
+        let r = ureq::request(method, &e.url)
+            .set("Authorization", &auth)
+            .call();
+        let Err(ureq::Error::Status(405, r)) = r else {
+            panic!("{method} was not 405")
+        };
+        assert_eq!(r.header("Allow"), Some("POST"));
+    }
+    // A foreign Origin, and a Host that is not loopback (DNS rebinding), are refused.
+    let (s, _) = e.post(
+        &[("Authorization", &auth), ("Origin", "https://evil.example")],
+        &list,
+    );
+    assert_eq!(s, 403);
+    let (s, _) = e.post(
+        &[
+            ("Authorization", &auth),
+            ("Origin", "http://localhost:3000"),
+            ("MCP-Protocol-Version", MODERN),
+            ("Mcp-Method", "tools/list"),
+        ],
+        &list,
+    );
+    assert_eq!(s, 200);
+    let (s, _) = e.post(&[("Authorization", &auth), ("Host", "evil.example")], &list);
+    assert_eq!(s, 403);
+    // A body over PATCHDIFF_MCP_MAX_LINE_BYTES is refused unread.
+    let big = body(
+        "tools/call",
+        json!({"name": "patchdiff_read_target", "arguments": {"x": "y".repeat(8000)}, "_meta": meta}),
+    );
+    let (s, _) = e.post(
+        &[
+            ("Authorization", &auth),
+            ("MCP-Protocol-Version", MODERN),
+            ("Mcp-Method", "tools/call"),
+            ("Mcp-Name", "patchdiff_read_target"),
+        ],
+        &big,
+    );
+    assert_eq!(s, 413);
+}
+
+/// docs/http.md "Token file": a file others may read is refused at start-up, nothing served.
+#[test]
+fn a_token_file_others_may_read_stops_start_up() {
+    let dir = std::env::temp_dir().join(patchdiff_tests::roles::unique("patchdiff-http-mode"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("tokens");
+    std::fs::write(&file, "token-mode-0123456789 postgres\n").unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let out = Command::new(mcp_bin())
+        .args(["serve", "--listen", "127.0.0.1:0", "--tokens"])
+        .arg(&file)
+        .env("PATCHDIFF_DATABASE_URL", dsn())
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("mode 644") && err.contains("chmod 600"),
+        "{err}"
+    );
+}
+
+/// Issue 18 item 2 "Load": with every connection busy (one, held by a call waiting on a row lock
+/// taken over SQL), another request waits at most --queue-ms and gets 503 with Retry-After,
+/// having touched nothing; SIGTERM then lets the call in flight finish (200, accepted) before
+/// the server exits 0.
+#[tokio::test]
+async fn saturation_is_503_and_shutdown_finishes_the_call_in_flight() {
+    let (login, tenants) = roles("load").await;
+    let token = "token-load-0123456789";
+    let e = Endpoint::start(
+        &login,
+        &[(token, &tenants[0])],
+        &["--connections", "1", "--queue-ms", "200"],
+        &[],
+    );
+    let created = e.tool(
+        token,
+        "patchdiff_initialize_target",
+        json!({"filename": "l.md", "content": "alpha\n"}),
+    );
+    let id = created["target_file_id"].as_str().unwrap().to_owned();
+    let mut holder = superuser().await;
+    let tx = holder.transaction().await.unwrap();
+    tx.execute(
+        "SELECT 1 FROM patchdiff.targets WHERE target_file_id = $1::text::uuid FOR UPDATE",
+        &[&id],
+    )
+    .await
+    .unwrap();
+    let url = e.url.clone();
+    let waiting = std::thread::spawn(move || {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "patchdiff_submit_edits", "arguments": {"target_file_id": id, "intent": "x", "expected_target_version": 0, "edits": [{"match": "alpha", "replace": "beta"}]},
+                       "_meta": {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {}}}});
+        ureq::post(&url)
+            .set("Authorization", &format!("Bearer {token}"))
+            .set("MCP-Protocol-Version", MODERN)
+            .set("Mcp-Method", "tools/call")
+            .set("Mcp-Name", "patchdiff_submit_edits")
+            .send_string(&body.to_string())
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (s, _) = e.modern(token, "tools/list", json!({}));
+    assert_eq!(s, 503, "a second request while the only connection is busy");
+    // SIGTERM while the call waits: the server stops accepting, then finishes it.
+    unsafe { libc_kill(e.child.id() as i32) };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    tx.rollback().await.unwrap();
+    let resp = waiting
+        .join()
+        .unwrap()
+        .expect("the call in flight was answered");
+    assert_eq!(resp.status(), 200);
+    let answer: Value = serde_json::from_str(&resp.into_string().unwrap()).unwrap();
+    assert_eq!(text(&answer)["status"], "accepted", "{answer}");
+    let mut e = e;
+    let status = e.child.wait().unwrap();
+    assert_eq!(status.code(), Some(0), "exit after a graceful shutdown");
+    let mut rest = String::new();
+    let _ = std::io::Read::read_to_string(&mut e.stderr, &mut rest);
+    assert!(rest.contains("every call in flight finished"), "{rest}");
+}
+
+unsafe extern "C" {
+    #[link_name = "kill"]
+    fn c_kill(pid: i32, sig: i32) -> i32;
+}
+
+/// SIGTERM to `pid`.
+unsafe fn libc_kill(pid: i32) {
+    // SAFETY: kill(2) with a child's pid and SIGTERM (15).
+    unsafe { c_kill(pid, 15) };
+}
