@@ -602,12 +602,18 @@ async fn saturation_is_503_and_shutdown_finishes_the_call_in_flight() {
             .set("Mcp-Method", "tools/call")
             .set("Mcp-Name", "patchdiff_submit_edits")
             .send_string(&body.to_string())
+            .map(|r| (r.status(), r.into_string().unwrap_or_default()))
+            .map_err(|e| e.to_string())
     });
     tokio::time::sleep(Duration::from_millis(500)).await;
     let (s, _) = e.modern(token, "tools/list", json!({}));
     assert_eq!(s, 503, "a second request while the only connection is busy");
     // SIGTERM while the call waits: the server stops accepting, then finishes it.
-    unsafe { libc_kill(e.child.id() as i32) };
+    let ok = Command::new("kill")
+        .args(["-TERM", &e.child.id().to_string()])
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(ok, "kill -TERM");
     tokio::time::sleep(Duration::from_millis(300)).await;
     tx.rollback().await.unwrap();
     let resp = waiting
@@ -623,15 +629,4 @@ async fn saturation_is_503_and_shutdown_finishes_the_call_in_flight() {
     let mut rest = String::new();
     let _ = std::io::Read::read_to_string(&mut e.stderr, &mut rest);
     assert!(rest.contains("every call in flight finished"), "{rest}");
-}
-
-unsafe extern "C" {
-    #[link_name = "kill"]
-    fn c_kill(pid: i32, sig: i32) -> i32;
-}
-
-/// SIGTERM to `pid`.
-unsafe fn libc_kill(pid: i32) {
-    // SAFETY: kill(2) with a child's pid and SIGTERM (15).
-    unsafe { c_kill(pid, 15) };
 }
