@@ -61,20 +61,53 @@ cargo build --locked -p patchdiff-mcp
 export PATCHDIFF_MCP_BIN="$ROOT/target/debug/patchdiff-mcp"
 counted cargo test --locked -p patchdiff-tests
 
-log "patchdiff-mcp under the official MCP Python SDK"
+# The Streamable HTTP endpoint (docs/http.md), once on the test database and once on the router,
+# with a token for the superuser: the official SDKs, the Inspector CLI and the conformance suite
+# drive it below.
+log "patchdiff-mcp serve: Streamable HTTP endpoints on the test database and on the router"
+HTTP_DIR="${PATCHDIFF_TEST_DIR:-/tmp/patchdiff-test}/http"
+rm -rf "$HTTP_DIR"
+mkdir -p "$HTTP_DIR"
+(umask 077; head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$HTTP_DIR/token")
+(umask 077; printf '%s postgres\n' "$(cat "$HTTP_DIR/token")" > "$HTTP_DIR/tokens")
+HTTP_PIDS=()
+start_http() {
+  local dsn="$1" port="$2" log="$HTTP_DIR/serve-$2.log"
+  PATCHDIFF_DATABASE_URL="$dsn" "$PATCHDIFF_MCP_BIN" serve --listen "127.0.0.1:$port" \
+    --tokens "$HTTP_DIR/tokens" 2>"$log" &
+  HTTP_PIDS+=($!)
+  for _ in $(seq 100); do grep -q "listening on" "$log" && return 0; sleep 0.1; done
+  cat "$log" >&2
+  return 1
+}
+HTTP_PORT="${PATCHDIFF_TEST_HTTP_PORT:-$((E2E_PORT + 200))}"
+start_http "$PATCHDIFF_TEST_DSN" "$HTTP_PORT"
+start_http "$PATCHDIFF_ROUTER_DSN" "$((HTTP_PORT + 1))"
+trap 'kill "${HTTP_PIDS[@]}" 2>/dev/null || true; stop_cluster "$E2E_DATA"; bash "$ROOT/scripts/shards.sh" down' EXIT
+export PATCHDIFF_TEST_MCP_TOKEN_FILE="$HTTP_DIR/token"
+
+log "patchdiff-mcp under the official MCP Python SDK (stdio, and its Streamable HTTP client)"
 setup_python
-counted "$PY_ENV/bin/python" -m pytest -q -p no:cacheprovider tests/mcp_sdk
+PATCHDIFF_TEST_MCP_URL="http://127.0.0.1:$HTTP_PORT/mcp" \
+  counted "$PY_ENV/bin/python" -m pytest -q -p no:cacheprovider tests/mcp_sdk
 
 log "patchdiff-mcp under the MCP Inspector CLI, the official TypeScript SDK and the MCP conformance suite (docs/clients.md)"
 setup_node
 counted "$NODE_BIN" --test --test-reporter=spec tests/mcp_node/*.test.mjs
+log "the same Inspector CLI and TypeScript SDK tests over Streamable HTTP"
+PATCHDIFF_TEST_MCP_URL="http://127.0.0.1:$HTTP_PORT/mcp" \
+  counted "$NODE_BIN" --test --test-reporter=spec tests/mcp_node/inspector.test.mjs tests/mcp_node/sdk.test.mjs
+log "the MCP conformance suite against the Streamable HTTP endpoint (2026-07-28 and 2025-11-25)"
+PATCHDIFF_CONFORMANCE_OUT="$HTTP_DIR/conformance" \
+  bash "$ROOT/scripts/conformance.sh" "http://127.0.0.1:$HTTP_PORT/mcp" "$HTTP_DIR/token"
 
 # The suites that speak only the API, again through the router (docs/scale-out.md says which
 # suites do not apply there and why).
 log "through the PL/Proxy router: contract fidelity, structural observation, MCP eras, hostile stdio lines, the official Python SDK"
 PATCHDIFF_TEST_DSN="$PATCHDIFF_ROUTER_DSN" counted cargo test --locked -p patchdiff-tests \
   --test contract_fidelity --test structural --test eras --test fuzz_stdio
-PATCHDIFF_TEST_DSN="$PATCHDIFF_ROUTER_DSN" counted "$PY_ENV/bin/python" -m pytest -q -p no:cacheprovider tests/mcp_sdk
+PATCHDIFF_TEST_DSN="$PATCHDIFF_ROUTER_DSN" PATCHDIFF_TEST_MCP_URL="http://127.0.0.1:$((HTTP_PORT + 1))/mcp" \
+  counted "$PY_ENV/bin/python" -m pytest -q -p no:cacheprovider tests/mcp_sdk
 
 # cargo's "test result: ok. N passed; M failed", pytest's "N passed, M failed in 1.2s" and
 # node --test's "ℹ pass N" / "ℹ fail N".
