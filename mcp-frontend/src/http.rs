@@ -122,6 +122,8 @@ pub struct Options {
 
 struct Shared {
     config: Config,
+    /// The tool list, computed once from the first connection's database.
+    tools: Arc<Vec<crate::catalog::Declaration>>,
     tokens: Tokens,
     pool: Mutex<Vec<Db>>,
     permits: Semaphore,
@@ -137,8 +139,12 @@ pub async fn serve(config: Config, first: Db, options: Options) -> Result<(), St
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", options.listen))?;
     let bound = listener.local_addr().map_err(|e| e.to_string())?;
+    let tools = Arc::new(crate::server::active_tools(&config, &|name| {
+        first.functions.contains(name)
+    }));
     let shared = Arc::new(Shared {
         config,
+        tools,
         tokens: options.tokens,
         pool: Mutex::new(vec![first]),
         permits: Semaphore::new(options.connections.max(1)),
@@ -474,7 +480,7 @@ async fn call(shared: &Shared, era: &Era, role: &str, body: &[u8]) -> Response {
         tracing::error!(role, error = why, "SET ROLE failed");
         return unavailable(&why);
     }
-    let mut server = Server::new(shared.config.clone(), db);
+    let mut server = Server::with_tools(shared.config.clone(), db, shared.tools.clone());
     server = match era {
         Era::Modern => server.on_modern(),
         Era::Legacy(r) => server.on_legacy_revision(r),

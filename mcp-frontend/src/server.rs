@@ -34,7 +34,7 @@ pub struct Server {
     config: Config,
     db: Db,
     /// The tools of this profile whose SQL functions exist, in catalog order.
-    tools: Vec<Declaration>,
+    tools: std::sync::Arc<Vec<Declaration>>,
     revision: Option<&'static str>,
     /// Chosen by the connection's first request (docs/eras.md).
     era: Era,
@@ -145,7 +145,20 @@ pub fn call_failure(tool: &str, e: &CallError, unknown_advice: &str, after: &str
 
 impl Server {
     pub fn new(config: Config, db: Db) -> Server {
-        let tools = active_tools(&config, &|name| db.functions.contains(name));
+        let tools = std::sync::Arc::new(active_tools(&config, &|name| db.functions.contains(name)));
+        Server {
+            config,
+            db,
+            tools,
+            revision: None,
+            era: Era::Undecided,
+            workspace: None,
+        }
+    }
+
+    /// A server for one request over a pooled connection, with the tool list its endpoint
+    /// computed once (the same for every connection of one database).
+    pub fn with_tools(config: Config, db: Db, tools: std::sync::Arc<Vec<Declaration>>) -> Server {
         Server {
             config,
             db,
