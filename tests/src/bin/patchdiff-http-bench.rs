@@ -395,7 +395,8 @@ async fn main() -> Result<(), Err> {
             u64,
         >::new()));
         let mut threads = Vec::new();
-        for t in targets.iter().take(16).cloned() {
+        for t in targets.iter().take(16) {
+            let t = t.clone();
             let (e, stop, outcomes) = (endpoint.clone(), stop.clone(), outcomes.clone());
             threads.push(std::thread::spawn(move || {
                 while !stop.load(Ordering::Relaxed) {
