@@ -32,3 +32,23 @@ pub fn percentile(sorted: &[f64], p: f64) -> f64 {
     let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
     sorted[i]
 }
+
+/// The 4,104-byte text of the front-end benchmarks: 152 lines, each with a `marker-NNNNN`.
+pub fn marker_text() -> String {
+    (0..152)
+        .map(|i| format!("line {i:05} marker-{i:05} ok\n"))
+        .collect()
+}
+
+/// The one-edit submission that moves a [`marker_text`] target from `version` to `version + 1`:
+/// one marker's case swapped, so every call is accepted and the size holds.
+pub fn marker_edit(target: &str, version: i64) -> serde_json::Value {
+    let k = (version as usize) % 128;
+    let (from, to) = if (version as usize / 128).is_multiple_of(2) {
+        (format!("marker-{k:05}"), format!("MARKER-{k:05}"))
+    } else {
+        (format!("MARKER-{k:05}"), format!("marker-{k:05}"))
+    };
+    serde_json::json!({"target_file_id": target, "expected_target_version": version,
+        "intent": "bench", "edits": [{"match": from, "replace": to}]})
+}

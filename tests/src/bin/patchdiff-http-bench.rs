@@ -15,7 +15,7 @@
 //!     --mcp-bin target/release/patchdiff-mcp [--iterations 2000] [--sessions 200] \
 //!     [--seconds 10] [--connections 16] [--pg-data DIR]
 
-use patchdiff_tests::bench::percentile;
+use patchdiff_tests::bench::{marker_edit as edit, marker_text as body, percentile};
 use patchdiff_tests::{call_sql, connect};
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader};
@@ -115,24 +115,6 @@ impl Drop for Endpoint {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-fn body() -> String {
-    (0..152)
-        .map(|i| format!("line {i:05} marker-{i:05} ok\n"))
-        .collect() // 4,104 bytes
-}
-
-/// The edit that moves `target` from `version` to `version + 1` (a marker's case swapped).
-fn edit(target: &str, version: i64) -> Value {
-    let k = (version as usize) % 128;
-    let (from, to) = if (version as usize / 128).is_multiple_of(2) {
-        (format!("marker-{k:05}"), format!("MARKER-{k:05}"))
-    } else {
-        (format!("MARKER-{k:05}"), format!("marker-{k:05}"))
-    };
-    json!({"target_file_id": target, "expected_target_version": version, "intent": "bench",
-           "edits": [{"match": from, "replace": to}]})
 }
 
 fn median(mut v: Vec<f64>) -> (f64, f64) {

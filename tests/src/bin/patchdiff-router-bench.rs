@@ -7,7 +7,7 @@
 //! cargo run --release -p patchdiff-tests --bin patchdiff-router-bench -- \
 //!     --router 'host=127.0.0.1 port=54400 user=postgres dbname=patchdiff' [--iterations 2000]
 
-use patchdiff_tests::bench::percentile;
+use patchdiff_tests::bench::{marker_edit, marker_text, percentile};
 use patchdiff_tests::{call_sql, connect};
 use serde_json::{Value, json};
 use std::time::Instant;
@@ -43,9 +43,7 @@ async fn main() -> Result<(), Err> {
         }
     }
     let router = connect(&router_dsn).await?;
-    let body: String = (0..152)
-        .map(|i| format!("line {i:05} marker-{i:05} ok\n"))
-        .collect(); // 4,104 bytes
+    let body = marker_text();
     let init: String = router
         .query_one(
             &call_sql("patchdiff_initialize_target"),
@@ -90,15 +88,7 @@ async fn main() -> Result<(), Err> {
         router.prepare(&call_sql("patchdiff_submit_edits")).await?,
     );
     let mut version = 0i64;
-    let edit = |version: i64| {
-        let k = (version as usize) % 128;
-        let (from, to) = if (version as usize / 128).is_multiple_of(2) {
-            (format!("marker-{k:05}"), format!("MARKER-{k:05}"))
-        } else {
-            (format!("MARKER-{k:05}"), format!("marker-{k:05}"))
-        };
-        json!({"target_file_id": target, "expected_target_version": version, "intent": "bench", "edits": [{"match": from, "replace": to}]}).to_string()
-    };
+    let edit = |version: i64| marker_edit(&target, version).to_string();
     let (mut rd, mut rr, mut sd, mut sr) = (vec![], vec![], vec![], vec![]);
     for i in 0..n + 20 {
         let warm = i < 20;
