@@ -356,9 +356,11 @@ async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response
             "this server listens on loopback: the Host header must name localhost",
         );
     }
+    // The scheme is case-insensitive (RFC 9110 11.1); the token is compared exactly.
     let Some(role) = header_str(&headers, "authorization")
-        .and_then(|a| a.strip_prefix("Bearer "))
-        .and_then(|t| shared.tokens.role_of(t.trim().as_bytes()))
+        .and_then(|a| a.split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .and_then(|(_, t)| shared.tokens.role_of(t.trim().as_bytes()))
         .map(str::to_owned)
     else {
         let mut r = plain(StatusCode::UNAUTHORIZED, "a valid bearer token is required");
