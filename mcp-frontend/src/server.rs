@@ -146,14 +146,7 @@ pub fn call_failure(tool: &str, e: &CallError, unknown_advice: &str, after: &str
 impl Server {
     pub fn new(config: Config, db: Db) -> Server {
         let tools = std::sync::Arc::new(active_tools(&config, &|name| db.functions.contains(name)));
-        Server {
-            config,
-            db,
-            tools,
-            revision: None,
-            era: Era::Undecided,
-            workspace: None,
-        }
+        Server::with_tools(config, db, tools)
     }
 
     /// A server for one request over a pooled connection, with the tool list its endpoint
