@@ -394,6 +394,8 @@ async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response
     };
     let era = match header_str(&headers, "mcp-protocol-version") {
         Some(MODERN) => Era::Modern,
+        // A client that already names a revision on its handshake still negotiates it.
+        Some(v) if method == "initialize" && REVISIONS.contains(&v) => Era::Handshake,
         Some(v) => match REVISIONS.iter().find(|r| **r == v) {
             Some(r) => Era::Legacy(r),
             None => {
