@@ -509,9 +509,20 @@ fn status_of(era: &Era, line: &str) -> StatusCode {
     if !matches!(era, Era::Modern) {
         return StatusCode::OK;
     }
-    let code = serde_json::from_str::<Value>(line)
+    // Only the error's code is read; a result (a 1 MiB read, say) is skipped unparsed.
+    #[derive(Deserialize)]
+    struct Code {
+        code: i64,
+    }
+    #[derive(Deserialize)]
+    struct Reply {
+        #[serde(default)]
+        error: Option<Code>,
+    }
+    let code = serde_json::from_str::<Reply>(line)
         .ok()
-        .and_then(|v| v["error"]["code"].as_i64());
+        .and_then(|r| r.error)
+        .map(|e| e.code);
     match code {
         None => StatusCode::OK,
         Some(METHOD_NOT_FOUND) => StatusCode::NOT_FOUND,
