@@ -217,8 +217,40 @@ RETURNS json LANGUAGE plproxy AS $b$
      AND set_config('patchdiff.target_partitions', n::text, true) IS NOT NULL;
 $b$;
 
+-- One round trip to partition `p` on the router's connection to it.
+CREATE OR REPLACE FUNCTION patchdiff_router.ping(p int4) RETURNS int4
+LANGUAGE plproxy AS $b$
+  CLUSTER 'patchdiff';
+  RUN ON p;
+  SELECT 1;
+$b$;
+
+-- Whether partition `p` answers now. A connection its shard closed while it was idle (a
+-- restart) is found on the first ping and dropped by PL/Proxy; the second ping opens a new one.
+-- So a creation, which has no request key and cannot be sent twice, never runs on a connection
+-- already known to be dead.
+CREATE OR REPLACE FUNCTION patchdiff_router.reachable(p int4) RETURNS bool
+LANGUAGE plpgsql AS $b$
+BEGIN
+  FOR try IN 1 .. 2 LOOP
+    BEGIN
+      PERFORM patchdiff_router.ping(p);
+      RETURN true;
+    EXCEPTION WHEN OTHERS THEN
+      IF patchdiff_router.not_connected(SQLERRM) THEN
+        RETURN false;
+      END IF;
+      IF try = 2 OR NOT patchdiff_router.lost(SQLSTATE, SQLERRM) THEN
+        RAISE;
+      END IF;
+    END;
+  END LOOP;
+  RETURN false;
+END $b$;
+
 -- A partition for a new target: a random one; when its shard cannot be reached, the next ones in
--- turn (the creation never started there), until every partition was tried.
+-- turn (the creation never started there), until every partition was tried. Each is pinged
+-- first (patchdiff_router.reachable).
 CREATE OR REPLACE FUNCTION patchdiff_router.create_target(upload bool, args json) RETURNS json
 LANGUAGE plpgsql AS $b$
 DECLARE
@@ -230,6 +262,10 @@ DECLARE
 BEGIN
   FOR k IN 0 .. n - 1 LOOP
     p := (first + k) % n;
+    IF NOT patchdiff_router.reachable(p) THEN
+      last_error := 'partition ' || p || ' did not answer';
+      CONTINUE;
+    END IF;
     BEGIN
       IF upload THEN
         answer := patchdiff_router.handle_upload_on(p, n, args);
@@ -288,14 +324,21 @@ DECLARE
   last_id text;
   body text;
 BEGIN
-  BEGIN
-    pages := ARRAY(SELECT patchdiff_router.list_targets_all(args));
-  EXCEPTION WHEN OTHERS THEN
-    IF patchdiff_router.not_connected(SQLERRM) THEN
-      PERFORM patchdiff_router.unavailable(NULL, 'listing needs every partition: ' || SQLERRM);
-    END IF;
-    RAISE;
-  END;
+  -- A read, so safe to send again: each connection found closed (a shard restarted) is dropped
+  -- by PL/Proxy, and the next try opens a new one; at most one try per partition more.
+  FOR try IN 1 .. patchdiff_router.partitions() + 1 LOOP
+    BEGIN
+      pages := ARRAY(SELECT patchdiff_router.list_targets_all(args));
+      EXIT;
+    EXCEPTION WHEN OTHERS THEN
+      IF patchdiff_router.not_connected(SQLERRM) THEN
+        PERFORM patchdiff_router.unavailable(NULL, 'listing needs every partition: ' || SQLERRM);
+      END IF;
+      IF try > patchdiff_router.partitions() OR NOT patchdiff_router.lost(SQLSTATE, SQLERRM) THEN
+        RAISE;
+      END IF;
+    END;
+  END LOOP;
   FOREACH page IN ARRAY pages LOOP
     IF page->>'status' IS DISTINCT FROM 'ok' THEN
       RETURN page;

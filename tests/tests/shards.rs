@@ -549,6 +549,21 @@ async fn a_shard_that_is_down_makes_only_its_targets_unavailable() {
         .find_map(|w| w.strip_prefix("port="))
         .unwrap()
         .to_owned();
+    // Open the router's connections to every partition first (the list runs on all of them),
+    // and patchdiff-mcp's to both targets' partitions: when the shard stops, these are the
+    // connections it closes under the router, which calls must survive (CI found one).
+    let listed = call(&router, "patchdiff_list_targets", &json!({"limit": 1})).await;
+    assert_eq!(listed["status"], "ok", "{listed}");
+    for id in [&down_id, &up_id] {
+        assert_eq!(
+            tool(
+                &mut m,
+                "patchdiff_read_target",
+                json!({"target_file_id": id})
+            )["status"],
+            "ok"
+        );
+    }
     pg_ctl(&["-D", &dir, "-m", "fast", "stop"]);
     let restart = Restart { dir, port };
     // The router's connection to the partition was open when the shard stopped: a keyed write
