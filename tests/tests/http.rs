@@ -630,3 +630,46 @@ async fn saturation_is_503_and_shutdown_finishes_the_call_in_flight() {
     let _ = std::io::Read::read_to_string(&mut e.stderr, &mut rest);
     assert!(rest.contains("every call in flight finished"), "{rest}");
 }
+
+/// 2025-06-18 / 2025-11-25 streamable-http "Protocol Version Header" asks for the header on the
+/// requests after `initialize`; a client that also stamps it on `initialize` still gets the
+/// handshake (the revision it negotiates), never "already initialized". And RFC 9110 section
+/// 11.1: the authentication scheme is case-insensitive, so `bearer TOKEN` is the same
+/// credential, while another scheme with the same token is refused.
+#[tokio::test]
+async fn initialize_with_a_version_header_and_the_bearer_scheme_in_any_case() {
+    let (login, tenants) = roles("stamp").await;
+    let token = "token-stamp-0123456789";
+    let e = Endpoint::start(&login, &[(token, &tenants[0])], &[], &[]);
+    for revision in ["2025-06-18", "2025-11-25"] {
+        let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": revision, "capabilities": {},
+                       "clientInfo": {"name": "stamping-client", "version": "1"}}});
+        let (s, r) = e.post(
+            &[
+                ("Authorization", &format!("Bearer {token}")),
+                ("MCP-Protocol-Version", revision),
+            ],
+            &init.to_string(),
+        );
+        assert_eq!(s, 200, "{r}");
+        assert_eq!(r["result"]["protocolVersion"], revision, "{r}");
+    }
+    let ping = json!({"jsonrpc": "2.0", "id": 3, "method": "ping"}).to_string();
+    let (s, r) = e.post(
+        &[
+            ("Authorization", &format!("bearer {token}")),
+            ("MCP-Protocol-Version", "2025-11-25"),
+        ],
+        &ping,
+    );
+    assert_eq!((s, &r["result"]), (200, &json!({})), "{r}");
+    let (s, _) = e.post(
+        &[
+            ("Authorization", &format!("Basic {token}")),
+            ("MCP-Protocol-Version", "2025-11-25"),
+        ],
+        &ping,
+    );
+    assert_eq!(s, 401);
+}
