@@ -673,3 +673,58 @@ async fn initialize_with_a_version_header_and_the_bearer_scheme_in_any_case() {
     );
     assert_eq!(s, 401);
 }
+
+/// Issue 18 item 2 "Logs": one line on stderr per request with its method, tool, role, HTTP
+/// status and milliseconds, refused requests too (a 401 names no role); no token, valid or
+/// not, ever appears in the log.
+#[tokio::test]
+async fn one_log_line_per_request_and_never_a_token() {
+    let (login, tenants) = roles("logs").await;
+    let token = "token-logs-0123456789-secret";
+    let wrong = "token-logs-wrong-987654321";
+    let e = Endpoint::start(&login, &[(token, &tenants[0])], &[], &[]);
+    let read = e.tool(
+        token,
+        "patchdiff_initialize_target",
+        json!({"filename": "log.md", "content": "alpha\n"}),
+    );
+    assert_eq!(read["status"], "ok", "{read}");
+    let (s, _) = e.modern(wrong, "tools/list", json!({}));
+    assert_eq!(s, 401);
+    let (s, _) = e.post(
+        &[
+            ("Authorization", &format!("Bearer {token}")),
+            ("Origin", "https://evil.example"),
+        ],
+        "{}",
+    );
+    assert_eq!(s, 403);
+    let ok = Command::new("kill")
+        .args(["-TERM", &e.child.id().to_string()])
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(ok, "kill -TERM");
+    let mut e = e;
+    assert_eq!(e.child.wait().unwrap().code(), Some(0));
+    let mut log = String::new();
+    let _ = std::io::Read::read_to_string(&mut e.stderr, &mut log);
+    let calls: Vec<&str> = log.lines().filter(|l| l.contains("http: call ")).collect();
+    assert_eq!(calls.len(), 3, "{log}");
+    let role = &tenants[0];
+    assert!(
+        calls[0].contains("method=\"tools/call\"")
+            && calls[0].contains("tool=\"patchdiff_initialize_target\"")
+            && calls[0].contains(&format!("role=\"{role}\""))
+            && calls[0].contains("status=200")
+            && calls[0].contains("ms="),
+        "{}",
+        calls[0]
+    );
+    assert!(
+        calls[1].contains("status=401") && calls[1].contains("role=\"\" "),
+        "{}",
+        calls[1]
+    );
+    assert!(calls[2].contains("status=403"), "{}", calls[2]);
+    assert!(!log.contains(token) && !log.contains(wrong), "{log}");
+}
