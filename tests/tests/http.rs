@@ -10,7 +10,7 @@
 
 use patchdiff_tests::stdio::mcp_bin;
 use serde_json::{Value, json};
-use std::io::{BufRead, BufReader};
+use std::io::BufReader;
 use std::os::unix::fs::PermissionsExt;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -90,13 +90,7 @@ impl Endpoint {
         }
         let mut child = cmd.spawn().expect("patchdiff-mcp serve");
         let mut stderr = BufReader::new(child.stderr.take().unwrap());
-        let mut line = String::new();
-        stderr.read_line(&mut line).unwrap();
-        let url = line
-            .trim()
-            .strip_prefix("patchdiff-mcp: listening on ")
-            .unwrap_or_else(|| panic!("no address line: {line:?}"))
-            .to_owned();
+        let url = patchdiff_tests::http::listening_url(&mut stderr);
         Endpoint {
             child,
             url,

@@ -858,7 +858,6 @@ fn http_read(agent: &ureq::Agent, url: &str, token: &str, target: &str) -> HttpA
 /// pooled connections came back as the token's role.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http_endpoint_serves_again_after_a_postgresql_restart() {
-    use std::io::BufRead;
     use std::os::unix::fs::PermissionsExt;
     use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, Ordering};
@@ -891,13 +890,7 @@ async fn http_endpoint_serves_again_after_a_postgresql_restart() {
         .spawn()
         .expect("patchdiff-mcp serve");
     let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    stderr.read_line(&mut line).unwrap();
-    let url = line
-        .trim()
-        .strip_prefix("patchdiff-mcp: listening on ")
-        .unwrap_or_else(|| panic!("no address line: {line:?}"))
-        .to_owned();
+    let url = patchdiff_tests::http::listening_url(&mut stderr);
     // Drain the log so the server never blocks on a full pipe.
     let log = std::thread::spawn(move || {
         let mut rest = String::new();
