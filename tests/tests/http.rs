@@ -599,7 +599,28 @@ async fn saturation_is_503_and_shutdown_finishes_the_call_in_flight() {
             .map(|r| (r.status(), r.into_string().unwrap_or_default()))
             .map_err(|e| e.to_string())
     });
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The endpoint's only connection is busy once its backend waits on the row lock (a fixed
+    // sleep was not enough on a loaded machine).
+    let observer = superuser().await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let waiting: i64 = observer
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE usename = $1 AND wait_event_type = 'Lock'",
+                &[&login],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        if waiting > 0 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the submission never waited on the lock"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let (s, _) = e.modern(token, "tools/list", json!({}));
     assert_eq!(s, 503, "a second request while the only connection is busy");
     // SIGTERM while the call waits: the server stops accepting, then finishes it.
