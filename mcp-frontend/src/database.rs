@@ -82,7 +82,9 @@ async fn open(conninfo: &str) -> Result<Client, String> {
     let (client, connection) = config
         .connect(NoTls)
         .await
-        .map_err(|e| format!("cannot connect to the database: {e}"))?;
+        // describe: a refusal from the server (57P03 "the database system is starting up",
+        // 28P01, 3D000) names itself, where tokio-postgres's Display says only "db error".
+        .map_err(|e| format!("cannot connect to the database: {}", describe(&e)))?;
     tokio::spawn(async move {
         if let Err(e) = connection.await {
             tracing::warn!("database connection ended: {e}");

@@ -342,11 +342,35 @@ enum Era {
     Handshake,
 }
 
+/// What the log line of a request names: never the token, only the role it maps to.
+#[derive(Default)]
+struct CallLog {
+    method: String,
+    tool: String,
+    role: String,
+}
+
+/// One request, and its log line: every request gets one, refusals too (a 401 has no role, a
+/// body that is not JSON-RPC no method), so an operator sees a flood of refused tokens.
 async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response {
     let started = Instant::now();
+    let mut log = CallLog::default();
+    let response = answer(&shared, request, &mut log).await;
+    tracing::info!(
+        method = log.method,
+        tool = log.tool,
+        role = log.role,
+        status = response.status().as_u16(),
+        ms = format_args!("{:.2}", started.elapsed().as_secs_f64() * 1e3),
+        "call"
+    );
+    response
+}
+
+async fn answer(shared: &Shared, request: Request, log: &mut CallLog) -> Response {
     let headers = request.headers().clone();
     if let Some(origin) = header_str(&headers, "origin")
-        && !origin_allowed(&shared, origin)
+        && !origin_allowed(shared, origin)
     {
         return plain(StatusCode::FORBIDDEN, "this Origin is not allowed");
     }
@@ -370,6 +394,7 @@ async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response
         );
         return r;
     };
+    log.role.clone_from(&role);
     let limit = shared.config.max_line_bytes;
     let body: Bytes = match axum::body::to_bytes(request.into_body(), limit).await {
         Ok(b) => b,
@@ -387,11 +412,12 @@ async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response
             return refusal(StatusCode::BAD_REQUEST, &id, code, &message, None);
         }
         Ok(Incoming::Notification { method }) => {
-            tracing::debug!(method, role, "notification");
+            log.method = method;
             return StatusCode::ACCEPTED.into_response();
         }
         Ok(Incoming::Request { id, method, params }) => (id, method, params),
     };
+    log.method.clone_from(&method);
     let era = match header_str(&headers, "mcp-protocol-version") {
         Some(MODERN) => Era::Modern,
         // A client that already names a revision on its handshake still negotiates it.
@@ -434,7 +460,7 @@ async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response
             );
         }
     }
-    let tool = (method == "tools/call")
+    log.tool = (method == "tools/call")
         .then(|| {
             params
                 .as_deref()
@@ -443,17 +469,7 @@ async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response
         })
         .flatten()
         .unwrap_or_default();
-    let response = call(&shared, &era, &role, &body).await;
-    let status = response.status().as_u16();
-    tracing::info!(
-        method,
-        tool,
-        role,
-        status,
-        ms = format_args!("{:.2}", started.elapsed().as_secs_f64() * 1e3),
-        "call"
-    );
-    response
+    call(shared, &era, &role, &body).await
 }
 
 /// One request on a pooled connection as `role`: a free connection within `queue_wait`, or 503.

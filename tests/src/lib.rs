@@ -7,6 +7,7 @@ use tokio_postgres::{Client, GenericClient, NoTls};
 pub mod bench;
 pub mod fuzz;
 pub mod golden;
+pub mod http;
 pub mod roles;
 pub mod stdio;
 pub mod stress;

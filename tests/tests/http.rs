@@ -10,7 +10,7 @@
 
 use patchdiff_tests::stdio::mcp_bin;
 use serde_json::{Value, json};
-use std::io::{BufRead, BufReader};
+use std::io::BufReader;
 use std::os::unix::fs::PermissionsExt;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -90,13 +90,7 @@ impl Endpoint {
         }
         let mut child = cmd.spawn().expect("patchdiff-mcp serve");
         let mut stderr = BufReader::new(child.stderr.take().unwrap());
-        let mut line = String::new();
-        stderr.read_line(&mut line).unwrap();
-        let url = line
-            .trim()
-            .strip_prefix("patchdiff-mcp: listening on ")
-            .unwrap_or_else(|| panic!("no address line: {line:?}"))
-            .to_owned();
+        let url = patchdiff_tests::http::listening_url(&mut stderr);
         Endpoint {
             child,
             url,
@@ -605,7 +599,28 @@ async fn saturation_is_503_and_shutdown_finishes_the_call_in_flight() {
             .map(|r| (r.status(), r.into_string().unwrap_or_default()))
             .map_err(|e| e.to_string())
     });
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The endpoint's only connection is busy once its backend waits on the row lock (a fixed
+    // sleep was not enough on a loaded machine).
+    let observer = superuser().await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let waiting: i64 = observer
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE usename = $1 AND wait_event_type = 'Lock'",
+                &[&login],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        if waiting > 0 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the submission never waited on the lock"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let (s, _) = e.modern(token, "tools/list", json!({}));
     assert_eq!(s, 503, "a second request while the only connection is busy");
     // SIGTERM while the call waits: the server stops accepting, then finishes it.
@@ -629,4 +644,102 @@ async fn saturation_is_503_and_shutdown_finishes_the_call_in_flight() {
     let mut rest = String::new();
     let _ = std::io::Read::read_to_string(&mut e.stderr, &mut rest);
     assert!(rest.contains("every call in flight finished"), "{rest}");
+}
+
+/// 2025-06-18 / 2025-11-25 streamable-http "Protocol Version Header" asks for the header on the
+/// requests after `initialize`; a client that also stamps it on `initialize` still gets the
+/// handshake (the revision it negotiates), never "already initialized". And RFC 9110 section
+/// 11.1: the authentication scheme is case-insensitive, so `bearer TOKEN` is the same
+/// credential, while another scheme with the same token is refused.
+#[tokio::test]
+async fn initialize_with_a_version_header_and_the_bearer_scheme_in_any_case() {
+    let (login, tenants) = roles("stamp").await;
+    let token = "token-stamp-0123456789";
+    let e = Endpoint::start(&login, &[(token, &tenants[0])], &[], &[]);
+    for revision in ["2025-06-18", "2025-11-25"] {
+        let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": revision, "capabilities": {},
+                       "clientInfo": {"name": "stamping-client", "version": "1"}}});
+        let (s, r) = e.post(
+            &[
+                ("Authorization", &format!("Bearer {token}")),
+                ("MCP-Protocol-Version", revision),
+            ],
+            &init.to_string(),
+        );
+        assert_eq!(s, 200, "{r}");
+        assert_eq!(r["result"]["protocolVersion"], revision, "{r}");
+    }
+    let ping = json!({"jsonrpc": "2.0", "id": 3, "method": "ping"}).to_string();
+    let (s, r) = e.post(
+        &[
+            ("Authorization", &format!("bearer {token}")),
+            ("MCP-Protocol-Version", "2025-11-25"),
+        ],
+        &ping,
+    );
+    assert_eq!((s, &r["result"]), (200, &json!({})), "{r}");
+    let (s, _) = e.post(
+        &[
+            ("Authorization", &format!("Basic {token}")),
+            ("MCP-Protocol-Version", "2025-11-25"),
+        ],
+        &ping,
+    );
+    assert_eq!(s, 401);
+}
+
+/// Issue 18 item 2 "Logs": one line on stderr per request with its method, tool, role, HTTP
+/// status and milliseconds, refused requests too (a 401 names no role); no token, valid or
+/// not, ever appears in the log.
+#[tokio::test]
+async fn one_log_line_per_request_and_never_a_token() {
+    let (login, tenants) = roles("logs").await;
+    let token = "token-logs-0123456789-secret";
+    let wrong = "token-logs-wrong-987654321";
+    let e = Endpoint::start(&login, &[(token, &tenants[0])], &[], &[]);
+    let read = e.tool(
+        token,
+        "patchdiff_initialize_target",
+        json!({"filename": "log.md", "content": "alpha\n"}),
+    );
+    assert_eq!(read["status"], "ok", "{read}");
+    let (s, _) = e.modern(wrong, "tools/list", json!({}));
+    assert_eq!(s, 401);
+    let (s, _) = e.post(
+        &[
+            ("Authorization", &format!("Bearer {token}")),
+            ("Origin", "https://evil.example"),
+        ],
+        "{}",
+    );
+    assert_eq!(s, 403);
+    let ok = Command::new("kill")
+        .args(["-TERM", &e.child.id().to_string()])
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(ok, "kill -TERM");
+    let mut e = e;
+    assert_eq!(e.child.wait().unwrap().code(), Some(0));
+    let mut log = String::new();
+    let _ = std::io::Read::read_to_string(&mut e.stderr, &mut log);
+    let calls: Vec<&str> = log.lines().filter(|l| l.contains("http: call ")).collect();
+    assert_eq!(calls.len(), 3, "{log}");
+    let role = &tenants[0];
+    assert!(
+        calls[0].contains("method=\"tools/call\"")
+            && calls[0].contains("tool=\"patchdiff_initialize_target\"")
+            && calls[0].contains(&format!("role=\"{role}\""))
+            && calls[0].contains("status=200")
+            && calls[0].contains("ms="),
+        "{}",
+        calls[0]
+    );
+    assert!(
+        calls[1].contains("status=401") && calls[1].contains("role=\"\" "),
+        "{}",
+        calls[1]
+    );
+    assert!(calls[2].contains("status=403"), "{}", calls[2]);
+    assert!(!log.contains(token) && !log.contains(wrong), "{log}");
 }

@@ -796,3 +796,218 @@ async fn immediate_shutdown_under_load_loses_nothing() {
     assert_eq!(a["version"], 1, "{a}");
     replays(&c, &target, 1).await;
 }
+
+/// What one HTTP call of [`http_endpoint_serves_again_after_a_postgresql_restart`] got.
+#[derive(Debug)]
+enum HttpAnswer {
+    /// 200 and a tool result that is not an error.
+    Served,
+    /// 200 and a tool error with this `status` (the database's answer during the outage).
+    ToolError(String),
+    /// 503 with Retry-After and this text.
+    Unavailable(String),
+    /// Anything else: another status, no Retry-After on a 503, a connection refused or reset.
+    Unclear(String),
+}
+
+fn http_read(agent: &ureq::Agent, url: &str, token: &str, target: &str) -> HttpAnswer {
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "patchdiff_read_target", "arguments": {"target_file_id": target},
+                   "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                             "io.modelcontextprotocol/clientCapabilities": {}}}});
+    let sent = agent
+        .post(url)
+        .set("Authorization", &format!("Bearer {token}"))
+        .set("Content-Type", "application/json")
+        .set("MCP-Protocol-Version", "2026-07-28")
+        .set("Mcp-Method", "tools/call")
+        .set("Mcp-Name", "patchdiff_read_target")
+        .send_string(&body.to_string());
+    let resp = match sent {
+        Ok(r) => r,
+        Err(ureq::Error::Status(_, r)) => r,
+        Err(e) => return HttpAnswer::Unclear(format!("transport: {e}")),
+    };
+    let status = resp.status();
+    let retry_after = resp.header("Retry-After").map(str::to_owned);
+    let text = resp.into_string().unwrap_or_default();
+    match status {
+        503 if retry_after.is_some() => HttpAnswer::Unavailable(text),
+        200 => {
+            let v: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+            let tool: Value = v["result"]["content"][0]["text"]
+                .as_str()
+                .and_then(|t| serde_json::from_str(t).ok())
+                .unwrap_or(Value::Null);
+            match v["result"]["isError"].as_bool() {
+                Some(false) => HttpAnswer::Served,
+                Some(true) => HttpAnswer::ToolError(tool["status"].as_str().unwrap_or("").into()),
+                None => HttpAnswer::Unclear(format!("200 without a tool result: {text}")),
+            }
+        }
+        s => HttpAnswer::Unclear(format!("{s}: {text}")),
+    }
+}
+
+/// Issue 18, Goals: "A restart of PostgreSQL under load gives clear errors during the outage.
+/// Afterwards the endpoint serves again without a restart of its own." Four clients read a
+/// target over `patchdiff-mcp serve` (a login role that `SET ROLE`s to the token's role) while
+/// PostgreSQL stops immediately and starts again: every answer is a result, a tool error the
+/// stdio server also gives (docs/reliability.md), or 503 with Retry-After; never a dropped
+/// connection or another status. Then every client is served again by the same process, whose
+/// pooled connections came back as the token's role.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_endpoint_serves_again_after_a_postgresql_restart() {
+    use std::os::unix::fs::PermissionsExt;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    let cluster = Cluster::start("crash_http").await;
+    let su = cluster.client().await;
+    let login = patchdiff_tests::roles::unique("http_restart_login");
+    let tenant = patchdiff_tests::roles::unique("http_restart_tenant");
+    su.batch_execute(&format!(
+        "CREATE ROLE {login} LOGIN NOINHERIT; CREATE ROLE {tenant} NOLOGIN; GRANT {tenant} TO {login}"
+    ))
+    .await
+    .unwrap();
+    let dir = std::env::temp_dir().join(patchdiff_tests::roles::unique("patchdiff-http-restart"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let tokens = dir.join("tokens");
+    let token = "token-restart-0123456789";
+    std::fs::write(&tokens, format!("{token} {tenant}\n")).unwrap();
+    std::fs::set_permissions(&tokens, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let mut child = Command::new(mcp_bin())
+        .args(["serve", "--listen", "127.0.0.1:0", "--connections", "4"])
+        .arg("--tokens")
+        .arg(&tokens)
+        .env(
+            "PATCHDIFF_DATABASE_URL",
+            format!("{} user={login}", cluster.dsn),
+        )
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("patchdiff-mcp serve");
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let url = patchdiff_tests::http::listening_url(&mut stderr);
+    // Drain the log so the server never blocks on a full pipe.
+    let log = std::thread::spawn(move || {
+        let mut rest = String::new();
+        let _ = std::io::Read::read_to_string(&mut stderr, &mut rest);
+        rest
+    });
+    // The target belongs to the token's role.
+    let target: String = {
+        let c = cluster.client().await;
+        c.batch_execute(&format!("SET ROLE {tenant}"))
+            .await
+            .unwrap();
+        initialize_target(&c, "r.md", "alpha beta gamma\n")
+            .await
+            .unwrap()
+    };
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let restarted = Arc::new(AtomicBool::new(false));
+    let clients: Vec<_> = (0..4)
+        .map(|_| {
+            let (url, target, stop, restarted) =
+                (url.clone(), target.clone(), stop.clone(), restarted.clone());
+            std::thread::spawn(move || {
+                let agent = ureq::AgentBuilder::new()
+                    .timeout(Duration::from_secs(30))
+                    .build();
+                let mut outage = Vec::new();
+                let mut served_after = 0u64;
+                while !stop.load(Ordering::SeqCst) {
+                    let after = restarted.load(Ordering::SeqCst);
+                    match http_read(&agent, &url, token, &target) {
+                        HttpAnswer::Served if after => served_after += 1,
+                        HttpAnswer::Served => {}
+                        // Once served again, every pooled connection must be usable again.
+                        other if served_after > 0 => outage.push(HttpAnswer::Unclear(format!(
+                            "after the restart and a served call: {other:?}"
+                        ))),
+                        other => outage.push(other),
+                    }
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+                (outage, served_after)
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    cluster.stop_immediately();
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    cluster.start_server();
+    let _ = cluster.client().await;
+    restarted.store(true, Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    stop.store(true, Ordering::SeqCst);
+    let mut outage = Vec::new();
+    for c in clients {
+        let (answers, served_after) = c.join().unwrap();
+        assert!(
+            served_after > 0,
+            "a client was never served again after the restart: {:?}",
+            answers.last()
+        );
+        outage.extend(answers);
+    }
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "the endpoint is the same process"
+    );
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    assert_eq!(child.wait().unwrap().code(), Some(0));
+    let log = log.join().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    let unclear: Vec<&str> = outage
+        .iter()
+        .filter_map(|a| match a {
+            HttpAnswer::Unclear(what) => Some(what.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert!(unclear.is_empty(), "{unclear:?}\n{log}");
+    let errors: Vec<_> = outage
+        .iter()
+        .filter(|a| !matches!(a, HttpAnswer::Served))
+        .collect();
+    assert!(
+        !errors.is_empty(),
+        "the outage was seen by no client (the restart did not happen under load)"
+    );
+    let tool_errors: Vec<_> = errors
+        .iter()
+        .filter_map(|a| match a {
+            HttpAnswer::ToolError(status) => Some(status.as_str()),
+            _ => None,
+        })
+        .collect();
+    // A read cut by the outage is the stdio server's retryable answer.
+    assert!(
+        tool_errors
+            .iter()
+            .all(|s| ["outcome_unknown", "unavailable", "cancelled"].contains(s)),
+        "{tool_errors:?}"
+    );
+    // The 503 says why and that nothing was done, with the server's reason, never a bare
+    // "db error".
+    for a in &errors {
+        if let HttpAnswer::Unavailable(text) = a {
+            assert!(
+                text.contains("nothing was done") && !text.contains("db error"),
+                "{text}"
+            );
+        }
+    }
+    eprintln!(
+        "during the outage: {} tool errors {tool_errors:?}, {} 503s",
+        tool_errors.len(),
+        errors.len() - tool_errors.len()
+    );
+}
