@@ -45,7 +45,8 @@ pub const IDENTITY_ECHO_MAX_BYTES: usize = 256;
 
 /// observed-editor-v2 "Commit receipts": "Definitive tool failures set isError: true";
 /// "Infrastructure exceptions return status: outcome_unknown". A call PostgreSQL cancelled
-/// (`cancelled`, nothing written) is a failure too. Accepted transactions (with or without
+/// (`cancelled`, nothing written) is a failure too, and so is one a sharded router could not
+/// take to its partition (`unavailable`, nothing written; docs/scale-out.md). Accepted transactions (with or without
 /// warnings), candidates and issued observations are successes.
 pub fn is_definitive_failure(status: Option<&str>) -> bool {
     matches!(
@@ -60,6 +61,7 @@ pub fn is_definitive_failure(status: Option<&str>) -> bool {
                 | "outcome_unknown"
                 | crate::server::CANCELLED
                 | crate::server::PERMISSION_DENIED
+                | crate::server::UNAVAILABLE
         )
     )
 }
@@ -920,6 +922,8 @@ mod tests {
             "ambiguous",
             "outcome_unknown",
             "permission_denied",
+            "cancelled",
+            "unavailable",
         ] {
             assert!(is_definitive_failure(Some(s)), "{s}");
         }
