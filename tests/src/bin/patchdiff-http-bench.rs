@@ -16,7 +16,7 @@
 //!     [--seconds 10] [--connections 16] [--pg-data DIR]
 
 use patchdiff_tests::bench::{marker_edit as edit, marker_text as body, percentile};
-use patchdiff_tests::{call_sql, connect};
+use patchdiff_tests::{call_sql, connect, initialize_target};
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;
@@ -123,17 +123,7 @@ fn median(mut v: Vec<f64>) -> (f64, f64) {
 }
 
 async fn new_target(sql: &tokio_postgres::Client, name: &str) -> Result<String, Err> {
-    let init: String = sql
-        .query_one(
-            &call_sql("patchdiff_initialize_target"),
-            &[&json!({"filename": name, "content": body()}).to_string()],
-        )
-        .await?
-        .get(0);
-    Ok(serde_json::from_str::<Value>(&init)?["target_file_id"]
-        .as_str()
-        .ok_or("no target")?
-        .to_owned())
+    Ok(initialize_target(sql, name, &body()).await?)
 }
 
 #[derive(Default)]

@@ -8,8 +8,8 @@
 //!     --router 'host=127.0.0.1 port=54400 user=postgres dbname=patchdiff' [--iterations 2000]
 
 use patchdiff_tests::bench::{marker_edit, marker_text, percentile};
-use patchdiff_tests::{call_sql, connect};
-use serde_json::{Value, json};
+use patchdiff_tests::{call_sql, connect, initialize_target};
+use serde_json::json;
 use std::time::Instant;
 
 type Err = Box<dyn std::error::Error>;
@@ -43,18 +43,7 @@ async fn main() -> Result<(), Err> {
         }
     }
     let router = connect(&router_dsn).await?;
-    let body = marker_text();
-    let init: String = router
-        .query_one(
-            &call_sql("patchdiff_initialize_target"),
-            &[&json!({"filename": "router-bench.txt", "content": body}).to_string()],
-        )
-        .await?
-        .get(0);
-    let target = serde_json::from_str::<Value>(&init)?["target_file_id"]
-        .as_str()
-        .ok_or("no target")?
-        .to_owned();
+    let target = initialize_target(&router, "router-bench.txt", &marker_text()).await?;
     // The partition that owns the target, by the router's own rule and configuration.
     let (partition, shard_dsn): (i32, String) = {
         let r = router
