@@ -178,11 +178,6 @@ impl Server {
         self
     }
 
-    /// The era the connection's first request chose.
-    pub fn era(&self) -> Era {
-        self.era
-    }
-
     /// The database connection back, for the next request (the HTTP endpoint's pool).
     pub fn into_db(self) -> Db {
         self.db
