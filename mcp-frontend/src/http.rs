@@ -229,8 +229,6 @@ fn origin_allowed(shared: &Shared, origin: &str) -> bool {
 struct Params<'a> {
     #[serde(borrow, default)]
     name: Option<&'a RawValue>,
-    #[serde(rename = "_meta", borrow, default)]
-    meta: Option<&'a RawValue>,
 }
 
 /// A value of `Mcp-Name` as the body would hold it: plain, or `=?base64?...?=`.
@@ -320,11 +318,7 @@ fn modern_headers(
             ));
         }
     }
-    let body_version = p
-        .and_then(|p| p.meta)
-        .and_then(|m| serde_json::from_str::<serde_json::Map<String, Value>>(m.get()).ok())
-        .and_then(|m| m.get(modern::PROTOCOL_VERSION_KEY).cloned());
-    if let Some(Value::String(v)) = body_version
+    if let Some(v) = modern::requested_version(params)
         && v != MODERN
     {
         return Err(format!(

@@ -56,6 +56,14 @@ fn meta(p: Option<&RawValue>) -> Option<Map<String, Value>> {
     serde_json::from_str::<Map<String, Value>>(params(p)?.meta?.get()).ok()
 }
 
+/// The version a request's `_meta` names, when it names one as a string.
+pub fn requested_version(p: Option<&RawValue>) -> Option<String> {
+    match meta(p)?.remove(PROTOCOL_VERSION_KEY)? {
+        Value::String(v) => Some(v),
+        _ => None,
+    }
+}
+
 /// Whether a request's params carry the modern envelope's version key (the only signal: legacy
 /// requests may carry `_meta` too, with `progressToken`).
 pub fn has_envelope(p: Option<&RawValue>) -> bool {
