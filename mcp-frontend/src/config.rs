@@ -11,9 +11,15 @@ pub enum Profile {
     ObservedWorkspace,
     ObservedEditor,
     ObservedV2,
+    /// Beyond the contract (issue 19): `full` plus the tools across targets and versions.
+    Extended,
+    /// Beyond the contract (issue 19): the reference filesystem server's file tools, with
+    /// PatchDIFF behind them.
+    Files,
 }
 
 impl Profile {
+    /// The contract's six profiles: their tools/list stays byte-identical.
     pub const ALL: [Profile; 6] = [
         Profile::Full,
         Profile::Workspace,
@@ -23,6 +29,9 @@ impl Profile {
         Profile::ObservedV2,
     ];
 
+    /// Profiles of this implementation's own, listing tools the contract does not have.
+    pub const BEYOND_CONTRACT: [Profile; 2] = [Profile::Extended, Profile::Files];
+
     pub fn name(self) -> &'static str {
         match self {
             Profile::Full => "full",
@@ -31,11 +40,16 @@ impl Profile {
             Profile::ObservedWorkspace => "observed_workspace",
             Profile::ObservedEditor => "observed_editor",
             Profile::ObservedV2 => "observed_v2",
+            Profile::Extended => "extended",
+            Profile::Files => "files",
         }
     }
 
     pub fn parse(s: &str) -> Option<Profile> {
-        Profile::ALL.into_iter().find(|p| p.name() == s)
+        Profile::ALL
+            .into_iter()
+            .chain(Profile::BEYOND_CONTRACT)
+            .find(|p| p.name() == s)
     }
 }
 
@@ -98,7 +112,10 @@ pub struct Config {
 impl Profile {
     /// Profiles whose catalog imports and publishes workspace files.
     pub fn needs_workspace(self) -> bool {
-        matches!(self, Profile::Workspace | Profile::ObservedWorkspace)
+        matches!(
+            self,
+            Profile::Workspace | Profile::ObservedWorkspace | Profile::Files
+        )
     }
 }
 
@@ -172,7 +189,11 @@ impl Config {
         let profile = match set("PATCHDIFF_MCP_PROFILE") {
             None => Profile::Full,
             Some(p) => Profile::parse(&p).ok_or_else(|| {
-                let names: Vec<&str> = Profile::ALL.iter().map(|p| p.name()).collect();
+                let names: Vec<&str> = Profile::ALL
+                    .iter()
+                    .chain(&Profile::BEYOND_CONTRACT)
+                    .map(|p| p.name())
+                    .collect();
                 format!(
                     "PATCHDIFF_MCP_PROFILE={p:?} is not a profile; use one of: {}",
                     names.join(", ")

@@ -21,6 +21,12 @@ pub enum Family {
     /// The observed_v2 aliases (observed-editor-v2.txt): each routes to one mode of an
     /// Observed tool's SQL function, and no other profile lists them.
     ObservedV2,
+    /// Beyond the contract (issue 19), listed only by the `extended` profile: calls across
+    /// targets (changesets) and across versions (diffs).
+    Extended,
+    /// Beyond the contract (issue 19), listed only by the `files` profile: the reference
+    /// filesystem server's tool names and argument shapes.
+    Files,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -212,7 +212,12 @@ pub fn in_profile(tool: Tool, profile: Profile) -> bool {
     match profile {
         // The observed_v2 aliases: no other profile lists them (full lists the tools they
         // route to).
-        Profile::Full => tool.family() != Family::ObservedV2,
+        Profile::Full => !matches!(
+            tool.family(),
+            Family::ObservedV2 | Family::Extended | Family::Files
+        ),
+        Profile::Extended => in_profile(tool, Profile::Full) || tool.family() == Family::Extended,
+        Profile::Files => tool.family() == Family::Files,
         Profile::Workspace => matches!(
             tool,
             InitializeTarget | ReadTarget | FindOccurrences | SubmitEdits | Save
