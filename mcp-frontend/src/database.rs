@@ -26,6 +26,12 @@ pub struct Db {
     /// `SET ...` statements every session carries (strict observation mode), run right after
     /// connecting and after every reconnect, before any call.
     session: String,
+    /// The database is a sharded deployment's PL/Proxy router (sql/router), not one database.
+    router: bool,
+    /// Through a router, the open publication's own session on the target's partition and the
+    /// extension's schema there: the SAVE must stay in the publisher's transaction while the file
+    /// is installed, which a call through PL/Proxy cannot do (docs/scale-out.md).
+    publication: Option<(Client, String)>,
 }
 
 /// The failure of a call. Its outcome is unknown unless `cancelled` says PostgreSQL cancelled
@@ -79,6 +85,10 @@ async fn open(conninfo: &str) -> Result<Client, String> {
         // Names this server's sessions in pg_stat_activity.
         config.application_name("patchdiff-mcp");
     }
+    connect_config(config).await
+}
+
+async fn connect_config(config: tokio_postgres::Config) -> Result<Client, String> {
     let (client, connection) = config
         .connect(NoTls)
         .await
@@ -108,7 +118,9 @@ impl Db {
             }
         };
         let client = open(&conninfo).await?;
-        let (schema, functions, versions) = match router_facts(&client).await? {
+        let facts = router_facts(&client).await?;
+        let router = facts.is_some();
+        let (schema, functions, versions) = match facts {
             Some(facts) => facts,
             None => {
                 let (schema, functions) = inspect(&client).await?;
@@ -126,6 +138,8 @@ impl Db {
             broken: false,
             role_sql: String::new(),
             session: String::new(),
+            router,
+            publication: None,
         })
     }
 
@@ -224,12 +238,59 @@ impl Db {
 /// setting through which the extension accepts `sync_workspace: true`, one SAVE call, then
 /// COMMIT or ROLLBACK once the file is installed or refused.
 impl Db {
-    pub async fn begin_publication(&mut self) -> Result<(), CallError> {
+    /// Opens the publication's transaction for the SAVE of `args` (its JSON text). Through a
+    /// router, on a session of its own on the target's partition (the router names its connection
+    /// string), as this front end's user, with the same session settings and role.
+    pub async fn begin_publication(&mut self, args: &str) -> Result<(), CallError> {
+        const BEGIN: &str = "BEGIN; SET LOCAL patchdiff.workspace_owned_transaction = on";
         self.reconnect_if_lost().await?;
-        self.client
-            .batch_execute("BEGIN; SET LOCAL patchdiff.workspace_owned_transaction = on")
+        if !self.router {
+            return self
+                .client
+                .batch_execute(BEGIN)
+                .await
+                .map_err(|e| self.failed(&e));
+        }
+        let partition: Option<String> = self
+            .client
+            .query_one(
+                "SELECT patchdiff_router.partition_conninfo($1::text::json)",
+                &[&args],
+            )
             .await
-            .map_err(|e| self.failed(&e))
+            .map_err(|e| self.failed(&e))?
+            .get(0);
+        let partition = partition.ok_or_else(|| {
+            CallError::unknown("the router names no partition for the target's publication")
+        })?;
+        let config = partition_config(&self.conninfo, &partition).map_err(CallError::unknown)?;
+        let database = config.get_dbname().unwrap_or("?").to_owned();
+        let client = connect_config(config).await.map_err(|why| CallError {
+            message: format!(
+                "patchdiff: partition database {database} is unavailable for the publication; \
+                 nothing was written: {why}"
+            ),
+            cancelled: None,
+            unavailable: true,
+        })?;
+        for sql in [&self.session, &self.role_sql] {
+            if !sql.is_empty() {
+                client.batch_execute(sql).await.map_err(|e| {
+                    CallError::unknown(format!(
+                        "the session settings failed on the partition: {}",
+                        describe(&e)
+                    ))
+                })?;
+            }
+        }
+        let (schema, _) = inspect(&client).await.map_err(CallError::unknown)?;
+        client.batch_execute(BEGIN).await.map_err(|e| CallError {
+            message: describe(&e),
+            cancelled: cancelled(&e),
+            unavailable: false,
+        })?;
+        self.publication = Some((client, schema));
+        Ok(())
     }
 
     /// A call inside the open transaction: never reconnects (a new session would run outside it).
@@ -238,6 +299,21 @@ impl Db {
         function: &str,
         args: &str,
     ) -> Result<String, CallError> {
+        if let Some((client, schema)) = &self.publication {
+            let sql = format!("SELECT {schema}.{function}($1::text::json)::text");
+            let row = client
+                .query_one(&sql, &[&args])
+                .await
+                .map_err(|e| CallError {
+                    message: describe(&e),
+                    cancelled: cancelled(&e),
+                    unavailable: false,
+                })?;
+            return row
+                .try_get::<_, Option<String>>(0)
+                .map_err(|e| CallError::unknown(e.to_string()))?
+                .ok_or_else(|| CallError::unknown(format!("{function} returned NULL")));
+        }
         if self.broken || self.client.is_closed() {
             return Err(CallError::unknown(
                 "the connection was lost inside the transaction",
@@ -247,6 +323,13 @@ impl Db {
     }
 
     pub async fn commit(&mut self) -> Result<(), CallError> {
+        if let Some((client, _)) = self.publication.take() {
+            return client.batch_execute("COMMIT").await.map_err(|e| CallError {
+                message: describe(&e),
+                cancelled: cancelled(&e),
+                unavailable: false,
+            });
+        }
         self.client
             .batch_execute("COMMIT")
             .await
@@ -255,11 +338,43 @@ impl Db {
 
     /// Rolls back; a lost connection rolls back by itself, so its error is only logged.
     pub async fn rollback(&mut self) {
+        if let Some((client, _)) = self.publication.take() {
+            if let Err(e) = client.batch_execute("ROLLBACK").await {
+                tracing::warn!("rollback on the partition: {}", describe(&e));
+            }
+            return;
+        }
         if let Err(e) = self.client.batch_execute("ROLLBACK").await {
             let e = self.failed(&e);
             tracing::warn!("rollback: {}", e.message);
         }
     }
+}
+
+/// The connection of a router's partition for this front end: the partition's hosts, ports and
+/// database (its SQL/MED option), with this front end's user, password, application name and
+/// connect timeout (PL/Proxy's public user mapping connects as the calling user too).
+fn partition_config(own: &str, partition: &str) -> Result<tokio_postgres::Config, String> {
+    let own: tokio_postgres::Config = own
+        .parse()
+        .map_err(|e| format!("PATCHDIFF_DATABASE_URL is not a connection string: {e}"))?;
+    let mut config: tokio_postgres::Config = partition
+        .parse()
+        .map_err(|e| format!("the router's partition connection string is invalid: {e}"))?;
+    if let Some(user) = own.get_user() {
+        config.user(user);
+    }
+    if let Some(password) = own.get_password() {
+        config.password(password);
+    }
+    // A partition that does not answer is unavailable, not a hung publication.
+    config.connect_timeout(
+        own.get_connect_timeout()
+            .copied()
+            .unwrap_or(std::time::Duration::from_secs(10)),
+    );
+    config.application_name(own.get_application_name().unwrap_or("patchdiff-mcp"));
+    Ok(config)
 }
 
 impl Db {

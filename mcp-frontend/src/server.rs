@@ -566,7 +566,7 @@ impl Server {
                 ", no file was installed and no checkpoint was created",
             ))
         };
-        if let Err(e) = self.db.begin_publication().await {
+        if let Err(e) = self.db.begin_publication(args).await {
             // The BEGIN may have opened the block before its SET LOCAL failed.
             self.db.rollback().await;
             return failed(self, e);

@@ -77,6 +77,19 @@ BEGIN
   RETURN n;
 END $$;
 
+-- The connection string of the partition that owns the target of `args` (its SQL/MED server
+-- option p<k>), for the one step that cannot cross PL/Proxy: a workspace publication, whose SAVE
+-- must stay open in the publisher's own transaction while the file is installed. patchdiff-mcp
+-- connects there directly, as the role it calls the router as (docs/scale-out.md). The options
+-- hold no password (the user mapping names none), so any role may read them.
+CREATE OR REPLACE FUNCTION patchdiff_router.partition_conninfo(args json) RETURNS text
+LANGUAGE sql STABLE AS $$
+  SELECT substr(o, strpos(o, '=') + 1)
+    FROM pg_foreign_server s, unnest(s.srvoptions) o
+   WHERE s.srvname = 'patchdiff'
+     AND o LIKE 'p' || (patchdiff_router.partition_of(args) & (patchdiff_router.partitions() - 1)) || '=%'
+$$;
+
 -- A failed call whose shard could not be reached: it never started there, so nothing was
 -- written, and it may simply be sent again. SQLSTATE 08001 (sqlclient_unable_to_establish_
 -- sqlconnection) with the partition in the message; patchdiff-mcp answers it as a retryable
@@ -251,16 +264,28 @@ END $b$;
 -- A partition for a new target: a random one; when its shard cannot be reached, the next ones in
 -- turn (the creation never started there), until every partition was tried. Each is pinged
 -- first (patchdiff_router.reachable).
+--
+-- Except for a target bound to a workspace file: its binding's nonce chooses the partition, and
+-- no other is tried. A shard refuses a nonce that already binds another of its targets, so that
+-- one proof serves exactly one target (docs/workspace.md, "The binding proof"); with the nonce
+-- deciding where, a nonce copied from a real import always meets its original there.
 CREATE OR REPLACE FUNCTION patchdiff_router.create_target(upload bool, args json) RETURNS json
 LANGUAGE plpgsql AS $b$
 DECLARE
   n int4 := patchdiff_router.partitions();
   first int4 := floor(random() * n)::int4;
+  tries int4 := n;
+  binding json := CASE WHEN json_typeof(args) = 'object'
+                       THEN patchdiff_router.readable(args)->'workspace_binding' END;
   p int4;
   answer json;
   last_error text;
 BEGIN
-  FOR k IN 0 .. n - 1 LOOP
+  IF json_typeof(binding) = 'object' AND json_typeof(binding->'nonce') = 'string' THEN
+    first := (hashtext(binding->>'nonce') & 2147483647) % n;
+    tries := 1;
+  END IF;
+  FOR k IN 0 .. tries - 1 LOOP
     p := (first + k) % n;
     IF NOT patchdiff_router.reachable(p) THEN
       last_error := 'partition ' || p || ' did not answer';
@@ -289,7 +314,8 @@ BEGIN
     END IF;
     RETURN answer;
   END LOOP;
-  PERFORM patchdiff_router.unavailable(p, 'every partition: ' || last_error);
+  PERFORM patchdiff_router.unavailable(p, CASE WHEN tries = 1 THEN 'the partition of the workspace binding: '
+                                               ELSE 'every partition: ' END || last_error);
   RETURN NULL;
 END $b$;
 

@@ -23,6 +23,76 @@ pub async fn connect(dsn: &str) -> Result<Client, tokio_postgres::Error> {
     Ok(client)
 }
 
+/// Whether `client` is connected to a sharded deployment's PL/Proxy router
+/// (sql/router/patchdiff_router.sql) rather than to a database with pg_patchdiff.
+pub async fn is_router(client: &impl GenericClient) -> bool {
+    client
+        .query_one(
+            "SELECT to_regprocedure('patchdiff_router.partition_conninfo(json)') IS NOT NULL",
+            &[],
+        )
+        .await
+        .expect("inspecting the database")
+        .get(0)
+}
+
+/// The connection strings of the databases that hold targets' rows behind `dsn`: `dsn` itself,
+/// or through a router every partition's (as the same user).
+pub async fn table_dsns(dsn: &str) -> Vec<String> {
+    let c = connect(dsn).await.expect("connecting");
+    if !is_router(&c).await {
+        return vec![dsn.to_owned()];
+    }
+    c.query(
+        "SELECT substr(o, strpos(o, '=') + 1) FROM pg_foreign_server s, unnest(s.srvoptions) o \
+          WHERE s.srvname = 'patchdiff' AND o ~ '^p[0-9]+=' ORDER BY substring(o FROM '^p([0-9]+)')::int",
+        &[],
+    )
+    .await
+    .expect("reading the router's partitions")
+    .iter()
+    .map(|r| as_caller(dsn, r.get(0)))
+    .collect()
+}
+
+/// A connection to the database that holds `target`'s rows (tables, row locks, sessions):
+/// `dsn`'s own, or through a router (docs/scale-out.md) the partition that owns the target, as
+/// the same user. Tests that read or lock tables use it; their API calls still go through `dsn`.
+pub async fn tables_for(dsn: &str, target: &str) -> Client {
+    let c = connect(dsn).await.expect("connecting");
+    if !is_router(&c).await {
+        return c;
+    }
+    let partition: String = c
+        .query_one(
+            "SELECT patchdiff_router.partition_conninfo(json_build_object('target_file_id', $1::text))",
+            &[&target],
+        )
+        .await
+        .expect("asking the router for the target's partition")
+        .get(0);
+    connect(&as_caller(dsn, &partition))
+        .await
+        .expect("connecting to the target's partition")
+}
+
+/// A partition's connection string with `dsn`'s user and password.
+fn as_caller(dsn: &str, partition: &str) -> String {
+    let own: tokio_postgres::Config = dsn.parse().expect("PATCHDIFF_TEST_DSN");
+    let quote = |v: &str| format!("'{}'", v.replace('\\', "\\\\").replace('\'', "\\'"));
+    let mut out = partition.to_owned();
+    if let Some(user) = own.get_user() {
+        out.push_str(&format!(" user={}", quote(user)));
+    }
+    if let Some(password) = own.get_password() {
+        out.push_str(&format!(
+            " password={}",
+            quote(&String::from_utf8_lossy(password))
+        ));
+    }
+    out
+}
+
 /// The SQL that calls one API function. Arguments cross as text and are cast to `json` in SQL
 /// (not `jsonb`), as the front end sends them; the result comes back as text.
 pub fn call_sql(function: &str) -> String {

@@ -30,6 +30,12 @@ async fn client() -> Client {
         .expect("connecting with PATCHDIFF_TEST_DSN")
 }
 
+/// A connection to the database that holds the target's rows: the test database, or through a
+/// router the target's partition (docs/scale-out.md).
+async fn tables(id: &str) -> Client {
+    patchdiff_tests::tables_for(&dsn(), id).await
+}
+
 /// A fresh scratch folder for one test; the finalizer's output folder goes inside it.
 fn scratch(name: &str) -> PathBuf {
     let dir =
@@ -177,8 +183,8 @@ fn files(dir: &Path) -> Vec<String> {
 }
 
 /// `save_checkpoint` snapshots of a target, as (version, content_hash, editing_cycle_id).
-async fn checkpoints(c: &Client, id: &str) -> Vec<(i64, String, String)> {
-    c.query(
+async fn checkpoints(id: &str) -> Vec<(i64, String, String)> {
+    tables(id).await.query(
         "SELECT version, content_hash, editing_cycle_id::text FROM patchdiff.snapshots \
          WHERE target_file_id = $1::text::uuid AND snapshot_reason = 'save_checkpoint' ORDER BY created_at",
         &[&id],
@@ -190,8 +196,8 @@ async fn checkpoints(c: &Client, id: &str) -> Vec<(i64, String, String)> {
     .collect()
 }
 
-async fn active_cycle(c: &Client, id: &str) -> String {
-    c.query_one(
+async fn active_cycle(id: &str) -> String {
+    tables(id).await.query_one(
         "SELECT active_editing_cycle_id::text FROM patchdiff.targets WHERE target_file_id = $1::text::uuid",
         &[&id],
     )
@@ -229,8 +235,8 @@ async fn complete_run_over_two_targets() {
     .await;
     let b = edited(&c, "notes.txt", "one\ntwo 🌍\n", "two", "deux").await;
     let cycles_before = [
-        active_cycle(&c, &a.target_file_id).await,
-        active_cycle(&c, &b.target_file_id).await,
+        active_cycle(&a.target_file_id).await,
+        active_cycle(&b.target_file_id).await,
     ];
     let manifest = write_manifest(&dir, &[&a, &b]);
     let out = dir.join("finalization");
@@ -286,14 +292,14 @@ async fn complete_run_over_two_targets() {
         assert_eq!(t["replay"]["reconstructed_version"], r.version);
         // The checkpoint: a snapshot of the guarded state in the closed cycle, a new cycle.
         assert_eq!(t["save"]["status"], "saved");
-        let snaps = checkpoints(&c, &r.target_file_id).await;
+        let snaps = checkpoints(&r.target_file_id).await;
         assert_eq!(
             snaps,
             [(r.version, r.hash.clone(), cycle_before.clone())],
             "one checkpoint of the accepted state"
         );
         assert_eq!(t["save"]["closed_editing_cycle_id"], json!(cycle_before));
-        let now = active_cycle(&c, &r.target_file_id).await;
+        let now = active_cycle(&r.target_file_id).await;
         assert_ne!(&now, cycle_before);
         assert_eq!(t["save"]["new_editing_cycle_id"], json!(now));
     }
@@ -376,10 +382,10 @@ async fn stale_guard_rejects_that_save_and_finalizes_the_other() {
         Value::Null,
         "no verification after a rejection"
     );
-    assert!(checkpoints(&c, &stale.target_file_id).await.is_empty());
+    assert!(checkpoints(&stale.target_file_id).await.is_empty());
     let f = target(&outcome, &fresh.target_file_id);
     assert_eq!(f["state"], "finalized", "{f}");
-    assert_eq!(checkpoints(&c, &fresh.target_file_id).await.len(), 1);
+    assert_eq!(checkpoints(&fresh.target_file_id).await.len(), 1);
     assert_eq!(
         files(&out.join("exports")),
         ["fresh.md"],
@@ -422,7 +428,7 @@ async fn existing_output_directory_is_refused_before_any_save() {
         std::fs::read_to_string(used.join("results.json")).unwrap(),
         "{\"earlier\": true}"
     );
-    assert!(checkpoints(&c, &r.target_file_id).await.is_empty());
+    assert!(checkpoints(&r.target_file_id).await.is_empty());
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -522,7 +528,7 @@ async fn target_identities_are_preflighted_before_any_save() {
     );
     assert!(!out.exists());
     for r in [&ok, &renamed, &foreign] {
-        assert!(checkpoints(&c, &r.target_file_id).await.is_empty());
+        assert!(checkpoints(&r.target_file_id).await.is_empty());
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
@@ -535,7 +541,7 @@ async fn one_false_replay_check_fails_the_target() {
     let c = client().await;
     let dir = scratch("replay");
     let r = edited(&c, "diverged.md", "one\ntwo\n", "two", "TWO").await;
-    c.execute(
+    tables(&r.target_file_id).await.execute(
         "UPDATE patchdiff.targets SET current_content = replace(current_content, E'\\n', E'\\r\\n') \
          WHERE target_file_id = $1::text::uuid",
         &[&r.target_file_id],
@@ -575,7 +581,7 @@ async fn one_false_replay_check_fails_the_target() {
 
 /// Holds a target's row lock on a connection of its own until `release`.
 async fn hold_row_lock(id: &str) -> Client {
-    let holder = client().await;
+    let holder = tables(id).await;
     holder
         .batch_execute(&format!(
             "BEGIN; SELECT 1 FROM patchdiff.targets WHERE target_file_id = '{id}' FOR UPDATE"
@@ -585,18 +591,27 @@ async fn hold_row_lock(id: &str) -> Client {
     holder
 }
 
-/// Waits until the session named `app` is waiting for a lock: its SAVE is in flight.
-async fn wait_for_lock_wait(c: &Client, app: &str) {
+/// Waits until the session named `app` is waiting for a lock: its SAVE is in flight. Through a
+/// router the SAVE waits in the session PL/Proxy opened on the target's partition, so the wait is
+/// looked for there (the only lock held on that partition is the test's).
+async fn wait_for_lock_wait(id: &str, app: &str) {
     let deadline = tokio::time::Instant::now() + RUN_TIMEOUT;
+    let c = client().await;
+    let router = patchdiff_tests::is_router(&c).await;
+    let (c, sql) = if router {
+        (
+            tables(id).await,
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() \
+             AND wait_event_type = 'Lock' AND $1::text IS NOT NULL",
+        )
+    } else {
+        (
+            c,
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock'",
+        )
+    };
     loop {
-        let waiting: i64 = c
-            .query_one(
-                "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock'",
-                &[&app],
-            )
-            .await
-            .unwrap()
-            .get(0);
+        let waiting: i64 = c.query_one(sql, &[&app]).await.unwrap().get(0);
         if waiting > 0 {
             return;
         }
@@ -608,14 +623,28 @@ async fn wait_for_lock_wait(c: &Client, app: &str) {
     }
 }
 
-/// Terminates the session named `app` and waits (up to 10 s) until it has exited.
-async fn terminate(c: &Client, app: &str) {
+/// Terminates the session named `app` and waits (up to 10 s) until it has exited. Through a
+/// router, also the session that runs its SAVE on the target's partition: ending the router's
+/// session alone would leave that SAVE waiting, to commit once the lock is released.
+async fn terminate(id: &str, app: &str) {
+    let c = client().await;
     c.execute(
         "SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity WHERE application_name = $1",
         &[&app],
     )
     .await
     .unwrap();
+    if patchdiff_tests::is_router(&c).await {
+        tables(id)
+            .await
+            .execute(
+                "SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity \
+                 WHERE datname = current_database() AND wait_event_type = 'Lock'",
+                &[],
+            )
+            .await
+            .unwrap();
+    }
 }
 
 /// The state an uncertain SAVE leaves: the run stopped at the first target with save_pending
@@ -685,8 +714,8 @@ async fn lost_save_response_stops_with_save_pending_and_no_retry() {
 
     let holder = hold_row_lock(&first.target_file_id).await;
     let child = finalizer(&manifest, &out, &url, &[]).spawn().unwrap();
-    wait_for_lock_wait(&c, &app).await;
-    terminate(&c, &app).await;
+    wait_for_lock_wait(&first.target_file_id, &app).await;
+    terminate(&first.target_file_id, &app).await;
     let output = tokio::time::timeout(RUN_TIMEOUT, child.wait_with_output())
         .await
         .expect("the finalizer must stop, not resend the SAVE")
@@ -697,8 +726,8 @@ async fn lost_save_response_stops_with_save_pending_and_no_retry() {
     assert_stopped_with_save_pending(code, &outcome, &out, &first, &second);
     let detail = outcome["stopped"]["detail"].as_str().unwrap();
     assert!(detail.contains("unknown"), "{detail}");
-    assert!(checkpoints(&c, &first.target_file_id).await.is_empty());
-    assert!(checkpoints(&c, &second.target_file_id).await.is_empty());
+    assert!(checkpoints(&first.target_file_id).await.is_empty());
+    assert!(checkpoints(&second.target_file_id).await.is_empty());
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -727,10 +756,10 @@ async fn timed_out_save_is_uncertain() {
     );
     // The abandoned SAVE may still be waiting in its backend: end it before releasing the lock,
     // so that this test's checkpoint count does not depend on the server noticing the exit.
-    terminate(&c, &app).await;
+    terminate(&first.target_file_id, &app).await;
     holder.batch_execute("ROLLBACK").await.unwrap();
-    assert!(checkpoints(&c, &first.target_file_id).await.is_empty());
-    assert!(checkpoints(&c, &second.target_file_id).await.is_empty());
+    assert!(checkpoints(&first.target_file_id).await.is_empty());
+    assert!(checkpoints(&second.target_file_id).await.is_empty());
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

@@ -140,7 +140,8 @@ fn sql(query: &str, id: &str) -> Vec<Option<String>> {
         .build()
         .unwrap();
     rt.block_on(async {
-        let c = patchdiff_tests::connect(&dsn()).await.unwrap();
+        // The database that holds the target's rows: through a router, its partition.
+        let c = patchdiff_tests::tables_for(&dsn(), id).await;
         let row = c.query_one(query, &[&id]).await.unwrap();
         (0..row.len())
             .map(|i| row.get::<_, Option<String>>(i))
@@ -287,11 +288,17 @@ fn sql_callers_must_own_the_transaction_to_publish() {
         tx.batch_execute("SET LOCAL patchdiff.workspace_owned_transaction = on")
             .await
             .unwrap();
-        // Owned, but the target was never imported from a workspace.
         let r = patchdiff_tests::call(&tx, "patchdiff_save", &args)
             .await
             .unwrap();
-        assert_eq!(r["failure_reason"], "workspace_not_bound", "{r}");
+        if patchdiff_tests::is_router(&tx).await {
+            // Through a router (docs/scale-out.md) the SAVE runs in a transaction of its own on
+            // the shard, which the caller cannot own: still refused, before anything is written.
+            assert_eq!(r["code"], "workspace_requires_owned_transaction", "{r}");
+        } else {
+            // Owned, but the target was never imported from a workspace.
+            assert_eq!(r["failure_reason"], "workspace_not_bound", "{r}");
+        }
         tx.rollback().await.unwrap();
     });
 }
