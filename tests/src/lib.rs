@@ -76,6 +76,25 @@ pub async fn tables_for(dsn: &str, target: &str) -> Client {
         .expect("connecting to the target's partition")
 }
 
+/// Through a router, ends the sessions waiting on a lock in `target`'s partition database: the
+/// sessions PL/Proxy opened there for calls whose router sessions a test ended. Ending the router's
+/// session alone leaves such a call waiting, to commit once the lock is released. Nothing to do on
+/// one database, where the test ended the call's own session.
+pub async fn end_lock_waiters_behind_router(dsn: &str, target: &str) {
+    if !is_router(&connect(dsn).await.expect("connecting")).await {
+        return;
+    }
+    tables_for(dsn, target)
+        .await
+        .execute(
+            "SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity \
+             WHERE datname = current_database() AND wait_event_type = 'Lock'",
+            &[],
+        )
+        .await
+        .expect("ending the partition's lock waiters");
+}
+
 /// A partition's connection string with `dsn`'s user and password.
 fn as_caller(dsn: &str, partition: &str) -> String {
     let own: tokio_postgres::Config = dsn.parse().expect("PATCHDIFF_TEST_DSN");

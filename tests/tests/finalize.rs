@@ -634,17 +634,7 @@ async fn terminate(id: &str, app: &str) {
     )
     .await
     .unwrap();
-    if patchdiff_tests::is_router(&c).await {
-        tables(id)
-            .await
-            .execute(
-                "SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity \
-                 WHERE datname = current_database() AND wait_event_type = 'Lock'",
-                &[],
-            )
-            .await
-            .unwrap();
-    }
+    patchdiff_tests::end_lock_waiters_behind_router(&dsn(), id).await;
 }
 
 /// The state an uncertain SAVE leaves: the run stopped at the first target with save_pending

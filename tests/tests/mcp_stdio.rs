@@ -344,7 +344,7 @@ fn database_failure_is_outcome_unknown() {
     m.initialize(Some("2025-11-25"));
     let target = initialize_target(&mut m, "abc\n");
     // Hold the target's row lock so that the submission is in flight when its backend dies.
-    let mut holder = postgres_admin();
+    let mut holder = postgres_admin_for(&target);
     holder(&format!(
         "BEGIN; SELECT 1 FROM patchdiff.targets WHERE target_file_id = '{target}' FOR UPDATE"
     ));
@@ -355,6 +355,7 @@ fn database_failure_is_outcome_unknown() {
     postgres_admin()(
         "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'mcp-stdio-outcome-test'",
     );
+    end_lock_waiters_behind_router(&target);
     let r = m.reply();
     let result = &r["result"];
     let t: Value = serde_json::from_str(result["content"][0]["text"].as_str().unwrap()).unwrap();
@@ -392,10 +393,10 @@ fn statement_timeout_is_a_retryable_cancel_with_nothing_written() {
     let target = initialize_target(&mut m, "abc\n");
     let attempts =
         format!("SELECT count(*) FROM patchdiff.pdcp_logs WHERE target_file_id = '{target}'");
-    let mut count = postgres_count();
+    let mut count = postgres_count_for(&target);
     assert_eq!(count(&attempts), 0);
     // The submission waits on this row lock until its statement_timeout expires.
-    let mut holder = postgres_admin();
+    let mut holder = postgres_admin_for(&target);
     holder(&format!(
         "BEGIN; SELECT 1 FROM patchdiff.targets WHERE target_file_id = '{target}' FOR UPDATE"
     ));
@@ -499,13 +500,14 @@ fn storage_from_before_ownership_stops_start_up() {
     assert!(out.stdout.is_empty(), "nothing but MCP may go to stdout");
 }
 
-/// Runs a `SELECT count(*) ...` as the test superuser on one connection of its own.
-fn postgres_count() -> impl FnMut(&str) -> i64 {
+/// Runs a `SELECT count(*) ...` as the test superuser on one connection of its own to the
+/// database that holds `target`'s rows (through a router, its partition).
+fn postgres_count_for(target: &str) -> impl FnMut(&str) -> i64 {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
-    let client = rt.block_on(patchdiff_tests::connect(&dsn())).unwrap();
+    let client = rt.block_on(patchdiff_tests::tables_for(&dsn(), target));
     move |sql: &str| {
         let row = rt.block_on(client.query_one(sql, &[])).unwrap();
         row.get::<_, i64>(0)
@@ -514,14 +516,39 @@ fn postgres_count() -> impl FnMut(&str) -> i64 {
 
 /// Runs SQL as the test superuser on one connection of its own.
 fn postgres_admin() -> impl FnMut(&str) {
+    admin_on(|| async { patchdiff_tests::connect(&dsn()).await.unwrap() })
+}
+
+/// Runs SQL as the test superuser on one connection of its own to the database that holds
+/// `target`'s rows (through a router, its partition).
+fn postgres_admin_for(target: &str) -> impl FnMut(&str) {
+    let target = target.to_owned();
+    admin_on(move || async move { patchdiff_tests::tables_for(&dsn(), &target).await })
+}
+
+fn admin_on<F: Future<Output = tokio_postgres::Client>>(
+    connect: impl FnOnce() -> F,
+) -> impl FnMut(&str) {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
-    let client = rt.block_on(patchdiff_tests::connect(&dsn())).unwrap();
+    let client = rt.block_on(connect());
     move |sql: &str| {
         rt.block_on(client.batch_execute(sql)).unwrap();
     }
+}
+
+/// Through a router, ends the session of the call on the target's partition as well.
+fn end_lock_waiters_behind_router(target: &str) {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(patchdiff_tests::end_lock_waiters_behind_router(
+            &dsn(),
+            target,
+        ));
 }
 
 /// Issue 3, "The embedded default database": without PATCHDIFF_DATABASE_URL the server creates a
@@ -838,7 +865,7 @@ fn missing_observed_arguments_never_reach_the_tool() {
         "SELECT (SELECT count(*) FROM patchdiff.pdcp_logs WHERE target_file_id = '{target}') \
          + (SELECT count(*) FROM patchdiff.target_scope_observations WHERE target_file_id = '{target}')"
     );
-    let mut count = postgres_count();
+    let mut count = postgres_count_for(&target);
     let tool = "patchdiff_submit_observed_operations";
     for (form, full) in [("single", &single), ("batch", &batch)] {
         for name in full.as_object().unwrap().keys() {
