@@ -410,7 +410,10 @@ LANGUAGE plproxy AS $b$
       'update_path', a.default_version IS DISTINCT FROM e.extversion AND EXISTS (
           SELECT 1 FROM pg_extension_update_paths('pg_patchdiff') u
            WHERE u.source = e.extversion AND u.target = a.default_version AND u.path IS NOT NULL),
-      'since_0_1_0', to_regclass('patchdiff.target_directory') IS NOT NULL,
+      -- From the catalog: to_regclass would need USAGE on the extension's private schema, which
+      -- a login role that is not a superuser does not have.
+      'since_0_1_0', EXISTS (SELECT 1 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+                              WHERE n.nspname = 'patchdiff' AND c.relname = 'target_directory'),
       'functions', (SELECT json_agg(p.proname::text ORDER BY p.proname)
                       FROM pg_proc p JOIN pg_depend d ON d.classid = 'pg_proc'::regclass
                        AND d.objid = p.oid AND d.deptype = 'e' AND d.refobjid = e.oid))

@@ -55,6 +55,28 @@ pub async fn table_dsns(dsn: &str) -> Vec<String> {
     .collect()
 }
 
+/// The `postgres` database of each shard cluster behind a router `dsn` (roles are per cluster,
+/// so a test's roles must exist there too: docs/scale-out.md, "Roles"); none on one database.
+pub async fn shard_clusters(dsn: &str) -> Vec<String> {
+    let c = connect(dsn).await.expect("connecting");
+    if !is_router(&c).await {
+        return Vec::new();
+    }
+    let clusters: std::collections::BTreeSet<String> = table_dsns(dsn)
+        .await
+        .iter()
+        .map(|d| {
+            let mut words: Vec<&str> = d
+                .split_whitespace()
+                .filter(|w| !w.starts_with("dbname="))
+                .collect();
+            words.push("dbname=postgres");
+            words.join(" ")
+        })
+        .collect();
+    clusters.into_iter().collect()
+}
+
 /// A connection to the database that holds `target`'s rows (tables, row locks, sessions):
 /// `dsn`'s own, or through a router (docs/scale-out.md) the partition that owns the target, as
 /// the same user. Tests that read or lock tables use it; their API calls still go through `dsn`.

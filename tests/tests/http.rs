@@ -43,6 +43,19 @@ async fn roles(tag: &str) -> (String, Vec<String>) {
             .await
             .unwrap();
     }
+    // Through a router, the same roles on every shard cluster; PL/Proxy reaches a shard as the
+    // token's role (current_user), so there it logs in (docs/scale-out.md, "Roles").
+    for cluster in patchdiff_tests::shard_clusters(&dsn()).await {
+        let c = patchdiff_tests::connect(&cluster).await.unwrap();
+        c.batch_execute(&format!("CREATE ROLE {login} LOGIN NOINHERIT"))
+            .await
+            .unwrap();
+        for t in &tenants {
+            c.batch_execute(&format!("CREATE ROLE {t} LOGIN; GRANT {t} TO {login}"))
+                .await
+                .unwrap();
+        }
+    }
     (login, tenants)
 }
 
@@ -263,20 +276,24 @@ async fn tokens_are_roles_and_tenancy_holds_over_http() {
         &[],
         &[],
     );
-    let su = superuser().await;
+    // Every attempt and target, in every database that holds them (through a router, each
+    // partition's).
     let count = || async {
-        superuser()
-            .await
-            .query_one("SELECT count(*) FROM patchdiff.pdcp_logs", &[])
-            .await
-            .unwrap()
-            .get::<_, i64>(0)
-            + superuser()
-                .await
-                .query_one("SELECT count(*) FROM patchdiff.targets", &[])
+        let mut n = 0;
+        for d in patchdiff_tests::table_dsns(&dsn()).await {
+            n += patchdiff_tests::connect(&d)
                 .await
                 .unwrap()
-                .get::<_, i64>(0)
+                .query_one(
+                    "SELECT (SELECT count(*) FROM patchdiff.pdcp_logs) \
+                          + (SELECT count(*) FROM patchdiff.targets)",
+                    &[],
+                )
+                .await
+                .unwrap()
+                .get::<_, i64>(0);
+        }
+        n
     };
     let create = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
         "params": {"name": "patchdiff_initialize_target", "arguments": {"filename": "x.md", "content": "x"},
@@ -317,7 +334,8 @@ async fn tokens_are_roles_and_tenancy_holds_over_http() {
         json!({"filename": "secret.md", "content": "alpha\n"}),
     );
     let id = mine["target_file_id"].as_str().unwrap().to_owned();
-    let owner: String = su
+    let owner: String = patchdiff_tests::tables_for(&dsn(), &id)
+        .await
         .query_one(
             "SELECT owner_role::text FROM patchdiff.targets WHERE target_file_id = $1::text::uuid",
             &[&id],
@@ -577,7 +595,7 @@ async fn saturation_is_503_and_shutdown_finishes_the_call_in_flight() {
         json!({"filename": "l.md", "content": "alpha\n"}),
     );
     let id = created["target_file_id"].as_str().unwrap().to_owned();
-    let mut holder = superuser().await;
+    let mut holder = patchdiff_tests::tables_for(&dsn(), &id).await;
     let tx = holder.transaction().await.unwrap();
     tx.execute(
         "SELECT 1 FROM patchdiff.targets WHERE target_file_id = $1::text::uuid FOR UPDATE",
@@ -586,6 +604,7 @@ async fn saturation_is_503_and_shutdown_finishes_the_call_in_flight() {
     .await
     .unwrap();
     let url = e.url.clone();
+    let id_for_lock = id.clone();
     let waiting = std::thread::spawn(move || {
         let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
             "params": {"name": "patchdiff_submit_edits", "arguments": {"target_file_id": id, "intent": "x", "expected_target_version": 0, "edits": [{"match": "alpha", "replace": "beta"}]},
@@ -601,13 +620,23 @@ async fn saturation_is_503_and_shutdown_finishes_the_call_in_flight() {
     });
     // The endpoint's only connection is busy once its backend waits on the row lock (a fixed
     // sleep was not enough on a loaded machine).
+    // Through a router the call waits in the session PL/Proxy opened on the target's partition,
+    // as the token's role.
     let observer = superuser().await;
+    let (observer, who) = if patchdiff_tests::is_router(&observer).await {
+        (
+            patchdiff_tests::tables_for(&dsn(), &id_for_lock).await,
+            tenants[0].clone(),
+        )
+    } else {
+        (observer, login.clone())
+    };
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     loop {
         let waiting: i64 = observer
             .query_one(
                 "SELECT count(*) FROM pg_stat_activity WHERE usename = $1 AND wait_event_type = 'Lock'",
-                &[&login],
+                &[&who],
             )
             .await
             .unwrap()
