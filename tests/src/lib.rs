@@ -117,6 +117,18 @@ pub async fn end_lock_waiters_behind_router(dsn: &str, target: &str) {
         .expect("ending the partition's lock waiters");
 }
 
+/// Where a caller's own transaction around calls on `target` runs: on `client` (a connection to
+/// `dsn`), or through a router on a direct connection to the target's partition, since a
+/// transaction cannot span PL/Proxy's calls (docs/scale-out.md, "What differs through the
+/// router", which tells applications to do the same).
+pub async fn caller_transaction_client(dsn: &str, target: &str, client: Client) -> Client {
+    if is_router(&client).await {
+        tables_for(dsn, target).await
+    } else {
+        client
+    }
+}
+
 /// A partition's connection string with `dsn`'s user and password.
 fn as_caller(dsn: &str, partition: &str) -> String {
     let own: tokio_postgres::Config = dsn.parse().expect("PATCHDIFF_TEST_DSN");

@@ -366,8 +366,9 @@ async fn preview_and_exact_recovery() {
 /// and over 64 code points the new members say why they are missing.
 #[tokio::test]
 async fn caller_transaction_searches_nothing() {
-    let mut c = client().await;
+    let c = client().await;
     let t = initialize_target(&c, "tx.py", PYTHON).await.unwrap();
+    let mut c = patchdiff_tests::caller_transaction_client(&dsn(), &t, c).await;
     let tx = c.transaction().await.unwrap();
     let short = call(
         &tx,

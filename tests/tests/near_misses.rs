@@ -8,9 +8,12 @@ use patchdiff_tests::{call, connect, initialize_target};
 use serde_json::{Value, json};
 use tokio_postgres::Client;
 
+fn dsn() -> String {
+    std::env::var("PATCHDIFF_TEST_DSN").expect("PATCHDIFF_TEST_DSN must be set")
+}
+
 async fn client() -> Client {
-    let dsn = std::env::var("PATCHDIFF_TEST_DSN").expect("PATCHDIFF_TEST_DSN must be set");
-    connect(&dsn)
+    connect(&dsn())
         .await
         .expect("connecting with PATCHDIFF_TEST_DSN")
 }
@@ -84,8 +87,9 @@ async fn autocommit_rejection_lists_near_misses_and_recovery_rescans_the_stored_
 /// A caller-owned transaction gets omission_reason "caller_transaction"; the verdict is the same.
 #[tokio::test]
 async fn caller_transaction_omits_near_misses() {
-    let mut c = client().await;
+    let c = client().await;
     let t = initialize_target(&c, "near-tx.md", DOC).await.unwrap();
+    let mut c = patchdiff_tests::caller_transaction_client(&dsn(), &t, c).await;
     let tx = c.transaction().await.unwrap();
     let r = call(&tx, "patchdiff_submit_edits", &typo(&t, None))
         .await
