@@ -55,6 +55,18 @@ pub async fn table_dsns(dsn: &str) -> Vec<String> {
     .collect()
 }
 
+/// Whether a test of one database's own objects and processes (its tables' privileges and
+/// triggers, pg_dump, its backends and server log) must not run here because `dsn` is a router,
+/// whose database holds no pg_patchdiff: each shard is such a database, and the test command runs
+/// these tests against one (scripts/test.sh). Says so on stderr, with the reason.
+pub async fn not_through_a_router(dsn: &str, why: &str) -> bool {
+    let router = is_router(&connect(dsn).await.expect("connecting")).await;
+    if router {
+        eprintln!("not applicable through a router: {why}");
+    }
+    router
+}
+
 /// The `postgres` database of each shard cluster behind a router `dsn` (roles are per cluster,
 /// so a test's roles must exist there too: docs/scale-out.md, "Roles"); none on one database.
 pub async fn shard_clusters(dsn: &str) -> Vec<String> {
@@ -77,13 +89,12 @@ pub async fn shard_clusters(dsn: &str) -> Vec<String> {
     clusters.into_iter().collect()
 }
 
-/// A connection to the database that holds `target`'s rows (tables, row locks, sessions):
-/// `dsn`'s own, or through a router (docs/scale-out.md) the partition that owns the target, as
-/// the same user. Tests that read or lock tables use it; their API calls still go through `dsn`.
-pub async fn tables_for(dsn: &str, target: &str) -> Client {
+/// The connection string of the database that holds `target`'s rows: `dsn` itself, or through a
+/// router (docs/scale-out.md) the partition that owns the target, as the same user.
+pub async fn table_dsn_for(dsn: &str, target: &str) -> String {
     let c = connect(dsn).await.expect("connecting");
     if !is_router(&c).await {
-        return c;
+        return dsn.to_owned();
     }
     let partition: String = c
         .query_one(
@@ -93,9 +104,16 @@ pub async fn tables_for(dsn: &str, target: &str) -> Client {
         .await
         .expect("asking the router for the target's partition")
         .get(0);
-    connect(&as_caller(dsn, &partition))
+    as_caller(dsn, &partition)
+}
+
+/// A connection to the database that holds `target`'s rows (tables, row locks, sessions):
+/// [`table_dsn_for`]. Tests that read or lock tables use it; their API calls still go through
+/// `dsn`.
+pub async fn tables_for(dsn: &str, target: &str) -> Client {
+    connect(&table_dsn_for(dsn, target).await)
         .await
-        .expect("connecting to the target's partition")
+        .expect("connecting to the database of the target's rows")
 }
 
 /// Through a router, ends the sessions waiting on a lock in `target`'s partition database: the

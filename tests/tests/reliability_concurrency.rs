@@ -29,11 +29,20 @@ fn config(name: &str) -> Config {
     c
 }
 
+/// The stress checker, reading every database that holds rows (through a router, each
+/// partition's) and replaying through the DSN.
 async fn check(outcome: &Outcome) -> stress::Checked {
     let client = connect(&dsn())
         .await
         .expect("connecting with PATCHDIFF_TEST_DSN");
-    stress::check(&client, outcome).await.expect("checking")
+    let mut partitions = Vec::new();
+    for d in patchdiff_tests::table_dsns(&dsn()).await {
+        partitions.push(connect(&d).await.expect("connecting to a partition"));
+    }
+    let refs: Vec<&tokio_postgres::Client> = partitions.iter().collect();
+    stress::check_across(&refs, &client, outcome)
+        .await
+        .expect("checking")
 }
 
 /// Issue 9: "versions contiguous per target, no accepted attempt lost or applied twice, every
@@ -165,8 +174,8 @@ async fn the_checker_reports_each_broken_invariant() {
     // The database: a target whose stored version no longer matches its log (the targets table
     // is the one table a superuser can still change) breaks contiguity and replay.
     let target = &clean.observations[accepted].target;
-    let client = connect(&dsn()).await.unwrap();
-    client
+    patchdiff_tests::tables_for(&dsn(), target)
+        .await
         .execute(
             "UPDATE patchdiff.targets SET version = version + 1 WHERE target_file_id = $1::text::uuid",
             &[target],
@@ -193,10 +202,18 @@ async fn one_key_sent_by_eight_sessions_at_once_commits_once() {
     use tokio::sync::Barrier;
 
     const N: usize = 8;
-    let admin = connect(&dsn()).await.unwrap();
-    let target = initialize_target(&admin, "keyed-race.md", "alpha beta gamma\n")
-        .await
-        .unwrap();
+    let target = initialize_target(
+        &connect(&dsn()).await.unwrap(),
+        "keyed-race.md",
+        "alpha beta gamma\n",
+    )
+    .await
+    .unwrap();
+    // The database of the target's rows: through a router, its partition, where the first
+    // sender's own transaction runs (docs/scale-out.md) and where the others' calls wait.
+    let home = patchdiff_tests::table_dsn_for(&dsn(), &target).await;
+    let routed = home != dsn();
+    let admin = connect(&home).await.unwrap();
     let mut sessions = Vec::new();
     let named = stress::with_application_name(&dsn(), "keyed-race");
     for _ in 0..N {
@@ -259,23 +276,23 @@ async fn one_key_sent_by_eight_sessions_at_once_commits_once() {
 
     // The first sender holds the lock in an open transaction; the others queue behind it.
     let args = edit(1, "gamma", "race-open");
-    let mut first = connect(&dsn()).await.unwrap();
+    let mut first = connect(&home).await.unwrap();
     let tx = first.transaction().await.unwrap();
     let mine = call(&tx, "patchdiff_submit_edits", &args).await.unwrap();
     assert_eq!(mine["status"], "accepted", "{mine}");
+    // Through a router the others wait in the sessions PL/Proxy opened on the partition.
+    let waiters = if routed {
+        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' \
+          AND datname = current_database() AND pid <> pg_backend_pid()"
+    } else {
+        "SELECT count(*) FROM pg_stat_activity \
+          WHERE wait_event_type = 'Lock' AND application_name = 'keyed-race'"
+    };
     // The sessions run as spawned tasks; this only gathers their answers.
     let waiting = send_all(args.clone());
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     loop {
-        let blocked: i64 = admin
-            .query_one(
-                "SELECT count(*) FROM pg_stat_activity \
-                  WHERE wait_event_type = 'Lock' AND application_name = 'keyed-race'",
-                &[],
-            )
-            .await
-            .unwrap()
-            .get(0);
+        let blocked: i64 = admin.query_one(waiters, &[]).await.unwrap().get(0);
         if blocked >= N as i64 {
             break;
         }
@@ -310,14 +327,18 @@ async fn a_keyed_call_waiting_in_a_repeatable_read_transaction_is_recovered_not_
     use patchdiff_tests::{call, initialize_target};
     use serde_json::json;
 
-    let admin = connect(&dsn()).await.unwrap();
+    let api = connect(&dsn()).await.unwrap();
     for isolation in ["REPEATABLE READ", "SERIALIZABLE"] {
-        let target = initialize_target(&admin, "rr.md", "alpha beta\n")
+        let target = initialize_target(&api, "rr.md", "alpha beta\n")
             .await
             .unwrap();
+        // Callers' own transactions: through a router, on the target's partition
+        // (docs/scale-out.md); otherwise the test database itself.
+        let home = patchdiff_tests::table_dsn_for(&dsn(), &target).await;
+        let admin = connect(&home).await.unwrap();
         let args = json!({"target_file_id": target, "expected_target_version": 5, "intent": "stale",
                           "edits": [{"match": "alpha", "replace": "ALPHA"}], "client_request_id": "rr-1"});
-        let mut first = connect(&dsn()).await.unwrap();
+        let mut first = connect(&home).await.unwrap();
         let tx = first.transaction().await.unwrap();
         let recorded = call(&tx, "patchdiff_submit_edits", &args).await.unwrap();
         assert_eq!(
@@ -325,7 +346,7 @@ async fn a_keyed_call_waiting_in_a_repeatable_read_transaction_is_recovered_not_
             "{recorded}"
         );
 
-        let named = stress::with_application_name(&dsn(), "rr-waiter");
+        let named = stress::with_application_name(&home, "rr-waiter");
         let mut second = connect(&named).await.unwrap();
         let waiter = {
             let args = args.clone();

@@ -134,12 +134,15 @@ async fn submit_in_transaction(
 /// the new version and is rejected with `target_version_mismatch`; both attempts are logged.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn same_version_guard_race_accepts_exactly_one() {
-    // Two callers in their own explicit transactions.
-    let observer = client().await;
-    let target = initialize_target(&observer, "race.md", "alpha beta gamma\n")
+    // Two callers in their own explicit transactions: through a router, on the target's
+    // partition (docs/scale-out.md, "What differs through the router").
+    let api = client().await;
+    let target = initialize_target(&api, "race.md", "alpha beta gamma\n")
         .await
         .unwrap();
-    let (mut a, mut b) = (client().await, client().await);
+    let home = patchdiff_tests::table_dsn_for(&dsn(), &target).await;
+    let observer = connect(&home).await.unwrap();
+    let (mut a, mut b) = (connect(&home).await.unwrap(), connect(&home).await.unwrap());
     let (pid_a, pid_b) = (backend_pid(&a).await, backend_pid(&b).await);
     let (edit_a, edit_b) = (
         replace_word(&target, "alpha", 0),
@@ -194,9 +197,10 @@ async fn same_version_guard_race_accepts_exactly_one() {
     // Autocommit, as the front end calls: N callers released together by a barrier.
     const N: usize = 8;
     let words: Vec<String> = (0..N).map(|i| format!("word{i}")).collect();
-    let target = initialize_target(&observer, "race8.md", &(words.join(" ") + "\n"))
+    let target = initialize_target(&api, "race8.md", &(words.join(" ") + "\n"))
         .await
         .unwrap();
+    let observer = patchdiff_tests::tables_for(&dsn(), &target).await;
     let barrier = Arc::new(Barrier::new(N));
     let mut callers = tokio::task::JoinSet::new();
     for word in words {
@@ -270,6 +274,14 @@ async fn target_with_one_acceptance(c: &Client, filename: &str) -> String {
 /// SECURITY DEFINER.
 #[tokio::test]
 async fn log_and_ledger_refuse_update_delete_truncate_even_for_owner() {
+    if patchdiff_tests::not_through_a_router(
+        &dsn(),
+        "the log's and ledger's privileges and triggers are each shard database's",
+    )
+    .await
+    {
+        return;
+    }
     let c = client().await;
     let target = target_with_one_acceptance(&c, "append-only.md").await;
     let rows_before = logged_ids(&c, &target).await;
@@ -396,6 +408,14 @@ async fn log_and_ledger_refuse_update_delete_truncate_even_for_owner() {
 /// replica mode too, where foreign keys would not have been checked at all.
 #[tokio::test]
 async fn targets_and_cycles_are_never_removed_or_renumbered_even_for_owner() {
+    if patchdiff_tests::not_through_a_router(
+        &dsn(),
+        "the targets' triggers are each shard database's",
+    )
+    .await
+    {
+        return;
+    }
     let c = client().await;
     let target = target_with_one_acceptance(&c, "keep-rows.md").await;
     let rows_before = logged_ids(&c, &target).await;
@@ -462,6 +482,14 @@ async fn targets_and_cycles_are_never_removed_or_renumbered_even_for_owner() {
 /// with pg_extension_config_dump; this proves pdcp_logs is registered.
 #[tokio::test]
 async fn pg_dump_keeps_log_rows() {
+    if patchdiff_tests::not_through_a_router(
+        &dsn(),
+        "pg_dump dumps one database; each shard database is dumped on its own",
+    )
+    .await
+    {
+        return;
+    }
     let c = client().await;
     let target = initialize_target(&c, "dump.md", "keep me\n").await.unwrap();
     let r = call(
@@ -523,11 +551,12 @@ async fn pg_dump_keeps_log_rows() {
 /// waiting for its target, and the call leaves nothing behind: no attempt row, no new version.
 #[tokio::test]
 async fn statement_timeout_ends_a_call_without_leaving_state() {
-    let holder = client().await;
     let caller = client().await;
-    let target = initialize_target(&holder, "timeout.md", "one two\n")
+    let target = initialize_target(&caller, "timeout.md", "one two\n")
         .await
         .unwrap();
+    // The lock is held where the target's row is (through a router, its partition).
+    let holder = patchdiff_tests::tables_for(&dsn(), &target).await;
     holder.batch_execute("BEGIN").await.unwrap();
     holder
         .execute(
@@ -557,7 +586,7 @@ async fn statement_timeout_ends_a_call_without_leaving_state() {
         .batch_execute("RESET statement_timeout")
         .await
         .unwrap();
-    assert!(logged_statuses(&caller, &target).await.is_empty());
+    assert!(logged_statuses(&holder, &target).await.is_empty());
     let t = call(
         &caller,
         "patchdiff_get_target",
