@@ -306,7 +306,9 @@ BEGIN
     END;
     -- A shard whose pg_patchdiff does not know patchdiff.target_partition makes an ordinary
     -- random ID, which routes elsewhere: never answered as a success.
-    IF answer->>'status' = 'ok'
+    -- The answer is read through patchdiff_router.field: a refusal may quote an argument's name
+    -- with an escape that PostgreSQL's json operators cannot decode (\u0000).
+    IF patchdiff_router.field(answer, 'status') = 'ok'
        AND patchdiff_router.partition_of_id(answer->>'target_file_id') & (n - 1) <> p THEN
       RAISE EXCEPTION 'patchdiff: partition % created target % with an ID of partition %: its pg_patchdiff does not place new targets (patchdiff.target_partition); update it to the router''s release',
         p, answer->>'target_file_id', patchdiff_router.partition_of_id(answer->>'target_file_id') & (n - 1)
@@ -366,7 +368,8 @@ BEGIN
     END;
   END LOOP;
   FOREACH page IN ARRAY pages LOOP
-    IF page->>'status' IS DISTINCT FROM 'ok' THEN
+    -- A refusal may quote an argument's name with an escape json operators cannot decode.
+    IF patchdiff_router.field(page, 'status') IS DISTINCT FROM 'ok' THEN
       RETURN page;
     END IF;
     more := more OR json_typeof(page->'next_cursor') = 'string';
