@@ -101,11 +101,17 @@ log "the MCP conformance suite against the Streamable HTTP endpoint (2026-07-28 
 PATCHDIFF_CONFORMANCE_OUT="$HTTP_DIR/conformance" \
   bash "$ROOT/scripts/conformance.sh" "http://127.0.0.1:$HTTP_PORT/mcp" "$HTTP_DIR/token"
 
-# The suites that speak only the API, again through the router (docs/scale-out.md says which
-# suites do not apply there and why).
-log "through the PL/Proxy router: contract fidelity, structural observation, MCP eras, hostile stdio lines, the official Python SDK"
+# The end-to-end suites again, through the router: they read tables, hold row locks and run
+# callers' own transactions on the target's partition (patchdiff_tests::tables_for), as
+# docs/scale-out.md tells applications to. Not here: the suites that make databases or clusters
+# of their own (golden, upgrade, released_scripts, privileges, tenancy, reliability_crash), and
+# shards.rs, which ran above against both.
+log "through the PL/Proxy router: the end-to-end suites, and the official Python SDK"
 PATCHDIFF_TEST_DSN="$PATCHDIFF_ROUTER_DSN" counted cargo test --locked -p patchdiff-tests \
-  --test contract_fidelity --test structural --test eras --test fuzz_stdio
+  --test contract_fidelity --test drift_evidence --test eras --test finalize --test fuzz_sql \
+  --test fuzz_stdio --test hostile_input --test http --test incremental_observation \
+  --test mcp_stdio --test near_misses --test reliability_concurrency --test sql_concurrency \
+  --test structural --test workspace
 PATCHDIFF_TEST_DSN="$PATCHDIFF_ROUTER_DSN" PATCHDIFF_TEST_MCP_URL="http://127.0.0.1:$((HTTP_PORT + 1))/mcp" \
   counted "$PY_ENV/bin/python" -m pytest -q -p no:cacheprovider tests/mcp_sdk
 
