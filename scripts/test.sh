@@ -103,12 +103,14 @@ PATCHDIFF_CONFORMANCE_OUT="$HTTP_DIR/conformance" \
 
 # The end-to-end suites again, through the router: they read tables, hold row locks and run
 # callers' own transactions on the target's partition (patchdiff_tests::tables_for), as
-# docs/scale-out.md tells applications to. Not here: the suites that make databases or clusters
-# of their own (golden, upgrade, released_scripts, privileges, tenancy, reliability_crash), and
-# shards.rs, which ran above against both.
-log "through the PL/Proxy router: the end-to-end suites, and the official Python SDK"
+# docs/scale-out.md tells applications to; the golden transcripts, byte for byte, through fresh
+# routers of one partition each. Not here: the suites that make databases or clusters of their
+# own (upgrade, released_scripts, privileges, tenancy, reliability_crash), and shards.rs, which
+# ran above against both.
+log "through the PL/Proxy router: the end-to-end suites, the golden transcripts, and the official Python SDK"
 PATCHDIFF_TEST_DSN="$PATCHDIFF_ROUTER_DSN" counted cargo test --locked -p patchdiff-tests \
   --test contract_fidelity --test drift_evidence --test eras --test finalize --test fuzz_sql \
+  --test golden \
   --test fuzz_stdio --test hostile_input --test http --test incremental_observation \
   --test mcp_stdio --test near_misses --test reliability_concurrency --test sql_concurrency \
   --test structural --test workspace

@@ -38,15 +38,80 @@ fn runtime() -> tokio::runtime::Runtime {
 
 /// Drops and recreates database `name` with pg_patchdiff; returns its DSN. A fresh database
 /// starts every sequence at 1, so the transcript's log and ledger sequences are its own.
+///
+/// When PATCHDIFF_TEST_DSN is a sharded deployment's router (docs/scale-out.md), the fresh
+/// database is a router of its own, `name`, over one partition, a fresh pg_patchdiff database
+/// `name_p0` on the first shard cluster: every call goes through PL/Proxy, and its one partition
+/// keeps the sequences those of one database, so the transcripts must match byte for byte.
 fn fresh_database(name: &str) -> String {
     let base = dsn();
     assert!(
         !base.contains("://"),
         "PATCHDIFF_TEST_DSN must be key=value for the golden tests"
     );
+    let shard = runtime().block_on(async {
+        patchdiff_tests::shard_clusters(&base)
+            .await
+            .into_iter()
+            .next()
+    });
+    match shard {
+        Some(shard) => {
+            let partition = format!("{name}_p0");
+            fresh_pg_patchdiff(&shard, &partition);
+            fresh_router(&base, name, &shard, &partition)
+        }
+        None => fresh_pg_patchdiff(&base, name),
+    }
+}
+
+/// A router database `name` on `base`'s cluster whose one partition is database `partition` of
+/// the cluster `shard` names (its `postgres` database).
+fn fresh_router(base: &str, name: &str, shard: &str, partition: &str) -> String {
+    let db_dsn = format!("{base} dbname={name}");
+    // The partition's host and port; PL/Proxy connects as the calling user.
+    let mut conninfo: Vec<&str> = shard
+        .split_whitespace()
+        .filter(|w| w.starts_with("host=") || w.starts_with("port="))
+        .collect();
+    let database = format!("dbname={partition}");
+    conninfo.push(&database);
+    let conninfo = conninfo.join(" ");
+    runtime().block_on(async {
+        let admin = patchdiff_tests::connect(base).await.expect("connecting");
+        admin
+            .batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+            .await
+            .expect("DROP DATABASE");
+        admin
+            .batch_execute(&format!(
+                "CREATE DATABASE {name} ENCODING 'UTF8' TEMPLATE template0"
+            ))
+            .await
+            .expect("CREATE DATABASE");
+        let c = patchdiff_tests::connect(&db_dsn).await.expect("connecting");
+        c.batch_execute(&format!(
+            "CREATE EXTENSION plproxy; \
+             CREATE SERVER patchdiff FOREIGN DATA WRAPPER plproxy OPTIONS (p0 '{}'); \
+             CREATE USER MAPPING FOR PUBLIC SERVER patchdiff; \
+             GRANT USAGE ON FOREIGN SERVER patchdiff TO PUBLIC;",
+            conninfo.replace('\'', "''")
+        ))
+        .await
+        .expect("configuring the router");
+        c.batch_execute(include_str!("../../sql/router/patchdiff_router.sql"))
+            .await
+            .expect("installing sql/router/patchdiff_router.sql");
+    });
+    db_dsn
+}
+
+/// Drops and recreates database `name` with pg_patchdiff on the cluster of `base`; returns its
+/// DSN.
+fn fresh_pg_patchdiff(base: &str, name: &str) -> String {
     let db_dsn = format!("{base} dbname={name}");
     runtime().block_on(async {
-        let admin = patchdiff_tests::connect(&base).await.expect("connecting");
+        let admin = patchdiff_tests::connect(base).await.expect("connecting");
         // Two statements: a multi-statement string would run as one transaction block.
         admin
             .batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
