@@ -639,6 +639,77 @@ async fn a_shard_that_is_down_makes_only_its_targets_unavailable() {
     );
 }
 
+/// docs/scale-out.md, "What differs through the router": a workspace publication runs on
+/// patchdiff-mcp's own session on the target's partition. With that partition's shard down, the
+/// SAVE answers `unavailable` (retryable, nothing written): the file and the target stay as they
+/// were. Once the shard is back, the same process publishes.
+#[tokio::test]
+async fn a_publication_whose_shard_is_down_is_unavailable_and_writes_nothing() {
+    let _turn = SHARDS.write().await;
+    let router = connect(&router_dsn()).await;
+    let layout = layout(&router).await;
+    let n = layout.partitions.len();
+    let root = std::env::temp_dir().join(format!("patchdiff-shards-ws-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    std::fs::create_dir_all(&root).unwrap();
+    let key = root.with_extension("key");
+    let mut cmd = Command::new(mcp_bin());
+    cmd.env("PATCHDIFF_DATABASE_URL", router_dsn())
+        .env("PATCHDIFF_MCP_PROFILE", "workspace")
+        .env("PATCHDIFF_WORKSPACE_ROOT", &root)
+        .env("PATCHDIFF_WORKSPACE_KEY_FILE", &key)
+        .stderr(Stdio::null());
+    let mut m = Pipes::spawn(cmd);
+    m.send(b"{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"initialize\",\"params\":{\"protocolVersion\":\"2025-11-25\"}}\n");
+    m.line(Duration::from_secs(20)).expect("initialize");
+    // Files until one is bound on shard 1 (its nonce chooses the partition).
+    let (name, id) = (0..64)
+        .find_map(|i| {
+            let name = format!("doc{i}.md");
+            std::fs::write(root.join(&name), "alpha\n").unwrap();
+            let t = tool(
+                &mut m,
+                "patchdiff_initialize_target",
+                json!({"filename": name, "from_workspace": true}),
+            );
+            let id = t["target_file_id"].as_str().unwrap().to_owned();
+            (partition_of(&id, n) % layout.shards == 1).then_some((name, id))
+        })
+        .expect("a file bound on shard 1");
+    let edited = tool(
+        &mut m,
+        "patchdiff_submit_edits",
+        json!({"target_file_id": id, "expected_target_version": 0, "intent": "x",
+               "edits": [{"match": "alpha", "replace": "beta"}]}),
+    );
+    assert_eq!(edited["status"], "accepted", "{edited}");
+    let dir = format!("{}/shard1", shards_dir());
+    let port = layout.partitions[1]
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("port="))
+        .unwrap()
+        .to_owned();
+    pg_ctl(&["-D", &dir, "-m", "fast", "stop"]);
+    let restart = Restart { dir, port };
+    let save = json!({"target_file_id": id, "sync_workspace": true});
+    let r = tool(&mut m, "patchdiff_save", save.clone());
+    assert_eq!(
+        (&r["status"], &r["retryable"], &r["nothing_written"]),
+        (&json!("unavailable"), &json!(true), &json!(true)),
+        "{r}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join(&name)).unwrap(),
+        "alpha\n"
+    );
+    drop(restart);
+    let r = tool(&mut m, "patchdiff_save", save);
+    assert_eq!(r["status"], "saved", "{r}");
+    assert_eq!(std::fs::read_to_string(root.join(&name)).unwrap(), "beta\n");
+    let _ = std::fs::remove_dir_all(&root);
+    let _ = std::fs::remove_file(&key);
+}
+
 /// Issue 20 with the hostile-input rule: arguments PostgreSQL's json operators cannot decode
 /// (`\u0000`, lone surrogates, in any field, the target's ID included) never fail in the router;
 /// they reach a shard, which answers them exactly as one database does (its audited rejection or
