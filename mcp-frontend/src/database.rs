@@ -695,7 +695,42 @@ async fn versions(client: &Client, functions: &BTreeSet<String>) -> Result<Versi
 
 #[cfg(test)]
 mod tests {
-    use super::{Versions, session_sql};
+    use super::{Versions, partition_config, session_sql};
+
+    /// docs/scale-out.md: a publication through a router connects to the partition's host, port
+    /// and database as this front end's user, with its password and application name, and never
+    /// waits on a silent partition without end.
+    #[test]
+    fn a_partition_is_reached_as_the_front_ends_user() {
+        let own = "host=router.example port=6432 dbname=patchdiff user=agent password=s3cret \
+                   application_name=my-host";
+        let c = partition_config(own, "host=10.0.0.7 port=5433 dbname=patchdiff_p3").unwrap();
+        assert_eq!(c.get_dbname(), Some("patchdiff_p3"));
+        assert_eq!(c.get_ports(), [5433]);
+        assert_eq!(
+            format!("{:?}", c.get_hosts()),
+            r#"[Tcp("10.0.0.7")]"#,
+            "only the partition's host"
+        );
+        assert_eq!(c.get_user(), Some("agent"));
+        assert_eq!(c.get_password(), Some(&b"s3cret"[..]));
+        assert_eq!(c.get_application_name(), Some("my-host"));
+        assert_eq!(
+            c.get_connect_timeout(),
+            Some(&std::time::Duration::from_secs(10))
+        );
+        let c = partition_config(
+            "postgresql://agent@router/patchdiff?connect_timeout=3",
+            "host=10.0.0.7 dbname=patchdiff_p0",
+        )
+        .unwrap();
+        assert_eq!(c.get_application_name(), Some("patchdiff-mcp"));
+        assert_eq!(
+            c.get_connect_timeout(),
+            Some(&std::time::Duration::from_secs(3))
+        );
+        assert!(partition_config(own, "host='unterminated").is_err());
+    }
 
     fn versions(installed: &str, available: Option<&str>, update_path: bool) -> Versions {
         Versions {
