@@ -78,18 +78,7 @@ fn fresh_router(base: &str, name: &str, shard: &str, partition: &str) -> String 
     conninfo.push(&database);
     let conninfo = conninfo.join(" ");
     runtime().block_on(async {
-        let admin = patchdiff_tests::connect(base).await.expect("connecting");
-        admin
-            .batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-            .await
-            .expect("DROP DATABASE");
-        admin
-            .batch_execute(&format!(
-                "CREATE DATABASE {name} ENCODING 'UTF8' TEMPLATE template0"
-            ))
-            .await
-            .expect("CREATE DATABASE");
-        let c = patchdiff_tests::connect(&db_dsn).await.expect("connecting");
+        let c = empty_database(base, name).await;
         c.batch_execute(&format!(
             "CREATE EXTENSION plproxy; \
              CREATE SERVER patchdiff FOREIGN DATA WRAPPER plproxy OPTIONS (p0 '{}'); \
@@ -111,24 +100,31 @@ fn fresh_router(base: &str, name: &str, shard: &str, partition: &str) -> String 
 fn fresh_pg_patchdiff(base: &str, name: &str) -> String {
     let db_dsn = format!("{base} dbname={name}");
     runtime().block_on(async {
-        let admin = patchdiff_tests::connect(base).await.expect("connecting");
-        // Two statements: a multi-statement string would run as one transaction block.
-        admin
-            .batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-            .await
-            .expect("DROP DATABASE");
-        admin
-            .batch_execute(&format!(
-                "CREATE DATABASE {name} ENCODING 'UTF8' TEMPLATE template0"
-            ))
-            .await
-            .expect("CREATE DATABASE");
-        let c = patchdiff_tests::connect(&db_dsn).await.expect("connecting");
+        let c = empty_database(base, name).await;
         c.batch_execute("CREATE EXTENSION pg_patchdiff")
             .await
             .expect("CREATE EXTENSION");
     });
     db_dsn
+}
+
+/// Drops and recreates database `name` on the cluster of `base`, and connects to it.
+async fn empty_database(base: &str, name: &str) -> tokio_postgres::Client {
+    let admin = patchdiff_tests::connect(base).await.expect("connecting");
+    // Two statements: a multi-statement string would run as one transaction block.
+    admin
+        .batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+        .await
+        .expect("DROP DATABASE");
+    admin
+        .batch_execute(&format!(
+            "CREATE DATABASE {name} ENCODING 'UTF8' TEMPLATE template0"
+        ))
+        .await
+        .expect("CREATE DATABASE");
+    patchdiff_tests::connect(&format!("{base} dbname={name}"))
+        .await
+        .expect("connecting")
 }
 
 /// A `patchdiff-mcp` process whose every exchange is recorded raw.

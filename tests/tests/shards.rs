@@ -508,6 +508,18 @@ impl Drop for Restart {
     }
 }
 
+/// Stops shard cluster 1 (partition 1 lives there); it starts again when the result is dropped.
+fn stop_shard_1(layout: &Layout) -> Restart {
+    let dir = format!("{}/shard1", shards_dir());
+    let port = layout.partitions[1]
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("port="))
+        .unwrap()
+        .to_owned();
+    pg_ctl(&["-D", &dir, "-m", "fast", "stop"]);
+    Restart { dir, port }
+}
+
 fn pg_ctl(args: &[&str]) {
     let ok = Command::new("runuser")
         .args(["-u", "postgres", "--", "/usr/lib/postgresql/15/bin/pg_ctl"])
@@ -543,12 +555,6 @@ async fn a_shard_that_is_down_makes_only_its_targets_unavailable() {
     let (down_id, up_id) = (down_id.unwrap(), up_id.unwrap());
     let down_partition = partition_of(&down_id, n);
     let mut m = mcp(&router_dsn());
-    let dir = format!("{}/shard1", shards_dir());
-    let port = layout.partitions[1]
-        .split_whitespace()
-        .find_map(|w| w.strip_prefix("port="))
-        .unwrap()
-        .to_owned();
     // Open the router's connections to every partition first (the list runs on all of them),
     // and patchdiff-mcp's to both targets' partitions: when the shard stops, these are the
     // connections it closes under the router, which calls must survive (CI found one).
@@ -564,8 +570,7 @@ async fn a_shard_that_is_down_makes_only_its_targets_unavailable() {
             "ok"
         );
     }
-    pg_ctl(&["-D", &dir, "-m", "fast", "stop"]);
-    let restart = Restart { dir, port };
+    let restart = stop_shard_1(&layout);
     // The router's connection to the partition was open when the shard stopped: a keyed write
     // (safe to send again) is tried once more, which finds the shard unavailable.
     let e = router
@@ -683,14 +688,7 @@ async fn a_publication_whose_shard_is_down_is_unavailable_and_writes_nothing() {
                "edits": [{"match": "alpha", "replace": "beta"}]}),
     );
     assert_eq!(edited["status"], "accepted", "{edited}");
-    let dir = format!("{}/shard1", shards_dir());
-    let port = layout.partitions[1]
-        .split_whitespace()
-        .find_map(|w| w.strip_prefix("port="))
-        .unwrap()
-        .to_owned();
-    pg_ctl(&["-D", &dir, "-m", "fast", "stop"]);
-    let restart = Restart { dir, port };
+    let restart = stop_shard_1(&layout);
     let save = json!({"target_file_id": id, "sync_workspace": true});
     let r = tool(&mut m, "patchdiff_save", save.clone());
     assert_eq!(
