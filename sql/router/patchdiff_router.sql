@@ -162,6 +162,70 @@ BEGIN
   END LOOP;
 END $do$;
 
+-- A changeset (issue 19: patchdiff_submit_changeset) is atomic on one database only: PL/Proxy
+-- runs each call in its own transaction on one partition and cannot commit several partitions
+-- together. So a changeset whose member targets all live on one partition runs there, and one
+-- whose targets live on several is refused here, before any partition is called, naming them
+-- (SQLSTATE 0A000, feature_not_supported); nothing is written anywhere. Arguments the shard
+-- refuses anyway (no members array, over 32 members) go to partition 0, which answers them as
+-- any shard would.
+CREATE OR REPLACE FUNCTION patchdiff_router.changeset_partition(args json) RETURNS int4
+LANGUAGE plpgsql STABLE AS $b$
+DECLARE
+  r json;
+  n int4 := patchdiff_router.partitions();
+  parts int4[];
+BEGIN
+  IF json_typeof(args) IS DISTINCT FROM 'object' THEN
+    RETURN 0;
+  END IF;
+  r := patchdiff_router.readable(args);
+  IF json_typeof(r->'members') IS DISTINCT FROM 'array' OR json_array_length(r->'members') > 32 THEN
+    RETURN 0;
+  END IF;
+  SELECT array_agg(DISTINCT patchdiff_router.partition_of(m) & (n - 1) ORDER BY patchdiff_router.partition_of(m) & (n - 1))
+    INTO parts
+    FROM json_array_elements(r->'members') m
+   WHERE json_typeof(m) = 'object' AND json_typeof(m->'target_file_id') = 'string';
+  IF cardinality(parts) > 1 THEN
+    RAISE EXCEPTION 'patchdiff: the changeset''s targets live on partitions %; PL/Proxy cannot commit several partitions atomically, so the changeset was refused and nothing was written',
+      array_to_string(parts, ', ')
+      USING ERRCODE = '0A000',
+            HINT = 'Send one changeset per partition, or keep the targets one change spans on one partition (docs/scale-out.md).';
+  END IF;
+  RETURN COALESCE(parts[1], 0);
+END $b$;
+
+CREATE OR REPLACE FUNCTION patchdiff_router.patchdiff_submit_changeset(args json, strict text)
+RETURNS json LANGUAGE plproxy AS $b$
+  CLUSTER 'patchdiff';
+  RUN ON patchdiff_router.changeset_partition(args);
+  SELECT public.patchdiff_submit_changeset(args)
+   WHERE CASE WHEN strict IS NULL THEN true
+              ELSE set_config('patchdiff.strict_observation_mode', strict, true) IS NOT NULL END;
+$b$;
+
+CREATE OR REPLACE FUNCTION public.patchdiff_submit_changeset(args json) RETURNS json
+LANGUAGE plpgsql AS $b$
+DECLARE
+  strict_mode text := current_setting('patchdiff.strict_observation_mode', true);
+BEGIN
+  FOR try IN 1 .. 2 LOOP
+    BEGIN
+      RETURN patchdiff_router.patchdiff_submit_changeset(args, strict_mode);
+    EXCEPTION WHEN OTHERS THEN
+      IF patchdiff_router.not_connected(SQLERRM) THEN
+        PERFORM patchdiff_router.unavailable(patchdiff_router.changeset_partition(args), SQLERRM);
+      END IF;
+      -- Sent once more only with a request key (patchdiff_router.lost), as other writes.
+      IF try = 2 OR NOT patchdiff_router.lost(SQLSTATE, SQLERRM)
+         OR patchdiff_router.field(args, 'client_request_id') IS NULL THEN
+        RAISE;
+      END IF;
+    END;
+  END LOOP;
+END $b$;
+
 -- The typed submission (its target is its first argument).
 CREATE OR REPLACE FUNCTION patchdiff_router.patchdiff_submit(
     target_file_id uuid, intent text, edits json, expected_target_version bigint,
