@@ -146,11 +146,20 @@ async fn all_or_none_with_one_changeset_id_and_the_failing_member_named() {
         .unwrap()
         .get(0);
     assert_eq!(accepted, 0);
-    // History pages are those of the contract: no changeset_id member in them.
+    // History pages are those of the contract: no changeset_id member in their entries (the
+    // stored diagnostic of a changeset_member_rejected row names it, as evidence).
     let page = call(&c, "patchdiff_get_pdcp_log", &json!({"target_file_id": a}))
         .await
         .unwrap();
-    assert!(!page.to_string().contains("changeset_id"), "{page}");
+    let entries = page["entries"].as_array().unwrap();
+    assert_eq!(entries.len(), 2, "{page}");
+    for e in entries {
+        assert!(e.get("changeset_id").is_none(), "{e}");
+    }
+    assert_eq!(
+        entries[0]["diagnostic"]["code"],
+        "changeset_member_rejected"
+    );
 }
 
 /// "One request key covers the whole changeset: a resend recovers all of it or none"; a
@@ -238,10 +247,14 @@ async fn the_callers_rollback_undoes_the_whole_changeset() {
 async fn opposite_orders_never_deadlock_and_stay_all_or_none() {
     const ROUNDS: usize = 40;
     let setup = client().await;
+    // 256 KiB of text behind each lock: each member's locked read takes long enough that the
+    // two sessions' lock acquisitions interleave (the control test below shows what opposite
+    // orders do without one global order).
+    let body = format!("x\n{}", "filler line\n".repeat(256 * 1024 / 12));
     let mut ids = Vec::new();
     for i in 0..3 {
         ids.push(
-            initialize_target(&setup, &format!("d{i}.md"), "x\n")
+            initialize_target(&setup, &format!("d{i}.md"), &body)
                 .await
                 .unwrap(),
         );
@@ -299,12 +312,47 @@ async fn opposite_orders_never_deadlock_and_stay_all_or_none() {
             ax + ay,
             "{id}: version counts the accepted changesets"
         );
-        assert_eq!(text.len(), 2 + ax + ay);
+        assert_eq!(text.len(), body.len() + ax + ay);
     }
     eprintln!(
         "changesets: {ax}+{ay} accepted, {rx}+{ry} rejected, no deadlock in {} calls",
         2 * ROUNDS
     );
+}
+
+/// The control of the test above: the same two sessions taking the same targets' locks in
+/// opposite orders without a changeset (two single submissions in each transaction) deadlock,
+/// and PostgreSQL ends one of them with 40P01. So the changeset test's setting can deadlock;
+/// the changeset's one global order is what prevents it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn control_opposite_orders_without_one_order_deadlock() {
+    let (mut c1, mut c2) = (client().await, client().await);
+    let t1 = initialize_target(&c1, "c1.md", "x\n").await.unwrap();
+    let t2 = initialize_target(&c1, "c2.md", "x\n").await.unwrap();
+    let one = |id: &str| edit(id, 0, "x", "y");
+    let tx1 = c1.transaction().await.unwrap();
+    let tx2 = c2.transaction().await.unwrap();
+    call(&tx1, "patchdiff_submit_edits", &one(&t1))
+        .await
+        .unwrap();
+    call(&tx2, "patchdiff_submit_edits", &one(&t2))
+        .await
+        .unwrap();
+    let (second1, second2) = (one(&t2), one(&t1));
+    let (a, b) = tokio::join!(
+        call(&tx1, "patchdiff_submit_edits", &second1),
+        call(&tx2, "patchdiff_submit_edits", &second2)
+    );
+    let deadlocks = [&a, &b]
+        .iter()
+        .filter(|r| {
+            r.as_ref()
+                .err()
+                .and_then(|e| e.code())
+                .is_some_and(|c| *c == tokio_postgres::error::SqlState::T_R_DEADLOCK_DETECTED)
+        })
+        .count();
+    assert_eq!(deadlocks, 1, "{a:?} {b:?}");
 }
 
 /// Tenancy and hostile input: a member naming an unknown target ends the changeset with the
