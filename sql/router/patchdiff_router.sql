@@ -109,59 +109,6 @@ LANGUAGE sql IMMUTABLE AS $$
   SELECT message ~* '(could not connect|connection refused|no such file or directory|PQconnectPoll|connect failed|timeout expired|the database system is (starting up|shutting down|in recovery mode))'
 $$;
 
--- Every function of one target: a PL/Proxy function that runs it on the target's partition, and
--- the public function of the API, which calls it and names the partition when it cannot be
--- reached. The caller's patchdiff.strict_observation_mode, when it set one on the router, holds
--- on the shard for that call (a session setting does not cross PL/Proxy by itself, and strict
--- mode must never be lost on the way).
-DO $do$
-DECLARE
-  f text;
-  reads text[] := ARRAY[
-    'patchdiff_export_target', 'patchdiff_find_occurrences', 'patchdiff_get_manifest_ledger',
-    'patchdiff_get_pdcp_log', 'patchdiff_get_target', 'patchdiff_preview', 'patchdiff_read_lines',
-    'patchdiff_read_target', 'patchdiff_replay'];
-  writes text[] := ARRAY[
-    'patchdiff_grant', 'patchdiff_observe_scope', 'patchdiff_revoke', 'patchdiff_save',
-    'patchdiff_submit_edits', 'patchdiff_submit_observed_operations',
-    'patchdiff_submit_operations', 'patchdiff_submit_replacement'];
-BEGIN
-  FOREACH f IN ARRAY reads || writes
-  LOOP
-    EXECUTE format($q$
-      CREATE OR REPLACE FUNCTION patchdiff_router.%1$s(args json, strict text) RETURNS json
-      LANGUAGE plproxy AS $b$
-        CLUSTER 'patchdiff';
-        RUN ON patchdiff_router.partition_of(args);
-        SELECT public.%1$s(args)
-         WHERE CASE WHEN strict IS NULL THEN true
-                    ELSE set_config('patchdiff.strict_observation_mode', strict, true) IS NOT NULL END;
-      $b$$q$, f);
-    EXECUTE format($q$
-      CREATE OR REPLACE FUNCTION public.%1$s(args json) RETURNS json
-      LANGUAGE plpgsql AS $b$
-      DECLARE
-        strict_mode text := current_setting('patchdiff.strict_observation_mode', true);
-      BEGIN
-        FOR try IN 1 .. 2 LOOP
-          BEGIN
-            RETURN patchdiff_router.%1$s(args, strict_mode);
-          EXCEPTION WHEN OTHERS THEN
-            IF patchdiff_router.not_connected(SQLERRM) THEN
-              PERFORM patchdiff_router.unavailable(
-                patchdiff_router.partition_of(args) & (patchdiff_router.partitions() - 1), SQLERRM);
-            END IF;
-            -- Sent once more only where that is safe (patchdiff_router.lost).
-            IF try = 2 OR NOT patchdiff_router.lost(SQLSTATE, SQLERRM)
-               OR NOT (%2$L OR patchdiff_router.field(args, 'client_request_id') IS NOT NULL) THEN
-              RAISE;
-            END IF;
-          END;
-        END LOOP;
-      END $b$$q$, f, f = ANY (reads));
-  END LOOP;
-END $do$;
-
 -- A changeset (issue 19: patchdiff_submit_changeset) is atomic on one database only: PL/Proxy
 -- runs each call in its own transaction on one partition and cannot commit several partitions
 -- together. So a changeset whose member targets all live on one partition runs there, and one
@@ -196,35 +143,63 @@ BEGIN
   RETURN COALESCE(parts[1], 0);
 END $b$;
 
-CREATE OR REPLACE FUNCTION patchdiff_router.patchdiff_submit_changeset(args json, strict text)
-RETURNS json LANGUAGE plproxy AS $b$
-  CLUSTER 'patchdiff';
-  RUN ON patchdiff_router.changeset_partition(args);
-  SELECT public.patchdiff_submit_changeset(args)
-   WHERE CASE WHEN strict IS NULL THEN true
-              ELSE set_config('patchdiff.strict_observation_mode', strict, true) IS NOT NULL END;
-$b$;
-
-CREATE OR REPLACE FUNCTION public.patchdiff_submit_changeset(args json) RETURNS json
-LANGUAGE plpgsql AS $b$
+-- Every function of one target: a PL/Proxy function that runs it on the target's partition, and
+-- the public function of the API, which calls it and names the partition when it cannot be
+-- reached. The caller's patchdiff.strict_observation_mode, when it set one on the router, holds
+-- on the shard for that call (a session setting does not cross PL/Proxy by itself, and strict
+-- mode must never be lost on the way). A changeset runs on the partition of all its members
+-- (patchdiff_router.changeset_partition, above).
+DO $do$
 DECLARE
-  strict_mode text := current_setting('patchdiff.strict_observation_mode', true);
+  f text;
+  reads text[] := ARRAY[
+    'patchdiff_export_target', 'patchdiff_find_occurrences', 'patchdiff_get_manifest_ledger',
+    'patchdiff_get_pdcp_log', 'patchdiff_get_target', 'patchdiff_preview', 'patchdiff_read_lines',
+    'patchdiff_read_target', 'patchdiff_replay'];
+  writes text[] := ARRAY[
+    'patchdiff_grant', 'patchdiff_observe_scope', 'patchdiff_revoke', 'patchdiff_save',
+    'patchdiff_submit_edits', 'patchdiff_submit_observed_operations',
+    'patchdiff_submit_operations', 'patchdiff_submit_replacement', 'patchdiff_submit_changeset'];
+  route text;
 BEGIN
-  FOR try IN 1 .. 2 LOOP
-    BEGIN
-      RETURN patchdiff_router.patchdiff_submit_changeset(args, strict_mode);
-    EXCEPTION WHEN OTHERS THEN
-      IF patchdiff_router.not_connected(SQLERRM) THEN
-        PERFORM patchdiff_router.unavailable(patchdiff_router.changeset_partition(args), SQLERRM);
-      END IF;
-      -- Sent once more only with a request key (patchdiff_router.lost), as other writes.
-      IF try = 2 OR NOT patchdiff_router.lost(SQLSTATE, SQLERRM)
-         OR patchdiff_router.field(args, 'client_request_id') IS NULL THEN
-        RAISE;
-      END IF;
-    END;
+  FOREACH f IN ARRAY reads || writes
+  LOOP
+    route := CASE WHEN f = 'patchdiff_submit_changeset'
+                 THEN 'patchdiff_router.changeset_partition(args)'
+                 ELSE 'patchdiff_router.partition_of(args)' END;
+    EXECUTE format($q$
+      CREATE OR REPLACE FUNCTION patchdiff_router.%1$s(args json, strict text) RETURNS json
+      LANGUAGE plproxy AS $b$
+        CLUSTER 'patchdiff';
+        RUN ON %2$s;
+        SELECT public.%1$s(args)
+         WHERE CASE WHEN strict IS NULL THEN true
+                    ELSE set_config('patchdiff.strict_observation_mode', strict, true) IS NOT NULL END;
+      $b$$q$, f, route);
+    EXECUTE format($q$
+      CREATE OR REPLACE FUNCTION public.%1$s(args json) RETURNS json
+      LANGUAGE plpgsql AS $b$
+      DECLARE
+        strict_mode text := current_setting('patchdiff.strict_observation_mode', true);
+      BEGIN
+        FOR try IN 1 .. 2 LOOP
+          BEGIN
+            RETURN patchdiff_router.%1$s(args, strict_mode);
+          EXCEPTION WHEN OTHERS THEN
+            IF patchdiff_router.not_connected(SQLERRM) THEN
+              PERFORM patchdiff_router.unavailable(
+                %3$s & (patchdiff_router.partitions() - 1), SQLERRM);
+            END IF;
+            -- Sent once more only where that is safe (patchdiff_router.lost).
+            IF try = 2 OR NOT patchdiff_router.lost(SQLSTATE, SQLERRM)
+               OR NOT (%2$L OR patchdiff_router.field(args, 'client_request_id') IS NOT NULL) THEN
+              RAISE;
+            END IF;
+          END;
+        END LOOP;
+      END $b$$q$, f, f = ANY (reads), route);
   END LOOP;
-END $b$;
+END $do$;
 
 -- The typed submission (its target is its first argument).
 CREATE OR REPLACE FUNCTION patchdiff_router.patchdiff_submit(
