@@ -556,6 +556,28 @@ mod tests {
         assert_eq!(s.writes, 2);
     }
 
+    /// Strict observation mode holds for every member, as for the single tools: each fresh
+    /// member is the audited OBSERVATION_REQUIRED rejection, so the changeset is rejected and no
+    /// target changes; the rows are written in member order after every lock.
+    #[test]
+    fn strict_mode_rejects_every_member() {
+        let mut s = Memory::with(&[(A, "a\n"), (B, "a\n")]);
+        let strict = Settings {
+            strict_observation_mode: true,
+            caller_owned_transaction: false,
+        };
+        let args = json!({"members": [edit(B, "a", "b"), edit(A, "a", "b")]});
+        let r = submit_changeset(&mut s, &args.to_string(), strict);
+        assert_eq!(r["status"], "rejected", "{r}");
+        assert_eq!(r["failing_member"]["member_index"], 0);
+        assert_eq!(r["code"], "OBSERVATION_REQUIRED");
+        assert_eq!(r["members"][1]["code"], "OBSERVATION_REQUIRED");
+        assert_eq!((s.content(A), s.content(B)), ("a\n", "a\n"));
+        assert_eq!(s.locked, [A, B]);
+        let written: Vec<&str> = s.attempts.iter().map(|(_, t, _)| t.as_str()).collect();
+        assert_eq!(written, [B, A]);
+    }
+
     /// Caps and hostile input are refused before any lock: too many members, a target twice, a
     /// member with its own key, neither or both formats, over the byte cap, too deep.
     #[test]
