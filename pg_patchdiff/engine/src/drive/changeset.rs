@@ -124,11 +124,19 @@ pub fn submit_changeset(store: &mut impl Store, args: &str, settings: Settings) 
         let keyed = a.conflicts_with_pdcp_log_id.is_some();
         (a.status != Status::Accepted && (!conflict || keyed)).then_some(i)
     });
-    let failing = failing.or_else(|| {
-        verdicts
-            .iter()
-            .position(|v| v.attempt.status != Status::Accepted)
-    });
+    let failing = failing
+        .or_else(|| {
+            verdicts
+                .iter()
+                .position(|v| v.attempt.status != Status::Accepted)
+        })
+        // A key held on some member targets (with this changeset's fingerprint) but not on
+        // others cannot come from this changeset, which writes all or none: never applied.
+        .or_else(|| {
+            conflict
+                .then(|| stored.iter().position(Option::is_some))
+                .flatten()
+        });
     let changeset_id = store.new_id();
     let mut answers = Vec::with_capacity(n);
     let mut failing_member = Value::Null;
