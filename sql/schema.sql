@@ -144,6 +144,9 @@ CREATE TABLE patchdiff.pdcp_logs (
     source                     text NOT NULL,
     intent                     text,
     created_at                 timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
+    -- patchdiff_submit_changeset (issue 19): the changeset every member's attempt belongs to;
+    -- NULL for a single submission. No foreign key: a changeset is only this shared ID.
+    changeset_id               uuid,
     CHECK ((status = 'accepted') = (after_version IS NOT NULL AND failure_reason IS NULL))
 );
 CREATE UNIQUE INDEX ON patchdiff.pdcp_logs (target_file_id, client_request_id) WHERE client_request_id IS NOT NULL;
@@ -158,6 +161,10 @@ CREATE INDEX ON patchdiff.pdcp_logs (target_file_id, pdcp_content_hash, log_sequ
 COMMENT ON TABLE patchdiff.pdcp_logs IS 'Append-only log of every submission attempt, accepted or rejected. UPDATE, DELETE and TRUNCATE are refused.';
 COMMENT ON COLUMN patchdiff.pdcp_logs.pdcp_content IS 'The stored record: the proposal as compact ASCII-escaped JSON with sorted keys.';
 COMMENT ON COLUMN patchdiff.pdcp_logs.intent IS 'The stored record''s transaction intent (NULL when it has none), written with the attempt so that history pages never decode pdcp_content.';
+-- A changeset's members, for the DBA's `WHERE changeset_id = ...`; single submissions (NULL)
+-- add no index entry.
+CREATE INDEX ON patchdiff.pdcp_logs (changeset_id) WHERE changeset_id IS NOT NULL;
+COMMENT ON COLUMN patchdiff.pdcp_logs.changeset_id IS 'The changeset (patchdiff_submit_changeset) whose member this attempt is: every member of one changeset shares it, all accepted or all rejected. NULL for a single submission.';
 COMMENT ON COLUMN patchdiff.pdcp_logs.request_fingerprint IS 'SHA-256 of the request envelope (protocol, target, record hash, guards, parent).';
 
 CREATE TABLE patchdiff.manifest_ledger (

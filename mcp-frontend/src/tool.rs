@@ -51,11 +51,12 @@ pub enum Tool {
     ListScopes,
     ObserveScopes,
     CommitBundle,
+    SubmitChangeset,
 }
 
 impl Tool {
     /// Every tool, in catalog order (the order of `tools/list`).
-    pub const ALL: [Tool; 20] = [
+    pub const ALL: [Tool; 21] = [
         Tool::InitializeTarget,
         Tool::HandleUpload,
         Tool::GetTarget,
@@ -76,6 +77,7 @@ impl Tool {
         Tool::ListScopes,
         Tool::ObserveScopes,
         Tool::CommitBundle,
+        Tool::SubmitChangeset,
     ];
 
     /// The tool's name on the wire.
@@ -101,6 +103,7 @@ impl Tool {
             Tool::ListScopes => "patchdiff_list_scopes",
             Tool::ObserveScopes => "patchdiff_observe_scopes",
             Tool::CommitBundle => "patchdiff_commit_bundle",
+            Tool::SubmitChangeset => "patchdiff_submit_changeset",
         }
     }
 
@@ -123,6 +126,7 @@ impl Tool {
             Tool::Replay | Tool::GetPdcpLog | Tool::GetManifestLedger => Family::History,
             Tool::ObserveScope | Tool::SubmitObservedOperations => Family::Observed,
             Tool::ListScopes | Tool::ObserveScopes | Tool::CommitBundle => Family::ObservedV2,
+            Tool::SubmitChangeset => Family::Extended,
         }
     }
 

@@ -122,11 +122,46 @@ LANGUAGE sql IMMUTABLE AS $$
   SELECT message ~* '(could not connect|connection refused|no such file or directory|PQconnectPoll|connect failed|timeout expired|the database system is (starting up|shutting down|in recovery mode))'
 $$;
 
+-- A changeset (issue 19: patchdiff_submit_changeset) is atomic on one database only: PL/Proxy
+-- runs each call in its own transaction on one partition and cannot commit several partitions
+-- together. So a changeset whose member targets all live on one partition runs there, and one
+-- whose targets live on several is refused here, before any partition is called, naming them
+-- (SQLSTATE 0A000, feature_not_supported); nothing is written anywhere. Arguments the shard
+-- refuses anyway (no members array, over 32 members) go to partition 0, which answers them as
+-- any shard would.
+CREATE OR REPLACE FUNCTION patchdiff_router.changeset_partition(args json) RETURNS int4
+LANGUAGE plpgsql STABLE AS $b$
+DECLARE
+  r json;
+  n int4 := patchdiff_router.partitions();
+  parts int4[];
+BEGIN
+  IF json_typeof(args) IS DISTINCT FROM 'object' THEN
+    RETURN 0;
+  END IF;
+  r := patchdiff_router.readable(args);
+  IF json_typeof(r->'members') IS DISTINCT FROM 'array' OR json_array_length(r->'members') > 32 THEN
+    RETURN 0;
+  END IF;
+  SELECT array_agg(DISTINCT patchdiff_router.partition_of(m) & (n - 1) ORDER BY patchdiff_router.partition_of(m) & (n - 1))
+    INTO parts
+    FROM json_array_elements(r->'members') m
+   WHERE json_typeof(m) = 'object' AND json_typeof(m->'target_file_id') = 'string';
+  IF cardinality(parts) > 1 THEN
+    RAISE EXCEPTION 'patchdiff: the changeset''s targets live on partitions %; PL/Proxy cannot commit several partitions atomically, so the changeset was refused and nothing was written',
+      array_to_string(parts, ', ')
+      USING ERRCODE = '0A000',
+            HINT = 'Send one changeset per partition, or keep the targets one change spans on one partition (docs/scale-out.md).';
+  END IF;
+  RETURN COALESCE(parts[1], 0);
+END $b$;
+
 -- Every function of one target: a PL/Proxy function that runs it on the target's partition, and
 -- the public function of the API, which calls it and names the partition when it cannot be
 -- reached. The caller's patchdiff.strict_observation_mode, when it set one on the router, holds
 -- on the shard for that call (a session setting does not cross PL/Proxy by itself, and strict
--- mode must never be lost on the way).
+-- mode must never be lost on the way). A changeset runs on the partition of all its members
+-- (patchdiff_router.changeset_partition, above).
 DO $do$
 DECLARE
   f text;
@@ -137,19 +172,23 @@ DECLARE
   writes text[] := ARRAY[
     'patchdiff_grant', 'patchdiff_observe_scope', 'patchdiff_revoke', 'patchdiff_save',
     'patchdiff_submit_edits', 'patchdiff_submit_observed_operations',
-    'patchdiff_submit_operations', 'patchdiff_submit_replacement'];
+    'patchdiff_submit_operations', 'patchdiff_submit_replacement', 'patchdiff_submit_changeset'];
+  route text;
 BEGIN
   FOREACH f IN ARRAY reads || writes
   LOOP
+    route := CASE WHEN f = 'patchdiff_submit_changeset'
+                 THEN 'patchdiff_router.changeset_partition(args)'
+                 ELSE 'patchdiff_router.partition_of(args)' END;
     EXECUTE format($q$
       CREATE OR REPLACE FUNCTION patchdiff_router.%1$s(args json, strict text) RETURNS json
       LANGUAGE plproxy AS $b$
         CLUSTER 'patchdiff';
-        RUN ON patchdiff_router.partition_of(args);
+        RUN ON %2$s;
         SELECT public.%1$s(args)
          WHERE CASE WHEN strict IS NULL THEN true
                     ELSE set_config('patchdiff.strict_observation_mode', strict, true) IS NOT NULL END;
-      $b$$q$, f);
+      $b$$q$, f, route);
     EXECUTE format($q$
       CREATE OR REPLACE FUNCTION public.%1$s(args json) RETURNS json
       LANGUAGE plpgsql AS $b$
@@ -162,7 +201,7 @@ BEGIN
           EXCEPTION WHEN OTHERS THEN
             IF patchdiff_router.not_connected(SQLERRM) THEN
               PERFORM patchdiff_router.unavailable(
-                patchdiff_router.partition_of(args) & (patchdiff_router.partitions() - 1), SQLERRM);
+                %3$s & (patchdiff_router.partitions() - 1), SQLERRM);
             END IF;
             -- Sent once more only where that is safe (patchdiff_router.lost).
             IF try = 2 OR NOT patchdiff_router.lost(SQLSTATE, SQLERRM)
@@ -171,7 +210,7 @@ BEGIN
             END IF;
           END;
         END LOOP;
-      END $b$$q$, f, f = ANY (reads));
+      END $b$$q$, f, f = ANY (reads), route);
   END LOOP;
 END $do$;
 

@@ -52,3 +52,19 @@ ALTER TABLE patchdiff.manifest_ledger
     ADD PRIMARY KEY (pdcp_log_id, change_index);
 DROP INDEX patchdiff.manifest_ledger_target_file_id_ledger_sequence_idx;
 CREATE UNIQUE INDEX ON patchdiff.manifest_ledger (target_file_id, ledger_sequence);
+
+-- Issue 19 item 1: changesets. Every member's attempt names its changeset; a single
+-- submission's is NULL (sql/schema.sql).
+ALTER TABLE patchdiff.pdcp_logs ADD COLUMN changeset_id uuid;
+CREATE INDEX ON patchdiff.pdcp_logs (changeset_id) WHERE changeset_id IS NOT NULL;
+COMMENT ON COLUMN patchdiff.pdcp_logs.changeset_id IS 'The changeset (patchdiff_submit_changeset) whose member this attempt is: every member of one changeset shares it, all accepted or all rejected. NULL for a single submission.';
+
+CREATE FUNCTION "patchdiff_submit_changeset"(
+	"args" json /* JsonText */
+) RETURNS json /* JsonText */
+STRICT SECURITY DEFINER
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'patchdiff_submit_changeset_wrapper';
+COMMENT ON FUNCTION @extschema@.patchdiff_submit_changeset(json) IS
+'Several guarded proposals on different targets, all or nothing (issue 19). args: members (1-32, each exactly the arguments of patchdiff_submit_edits, with edits, or of patchdiff_submit_operations, with operations, without client_request_id; no target twice), client_request_id (one key for the whole changeset). Caps: 32 members, 4 MiB of arguments, refused before any lock. Targets are locked by target ID, so changesets cannot deadlock. Either every member is accepted and applied, or every member is logged rejected (a member that passed gets context_invalid / changeset_member_rejected naming the failing member) and nothing changes; every attempt carries the changeset_id. A target the caller may not write ends the call with nothing written. Works in the caller''s transaction. Returns status, changeset_id, member_count, failing_member, members (each member''s own answer), deduplicated, client_request_id.';

@@ -739,3 +739,51 @@ async fn hostile_arguments_are_answered_as_one_database_answers_them() {
         );
     }
 }
+
+/// Issue 19 item 1 through the router (docs/scale-out.md, "Changesets"): a changeset whose
+/// targets all live on one partition runs there, all or nothing; one whose targets live on two
+/// partitions is refused by the router with SQLSTATE 0A000 naming them, and nothing is written.
+#[tokio::test]
+async fn changesets_run_on_one_partition_and_are_refused_across_partitions() {
+    let _turn = SHARDS.read().await;
+    let router = connect(&router_dsn()).await;
+    let n = layout(&router).await.partitions.len();
+    let mut by_partition: Vec<Vec<String>> = vec![Vec::new(); n];
+    let mut made = 0;
+    while by_partition.iter().filter(|p| p.len() >= 2).count() < 2 && made < 200 {
+        let id = create(&router, &format!("cs-{made}.md"), "alpha\n").await;
+        by_partition[partition_of(&id, n)].push(id);
+        made += 1;
+    }
+    let pairs: Vec<&Vec<String>> = by_partition.iter().filter(|p| p.len() >= 2).collect();
+    let edit = |id: &str| {
+        json!({"target_file_id": id, "intent": "c", "expected_target_version": 0,
+               "edits": [{"match": "alpha", "replace": "beta"}]})
+    };
+    let same = json!({"members": [edit(&pairs[0][0]), edit(&pairs[0][1])]});
+    let r = call(&router, "patchdiff_submit_changeset", &same).await;
+    assert_eq!(r["status"], "accepted", "{r}");
+    let across = json!({"members": [edit(&pairs[1][0]), edit(&pairs[0][0])]});
+    let e = router
+        .query_one(
+            "SELECT patchdiff_submit_changeset($1::text::json)::text",
+            &[&across.to_string()],
+        )
+        .await
+        .unwrap_err();
+    let db = e.as_db_error().expect("a server error");
+    assert_eq!(db.code().code(), "0A000", "{db:?}");
+    assert!(
+        db.message()
+            .contains("cannot commit several partitions atomically"),
+        "{}",
+        db.message()
+    );
+    let untouched = call(
+        &router,
+        "patchdiff_get_target",
+        &json!({"target_file_id": pairs[1][0]}),
+    )
+    .await;
+    assert_eq!(untouched["version"], 0, "{untouched}");
+}

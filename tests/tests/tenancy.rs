@@ -676,6 +676,20 @@ fn probes() -> Vec<Probe> {
                        "operations": [{"op": "span", "start": 0, "end": 3, "expected_text": "def", "replace": "DEF"}]})
             },
         ),
+        // Issue 19 item 1: a changeset naming the caller's own target and the victim's ends at
+        // the victim's member, as for an unknown target, and writes nothing on either.
+        p(
+            "submit_changeset",
+            "patchdiff_submit_changeset",
+            false,
+            |i, f| {
+                json!({"members": [
+                    {"target_file_id": f.own, "expected_target_version": f.own_version,
+                     "intent": "B's own member", "edits": [{"match": "b", "replace": "B"}]},
+                    {"target_file_id": i.target, "expected_target_version": f.version,
+                     "intent": "B's member on A", "edits": [{"match": "return", "replace": "yield"}]}]})
+            },
+        ),
         p(
             "submit_replacement",
             "patchdiff_submit_replacement",

@@ -1,13 +1,15 @@
 //! The tool catalog: declarations (`tools/list`), argument names, profiles and examples.
 //!
 //! Each family of tools ([`Family`]) is declared in a module of its own, in catalog order:
-//! targets, reads, submissions, save, history, observed, observed_v2; `schema` holds the
+//! targets, reads, submissions, save, history, observed, observed_v2, then the families beyond
+//! the contract (changeset: Family::Extended); `schema` holds the
 //! fragments they share.
 //!
 //! Schemas use only keywords that mean the same in JSON Schema draft-07 and 2020-12, patterns
 //! that RE2 accepts, and a root `type: "object"`. Strict end-of-string identifier patterns pair
 //! `$` with `not: {pattern: "\n$"}`, because `$` also matches before a final LF in some engines.
 
+mod changeset;
 mod history;
 mod observed;
 mod observed_v2;
@@ -182,6 +184,7 @@ pub fn all_tools() -> Vec<Declaration> {
     tools.extend(history::tools());
     tools.extend(observed::tools());
     tools.extend(observed_v2::tools());
+    tools.extend(changeset::tools());
     tools
 }
 

@@ -348,10 +348,10 @@ fn profile_membership() {
 #[test]
 fn declared_arguments_match_the_sql_api() {
     use patchdiff_engine::wire::{
-        checkpoint, export, history, lines, observation as observe, preview, read, replay,
-        scoped as observed, submit, target,
+        changeset, checkpoint, export, history, lines, observation as observe, preview, read,
+        replay, scoped as observed, submit, target,
     };
-    let engine: [(&str, &[&str]); 17] = [
+    let engine: [(&str, &[&str]); 18] = [
         ("patchdiff_initialize_target", target::INITIALIZE_ARGS),
         ("patchdiff_handle_upload", target::UPLOAD_ARGS),
         ("patchdiff_get_target", &["target_file_id"]),
@@ -378,6 +378,10 @@ fn declared_arguments_match_the_sql_api() {
             "patchdiff_submit_observed_operations",
             observed::SUBMIT_OBSERVED_ARGS,
         ),
+        (
+            "patchdiff_submit_changeset",
+            changeset::SUBMIT_CHANGESET_ARGS,
+        ),
     ];
     let aliases = Tool::ALL
         .iter()
@@ -394,7 +398,11 @@ fn declared_arguments_match_the_sql_api() {
     }
     // Required arguments: what the SQL function reports missing is what the schema requires,
     // except for observed operations (below).
-    let required: [(&str, &[&str]); 4] = [
+    let required: [(&str, &[&str]); 5] = [
+        (
+            "patchdiff_submit_changeset",
+            changeset::SUBMIT_CHANGESET_REQUIRED,
+        ),
         ("patchdiff_submit_edits", submit::SUBMIT_EDITS_REQUIRED),
         (
             "patchdiff_submit_operations",
@@ -525,7 +533,8 @@ fn the_catalog_declares_every_tool_once_in_order() {
             Family::Save,
             Family::History,
             Family::Observed,
-            Family::ObservedV2
+            Family::ObservedV2,
+            Family::Extended
         ]
     );
 }
@@ -648,7 +657,8 @@ fn request_keys_and_span_context_match_the_contract_domains() {
             contexts += all;
         }
     }
-    // tx/1, tx/2, tx/3, observed operations, commit bundle; every tx/2 operation schema.
-    assert_eq!(keys, 5);
+    // tx/1, tx/2, tx/3, observed operations, commit bundle, changeset (issue 19); every tx/2
+    // operation schema.
+    assert_eq!(keys, 6);
     assert!(contexts >= 6, "{contexts}");
 }

@@ -82,6 +82,11 @@ pub mod wire {
             SINGLE_FORM_ARGS, SUBMIT_OBSERVED_ARGS, SUBMIT_OBSERVED_REQUIRED,
         };
     }
+    /// `patchdiff_submit_changeset`: its argument names and caps.
+    pub mod changeset {
+        pub use crate::contract::limits::{CHANGESET_MAX_BYTES, CHANGESET_MAX_MEMBERS};
+        pub use crate::submission::changeset::{SUBMIT_CHANGESET_ARGS, SUBMIT_CHANGESET_REQUIRED};
+    }
     /// Protocol words of the formats tools/list describes.
     pub mod tx2 {
         pub use crate::format::tx2::{PROTOCOL, RUNTIME, RUNTIME_SPAN_CONTEXT};
@@ -100,7 +105,7 @@ pub mod api {
     pub use crate::history::{checkpoint, export, pages as history, replay};
     pub use crate::read::lines;
     pub use crate::scope::observation;
-    pub use crate::submission::{identity, preview, scoped, submit};
+    pub use crate::submission::{changeset, identity, preview, scoped, submit};
     pub use crate::target::tenancy;
 
     /// What every transaction format shares (edits, span operations, change facts).
@@ -126,6 +131,7 @@ pub mod api {
     }
     /// Every SQL function's sequence, driven over the storage port.
     pub mod drive {
+        pub use crate::drive::changeset::submit_changeset;
         pub use crate::drive::grants::{grant, list_targets, revoke};
         pub use crate::drive::observation::observe_scope;
         pub use crate::drive::pages::{ledger_page, log_page};

@@ -62,7 +62,7 @@ pub fn keyed_attempt(
                     p.diagnostic::text, p.validity::text, \
                     (SELECT pg_catalog.json_agg(l.derived ORDER BY l.change_index)::text \
                        FROM patchdiff.manifest_ledger l WHERE l.pdcp_log_id = p.pdcp_log_id), \
-                    p.before_version \
+                    p.before_version, p.changeset_id::text \
                FROM patchdiff.pdcp_logs p WHERE p.target_file_id = $1::uuid AND p.client_request_id = $2",
         &[target_file_id.into(), key.into()],
         "reading keyed attempt",
@@ -98,6 +98,7 @@ pub fn keyed_attempt(
             .get::<i64>(15)
             .unwrap_or_else(|e| fault("reading keyed attempt", e))
             .unwrap_or_default(),
+        changeset_id: s(16),
         ..AttemptRow::default()
     })
 }
@@ -130,7 +131,7 @@ pub fn write_attempt(
     let envelope = text(&a.request_envelope);
     let validity = text(&a.validity);
     let changes = text(&changes);
-    let args: [DatumWithOid; 28] = [
+    let args: [DatumWithOid; 29] = [
         pdcp_log_id.into(),
         target_file_id.into(),
         cycle_id.into(),
@@ -159,6 +160,7 @@ pub fn write_attempt(
         changes.as_str().into(),
         a.intent.as_deref().into(),
         a.new_content.as_deref().into(),
+        a.changeset_id.as_deref().into(),
     ];
     let written = write(
         client,
@@ -166,9 +168,10 @@ pub fn write_attempt(
                INSERT INTO patchdiff.pdcp_logs (pdcp_log_id, target_file_id, editing_cycle_id, status, protocol_version, \
                  runtime_version, pdcp_content, pdcp_content_hash, request_fingerprint, request_envelope, client_request_id, \
                  conflicts_with_pdcp_log_id, before_version, before_hash, after_version, after_hash, failure_reason, \
-                 failure_detail, failure_stage, failed_change_id, diagnostic, validity, parent_pdcp_log_id, attempt, source, intent) \
+                 failure_detail, failure_stage, failed_change_id, diagnostic, validity, parent_pdcp_log_id, attempt, source, intent, \
+                 changeset_id) \
                VALUES ($1::uuid, $2::uuid, $3::uuid, $4, $5, $6, $7, $8, $9, $10::json, $11, $12::uuid, $13, $14, $15, $16, \
-                 $17, $18, $19, $20, $21::json, $22::json, $23::uuid, $24, $25, $27) \
+                 $17, $18, $19, $20, $21::json, $22::json, $23::uuid, $24, $25, $27, $29::uuid) \
                ON CONFLICT (target_file_id, client_request_id) WHERE client_request_id IS NOT NULL DO NOTHING \
                RETURNING pdcp_log_id, log_sequence), \
              ledger AS ( \

@@ -161,3 +161,8 @@ pub const SOURCE_MAX_CHARS: usize = 256;
 /// A path longer than a few hundred bytes is rare; 4 KiB of UTF-8 is more than any real
 /// filter. Code `query_too_large`.
 pub const OBSERVE_QUERY_MAX_BYTES: usize = 4_096;
+
+/// `patchdiff_submit_changeset` (issue 19 item 1): at most 32 member proposals, and at most
+/// 4 MiB of argument text for the whole changeset, both refused before any target is locked.
+pub const CHANGESET_MAX_MEMBERS: usize = 32;
+pub const CHANGESET_MAX_BYTES: usize = 4 * 1024 * 1024;

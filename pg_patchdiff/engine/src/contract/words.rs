@@ -218,6 +218,9 @@ pub enum DiagnosticCode {
     ParentNotRejected,
     /// A request key reused for a different proposal (at PRECONDITION_GUARD).
     RequestKeyConflict,
+    /// A changeset member that passed its own checks, not applied because another member of
+    /// its changeset was rejected (`patchdiff_submit_changeset`, at PRECONDITION_GUARD).
+    ChangesetMemberRejected,
     MissingIntent,
     InvalidIntent,
     /// tx/1 `edits`: absent or null, empty, not an array; one malformed edit.
@@ -260,7 +263,7 @@ pub enum DiagnosticCode {
 }
 
 impl DiagnosticCode {
-    pub const ALL: [DiagnosticCode; 42] = [
+    pub const ALL: [DiagnosticCode; 43] = [
         DiagnosticCode::InvalidClientRequestId,
         DiagnosticCode::ClientRequestIdRequired,
         DiagnosticCode::ObservedGuardsRequired,
@@ -272,6 +275,7 @@ impl DiagnosticCode {
         DiagnosticCode::ParentTargetMismatch,
         DiagnosticCode::ParentNotRejected,
         DiagnosticCode::RequestKeyConflict,
+        DiagnosticCode::ChangesetMemberRejected,
         DiagnosticCode::MissingIntent,
         DiagnosticCode::InvalidIntent,
         DiagnosticCode::MissingEdits,
@@ -318,6 +322,7 @@ impl DiagnosticCode {
             DiagnosticCode::ParentTargetMismatch => "parent_target_mismatch",
             DiagnosticCode::ParentNotRejected => "parent_not_rejected",
             DiagnosticCode::RequestKeyConflict => "request_key_conflict",
+            DiagnosticCode::ChangesetMemberRejected => "changeset_member_rejected",
             DiagnosticCode::MissingIntent => "missing_intent",
             DiagnosticCode::InvalidIntent => "invalid_intent",
             DiagnosticCode::MissingEdits => "missing_edits",
@@ -564,6 +569,9 @@ mod tests {
             "OBSERVATION_BUNDLE_MISMATCH",
             "OBSERVED_SCOPE_MISMATCH",
             "OBSERVED_SCOPES_OVERLAP",
+            // Issue 19 item 1, drive/changeset.rs: a member not applied because another member
+            // of its changeset was rejected (docs/codes.md).
+            "changeset_member_rejected",
         ];
         let want: BTreeSet<&str> = contract.into_iter().chain(engine).collect();
         let got: BTreeSet<&str> = DiagnosticCode::ALL.iter().map(|c| c.as_str()).collect();

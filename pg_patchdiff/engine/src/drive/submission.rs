@@ -6,10 +6,13 @@
 use crate::contract::args::{ArgError, not_found, oversized};
 use crate::contract::json::{LITERAL, to_string};
 use crate::contract::words::Status;
-use crate::drive::store::Store;
+use crate::drive::store::{Store, StoredTarget};
+use crate::scope::observation::ObservationRow;
 use crate::submission::identity;
 use crate::submission::scoped as observed;
-use crate::submission::submit::{self, KeyOutcome, Parent, Submission};
+use crate::submission::submit::{
+    self, Attempt, AttemptRow, Identity, KeyOutcome, Parent, Submission,
+};
 use crate::target::TargetView;
 use crate::target::tenancy;
 use serde_json::{Map, Value, json};
@@ -60,126 +63,212 @@ pub fn run(
 ) -> Value {
     let sub = match sub {
         Ok(s) => s,
-        // A malformed target ID: the contract's target-identity rejection, nothing written.
-        Err(e) => {
-            return match &e.malformed_target {
-                Some(m) => {
-                    let correlation = m.include_correlation_id.then(|| store.new_id());
-                    identity::rejection(&identity::malformed(m, correlation.as_deref()))
-                }
-                None => e.to_json(tool),
-            };
-        }
+        Err(e) => return refused(store, tool, &e),
     };
     let correlation = sub.include_correlation_id.then(|| store.new_id());
-    let id = sub.target_file_id.as_str();
-    let Some(t) = store.lock_target(id) else {
-        // A target the caller may read but not write is known to it: permission_denied. One it
-        // may not see is answered exactly as an unknown one: the target-identity rejection.
-        if store.readable(id) {
-            return tenancy::write_not_granted(id);
-        }
-        let sent = json!(id);
-        return identity::rejection(&identity::Call {
-            failure: identity::Failure::TargetNotFound,
-            target_file_id: &sent,
-            format: sub.protocol_version,
-            client_request_id: &sub.client_request_id,
-            correlation_id: correlation.as_deref(),
-        });
+    let t = match lock(store, &sub, correlation.as_deref()) {
+        Ok(t) => t,
+        Err(answer) => return answer,
     };
     let parent = sub
         .parent_uuid()
         .map_or(Parent::NotLookedUp, |p| store.parent(&p));
     let identity = submit::prepare(&sub, &parent);
-    let start = t.view();
-    let mut rows = Vec::new();
-    let mut strict_refusal = false;
-    let attempt = match sub.request_key().and_then(|k| store.keyed_attempt(id, k)) {
-        // Exact keyed recovery precedes every fresh check: strict mode, observations, guards.
-        Some(stored) => match submit::recover_or_conflict(
-            &sub,
-            &identity,
-            &stored,
-            &start,
-            correlation.as_deref(),
-        ) {
-            KeyOutcome::Recovered(mut r) => {
-                if route == Route::Observed {
-                    let consumed = store.consumed_by(&stored.pdcp_log_id);
-                    observed::recovered_fields(
-                        &mut r,
-                        &stored.pdcp_content,
-                        &consumed,
-                        stored.before_version,
-                    );
+    let stored = sub
+        .request_key()
+        .and_then(|k| store.keyed_attempt(&sub.target_file_id, k));
+    let locked = Locked {
+        sub: &sub,
+        target: &t,
+        identity: &identity,
+        parent: &parent,
+        correlation: correlation.as_deref(),
+        route,
+        settings,
+    };
+    match locked.decide(store, stored) {
+        Decision::Answered(answer) => answer,
+        Decision::Write(verdict) => locked.record(store, verdict),
+    }
+}
+
+/// The answer to arguments that did not parse: a malformed target ID is the contract's
+/// target-identity rejection, anything else `invalid_argument`; nothing is written.
+pub(crate) fn refused(store: &mut impl Store, tool: &str, e: &ArgError) -> Value {
+    match &e.malformed_target {
+        Some(m) => {
+            let correlation = m.include_correlation_id.then(|| store.new_id());
+            identity::rejection(&identity::malformed(m, correlation.as_deref()))
+        }
+        None => e.to_json(tool),
+    }
+}
+
+/// Takes the row lock of the submission's target, or answers for a target the caller may not
+/// write, having locked and written nothing.
+pub(crate) fn lock(
+    store: &mut impl Store,
+    sub: &Submission,
+    correlation: Option<&str>,
+) -> Result<StoredTarget, Value> {
+    let id = sub.target_file_id.as_str();
+    if let Some(t) = store.lock_target(id) {
+        return Ok(t);
+    }
+    // A target the caller may read but not write is known to it: permission_denied. One it
+    // may not see is answered exactly as an unknown one: the target-identity rejection.
+    if store.readable(id) {
+        return Err(tenancy::write_not_granted(id));
+    }
+    let sent = json!(id);
+    Err(identity::rejection(&identity::Call {
+        failure: identity::Failure::TargetNotFound,
+        target_file_id: &sent,
+        format: sub.protocol_version,
+        client_request_id: &sub.client_request_id,
+        correlation_id: correlation,
+    }))
+}
+
+/// One submission whose target is locked, with what the contract's checks need.
+pub(crate) struct Locked<'a> {
+    pub sub: &'a Submission,
+    pub target: &'a StoredTarget,
+    pub identity: &'a Identity,
+    pub parent: &'a Parent,
+    pub correlation: Option<&'a str>,
+    pub route: Route,
+    pub settings: Settings,
+}
+
+/// What a locked submission comes to before anything is written. Made once per member and
+/// matched at once; the attempt is not boxed (a single submission's hot path).
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum Decision {
+    /// An answer that writes nothing: an exact keyed recovery, or a fresh admission refusal.
+    Answered(Value),
+    /// An attempt to write (accepted, rejected, or an audited key conflict).
+    Write(Verdict),
+}
+
+/// An attempt to write, with what its answer needs.
+pub(crate) struct Verdict {
+    pub attempt: Attempt,
+    /// Strict observation mode refused it (the answer gets the top-level `code`).
+    pub strict_refusal: bool,
+    /// The observations the observed route locked.
+    pub rows: Vec<ObservationRow>,
+}
+
+impl Locked<'_> {
+    /// The contract's order under the lock: exact keyed recovery (or an audited conflict)
+    /// before every fresh check, then strict mode, observations, admission and evaluation.
+    /// `stored` is the attempt already recorded under the submission's request key, if any.
+    pub(crate) fn decide(&self, store: &mut impl Store, stored: Option<AttemptRow>) -> Decision {
+        let (sub, identity, parent) = (self.sub, self.identity, self.parent);
+        let start = self.target.view();
+        let mut rows = Vec::new();
+        let mut strict_refusal = false;
+        let attempt = match stored {
+            Some(stored) => {
+                match submit::recover_or_conflict(sub, identity, &stored, &start, self.correlation)
+                {
+                    KeyOutcome::Recovered(mut r) => {
+                        if self.route == Route::Observed {
+                            let consumed = store.consumed_by(&stored.pdcp_log_id);
+                            observed::recovered_fields(
+                                &mut r,
+                                &stored.pdcp_content,
+                                &consumed,
+                                stored.before_version,
+                            );
+                        }
+                        let mut v = r.to_value();
+                        submit::add_near_misses(
+                            &mut v,
+                            None,
+                            self.settings.caller_owned_transaction,
+                        );
+                        return Decision::Answered(v);
+                    }
+                    KeyOutcome::Conflict(a) => *a,
                 }
-                let mut v = r.to_value();
-                submit::add_near_misses(&mut v, None, settings.caller_owned_transaction);
-                return v;
             }
-            KeyOutcome::Conflict(a) => *a,
-        },
-        None if route == Route::Observed => {
-            rows = store.lock_observations(&observed::requested_observations(&sub));
-            observed::evaluate(
-                &sub,
-                &identity,
-                &parent,
-                &start,
-                &t.active_editing_cycle_id,
-                &rows,
-            )
-        }
-        // The contract's order for a fresh unobserved write: invalid text is classified first
-        // (`evaluate`'s audited target_encoding_invalid, strict mode or not), then fresh
-        // admission (a sole replacement over its limits: no row), and only then strict mode.
-        None => match submit::admission(&sub, correlation.as_deref()) {
-            Some(too_large) => return too_large,
-            None if settings.strict_observation_mode && sub.invalid_text.is_empty() => {
-                strict_refusal = true;
-                observed::observation_required(&sub, &identity, &start)
+            None if self.route == Route::Observed => {
+                rows = store.lock_observations(&observed::requested_observations(sub));
+                observed::evaluate(
+                    sub,
+                    identity,
+                    parent,
+                    &start,
+                    &self.target.active_editing_cycle_id,
+                    &rows,
+                )
             }
-            None => submit::evaluate(&sub, &identity, &parent, &start),
-        },
-    };
-    let log_id = store.new_id();
-    store.write_attempt(&attempt, &log_id, id, &t.active_editing_cycle_id);
-    if attempt.status == Status::Accepted && !attempt.observations.is_empty() {
-        store.write_consumptions(&log_id, &attempt.observations);
+            // The contract's order for a fresh unobserved write: invalid text is classified
+            // first (`evaluate`'s audited target_encoding_invalid, strict mode or not), then
+            // fresh admission (a sole replacement over its limits: no row), and only then
+            // strict mode.
+            None => match submit::admission(sub, self.correlation) {
+                Some(too_large) => return Decision::Answered(too_large),
+                None if self.settings.strict_observation_mode && sub.invalid_text.is_empty() => {
+                    strict_refusal = true;
+                    observed::observation_required(sub, identity, &start)
+                }
+                None => submit::evaluate(sub, identity, parent, &start),
+            },
+        };
+        Decision::Write(Verdict {
+            attempt,
+            strict_refusal,
+            rows,
+        })
     }
-    let now = match (
-        &attempt.new_content,
-        &attempt.after_hash,
-        attempt.after_version,
-    ) {
-        (Some(content), Some(hash), Some(version)) => TargetView {
-            target_file_id: id,
-            version,
-            current_hash: hash,
-            content,
-        },
-        _ => start,
-    };
-    let mut answer = match route {
-        Route::Observed => {
-            observed::response(&attempt, &sub, &log_id, &now, correlation.as_deref(), &rows)
+
+    /// Writes the attempt (its ledger rows, the new target state and its consumptions) and
+    /// answers for it.
+    pub(crate) fn record(&self, store: &mut impl Store, v: Verdict) -> Value {
+        let Verdict {
+            attempt,
+            strict_refusal,
+            rows,
+        } = v;
+        let (sub, id) = (self.sub, self.sub.target_file_id.as_str());
+        let log_id = store.new_id();
+        store.write_attempt(&attempt, &log_id, id, &self.target.active_editing_cycle_id);
+        if attempt.status == Status::Accepted && !attempt.observations.is_empty() {
+            store.write_consumptions(&log_id, &attempt.observations);
         }
-        Route::Unobserved => {
-            submit::response(&attempt, &sub, &log_id, &now, correlation.as_deref())
+        let now = match (
+            &attempt.new_content,
+            &attempt.after_hash,
+            attempt.after_version,
+        ) {
+            (Some(content), Some(hash), Some(version)) => TargetView {
+                target_file_id: id,
+                version,
+                current_hash: hash,
+                content,
+            },
+            _ => self.target.view(),
+        };
+        let correlation = self.correlation;
+        let mut answer = match self.route {
+            Route::Observed => observed::response(&attempt, sub, &log_id, &now, correlation, &rows),
+            Route::Unobserved => submit::response(&attempt, sub, &log_id, &now, correlation),
+        };
+        if strict_refusal {
+            // The observed tools' top-level `code`, so a host reads OBSERVATION_REQUIRED alike.
+            observed::add_code(&mut answer);
         }
-    };
-    if strict_refusal {
-        // The observed tools' top-level `code`, so a host reads OBSERVATION_REQUIRED alike.
-        observed::add_code(&mut answer);
+        let mut answer = answer.to_value();
+        submit::add_near_misses(
+            &mut answer,
+            attempt.near_miss_input.as_ref(),
+            self.settings.caller_owned_transaction,
+        );
+        answer
     }
-    let mut answer = answer.to_value();
-    submit::add_near_misses(
-        &mut answer,
-        attempt.near_miss_input.as_ref(),
-        settings.caller_owned_transaction,
-    );
-    answer
 }
 
 /// The named arguments of `patchdiff_submit`, the DBA's typed entry point to

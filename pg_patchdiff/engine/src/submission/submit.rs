@@ -431,6 +431,8 @@ pub struct Attempt {
     /// The observations an accepted observed submission consumes, to write with it in group
     /// order ([`crate::submission::scoped`]); empty for every other attempt.
     pub observations: Vec<ObservationLink>,
+    /// The changeset this attempt is a member of (`patchdiff_submit_changeset`), if any.
+    pub changeset_id: Option<String>,
 }
 
 fn protocol(code: DiagnosticCode, reason: FailureReason, detail: String) -> Rejection {
@@ -480,6 +482,7 @@ pub(crate) fn base_attempt(sub: &Submission, id: &Identity, start: &TargetView) 
         warnings: Vec::new(),
         near_miss_input: None,
         observations: Vec::new(),
+        changeset_id: None,
     }
 }
 
@@ -999,6 +1002,8 @@ pub struct AttemptRow {
     pub changes: Vec<Value>,
     /// The observations this attempt consumed (observed submissions only).
     pub observations: Vec<LinkedObservation>,
+    /// The changeset the attempt was a member of (read under a request key only).
+    pub changeset_id: Option<String>,
 }
 
 impl AttemptRow {
@@ -1027,6 +1032,7 @@ impl AttemptRow {
             diagnostic: a.diagnostic.clone(),
             validity: a.validity.clone(),
             changes: a.changes.iter().map(ChangeFact::to_json).collect(),
+            changeset_id: a.changeset_id.clone(),
             ..AttemptRow::default()
         }
     }

@@ -1,0 +1,185 @@
+//! `patchdiff_submit_changeset` (issue 19 item 1): the arguments of an ordered list of per-target
+//! proposals, each exactly the arguments of `patchdiff_submit_edits` (tx/1, it has `edits`) or
+//! `patchdiff_submit_operations` (tx/2, it has `operations`), parsed by those tools' own parsers.
+//!
+//! Everything here is checked before any target is locked: the caps (members, bytes), each
+//! member's arguments, one request key for the whole changeset (a member carries none of its
+//! own), and no target twice.
+
+use crate::contract::args::{ArgError, Args};
+use crate::contract::json::{CANONICAL, LITERAL, to_string, type_name};
+use crate::contract::limits::{CHANGESET_MAX_BYTES, CHANGESET_MAX_MEMBERS};
+use crate::submission::submit::{self, Submission, valid_request_key};
+use crate::text::sha256_hex;
+use serde_json::{Value, json};
+
+pub const TOOL: &str = "patchdiff_submit_changeset";
+
+/// A member format's parser: one of the single submission tools' own.
+type Parser = fn(&str) -> Result<Submission, ArgError>;
+pub const SUBMIT_CHANGESET_ARGS: &[&str] = &["members", "client_request_id"];
+pub const SUBMIT_CHANGESET_REQUIRED: &[&str] = &["members"];
+
+/// One member: its position in `members` (0-based), the tool whose arguments it holds, and
+/// those arguments as that tool parsed them.
+#[derive(Debug, Clone)]
+pub struct Member {
+    pub index: usize,
+    pub tool: &'static str,
+    pub sub: Submission,
+}
+
+/// A parsed changeset, before any target is locked.
+#[derive(Debug, Clone)]
+pub struct Changeset {
+    pub members: Vec<Member>,
+    /// The one request key of the whole changeset, stored on every member's attempt.
+    pub client_request_id: Option<String>,
+}
+
+fn member_error(index: usize, e: &ArgError) -> ArgError {
+    let mut out = ArgError::new(e.code, format!("members[{index}]: {}", e.detail));
+    out.extra = e.extra.clone();
+    out.with("member_index", json!(index))
+}
+
+/// Parses the arguments; every refusal here writes nothing and locks nothing.
+pub fn parse(text: &str) -> Result<Changeset, ArgError> {
+    crate::contract::args::oversized(text)?;
+    if text.len() > CHANGESET_MAX_BYTES {
+        return Err(ArgError::new(
+            "changeset_too_large",
+            format!(
+                "the changeset is {} bytes, over the limit of {CHANGESET_MAX_BYTES}; nothing was read or written",
+                text.len()
+            ),
+        )
+        .with("limit", json!(CHANGESET_MAX_BYTES))
+        .with("actual", json!(text.len())));
+    }
+    let mut a = Args::parse(text, SUBMIT_CHANGESET_ARGS, SUBMIT_CHANGESET_REQUIRED)?;
+    let client_request_id = match a.get("client_request_id") {
+        None | Some(Value::Null) => None,
+        Some(v) => Some(valid_request_key(v).map(str::to_owned).ok_or_else(|| {
+            ArgError::new(
+                "invalid_client_request_id",
+                "client_request_id must be 1 to 128 printable ASCII characters without whitespace",
+            )
+        })?),
+    };
+    let members = match a.take("members") {
+        Some(Value::Array(m)) if !m.is_empty() => m,
+        Some(Value::Array(_)) => {
+            return Err(ArgError::new(
+                "invalid_members",
+                "members must hold at least one proposal",
+            ));
+        }
+        Some(v) => {
+            return Err(ArgError::new(
+                "invalid_members",
+                format!("members must be an array, not {}", type_name(&v)),
+            ));
+        }
+        None => unreachable!("members is required"),
+    };
+    if members.len() > CHANGESET_MAX_MEMBERS {
+        return Err(ArgError::new(
+            "too_many_members",
+            format!(
+                "the changeset has {} members, over the limit of {CHANGESET_MAX_MEMBERS}",
+                members.len()
+            ),
+        )
+        .with("limit", json!(CHANGESET_MAX_MEMBERS))
+        .with("actual", json!(members.len())));
+    }
+    let mut out: Vec<Member> = Vec::with_capacity(members.len());
+    for (index, m) in members.into_iter().enumerate() {
+        let Value::Object(mut args) = m else {
+            let e = ArgError::new(
+                "invalid_member",
+                format!(
+                    "a member must be the arguments object of patchdiff_submit_edits or patchdiff_submit_operations, not {}",
+                    type_name(&m)
+                ),
+            );
+            return Err(member_error(index, &e));
+        };
+        let (tool, parse): (&'static str, Parser) = match (
+            args.contains_key("edits"),
+            args.contains_key("operations"),
+        ) {
+            (true, false) => ("patchdiff_submit_edits", submit::parse_submit_edits),
+            (false, true) => (
+                "patchdiff_submit_operations",
+                submit::parse_submit_operations,
+            ),
+            _ => {
+                let e = ArgError::new(
+                    "invalid_member",
+                    "a member has exactly one of edits (patchdiff-tx/1) or operations (patchdiff-tx/2)",
+                );
+                return Err(member_error(index, &e));
+            }
+        };
+        if args.contains_key("client_request_id") {
+            let e = ArgError::new(
+                "member_request_key",
+                "a member carries no client_request_id: the changeset's one key covers every member",
+            );
+            return Err(member_error(index, &e));
+        }
+        if let Some(k) = &client_request_id {
+            args.insert("client_request_id".into(), json!(k));
+        }
+        let sub = parse(&to_string(&Value::Object(args), LITERAL))
+            .map_err(|e| member_error(index, &e))?;
+        if let Some(first) = out
+            .iter()
+            .find(|o| o.sub.target_file_id == sub.target_file_id)
+        {
+            return Err(ArgError::new(
+                "duplicate_target",
+                format!(
+                    "members[{}] and members[{index}] both name target {}; a changeset edits each target at most once (merge the edits into one member)",
+                    first.index, sub.target_file_id
+                ),
+            )
+            .with("member_indexes", json!([first.index, index]))
+            .with("target_file_id", json!(sub.target_file_id)));
+        }
+        out.push(Member { index, tool, sub });
+    }
+    Ok(Changeset {
+        members: out,
+        client_request_id,
+    })
+}
+
+/// The changeset's request identity: SHA-256 over its members' request fingerprints with their
+/// targets, in member order. Two changesets have the same one exactly when every member has the
+/// same identity at the same position.
+pub fn fingerprint(member_fingerprints: &[(&str, &str)]) -> String {
+    let members: Vec<Value> = member_fingerprints
+        .iter()
+        .map(|(t, f)| json!({"target_file_id": t, "request_fingerprint": f}))
+        .collect();
+    let v = json!({"format": "patchdiff-changeset/1", "members": members});
+    sha256_hex(&to_string(&v, CANONICAL))
+}
+
+/// A member's stored request identity: its own envelope, plus the changeset's fingerprint, so
+/// that the key on its target recovers it only as a member of this very changeset (a single
+/// submission, or another changeset, under the same key is a conflict).
+pub fn member_identity(own: &submit::Identity, changeset_fingerprint: &str) -> submit::Identity {
+    let mut envelope = own.envelope.clone();
+    if let Value::Object(m) = &mut envelope {
+        m.insert("changeset_fingerprint".into(), json!(changeset_fingerprint));
+    }
+    submit::Identity {
+        fingerprint: sha256_hex(&to_string(&envelope, CANONICAL)),
+        envelope,
+        parent: own.parent.clone(),
+    }
+}
