@@ -51,11 +51,15 @@ pub enum Tool {
     ListScopes,
     ObserveScopes,
     CommitBundle,
+    /// The `files` profile (issue 19 item 4): the reference filesystem server's tools.
+    ReadFile,
+    EditFile,
+    WriteFile,
 }
 
 impl Tool {
     /// Every tool, in catalog order (the order of `tools/list`).
-    pub const ALL: [Tool; 20] = [
+    pub const ALL: [Tool; 23] = [
         Tool::InitializeTarget,
         Tool::HandleUpload,
         Tool::GetTarget,
@@ -76,6 +80,9 @@ impl Tool {
         Tool::ListScopes,
         Tool::ObserveScopes,
         Tool::CommitBundle,
+        Tool::ReadFile,
+        Tool::EditFile,
+        Tool::WriteFile,
     ];
 
     /// The tool's name on the wire.
@@ -101,6 +108,9 @@ impl Tool {
             Tool::ListScopes => "patchdiff_list_scopes",
             Tool::ObserveScopes => "patchdiff_observe_scopes",
             Tool::CommitBundle => "patchdiff_commit_bundle",
+            Tool::ReadFile => "read_file",
+            Tool::EditFile => "edit_file",
+            Tool::WriteFile => "write_file",
         }
     }
 
@@ -123,6 +133,7 @@ impl Tool {
             Tool::Replay | Tool::GetPdcpLog | Tool::GetManifestLedger => Family::History,
             Tool::ObserveScope | Tool::SubmitObservedOperations => Family::Observed,
             Tool::ListScopes | Tool::ObserveScopes | Tool::CommitBundle => Family::ObservedV2,
+            Tool::ReadFile | Tool::EditFile | Tool::WriteFile => Family::Files,
         }
     }
 
@@ -136,9 +147,16 @@ impl Tool {
         }
     }
 
-    /// The SQL function one call of this tool makes.
+    /// The SQL function one call of this tool makes. A file tool (docs/files.md) makes
+    /// several, inside one transaction; this names the one that does its work, which must be
+    /// installed for the tool to be listed.
     pub const fn function(self) -> &'static str {
-        self.routes_to().name()
+        match self {
+            Tool::ReadFile => "patchdiff_initialize_target",
+            Tool::EditFile => "patchdiff_submit_edits",
+            Tool::WriteFile => "patchdiff_submit_replacement",
+            t => t.routes_to().name(),
+        }
     }
 
     /// An observed_v2 selection whose result gains its `snapshot`.
@@ -196,6 +214,9 @@ mod tests {
             let expected = match t {
                 Tool::ListScopes | Tool::ObserveScopes => "patchdiff_observe_scope",
                 Tool::CommitBundle => "patchdiff_submit_observed_operations",
+                Tool::ReadFile => "patchdiff_initialize_target",
+                Tool::EditFile => "patchdiff_submit_edits",
+                Tool::WriteFile => "patchdiff_submit_replacement",
                 t => t.name(),
             };
             assert_eq!(t.function(), expected, "{t:?}");
