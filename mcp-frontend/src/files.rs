@@ -818,7 +818,8 @@ impl Server {
         let (v, after) = match outcome {
             Submitted::Published(v, after) => (v, after),
             Submitted::Answer(a) => return a,
-            Submitted::Rejected(v) => {
+            Submitted::Rejected(mut v) => {
+                self.near_misses(&mut v, &submission).await;
                 let text = rejection_text(path, &v, &edits);
                 return failure(path, rejection_record(&v), text);
             }
@@ -841,6 +842,34 @@ impl Server {
         m.insert("path".into(), json!(path));
         m.insert("diff".into(), json!(diff));
         (text, Value::Object(m), false)
+    }
+
+    /// A `match_absent` rejected inside the call's transaction carries no near misses (the
+    /// extension does not search while the target is locked): after the COMMIT, the read-only
+    /// preview of the same proposal searches them, and they join the answer.
+    async fn near_misses(&mut self, v: &mut Value, submission: &Value) {
+        if v["failure_reason"] != "match_absent"
+            || v["near_misses"]["omission_reason"] != "caller_transaction"
+        {
+            return;
+        }
+        let mut preview = submission.clone();
+        if let Some(m) = preview.as_object_mut() {
+            m.remove("source");
+            m.remove("client_request_id");
+            m.insert("format".into(), json!("patchdiff-tx/1"));
+        }
+        let Ok(text) = self
+            .db
+            .call("patchdiff_preview", &to_string(&preview, LITERAL))
+            .await
+        else {
+            return;
+        };
+        let p: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+        if p["failure_reason"] == "match_absent" && p["failed_change_id"] == v["failed_change_id"] {
+            v["near_misses"] = p["near_misses"].clone();
+        }
     }
 
     /// `dryRun`: the engine's read-only preview of the same proposal, its diff rebuilt from the
