@@ -24,6 +24,8 @@ pub const DIFF_MAX_STEPS: usize = 1_000;
 /// The most `edits` one `edit_file` call may carry (the engine's tx/1 limit is 10,000; the
 /// front end refuses beyond this before any SQL).
 pub const MAX_EDITS: usize = 1_000;
+/// The status of a refused argument (a status, not a code: docs/codes.md).
+const INVALID_ARGUMENT: &str = "invalid_argument";
 /// How many targets of one file's label a lookup pages through.
 const LOOKUP_LIMIT: u64 = 20;
 
@@ -370,7 +372,7 @@ fn failure(path: &str, mut record: Map<String, Value>, text: String) -> (String,
 
 fn invalid(path: &str, code: &str, detail: &str) -> (String, Value, bool) {
     let mut m = Map::new();
-    m.insert("status".into(), json!("invalid_argument"));
+    m.insert("status".into(), json!(INVALID_ARGUMENT));
     m.insert("code".into(), json!(code));
     m.insert("failure_detail".into(), json!(detail));
     failure(path, m, format!("Error: {detail}"))
