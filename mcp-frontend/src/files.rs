@@ -530,6 +530,32 @@ impl Server {
         answer
     }
 
+    /// One autocommit SQL call of a read-only function, its answer parsed.
+    async fn sql(&mut self, function: &str, args: &Value) -> Result<Value, String> {
+        let text = self
+            .db
+            .call(function, &to_string(args, LITERAL))
+            .await
+            .map_err(|e| e.message)?;
+        serde_json::from_str(&text).map_err(|e| e.to_string())
+    }
+
+    /// The target an edit or overwrite of `rel` (whose bytes are `disk`) applies to: the one
+    /// found, else a new import (import on first use).
+    async fn target_for_write(
+        &mut self,
+        ws: &Workspace,
+        path: &str,
+        rel: &str,
+        disk: &str,
+    ) -> Result<Entry, (String, Value, bool)> {
+        match self.find_target(ws, rel).await {
+            Ok(Some(e)) => Ok(e),
+            Ok(None) => Server::import(&mut self.db, ws, rel, disk, false).await,
+            Err(e) => Err(unknown(path, "looking the file up", e)),
+        }
+    }
+
     /// The target bound to `rel`, if this process or an earlier one imported it: the cache,
     /// else the newest target labelled for this root and path. Its hash may differ from the
     /// disk's: the file changed on disk since it was imported or published (stale).
@@ -538,16 +564,12 @@ impl Server {
             return Ok(Some(e.clone()));
         }
         let label = label(ws, rel);
-        let args = to_string(
-            &json!({"filename_prefix": label, "limit": LOOKUP_LIMIT}),
-            LITERAL,
-        );
-        let text = self
-            .db
-            .call("patchdiff_list_targets", &args)
-            .await
-            .map_err(|e| e.message)?;
-        let v: Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
+        let v = self
+            .sql(
+                "patchdiff_list_targets",
+                &json!({"filename_prefix": label, "limit": LOOKUP_LIMIT}),
+            )
+            .await?;
         let found = v["targets"]
             .as_array()
             .into_iter()
@@ -714,16 +736,12 @@ impl Server {
             }
             _ => {}
         }
-        let args = to_string(
-            &json!({"target_file_id": entry.target_file_id, "client_request_id": prev_key, "limit": 1}),
-            LITERAL,
-        );
-        let text = self
-            .db
-            .call("patchdiff_get_pdcp_log", &args)
-            .await
-            .map_err(|e| e.message)?;
-        let v: Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
+        let v = self
+            .sql(
+                "patchdiff_get_pdcp_log",
+                &json!({"target_file_id": entry.target_file_id, "client_request_id": prev_key, "limit": 1}),
+            )
+            .await?;
         Ok(v["entries"]
             .as_array()
             .and_then(|e| e.first())
@@ -766,13 +784,9 @@ impl Server {
         let hd = sha256_hex(before.as_bytes());
         // Import on first use; a known target whose text is not the disk's is stale: the
         // submission's hash guard refuses it, and the refusal is logged.
-        let entry = match self.find_target(ws, rel).await {
-            Ok(Some(e)) => e,
-            Ok(None) => match Server::import(&mut self.db, ws, rel, &disk, false).await {
-                Ok(e) => e,
-                Err(a) => return a,
-            },
-            Err(e) => return unknown(path, "looking the file up", e),
+        let entry = match self.target_for_write(ws, path, rel, &disk).await {
+            Ok(e) => e,
+            Err(a) => return a,
         };
         let key = request_key(rel, &edits, entry.version);
         let mut submission = json!({
@@ -960,13 +974,9 @@ impl Server {
                     );
                 }
                 let hd = sha256_hex(canonical(&disk).as_bytes());
-                let entry = match self.find_target(ws, rel).await {
-                    Ok(Some(e)) => e,
-                    Ok(None) => match Server::import(&mut self.db, ws, rel, &disk, false).await {
-                        Ok(e) => e,
-                        Err(a) => return a,
-                    },
-                    Err(e) => return unknown(path, "looking the file up", e),
+                let entry = match self.target_for_write(ws, path, rel, &disk).await {
+                    Ok(e) => e,
+                    Err(a) => return a,
                 };
                 let submission = json!({
                     "target_file_id": entry.target_file_id,
@@ -1005,6 +1015,17 @@ impl Server {
         }
     }
 
+    /// BEGIN of the call's transaction, which the publishing SAVE needs (docs/workspace.md).
+    async fn begin(&mut self, path: &str) -> Result<(), (String, Value, bool)> {
+        let begun = self.db.begin_publication().await;
+        if let Err(e) = begun {
+            // The BEGIN may have opened the block before its SET LOCAL failed.
+            self.db.rollback().await;
+            return Err(unknown(path, "starting the transaction", e.message));
+        }
+        Ok(())
+    }
+
     /// A new file: BEGIN; the import of `content` bound to `rel`; the publishing SAVE (which
     /// creates the file without clobbering one that appeared meanwhile); COMMIT.
     async fn create_file(
@@ -1014,9 +1035,8 @@ impl Server {
         rel: &str,
         content: &str,
     ) -> Submitted {
-        if let Err(e) = self.db.begin_publication().await {
-            self.db.rollback().await;
-            return Submitted::Answer(unknown(path, "starting the transaction", e.message));
+        if let Err(a) = self.begin(path).await {
+            return Submitted::Answer(a);
         }
         let entry = match Server::import(&mut self.db, ws, rel, content, true).await {
             Ok(e) => e,
@@ -1025,8 +1045,7 @@ impl Server {
                 return Submitted::Answer(a);
             }
         };
-        let save = json!({"target_file_id": entry.target_file_id, "expected_target_version": entry.version,
-            "sync_workspace": true, "workspace_eol_format": "original_eol"});
+        let save = save_args(&entry.target_file_id, entry.version, "original_eol");
         self.publish(
             ws,
             path,
@@ -1053,9 +1072,8 @@ impl Server {
         eol_format: &str,
         entry: &Entry,
     ) -> Submitted {
-        if let Err(e) = self.db.begin_publication().await {
-            self.db.rollback().await;
-            return Submitted::Answer(unknown(path, "starting the transaction", e.message));
+        if let Err(a) = self.begin(path).await {
+            return Submitted::Answer(a);
         }
         let text = match self
             .db
@@ -1083,8 +1101,7 @@ impl Server {
             return Submitted::Rejected(v);
         }
         let version = v["version"].as_i64().unwrap_or(entry.version + 1);
-        let save = json!({"target_file_id": entry.target_file_id, "expected_target_version": version,
-            "sync_workspace": true, "workspace_eol_format": eol_format});
+        let save = save_args(&entry.target_file_id, version, eol_format);
         let after = Entry {
             version,
             hash: v["after_hash"].as_str().unwrap_or_default().to_owned(),
@@ -1147,6 +1164,12 @@ impl Server {
             }
         }
     }
+}
+
+/// The publishing SAVE of a target at `version`, in `eol` line endings.
+fn save_args(target_file_id: &str, version: i64, eol: &str) -> Value {
+    json!({"target_file_id": target_file_id, "expected_target_version": version,
+        "sync_workspace": true, "workspace_eol_format": eol})
 }
 
 /// How a submission with its publication ended.
