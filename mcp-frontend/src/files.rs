@@ -1221,6 +1221,57 @@ mod tests {
         assert_eq!(d.matches("@@ -").count(), 2, "{d}");
     }
 
+    /// The line diff is an edit script from a to b of the least length: its equal lines are a
+    /// longest common subsequence (checked against the dynamic program on small random inputs).
+    #[test]
+    fn myers_is_a_shortest_edit_script() {
+        let mut seed = 0x2545_f491_4f6c_dd1d_u64;
+        let mut next = |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        let words = ["a\n", "b\n", "c\n", "d\n"];
+        for _ in 0..500 {
+            let la = next(9) as usize;
+            let lb = next(9) as usize;
+            let a: Vec<&str> = (0..la).map(|_| words[next(4) as usize]).collect();
+            let b: Vec<&str> = (0..lb).map(|_| words[next(4) as usize]).collect();
+            let ops = myers(&a, &b);
+            let (mut i, mut j, mut rebuilt, mut equal) = (0, 0, vec![], 0);
+            for o in &ops {
+                match o {
+                    Op::Equal => {
+                        assert_eq!(a[i], b[j]);
+                        rebuilt.push(b[j]);
+                        i += 1;
+                        j += 1;
+                        equal += 1;
+                    }
+                    Op::Delete => i += 1,
+                    Op::Insert => {
+                        rebuilt.push(b[j]);
+                        j += 1;
+                    }
+                }
+            }
+            assert_eq!((i, j), (a.len(), b.len()));
+            assert_eq!(rebuilt, b);
+            let mut dp = vec![vec![0usize; lb + 1]; la + 1];
+            for x in (0..la).rev() {
+                for y in (0..lb).rev() {
+                    dp[x][y] = if a[x] == b[y] {
+                        dp[x + 1][y + 1] + 1
+                    } else {
+                        dp[x + 1][y].max(dp[x][y + 1])
+                    };
+                }
+            }
+            assert_eq!(equal, dp[0][0], "{a:?} {b:?}");
+        }
+    }
+
     /// Issue 19 item 4: the request key covers the path, the edits and the base version.
     #[test]
     fn request_keys() {
