@@ -511,6 +511,9 @@ impl Server {
     pub(crate) async fn files_call(&mut self, tool: Tool, raw: &str) -> (String, Value, bool) {
         let args: Map<String, Value> = serde_json::from_str(raw).unwrap_or_default();
         let path = args.get("path").and_then(Value::as_str).unwrap_or_default();
+        // Held apart for the call, so the steps can borrow the session mutably beside it; put
+        // back below (the files profile is served over stdio only, where a call is never
+        // dropped half-way).
         let Some(ws) = self.workspace.take() else {
             return invalid(
                 path,
