@@ -95,6 +95,8 @@ PATCHDIFF_TEST_MCP_URL="http://127.0.0.1:$HTTP_PORT/mcp" \
 
 log "patchdiff-mcp under the MCP Inspector CLI, the official TypeScript SDK and the MCP conformance suite (docs/clients.md)"
 setup_node
+# files.test.mjs is the files profile's task suite (issue 19 item 4, docs/files.md); that profile
+# serves stdio only, so it skips itself in the HTTP run below.
 counted "$NODE_BIN" --test --test-reporter=spec tests/mcp_node/*.test.mjs
 log "the same Inspector CLI and TypeScript SDK tests over Streamable HTTP"
 PATCHDIFF_TEST_MCP_URL="http://127.0.0.1:$HTTP_PORT/mcp" \

@@ -238,9 +238,10 @@ impl Db {
 /// setting through which the extension accepts `sync_workspace: true`, one SAVE call, then
 /// COMMIT or ROLLBACK once the file is installed or refused.
 impl Db {
-    /// Opens the publication's transaction for the SAVE of `args` (its JSON text). Through a
-    /// router, on a session of its own on the target's partition (the router names its connection
-    /// string), as this front end's user, with the same session settings and role.
+    /// Opens the publication's transaction for the calls of `args` (the JSON text of its first
+    /// call: the target's, or a new target's with its workspace binding). Through a router, on a
+    /// session of its own on that partition (the router names it and its connection string), as
+    /// this front end's user, with the same session settings and role.
     pub async fn begin_publication(&mut self, args: &str) -> Result<(), CallError> {
         const BEGIN: &str = "BEGIN; SET LOCAL patchdiff.workspace_owned_transaction = on";
         self.reconnect_if_lost().await?;
@@ -251,17 +252,19 @@ impl Db {
                 .await
                 .map_err(|e| self.failed(&e));
         }
-        let partition: Option<String> = self
+        let row = self
             .client
             .query_one(
-                "SELECT patchdiff_router.partition_conninfo($1::text::json)",
+                "SELECT conninfo, partition, partitions \
+                   FROM patchdiff_router.publication_partition($1::text::json)",
                 &[&args],
             )
             .await
-            .map_err(|e| self.failed(&e))?
-            .get(0);
+            .map_err(|e| self.failed(&e))?;
+        let (partition, number, count): (Option<String>, i32, i32) =
+            (row.get(0), row.get(1), row.get(2));
         let partition = partition.ok_or_else(|| {
-            CallError::unknown("the router names no partition for the target's publication")
+            CallError::unknown("the router names no partition for the publication")
         })?;
         let config = partition_config(&self.conninfo, &partition).map_err(CallError::unknown)?;
         let database = config.get_dbname().unwrap_or("?").to_owned();
@@ -284,7 +287,13 @@ impl Db {
             }
         }
         let (schema, _) = inspect(&client).await.map_err(CallError::unknown)?;
-        client.batch_execute(BEGIN).await.map_err(|e| CallError {
+        // A target created in this transaction gets an ID of this partition, as the router's
+        // own creations do.
+        let begin = format!(
+            "{BEGIN}; SET LOCAL patchdiff.target_partition = {number}; \
+             SET LOCAL patchdiff.target_partitions = {count}"
+        );
+        client.batch_execute(&begin).await.map_err(|e| CallError {
             message: describe(&e),
             cancelled: cancelled(&e),
             unavailable: false,

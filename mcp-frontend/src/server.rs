@@ -7,7 +7,7 @@ use crate::database::{CallError, Db};
 use crate::modern::{self, MODERN};
 use crate::observed_v2;
 use crate::rpc::{self, INVALID_PARAMS, INVALID_REQUEST, Incoming, METHOD_NOT_FOUND};
-use crate::tool::Tool;
+use crate::tool::{Family, Tool};
 use crate::workspace::{self, Outcome, Workspace};
 use patchdiff_engine::wire::{LITERAL, collapse_current_context, quoted_names, to_string};
 use serde::Deserialize;
@@ -31,15 +31,17 @@ pub enum Era {
 }
 
 pub struct Server {
-    config: Config,
-    db: Db,
+    pub(crate) config: Config,
+    pub(crate) db: Db,
     /// The tools of this profile whose SQL functions exist, in catalog order.
     tools: std::sync::Arc<Vec<Declaration>>,
     revision: Option<&'static str>,
     /// Chosen by the connection's first request (docs/eras.md).
     era: Era,
     /// The opened `PATCHDIFF_WORKSPACE_ROOT`, when configured.
-    workspace: Option<Workspace>,
+    pub(crate) workspace: Option<Workspace>,
+    /// The files profile's knowledge of the files it served (docs/files.md).
+    pub(crate) files: crate::files::Files,
 }
 
 /// The catalog as a profile and an installed extension allow it: a tool is listed when the SQL
@@ -159,6 +161,7 @@ impl Server {
             revision: None,
             era: Era::Undecided,
             workspace: None,
+            files: crate::files::Files::default(),
         }
     }
 
@@ -397,6 +400,18 @@ impl Server {
                 "failure_detail": format!("missing required argument(s) for {name}: {}", missing.join(", ")), "missing_arguments": missing,
             })));
         }
+        // The files profile (docs/files.md): each file tool is an import on first use, then one
+        // transaction of a submission and a publishing SAVE.
+        if tool.family() == Family::Files {
+            let (text, value, is_error) = self.files_call(tool, raw).await;
+            return Ok(tool_result(
+                text,
+                Some(value),
+                is_error,
+                self.revision(),
+                true,
+            ));
+        }
         // The workspace: an import reads the file and passes its content; a publishing SAVE runs
         // in a transaction this front end owns (docs/workspace.md).
         let owned;
@@ -552,119 +567,22 @@ impl Server {
     /// installed (rolled back: no checkpoint), `partial` when the file was installed but the
     /// checkpoint or the directory's durability is not confirmed.
     async fn publishing_save(&mut self, name: &str, args: &str) -> Value {
-        let unknown = |s: &Self, why: String| {
-            s.tool_error(json!({"status": "outcome_unknown", "tool": name,
-                "failure_detail": format!("The database call failed ({why}); whether it committed is unknown. Read the target before saving again.")}))
-        };
-        // Before installation a failed statement leaves the transaction to roll back: a
-        // cancelled one (57014) certainly wrote nothing and installed nothing.
-        let failed = |s: &Self, e: CallError| {
-            s.tool_error(call_failure(
+        if let Err(e) = self.db.begin_publication(args).await {
+            // The BEGIN may have opened the block before its SET LOCAL failed.
+            self.db.rollback().await;
+            return self.tool_error(call_failure(
                 name,
                 &e,
                 "Read the target before saving again.",
                 ", no file was installed and no checkpoint was created",
-            ))
-        };
-        if let Err(e) = self.db.begin_publication(args).await {
-            // The BEGIN may have opened the block before its SET LOCAL failed.
-            self.db.rollback().await;
-            return failed(self, e);
+            ));
         }
-        let text = match self.db.call_in_transaction("patchdiff_save", args).await {
-            Ok(t) => t,
-            Err(e) => {
-                self.db.rollback().await;
-                return failed(self, e);
-            }
-        };
-        let mut value: Value = match serde_json::from_str(&text) {
-            Ok(v) => v,
-            Err(_) => {
-                self.db.rollback().await;
-                return unknown(
-                    self,
-                    "the database returned a result that is not JSON".into(),
-                );
-            }
-        };
-        let publication = match value
-            .as_object_mut()
-            .and_then(|m| m.remove("workspace_publication"))
-        {
-            Some(p) => p,
-            None => {
-                // Rejected, invalid or not found: nothing was written; end the transaction.
-                self.db.rollback().await;
-                let status = value.get("status").and_then(Value::as_str);
-                return if is_error_status(status) {
-                    self.result(text, None, true)
-                } else {
-                    self.result(text, Some(value), false)
-                };
-            }
-        };
-        let Some(p) = parse_publication(&publication) else {
-            self.db.rollback().await;
-            return unknown(
-                self,
-                "the SAVE result carried a malformed workspace_publication".into(),
-            );
-        };
         let ws = self
             .workspace
             .as_ref()
             .expect("save_mode checked the workspace");
-        let target_file_id = value["target_file_id"].clone();
-        let partial = |code: &str, receipt: Value, detail: String| {
-            json!({
-                "status": "partial", "target_file_id": target_file_id, "code": code,
-                "snapshot_id": null, "closed_editing_cycle_id": null, "new_editing_cycle_id": null,
-                "workspace_sync": receipt, "failure_detail": detail,
-            })
-        };
-        let installed = match ws.publish(&p) {
-            Outcome::Rejected(r) => {
-                self.db.rollback().await;
-                return self.tool_answer(json!({
-                    "status": "rejected", "target_file_id": value["target_file_id"], "failure_reason": r.code,
-                    "failure_detail": format!("{} No checkpoint was created.", r.detail),
-                    "current_version": value["version"], "current_hash": value["current_hash"],
-                }));
-            }
-            Outcome::DurabilityUncertain(receipt, why) => {
-                self.db.rollback().await;
-                return self.tool_answer(partial("workspace_durability_uncertain", receipt.to_json("uncertain"),
-                    format!("The file was installed but fsync of its directory failed ({why}); no checkpoint was created. Inspect the file, then SAVE again (docs/workspace.md).")));
-            }
-            Outcome::Installed(i) => i,
-        };
-        ws.before_commit();
-        let receipt = installed.receipt.to_json("confirmed");
-        if let Err(e) = self.db.commit().await {
-            // A COMMIT that PostgreSQL cancelled (57014) rolled back: the checkpoint is certainly
-            // missing. The contract's code stays; the detail says what is known.
-            let detail = if e.cancelled.is_some() {
-                format!(
-                    "The file was installed; PostgreSQL cancelled the checkpoint's COMMIT ({}) and rolled it back, so no checkpoint was recorded. SAVE again with sync_workspace: true to record it (docs/workspace.md).",
-                    e.message
-                )
-            } else {
-                format!(
-                    "The file was installed; the checkpoint's COMMIT failed ({}), so whether it was recorded is unknown. Inspect the target before saving again (docs/workspace.md).",
-                    e.message
-                )
-            };
-            return self.tool_answer(partial("workspace_checkpoint_uncertain", receipt, detail));
-        }
-        if let Err(why) = installed.finish() {
-            return self.tool_answer(partial("workspace_post_install_error", receipt,
-                format!("The file was installed and the checkpoint committed, but closing the directory handle failed ({why}).")));
-        }
-        if let Value::Object(m) = &mut value {
-            m.insert("workspace_sync".into(), receipt);
-        }
-        self.tool_answer(value)
+        let a = publish_in_transaction(&mut self.db, ws, name, args).await;
+        self.result(a.text, a.value, a.is_error)
     }
 
     /// A successful (non-error) tool answer built by the front end.
@@ -698,6 +616,158 @@ impl Server {
             self.config.profile == Profile::ObservedV2,
         )
     }
+}
+
+/// A publishing SAVE's answer before presentation: its text, its structured value (none for
+/// an error) and whether it is an error.
+pub(crate) struct PublishAnswer {
+    pub text: String,
+    pub value: Option<Value>,
+    pub is_error: bool,
+}
+
+impl PublishAnswer {
+    fn answer(v: Value) -> PublishAnswer {
+        PublishAnswer {
+            text: to_string(&v, LITERAL),
+            value: Some(v),
+            is_error: false,
+        }
+    }
+
+    fn error(v: Value) -> PublishAnswer {
+        PublishAnswer {
+            text: to_string(&v, LITERAL),
+            value: None,
+            is_error: true,
+        }
+    }
+}
+
+/// The publishing SAVE of a transaction the caller opened with `begin_publication` (contract,
+/// "Publication outcomes"): the checkpoint; the file installed; COMMIT. `saved` only when both
+/// happened, `rejected` when nothing was installed (rolled back: no checkpoint), `partial`
+/// when the file was installed but the checkpoint or the directory's durability is not
+/// confirmed. The workspace profile's SAVE and the files profile's tools share it.
+pub(crate) async fn publish_in_transaction(
+    db: &mut Db,
+    ws: &Workspace,
+    name: &str,
+    args: &str,
+) -> PublishAnswer {
+    let unknown = |why: String| {
+        PublishAnswer::error(json!({"status": "outcome_unknown", "tool": name,
+            "failure_detail": format!("The database call failed ({why}); whether it committed is unknown. Read the target before saving again.")}))
+    };
+    let text = match db.call_in_transaction("patchdiff_save", args).await {
+        Ok(t) => t,
+        Err(e) => {
+            db.rollback().await;
+            // Before installation a failed statement leaves the transaction to roll back: a
+            // cancelled one (57014) certainly wrote nothing and installed nothing.
+            return PublishAnswer::error(call_failure(
+                name,
+                &e,
+                "Read the target before saving again.",
+                ", no file was installed and no checkpoint was created",
+            ));
+        }
+    };
+    let mut value: Value = match serde_json::from_str(&text) {
+        Ok(v) => v,
+        Err(_) => {
+            db.rollback().await;
+            return unknown("the database returned a result that is not JSON".into());
+        }
+    };
+    let publication = match value
+        .as_object_mut()
+        .and_then(|m| m.remove("workspace_publication"))
+    {
+        Some(p) => p,
+        None => {
+            // Rejected, invalid or not found: nothing was written; end the transaction.
+            db.rollback().await;
+            let status = value.get("status").and_then(Value::as_str);
+            return if is_error_status(status) {
+                PublishAnswer {
+                    text,
+                    value: None,
+                    is_error: true,
+                }
+            } else {
+                PublishAnswer {
+                    text,
+                    value: Some(value),
+                    is_error: false,
+                }
+            };
+        }
+    };
+    let Some(p) = parse_publication(&publication) else {
+        db.rollback().await;
+        return unknown("the SAVE result carried a malformed workspace_publication".into());
+    };
+    let target_file_id = value["target_file_id"].clone();
+    let partial = |code: &str, receipt: Value, detail: String| {
+        PublishAnswer::answer(json!({
+            "status": "partial", "target_file_id": target_file_id, "code": code,
+            "snapshot_id": null, "closed_editing_cycle_id": null, "new_editing_cycle_id": null,
+            "workspace_sync": receipt, "failure_detail": detail,
+        }))
+    };
+    let installed = match ws.publish(&p) {
+        Outcome::Rejected(r) => {
+            db.rollback().await;
+            return PublishAnswer::answer(json!({
+                "status": "rejected", "target_file_id": value["target_file_id"], "failure_reason": r.code,
+                "failure_detail": format!("{} No checkpoint was created.", r.detail),
+                "current_version": value["version"], "current_hash": value["current_hash"],
+            }));
+        }
+        Outcome::DurabilityUncertain(receipt, why) => {
+            db.rollback().await;
+            return partial(
+                "workspace_durability_uncertain",
+                receipt.to_json("uncertain"),
+                format!(
+                    "The file was installed but fsync of its directory failed ({why}); no checkpoint was created. Inspect the file, then SAVE again (docs/workspace.md)."
+                ),
+            );
+        }
+        Outcome::Installed(i) => i,
+    };
+    ws.before_commit();
+    let receipt = installed.receipt.to_json("confirmed");
+    if let Err(e) = db.commit().await {
+        // A COMMIT that PostgreSQL cancelled (57014) rolled back: the checkpoint is certainly
+        // missing. The contract's code stays; the detail says what is known.
+        let detail = if e.cancelled.is_some() {
+            format!(
+                "The file was installed; PostgreSQL cancelled the checkpoint's COMMIT ({}) and rolled it back, so no checkpoint was recorded. SAVE again with sync_workspace: true to record it (docs/workspace.md).",
+                e.message
+            )
+        } else {
+            format!(
+                "The file was installed; the checkpoint's COMMIT failed ({}), so whether it was recorded is unknown. Inspect the target before saving again (docs/workspace.md).",
+                e.message
+            )
+        };
+        return partial("workspace_checkpoint_uncertain", receipt, detail);
+    }
+    if let Err(why) = installed.finish() {
+        return partial(
+            "workspace_post_install_error",
+            receipt,
+            format!(
+                "The file was installed and the checkpoint committed, but closing the directory handle failed ({why})."
+            ),
+        );
+    }
+    if let Value::Object(m) = &mut value {
+        m.insert("workspace_sync".into(), receipt);
+    }
+    PublishAnswer::answer(value)
 }
 
 /// A tool result: literal JSON text always, the same value as structuredContent on revisions

@@ -52,11 +52,15 @@ pub enum Tool {
     ObserveScopes,
     CommitBundle,
     SubmitChangeset,
+    /// The `files` profile (issue 19 item 4): the reference filesystem server's tools.
+    ReadFile,
+    EditFile,
+    WriteFile,
 }
 
 impl Tool {
     /// Every tool, in catalog order (the order of `tools/list`).
-    pub const ALL: [Tool; 21] = [
+    pub const ALL: [Tool; 24] = [
         Tool::InitializeTarget,
         Tool::HandleUpload,
         Tool::GetTarget,
@@ -78,6 +82,9 @@ impl Tool {
         Tool::ObserveScopes,
         Tool::CommitBundle,
         Tool::SubmitChangeset,
+        Tool::ReadFile,
+        Tool::EditFile,
+        Tool::WriteFile,
     ];
 
     /// The tool's name on the wire.
@@ -104,6 +111,9 @@ impl Tool {
             Tool::ObserveScopes => "patchdiff_observe_scopes",
             Tool::CommitBundle => "patchdiff_commit_bundle",
             Tool::SubmitChangeset => "patchdiff_submit_changeset",
+            Tool::ReadFile => "read_file",
+            Tool::EditFile => "edit_file",
+            Tool::WriteFile => "write_file",
         }
     }
 
@@ -127,6 +137,7 @@ impl Tool {
             Tool::ObserveScope | Tool::SubmitObservedOperations => Family::Observed,
             Tool::ListScopes | Tool::ObserveScopes | Tool::CommitBundle => Family::ObservedV2,
             Tool::SubmitChangeset => Family::Extended,
+            Tool::ReadFile | Tool::EditFile | Tool::WriteFile => Family::Files,
         }
     }
 
@@ -140,9 +151,16 @@ impl Tool {
         }
     }
 
-    /// The SQL function one call of this tool makes.
+    /// The SQL function one call of this tool makes. A file tool (docs/files.md) makes
+    /// several, inside one transaction; this names the one that does its work, which must be
+    /// installed for the tool to be listed.
     pub const fn function(self) -> &'static str {
-        self.routes_to().name()
+        match self {
+            Tool::ReadFile => "patchdiff_initialize_target",
+            Tool::EditFile => "patchdiff_submit_edits",
+            Tool::WriteFile => "patchdiff_submit_replacement",
+            t => t.routes_to().name(),
+        }
     }
 
     /// An observed_v2 selection whose result gains its `snapshot`.
@@ -200,6 +218,9 @@ mod tests {
             let expected = match t {
                 Tool::ListScopes | Tool::ObserveScopes => "patchdiff_observe_scope",
                 Tool::CommitBundle => "patchdiff_submit_observed_operations",
+                Tool::ReadFile => "patchdiff_initialize_target",
+                Tool::EditFile => "patchdiff_submit_edits",
+                Tool::WriteFile => "patchdiff_submit_replacement",
                 t => t.name(),
             };
             assert_eq!(t.function(), expected, "{t:?}");

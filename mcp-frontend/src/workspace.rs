@@ -100,7 +100,7 @@ pub struct Workspace {
     /// `PATCHDIFF_WORKSPACE_RESERVED`, lower case.
     reserved: Vec<String>,
     hook: Option<Hook>,
-    hook_fired: std::cell::Cell<bool>,
+    hook_fired: std::sync::atomic::AtomicBool,
 }
 
 /// What a publishing SAVE asks to install.
@@ -405,7 +405,7 @@ impl Workspace {
             key,
             reserved: reserved.iter().map(|r| r.to_ascii_lowercase()).collect(),
             hook,
-            hook_fired: std::cell::Cell::new(false),
+            hook_fired: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -446,7 +446,11 @@ impl Workspace {
 
     fn hook(&self, point: &str) {
         let Some(h) = &self.hook else { return };
-        if h.point != point || self.hook_fired.replace(true) {
+        if h.point != point
+            || self
+                .hook_fired
+                .swap(true, std::sync::atomic::Ordering::Relaxed)
+        {
             return;
         }
         let _ = std::fs::write(h.dir.join("paused"), point);

@@ -77,18 +77,39 @@ BEGIN
   RETURN n;
 END $$;
 
--- The connection string of the partition that owns the target of `args` (its SQL/MED server
--- option p<k>), for the one step that cannot cross PL/Proxy: a workspace publication, whose SAVE
+-- The partition a workspace binding's nonce chooses for a new target (patchdiff_router.
+-- create_target), or NULL for arguments without one.
+CREATE OR REPLACE FUNCTION patchdiff_router.binding_partition(args json) RETURNS int4
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+  binding json := CASE WHEN json_typeof(args) = 'object'
+                       THEN patchdiff_router.readable(args)->'workspace_binding' END;
+BEGIN
+  IF json_typeof(binding) = 'object' AND json_typeof(binding->'nonce') = 'string' THEN
+    RETURN (hashtext(binding->>'nonce') & 2147483647) % patchdiff_router.partitions();
+  END IF;
+  RETURN NULL;
+END $$;
+
+-- Where a workspace publication runs: the one step that cannot cross PL/Proxy, because its SAVE
 -- must stay open in the publisher's own transaction while the file is installed. patchdiff-mcp
--- connects there directly, as the role it calls the router as (docs/scale-out.md). The options
--- hold no password (the user mapping names none), so any role may read them.
-CREATE OR REPLACE FUNCTION patchdiff_router.partition_conninfo(args json) RETURNS text
-LANGUAGE sql STABLE AS $$
-  SELECT substr(o, strpos(o, '=') + 1)
+-- connects to that partition directly, as the role it calls the router as (docs/scale-out.md),
+-- and sets patchdiff.target_partition/target_partitions there, so that a target it creates in
+-- that transaction (the files profile's new file) gets an ID that routes back. The partition of
+-- `args`' target; without one, of its workspace binding's nonce; else 0. The connection string
+-- is the SQL/MED option p<k>, which holds no password (the user mapping names none).
+CREATE OR REPLACE FUNCTION patchdiff_router.publication_partition(
+    args json, OUT conninfo text, OUT partition int4, OUT partitions int4)
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+  partitions := patchdiff_router.partitions();
+  partition := CASE WHEN patchdiff_router.field(args, 'target_file_id') IS NOT NULL
+                    THEN patchdiff_router.partition_of(args) & (partitions - 1)
+                    ELSE COALESCE(patchdiff_router.binding_partition(args), 0) END;
+  SELECT substr(o, strpos(o, '=') + 1) INTO conninfo
     FROM pg_foreign_server s, unnest(s.srvoptions) o
-   WHERE s.srvname = 'patchdiff'
-     AND o LIKE 'p' || (patchdiff_router.partition_of(args) & (patchdiff_router.partitions() - 1)) || '=%'
-$$;
+   WHERE s.srvname = 'patchdiff' AND o LIKE 'p' || partition || '=%';
+END $$;
 
 -- A failed call whose shard could not be reached: it never started there, so nothing was
 -- written, and it may simply be sent again. SQLSTATE 08001 (sqlclient_unable_to_establish_
@@ -314,14 +335,13 @@ DECLARE
   n int4 := patchdiff_router.partitions();
   first int4 := floor(random() * n)::int4;
   tries int4 := n;
-  binding json := CASE WHEN json_typeof(args) = 'object'
-                       THEN patchdiff_router.readable(args)->'workspace_binding' END;
+  bound int4 := patchdiff_router.binding_partition(args);
   p int4;
   answer json;
   last_error text;
 BEGIN
-  IF json_typeof(binding) = 'object' AND json_typeof(binding->'nonce') = 'string' THEN
-    first := (hashtext(binding->>'nonce') & 2147483647) % n;
+  IF bound IS NOT NULL THEN
+    first := bound;
     tries := 1;
   END IF;
   FOR k IN 0 .. tries - 1 LOOP

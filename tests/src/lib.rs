@@ -28,7 +28,7 @@ pub async fn connect(dsn: &str) -> Result<Client, tokio_postgres::Error> {
 pub async fn is_router(client: &impl GenericClient) -> bool {
     client
         .query_one(
-            "SELECT to_regprocedure('patchdiff_router.partition_conninfo(json)') IS NOT NULL",
+            "SELECT to_regproc('patchdiff_router.publication_partition') IS NOT NULL",
             &[],
         )
         .await
@@ -98,7 +98,8 @@ pub async fn table_dsn_for(dsn: &str, target: &str) -> String {
     }
     let partition: String = c
         .query_one(
-            "SELECT patchdiff_router.partition_conninfo(json_build_object('target_file_id', $1::text))",
+            "SELECT conninfo FROM patchdiff_router.publication_partition(\
+               json_build_object('target_file_id', $1::text))",
             &[&target],
         )
         .await

@@ -10,6 +10,7 @@
 //! `$` with `not: {pattern: "\n$"}`, because `$` also matches before a final LF in some engines.
 
 mod changeset;
+mod files;
 mod history;
 mod observed;
 mod observed_v2;
@@ -185,6 +186,7 @@ pub fn all_tools() -> Vec<Declaration> {
     tools.extend(observed::tools());
     tools.extend(observed_v2::tools());
     tools.extend(changeset::tools());
+    tools.extend(files::tools());
     tools
 }
 

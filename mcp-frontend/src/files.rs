@@ -1,0 +1,1340 @@
+//! The `files` profile (issue 19 item 4; docs/files.md): `read_file`, `edit_file` and
+//! `write_file` with the reference filesystem server's names and argument shapes, built on the
+//! workspace machinery (import with a binding proof, publication in a transaction this front
+//! end owns) and the guarded submissions.
+//!
+//! Like the workspace profile's publishing SAVE, a file tool makes several SQL calls: the
+//! import of a file on first use, then one transaction holding the submission and the
+//! publishing SAVE. Every verdict on the edits themselves still comes from the extension.
+
+use crate::database::Db;
+use crate::server::{PublishAnswer, Server, publish_in_transaction};
+use crate::tool::Tool;
+use crate::workspace::{Workspace, sha256_hex};
+use patchdiff_engine::wire::{LITERAL, to_string};
+use serde_json::{Map, Value, json};
+use std::collections::HashMap;
+
+/// Context lines around each hunk of a diff: the reference server's (jsdiff's
+/// `createTwoFilesPatch` default).
+pub const DIFF_CONTEXT: usize = 4;
+/// The most edit steps the line diff searches; beyond it the changed middle of the file is
+/// shown as removed and added whole (still a correct diff, only a longer one).
+pub const DIFF_MAX_STEPS: usize = 1_000;
+/// The most `edits` one `edit_file` call may carry (the engine's tx/1 limit is 10,000; the
+/// front end refuses beyond this before any SQL).
+pub const MAX_EDITS: usize = 1_000;
+/// The status of a refused argument (a status, not a code: docs/codes.md).
+const INVALID_ARGUMENT: &str = "invalid_argument";
+/// How many targets of one file's label a lookup pages through.
+const LOOKUP_LIMIT: u64 = 20;
+
+/// What this front end knows of a file it has served: the target bound to it and the state
+/// the last read, import or publication left.
+#[derive(Debug, Clone)]
+struct Entry {
+    target_file_id: String,
+    version: i64,
+    /// The target's current hash: the SHA-256 of its canonical-LF text.
+    hash: String,
+    /// The version the agent last read with `read_file`: an identical `edit_file` after a
+    /// read is a new request, not a retry.
+    read_at_version: Option<i64>,
+    /// The request key of the last `edit_file` this process had accepted and the version it
+    /// produced.
+    last_call: Option<(String, i64)>,
+}
+
+/// The files profile's state for one connection.
+#[derive(Debug, Default)]
+pub struct Files {
+    entries: HashMap<String, Entry>,
+}
+
+/// A line-ending style of a file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Eol {
+    /// No line break at all.
+    None,
+    Lf,
+    Crlf,
+    /// Several styles, or a lone CR: not kept byte for byte, so refused for writing.
+    Mixed,
+}
+
+pub fn eol(text: &str) -> Eol {
+    let b = text.as_bytes();
+    let (mut lf, mut crlf) = (0usize, 0usize);
+    for (i, &c) in b.iter().enumerate() {
+        match c {
+            b'\n' if i > 0 && b[i - 1] == b'\r' => crlf += 1,
+            b'\n' => lf += 1,
+            b'\r' if b.get(i + 1) != Some(&b'\n') => return Eol::Mixed,
+            _ => {}
+        }
+    }
+    match (lf, crlf) {
+        (0, 0) => Eol::None,
+        (_, 0) => Eol::Lf,
+        (0, _) => Eol::Crlf,
+        _ => Eol::Mixed,
+    }
+}
+
+/// Canonical LF, as the extension stores text (CRLF becomes LF).
+pub fn canonical(text: &str) -> String {
+    if text.contains('\r') {
+        text.replace("\r\n", "\n")
+    } else {
+        text.to_owned()
+    }
+}
+
+/// The request key of an `edit_file` call: the file, the edits (canonical LF) and the version
+/// they were based on. The same call resent while the file is at that version recovers the
+/// recorded outcome (the extension's keyed recovery); see [`Server::is_retry`] for a resend
+/// after the call succeeded.
+pub fn request_key(rel: &str, edits: &[(String, String)], base_version: i64) -> String {
+    let body = to_string(&json!([rel, edits, base_version]), LITERAL);
+    format!(
+        "files1-{}",
+        sha256_hex(format!("patchdiff-files/1\0{body}").as_bytes())
+    )
+}
+
+/// A path of a call as a path relative to the workspace root: absolute under the root (as the
+/// reference server takes them), or already relative.
+pub fn relative(ws: &Workspace, path: &str) -> Result<String, String> {
+    let p = std::path::Path::new(path);
+    if !p.is_absolute() {
+        return Ok(path.strip_prefix("./").unwrap_or(path).to_owned());
+    }
+    let mut roots = vec![ws.path.clone()];
+    if let Ok(real) = std::fs::canonicalize(&ws.path) {
+        roots.push(real);
+    }
+    for root in roots {
+        if let Ok(rest) = p.strip_prefix(&root) {
+            let rest = rest.to_str().unwrap_or_default();
+            if !rest.is_empty() {
+                return Ok(rest.to_owned());
+            }
+        }
+    }
+    Err(format!(
+        "Access denied - path outside allowed directories: {path} not in {}",
+        ws.path.display()
+    ))
+}
+
+/// The target label of a file: the root's identity and the relative path, so that a lookup
+/// finds only targets imported from this root (a forged one is refused at publication by the
+/// binding proof).
+fn label(ws: &Workspace, rel: &str) -> String {
+    format!("files:{}:{}:{rel}", ws.device, ws.inode)
+}
+
+/// `head`/`tail` lines of a text (the reference server's read_file options).
+pub fn head_tail(text: &str, head: Option<u64>, tail: Option<u64>) -> String {
+    let lines: Vec<&str> = text.split('\n').collect();
+    // A final line break does not start another line.
+    let n = if text.ends_with('\n') {
+        lines.len() - 1
+    } else {
+        lines.len()
+    };
+    let take = |k: Option<u64>| k.map_or(n, |k| usize::try_from(k).unwrap_or(usize::MAX).min(n));
+    if head.is_some() {
+        lines[..take(head)].join("\n")
+    } else {
+        lines[n - take(tail)..n].join("\n")
+    }
+}
+
+/// The text after the edits, rebuilt from the engine's change facts (span of each edit in the
+/// buffer after the earlier ones, code points) and checked against its `after_hash`.
+pub fn apply_facts(
+    before: &str,
+    edits: &[(String, String)],
+    facts: &[Value],
+    after_hash: &str,
+) -> Option<String> {
+    if facts.len() != edits.len() {
+        return None;
+    }
+    let mut buf: Vec<char> = before.chars().collect();
+    for (f, (_, new)) in facts.iter().zip(edits) {
+        let s = usize::try_from(f.get("span_start")?.as_u64()?).ok()?;
+        let e = usize::try_from(f.get("span_end")?.as_u64()?).ok()?;
+        if s > e || e > buf.len() {
+            return None;
+        }
+        buf.splice(s..e, new.chars());
+    }
+    let after: String = buf.into_iter().collect();
+    (sha256_hex(after.as_bytes()) == after_hash).then_some(after)
+}
+
+/// Lines with their terminators, the units of the diff.
+fn lines(text: &str) -> Vec<&str> {
+    text.split_inclusive('\n').collect()
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Op {
+    Equal,
+    Delete,
+    Insert,
+}
+
+/// Myers' O((N+M)D) line diff of `a` and `b` (already stripped of their common ends), as an
+/// edit script; past [`DIFF_MAX_STEPS`] it deletes `a` and inserts `b` whole.
+fn myers(a: &[&str], b: &[&str]) -> Vec<Op> {
+    let (n, m) = (a.len() as isize, b.len() as isize);
+    let max = (n + m).min(DIFF_MAX_STEPS as isize);
+    let off = max + 1;
+    let mut v = vec![0isize; (2 * off + 1) as usize];
+    let mut trace: Vec<Vec<isize>> = Vec::new();
+    let mut found = None;
+    'outer: for d in 0..=max {
+        trace.push(v[(off - d) as usize..=(off + d) as usize].to_vec());
+        for k in (-d..=d).step_by(2) {
+            let i = (off + k) as usize;
+            let mut x = if k == -d || (k != d && v[i - 1] < v[i + 1]) {
+                v[i + 1]
+            } else {
+                v[i - 1] + 1
+            };
+            let mut y = x - k;
+            while x < n && y < m && a[x as usize] == b[y as usize] {
+                x += 1;
+                y += 1;
+            }
+            v[i] = x;
+            if x >= n && y >= m {
+                found = Some(d);
+                break 'outer;
+            }
+        }
+    }
+    let Some(dmax) = found else {
+        let mut ops = vec![Op::Delete; a.len()];
+        ops.extend(vec![Op::Insert; b.len()]);
+        return ops;
+    };
+    // Backtrack through the saved frontiers (trace[d] holds v before step d, over -d..=d).
+    let mut ops = Vec::new();
+    let (mut x, mut y) = (n, m);
+    for d in (1..=dmax).rev() {
+        let prev = &trace[d as usize];
+        let at = |k: isize| prev[(k + d) as usize];
+        let k = x - y;
+        let prev_k = if k == -d || (k != d && at(k - 1) < at(k + 1)) {
+            k + 1
+        } else {
+            k - 1
+        };
+        let prev_x = at(prev_k);
+        let prev_y = prev_x - prev_k;
+        while x > prev_x && y > prev_y {
+            ops.push(Op::Equal);
+            x -= 1;
+            y -= 1;
+        }
+        ops.push(if x == prev_x { Op::Insert } else { Op::Delete });
+        x = prev_x;
+        y = prev_y;
+    }
+    while x > 0 && y > 0 {
+        ops.push(Op::Equal);
+        x -= 1;
+        y -= 1;
+    }
+    ops.reverse();
+    ops
+}
+
+/// A git-style unified diff of two canonical-LF texts, shaped like the reference server's
+/// (`Index:` line, `original`/`modified` labels, 4 lines of context). Empty when equal.
+pub fn unified_diff(path: &str, before: &str, after: &str) -> String {
+    let (a, b) = (lines(before), lines(after));
+    let pre = a.iter().zip(&b).take_while(|(x, y)| x == y).count();
+    let max_suf = a.len().min(b.len()) - pre;
+    let suf = a
+        .iter()
+        .rev()
+        .zip(b.iter().rev())
+        .take(max_suf)
+        .take_while(|(x, y)| x == y)
+        .count();
+    let mut ops = vec![Op::Equal; pre];
+    ops.extend(myers(&a[pre..a.len() - suf], &b[pre..b.len() - suf]));
+    ops.extend(vec![Op::Equal; suf]);
+    if ops.iter().all(|o| *o == Op::Equal) {
+        return String::new();
+    }
+    // Positions (line index in a and b) of each op.
+    let mut pos = Vec::with_capacity(ops.len());
+    let (mut i, mut j) = (0usize, 0usize);
+    for o in &ops {
+        pos.push((i, j));
+        match o {
+            Op::Equal => {
+                i += 1;
+                j += 1;
+            }
+            Op::Delete => i += 1,
+            Op::Insert => j += 1,
+        }
+    }
+    let mut out = format!(
+        "Index: {path}\n===================================================================\n--- {path}\toriginal\n+++ {path}\tmodified\n"
+    );
+    let changed: Vec<usize> = (0..ops.len()).filter(|&k| ops[k] != Op::Equal).collect();
+    let mut h = 0;
+    while h < changed.len() {
+        // Changes whose context overlaps join one hunk.
+        let mut end = h;
+        while end + 1 < changed.len() && changed[end + 1] - changed[end] <= 2 * DIFF_CONTEXT + 1 {
+            end += 1;
+        }
+        let from = changed[h].saturating_sub(DIFF_CONTEXT);
+        let to = (changed[end] + DIFF_CONTEXT + 1).min(ops.len());
+        let (mut ol, mut nl) = (0, 0);
+        let mut body = String::new();
+        for k in from..to {
+            let (line, sign) = match ops[k] {
+                Op::Equal => {
+                    ol += 1;
+                    nl += 1;
+                    (a[pos[k].0], ' ')
+                }
+                Op::Delete => {
+                    ol += 1;
+                    (a[pos[k].0], '-')
+                }
+                Op::Insert => {
+                    nl += 1;
+                    (b[pos[k].1], '+')
+                }
+            };
+            body.push(sign);
+            match line.strip_suffix('\n') {
+                Some(l) => {
+                    body.push_str(l);
+                    body.push('\n');
+                }
+                None => {
+                    body.push_str(line);
+                    body.push_str("\n\\ No newline at end of file\n");
+                }
+            }
+        }
+        let start = |first: usize, count: usize| if count == 0 { first } else { first + 1 };
+        out.push_str(&format!(
+            "@@ -{},{ol} +{},{nl} @@\n{body}",
+            start(pos[from].0, ol),
+            start(pos[from].1, nl)
+        ));
+        h = end + 1;
+    }
+    out
+}
+
+/// The reference server's presentation of a diff: a fenced `diff` block whose fence is longer
+/// than any run of backticks inside.
+pub fn fenced(diff: &str) -> String {
+    let mut n = 3;
+    while diff.contains(&"`".repeat(n)) {
+        n += 1;
+    }
+    let fence = "`".repeat(n);
+    format!("{fence}diff\n{diff}{fence}\n\n")
+}
+
+/// One line of an answer's evidence, shortened for the text channel.
+fn preview(s: &str) -> String {
+    let one: String = s.chars().take(120).collect();
+    let mut one = one.replace('\n', "\\n");
+    if s.chars().count() > 120 {
+        one.push('…');
+    }
+    one
+}
+
+/// A failure's text (for agents used to the reference server's "Error: ..." lines) and its
+/// structured record.
+fn failure(path: &str, mut record: Map<String, Value>, text: String) -> (String, Value, bool) {
+    record.insert("content".into(), json!(text));
+    record.insert("path".into(), json!(path));
+    (text, Value::Object(record), true)
+}
+
+fn invalid(path: &str, code: &str, detail: &str) -> (String, Value, bool) {
+    let mut m = Map::new();
+    m.insert("status".into(), json!(INVALID_ARGUMENT));
+    m.insert("code".into(), json!(code));
+    m.insert("failure_detail".into(), json!(detail));
+    failure(path, m, format!("Error: {detail}"))
+}
+
+/// The text of an engine rejection of `edit_file`'s edits, naming the edit and the evidence:
+/// the candidates of an ambiguous oldText, the near misses (whitespace ones first) of an
+/// absent one, the versions of a stale file.
+fn rejection_text(path: &str, v: &Value, edits: &[(String, String)]) -> String {
+    let reason = v["failure_reason"].as_str().unwrap_or("rejected");
+    let n = v["failed_change_id"]
+        .as_str()
+        .and_then(|c| c.strip_prefix("chg_"))
+        .and_then(|d| d.parse::<usize>().ok());
+    let which = n.map_or(String::new(), |n| format!(" {n}"));
+    let old = n
+        .and_then(|n| edits.get(n.wrapping_sub(1)))
+        .map_or("", |e| e.0.as_str());
+    let d = &v["diagnostic"];
+    let mut t = match reason {
+        "match_ambiguous" => {
+            let count = d["occurrence_count"].as_u64().unwrap_or(0);
+            let mut t = format!(
+                "Error: oldText of edit{which} matches {count} places in {path}; it must match exactly one. Nothing was written. Include more surrounding lines to make it unique:\n{old}\nCandidates:"
+            );
+            for c in d["exact_candidates"]["candidates"]
+                .as_array()
+                .into_iter()
+                .flatten()
+            {
+                t.push_str(&format!(
+                    "\n  #{} at {}: …{}[{}]{}…",
+                    c["occurrence_index"],
+                    c["start"],
+                    preview(c["before"].as_str().unwrap_or("")),
+                    preview(c["match_preview"].as_str().unwrap_or("")),
+                    preview(c["after"].as_str().unwrap_or(""))
+                ));
+            }
+            t
+        }
+        "match_absent" => {
+            let mut t = format!(
+                "Error: Could not find exact match for edit{which} in {path}; nothing was written (whitespace is not adjusted):\n{old}"
+            );
+            let nm = &v["near_misses"];
+            let ws: Vec<&Value> = nm["whitespace_candidates"]["candidates"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .collect();
+            let near: Vec<&Value> = nm["candidates"].as_array().into_iter().flatten().collect();
+            if !ws.is_empty() || !near.is_empty() {
+                t.push_str("\nNear misses (copy the exact text from the file):");
+            }
+            for c in ws.into_iter().chain(near).take(5) {
+                let at = match c["start_line"].as_u64() {
+                    Some(l) => format!("line {l}"),
+                    None => format!("code point {}", c["start"]),
+                };
+                t.push_str(&format!(
+                    "\n  {at}: {}",
+                    preview(c["text"].as_str().unwrap_or(""))
+                ));
+            }
+            t
+        }
+        "target_hash_mismatch" | "target_version_mismatch" => format!(
+            "Error: {path} changed on disk since it was last read; nothing was written. Read it again with read_file, then redo the edit."
+        ),
+        _ => format!(
+            "Error: the edits to {path} were refused ({reason}): {}; nothing was written.",
+            v["failure_detail"].as_str().unwrap_or("")
+        ),
+    };
+    if let Some(id) = v["pdcp_log_id"].as_str() {
+        t.push_str(&format!("\n(attempt logged as {id})"));
+    }
+    t
+}
+
+/// The rejection's structured record: the SQL answer without its full-text contexts.
+fn rejection_record(v: &Value) -> Map<String, Value> {
+    let mut m = v.as_object().cloned().unwrap_or_default();
+    m.remove("current_context");
+    if let Some(Value::Object(d)) = m.get_mut("diagnostic") {
+        d.remove("failure_context");
+    }
+    m
+}
+
+/// `edit_file`'s edits: `[{oldText, newText}]`, canonical LF (the reference server normalizes
+/// line endings the same way).
+fn parse_edits(v: Option<&Value>) -> Result<Vec<(String, String)>, &'static str> {
+    let items = v
+        .and_then(Value::as_array)
+        .ok_or("edits must be an array of {oldText, newText}")?;
+    if items.is_empty() {
+        return Err("edits must not be empty");
+    }
+    if items.len() > MAX_EDITS {
+        return Err("too many edits in one call (at most 1,000)");
+    }
+    items
+        .iter()
+        .map(|e| {
+            let o = e
+                .as_object()
+                .filter(|o| o.keys().all(|k| k == "oldText" || k == "newText"))
+                .ok_or("each edit must be an object {oldText, newText} and nothing else")?;
+            let s = |k: &str| o.get(k).and_then(Value::as_str).map(canonical);
+            match (s("oldText"), s("newText")) {
+                (Some(old), Some(new)) if !old.is_empty() => Ok((old, new)),
+                (Some(_), Some(_)) => Err("oldText must not be empty"),
+                _ => Err("each edit needs oldText and newText strings"),
+            }
+        })
+        .collect()
+}
+
+/// An error of the infrastructure (a failed SQL call), for which the outcome may be unknown.
+fn unknown(path: &str, what: &str, detail: String) -> (String, Value, bool) {
+    let mut m = Map::new();
+    m.insert("status".into(), json!("outcome_unknown"));
+    m.insert("failure_detail".into(), json!(detail));
+    failure(
+        path,
+        m,
+        format!("Error: {what} failed ({detail}); read the file before trying again."),
+    )
+}
+
+impl Server {
+    /// One call of a file tool: its text (the reference server's shape), its structured
+    /// record and whether it is an error.
+    pub(crate) async fn files_call(&mut self, tool: Tool, raw: &str) -> (String, Value, bool) {
+        let args: Map<String, Value> = serde_json::from_str(raw).unwrap_or_default();
+        let path = args.get("path").and_then(Value::as_str).unwrap_or_default();
+        // Held apart for the call, so the steps can borrow the session mutably beside it; put
+        // back below (the files profile is served over stdio only, where a call is never
+        // dropped half-way).
+        let Some(ws) = self.workspace.take() else {
+            return invalid(
+                path,
+                "workspace_not_configured",
+                "the files profile needs PATCHDIFF_WORKSPACE_ROOT",
+            );
+        };
+        let answer = match relative(&ws, path) {
+            Err(why) => invalid(path, "workspace_path_outside_root", &why),
+            Ok(rel) => match tool {
+                Tool::ReadFile => self.read_file(&ws, path, &rel, &args).await,
+                Tool::EditFile => self.edit_file(&ws, path, &rel, &args).await,
+                _ => self.write_file(&ws, path, &rel, &args).await,
+            },
+        };
+        self.workspace = Some(ws);
+        answer
+    }
+
+    /// One autocommit SQL call of a read-only function, its answer parsed.
+    async fn sql(&mut self, function: &str, args: &Value) -> Result<Value, String> {
+        let text = self
+            .db
+            .call(function, &to_string(args, LITERAL))
+            .await
+            .map_err(|e| e.message)?;
+        serde_json::from_str(&text).map_err(|e| e.to_string())
+    }
+
+    /// The target an edit or overwrite of `rel` (whose bytes are `disk`) applies to: the one
+    /// found, else a new import (import on first use).
+    async fn target_for_write(
+        &mut self,
+        ws: &Workspace,
+        path: &str,
+        rel: &str,
+        disk: &str,
+    ) -> Result<Entry, (String, Value, bool)> {
+        match self.find_target(ws, rel).await {
+            Ok(Some(e)) => Ok(e),
+            Ok(None) => Server::import(&mut self.db, ws, rel, disk).await,
+            Err(e) => Err(unknown(path, "looking the file up", e)),
+        }
+    }
+
+    /// The target bound to `rel`, if this process or an earlier one imported it: the cache,
+    /// else the newest target labelled for this root and path. Its hash may differ from the
+    /// disk's: the file changed on disk since it was imported or published (stale).
+    async fn find_target(&mut self, ws: &Workspace, rel: &str) -> Result<Option<Entry>, String> {
+        if let Some(e) = self.files.entries.get(rel) {
+            return Ok(Some(e.clone()));
+        }
+        let label = label(ws, rel);
+        let v = self
+            .sql(
+                "patchdiff_list_targets",
+                &json!({"filename_prefix": label, "limit": LOOKUP_LIMIT}),
+            )
+            .await?;
+        let found = v["targets"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|t| t["filename"].as_str() == Some(label.as_str()));
+        let entry = found.map(|t| Entry {
+            target_file_id: t["target_file_id"].as_str().unwrap_or_default().to_owned(),
+            version: t["version"].as_i64().unwrap_or(0),
+            hash: t["current_hash"].as_str().unwrap_or_default().to_owned(),
+            read_at_version: None,
+            last_call: None,
+        });
+        if let Some(e) = &entry {
+            self.files.entries.insert(rel.to_owned(), e.clone());
+        }
+        Ok(entry)
+    }
+
+    /// The arguments that import `rel` (whose bytes are `disk`) as a new target bound to it,
+    /// with this front end's binding proof (a new nonce each time).
+    fn import_args(ws: &Workspace, rel: &str, disk: &str) -> Result<String, (String, Value, bool)> {
+        let binding = ws
+            .binding(rel)
+            .map_err(|r| invalid(rel, r.code, &r.detail))?;
+        Ok(to_string(
+            &json!({"filename": label(ws, rel), "content": disk, "content_type": "text/plain", "workspace_binding": binding}),
+            LITERAL,
+        ))
+    }
+
+    /// Imports `rel` (whose bytes are `disk`) as a new target bound to it, outside any
+    /// transaction.
+    async fn import(
+        db: &mut Db,
+        ws: &Workspace,
+        rel: &str,
+        disk: &str,
+    ) -> Result<Entry, (String, Value, bool)> {
+        let args = Server::import_args(ws, rel, disk)?;
+        Server::import_with(db, rel, &args, false).await
+    }
+
+    /// Imports `rel` with its import arguments `args`; `db` runs it in the open transaction
+    /// when `in_tx`.
+    async fn import_with(
+        db: &mut Db,
+        rel: &str,
+        args: &str,
+        in_tx: bool,
+    ) -> Result<Entry, (String, Value, bool)> {
+        let text = if in_tx {
+            db.call_in_transaction("patchdiff_initialize_target", args)
+                .await
+        } else {
+            db.call("patchdiff_initialize_target", args).await
+        }
+        .map_err(|e| unknown(rel, "importing the file", e.message))?;
+        let v: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+        match (v["target_file_id"].as_str(), v["current_hash"].as_str()) {
+            (Some(id), Some(h)) => Ok(Entry {
+                target_file_id: id.to_owned(),
+                version: v["version"].as_i64().unwrap_or(0),
+                hash: h.to_owned(),
+                read_at_version: None,
+                last_call: None,
+            }),
+            _ => {
+                let mut m = rejection_record(&v);
+                m.insert(
+                    "status".into(),
+                    v.get("status").cloned().unwrap_or(json!("rejected")),
+                );
+                let detail = v["failure_detail"]
+                    .as_str()
+                    .unwrap_or("the import was refused");
+                Err(failure(rel, m, format!("Error: importing {rel}: {detail}")))
+            }
+        }
+    }
+
+    /// The file's bytes as UTF-8 text (the workspace's import rules: a regular file under the
+    /// root, no link followed, at most 8 MiB, UTF-8).
+    fn disk(ws: &Workspace, path: &str, rel: &str) -> Result<String, (String, Value, bool)> {
+        ws.import(rel).map_err(|r| {
+            let mut m = Map::new();
+            m.insert("status".into(), json!("rejected"));
+            m.insert("failure_reason".into(), json!(r.code));
+            m.insert("failure_detail".into(), json!(r.detail));
+            let text = match r.code {
+                "workspace_file_not_utf8" => format!(
+                    "Error: {path} is not UTF-8 text; the files profile reads and edits only UTF-8 files. Nothing was read or written."
+                ),
+                "workspace_file_not_found" => {
+                    format!("Error: ENOENT: no such file or directory, open '{path}'")
+                }
+                _ => format!("Error: {path}: {} ({})", r.detail, r.code),
+            };
+            failure(path, m, text)
+        })
+    }
+
+    /// The target for a file read now: the known one if its text is the disk's, else a new
+    /// import (the file changed on disk since it was imported, or was never imported).
+    async fn current_target(
+        &mut self,
+        ws: &Workspace,
+        rel: &str,
+        disk: &str,
+        hd: &str,
+    ) -> Result<Entry, (String, Value, bool)> {
+        let found = self
+            .find_target(ws, rel)
+            .await
+            .map_err(|e| unknown(rel, "looking the file up", e))?;
+        match found {
+            Some(e) if e.hash == hd => Ok(e),
+            _ => Server::import(&mut self.db, ws, rel, disk).await,
+        }
+    }
+
+    async fn read_file(
+        &mut self,
+        ws: &Workspace,
+        path: &str,
+        rel: &str,
+        args: &Map<String, Value>,
+    ) -> (String, Value, bool) {
+        let n = |k: &str| args.get(k).filter(|v| !v.is_null());
+        let (head, tail) = (n("head"), n("tail"));
+        if head.is_some() && tail.is_some() {
+            return invalid(
+                path,
+                "invalid_arguments",
+                "Cannot specify both head and tail parameters simultaneously",
+            );
+        }
+        if head.is_some_and(|h| h.as_u64().is_none()) || tail.is_some_and(|t| t.as_u64().is_none())
+        {
+            return invalid(
+                path,
+                "invalid_arguments",
+                "head and tail must be non-negative integers",
+            );
+        }
+        let disk = match Self::disk(ws, path, rel) {
+            Ok(d) => d,
+            Err(a) => return a,
+        };
+        let hd = sha256_hex(canonical(&disk).as_bytes());
+        let mut entry = match self.current_target(ws, rel, &disk, &hd).await {
+            Ok(e) => e,
+            Err(a) => return a,
+        };
+        entry.read_at_version = Some(entry.version);
+        let text = if head.is_some() || tail.is_some() {
+            head_tail(
+                &disk,
+                head.and_then(Value::as_u64),
+                tail.and_then(Value::as_u64),
+            )
+        } else {
+            disk
+        };
+        let v = json!({"content": text, "status": "ok", "path": path,
+            "target_file_id": entry.target_file_id, "version": entry.version, "current_hash": entry.hash});
+        self.files.entries.insert(rel.to_owned(), entry);
+        (text, v, false)
+    }
+
+    /// Whether an `edit_file` whose request key at the file's previous version is `prev_key`
+    /// is the resend of the call that made the current version: the last accepted call this
+    /// process knows of, or, when it knows none, the attempt log's record of that key.
+    async fn is_retry(&mut self, entry: &Entry, prev_key: &str) -> Result<Option<Value>, String> {
+        if entry.version < 1 || entry.read_at_version == Some(entry.version) {
+            return Ok(None);
+        }
+        match &entry.last_call {
+            Some((k, v)) if *v == entry.version => {
+                return Ok((k == prev_key).then(|| json!({"client_request_id": k})));
+            }
+            _ => {}
+        }
+        let v = self
+            .sql(
+                "patchdiff_get_pdcp_log",
+                &json!({"target_file_id": entry.target_file_id, "client_request_id": prev_key, "limit": 1}),
+            )
+            .await?;
+        Ok(v["entries"]
+            .as_array()
+            .and_then(|e| e.first())
+            .filter(|e| {
+                e["status"] == "accepted" && e["after_version"].as_i64() == Some(entry.version)
+            })
+            .cloned())
+    }
+
+    async fn edit_file(
+        &mut self,
+        ws: &Workspace,
+        path: &str,
+        rel: &str,
+        args: &Map<String, Value>,
+    ) -> (String, Value, bool) {
+        let edits = match parse_edits(args.get("edits")) {
+            Ok(e) => e,
+            Err(why) => return invalid(path, "invalid_edits", why),
+        };
+        let dry_run = match args.get("dryRun") {
+            None | Some(Value::Null) => false,
+            Some(Value::Bool(b)) => *b,
+            Some(_) => return invalid(path, "invalid_arguments", "dryRun must be a boolean"),
+        };
+        let disk = match Self::disk(ws, path, rel) {
+            Ok(d) => d,
+            Err(a) => return a,
+        };
+        if eol(&disk) == Eol::Mixed {
+            return invalid(
+                path,
+                "mixed_line_endings",
+                &format!(
+                    "{path} mixes line endings (LF, CRLF or lone CR); its bytes could not be kept as they are, so it is not edited. Normalize its line endings first."
+                ),
+            );
+        }
+        let before = canonical(&disk);
+        let hd = sha256_hex(before.as_bytes());
+        // Import on first use; a known target whose text is not the disk's is stale: the
+        // submission's hash guard refuses it, and the refusal is logged.
+        let entry = match self.target_for_write(ws, path, rel, &disk).await {
+            Ok(e) => e,
+            Err(a) => return a,
+        };
+        let key = request_key(rel, &edits, entry.version);
+        let mut submission = json!({
+            "target_file_id": entry.target_file_id,
+            "intent": format!("edit_file {rel}"),
+            "edits": edits.iter().map(|(o, n)| json!({"match": o, "replace": n})).collect::<Vec<_>>(),
+            "expected_target_version": entry.version,
+            "expected_current_hash": hd,
+            "source": "files/edit_file",
+        });
+        if dry_run {
+            submission["format"] = json!("patchdiff-tx/1");
+            submission.as_object_mut().map(|m| m.remove("source"));
+            return self.dry_run(path, &before, &edits, &submission).await;
+        }
+        if entry.hash == hd && entry.version >= 1 {
+            let prev = request_key(rel, &edits, entry.version - 1);
+            match self.is_retry(&entry, &prev).await {
+                Ok(Some(rec)) => {
+                    let text = format!(
+                        "These edits were already applied to {path} by an identical earlier call (version {}); they were not applied again.\n",
+                        entry.version
+                    );
+                    let v = json!({"content": text, "status": "deduplicated", "deduplicated": true, "path": path,
+                        "target_file_id": entry.target_file_id, "version": entry.version, "current_hash": entry.hash,
+                        "client_request_id": prev, "pdcp_log_id": rec.get("pdcp_log_id")});
+                    return (text, v, false);
+                }
+                Ok(None) => {}
+                Err(e) => return unknown(path, "checking for a resent call", e),
+            }
+        }
+        submission["client_request_id"] = json!(key);
+        let outcome = self
+            .submit_and_publish(
+                ws,
+                path,
+                rel,
+                "patchdiff_submit_edits",
+                &submission,
+                "original_eol",
+                &entry,
+            )
+            .await;
+        let (v, after) = match outcome {
+            Submitted::Published(v, after) => (v, after),
+            Submitted::Answer(a) => return a,
+            Submitted::Rejected(mut v) => {
+                self.near_misses(&mut v, &submission).await;
+                let text = rejection_text(path, &v, &edits);
+                return failure(path, rejection_record(&v), text);
+            }
+        };
+        let facts = v["evidence"]["changes"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let diff = apply_facts(&before, &edits, &facts, &after.hash)
+            .map(|new| unified_diff(path, &before, &new));
+        let mut e = after;
+        e.last_call = Some((key, e.version));
+        self.files.entries.insert(rel.to_owned(), e);
+        let text = match &diff {
+            Some(d) => fenced(d),
+            None => format!("Edits applied to {path} (the diff is not available).\n"),
+        };
+        let mut m = v.as_object().cloned().unwrap_or_default();
+        m.insert("content".into(), json!(text));
+        m.insert("path".into(), json!(path));
+        m.insert("diff".into(), json!(diff));
+        (text, Value::Object(m), false)
+    }
+
+    /// A `match_absent` rejected inside the call's transaction carries no near misses (the
+    /// extension does not search while the target is locked): after the COMMIT, the read-only
+    /// preview of the same proposal searches them, and they join the answer.
+    async fn near_misses(&mut self, v: &mut Value, submission: &Value) {
+        if v["failure_reason"] != "match_absent"
+            || v["near_misses"]["omission_reason"] != "caller_transaction"
+        {
+            return;
+        }
+        let mut preview = submission.clone();
+        if let Some(m) = preview.as_object_mut() {
+            m.remove("source");
+            m.remove("client_request_id");
+            m.insert("format".into(), json!("patchdiff-tx/1"));
+        }
+        let Ok(text) = self
+            .db
+            .call("patchdiff_preview", &to_string(&preview, LITERAL))
+            .await
+        else {
+            return;
+        };
+        let p: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+        if p["failure_reason"] == "match_absent" && p["failed_change_id"] == v["failed_change_id"] {
+            v["near_misses"] = p["near_misses"].clone();
+        }
+    }
+
+    /// `dryRun`: the engine's read-only preview of the same proposal, its diff rebuilt from the
+    /// preview's change facts.
+    async fn dry_run(
+        &mut self,
+        path: &str,
+        before: &str,
+        edits: &[(String, String)],
+        submission: &Value,
+    ) -> (String, Value, bool) {
+        let text = match self
+            .db
+            .call("patchdiff_preview", &to_string(submission, LITERAL))
+            .await
+        {
+            Ok(t) => t,
+            Err(e) => return unknown(path, "the preview", e.message),
+        };
+        let v: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+        if v["status"] != "accepted" {
+            let text = rejection_text(path, &v, edits);
+            return failure(path, rejection_record(&v), text);
+        }
+        let facts = v["change_facts"].as_array().cloned().unwrap_or_default();
+        let after = v["after_hash"].as_str().unwrap_or_default();
+        let diff =
+            apply_facts(before, edits, &facts, after).map(|n| unified_diff(path, before, &n));
+        let text = match &diff {
+            Some(d) => fenced(d),
+            None => format!("The edits apply to {path} (the diff is not available).\n"),
+        };
+        let mut m = Map::new();
+        m.insert("content".into(), json!(text));
+        m.insert("status".into(), json!("preview"));
+        m.insert("dry_run".into(), json!(true));
+        m.insert("path".into(), json!(path));
+        m.insert("target_file_id".into(), v["target_file_id"].clone());
+        m.insert("version".into(), v["current_version"].clone());
+        m.insert("current_hash".into(), v["current_hash"].clone());
+        m.insert("after_hash".into(), v["after_hash"].clone());
+        m.insert("diff".into(), json!(diff));
+        (text, Value::Object(m), false)
+    }
+
+    async fn write_file(
+        &mut self,
+        ws: &Workspace,
+        path: &str,
+        rel: &str,
+        args: &Map<String, Value>,
+    ) -> (String, Value, bool) {
+        let Some(content) = args.get("content").and_then(Value::as_str) else {
+            return invalid(path, "invalid_arguments", "content must be a string");
+        };
+        let format = match eol(content) {
+            Eol::Mixed => {
+                return invalid(
+                    path,
+                    "mixed_line_endings",
+                    "content mixes line endings (LF, CRLF or lone CR), which could not be written byte for byte; use one style",
+                );
+            }
+            Eol::Crlf => "crlf",
+            Eol::Lf | Eol::None => "canonical_lf",
+        };
+        let disk = match ws.import(rel) {
+            Ok(d) => Some(d),
+            Err(r) if r.code == "workspace_file_not_found" => None,
+            Err(_) => {
+                return match Self::disk(ws, path, rel) {
+                    Err(a) => a,
+                    Ok(_) => invalid(path, "workspace_io_error", "the file could not be read"),
+                };
+            }
+        };
+        let outcome = match disk {
+            // A new file: imported from the content and published in one transaction.
+            None => self.create_file(ws, path, rel, content).await,
+            Some(disk) => {
+                if eol(&disk) == Eol::Mixed {
+                    return invalid(
+                        path,
+                        "mixed_line_endings",
+                        &format!("{path} mixes line endings; it is not overwritten"),
+                    );
+                }
+                let hd = sha256_hex(canonical(&disk).as_bytes());
+                let entry = match self.target_for_write(ws, path, rel, &disk).await {
+                    Ok(e) => e,
+                    Err(a) => return a,
+                };
+                let submission = json!({
+                    "target_file_id": entry.target_file_id,
+                    "intent": format!("write_file {rel}"),
+                    "replacement": canonical(content),
+                    "expected_target_version": entry.version,
+                    "expected_current_hash": hd,
+                    "source": "files/write_file",
+                });
+                self.submit_and_publish(
+                    ws,
+                    path,
+                    rel,
+                    "patchdiff_submit_replacement",
+                    &submission,
+                    format,
+                    &entry,
+                )
+                .await
+            }
+        };
+        match outcome {
+            Submitted::Published(v, e) => {
+                self.files.entries.insert(rel.to_owned(), e);
+                let text = format!("Successfully wrote to {path}");
+                let mut m = v.as_object().cloned().unwrap_or_default();
+                m.insert("content".into(), json!(text));
+                m.insert("path".into(), json!(path));
+                (text, Value::Object(m), false)
+            }
+            Submitted::Answer(a) => a,
+            Submitted::Rejected(v) => {
+                let text = rejection_text(path, &v, &[]);
+                failure(path, rejection_record(&v), text)
+            }
+        }
+    }
+
+    /// BEGIN of the call's transaction, which the publishing SAVE needs (docs/workspace.md).
+    /// `args`: the JSON text of the transaction's first call, which names its target (or the new
+    /// target's binding): through a router, the transaction runs on that target's partition.
+    async fn begin(&mut self, path: &str, args: &str) -> Result<(), (String, Value, bool)> {
+        let begun = self.db.begin_publication(args).await;
+        if let Err(e) = begun {
+            // The BEGIN may have opened the block before its SET LOCAL failed.
+            self.db.rollback().await;
+            return Err(unknown(path, "starting the transaction", e.message));
+        }
+        Ok(())
+    }
+
+    /// A new file: BEGIN; the import of `content` bound to `rel`; the publishing SAVE (which
+    /// creates the file without clobbering one that appeared meanwhile); COMMIT.
+    async fn create_file(
+        &mut self,
+        ws: &Workspace,
+        path: &str,
+        rel: &str,
+        content: &str,
+    ) -> Submitted {
+        // The binding is made once: through a router its nonce chooses the partition that the
+        // transaction runs on and the target lives on (docs/scale-out.md).
+        let args = match Server::import_args(ws, rel, content) {
+            Ok(a) => a,
+            Err(a) => return Submitted::Answer(a),
+        };
+        if let Err(a) = self.begin(path, &args).await {
+            return Submitted::Answer(a);
+        }
+        let entry = match Server::import_with(&mut self.db, rel, &args, true).await {
+            Ok(e) => e,
+            Err(a) => {
+                self.db.rollback().await;
+                return Submitted::Answer(a);
+            }
+        };
+        let save = save_args(&entry.target_file_id, entry.version, "original_eol");
+        self.publish(
+            ws,
+            path,
+            rel,
+            &save,
+            json!({"status": "accepted", "target_file_id": entry.target_file_id,
+            "version": entry.version, "current_hash": entry.hash}),
+            entry,
+        )
+        .await
+    }
+
+    /// BEGIN; the submission (`function`, `submission`); if accepted, the publishing SAVE in
+    /// the same transaction, the file installed and COMMIT; if rejected, COMMIT of the logged
+    /// attempt alone.
+    #[allow(clippy::too_many_arguments)]
+    async fn submit_and_publish(
+        &mut self,
+        ws: &Workspace,
+        path: &str,
+        rel: &str,
+        function: &str,
+        submission: &Value,
+        eol_format: &str,
+        entry: &Entry,
+    ) -> Submitted {
+        let args = to_string(submission, LITERAL);
+        if let Err(a) = self.begin(path, &args).await {
+            return Submitted::Answer(a);
+        }
+        let text = match self.db.call_in_transaction(function, &args).await {
+            Ok(t) => t,
+            Err(e) => {
+                self.db.rollback().await;
+                self.files.entries.remove(rel);
+                return Submitted::Answer(unknown(path, "the submission", e.message));
+            }
+        };
+        let v: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+        if v["status"] != "accepted" {
+            // The rejected attempt is logged: keep its row.
+            let committed = self.db.commit().await;
+            // A target that moved on without this process is looked up again on the next call.
+            if v["failure_reason"] == "target_version_mismatch" {
+                self.files.entries.remove(rel);
+            }
+            if let Err(e) = committed {
+                return Submitted::Answer(unknown(path, "logging the rejection", e.message));
+            }
+            return Submitted::Rejected(v);
+        }
+        let version = v["version"].as_i64().unwrap_or(entry.version + 1);
+        let save = save_args(&entry.target_file_id, version, eol_format);
+        let after = Entry {
+            version,
+            hash: v["after_hash"].as_str().unwrap_or_default().to_owned(),
+            read_at_version: None,
+            last_call: None,
+            target_file_id: entry.target_file_id.clone(),
+        };
+        self.publish(ws, path, rel, &save, v, after).await
+    }
+
+    /// The publishing SAVE of the open transaction, then the answer: `submitted` with the
+    /// publication's receipt, or the workspace profile's refusal or partial outcome.
+    async fn publish(
+        &mut self,
+        ws: &Workspace,
+        path: &str,
+        rel: &str,
+        save: &Value,
+        submitted: Value,
+        after: Entry,
+    ) -> Submitted {
+        let answer = publish_in_transaction(
+            &mut self.db,
+            ws,
+            "patchdiff_save",
+            &to_string(save, LITERAL),
+        )
+        .await;
+        match answer {
+            PublishAnswer {
+                value: Some(saved),
+                is_error: false,
+                ..
+            } if saved["status"] == "saved" => {
+                let mut m = submitted.as_object().cloned().unwrap_or_default();
+                m.insert("workspace_sync".into(), saved["workspace_sync"].clone());
+                m.insert("snapshot_id".into(), saved["snapshot_id"].clone());
+                Submitted::Published(Value::Object(m), after)
+            }
+            PublishAnswer { text, value, .. } => {
+                self.files.entries.remove(rel);
+                let v = value.unwrap_or_else(|| serde_json::from_str(&text).unwrap_or(Value::Null));
+                let status = v["status"].as_str().unwrap_or("rejected");
+                let code = v["failure_reason"]
+                    .as_str()
+                    .or(v["code"].as_str())
+                    .unwrap_or("rejected");
+                let detail = v["failure_detail"].as_str().unwrap_or("");
+                let text = if status == "partial" {
+                    format!(
+                        "Error: {path} was written, but its record is uncertain ({code}): {detail}"
+                    )
+                } else {
+                    format!(
+                        "Error: {path} was not written ({code}): {detail} The edits were not applied."
+                    )
+                };
+                let m = rejection_record(&v);
+                Submitted::Answer(failure(path, m, text))
+            }
+        }
+    }
+}
+
+/// The publishing SAVE of a target at `version`, in `eol` line endings.
+fn save_args(target_file_id: &str, version: i64, eol: &str) -> Value {
+    json!({"target_file_id": target_file_id, "expected_target_version": version,
+        "sync_workspace": true, "workspace_eol_format": eol})
+}
+
+/// How a submission with its publication ended.
+enum Submitted {
+    /// Accepted, published and committed: the submission's answer with the receipt, and the
+    /// target's new state.
+    Published(Value, Entry),
+    /// Refused by the engine (logged and committed).
+    Rejected(Value),
+    /// Anything else, already presented.
+    Answer((String, Value, bool)),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 19 item 4: CRLF is recognized, so it is kept; mixed endings are refused.
+    #[test]
+    fn line_endings() {
+        assert_eq!(eol("a\nb\n"), Eol::Lf);
+        assert_eq!(eol("a\r\nb\r\n"), Eol::Crlf);
+        assert_eq!(eol("ab"), Eol::None);
+        assert_eq!(eol("a\r\nb\n"), Eol::Mixed);
+        assert_eq!(eol("a\rb"), Eol::Mixed);
+        assert_eq!(canonical("a\r\nb\r\n"), "a\nb\n");
+    }
+
+    /// The diff has the reference server's shape and is the smallest line diff.
+    #[test]
+    fn unified_diff_shape() {
+        let before: String = (1..=20).map(|i| format!("line {i}\n")).collect();
+        let after = before.replace("line 10\n", "line ten\n");
+        let d = unified_diff("a.txt", &before, &after);
+        assert_eq!(
+            d,
+            "Index: a.txt\n===================================================================\n--- a.txt\toriginal\n+++ a.txt\tmodified\n@@ -6,9 +6,9 @@\n line 6\n line 7\n line 8\n line 9\n-line 10\n+line ten\n line 11\n line 12\n line 13\n line 14\n"
+        );
+        assert_eq!(unified_diff("a", "x\n", "x\n"), "");
+        let d = unified_diff("a", "x", "y");
+        assert!(d.ends_with("@@ -1,1 +1,1 @@\n-x\n\\ No newline at end of file\n+y\n\\ No newline at end of file\n"), "{d}");
+        let d = unified_diff("a", "", "y\n");
+        assert!(d.ends_with("@@ -0,0 +1,1 @@\n+y\n"), "{d}");
+        // Two distant changes are two hunks.
+        let after = before
+            .replace("line 2\n", "two\n")
+            .replace("line 19\n", "nineteen\n");
+        let d = unified_diff("a", &before, &after);
+        assert_eq!(d.matches("@@ -").count(), 2, "{d}");
+    }
+
+    /// The line diff is an edit script from a to b of the least length: its equal lines are a
+    /// longest common subsequence (checked against the dynamic program on small random inputs).
+    #[test]
+    fn myers_is_a_shortest_edit_script() {
+        let mut seed = 0x2545_f491_4f6c_dd1d_u64;
+        let mut next = |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        let words = ["a\n", "b\n", "c\n", "d\n"];
+        for _ in 0..500 {
+            let la = next(9) as usize;
+            let lb = next(9) as usize;
+            let a: Vec<&str> = (0..la).map(|_| words[next(4) as usize]).collect();
+            let b: Vec<&str> = (0..lb).map(|_| words[next(4) as usize]).collect();
+            let ops = myers(&a, &b);
+            let (mut i, mut j, mut rebuilt, mut equal) = (0, 0, vec![], 0);
+            for o in &ops {
+                match o {
+                    Op::Equal => {
+                        assert_eq!(a[i], b[j]);
+                        rebuilt.push(b[j]);
+                        i += 1;
+                        j += 1;
+                        equal += 1;
+                    }
+                    Op::Delete => i += 1,
+                    Op::Insert => {
+                        rebuilt.push(b[j]);
+                        j += 1;
+                    }
+                }
+            }
+            assert_eq!((i, j), (a.len(), b.len()));
+            assert_eq!(rebuilt, b);
+            let mut dp = vec![vec![0usize; lb + 1]; la + 1];
+            for x in (0..la).rev() {
+                for y in (0..lb).rev() {
+                    dp[x][y] = if a[x] == b[y] {
+                        dp[x + 1][y + 1] + 1
+                    } else {
+                        dp[x + 1][y].max(dp[x][y + 1])
+                    };
+                }
+            }
+            assert_eq!(equal, dp[0][0], "{a:?} {b:?}");
+        }
+    }
+
+    /// Issue 19 item 4: the request key covers the path, the edits and the base version.
+    #[test]
+    fn request_keys() {
+        let e = vec![("a".to_owned(), "b".to_owned())];
+        let k = request_key("x.txt", &e, 3);
+        assert!(k.len() <= 128 && k.starts_with("files1-"));
+        assert_eq!(k, request_key("x.txt", &e, 3));
+        assert_ne!(k, request_key("x.txt", &e, 4));
+        assert_ne!(k, request_key("y.txt", &e, 3));
+        assert_ne!(
+            k,
+            request_key("x.txt", &[("a".to_owned(), "c".to_owned())], 3)
+        );
+    }
+
+    #[test]
+    fn facts_rebuild_the_text() {
+        let before = "foo bar\nfoo baz\n";
+        let edits = vec![
+            ("baz".to_owned(), "qux".to_owned()),
+            ("bar".to_owned(), "é".to_owned()),
+        ];
+        let after = "foo é\nfoo qux\n";
+        let facts = vec![
+            json!({"span_start": 12, "span_end": 15}),
+            json!({"span_start": 4, "span_end": 7}),
+        ];
+        let h = sha256_hex(after.as_bytes());
+        assert_eq!(
+            apply_facts(before, &edits, &facts, &h).as_deref(),
+            Some(after)
+        );
+        assert_eq!(apply_facts(before, &edits, &facts, "0"), None);
+    }
+
+    #[test]
+    fn head_and_tail() {
+        assert_eq!(head_tail("a\nb\nc\n", Some(2), None), "a\nb");
+        assert_eq!(head_tail("a\nb\nc\n", None, Some(2)), "b\nc");
+        assert_eq!(head_tail("a\nb\nc", None, Some(5)), "a\nb\nc");
+    }
+}

@@ -1,0 +1,287 @@
+//! The `files` profile end to end (issue 19 item 4; docs/files.md): the real `patchdiff-mcp`
+//! over real pipes, a real directory and a real PostgreSQL. What the TypeScript SDK task suite
+//! (tests/mcp_node/files.test.mjs) cannot see from outside: every attempt in the log, one
+//! transaction per call (a publication refused mid-call leaves no accepted attempt and no new
+//! version), the checkpoint and baseline of each publication, and the same target found again
+//! by a new process.
+//!
+//! Environment: `PATCHDIFF_TEST_DSN` (a superuser connection string to a database with
+//! pg_patchdiff) and `PATCHDIFF_MCP_BIN` (the built server; default target/debug).
+
+use patchdiff_tests::stdio::Session;
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+fn dsn() -> String {
+    std::env::var("PATCHDIFF_TEST_DSN")
+        .expect("PATCHDIFF_TEST_DSN must be set to a superuser connection string")
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("pd-files-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn key_file() -> String {
+    std::env::temp_dir()
+        .join(format!("pd-files-{}-key", std::process::id()))
+        .join("workspace.key")
+        .to_string_lossy()
+        .into_owned()
+}
+
+fn start(root: &Path, env: &[(&str, &str)]) -> Session {
+    let root = root.to_string_lossy().into_owned();
+    let key = key_file();
+    let mut all = vec![
+        ("PATCHDIFF_MCP_PROFILE", "files"),
+        ("PATCHDIFF_WORKSPACE_ROOT", root.as_str()),
+        ("PATCHDIFF_WORKSPACE_KEY_FILE", key.as_str()),
+    ];
+    all.extend_from_slice(env);
+    Session::start(&dsn(), &all, "2025-06-18")
+}
+
+/// tools/call: (the text, structuredContent, isError).
+fn call(s: &mut Session, name: &str, arguments: Value) -> (String, Value, bool) {
+    let r = s.request("tools/call", json!({"name": name, "arguments": arguments}));
+    let r = &r["result"];
+    (
+        r["content"][0]["text"].as_str().unwrap().to_owned(),
+        r["structuredContent"].clone(),
+        r["isError"].as_bool().unwrap(),
+    )
+}
+
+fn edit(s: &mut Session, path: &str, old: &str, new: &str) -> (String, Value, bool) {
+    call(
+        s,
+        "edit_file",
+        json!({"path": path, "edits": [{"oldText": old, "newText": new}]}),
+    )
+}
+
+fn rows(query: &str, id: &str) -> Vec<Vec<Option<String>>> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let c = patchdiff_tests::connect(&dsn()).await.unwrap();
+        c.query(query, &[&id])
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| {
+                (0..r.len())
+                    .map(|i| r.get::<_, Option<String>>(i))
+                    .collect()
+            })
+            .collect()
+    })
+}
+
+/// (status, failure_reason, client_request_id) of every attempt on a target, in order.
+fn log(target: &str) -> Vec<(String, String, String)> {
+    rows(
+        "SELECT status::text, coalesce(failure_reason::text, ''), coalesce(client_request_id, '') \
+         FROM patchdiff.pdcp_logs WHERE target_file_id = $1::text::uuid ORDER BY log_sequence",
+        target,
+    )
+    .into_iter()
+    .map(|r| {
+        (
+            r[0].clone().unwrap(),
+            r[1].clone().unwrap(),
+            r[2].clone().unwrap(),
+        )
+    })
+    .collect()
+}
+
+/// (version, save_checkpoint snapshots, workspace baseline) of a target.
+fn state(target: &str) -> (String, String, String) {
+    let r = &rows(
+        "SELECT version::text, (SELECT count(*) FROM patchdiff.snapshots s WHERE s.target_file_id = t.target_file_id \
+         AND snapshot_reason = 'save_checkpoint')::text, workspace_baseline_sha256 \
+         FROM patchdiff.targets t WHERE target_file_id = $1::text::uuid",
+        target,
+    )[0];
+    (
+        r[0].clone().unwrap(),
+        r[1].clone().unwrap(),
+        r[2].clone().unwrap_or_default(),
+    )
+}
+
+fn sha(bytes: &[u8]) -> String {
+    patchdiff_engine::api::text::sha256_hex(std::str::from_utf8(bytes).unwrap())
+}
+
+/// Issue 19 item 4 "every attempt in the log", "all edits of one call atomic", "a retried call
+/// deduplicated", "publication under the workspace rules": each edit_file is one accepted or
+/// rejected row; an accepted one is published with a checkpoint and the baseline moved to the
+/// disk's bytes; a resend adds no row.
+#[test]
+fn every_attempt_is_logged_and_each_accepted_call_is_published_with_a_checkpoint() {
+    let root = scratch("log");
+    let file = root.join("a.txt");
+    std::fs::write(&file, "one\ntwo\ntwo\n").unwrap();
+    let mut s = start(&root, &[]);
+    let (_, read, err) = call(&mut s, "read_file", json!({"path": "a.txt"}));
+    assert!(!err);
+    let target = read["target_file_id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        state(&target),
+        ("0".into(), "0".into(), sha(b"one\ntwo\ntwo\n"))
+    );
+
+    let (text, v, err) = edit(&mut s, "a.txt", "one", "uno");
+    assert!(!err, "{text}");
+    assert_eq!(v["target_file_id"], target.as_str());
+    assert_eq!(std::fs::read(&file).unwrap(), b"uno\ntwo\ntwo\n");
+    assert_eq!(v["workspace_sync"]["durability"], "confirmed");
+    assert_eq!(
+        state(&target),
+        ("1".into(), "1".into(), sha(b"uno\ntwo\ntwo\n"))
+    );
+
+    let (text, v, err) = edit(&mut s, "a.txt", "two", "dos");
+    assert!(err && text.contains("matches 2 places"), "{text}");
+    assert_eq!(
+        v["diagnostic"]["exact_candidates"]["candidates"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+    // The resend of the accepted call: answered from the log, no row, no version.
+    let (_, v, err) = edit(&mut s, "a.txt", "one", "uno");
+    assert!(!err);
+    assert_eq!(v["status"], "deduplicated");
+    let (text, v, err) = edit(&mut s, "a.txt", "zzz", "y");
+    assert!(err && text.contains("Could not find exact match"), "{text}");
+    assert_eq!(v["failure_reason"], "match_absent");
+    // The resend of a rejected call: the recorded rejection, no second row.
+    let (_, v, err) = edit(&mut s, "a.txt", "zzz", "y");
+    assert!(err);
+    assert_eq!(v["deduplicated"], true, "{v}");
+    std::fs::write(&file, "uno\ntwo\nthree\n").unwrap();
+    let (text, v, err) = edit(&mut s, "a.txt", "uno", "one");
+    assert!(err && text.contains("changed on disk"), "{text}");
+    assert_eq!(v["failure_reason"], "target_hash_mismatch");
+    assert_eq!(std::fs::read(&file).unwrap(), b"uno\ntwo\nthree\n");
+
+    let l = log(&target);
+    let kinds: Vec<(&str, &str)> = l.iter().map(|r| (r.0.as_str(), r.1.as_str())).collect();
+    assert_eq!(
+        kinds,
+        [
+            ("accepted", ""),
+            ("rejected", "match_ambiguous"),
+            ("rejected", "match_absent"),
+            ("rejected", "target_hash_mismatch"),
+        ]
+    );
+    assert!(l.iter().all(|r| r.2.starts_with("files1-")), "{l:?}");
+    assert_eq!(state(&target).0, "1");
+}
+
+/// Issue 19 item 4: a retried edit_file after success is answered from the log, in the same
+/// process and in a new one that finds the same target (import on first use happens once).
+#[test]
+fn a_resent_call_is_applied_once_and_a_new_process_finds_the_same_target() {
+    let root = scratch("retry");
+    let file = root.join("v.toml");
+    std::fs::write(&file, "version = 1\n").unwrap();
+    let abs = file.to_string_lossy().into_owned();
+    let mut s = start(&root, &[]);
+    let (text, first, err) = edit(&mut s, &abs, "version = 1", "version = 10");
+    assert!(!err, "{text}");
+    let target = first["target_file_id"].as_str().unwrap().to_owned();
+    let (_, v, err) = edit(&mut s, &abs, "version = 1", "version = 10");
+    assert!(!err);
+    assert_eq!(v["status"], "deduplicated");
+    drop(s);
+    let mut s = start(&root, &[]);
+    let (_, v, err) = edit(&mut s, "v.toml", "version = 1", "version = 10");
+    assert!(!err);
+    assert_eq!(v["status"], "deduplicated");
+    assert_eq!(v["target_file_id"], target.as_str());
+    assert_eq!(std::fs::read(&file).unwrap(), b"version = 10\n");
+    assert_eq!(log(&target).len(), 1);
+    assert_eq!(state(&target).0, "1");
+}
+
+/// Issue 19 item 4 "all edits of one call atomic" and "publication under the workspace rules":
+/// the file changed between the submission and the installation (paused at the test hook): the
+/// publication is refused as external_disk_drift and the call's transaction rolls back, so the
+/// accepted attempt and the new version are gone; the human's bytes stay.
+#[test]
+fn a_publication_refused_mid_call_rolls_the_whole_call_back() {
+    let root = scratch("drift");
+    let hooks = scratch("drift-hook");
+    let file = root.join("b.txt");
+    std::fs::write(&file, "alpha\nbeta\n").unwrap();
+    let hook_dir = hooks.to_string_lossy().into_owned();
+    let mut s = start(
+        &root,
+        &[
+            ("PATCHDIFF_WORKSPACE_TEST_HOOK", "after_walk"),
+            ("PATCHDIFF_WORKSPACE_TEST_HOOK_DIR", &hook_dir),
+        ],
+    );
+    let (_, read, _) = call(&mut s, "read_file", json!({"path": "b.txt"}));
+    let target = read["target_file_id"].as_str().unwrap().to_owned();
+    let line = json!({"jsonrpc": "2.0", "id": 99, "method": "tools/call",
+        "params": {"name": "edit_file", "arguments": {"path": "b.txt", "edits": [{"oldText": "alpha", "newText": "ALPHA"}]}}});
+    s.pipes.send(format!("{line}\n").as_bytes());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !hooks.join("paused").exists() {
+        assert!(Instant::now() < deadline, "the hook never paused");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    std::fs::write(&file, "alpha\nbeta\nhuman\n").unwrap();
+    std::fs::write(hooks.join("resume"), "").unwrap();
+    let reply: Value =
+        serde_json::from_slice(&s.pipes.line(Duration::from_secs(30)).unwrap()).unwrap();
+    let r = &reply["result"];
+    assert_eq!(r["isError"], true, "{reply}");
+    assert_eq!(
+        r["structuredContent"]["failure_reason"],
+        "external_disk_drift"
+    );
+    assert_eq!(std::fs::read(&file).unwrap(), b"alpha\nbeta\nhuman\n");
+    assert!(
+        log(&target).is_empty(),
+        "the accepted attempt was rolled back with the publication"
+    );
+    assert_eq!(state(&target).0, "0");
+}
+
+/// Issue 19 item 4: non-UTF-8 files and paths outside the root are refused clearly, and nothing
+/// is imported.
+#[test]
+fn non_utf8_and_outside_paths_are_refused() {
+    let root = scratch("refusals");
+    std::fs::write(root.join("latin1.txt"), b"caf\xe9\n").unwrap();
+    let mut s = start(&root, &[]);
+    let (text, v, err) = call(&mut s, "read_file", json!({"path": "latin1.txt"}));
+    assert!(err && text.contains("not UTF-8"), "{text}");
+    assert_eq!(v["failure_reason"], "workspace_file_not_utf8");
+    let (text, _, err) = edit(&mut s, "/etc/hostname", "a", "b");
+    assert!(
+        err && text.contains("outside allowed directories"),
+        "{text}"
+    );
+    let (_, v, err) = edit(&mut s, "../x", "a", "b");
+    assert!(err);
+    assert_eq!(v["failure_reason"], "workspace_path_escape");
+    assert_eq!(
+        std::fs::read(root.join("latin1.txt")).unwrap(),
+        b"caf\xe9\n"
+    );
+}
