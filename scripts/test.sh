@@ -116,7 +116,7 @@ PATCHDIFF_TEST_DSN="$PATCHDIFF_ROUTER_DSN" counted cargo test --locked -p patchd
   --test contract_fidelity --test drift_evidence --test eras --test finalize --test fuzz_sql \
   --test golden \
   --test fuzz_stdio --test hostile_input --test http --test incremental_observation \
-  --test mcp_stdio --test near_misses --test reliability_concurrency --test sql_concurrency \
+  --test files --test mcp_stdio --test near_misses --test reliability_concurrency --test sql_concurrency \
   --test structural --test workspace
 PATCHDIFF_TEST_DSN="$PATCHDIFF_ROUTER_DSN" PATCHDIFF_TEST_MCP_URL="http://127.0.0.1:$((HTTP_PORT + 1))/mcp" \
   counted "$PY_ENV/bin/python" -m pytest -q -p no:cacheprovider tests/mcp_sdk

@@ -520,9 +520,17 @@ fn stop_shard_1(layout: &Layout) -> Restart {
     Restart { dir, port }
 }
 
+/// `pg_ctl` as postgres. The server it starts must not inherit this process's descriptors
+/// above 2 (a caller's `flock` on a lock file would stay held for the server's whole life), so
+/// they are closed first, as scripts/lib.sh's start_cluster does.
 fn pg_ctl(args: &[&str]) {
-    let ok = Command::new("runuser")
-        .args(["-u", "postgres", "--", "/usr/lib/postgresql/15/bin/pg_ctl"])
+    let ok = Command::new("bash")
+        .args([
+            "-c",
+            r#"for fd in $(ls /proc/$$/fd); do [ "$fd" -gt 2 ] && eval "exec $fd>&-"; done
+               exec runuser -u postgres -- /usr/lib/postgresql/15/bin/pg_ctl "$@""#,
+            "pg_ctl",
+        ])
         .args(args)
         .stdout(Stdio::null())
         .status()
