@@ -70,7 +70,8 @@ fn rows(query: &str, id: &str) -> Vec<Vec<Option<String>>> {
         .build()
         .unwrap();
     rt.block_on(async {
-        let c = patchdiff_tests::connect(&dsn()).await.unwrap();
+        // The database that holds the target's rows: through a router, its partition.
+        let c = patchdiff_tests::tables_for(&dsn(), id).await;
         c.query(query, &[&id])
             .await
             .unwrap()
