@@ -1,6 +1,7 @@
-//! A target's history: bounded log and ledger pages, replay, checkpoints and exports.
+//! A target's history: bounded log and ledger pages, replay, checkpoints, exports and diffs.
 
 pub mod checkpoint;
 pub mod export;
 pub mod pages;
 pub mod replay;
+pub mod unified;
