@@ -51,11 +51,13 @@ pub enum Tool {
     ListScopes,
     ObserveScopes,
     CommitBundle,
+    /// Issue 19, item 3: `patchdiff_diff` (Family::Extended).
+    Diff,
 }
 
 impl Tool {
     /// Every tool, in catalog order (the order of `tools/list`).
-    pub const ALL: [Tool; 20] = [
+    pub const ALL: [Tool; 21] = [
         Tool::InitializeTarget,
         Tool::HandleUpload,
         Tool::GetTarget,
@@ -76,6 +78,7 @@ impl Tool {
         Tool::ListScopes,
         Tool::ObserveScopes,
         Tool::CommitBundle,
+        Tool::Diff,
     ];
 
     /// The tool's name on the wire.
@@ -101,6 +104,7 @@ impl Tool {
             Tool::ListScopes => "patchdiff_list_scopes",
             Tool::ObserveScopes => "patchdiff_observe_scopes",
             Tool::CommitBundle => "patchdiff_commit_bundle",
+            Tool::Diff => "patchdiff_diff",
         }
     }
 
@@ -123,6 +127,7 @@ impl Tool {
             Tool::Replay | Tool::GetPdcpLog | Tool::GetManifestLedger => Family::History,
             Tool::ObserveScope | Tool::SubmitObservedOperations => Family::Observed,
             Tool::ListScopes | Tool::ObserveScopes | Tool::CommitBundle => Family::ObservedV2,
+            Tool::Diff => Family::Extended,
         }
     }
 

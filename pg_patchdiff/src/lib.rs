@@ -18,6 +18,7 @@ use pgrx::prelude::*;
 use serde_json::Value;
 use storage::port::SpiStore;
 
+mod diff;
 mod export;
 mod grants;
 mod history;

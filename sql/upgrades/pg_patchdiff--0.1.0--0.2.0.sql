@@ -52,3 +52,17 @@ ALTER TABLE patchdiff.manifest_ledger
     ADD PRIMARY KEY (pdcp_log_id, change_index);
 DROP INDEX patchdiff.manifest_ledger_target_file_id_ledger_sequence_idx;
 CREATE UNIQUE INDEX ON patchdiff.manifest_ledger (target_file_id, ledger_sequence);
+
+-- Issue 19, item 3: patchdiff_diff, the unified diff between two versions of one target, and
+-- the snapshot index it reads the newest snapshot at or below a version from.
+CREATE INDEX ON patchdiff.snapshots (target_file_id, version);
+CREATE  FUNCTION "patchdiff_diff"(
+	"args" json /* JsonText */
+) RETURNS json /* JsonText */
+STRICT STABLE SECURITY DEFINER
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'patchdiff_diff_wrapper';
+ALTER FUNCTION @extschema@.patchdiff_diff(json) SET enable_sort = off SET enable_incremental_sort = off;
+COMMENT ON FUNCTION @extschema@.patchdiff_diff(json) IS
+'Unified diff between two versions of one target (issue 19), rebuilt from the newest snapshot at or below each version plus the accepted log; never writes. args: target_file_id, from_version (required), to_version (default current; any two versions, either order, across SAVEs), context (lines, default 3, 0..1000), max_page_bytes (default 65536, 1024..1048576), cursor (a next_cursor). The hunks of the canonical LF texts are byte-identical to GNU diff -U<context>; header is ours (--- filename<TAB>version N). Returns one page of hunks (cut at a line end, or inside a longer line at a code point boundary), offset, total_bytes, hunk_count, lines_removed, lines_added, identical, has_more, next_cursor. unknown_version names first_version and current_version; texts over 8 MiB or 200,000 lines are diff_input_too_large, a search over 300,000,000 steps diff_too_expensive. See docs/history.md, "Diffs".';

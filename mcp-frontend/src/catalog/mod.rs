@@ -8,6 +8,7 @@
 //! that RE2 accepts, and a root `type: "object"`. Strict end-of-string identifier patterns pair
 //! `$` with `not: {pattern: "\n$"}`, because `$` also matches before a final LF in some engines.
 
+mod diff;
 mod history;
 mod observed;
 mod observed_v2;
@@ -182,6 +183,7 @@ pub fn all_tools() -> Vec<Declaration> {
     tools.extend(history::tools());
     tools.extend(observed::tools());
     tools.extend(observed_v2::tools());
+    tools.extend(diff::tools());
     tools
 }
 

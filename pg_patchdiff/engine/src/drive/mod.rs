@@ -3,6 +3,7 @@
 //! storage port ([`store`]) that the extension implements with SPI. The extension parses no
 //! argument and decides nothing on these paths; it supplies rows, IDs and session facts.
 
+pub mod diff;
 pub mod grants;
 pub mod observation;
 pub mod pages;
