@@ -15,9 +15,7 @@ pub(super) fn tools() -> Vec<Declaration> {
         tool: Tool::Diff,
         meta: None,
         title: "Diff",
-        description: format!(
-            "Unified diff between two versions of a target (any two, across SAVEs): GNU diff -U<context> hunks of the LF texts, one page of at most max_page_bytes; continue with cursor = next_cursor while has_more. Prepend header to the concatenated pages for a patch."
-        ),
+        description: "Unified diff between two versions of a target (any two, across SAVEs): GNU diff -U<context> hunks of the LF texts, one page of at most max_page_bytes; continue with cursor = next_cursor while has_more. Prepend header to the concatenated pages for a patch.".into(),
         kind: Kind::Read,
         params: vec![
             target_id(),

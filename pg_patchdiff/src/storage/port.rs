@@ -107,11 +107,11 @@ impl History for SpiHistory {
 
 impl Versions for SpiHistory {
     fn diff_target(&mut self, target_file_id: &str) -> Option<StoredTarget> {
-        Spi::connect(|c| targets::target(&c, target_file_id, self.caller, Need::Read))
+        Spi::connect(|c| targets::target(c, target_file_id, self.caller, Need::Read))
     }
 
     fn first_version(&mut self, target_file_id: &str) -> Option<i64> {
-        Spi::connect(|c| targets::first_version(&c, target_file_id))
+        Spi::connect(|c| targets::first_version(c, target_file_id))
     }
 
     fn snapshot_at_or_below(
@@ -119,7 +119,7 @@ impl Versions for SpiHistory {
         target_file_id: &str,
         version: i64,
     ) -> Option<(StoredState, i64)> {
-        Spi::connect(|c| targets::snapshot_at_or_below(&c, target_file_id, version))
+        Spi::connect(|c| targets::snapshot_at_or_below(c, target_file_id, version))
     }
 }
 
