@@ -234,7 +234,10 @@ fn discards(equivs: &[usize], counts_other: &[usize]) -> Vec<u8> {
                     } else {
                         consec += 1;
                         if minimum == consec {
-                            k -= consec;
+                            // Back to the start of the subrun, to cancel it all (a run starts
+                            // with a nonprovisional line, so the subrun starts at 1 or later).
+                            k = k + 1 - consec;
+                            continue;
                         } else if minimum < consec {
                             d[i + k] = 0;
                         }

@@ -266,3 +266,45 @@ fn identical_texts_have_no_hunks() {
     assert_eq!(ours("", "", 3), "");
     assert_eq!(ours("a", "a", 0), "");
 }
+
+/// Not a test: medians of our diff and of the real `diff -u` binary (which also reads two
+/// files and starts a process) on large inputs, for docs/benchmarks.md ("Issue 19: diffs"):
+/// `cargo test --release -p patchdiff-engine --lib unified::tests::timings -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn timings() {
+    use std::time::Instant;
+    let mut rng = Rng(11);
+    let pool: Vec<String> = (0..5_000).map(|i| format!("row {} of the text", i % 997)).collect();
+    let sparse_base: Vec<String> = (0..100_000).map(|i| pool[i % pool.len()].clone()).collect();
+    let sparse_other = mutate(&mut rng, &sparse_base, &pool, 200);
+    let small: Vec<String> = (0..300).map(|i| format!("line {i} ü")).collect();
+    let ra: Vec<String> = (0..10_000).map(|_| small[rng.below(300)].clone()).collect();
+    let rb: Vec<String> = (0..10_000).map(|_| small[rng.below(300)].clone()).collect();
+    let cases = [
+        ("100,000 lines, 200 random edits", join(&sparse_base, true), join(&sparse_other, true)),
+        ("10,000 vs 10,000 random lines of 300 (too_expensive)", join(&ra, true), join(&rb, true)),
+    ];
+    for (name, a, b) in &cases {
+        let mut ours_ms = Vec::new();
+        let mut gnu_ms = Vec::new();
+        let mut steps = 0;
+        for _ in 0..5 {
+            let t = Instant::now();
+            let mut budget = Budget::new(u64::MAX);
+            let h = hunks(a, b, 3, &mut budget).unwrap();
+            ours_ms.push(t.elapsed().as_secs_f64() * 1e3);
+            steps = budget.used;
+            let t = Instant::now();
+            let g = gnu(a, b, 3, "timing");
+            gnu_ms.push(t.elapsed().as_secs_f64() * 1e3);
+            assert_eq!(h, g);
+        }
+        ours_ms.sort_by(f64::total_cmp);
+        gnu_ms.sort_by(f64::total_cmp);
+        println!(
+            "{name}: ours median {:.1} ms ({steps} steps), GNU diff -u (process, files) median {:.1} ms",
+            ours_ms[2], gnu_ms[2]
+        );
+    }
+}
