@@ -129,7 +129,7 @@ mod tests {
 
     use super::*;
     use crate::drive::store::{History, StoredTarget};
-    use crate::submission::submit::{self, AttemptRow, Parent};
+    use crate::submission::submit::AttemptRow;
     use crate::text::sha256_hex;
 
     const T: &str = "11111111-1111-4111-8111-111111111111";
@@ -197,55 +197,20 @@ mod tests {
     /// Four accepted tx/1 edits of "a\nx\n" ("a" -> "b" -> "c" -> "d" -> "e"), with a SAVE
     /// snapshot at version 2.
     fn history() -> Memory {
-        let mut doc = String::from("a\nx\n");
-        let mut rows = Vec::new();
-        let mut snapshots = vec![(state(0, &doc), 0)];
-        for (v, (from, to)) in [("a", "b"), ("b", "c"), ("c", "d"), ("d", "e")]
-            .into_iter()
-            .enumerate()
-        {
-            let v = v as i64;
-            let args = json!({"target_file_id": T, "intent": "i", "expected_target_version": v,
-                              "edits": [{"match": from, "replace": to}]});
-            let sub = submit::parse_submit_edits(&args.to_string()).unwrap();
-            let id = submit::prepare(&sub, &Parent::NotLookedUp);
-            let hash = sha256_hex(&doc);
-            let view = crate::target::TargetView {
-                target_file_id: T,
-                version: v,
-                current_hash: &hash,
-                content: &doc,
-            };
-            let a = submit::evaluate(&sub, &id, &Parent::NotLookedUp, &view);
-            rows.push(AttemptRow {
-                log_sequence: 10 * (v + 1),
-                pdcp_log_id: format!("log-{v}"),
-                protocol_version: a.protocol_version.into(),
-                runtime_version: a.runtime_version.into(),
-                pdcp_content: a.pdcp_content.to_string(),
-                before_version: a.before_version,
-                before_hash: a.before_hash.clone(),
-                after_version: a.after_version,
-                after_hash: a.after_hash.clone(),
-                ..AttemptRow::default()
-            });
-            doc = a.new_content.unwrap();
-            if v + 1 == 2 {
-                snapshots.push((state(2, &doc), 20));
-            }
-        }
+        let edits = [("a", "b"), ("b", "c"), ("c", "d"), ("d", "e")];
+        let (rows, docs) = crate::drive::replay::accepted_tx1_rows(T, "a\nx\n", &edits);
         Memory {
             target: StoredTarget {
                 target_file_id: T.into(),
                 version: 4,
-                current_hash: sha256_hex(&doc),
-                content: doc,
+                current_hash: sha256_hex(&docs[4]),
+                content: docs[4].clone(),
                 active_editing_cycle_id: String::new(),
                 filename: "doc.txt".into(),
                 target_type: "text/plain".into(),
                 source_line_endings: None,
             },
-            snapshots,
+            snapshots: vec![(state(0, &docs[0]), 0), (state(2, &docs[2]), 20)],
             rows,
             reads: Vec::new(),
         }

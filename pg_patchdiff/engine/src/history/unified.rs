@@ -244,48 +244,39 @@ fn discards(equivs: &[usize], counts_other: &[usize]) -> Vec<u8> {
                     }
                     k += 1;
                 }
-                // From the run's start until 3 nonprovisionals in a row (or the first one at
-                // least 8 lines in), provisionals are kept.
-                consec = 0;
-                for k in 0..length {
-                    if k >= 8 && d[i + k] == 1 {
-                        break;
-                    }
-                    if d[i + k] == 2 {
-                        consec = 0;
-                        d[i + k] = 0;
-                    } else if d[i + k] == 0 {
-                        consec = 0;
-                    } else {
-                        consec += 1;
-                    }
-                    if consec == 3 {
-                        break;
-                    }
-                }
-                i += length - 1;
-                consec = 0;
-                for k in 0..length {
-                    if k >= 8 && d[i - k] == 1 {
-                        break;
-                    }
-                    if d[i - k] == 2 {
-                        consec = 0;
-                        d[i - k] = 0;
-                    } else if d[i - k] == 0 {
-                        consec = 0;
-                    } else {
-                        consec += 1;
-                    }
-                    if consec == 3 {
-                        break;
-                    }
-                }
+                // From each end of the run until 3 nonprovisionals in a row (or the first one
+                // at least 8 lines in), provisionals are kept.
+                let last = i + length - 1;
+                cancel_edge(&mut d, length, |k| i + k);
+                cancel_edge(&mut d, length, |k| last - k);
+                i = last;
             }
         }
         i += 1;
     }
     d
+}
+
+/// One edge scan of a discard run of `length` lines, `at(k)` being its k-th line from that edge.
+fn cancel_edge(d: &mut [u8], length: usize, at: impl Fn(usize) -> usize) {
+    let mut consec = 0;
+    for k in 0..length {
+        let x = at(k);
+        if k >= 8 && d[x] == 1 {
+            break;
+        }
+        match d[x] {
+            2 => {
+                consec = 0;
+                d[x] = 0;
+            }
+            0 => consec = 0,
+            _ => consec += 1,
+        }
+        if consec == 3 {
+            break;
+        }
+    }
 }
 
 /// Stage 3's state: the undiscarded lines' classes, the furthest-reaching paths, the marks.

@@ -3,21 +3,16 @@
 //! PATH: these tests fail, never skip, without it.
 
 use super::*;
+use crate::contract::rng::XorShift;
 use std::path::PathBuf;
 use std::process::Command;
 
-/// A small deterministic generator (xorshift64*), so that a failing case can be rerun.
-struct Rng(u64);
+/// The engine's deterministic test generator, with a percentage helper.
+struct Rng(XorShift);
 
 impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
     fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
+        self.0.below(n)
     }
     fn chance(&mut self, percent: usize) -> bool {
         self.below(100) < percent
@@ -137,7 +132,7 @@ fn small_pool() -> Vec<String> {
 /// choice among equal edit scripts show), with and without final newlines, contexts 0..=5.
 #[test]
 fn random_small_texts_match_gnu_diff() {
-    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let mut rng = Rng(XorShift(0x9e37_79b9_7f4a_7c15));
     let pool = small_pool();
     for case in 0..1500 {
         let n = rng.below(30);
@@ -197,7 +192,7 @@ fn real_texts_match_gnu_diff() {
         .iter()
         .map(|p| std::fs::read_to_string(p).unwrap())
         .collect();
-    let mut rng = Rng(42);
+    let mut rng = Rng(XorShift(42));
     for (k, t) in texts.iter().enumerate().take(60) {
         let lines: Vec<String> = t.lines().map(str::to_owned).collect();
         let pool: Vec<String> = texts[(k + 1) % texts.len()]
@@ -219,7 +214,7 @@ fn real_texts_match_gnu_diff() {
 /// plus large texts with sparse edits. Each case asserts that the heuristic really ran.
 #[test]
 fn large_texts_where_gnu_gives_up_minimality_match_gnu_diff() {
-    let mut rng = Rng(7);
+    let mut rng = Rng(XorShift(7));
     for (case, (n, distinct)) in [(9_000, 300), (12_000, 60), (6_000, 2_000)]
         .into_iter()
         .enumerate()
@@ -240,7 +235,7 @@ fn large_texts_where_gnu_gives_up_minimality_match_gnu_diff() {
 /// The heuristic path is really taken on the large random case (so the test above proves it).
 #[test]
 fn the_too_expensive_heuristic_is_exercised() {
-    let mut rng = Rng(7);
+    let mut rng = Rng(XorShift(7));
     let pool: Vec<String> = (0..300).map(|i| format!("line {i} ü")).collect();
     let a: Vec<String> = (0..9_000).map(|_| pool[rng.below(300)].clone()).collect();
     let b: Vec<String> = (0..9_000).map(|_| pool[rng.below(300)].clone()).collect();
@@ -274,16 +269,26 @@ fn identical_texts_have_no_hunks() {
 #[ignore]
 fn timings() {
     use std::time::Instant;
-    let mut rng = Rng(11);
-    let pool: Vec<String> = (0..5_000).map(|i| format!("row {} of the text", i % 997)).collect();
+    let mut rng = Rng(XorShift(11));
+    let pool: Vec<String> = (0..5_000)
+        .map(|i| format!("row {} of the text", i % 997))
+        .collect();
     let sparse_base: Vec<String> = (0..100_000).map(|i| pool[i % pool.len()].clone()).collect();
     let sparse_other = mutate(&mut rng, &sparse_base, &pool, 200);
     let small: Vec<String> = (0..300).map(|i| format!("line {i} ü")).collect();
     let ra: Vec<String> = (0..10_000).map(|_| small[rng.below(300)].clone()).collect();
     let rb: Vec<String> = (0..10_000).map(|_| small[rng.below(300)].clone()).collect();
     let cases = [
-        ("100,000 lines, 200 random edits", join(&sparse_base, true), join(&sparse_other, true)),
-        ("10,000 vs 10,000 random lines of 300 (too_expensive)", join(&ra, true), join(&rb, true)),
+        (
+            "100,000 lines, 200 random edits",
+            join(&sparse_base, true),
+            join(&sparse_other, true),
+        ),
+        (
+            "10,000 vs 10,000 random lines of 300 (too_expensive)",
+            join(&ra, true),
+            join(&rb, true),
+        ),
     ];
     for (name, a, b) in &cases {
         let mut ours_ms = Vec::new();
