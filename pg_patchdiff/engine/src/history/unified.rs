@@ -302,6 +302,18 @@ struct Partition {
     hi_minimal: bool,
 }
 
+impl Partition {
+    /// Where the forward and backward searches met: both halves minimal.
+    fn met(xmid: isize, ymid: isize) -> Self {
+        Partition {
+            xmid,
+            ymid,
+            lo_minimal: true,
+            hi_minimal: true,
+        }
+    }
+}
+
 impl Search<'_> {
     #[inline]
     fn eq(&self, x: isize, y: isize) -> bool {
@@ -370,12 +382,7 @@ impl Search<'_> {
                 self.budget.spend(1 + (x - x0) as u64)?;
                 self.set_f(d, x);
                 if odd && bmin <= d && d <= bmax && self.b(d) <= x {
-                    return Ok(Partition {
-                        xmid: x,
-                        ymid: y,
-                        lo_minimal: true,
-                        hi_minimal: true,
-                    });
+                    return Ok(Partition::met(x, y));
                 }
                 d -= 2;
             }
@@ -403,12 +410,7 @@ impl Search<'_> {
                 self.budget.spend(1 + (x0 - x) as u64)?;
                 self.set_b(d, x);
                 if !odd && fmin <= d && d <= fmax && x <= self.f(d) {
-                    return Ok(Partition {
-                        xmid: x,
-                        ymid: y,
-                        lo_minimal: true,
-                        hi_minimal: true,
-                    });
+                    return Ok(Partition::met(x, y));
                 }
                 d -= 2;
             }
