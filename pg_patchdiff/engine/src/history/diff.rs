@@ -33,8 +33,8 @@ pub const DIFF_MAX_PAGE_BYTES: usize = 1_048_576;
 /// Each compared version: at most 8,388,608 UTF-8 bytes and 200,000 lines.
 pub const DIFF_MAX_TEXT_BYTES: usize = 8_388_608;
 pub const DIFF_MAX_TEXT_LINES: usize = 200_000;
-/// The search: at most 300,000,000 steps (diagonal extensions plus snake steps).
-pub const DIFF_MAX_STEPS: u64 = 300_000_000;
+/// The search: at most 1,000,000,000 steps (diagonal extensions plus snake steps).
+pub const DIFF_MAX_STEPS: u64 = 1_000_000_000;
 
 /// A parsed call.
 #[derive(Debug, Clone, PartialEq, Eq)]

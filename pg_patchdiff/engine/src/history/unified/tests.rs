@@ -312,4 +312,18 @@ fn timings() {
             ours_ms[2], gnu_ms[2]
         );
     }
+    // Where the step budget of patchdiff_diff (DIFF_MAX_STEPS) falls on the worst inputs under
+    // the size caps: two unrelated texts over 300 distinct lines, no line discarded.
+    for n in [20_000, 50_000, 100_000] {
+        let a: Vec<String> = (0..n).map(|_| small[rng.below(300)].clone()).collect();
+        let b: Vec<String> = (0..n).map(|_| small[rng.below(300)].clone()).collect();
+        let t = Instant::now();
+        let mut budget = Budget::new(u64::MAX);
+        changes(&join(&a, true), &join(&b, true), 3, &mut budget).unwrap();
+        println!(
+            "{n} vs {n} random lines of 300: {} steps, {:.0} ms",
+            budget.used,
+            t.elapsed().as_secs_f64() * 1e3
+        );
+    }
 }
