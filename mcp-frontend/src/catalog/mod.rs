@@ -1,8 +1,8 @@
 //! The tool catalog: declarations (`tools/list`), argument names, profiles and examples.
 //!
 //! Each family of tools ([`Family`]) is declared in a module of its own, in catalog order:
-//! targets, reads, submissions, save, history, observed, observed_v2; `schema` holds the
-//! fragments they share.
+//! targets, reads, submissions, save, history, observed, observed_v2, then the families beyond
+//! the contract (issue 19: `diff`); `schema` holds the fragments they share.
 //!
 //! Schemas use only keywords that mean the same in JSON Schema draft-07 and 2020-12, patterns
 //! that RE2 accepts, and a root `type: "object"`. Strict end-of-string identifier patterns pair

@@ -105,7 +105,11 @@ fn identical_ends(s0: &Side, s1: &Side, horizon: usize) -> (usize, usize, usize)
     let (n0, n1) = (s0.n(), s1.n());
     let min = n0.min(n1);
     let mut p = 0;
+    // memchr's comparison speed is not needed: a byte loop over at most 8 MiB, checked for
+    // interrupts per 4,096 bytes.
+    let mut ticks = interrupt::Every::new(interrupt::SEARCH_INTERVAL);
     while p < min && s0.at(p) == s1.at(p) {
+        ticks.tick();
         p += 1;
     }
     // A match that runs into one side's appended newline and not the other's stops a byte
@@ -134,6 +138,7 @@ fn identical_ends(s0: &Side, s1: &Side, horizon: usize) -> (usize, usize, usize)
     let end0 = n0;
     let mut beg0 = prefix_end + n0.saturating_sub(n1);
     while p0 != beg0 {
+        ticks.tick();
         p0 -= 1;
         p1 -= 1;
         if s0.at(p0) != s1.at(p1) {
@@ -644,10 +649,13 @@ pub fn changes(
     let lines0 = line_ranges(&s0, prefix_end, suffix0);
     let lines1 = line_ranges(&s1, prefix_end, suffix1);
     // Equivalence classes from 1, shared by both sides; an incomplete last line is its own kind.
+    // Linear passes check for interrupts too (DESIGN.md), one line at a time.
+    let mut ticks = interrupt::Every::new(interrupt::SEARCH_INTERVAL);
     let mut classes: HashMap<(&[u8], bool), usize> = HashMap::new();
     let mut eqs = [Vec::new(), Vec::new()];
     for (k, (s, lines)) in [(&s0, &lines0), (&s1, &lines1)].into_iter().enumerate() {
         for &(a, b) in lines.iter() {
+            ticks.tick();
             let incomplete = s.missing_newline && b == s.text.len();
             let next = classes.len() + 1;
             eqs[k].push(*classes.entry((&s.text[a..b], incomplete)).or_insert(next));
@@ -796,7 +804,9 @@ fn write_hunk(changes: &[Change], a: &[&str], b: &[&str], context: usize, out: &
     out.push_str(" @@\n");
     let (mut i, mut j) = (first0, first1);
     let mut next = changes.iter().peekable();
+    let mut ticks = interrupt::Every::new(interrupt::SEARCH_INTERVAL);
     while i < end0 || j < end1 {
+        ticks.tick();
         match next.peek() {
             Some(c) if i >= c.line0 => {
                 for line in &a[c.line0..c.line0 + c.deleted] {

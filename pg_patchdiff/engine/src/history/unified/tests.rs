@@ -134,7 +134,12 @@ fn small_pool() -> Vec<String> {
 fn random_small_texts_match_gnu_diff() {
     let mut rng = Rng(XorShift(0x9e37_79b9_7f4a_7c15));
     let pool = small_pool();
-    for case in 0..1500 {
+    // PATCHDIFF_DIFF_CASES runs more (or fewer) cases; PATCHDIFF_DIFF_SEED another seed.
+    let cases = std::env::var("PATCHDIFF_DIFF_CASES").map_or(1500, |v| v.parse().unwrap());
+    if let Ok(seed) = std::env::var("PATCHDIFF_DIFF_SEED") {
+        rng = Rng(XorShift(seed.parse().unwrap()));
+    }
+    for case in 0..cases {
         let n = rng.below(30);
         let base: Vec<String> = (0..n)
             .map(|_| pool[rng.below(pool.len())].clone())
@@ -324,6 +329,53 @@ fn timings() {
             "{n} vs {n} random lines of 300: {} steps, {:.0} ms",
             budget.used,
             t.elapsed().as_secs_f64() * 1e3
+        );
+    }
+}
+
+/// DESIGN.md "Every loop whose length depends on input checks for interrupts": a long search
+/// stops at the hook (statement_timeout, pg_cancel_backend), long before it would finish.
+#[test]
+fn a_long_diff_stops_at_an_interrupt() {
+    let mut rng = Rng(XorShift(5));
+    let pool: Vec<String> = (0..300).map(|i| format!("l{i}")).collect();
+    let a: Vec<String> = (0..6_000).map(|_| pool[rng.below(300)].clone()).collect();
+    let b: Vec<String> = (0..6_000).map(|_| pool[rng.below(300)].clone()).collect();
+    let (a, b) = (join(&a, true), join(&b, true));
+    assert!(crate::contract::interrupt::testing::interrupted_after(
+        3,
+        || hunks(&a, &b, 3, &mut Budget::new(u64::MAX))
+    ));
+}
+
+/// GNU's discard rules at larger sizes: frequent lines ("", braces) that match more than
+/// 5·√n lines become provisional discards inside runs of unique lines, on both sides.
+#[test]
+fn provisional_discards_match_gnu_diff() {
+    let mut rng = Rng(XorShift(99));
+    for case in 0..40 {
+        let n = 500 + rng.below(4_000);
+        let base: Vec<String> = (0..n)
+            .map(|i| match rng.below(10) {
+                0..=2 => String::new(),
+                3 => "}".into(),
+                4 => "{".into(),
+                _ => format!("unique {i} {}", rng.below(50)),
+            })
+            .collect();
+        let pool: Vec<String> = ["", "}", "{", "x"]
+            .iter()
+            .map(|s| s.to_string())
+            .chain((0..200).map(|i| format!("new {i}")))
+            .collect();
+        let edits = 5 + rng.below(200);
+        let other = mutate(&mut rng, &base, &pool, edits);
+        let context = [0, 3, 3, 5][rng.below(4)];
+        same(
+            &join(&base, true),
+            &join(&other, true),
+            context,
+            &format!("prov{case}"),
         );
     }
 }
