@@ -59,6 +59,9 @@ export PATCHDIFF_TEST_DSN="host=127.0.0.1 port=$E2E_PORT user=postgres dbname=pa
 export PATCHDIFF_TEST_SERVER_LOG="$E2E_DATA/server.log"
 cargo build --locked -p patchdiff-mcp
 export PATCHDIFF_MCP_BIN="$ROOT/target/debug/patchdiff-mcp"
+# Every suite of tests/tests, tests/tests/diffs.rs (issue 19, item 3: patchdiff_diff against GNU
+# diff, which Debian always installs, and the extended profile) among them. It creates a
+# database of its own for its tenancy proof, so it is not among the router's suites below.
 counted cargo test --locked -p patchdiff-tests
 
 # The Streamable HTTP endpoint (docs/http.md), once on the test database and once on the router,
