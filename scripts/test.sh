@@ -59,8 +59,11 @@ export PATCHDIFF_TEST_DSN="host=127.0.0.1 port=$E2E_PORT user=postgres dbname=pa
 export PATCHDIFF_TEST_SERVER_LOG="$E2E_DATA/server.log"
 cargo build --locked -p patchdiff-mcp
 export PATCHDIFF_MCP_BIN="$ROOT/target/debug/patchdiff-mcp"
-# Every suite of tests/tests, among them changesets.rs (issue 19 item 1: atomic changesets over
-# SQL and over MCP in the extended profile) and shards.rs (a changeset through the router).
+# Every suite of tests/tests, among them issue 19's: changesets.rs (atomic changesets over SQL
+# and over MCP in the extended profile), diffs.rs (patchdiff_diff against GNU diff, which Debian
+# always installs), files.rs (the files profile) and shards.rs (a changeset through the router).
+# changesets.rs spans partitions and diffs.rs makes a database of its own for its tenancy proof,
+# so neither is among the router's suites below.
 counted cargo test --locked -p patchdiff-tests
 
 # The Streamable HTTP endpoint (docs/http.md), once on the test database and once on the router,

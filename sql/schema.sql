@@ -109,6 +109,8 @@ CREATE TABLE patchdiff.snapshots (
     created_at       timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp()
 );
 CREATE UNIQUE INDEX ON patchdiff.snapshots (target_file_id) WHERE snapshot_reason = 'initial';
+-- patchdiff_diff (issue 19): the newest snapshot at or below a version, one index range.
+CREATE INDEX ON patchdiff.snapshots (target_file_id, version);
 COMMENT ON TABLE patchdiff.snapshots IS 'Target content at initialization (the replay base) and at each save checkpoint.';
 
 CREATE TABLE patchdiff.pdcp_logs (

@@ -52,6 +52,8 @@ pub enum Tool {
     ObserveScopes,
     CommitBundle,
     SubmitChangeset,
+    /// Issue 19, item 3: `patchdiff_diff` (Family::Extended).
+    Diff,
     /// The `files` profile (issue 19 item 4): the reference filesystem server's tools.
     ReadFile,
     EditFile,
@@ -60,7 +62,7 @@ pub enum Tool {
 
 impl Tool {
     /// Every tool, in catalog order (the order of `tools/list`).
-    pub const ALL: [Tool; 24] = [
+    pub const ALL: [Tool; 25] = [
         Tool::InitializeTarget,
         Tool::HandleUpload,
         Tool::GetTarget,
@@ -82,6 +84,7 @@ impl Tool {
         Tool::ObserveScopes,
         Tool::CommitBundle,
         Tool::SubmitChangeset,
+        Tool::Diff,
         Tool::ReadFile,
         Tool::EditFile,
         Tool::WriteFile,
@@ -114,6 +117,7 @@ impl Tool {
             Tool::ReadFile => "read_file",
             Tool::EditFile => "edit_file",
             Tool::WriteFile => "write_file",
+            Tool::Diff => "patchdiff_diff",
         }
     }
 
@@ -138,6 +142,7 @@ impl Tool {
             Tool::ListScopes | Tool::ObserveScopes | Tool::CommitBundle => Family::ObservedV2,
             Tool::SubmitChangeset => Family::Extended,
             Tool::ReadFile | Tool::EditFile | Tool::WriteFile => Family::Files,
+            Tool::Diff => Family::Extended,
         }
     }
 

@@ -19,6 +19,7 @@ use serde_json::Value;
 use storage::port::SpiStore;
 
 mod changeset;
+mod diff;
 mod export;
 mod grants;
 mod history;

@@ -189,7 +189,7 @@ DECLARE
   reads text[] := ARRAY[
     'patchdiff_export_target', 'patchdiff_find_occurrences', 'patchdiff_get_manifest_ledger',
     'patchdiff_get_pdcp_log', 'patchdiff_get_target', 'patchdiff_preview', 'patchdiff_read_lines',
-    'patchdiff_read_target', 'patchdiff_replay'];
+    'patchdiff_read_target', 'patchdiff_replay', 'patchdiff_diff'];
   writes text[] := ARRAY[
     'patchdiff_grant', 'patchdiff_observe_scope', 'patchdiff_revoke', 'patchdiff_save',
     'patchdiff_submit_edits', 'patchdiff_submit_observed_operations',

@@ -68,3 +68,16 @@ LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'patchdiff_submit_changeset_wrapper';
 COMMENT ON FUNCTION @extschema@.patchdiff_submit_changeset(json) IS
 'Several guarded proposals on different targets, all or nothing (issue 19). args: members (1-32, each exactly the arguments of patchdiff_submit_edits, with edits, or of patchdiff_submit_operations, with operations, without client_request_id; no target twice), client_request_id (one key for the whole changeset). Caps: 32 members, 4 MiB of arguments, refused before any lock. Targets are locked by target ID, so changesets cannot deadlock. Either every member is accepted and applied, or every member is logged rejected (a member that passed gets context_invalid / changeset_member_rejected naming the failing member) and nothing changes; every attempt carries the changeset_id. A target the caller may not write ends the call with nothing written. Works in the caller''s transaction. Returns status, changeset_id, member_count, failing_member, members (each member''s own answer), deduplicated, client_request_id.';
+-- Issue 19, item 3: patchdiff_diff, the unified diff between two versions of one target, and
+-- the snapshot index it reads the newest snapshot at or below a version from.
+CREATE INDEX ON patchdiff.snapshots (target_file_id, version);
+CREATE  FUNCTION "patchdiff_diff"(
+	"args" json /* JsonText */
+) RETURNS json /* JsonText */
+STRICT STABLE SECURITY DEFINER
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'patchdiff_diff_wrapper';
+ALTER FUNCTION @extschema@.patchdiff_diff(json) SET enable_sort = off SET enable_incremental_sort = off;
+COMMENT ON FUNCTION @extschema@.patchdiff_diff(json) IS
+'Unified diff between two versions of one target (issue 19), rebuilt from the newest snapshot at or below each version plus the accepted log; never writes. args: target_file_id, from_version (required), to_version (default current; any two versions, either order, across SAVEs), context (lines, default 3, 0..1000), max_page_bytes (default 65536, 1024..1048576), cursor (a next_cursor). The hunks of the canonical LF texts are byte-identical to GNU diff -U<context>; header is ours (--- filename<TAB>version N). Returns one page of hunks (cut at a line end, or inside a longer line at a code point boundary), offset, total_bytes, hunk_count, lines_removed, lines_added, identical, has_more, next_cursor. unknown_version names first_version and current_version; texts over 8 MiB or 200,000 lines are diff_input_too_large, a search over 1,000,000,000 steps diff_too_expensive. See docs/history.md, "Diffs".';

@@ -98,6 +98,12 @@ pub fn documented_statuses(function: &str) -> &'static [Option<&'static str>] {
             Some("invalid_argument"),
             Some("not_found"),
         ],
+        "patchdiff_diff" => &[
+            Some("ok"),
+            Some("failed"),
+            Some("invalid_argument"),
+            Some("not_found"),
+        ],
         "patchdiff_replay" => &[
             Some("success"),
             Some("failed"),

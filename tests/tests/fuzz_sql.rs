@@ -684,6 +684,7 @@ fn expected_writes(function: &str, v: &Value) -> Option<Counts> {
             | "patchdiff_export_target"
             | "patchdiff_preview"
             | "patchdiff_replay"
+            | "patchdiff_diff"
             | "patchdiff_get_pdcp_log"
             | "patchdiff_get_manifest_ledger",
             _,

@@ -229,6 +229,11 @@ async fn role_calls_every_api_function(su: &Client, fe: &Client) -> usize {
         ),
         ("patchdiff_replay", t.clone(), &["success"]),
         (
+            "patchdiff_diff",
+            json!({"target_file_id": id, "from_version": 0}),
+            &["ok"],
+        ),
+        (
             "patchdiff_get_pdcp_log",
             json!({"target_file_id": id, "include_content": true}),
             &["(page)"],

@@ -758,6 +758,12 @@ fn probes() -> Vec<Probe> {
             |i, _| json!({"target_file_id": i.target}),
         ),
         p(
+            "diff (issue 19)",
+            "patchdiff_diff",
+            false,
+            |i, _| json!({"target_file_id": i.target, "from_version": 0}),
+        ),
+        p(
             "get_pdcp_log",
             "patchdiff_get_pdcp_log",
             false,

@@ -2,14 +2,15 @@
 //!
 //! Each family of tools ([`Family`]) is declared in a module of its own, in catalog order:
 //! targets, reads, submissions, save, history, observed, observed_v2, then the families beyond
-//! the contract (changeset: Family::Extended); `schema` holds the
-//! fragments they share.
+//! the contract (issue 19): changeset and diff (Family::Extended), files (Family::Files);
+//! `schema` holds the fragments they share.
 //!
 //! Schemas use only keywords that mean the same in JSON Schema draft-07 and 2020-12, patterns
 //! that RE2 accepts, and a root `type: "object"`. Strict end-of-string identifier patterns pair
 //! `$` with `not: {pattern: "\n$"}`, because `$` also matches before a final LF in some engines.
 
 mod changeset;
+mod diff;
 mod files;
 mod history;
 mod observed;
@@ -186,6 +187,7 @@ pub fn all_tools() -> Vec<Declaration> {
     tools.extend(observed::tools());
     tools.extend(observed_v2::tools());
     tools.extend(changeset::tools());
+    tools.extend(diff::tools());
     tools.extend(files::tools());
     tools
 }

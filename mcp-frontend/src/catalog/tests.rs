@@ -19,11 +19,25 @@ fn examples(tools: &[Declaration]) -> Map<String, Value> {
 
 /// Contract "Bounded Wire & Context Budgets": the complete tools/list payload is at most
 /// 65,536 bytes and the examples map at most 8,192, counted as compact ASCII JSON, for
-/// every profile and revision (and for the whole catalog).
+/// every profile and revision, the `extended` and `files` profiles included. Beyond the
+/// profiles, the contract's whole catalog (every tool of its families, the observed_v2 aliases
+/// included) and, separately, every tool beyond the contract (issue 19's families) fit too:
+/// no client is ever served the union of the two, so "(all)" of every family would bound a
+/// list nobody receives, while each half bounds what a future profile could combine.
 #[test]
 fn discovery_fits_its_budgets() {
-    let mut catalogs: Vec<(String, Vec<Declaration>)> = vec![("(all)".into(), all_tools())];
-    for p in Profile::ALL {
+    let beyond = |t: &Declaration| matches!(t.tool.family(), Family::Extended | Family::Files);
+    let mut catalogs: Vec<(String, Vec<Declaration>)> = vec![
+        (
+            "(contract)".into(),
+            all_tools().into_iter().filter(|t| !beyond(t)).collect(),
+        ),
+        (
+            "(beyond contract)".into(),
+            all_tools().into_iter().filter(beyond).collect(),
+        ),
+    ];
+    for p in Profile::ALL.into_iter().chain(Profile::BEYOND_CONTRACT) {
         catalogs.push((p.name().into(), profile_tools(p)));
     }
     for (name, tools) in &catalogs {
@@ -319,6 +333,17 @@ fn profile_membership() {
     assert_eq!(names(Profile::Workspace).len(), 5);
     assert_eq!(names(Profile::Editor).len(), 7);
     assert_eq!(names(Profile::ObservedV2).len(), 5);
+    // Issue 19: extended lists full's tools, in full's order, then the Extended family
+    // (patchdiff_diff among them); files lists none of full's.
+    let extended = names(Profile::Extended);
+    assert_eq!(extended[..17], names(Profile::Full)[..]);
+    assert!(extended.contains(&"patchdiff_diff"));
+    assert!(
+        extended[17..]
+            .iter()
+            .all(|n| Tool::parse(n).unwrap().family() == Family::Extended)
+    );
+    assert!(!names(Profile::Files).contains(&"patchdiff_diff"));
     let unobserved = [
         "patchdiff_submit_edits",
         "patchdiff_submit_operations",
@@ -352,7 +377,7 @@ fn declared_arguments_match_the_sql_api() {
         changeset, checkpoint, export, history, lines, observation as observe, preview, read,
         replay, scoped as observed, submit, target,
     };
-    let engine: [(&str, &[&str]); 18] = [
+    let engine: [(&str, &[&str]); 19] = [
         ("patchdiff_initialize_target", target::INITIALIZE_ARGS),
         ("patchdiff_handle_upload", target::UPLOAD_ARGS),
         ("patchdiff_get_target", &["target_file_id"]),
@@ -383,6 +408,7 @@ fn declared_arguments_match_the_sql_api() {
             "patchdiff_submit_changeset",
             changeset::SUBMIT_CHANGESET_ARGS,
         ),
+        ("patchdiff_diff", patchdiff_engine::wire::diff::DIFF_ARGS),
     ];
     // The observed_v2 aliases and the file tools (docs/files.md) have no SQL function of their
     // own name.
@@ -391,6 +417,14 @@ fn declared_arguments_match_the_sql_api() {
         .filter(|t| matches!(t.family(), Family::ObservedV2 | Family::Files))
         .count();
     assert_eq!(engine.len() + aliases, all_tools().len());
+    let diff = all_tools()
+        .into_iter()
+        .find(|t| t.tool == Tool::Diff)
+        .unwrap();
+    assert_eq!(
+        diff.required().collect::<Vec<_>>(),
+        ["target_file_id", "from_version"]
+    );
     for (name, args) in engine {
         let tool = all_tools().into_iter().find(|t| t.name() == name).unwrap();
         let mut declared: Vec<&str> = tool.allowed().collect();

@@ -66,6 +66,12 @@ pub mod wire {
     pub mod replay {
         pub use crate::history::replay::REPLAY_ARGS;
     }
+    pub mod diff {
+        pub use crate::history::diff::{
+            DIFF_ARGS, DIFF_DEFAULT_CONTEXT, DIFF_DEFAULT_PAGE_BYTES, DIFF_MAX_CONTEXT,
+            DIFF_MAX_PAGE_BYTES, DIFF_MIN_PAGE_BYTES,
+        };
+    }
     pub mod history {
         pub use crate::history::pages::{LEDGER_ARGS, LOG_ARGS};
     }
@@ -102,7 +108,7 @@ pub mod api {
     pub use crate::contract::{args, interrupt, invalid_text, limits, time, words};
     pub use crate::evidence::{block, drift, near_miss, rejection, whitespace};
     pub use crate::format::{protocol, sequential, tx1, tx2, tx3};
-    pub use crate::history::{checkpoint, export, pages as history, replay};
+    pub use crate::history::{checkpoint, diff, export, pages as history, replay, unified};
     pub use crate::read::lines;
     pub use crate::scope::observation;
     pub use crate::submission::{changeset, identity, preview, scoped, submit};
@@ -132,6 +138,7 @@ pub mod api {
     /// Every SQL function's sequence, driven over the storage port.
     pub mod drive {
         pub use crate::drive::changeset::submit_changeset;
+        pub use crate::drive::diff::diff;
         pub use crate::drive::grants::{grant, list_targets, revoke};
         pub use crate::drive::observation::observe_scope;
         pub use crate::drive::pages::{ledger_page, log_page};

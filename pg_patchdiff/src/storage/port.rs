@@ -6,7 +6,7 @@ use patchdiff_engine::api::observation::{ObservationLink, ObservationRow};
 use patchdiff_engine::api::scope::{Language, Outline};
 use patchdiff_engine::api::store::{
     Checkpoints, Grants, History, NewObservation, NoOutline, Observations, Reads, SaveLock,
-    Session, Store, StoredObservation, StoredState, StoredTarget, Targets,
+    Session, Store, StoredObservation, StoredState, StoredTarget, Targets, Versions,
 };
 use patchdiff_engine::api::submit::{Attempt, AttemptRow, Parent};
 use patchdiff_engine::api::target::NewTarget;
@@ -102,6 +102,24 @@ impl History for SpiHistory {
 
     fn accepted(&mut self, target_file_id: &str, after: i64, upto: i64) -> Vec<AttemptRow> {
         attempts::batch(target_file_id, after, upto)
+    }
+}
+
+impl Versions for SpiHistory {
+    fn diff_target(&mut self, target_file_id: &str) -> Option<StoredTarget> {
+        Spi::connect(|c| targets::target(c, target_file_id, self.caller, Need::Read))
+    }
+
+    fn first_version(&mut self, target_file_id: &str) -> Option<i64> {
+        Spi::connect(|c| targets::first_version(c, target_file_id))
+    }
+
+    fn snapshot_at_or_below(
+        &mut self,
+        target_file_id: &str,
+        version: i64,
+    ) -> Option<(StoredState, i64)> {
+        Spi::connect(|c| targets::snapshot_at_or_below(c, target_file_id, version))
     }
 }
 

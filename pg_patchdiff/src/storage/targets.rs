@@ -352,3 +352,52 @@ pub fn replay_start(
     });
     Some((stored, base))
 }
+
+// ---------------------------------------------------------------------------------------------
+// patchdiff_diff
+
+/// The version of the target's initial snapshot (read by ID: the caller's access was checked
+/// when the target was read).
+pub fn first_version(c: &SpiClient, id: &str) -> Option<i64> {
+    read(
+        c,
+        "SELECT version FROM patchdiff.snapshots \
+         WHERE target_file_id = $1::uuid AND snapshot_reason = 'initial'",
+        &[id.into()],
+        "reading initial snapshot",
+    )
+    .first()
+    .get::<i64>(1)
+    .unwrap_or_else(|e| fault("reading initial snapshot", e))
+}
+
+/// The newest snapshot at or below `version` (one index range of `(target_file_id, version)`)
+/// and the `log_sequence` of the accepted attempt that produced its version, 0 when none did
+/// (found among the target's accepted rows without reading their records).
+pub fn snapshot_at_or_below(c: &SpiClient, id: &str, version: i64) -> Option<(StoredState, i64)> {
+    let rows = read(
+        c,
+        "SELECT s.version, s.content_hash, s.content, \
+                COALESCE((SELECT l.log_sequence FROM patchdiff.pdcp_logs l \
+                           WHERE l.target_file_id = s.target_file_id AND l.status = 'accepted' \
+                             AND l.after_version = s.version), 0) \
+           FROM patchdiff.snapshots s \
+          WHERE s.target_file_id = $1::uuid AND s.version <= $2 \
+          ORDER BY s.target_file_id DESC, s.version DESC LIMIT 1",
+        &[id.into(), version.into()],
+        "reading snapshot",
+    );
+    let t = rows
+        .first()
+        .get_heap_tuple()
+        .unwrap_or_else(|e| fault("reading snapshot", e))?;
+    let r = Row(&t, "reading snapshot");
+    Some((
+        StoredState {
+            version: r.int(1),
+            hash: r.text(2),
+            content: r.text(3),
+        },
+        r.int(4),
+    ))
+}

@@ -7,6 +7,8 @@ pub mod interrupt;
 pub mod invalid_text;
 pub mod json;
 pub mod limits;
+#[cfg(test)]
+pub mod rng;
 pub mod time;
 pub mod uuid;
 pub mod words;

@@ -4,6 +4,7 @@
 //! argument and decides nothing on these paths; it supplies rows, IDs and session facts.
 
 pub mod changeset;
+pub mod diff;
 pub mod grants;
 pub mod observation;
 pub mod pages;

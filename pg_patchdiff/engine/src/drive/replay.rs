@@ -53,6 +53,51 @@ pub fn replay(store: &mut impl History, args: &str) -> Value {
     replay.finish(&stored)
 }
 
+/// Accepted tx/1 attempts of `edits` (match, replace), one per version from `doc` at version 0,
+/// as their rows are stored (log_sequence 10, 20, ...), and the text at every version: what the
+/// replay and diff drivers' tests read back.
+#[cfg(test)]
+pub(crate) fn accepted_tx1_rows(
+    target: &str,
+    doc: &str,
+    edits: &[(&str, &str)],
+) -> (Vec<crate::submission::submit::AttemptRow>, Vec<String>) {
+    use crate::submission::submit::{self, AttemptRow, Parent};
+    let mut docs = vec![doc.to_owned()];
+    let mut rows = Vec::new();
+    for (v, (from, to)) in edits.iter().enumerate() {
+        let v = v as i64;
+        let args = serde_json::json!({"target_file_id": target, "intent": "i", "expected_target_version": v,
+                          "edits": [{"match": from, "replace": to}]});
+        let sub = submit::parse_submit_edits(&args.to_string()).unwrap();
+        let id = submit::prepare(&sub, &Parent::NotLookedUp);
+        let doc = docs.last().unwrap();
+        let hash = crate::text::sha256_hex(doc);
+        let view = crate::target::TargetView {
+            target_file_id: target,
+            version: v,
+            current_hash: &hash,
+            content: doc,
+        };
+        let a = submit::evaluate(&sub, &id, &Parent::NotLookedUp, &view);
+        assert_eq!(a.status, crate::contract::words::Status::Accepted);
+        rows.push(AttemptRow {
+            log_sequence: 10 * (v + 1),
+            pdcp_log_id: format!("log-{v}"),
+            protocol_version: a.protocol_version.into(),
+            runtime_version: a.runtime_version.into(),
+            pdcp_content: a.pdcp_content.to_string(),
+            before_version: a.before_version,
+            before_hash: a.before_hash.clone(),
+            after_version: a.after_version,
+            after_hash: a.after_hash.clone(),
+            ..AttemptRow::default()
+        });
+        docs.push(a.new_content.unwrap());
+    }
+    (rows, docs)
+}
+
 #[cfg(test)]
 mod tests {
     //! Issue 16 item 3: the replay sequence over an in-memory [`History`] that records every
@@ -60,7 +105,7 @@ mod tests {
 
     use super::*;
     use crate::drive::store::StoredState;
-    use crate::submission::submit::{self, AttemptRow, Parent};
+    use crate::submission::submit::AttemptRow;
     use crate::text::sha256_hex;
     use serde_json::json;
 
@@ -117,40 +162,10 @@ mod tests {
 
     /// Three accepted tx/1 edits of "a\n", as their rows are stored.
     fn history() -> Memory {
-        let mut doc = String::from("a\n");
-        let mut rows = Vec::new();
-        for (v, (from, to)) in [("a", "b"), ("b", "c"), ("c", "d")].into_iter().enumerate() {
-            let v = v as i64;
-            let args = json!({"target_file_id": T, "intent": "i", "expected_target_version": v,
-                              "edits": [{"match": from, "replace": to}]});
-            let sub = submit::parse_submit_edits(&args.to_string()).unwrap();
-            let id = submit::prepare(&sub, &Parent::NotLookedUp);
-            let hash = sha256_hex(&doc);
-            let view = crate::target::TargetView {
-                target_file_id: T,
-                version: v,
-                current_hash: &hash,
-                content: &doc,
-            };
-            let a = submit::evaluate(&sub, &id, &Parent::NotLookedUp, &view);
-            assert_eq!(a.status, crate::contract::words::Status::Accepted);
-            rows.push(AttemptRow {
-                log_sequence: 10 * (v + 1),
-                pdcp_log_id: format!("log-{v}"),
-                protocol_version: a.protocol_version.into(),
-                runtime_version: a.runtime_version.into(),
-                pdcp_content: a.pdcp_content.to_string(),
-                before_version: a.before_version,
-                before_hash: a.before_hash.clone(),
-                after_version: a.after_version,
-                after_hash: a.after_hash.clone(),
-                ..AttemptRow::default()
-            });
-            doc = a.new_content.unwrap();
-        }
+        let (rows, docs) = accepted_tx1_rows(T, "a\n", &[("a", "b"), ("b", "c"), ("c", "d")]);
         Memory {
             base: state(0, "a\n"),
-            stored: state(3, &doc),
+            stored: state(3, &docs[3]),
             rows,
             reads: Vec::new(),
         }

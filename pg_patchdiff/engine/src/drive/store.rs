@@ -124,6 +124,22 @@ pub trait History {
     fn accepted(&mut self, target_file_id: &str, after: i64, upto: i64) -> Vec<AttemptRow>;
 }
 
+/// What a diff reads (issue 19, item 3): the target the caller may read, then, by ID, its
+/// snapshots and its accepted log (the [`History`] batches).
+pub trait Versions: History {
+    /// The target the caller may read; `None` when there is none.
+    fn diff_target(&mut self, target_file_id: &str) -> Option<StoredTarget>;
+    /// The version of the target's initial snapshot, if it has one.
+    fn first_version(&mut self, target_file_id: &str) -> Option<i64>;
+    /// The newest snapshot (initial or SAVE) at or below `version`, with the `log_sequence` of
+    /// the accepted attempt that produced its version (0 when none did).
+    fn snapshot_at_or_below(
+        &mut self,
+        target_file_id: &str,
+        version: i64,
+    ) -> Option<(StoredState, i64)>;
+}
+
 /// A target as a SAVE locks it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SaveLock {

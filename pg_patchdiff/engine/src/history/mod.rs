@@ -1,6 +1,8 @@
-//! A target's history: bounded log and ledger pages, replay, checkpoints and exports.
+//! A target's history: bounded log and ledger pages, replay, checkpoints, exports and diffs.
 
 pub mod checkpoint;
+pub mod diff;
 pub mod export;
 pub mod pages;
 pub mod replay;
+pub mod unified;

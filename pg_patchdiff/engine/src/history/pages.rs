@@ -608,15 +608,12 @@ mod tests {
         serde_json::from_str(&super::ledger_page(p, rows)).unwrap()
     }
 
-    /// A small deterministic generator for whole pages of rows (xorshift64*).
-    struct Gen(u64);
+    /// A small deterministic generator for whole pages of rows.
+    struct Gen(crate::contract::rng::XorShift);
 
     impl Gen {
         fn next(&mut self) -> u64 {
-            self.0 ^= self.0 >> 12;
-            self.0 ^= self.0 << 25;
-            self.0 ^= self.0 >> 27;
-            self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+            self.0.next_u64()
         }
         fn below(&mut self, n: u64) -> u64 {
             self.next() % n
@@ -757,7 +754,7 @@ mod tests {
         #[test]
         fn same_bytes(seed in 1u64.., limit in 1usize..8, n in 0usize..10, include_content: bool) {
             use crate::contract::json::{LITERAL, to_string};
-            let mut g = Gen(seed);
+            let mut g = Gen(crate::contract::rng::XorShift(seed));
             let p = Page { limit, max_sequence: i64::MAX };
             let (new_rows, diagnostics): (Vec<AttemptRow>, Vec<Option<Value>>) =
                 (0..n).map(|i| any_log_row(&mut g, 100 - i as i64)).unzip();

@@ -352,6 +352,16 @@ impl Replay {
         self.replayed
     }
 
+    /// The version reconstructed so far.
+    pub fn version(&self) -> i64 {
+        self.version
+    }
+
+    /// The reconstruction so far, taken.
+    pub fn into_state(self) -> (i64, String, String) {
+        (self.version, self.hash, self.content)
+    }
+
     /// Replays one accepted row, the next in `log_sequence` order.
     pub fn step(&mut self, row: &Accepted) -> Result<(), Failure> {
         // One check per row; the row's own application checks per change.
