@@ -72,6 +72,26 @@ impl CallError {
 }
 
 async fn open(conninfo: &str) -> Result<Client, String> {
+    let (client, connection) = connect(conninfo).await?;
+    tokio::spawn(async move {
+        if let Err(e) = connection.await {
+            tracing::warn!("database connection ended: {e}");
+        }
+    });
+    Ok(client)
+}
+
+/// A new session and its connection, which the caller drives (a listener polls its messages
+/// for notifications: [`crate::feed`]).
+pub(crate) async fn connect(
+    conninfo: &str,
+) -> Result<
+    (
+        Client,
+        tokio_postgres::Connection<tokio_postgres::Socket, tokio_postgres::tls::NoTlsStream>,
+    ),
+    String,
+> {
     let mut config: tokio_postgres::Config = conninfo
         .parse()
         .map_err(|e| format!("PATCHDIFF_DATABASE_URL is not a connection string: {e}"))?;
@@ -79,18 +99,12 @@ async fn open(conninfo: &str) -> Result<Client, String> {
         // Names this server's sessions in pg_stat_activity.
         config.application_name("patchdiff-mcp");
     }
-    let (client, connection) = config
+    config
         .connect(NoTls)
         .await
         // describe: a refusal from the server (57P03 "the database system is starting up",
         // 28P01, 3D000) names itself, where tokio-postgres's Display says only "db error".
-        .map_err(|e| format!("cannot connect to the database: {}", describe(&e)))?;
-    tokio::spawn(async move {
-        if let Err(e) = connection.await {
-            tracing::warn!("database connection ended: {e}");
-        }
-    });
-    Ok(client)
+        .map_err(|e| format!("cannot connect to the database: {}", describe(&e)))
 }
 
 impl Db {
@@ -147,6 +161,17 @@ impl Db {
             .map_err(|e| format!("cannot SET ROLE {role}: {}", describe(&e)))?;
         self.role_sql = sql;
         Ok(())
+    }
+
+    /// What a second session of the same role needs: the connection string, and the session
+    /// settings and `SET ROLE` this one runs after connecting (the change feed's listener).
+    pub fn session_setup(&self) -> (String, String) {
+        let setup = [self.session.as_str(), self.role_sql.as_str()]
+            .into_iter()
+            .filter(|s| !s.is_empty())
+            .collect::<Vec<_>>()
+            .join("; ");
+        (self.conninfo.clone(), setup)
     }
 
     /// Fixes the session settings of this connection and of every later reconnection, and
@@ -332,7 +357,7 @@ fn session_sql<V: AsRef<str>>(settings: &[(&str, V)]) -> String {
         .join("; ")
 }
 
-fn describe(e: &tokio_postgres::Error) -> String {
+pub(crate) fn describe(e: &tokio_postgres::Error) -> String {
     match e.as_db_error() {
         Some(db) => format!("{}: {} ({})", db.severity(), db.message(), db.code().code()),
         None => e.to_string(),

@@ -405,7 +405,7 @@ async fn answer(shared: &Shared, request: Request, log: &mut CallLog) -> Respons
         Err((id, code, message)) => {
             return refusal(StatusCode::BAD_REQUEST, &id, code, &message, None);
         }
-        Ok(Incoming::Notification { method }) => {
+        Ok(Incoming::Notification { method, .. }) => {
             log.method = method;
             return StatusCode::ACCEPTED.into_response();
         }
