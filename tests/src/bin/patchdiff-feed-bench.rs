@@ -5,8 +5,12 @@
 //! timed from the submission's start, and from its return (the commit done), to the moment
 //! the `notifications/resources/updated` line is read from the server's stdout.
 //!
+//! It also measures what the announcement costs a one-edit submission (`notify_cost`).
+//!
 //! cargo run --release -p patchdiff-tests --bin patchdiff-feed-bench -- --dsn 'host=... dbname=...' \
 //!     --mcp-bin target/release/patchdiff-mcp [--iterations 200]
+//!
+//! The DSN's role must be a superuser (`patchdiff.notify` is superuser-only).
 
 use patchdiff_tests::{call, connect, initialize_target};
 use serde_json::{Value, json};
@@ -150,6 +154,78 @@ async fn run_era(
     Ok((from_submit, from_commit))
 }
 
+/// The cost of the announcement on a one-edit acceptance (64 KiB target) in autocommit, the
+/// commit included: the same build with `patchdiff.notify` off and on (with nobody listening,
+/// and with a session LISTENing), calls interleaved one by one, client-side round trips.
+async fn notify_cost(dsn: &str, iterations: usize) -> Result<(), Err> {
+    let line = "0123456789abcdef0123456789abcdef0123456789abcdef012345678901234\n";
+    let mut text = String::new();
+    while text.len() < 64 * 1024 {
+        text.push_str(line);
+    }
+    let mut arms = Vec::new();
+    for (label, notify) in [
+        ("notify off", false),
+        ("notify on", true),
+        ("notify on, a session listening", true),
+    ] {
+        let c = connect(dsn).await?;
+        c.batch_execute(if notify {
+            "SET patchdiff.notify = on"
+        } else {
+            "SET patchdiff.notify = off"
+        })
+        .await?;
+        let id = initialize_target(&c, "notify-cost.txt", &format!("v 0\n{text}")).await?;
+        arms.push((label, c, id, 0i64, Vec::new()));
+    }
+    let (listener, mut connection) = tokio_postgres::connect(dsn, tokio_postgres::NoTls).await?;
+    tokio::spawn(async move {
+        while let Some(Ok(_)) = std::future::poll_fn(|cx| connection.poll_message(cx)).await {}
+    });
+    let mut listening = false;
+    for i in 0..iterations + 20 {
+        for (k, (label, c, id, version, times)) in arms.iter_mut().enumerate() {
+            // The listener LISTENs only while the third arm runs.
+            let want = k == 2;
+            if want != listening {
+                listener
+                    .batch_execute(if want {
+                        "LISTEN patchdiff"
+                    } else {
+                        "UNLISTEN patchdiff"
+                    })
+                    .await?;
+                listening = want;
+            }
+            let args = json!({"target_file_id": id, "expected_target_version": *version, "intent": "bench",
+                              "edits": [{"match": format!("v {version}\n"), "replace": format!("v {}\n", *version + 1)}]});
+            let t0 = Instant::now();
+            let r = call(c, "patchdiff_submit_edits", &args).await?;
+            let t = t0.elapsed().as_secs_f64() * 1e3;
+            if r["status"] != "accepted" {
+                return Err(format!("{label}: not accepted: {r}").into());
+            }
+            *version += 1;
+            if i >= 20 {
+                times.push(t);
+            }
+        }
+    }
+    let mut base = None;
+    for (label, _, _, _, mut times) in arms {
+        times.sort_by(f64::total_cmp);
+        let median = percentile(&times, 0.5);
+        let b = *base.get_or_insert(median);
+        println!(
+            "one-edit submit, 64 KiB, autocommit, {label:<31} median {median:>6.3} ms   p95 {:>6.3} ms   ratio {:.3}",
+            percentile(&times, 0.95),
+            median / b
+        );
+    }
+    Ok(())
+}
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> Result<(), Err> {
     let mut dsn = std::env::var("PATCHDIFF_TEST_DSN").ok();
@@ -169,6 +245,7 @@ async fn main() -> Result<(), Err> {
     println!(
         "patchdiff-feed-bench: {iterations} one-edit acceptances per era, each awaited before the next"
     );
+    notify_cost(&dsn, iterations * 5).await?;
     for (modern, era) in [
         (false, "2025-11-25 resources/subscribe"),
         (true, "2026-07-28 subscriptions/listen"),
