@@ -712,3 +712,122 @@ async fn tenancy(db: &str, a: &str, b: &str, password: &str) {
     let r = legacy.request("resources/read", json!({"uri": uri(&shared)}));
     assert_eq!(r["error"]["code"], -32002, "{r}");
 }
+
+/// Item 2 over HTTP (docs/http.md): resources are served as the token's role, but the endpoint
+/// has no stream to send notifications on, so both ways of subscribing are refused and the
+/// capabilities say so; the contract's profiles are unchanged there too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_serves_resources_but_refuses_subscriptions() {
+    use std::io::BufReader;
+    use std::os::unix::fs::PermissionsExt;
+    let w = connect(&dsn()).await.unwrap();
+    let id = initialize_target(&w, "feed-http.md", "over http\n")
+        .await
+        .unwrap();
+    let dir = std::env::temp_dir().join(unique("feed-http"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let tokens = dir.join("tokens");
+    let token = "feed-test-token-0123456789";
+    std::fs::write(&tokens, format!("{token} postgres\n")).unwrap();
+    std::fs::set_permissions(&tokens, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let mut child = Command::new(mcp_bin())
+        .args(["serve", "--listen", "127.0.0.1:0", "--tokens"])
+        .arg(&tokens)
+        .env("PATCHDIFF_DATABASE_URL", dsn())
+        .env("PATCHDIFF_MCP_PROFILE", "extended")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("patchdiff-mcp serve");
+    // Kept open: the endpoint logs every call to stderr.
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let url = patchdiff_tests::http::listening_url(&mut stderr);
+    let post = |headers: &[(&str, &str)], body: Value| -> (u16, Value) {
+        let mut r = ureq::post(&url)
+            .set("Content-Type", "application/json")
+            .set("Authorization", &format!("Bearer {token}"));
+        for (k, v) in headers {
+            r = r.set(k, v);
+        }
+        let resp = match r.send_string(&body.to_string()) {
+            Ok(resp) => resp,
+            Err(ureq::Error::Status(_, resp)) => resp,
+            Err(e) => panic!("POST: {e}"),
+        };
+        let status = resp.status();
+        let text = resp.into_string().unwrap_or_default();
+        (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+    };
+    let legacy = |method: &str, params: Value| {
+        post(
+            &[("MCP-Protocol-Version", LEGACY)],
+            json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}),
+        )
+    };
+    let modern = |method: &str, mut params: Value, name: Option<&str>| {
+        params["_meta"] = modern_meta();
+        let mut headers = vec![("MCP-Protocol-Version", MODERN), ("Mcp-Method", method)];
+        if let Some(n) = name {
+            headers.push(("Mcp-Name", n));
+        }
+        post(
+            &headers,
+            json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}),
+        )
+    };
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let (_, init) = post(
+            &[],
+            json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params":
+                   {"protocolVersion": LEGACY, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}),
+        );
+        assert_eq!(
+            init["result"]["capabilities"]["resources"],
+            json!({"subscribe": false, "listChanged": false}),
+            "{init}"
+        );
+        let (_, read) = legacy("resources/read", json!({"uri": uri(&id)}));
+        assert_eq!(
+            read["result"]["contents"][0]["text"], "over http\n",
+            "{read}"
+        );
+        let (_, sub) = legacy("resources/subscribe", json!({"uri": uri(&id)}));
+        assert_eq!(sub["error"]["code"], -32601, "{sub}");
+        assert!(
+            sub["error"]["message"].as_str().unwrap().contains("stdio"),
+            "{sub}"
+        );
+        let (_, d) = modern("server/discover", json!({}), None);
+        assert_eq!(
+            d["result"]["capabilities"],
+            json!({"tools": {}, "resources": {}}),
+            "{d}"
+        );
+        let u = uri(&id);
+        let (status, read) = modern("resources/read", json!({"uri": u}), Some(&u));
+        assert_eq!(status, 200, "{read}");
+        assert_eq!(read["result"]["contents"][0]["text"], "over http\n");
+        let (status, mismatch) = modern("resources/read", json!({"uri": u}), Some("x"));
+        assert_eq!(
+            (status, &mismatch["error"]["code"]),
+            (400, &json!(-32020)),
+            "{mismatch}"
+        );
+        let (status, listen) = modern(
+            "subscriptions/listen",
+            json!({"notifications": {"resourceSubscriptions": [u]}}),
+            None,
+        );
+        assert_eq!(
+            (status, &listen["error"]["code"]),
+            (404, &json!(-32601)),
+            "{listen}"
+        );
+    }));
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+    if let Err(e) = result {
+        std::panic::resume_unwind(e);
+    }
+}
