@@ -41,12 +41,7 @@ pub fn uri(target_file_id: &str) -> String {
 /// lowercase form, nothing before or after it.
 pub fn target_of(uri: &str) -> Option<&str> {
     let id = uri.strip_prefix(URI_PREFIX)?;
-    let canonical = id.len() == 36
-        && id.bytes().enumerate().all(|(i, b)| match i {
-            8 | 13 | 18 | 23 => b == b'-',
-            _ => matches!(b, b'0'..=b'9' | b'a'..=b'f'),
-        });
-    canonical.then_some(id)
+    feed::is_canonical_id(id).then_some(id)
 }
 
 /// What the listener tells the server's loop.

@@ -212,7 +212,6 @@ impl Server {
             // The change feed's notifications are written here, between responses, by the one
             // writer of the output; a line half read stays in `line` and `seen` meanwhile.
             let read = tokio::select! {
-                biased;
                 signal = next_signal(&mut self.subs) => {
                     self.deliver(signal, &mut output).await?;
                     continue;

@@ -89,6 +89,12 @@ pub fn payload(e: &Event) -> Option<String> {
     (text.len() <= MAX_PAYLOAD_BYTES).then_some(text)
 }
 
+/// Whether `id` is a target ID in its canonical form (a hyphenated UUID in lowercase), as the
+/// payload names it and a resource URI must (patchdiff-mcp's `patchdiff://targets/{id}`).
+pub fn is_canonical_id(id: &str) -> bool {
+    canonical_uuid(id).is_some_and(|c| c == id)
+}
+
 /// An announcement as a listener reads it back.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 pub struct Announcement {
