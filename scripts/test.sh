@@ -91,6 +91,8 @@ start_http "$PATCHDIFF_ROUTER_DSN" "$((HTTP_PORT + 1))"
 trap 'kill "${HTTP_PIDS[@]}" 2>/dev/null || true; stop_cluster "$E2E_DATA"; bash "$ROOT/scripts/shards.sh" down' EXIT
 export PATCHDIFF_TEST_MCP_TOKEN_FILE="$HTTP_DIR/token"
 
+# tests/mcp_sdk/test_feed.py (issue 19, the change feed) subscribes over stdio in both eras; it
+# skips itself when PATCHDIFF_TEST_DSN is PATCHDIFF_ROUTER_DSN (the feed is per shard).
 log "patchdiff-mcp under the official MCP Python SDK (stdio, and its Streamable HTTP client)"
 setup_python
 PATCHDIFF_TEST_MCP_URL="http://127.0.0.1:$HTTP_PORT/mcp" \

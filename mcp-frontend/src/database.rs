@@ -78,6 +78,30 @@ impl CallError {
 }
 
 async fn open(conninfo: &str) -> Result<Client, String> {
+    spawned(connect(conninfo).await?)
+}
+
+/// A new session on `config` (a router's partition), driven in the background.
+async fn connect_config(config: tokio_postgres::Config) -> Result<Client, String> {
+    spawned(connect_with(config).await?)
+}
+
+type Connection =
+    tokio_postgres::Connection<tokio_postgres::Socket, tokio_postgres::tls::NoTlsStream>;
+
+/// The client of a connection now driven by a task of its own.
+fn spawned((client, connection): (Client, Connection)) -> Result<Client, String> {
+    tokio::spawn(async move {
+        if let Err(e) = connection.await {
+            tracing::warn!("database connection ended: {e}");
+        }
+    });
+    Ok(client)
+}
+
+/// A new session and its connection, which the caller drives (a listener polls its messages
+/// for notifications: [`crate::feed`]).
+pub(crate) async fn connect(conninfo: &str) -> Result<(Client, Connection), String> {
     let mut config: tokio_postgres::Config = conninfo
         .parse()
         .map_err(|e| format!("PATCHDIFF_DATABASE_URL is not a connection string: {e}"))?;
@@ -85,22 +109,16 @@ async fn open(conninfo: &str) -> Result<Client, String> {
         // Names this server's sessions in pg_stat_activity.
         config.application_name("patchdiff-mcp");
     }
-    connect_config(config).await
+    connect_with(config).await
 }
 
-async fn connect_config(config: tokio_postgres::Config) -> Result<Client, String> {
-    let (client, connection) = config
+async fn connect_with(config: tokio_postgres::Config) -> Result<(Client, Connection), String> {
+    config
         .connect(NoTls)
         .await
         // describe: a refusal from the server (57P03 "the database system is starting up",
         // 28P01, 3D000) names itself, where tokio-postgres's Display says only "db error".
-        .map_err(|e| format!("cannot connect to the database: {}", describe(&e)))?;
-    tokio::spawn(async move {
-        if let Err(e) = connection.await {
-            tracing::warn!("database connection ended: {e}");
-        }
-    });
-    Ok(client)
+        .map_err(|e| format!("cannot connect to the database: {}", describe(&e)))
 }
 
 impl Db {
@@ -161,6 +179,17 @@ impl Db {
             .map_err(|e| format!("cannot SET ROLE {role}: {}", describe(&e)))?;
         self.role_sql = sql;
         Ok(())
+    }
+
+    /// What a second session of the same role needs: the connection string, and the session
+    /// settings and `SET ROLE` this one runs after connecting (the change feed's listener).
+    pub fn session_setup(&self) -> (String, String) {
+        let setup = [self.session.as_str(), self.role_sql.as_str()]
+            .into_iter()
+            .filter(|s| !s.is_empty())
+            .collect::<Vec<_>>()
+            .join("; ");
+        (self.conninfo.clone(), setup)
     }
 
     /// Fixes the session settings of this connection and of every later reconnection, and
@@ -456,7 +485,7 @@ fn session_sql<V: AsRef<str>>(settings: &[(&str, V)]) -> String {
         .join("; ")
 }
 
-fn describe(e: &tokio_postgres::Error) -> String {
+pub(crate) fn describe(e: &tokio_postgres::Error) -> String {
     match e.as_db_error() {
         Some(db) => format!("{}: {} ({})", db.severity(), db.message(), db.code().code()),
         None => e.to_string(),

@@ -229,6 +229,9 @@ fn origin_allowed(shared: &Shared, origin: &str) -> bool {
 struct Params<'a> {
     #[serde(borrow, default)]
     name: Option<&'a RawValue>,
+    /// `resources/read`'s resource (the `extended` profile), which `Mcp-Name` carries too.
+    #[serde(borrow, default)]
+    uri: Option<&'a RawValue>,
 }
 
 /// A value of `Mcp-Name` as the body would hold it: plain, or `=?base64?...?=`.
@@ -301,13 +304,19 @@ fn modern_headers(
         ));
     }
     let p = params.and_then(|p| serde_json::from_str::<Params>(p.get()).ok());
-    if method == "tools/call" {
+    if method == "tools/call" || method == "resources/read" {
         let body = p
             .as_ref()
-            .and_then(|p| p.name)
+            .and_then(|p| {
+                if method == "tools/call" {
+                    p.name
+                } else {
+                    p.uri
+                }
+            })
             .and_then(|n| serde_json::from_str::<String>(n.get()).ok());
         let Some(raw) = header_str(headers, "mcp-name") else {
-            return Err("the Mcp-Name header is required on tools/call".into());
+            return Err(format!("the Mcp-Name header is required on {method}"));
         };
         let Some(value) = header_value(raw) else {
             return Err("the Mcp-Name header is not valid base64".into());
@@ -405,7 +414,7 @@ async fn answer(shared: &Shared, request: Request, log: &mut CallLog) -> Respons
         Err((id, code, message)) => {
             return refusal(StatusCode::BAD_REQUEST, &id, code, &message, None);
         }
-        Ok(Incoming::Notification { method }) => {
+        Ok(Incoming::Notification { method, .. }) => {
             log.method = method;
             return StatusCode::ACCEPTED.into_response();
         }

@@ -10,6 +10,7 @@ pub mod compact;
 pub mod config;
 pub mod database;
 pub mod embedded;
+pub mod feed;
 pub mod files;
 pub mod http;
 pub mod modern;

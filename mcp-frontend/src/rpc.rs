@@ -9,6 +9,7 @@ pub const PARSE_ERROR: i64 = -32700;
 pub const INVALID_REQUEST: i64 = -32600;
 pub const METHOD_NOT_FOUND: i64 = -32601;
 pub const INVALID_PARAMS: i64 = -32602;
+pub const INTERNAL_ERROR: i64 = -32603;
 
 /// One message from the client.
 #[derive(Debug)]
@@ -20,6 +21,7 @@ pub enum Incoming {
     },
     Notification {
         method: String,
+        params: Option<Box<RawValue>>,
     },
 }
 
@@ -93,7 +95,10 @@ pub fn parse_line(line: &[u8]) -> Result<Incoming, Reject> {
         _ => return Err(invalid("method must be a string")),
     };
     match wire.id {
-        None => Ok(Incoming::Notification { method }),
+        None => Ok(Incoming::Notification {
+            method,
+            params: wire.params,
+        }),
         Some(id @ (Value::String(_) | Value::Number(_))) => Ok(Incoming::Request {
             id,
             method,

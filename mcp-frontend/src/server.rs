@@ -4,6 +4,7 @@ use crate::catalog::{Declaration, REVISIONS, profile_tools};
 use crate::compact;
 use crate::config::{Config, Profile, ResponseMode};
 use crate::database::{CallError, Db};
+use crate::feed;
 use crate::modern::{self, MODERN};
 use crate::observed_v2;
 use crate::rpc::{self, INVALID_PARAMS, INVALID_REQUEST, Incoming, METHOD_NOT_FOUND};
@@ -16,6 +17,8 @@ use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt};
+
+mod resources;
 
 /// What the server tells a host about using it, once, at initialization.
 const INSTRUCTIONS: &str = "PatchDIFF edits documents as guarded transactions. Read first (read_target, read_lines, find_occurrences) and pass the version (or hash) you read as a guard; on a rejection, re-read before proposing again and link the retry with parent_pdcp_log_id. Offsets are Unicode code points. Use client_request_id to recover a lost response by resending the identical call.";
@@ -42,6 +45,11 @@ pub struct Server {
     pub(crate) workspace: Option<Workspace>,
     /// The files profile's knowledge of the files it served (docs/files.md).
     pub(crate) files: crate::files::Files,
+    /// Whether the connection stays open so the server can send notifications on it (stdio,
+    /// [`Server::serve`]); a single HTTP request cannot subscribe.
+    streaming: bool,
+    /// Resource subscriptions (the `extended` profile: issue 19 item 2).
+    subs: resources::Subscriptions,
 }
 
 /// The catalog as a profile and an installed extension allow it: a tool is listed when the SQL
@@ -162,6 +170,8 @@ impl Server {
             era: Era::Undecided,
             workspace: None,
             files: crate::files::Files::default(),
+            streaming: false,
+            subs: resources::Subscriptions::default(),
         }
     }
 
@@ -199,9 +209,19 @@ impl Server {
     ) -> std::io::Result<()> {
         let mut line = Vec::with_capacity(8192);
         let max = self.config.max_line_bytes;
+        self.streaming = true;
+        let mut seen = 0usize;
         loop {
-            line.clear();
-            let oversized = match read_bounded_line(&mut input, &mut line, max).await? {
+            // The change feed's notifications are written here, between responses, by the one
+            // writer of the output; a line half read stays in `line` and `seen` meanwhile.
+            let read = tokio::select! {
+                signal = next_signal(&mut self.subs) => {
+                    self.deliver(signal, &mut output).await?;
+                    continue;
+                }
+                read = read_bounded_line(&mut input, &mut line, &mut seen, max) => read?,
+            };
+            let oversized = match read {
                 Line::End => return Ok(()),
                 Line::Read => None,
                 Line::TooLong(n) => Some(n),
@@ -210,6 +230,7 @@ impl Server {
                 line.pop();
             }
             if oversized.is_none() && line.iter().all(u8::is_ascii_whitespace) {
+                line.clear();
                 continue;
             }
             let reply = match oversized {
@@ -227,6 +248,7 @@ impl Server {
                 output.write_all(reply.as_bytes()).await?;
                 output.flush().await?;
             }
+            line.clear();
         }
     }
 
@@ -235,8 +257,11 @@ impl Server {
     pub async fn handle_message(&mut self, message: &[u8]) -> Option<String> {
         match rpc::parse_line(message) {
             Err((id, code, message)) => Some(rpc::error_line(&id, code, &message)),
-            Ok(Incoming::Notification { method }) => {
+            Ok(Incoming::Notification { method, params }) => {
                 tracing::debug!(method, "notification");
+                if method == "notifications/cancelled" && self.serves_resources() {
+                    self.cancelled(params.as_deref()).await;
+                }
                 None
             }
             Ok(Incoming::Request { id, method, params }) => {
@@ -279,11 +304,15 @@ impl Server {
                             profile = self.config.profile.name(),
                             "initialized"
                         );
+                        let mut capabilities = json!({"tools": {"listChanged": false}});
+                        if self.serves_resources() {
+                            capabilities["resources"] = self.resources_capability();
+                        }
                         rpc::result_line(
                             id,
                             json!({
                                 "protocolVersion": revision,
-                                "capabilities": {"tools": {"listChanged": false}},
+                                "capabilities": capabilities,
                                 "serverInfo": {"name": "patchdiff-mcp", "version": env!("CARGO_PKG_VERSION")},
                                 "instructions": INSTRUCTIONS,
                             }),
@@ -296,6 +325,16 @@ impl Server {
             }
             "ping" => rpc::result_line(id, json!({})),
             "tools/list" => rpc::result_line(id, list(&self.tools, self.revision())),
+            _ if method.starts_with("resources/") && self.serves_resources() => {
+                match self.resource_request(id, method, params).await {
+                    Some(line) => line,
+                    None => rpc::error_line(
+                        id,
+                        METHOD_NOT_FOUND,
+                        &format!("Method not found: {method}"),
+                    ),
+                }
+            }
             "tools/call" => match self.call(params).await {
                 Ok(result) => rpc::result_line(id, result),
                 Err(message) => rpc::error_line(id, INVALID_PARAMS, &message),
@@ -322,7 +361,19 @@ impl Server {
             return refuse(r);
         }
         match method {
-            "server/discover" => rpc::result_line(id, modern::discover(INSTRUCTIONS)),
+            "server/discover" => {
+                let mut d = modern::discover(INSTRUCTIONS);
+                if self.serves_resources() {
+                    d["capabilities"]["resources"] = self.resources_capability();
+                }
+                rpc::result_line(id, d)
+            }
+            _ if (method.starts_with("resources/") || method == "subscriptions/listen")
+                && self.serves_resources()
+                && let Some(line) = self.resource_request(id, method, params).await =>
+            {
+                line
+            }
             "tools/list" => rpc::result_line(id, modern::cacheable(list(&self.tools, MODERN))),
             "tools/call" => match self.call(params).await {
                 Ok(result) => rpc::result_line(id, modern::complete(result)),
@@ -1074,18 +1125,29 @@ enum Line {
     TooLong(usize),
 }
 
+/// The change feed's next signal, or never when nothing is watched.
+async fn next_signal(subs: &mut resources::Subscriptions) -> Option<feed::Signal> {
+    match subs.listener() {
+        Some(l) => l.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
 /// Reads one line into `line`, holding at most `max` bytes of it: a longer line is consumed to
 /// its end and discarded without being buffered, so one huge request cannot exhaust memory.
+/// Cancel-safe: the only await is `fill_buf`, and what was consumed is in `line` and `seen`
+/// (the bytes of this line seen so far), which the next call continues from.
 async fn read_bounded_line<R: AsyncBufRead + Unpin>(
     input: &mut R,
     line: &mut Vec<u8>,
+    seen: &mut usize,
     max: usize,
 ) -> std::io::Result<Line> {
-    let mut seen = 0usize;
     loop {
         let chunk = input.fill_buf().await?;
         if chunk.is_empty() {
-            return Ok(match seen {
+            let n = std::mem::take(seen);
+            return Ok(match n {
                 0 => Line::End,
                 n if n > max => Line::TooLong(n),
                 _ => Line::Read,
@@ -1095,16 +1157,17 @@ async fn read_bounded_line<R: AsyncBufRead + Unpin>(
             Some(i) => (i + 1, true),
             None => (chunk.len(), false),
         };
-        seen += take;
-        if seen <= max {
+        *seen += take;
+        if *seen <= max {
             line.extend_from_slice(&chunk[..take]);
         } else {
             line.clear();
         }
         input.consume(take);
         if done {
-            return Ok(if seen > max {
-                Line::TooLong(seen)
+            let n = std::mem::take(seen);
+            return Ok(if n > max {
+                Line::TooLong(n)
             } else {
                 Line::Read
             });

@@ -58,6 +58,16 @@ static STRICT_OBSERVATION_MODE: GucSetting<bool> = GucSetting::<bool>::new(false
 static TARGET_PARTITION: GucSetting<i32> = GucSetting::<i32>::new(-1);
 static TARGET_PARTITIONS: GucSetting<i32> = GucSetting::<i32>::new(1);
 
+/// `patchdiff.notify`: the change feed (issue 19 item 2; docs/sql-api.md "The change feed"). On
+/// by default; superuser-only, so a writer cannot hide its changes from the feed, and a DBA can
+/// turn it off (postgresql.conf, ALTER SYSTEM, ALTER DATABASE/ROLE ... SET) where nobody listens
+/// and the commit-time notify lock costs throughput.
+static NOTIFY: GucSetting<bool> = GucSetting::<bool>::new(true);
+
+pub(crate) fn notify_enabled() -> bool {
+    NOTIFY.get()
+}
+
 pub(crate) fn strict_observation_mode() -> bool {
     STRICT_OBSERVATION_MODE.get()
 }
@@ -87,6 +97,14 @@ extern "C-unwind" fn _PG_init() {
         c"A publishing SAVE writes its checkpoint, then the publisher installs the file and commits; without this setting, inside BEGIN, the SAVE is refused with workspace_requires_owned_transaction.",
         &WORKSPACE_OWNED_TRANSACTION,
         GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_bool_guc(
+        c"patchdiff.notify",
+        c"Announce every acceptance and SAVE with NOTIFY patchdiff (the change feed).",
+        c"The payload names the target, version, hash, attempt and log sequence (or snapshot); it is delivered at COMMIT. Off: nothing is announced, and commits that edited take no notify-queue lock.",
+        &NOTIFY,
+        GucContext::Suset,
         GucFlags::default(),
     );
     GucRegistry::define_int_guc(

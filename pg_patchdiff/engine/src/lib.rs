@@ -36,6 +36,8 @@ pub mod wire {
     pub use crate::contract::limits;
     pub use crate::evidence::rejection::collapse_current_context;
     pub use crate::history::checkpoint::WORKSPACE_EOL_FORMATS;
+    /// The change feed's payload, as a listener reads it (`LISTEN patchdiff`).
+    pub use crate::history::feed;
     pub use crate::text::sha256_hex;
 
     /// The argument names (and required names) of each tool, by tool family.
@@ -108,7 +110,7 @@ pub mod api {
     pub use crate::contract::{args, interrupt, invalid_text, limits, time, words};
     pub use crate::evidence::{block, drift, near_miss, rejection, whitespace};
     pub use crate::format::{protocol, sequential, tx1, tx2, tx3};
-    pub use crate::history::{checkpoint, diff, export, pages as history, replay, unified};
+    pub use crate::history::{checkpoint, diff, export, feed, pages as history, replay, unified};
     pub use crate::read::lines;
     pub use crate::scope::observation;
     pub use crate::submission::{changeset, identity, preview, scoped, submit};

@@ -3,6 +3,7 @@
 
 use super::access::tiered;
 use super::{Caller, Deformed, Need, Row, access_args, fault, read, read_rows, write};
+use patchdiff_engine::api::feed::{Event, Kind};
 use patchdiff_engine::api::observation::{LinkedObservation, ObservationRow};
 use patchdiff_engine::api::submit::{Attempt, AttemptRow, Parent};
 use patchdiff_engine::api::words::Status;
@@ -104,7 +105,8 @@ pub fn keyed_attempt(
 }
 
 /// Writes an attempt row, its ledger rows and, for an acceptance, the new target state, in
-/// one statement. Returns nothing: the caller chose the attempt's ID.
+/// one statement, and queues an acceptance's announcement ([`super::feed`]). Returns nothing:
+/// the caller chose the attempt's ID.
 pub fn write_attempt(
     client: &mut SpiClient,
     a: &Attempt,
@@ -201,6 +203,24 @@ pub fn write_attempt(
             pgrx::PgSqlErrorCode::ERRCODE_T_R_SERIALIZATION_FAILURE,
             "could not serialize access: client_request_id was recorded by a concurrent transaction",
             "Retry the transaction; the identical call then recovers the recorded outcome."
+        );
+    }
+    if a.status == Status::Accepted {
+        let log_sequence = written
+            .first()
+            .get_one::<i64>()
+            .unwrap_or_else(|e| fault("writing attempt", e));
+        super::feed::announce(
+            client,
+            &Event {
+                kind: Kind::Accepted,
+                target_file_id,
+                version: a.after_version.unwrap_or_default(),
+                hash: a.after_hash.as_deref().unwrap_or_default(),
+                pdcp_log_id: Some(pdcp_log_id),
+                log_sequence,
+                snapshot_id: None,
+            },
         );
     }
 }

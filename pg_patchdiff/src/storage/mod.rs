@@ -11,10 +11,12 @@
 //! - [`ledger`]: manifest ledger pages;
 //! - [`observations`]: issued observations and their consumptions;
 //! - [`grants`]: grants, revokes and the target directory;
+//! - [`feed`]: the change feed's `NOTIFY patchdiff` at each acceptance and SAVE;
 //! - [`port`]: the engine's storage port (`patchdiff_engine::api::store`) over the above.
 
 pub mod access;
 pub mod attempts;
+pub mod feed;
 pub mod grants;
 pub mod ledger;
 pub mod observations;

@@ -2,6 +2,7 @@
 
 use super::access::tiered;
 use super::{Caller, Need, Row, access_args, fault, first_row, read, read_once, write, write_once};
+use patchdiff_engine::api::feed::{Event, Kind};
 use patchdiff_engine::api::store::{PublishFacts, SaveLock, StoredState, StoredTarget};
 use patchdiff_engine::api::target::{BindingProof, WorkspaceBinding};
 use pgrx::datum::DatumWithOid;
@@ -190,10 +191,10 @@ const SAVE_SQL: &str = "WITH closed AS ( \
          content_hash, content) \
        SELECT $5::uuid, t.target_file_id, c.editing_cycle_id, 'save_checkpoint', t.version, t.current_hash, \
          t.current_content \
-       FROM patchdiff.targets t, closed c WHERE t.target_file_id = $1::uuid RETURNING snapshot_id) \
+       FROM patchdiff.targets t, closed c WHERE t.target_file_id = $1::uuid RETURNING snapshot_id, content_hash) \
      UPDATE patchdiff.targets t SET active_editing_cycle_id = o.editing_cycle_id \
      FROM opened o, snap s WHERE t.target_file_id = $1::uuid \
-     RETURNING s.snapshot_id::text";
+     RETURNING s.snapshot_id::text, s.content_hash";
 
 macro_rules! save_lock_select {
     ($pred:expr, $columns:literal) => {
@@ -255,8 +256,8 @@ pub fn lock_for_save(
     })
 }
 
-/// Snapshots the locked target into its active cycle `cycle`, closes it at `version` and opens
-/// `new_cycle`.
+/// Snapshots the locked target into its active cycle `cycle`, closes it at `version`, opens
+/// `new_cycle` and queues the SAVE's announcement ([`super::feed`]).
 pub fn save_checkpoint(
     c: &mut SpiClient,
     id: &str,
@@ -283,6 +284,23 @@ pub fn save_checkpoint(
             "the active editing cycle was not found",
         );
     }
+    let hash = rows
+        .first()
+        .get::<String>(2)
+        .unwrap_or_else(|e| fault("saving checkpoint", e))
+        .unwrap_or_default();
+    super::feed::announce(
+        c,
+        &Event {
+            kind: Kind::Saved,
+            target_file_id: id,
+            version,
+            hash: &hash,
+            pdcp_log_id: None,
+            log_sequence: None,
+            snapshot_id: Some(snapshot),
+        },
+    );
 }
 
 /// Moves a published target's workspace baseline to the content just installed.

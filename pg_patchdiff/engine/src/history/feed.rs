@@ -1,0 +1,221 @@
+//! The change feed (issue 19, item 2): the payload of `NOTIFY patchdiff`, which the extension
+//! issues at every acceptance and every SAVE, and which a listener (patchdiff-mcp) reads back.
+//!
+//! The payload names only IDs, a version and a hash: a listener that wants more asks the API,
+//! which checks access. Every field has a fixed shape (a UUID is 36 characters, a hash 64
+//! hexadecimal digits, an integer at most 20 characters), so the payload has a fixed upper
+//! bound, [`MAX_PAYLOAD_BYTES`], far below PostgreSQL's limit of 8,000 bytes; [`payload`]
+//! refuses a field of any other shape rather than announce it.
+
+use crate::contract::uuid::{canonical_uuid, is_sha256_hex};
+use serde::Deserialize;
+use serde_json::json;
+
+/// The channel every announcement is sent on: `LISTEN patchdiff`.
+pub const CHANNEL: &str = "patchdiff";
+
+/// PostgreSQL's NOTIFY payload must be shorter than this many bytes (`NOTIFY_PAYLOAD_MAX_LENGTH`
+/// in commands/async.c).
+pub const POSTGRES_PAYLOAD_LIMIT: usize = 8000;
+
+/// The longest payload [`payload`] can produce: a SAVE with every field at its longest (the
+/// `longest_payloads_fit` test builds it). Well under [`POSTGRES_PAYLOAD_LIMIT`].
+pub const MAX_PAYLOAD_BYTES: usize = 400;
+const _: () = assert!(MAX_PAYLOAD_BYTES < POSTGRES_PAYLOAD_LIMIT);
+
+/// What happened to a target.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// A submission was accepted: a new version.
+    Accepted,
+    /// A SAVE closed the editing cycle at the current version (a checkpoint).
+    Saved,
+}
+
+impl Kind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Accepted => "accepted",
+            Kind::Saved => "saved",
+        }
+    }
+}
+
+/// One announcement, as the extension writes it.
+#[derive(Clone, Copy, Debug)]
+pub struct Event<'a> {
+    pub kind: Kind,
+    pub target_file_id: &'a str,
+    /// The target's version after the change.
+    pub version: i64,
+    /// `current_hash` after the change.
+    pub hash: &'a str,
+    /// The accepted attempt (`None` for a SAVE).
+    pub pdcp_log_id: Option<&'a str>,
+    /// The accepted attempt's `log_sequence` (`None` for a SAVE).
+    pub log_sequence: Option<i64>,
+    /// The SAVE's snapshot (`None` for an acceptance).
+    pub snapshot_id: Option<&'a str>,
+}
+
+/// The NOTIFY payload of `e`: compact JSON, keys in a fixed order, every key always present
+/// (null where it does not apply), IDs in their canonical lowercase form. `None` when a field is
+/// not of its fixed shape, which no stored row is; the caller then announces nothing rather
+/// than something unbounded.
+pub fn payload(e: &Event) -> Option<String> {
+    let id = |s: &str| canonical_uuid(s);
+    let target = id(e.target_file_id)?;
+    let log = match e.pdcp_log_id {
+        Some(l) => Some(id(l)?),
+        None => None,
+    };
+    let snapshot = match e.snapshot_id {
+        Some(s) => Some(id(s)?),
+        None => None,
+    };
+    if !is_sha256_hex(e.hash) {
+        return None;
+    }
+    let v = json!({
+        "kind": e.kind.as_str(),
+        "target_file_id": target,
+        "version": e.version,
+        "hash": e.hash,
+        "pdcp_log_id": log,
+        "log_sequence": e.log_sequence,
+        "snapshot_id": snapshot,
+    });
+    let text = v.to_string();
+    (text.len() <= MAX_PAYLOAD_BYTES).then_some(text)
+}
+
+/// Whether `id` is a target ID in its canonical form (a hyphenated UUID in lowercase), as the
+/// payload names it and a resource URI must (patchdiff-mcp's `patchdiff://targets/{id}`).
+pub fn is_canonical_id(id: &str) -> bool {
+    canonical_uuid(id).is_some_and(|c| c == id)
+}
+
+/// An announcement as a listener reads it back.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+pub struct Announcement {
+    pub kind: String,
+    pub target_file_id: String,
+    pub version: i64,
+    pub hash: String,
+    pub pdcp_log_id: Option<String>,
+    pub log_sequence: Option<i64>,
+    pub snapshot_id: Option<String>,
+}
+
+/// Reads a payload of the channel; `None` for anything that is not one of ours (any role may
+/// NOTIFY on any channel, so a listener trusts nothing it did not check: the target ID must be
+/// a UUID, and a listener still checks access through the API before it tells anyone).
+pub fn parse(payload: &str) -> Option<Announcement> {
+    if payload.len() > MAX_PAYLOAD_BYTES {
+        return None;
+    }
+    let mut a: Announcement = serde_json::from_str(payload).ok()?;
+    a.target_file_id = canonical_uuid(&a.target_file_id)?;
+    Some(a)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ID: &str = "0f0f0f0f-0f0f-4f0f-8f0f-0f0f0f0f0f0f";
+
+    /// Issue 19 item 2: "a small JSON payload ... always under 8,000 bytes". Every field has a
+    /// fixed shape, so the longest payload is the one with every field at its longest: both
+    /// integers at i64::MIN (20 characters), every optional field present.
+    #[test]
+    fn longest_payloads_fit() {
+        let hash = "f".repeat(64);
+        let mut longest = 0;
+        for kind in [Kind::Accepted, Kind::Saved] {
+            for n in [i64::MIN, i64::MAX, 0] {
+                let e = Event {
+                    kind,
+                    target_file_id: ID,
+                    version: n,
+                    hash: &hash,
+                    pdcp_log_id: Some(ID),
+                    log_sequence: Some(n),
+                    snapshot_id: Some(ID),
+                };
+                let p = payload(&e).expect("a well-formed event");
+                longest = longest.max(p.len());
+                let back = parse(&p).unwrap();
+                assert_eq!((back.version, back.log_sequence), (n, Some(n)));
+                assert_eq!(back.kind, kind.as_str());
+            }
+        }
+        assert!(longest <= MAX_PAYLOAD_BYTES, "{longest}");
+        // The bound is tight enough to notice a new field.
+        assert!(longest > MAX_PAYLOAD_BYTES - 100, "{longest}");
+    }
+
+    /// A field of any other shape is never announced, so nothing unbounded reaches NOTIFY.
+    #[test]
+    fn malformed_fields_are_not_announced() {
+        let hash = "a".repeat(64);
+        let ok = Event {
+            kind: Kind::Accepted,
+            target_file_id: ID,
+            version: 1,
+            hash: &hash,
+            pdcp_log_id: Some(ID),
+            log_sequence: Some(7),
+            snapshot_id: None,
+        };
+        assert!(payload(&ok).is_some());
+        let long = "a".repeat(9000);
+        for bad in [
+            Event {
+                target_file_id: "x",
+                ..ok
+            },
+            Event { hash: &long, ..ok },
+            Event {
+                pdcp_log_id: Some("0f0f0f0f-0f0f-4f0f-8f0f-0f0f0f0f0f0\""),
+                ..ok
+            },
+        ] {
+            assert_eq!(payload(&bad), None);
+        }
+    }
+
+    /// A listener ignores what is not an announcement: other JSON, an oversized text, a
+    /// target that is not a UUID.
+    #[test]
+    fn listeners_read_only_announcements() {
+        assert_eq!(parse("hello"), None);
+        assert_eq!(parse("{}"), None);
+        let hash = "a".repeat(64);
+        let p = payload(&Event {
+            kind: Kind::Saved,
+            target_file_id: ID,
+            version: 3,
+            hash: &hash,
+            pdcp_log_id: None,
+            log_sequence: None,
+            snapshot_id: Some(ID),
+        })
+        .unwrap();
+        assert_eq!(
+            p,
+            format!(
+                r#"{{"kind":"saved","target_file_id":"{ID}","version":3,"hash":"{hash}","pdcp_log_id":null,"log_sequence":null,"snapshot_id":"{ID}"}}"#
+            )
+        );
+        assert_eq!(parse(&p).unwrap().snapshot_id.as_deref(), Some(ID));
+        assert_eq!(parse(&p.replace(ID, "../etc")), None);
+        // Any case in, the canonical form out: a listener compares IDs as text.
+        let upper = parse(&p.replace(ID, &ID.to_ascii_uppercase())).unwrap();
+        assert_eq!(upper.target_file_id, ID);
+        assert_eq!(
+            parse(&format!("{p}{}", " ".repeat(MAX_PAYLOAD_BYTES))),
+            None
+        );
+    }
+}

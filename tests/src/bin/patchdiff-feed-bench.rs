@@ -1,0 +1,258 @@
+//! Issue 19, item 2, the goal: "an acceptance by one session reaches a subscribed MCP client
+//! within 50 ms (median)". A real `patchdiff-mcp` (profile `extended`) over stdio subscribes to
+//! a target, in the legacy era (`resources/subscribe`) and in 2026-07-28 (`subscriptions/listen`);
+//! another connection submits one-edit acceptances to it in autocommit, one at a time; each is
+//! timed from the submission's start, and from its return (the commit done), to the moment
+//! the `notifications/resources/updated` line is read from the server's stdout.
+//!
+//! It also measures what the announcement costs a one-edit submission (`notify_cost`).
+//!
+//! cargo run --release -p patchdiff-tests --bin patchdiff-feed-bench -- --dsn 'host=... dbname=...' \
+//!     --mcp-bin target/release/patchdiff-mcp [--iterations 200]
+//!
+//! The DSN's role must be a superuser (`patchdiff.notify` is superuser-only).
+
+use patchdiff_tests::{call, connect, initialize_target};
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader, Write};
+use std::process::{ChildStdin, Command, Stdio};
+use std::sync::mpsc::{Receiver, channel};
+use std::time::{Duration, Instant};
+
+type Err = Box<dyn std::error::Error>;
+
+struct Mcp {
+    child: std::process::Child,
+    stdin: ChildStdin,
+    lines: Receiver<(Instant, Value)>,
+    id: i64,
+}
+
+const MODERN: &str = "2026-07-28";
+
+impl Mcp {
+    fn start(bin: &str, dsn: &str) -> Result<Mcp, Err> {
+        let mut child = Command::new(bin)
+            .env("PATCHDIFF_DATABASE_URL", dsn)
+            .env("PATCHDIFF_MCP_PROFILE", "extended")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()?;
+        let stdin = child.stdin.take().ok_or("no stdin")?;
+        let stdout = BufReader::new(child.stdout.take().ok_or("no stdout")?);
+        let (tx, lines) = channel();
+        // Each line is stamped the moment it is read, on its own thread.
+        std::thread::spawn(move || {
+            for line in stdout.lines() {
+                let Ok(line) = line else { break };
+                let Ok(v) = serde_json::from_str::<Value>(&line) else {
+                    break;
+                };
+                if tx.send((Instant::now(), v)).is_err() {
+                    break;
+                }
+            }
+        });
+        Ok(Mcp {
+            child,
+            stdin,
+            lines,
+            id: 0,
+        })
+    }
+
+    fn send(&mut self, method: &str, params: Value) -> Result<i64, Err> {
+        self.id += 1;
+        let line = json!({"jsonrpc": "2.0", "id": self.id, "method": method, "params": params});
+        self.stdin.write_all(format!("{line}\n").as_bytes())?;
+        self.stdin.flush()?;
+        Ok(self.id)
+    }
+
+    fn next(&self) -> Result<(Instant, Value), Err> {
+        Ok(self.lines.recv_timeout(Duration::from_secs(10))?)
+    }
+}
+
+impl Drop for Mcp {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+fn summary(label: &str, mut ms: Vec<f64>) {
+    ms.sort_by(f64::total_cmp);
+    println!(
+        "{label:<58} median {:>7.2} ms   p95 {:>7.2} ms   max {:>7.2} ms   (n = {})",
+        percentile(&ms, 0.5),
+        percentile(&ms, 0.95),
+        ms.last().copied().unwrap_or(0.0),
+        ms.len()
+    );
+}
+
+async fn run_era(
+    bin: &str,
+    dsn: &str,
+    iterations: usize,
+    modern: bool,
+) -> Result<(Vec<f64>, Vec<f64>), Err> {
+    let writer = connect(dsn).await?;
+    let id = initialize_target(&writer, "feed-bench.txt", "x 0\n").await?;
+    let uri = format!("patchdiff://targets/{id}");
+    let mut m = Mcp::start(bin, dsn)?;
+    if modern {
+        let meta = json!({"io.modelcontextprotocol/protocolVersion": MODERN,
+                          "io.modelcontextprotocol/clientCapabilities": {}});
+        m.send(
+            "subscriptions/listen",
+            json!({"_meta": meta, "notifications": {"resourceSubscriptions": [uri]}}),
+        )?;
+        let (_, ack) = m.next()?;
+        if ack["params"]["notifications"]["resourceSubscriptions"][0] != json!(uri) {
+            return Err(format!("listen not acknowledged: {ack}").into());
+        }
+    } else {
+        m.send(
+            "initialize",
+            json!({"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "feed-bench", "version": "1"}}),
+        )?;
+        m.next()?;
+        m.send("resources/subscribe", json!({"uri": uri}))?;
+        let (_, r) = m.next()?;
+        if r["result"] != json!({}) {
+            return Err(format!("subscribe failed: {r}").into());
+        }
+    }
+    let (mut from_submit, mut from_commit) = (Vec::new(), Vec::new());
+    for i in 0..iterations + 10 {
+        let args = json!({"target_file_id": id, "expected_target_version": i, "intent": "bench",
+                          "edits": [{"match": format!("x {i}\n"), "replace": format!("x {}\n", i + 1)}]});
+        let t0 = Instant::now();
+        let r = call(&writer, "patchdiff_submit_edits", &args).await?;
+        let t1 = Instant::now();
+        if r["status"] != "accepted" {
+            return Err(format!("not accepted: {r}").into());
+        }
+        let (t2, n) = m.next()?;
+        if n["method"] != "notifications/resources/updated" || n["params"]["uri"] != json!(uri) {
+            return Err(format!("unexpected line: {n}").into());
+        }
+        // The first few warm the plans and the listener's connection.
+        if i >= 10 {
+            from_submit.push(t2.duration_since(t0).as_secs_f64() * 1e3);
+            from_commit.push(t2.saturating_duration_since(t1).as_secs_f64() * 1e3);
+        }
+    }
+    Ok((from_submit, from_commit))
+}
+
+/// The cost of the announcement on a one-edit acceptance (64 KiB target) in autocommit, the
+/// commit included: the same build with `patchdiff.notify` off and on (with nobody listening,
+/// and with a session LISTENing), calls interleaved one by one, client-side round trips.
+async fn notify_cost(dsn: &str, iterations: usize) -> Result<(), Err> {
+    let line = "0123456789abcdef0123456789abcdef0123456789abcdef012345678901234\n";
+    let mut text = String::new();
+    while text.len() < 64 * 1024 {
+        text.push_str(line);
+    }
+    let mut arms = Vec::new();
+    for (label, notify) in [
+        ("notify off", false),
+        ("notify on", true),
+        ("notify on, a session listening", true),
+    ] {
+        let c = connect(dsn).await?;
+        c.batch_execute(if notify {
+            "SET patchdiff.notify = on"
+        } else {
+            "SET patchdiff.notify = off"
+        })
+        .await?;
+        let id = initialize_target(&c, "notify-cost.txt", &format!("v 0\n{text}")).await?;
+        arms.push((label, c, id, 0i64, Vec::new()));
+    }
+    let (listener, mut connection) = tokio_postgres::connect(dsn, tokio_postgres::NoTls).await?;
+    tokio::spawn(async move {
+        while let Some(Ok(_)) = std::future::poll_fn(|cx| connection.poll_message(cx)).await {}
+    });
+    let mut listening = false;
+    for i in 0..iterations + 20 {
+        for (k, (label, c, id, version, times)) in arms.iter_mut().enumerate() {
+            // The listener LISTENs only while the third arm runs.
+            let want = k == 2;
+            if want != listening {
+                listener
+                    .batch_execute(if want {
+                        "LISTEN patchdiff"
+                    } else {
+                        "UNLISTEN patchdiff"
+                    })
+                    .await?;
+                listening = want;
+            }
+            let args = json!({"target_file_id": id, "expected_target_version": *version, "intent": "bench",
+                              "edits": [{"match": format!("v {version}\n"), "replace": format!("v {}\n", *version + 1)}]});
+            let t0 = Instant::now();
+            let r = call(c, "patchdiff_submit_edits", &args).await?;
+            let t = t0.elapsed().as_secs_f64() * 1e3;
+            if r["status"] != "accepted" {
+                return Err(format!("{label}: not accepted: {r}").into());
+            }
+            *version += 1;
+            if i >= 20 {
+                times.push(t);
+            }
+        }
+    }
+    let mut base = None;
+    for (label, _, _, _, mut times) in arms {
+        times.sort_by(f64::total_cmp);
+        let median = percentile(&times, 0.5);
+        let b = *base.get_or_insert(median);
+        println!(
+            "one-edit submit, 64 KiB, autocommit, {label:<31} median {median:>6.3} ms   p95 {:>6.3} ms   ratio {:.3}",
+            percentile(&times, 0.95),
+            median / b
+        );
+    }
+    Ok(())
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() -> Result<(), Err> {
+    let mut dsn = std::env::var("PATCHDIFF_TEST_DSN").ok();
+    let mut bin = std::env::var("PATCHDIFF_MCP_BIN").ok();
+    let mut iterations = 200usize;
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--dsn" => dsn = args.next(),
+            "--mcp-bin" => bin = args.next(),
+            "--iterations" => iterations = args.next().ok_or("--iterations N")?.parse()?,
+            other => return Err(format!("unknown argument {other}").into()),
+        }
+    }
+    let dsn = dsn.ok_or("--dsn or PATCHDIFF_TEST_DSN")?;
+    let bin = bin.ok_or("--mcp-bin or PATCHDIFF_MCP_BIN")?;
+    println!(
+        "patchdiff-feed-bench: {iterations} one-edit acceptances per era, each awaited before the next"
+    );
+    notify_cost(&dsn, iterations * 5).await?;
+    for (modern, era) in [
+        (false, "2025-11-25 resources/subscribe"),
+        (true, "2026-07-28 subscriptions/listen"),
+    ] {
+        let (submit, commit) = run_era(&bin, &dsn, iterations, modern).await?;
+        summary(&format!("{era}: submit start -> notification"), submit);
+        summary(&format!("{era}: submit returned -> notification"), commit);
+    }
+    Ok(())
+}

@@ -1,0 +1,833 @@
+//! Issue 19, item 2: the change feed.
+//!
+//! 1. In SQL: every acceptance and every SAVE is announced with `NOTIFY patchdiff` at COMMIT
+//!    (a listener on a second connection hears it), with the documented payload; a rolled-back
+//!    attempt, a rejection and a keyed resend are never announced; a transaction with several
+//!    acceptances announces each of them, in order, only when it commits;
+//!    `patchdiff.notify = off` announces nothing, and only a superuser may set it.
+//! 2. Over MCP, in the `extended` profile: targets are resources (`resources/list`,
+//!    `resources/templates/list`, `resources/read`), and the real `patchdiff-mcp` process sends
+//!    `notifications/resources/updated` on stdout to a subscriber in both eras: legacy
+//!    `resources/subscribe` and 2026-07-28 `subscriptions/listen` (acknowledged, tagged with its
+//!    subscription ID, ended by `notifications/cancelled`). The contract's profiles offer none
+//!    of it.
+//! 3. Tenancy: a subscriber never hears about a target it may not see: subscribing to one is
+//!    refused as for an unknown target, and once a grant is revoked, its changes are no longer
+//!    announced to it.
+//!
+//! Needs PATCHDIFF_TEST_DSN (a superuser connection string) and PATCHDIFF_MCP_BIN.
+
+use patchdiff_engine::api::feed::{MAX_PAYLOAD_BYTES, POSTGRES_PAYLOAD_LIMIT};
+use patchdiff_tests::roles::{config_for, dsn, open, recipe, unique};
+use patchdiff_tests::stdio::{Pipes, mcp_bin};
+use patchdiff_tests::{call, connect, initialize_target};
+use serde_json::{Value, json};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tokio_postgres::{AsyncMessage, Client, NoTls};
+
+/// How long "nothing is announced" waits: far above the delivery time on a local server.
+const QUIET: Duration = Duration::from_millis(400);
+
+/// A second connection that LISTENs on the channel, and the payloads it hears.
+async fn listener(dsn: &str) -> (Client, mpsc::UnboundedReceiver<String>) {
+    let (client, mut connection) = tokio_postgres::connect(dsn, NoTls)
+        .await
+        .expect("connecting the listener");
+    let (tx, rx) = mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while let Some(m) = std::future::poll_fn(|cx| connection.poll_message(cx)).await {
+            match m {
+                Ok(AsyncMessage::Notification(n)) if n.channel() == "patchdiff" => {
+                    let _ = tx.send(n.payload().to_owned());
+                }
+                Ok(_) => {}
+                Err(_) => break,
+            }
+        }
+    });
+    client
+        .batch_execute("LISTEN patchdiff")
+        .await
+        .expect("LISTEN patchdiff");
+    (client, rx)
+}
+
+/// The next announcement about one of `ours` (other tests run at the same time, and any
+/// change in the database is announced to every listener).
+async fn heard(rx: &mut mpsc::UnboundedReceiver<String>, ours: &[&str]) -> Value {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let payload = tokio::time::timeout_at(deadline, rx.recv())
+            .await
+            .expect("no announcement within 10 s")
+            .expect("the listener ended");
+        assert!(
+            payload.len() <= MAX_PAYLOAD_BYTES && MAX_PAYLOAD_BYTES < POSTGRES_PAYLOAD_LIMIT,
+            "{payload}"
+        );
+        let v: Value = serde_json::from_str(&payload).expect("the payload is JSON");
+        if ours.iter().any(|id| v["target_file_id"] == *id) {
+            return v;
+        }
+    }
+}
+
+/// No announcement about one of `ours` for a while.
+async fn silent(rx: &mut mpsc::UnboundedReceiver<String>, ours: &[&str], what: &str) {
+    let deadline = tokio::time::Instant::now() + QUIET;
+    while let Ok(Some(p)) = tokio::time::timeout_at(deadline, rx.recv()).await {
+        let v: Value = serde_json::from_str(&p).expect("the payload is JSON");
+        assert!(
+            !ours.iter().any(|id| v["target_file_id"] == *id),
+            "{what}: announced {p}"
+        );
+    }
+}
+
+fn edit(id: &str, version: i64, from: &str, to: &str) -> Value {
+    json!({"target_file_id": id, "expected_target_version": version, "intent": "feed",
+           "edits": [{"match": from, "replace": to}]})
+}
+
+async fn log_sequence(c: &Client, log_id: &str) -> i64 {
+    c.query_one(
+        "SELECT log_sequence FROM patchdiff.pdcp_logs WHERE pdcp_log_id = $1::text::uuid",
+        &[&log_id],
+    )
+    .await
+    .expect("reading the log sequence")
+    .get(0)
+}
+
+/// Item 1: what is announced, when, and with which payload.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sql_listeners_hear_commits_never_rollbacks_or_rejections() {
+    let dsn = dsn();
+    let (_l, mut rx) = listener(&dsn).await;
+    let mut w = connect(&dsn).await.expect("connecting the writer");
+    let a = initialize_target(&w, "feed-a.md", "alpha beta\n")
+        .await
+        .unwrap();
+    let b = initialize_target(&w, "feed-b.md", "gamma delta\n")
+        .await
+        .unwrap();
+    let ours = [a.as_str(), b.as_str()];
+    let ours = &ours[..];
+    silent(&mut rx, ours, "initialization").await;
+
+    // An acceptance in autocommit: the documented payload, keys in order.
+    let r = call(&w, "patchdiff_submit_edits", &edit(&a, 0, "alpha", "ALPHA"))
+        .await
+        .unwrap();
+    assert_eq!(r["status"], "accepted", "{r}");
+    let log_id = r["pdcp_log_id"].as_str().unwrap();
+    let p = heard(&mut rx, ours).await;
+    let keys: Vec<&str> = p.as_object().unwrap().keys().map(String::as_str).collect();
+    assert_eq!(
+        keys,
+        [
+            "kind",
+            "target_file_id",
+            "version",
+            "hash",
+            "pdcp_log_id",
+            "log_sequence",
+            "snapshot_id"
+        ]
+    );
+    assert_eq!(
+        p,
+        json!({"kind": "accepted", "target_file_id": a, "version": 1, "hash": r["current_hash"],
+               "pdcp_log_id": log_id, "log_sequence": log_sequence(&w, log_id).await, "snapshot_id": null})
+    );
+
+    // A rejection changes nothing and is not announced; nor is a keyed resend's recovery.
+    let r = call(&w, "patchdiff_submit_edits", &edit(&a, 0, "beta", "BETA"))
+        .await
+        .unwrap();
+    assert_eq!(r["status"], "rejected", "{r}");
+    silent(&mut rx, ours, "a rejection").await;
+    let mut keyed = edit(&a, 1, "beta", "BETA");
+    keyed["client_request_id"] = json!(unique("feed-key"));
+    let first = call(&w, "patchdiff_submit_edits", &keyed).await.unwrap();
+    assert_eq!(first["status"], "accepted", "{first}");
+    assert_eq!(heard(&mut rx, ours).await["version"], 2);
+    let again = call(&w, "patchdiff_submit_edits", &keyed).await.unwrap();
+    assert_eq!(again["pdcp_log_id"], first["pdcp_log_id"], "{again}");
+    silent(&mut rx, ours, "a keyed resend").await;
+
+    // Rolled back: never announced.
+    let t = w.transaction().await.unwrap();
+    let r = call(&t, "patchdiff_submit_edits", &edit(&a, 2, "ALPHA", "x"))
+        .await
+        .unwrap();
+    assert_eq!(r["status"], "accepted", "{r}");
+    t.rollback().await.unwrap();
+    silent(&mut rx, ours, "a rolled-back acceptance").await;
+
+    // The caller's transaction with several acceptances: nothing before COMMIT, then each, in
+    // commit order.
+    let t = w.transaction().await.unwrap();
+    let mut expected = Vec::new();
+    for (id, v, from, to) in [
+        (&a, 2, "ALPHA", "one"),
+        (&b, 0, "gamma", "two"),
+        (&a, 3, "one", "three"),
+    ] {
+        let r = call(&t, "patchdiff_submit_edits", &edit(id, v, from, to))
+            .await
+            .unwrap();
+        assert_eq!(r["status"], "accepted", "{r}");
+        expected.push((id.clone(), v + 1, r["pdcp_log_id"].clone()));
+    }
+    silent(&mut rx, ours, "an uncommitted transaction").await;
+    t.commit().await.unwrap();
+    for (id, version, log_id) in expected {
+        let p = heard(&mut rx, ours).await;
+        assert_eq!(
+            (&p["target_file_id"], &p["version"], &p["pdcp_log_id"]),
+            (&json!(id), &json!(version), &log_id)
+        );
+    }
+
+    // SAVE: kind saved, with its snapshot.
+    let s = call(&w, "patchdiff_save", &json!({"target_file_id": a}))
+        .await
+        .unwrap();
+    assert_eq!(s["status"], "saved", "{s}");
+    let p = heard(&mut rx, ours).await;
+    assert_eq!(
+        p,
+        json!({"kind": "saved", "target_file_id": a, "version": 4, "hash": s["current_hash"],
+               "pdcp_log_id": null, "log_sequence": null, "snapshot_id": s["snapshot_id"]})
+    );
+    // A SAVE rolled back is not announced either.
+    let t = w.transaction().await.unwrap();
+    call(&t, "patchdiff_save", &json!({"target_file_id": a}))
+        .await
+        .unwrap();
+    t.rollback().await.unwrap();
+    silent(&mut rx, ours, "a rolled-back SAVE").await;
+
+    // patchdiff.notify = off (a superuser's setting): nothing is announced.
+    w.batch_execute("SET patchdiff.notify = off").await.unwrap();
+    let r = call(&w, "patchdiff_submit_edits", &edit(&b, 1, "two", "2"))
+        .await
+        .unwrap();
+    assert_eq!(r["status"], "accepted", "{r}");
+    silent(&mut rx, ours, "patchdiff.notify = off").await;
+    w.batch_execute("RESET patchdiff.notify").await.unwrap();
+    call(&w, "patchdiff_submit_edits", &edit(&b, 2, "2", "two"))
+        .await
+        .unwrap();
+    assert_eq!(heard(&mut rx, ours).await["version"], 3);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Over MCP
+
+/// A real `patchdiff-mcp` over pipes, whose lines may be responses or notifications.
+struct Mcp {
+    pipes: Pipes,
+    id: i64,
+}
+
+const LEGACY: &str = "2025-11-25";
+const MODERN: &str = "2026-07-28";
+
+fn modern_meta() -> Value {
+    json!({"io.modelcontextprotocol/protocolVersion": MODERN,
+           "io.modelcontextprotocol/clientCapabilities": {},
+           "io.modelcontextprotocol/clientInfo": {"name": "feed-test", "version": "1"}})
+}
+
+impl Mcp {
+    fn start(dsn: &str, profile: &str) -> Mcp {
+        let mut cmd = Command::new(mcp_bin());
+        cmd.env("PATCHDIFF_DATABASE_URL", dsn)
+            .env("PATCHDIFF_MCP_PROFILE", profile)
+            .stderr(Stdio::null());
+        Mcp {
+            pipes: Pipes::spawn(cmd),
+            id: 0,
+        }
+    }
+
+    fn legacy(dsn: &str, profile: &str) -> (Mcp, Value) {
+        let mut m = Mcp::start(dsn, profile);
+        let r = m.request(
+            "initialize",
+            json!({"protocolVersion": LEGACY, "capabilities": {}, "clientInfo": {"name": "feed-test", "version": "1"}}),
+        );
+        m.pipes
+            .send(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n");
+        (m, r)
+    }
+
+    fn send(&mut self, method: &str, mut params: Value, modern: bool) -> i64 {
+        self.id += 1;
+        if modern {
+            params["_meta"] = modern_meta();
+        }
+        let line = json!({"jsonrpc": "2.0", "id": self.id, "method": method, "params": params});
+        self.pipes.send(format!("{line}\n").as_bytes());
+        self.id
+    }
+
+    fn notify(&mut self, method: &str, params: Value) {
+        let line = json!({"jsonrpc": "2.0", "method": method, "params": params});
+        self.pipes.send(format!("{line}\n").as_bytes());
+    }
+
+    fn next(&self, timeout: Duration) -> Option<Value> {
+        let line = self.pipes.line(timeout).ok()?;
+        assert!(line.is_ascii(), "stdout line is not ASCII");
+        Some(serde_json::from_slice(&line).expect("a JSON line"))
+    }
+
+    /// The response to request `id`; no other line may come first.
+    fn response(&self, id: i64) -> Value {
+        let v = self
+            .next(Duration::from_secs(30))
+            .expect("no line from patchdiff-mcp");
+        assert_eq!(v["id"], id, "expected the response to {id}, got {v}");
+        v
+    }
+
+    fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.send(method, params, false);
+        self.response(id)
+    }
+
+    fn modern_request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.send(method, params, true);
+        self.response(id)
+    }
+
+    /// The next line, which must be a notification, within 10 s.
+    fn notification(&self) -> Value {
+        let v = self
+            .next(Duration::from_secs(10))
+            .expect("no notification within 10 s");
+        assert!(v.get("id").is_none(), "expected a notification, got {v}");
+        v
+    }
+
+    /// No line at all for a while.
+    fn quiet(&self, what: &str) {
+        if let Some(v) = self.next(QUIET) {
+            panic!("{what}: got {v}");
+        }
+    }
+}
+
+fn uri(id: &str) -> String {
+    format!("patchdiff://targets/{id}")
+}
+
+/// Item 2, legacy era: resources, resources/subscribe, the update on stdout, unsubscribe.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn legacy_subscribers_hear_updates_over_stdio() {
+    let dsn = dsn();
+    let w = connect(&dsn).await.unwrap();
+    let id = initialize_target(&w, "feed-legacy.md", "one two\n")
+        .await
+        .unwrap();
+
+    // The contract's profiles: no resources capability, no resource methods.
+    let (mut full, init) = Mcp::legacy(&dsn, "full");
+    assert_eq!(
+        init["result"]["capabilities"],
+        json!({"tools": {"listChanged": false}})
+    );
+    for method in [
+        "resources/list",
+        "resources/read",
+        "resources/subscribe",
+        "resources/templates/list",
+    ] {
+        let r = full.request(method, json!({"uri": uri(&id)}));
+        assert_eq!(r["error"]["code"], -32601, "{method}: {r}");
+    }
+
+    let (mut m, init) = Mcp::legacy(&dsn, "extended");
+    assert_eq!(
+        init["result"]["capabilities"]["resources"],
+        json!({"subscribe": true, "listChanged": false})
+    );
+    let t = m.request("resources/templates/list", json!({}));
+    assert_eq!(
+        t["result"]["resourceTemplates"][0]["uriTemplate"],
+        "patchdiff://targets/{target_file_id}"
+    );
+    // resources/list pages through the targets (newest first: ours is on the first page).
+    let l = m.request("resources/list", json!({}));
+    let listed = l["result"]["resources"].as_array().expect("resources");
+    let ours = listed
+        .iter()
+        .find(|r| r["uri"] == uri(&id))
+        .expect("the new target is listed");
+    assert_eq!(
+        (&ours["name"], &ours["mimeType"]),
+        (&json!("feed-legacy.md"), &json!("text/plain"))
+    );
+    if let Some(next) = l["result"]["nextCursor"].as_str() {
+        let page = m.request("resources/list", json!({"cursor": next}));
+        assert!(page["result"]["resources"].is_array(), "{page}");
+    }
+    let bad = m.request("resources/list", json!({"cursor": "nonsense"}));
+    assert_eq!(bad["error"]["code"], -32602, "{bad}");
+    let read = m.request("resources/read", json!({"uri": uri(&id)}));
+    assert_eq!(read["result"]["contents"][0]["text"], "one two\n", "{read}");
+    assert_eq!(
+        read["result"]["contents"][0]["_meta"]["patchdiff/version"],
+        0
+    );
+    for unknown in [
+        uri("00000000-0000-4000-8000-000000000000"),
+        "patchdiff://targets/../x".into(),
+    ] {
+        let r = m.request("resources/read", json!({"uri": unknown}));
+        assert_eq!(r["error"]["code"], -32002, "{r}");
+        let r = m.request("resources/subscribe", json!({"uri": unknown}));
+        assert_eq!(r["error"]["code"], -32002, "{r}");
+    }
+
+    let s = m.request("resources/subscribe", json!({"uri": uri(&id)}));
+    assert_eq!(s["result"], json!({}), "{s}");
+    let r = call(&w, "patchdiff_submit_edits", &edit(&id, 0, "one", "ONE"))
+        .await
+        .unwrap();
+    assert_eq!(r["status"], "accepted", "{r}");
+    let n = m.notification();
+    assert_eq!(
+        n,
+        json!({"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": {"uri": uri(&id)}})
+    );
+    let read = m.request("resources/read", json!({"uri": uri(&id)}));
+    assert_eq!(read["result"]["contents"][0]["text"], "ONE two\n");
+    // A SAVE is announced too; a rejection is not.
+    call(&w, "patchdiff_save", &json!({"target_file_id": id}))
+        .await
+        .unwrap();
+    assert_eq!(m.notification()["params"]["uri"], uri(&id));
+    call(&w, "patchdiff_submit_edits", &edit(&id, 0, "two", "TWO"))
+        .await
+        .unwrap();
+    m.quiet("a rejection");
+
+    let u = m.request("resources/unsubscribe", json!({"uri": uri(&id)}));
+    assert_eq!(u["result"], json!({}));
+    call(&w, "patchdiff_submit_edits", &edit(&id, 1, "two", "TWO"))
+        .await
+        .unwrap();
+    m.quiet("after unsubscribe");
+    assert_eq!(m.request("ping", json!({}))["result"], json!({}));
+}
+
+/// Item 2, the 2026-07-28 era: subscriptions/listen, its acknowledgment, tagged updates,
+/// notifications/cancelled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn modern_listen_streams_hear_updates_over_stdio() {
+    let dsn = dsn();
+    let w = connect(&dsn).await.unwrap();
+    let id = initialize_target(&w, "feed-modern.md", "red green\n")
+        .await
+        .unwrap();
+    let other = initialize_target(&w, "feed-modern-2.md", "blue\n")
+        .await
+        .unwrap();
+
+    let mut contract = Mcp::start(&dsn, "full");
+    let d = contract.modern_request("server/discover", json!({}));
+    assert_eq!(d["result"]["capabilities"], json!({"tools": {}}), "{d}");
+    let r = contract.modern_request(
+        "subscriptions/listen",
+        json!({"notifications": {"resourceSubscriptions": [uri(&id)]}}),
+    );
+    assert_eq!(r["error"]["code"], -32601, "{r}");
+
+    let mut m = Mcp::start(&dsn, "extended");
+    let d = m.modern_request("server/discover", json!({}));
+    assert_eq!(
+        d["result"]["capabilities"],
+        json!({"tools": {}, "resources": {"subscribe": true}}),
+        "{d}"
+    );
+    let l = m.modern_request("resources/list", json!({}));
+    assert_eq!(l["result"]["resultType"], "complete", "{l}");
+    assert_eq!(
+        (&l["result"]["ttlMs"], &l["result"]["cacheScope"]),
+        (&json!(0), &json!("private"))
+    );
+    let read = m.modern_request("resources/read", json!({"uri": uri(&id)}));
+    assert_eq!(read["result"]["contents"][0]["text"], "red green\n");
+    let missing = m.modern_request(
+        "resources/read",
+        json!({"uri": uri("00000000-0000-4000-8000-000000000000")}),
+    );
+    assert_eq!(missing["error"]["code"], -32602, "{missing}");
+    let gone = m.modern_request("resources/subscribe", json!({"uri": uri(&id)}));
+    assert_eq!(gone["error"]["code"], -32601, "{gone}");
+
+    // The listen request is answered by its acknowledgment, which honors only real targets.
+    let unknown = uri("00000000-0000-4000-8000-000000000000");
+    let listen = m.send(
+        "subscriptions/listen",
+        json!({"notifications": {"resourceSubscriptions": [uri(&id), unknown, "file:///etc/passwd"], "toolsListChanged": true}}),
+        true,
+    );
+    let ack = m.notification();
+    assert_eq!(
+        ack,
+        json!({"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
+               "params": {"_meta": {"io.modelcontextprotocol/subscriptionId": listen},
+                          "notifications": {"resourceSubscriptions": [uri(&id)]}}})
+    );
+    let second = m.send(
+        "subscriptions/listen",
+        json!({"notifications": {"resourceSubscriptions": [uri(&other), uri(&id)]}}),
+        true,
+    );
+    assert_eq!(
+        m.notification()["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        second
+    );
+
+    call(&w, "patchdiff_submit_edits", &edit(&id, 0, "red", "RED"))
+        .await
+        .unwrap();
+    let mut got = [m.notification(), m.notification()];
+    got.sort_by_key(|n| n["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"].as_i64());
+    for (n, sub) in got.iter().zip([listen, second]) {
+        assert_eq!(
+            n,
+            &json!({"jsonrpc": "2.0", "method": "notifications/resources/updated",
+                    "params": {"_meta": {"io.modelcontextprotocol/subscriptionId": sub}, "uri": uri(&id)}})
+        );
+    }
+    call(
+        &w,
+        "patchdiff_submit_edits",
+        &edit(&other, 0, "blue", "BLUE"),
+    )
+    .await
+    .unwrap();
+    let n = m.notification();
+    assert_eq!(
+        (
+            &n["params"]["uri"],
+            &n["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"]
+        ),
+        (&json!(uri(&other)), &json!(second))
+    );
+
+    // Cancelling one stream stops its notifications, not the other's.
+    m.notify("notifications/cancelled", json!({"requestId": second}));
+    call(
+        &w,
+        "patchdiff_submit_edits",
+        &edit(&other, 1, "BLUE", "blue"),
+    )
+    .await
+    .unwrap();
+    m.quiet("a cancelled stream");
+    call(
+        &w,
+        "patchdiff_submit_edits",
+        &edit(&id, 1, "green", "GREEN"),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        m.notification()["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        listen
+    );
+    m.notify("notifications/cancelled", json!({"requestId": listen}));
+    call(
+        &w,
+        "patchdiff_submit_edits",
+        &edit(&id, 2, "GREEN", "green"),
+    )
+    .await
+    .unwrap();
+    m.quiet("every stream cancelled");
+    let tools = m.modern_request("tools/list", json!({}));
+    assert!(tools["result"]["tools"].is_array());
+}
+
+/// Item 2, tenancy: a subscriber never hears about a target it may not see.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn subscribers_hear_only_targets_they_may_see() {
+    let server = connect(&dsn()).await.unwrap();
+    let db = unique("feed_tenancy");
+    let (a, b) = (unique("feed_a"), unique("feed_b"));
+    let password = "feed-test-password";
+    server
+        .batch_execute(&format!(
+            "CREATE DATABASE {db} ENCODING 'UTF8' TEMPLATE template0"
+        ))
+        .await
+        .unwrap();
+    let result = tokio::spawn({
+        let (db, a, b) = (db.clone(), a.clone(), b.clone());
+        async move { tenancy(&db, &a, &b, password).await }
+    })
+    .await;
+    let _ = server
+        .batch_execute(&format!("DROP DATABASE IF EXISTS {db} WITH (FORCE)"))
+        .await;
+    for r in [&a, &b] {
+        let _ = server
+            .batch_execute(&format!("DROP ROLE IF EXISTS {r}"))
+            .await;
+    }
+    if let Err(e) = result {
+        std::panic::resume_unwind(e.into_panic());
+    }
+}
+
+async fn tenancy(db: &str, a: &str, b: &str, password: &str) {
+    let su = open(&config_for(db, None)).await.unwrap();
+    su.batch_execute("CREATE EXTENSION pg_patchdiff")
+        .await
+        .unwrap();
+    for role in [a, b] {
+        su.batch_execute(&recipe(db, role, password)).await.unwrap();
+    }
+    let bc = open(&config_for(db, Some((b, password)))).await.unwrap();
+    // Only a superuser may turn the feed off: a writer cannot hide its changes from it. Before
+    // the library is loaded the setting is a placeholder, which PostgreSQL discards (with a
+    // WARNING) when the library defines it, since the role may not set it; once loaded, SET
+    // is refused outright.
+    bc.batch_execute("SET patchdiff.notify = off")
+        .await
+        .expect("a placeholder setting");
+    let (_l, mut rx) = listener(&format!("{} dbname={db}", dsn())).await;
+    let secret = initialize_target(&bc, "b-secret.md", "b b b\n")
+        .await
+        .unwrap();
+    let e = bc
+        .batch_execute("SET patchdiff.notify = off")
+        .await
+        .expect_err("a tenant set patchdiff.notify");
+    assert_eq!(e.code().map(|c| c.code()), Some("42501"), "{e}");
+    let on: String = bc
+        .query_one("SELECT current_setting('patchdiff.notify')", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(on, "on");
+    call(
+        &bc,
+        "patchdiff_submit_edits",
+        &edit(&secret, 0, "b b b", "b b"),
+    )
+    .await
+    .unwrap();
+    assert_eq!(heard(&mut rx, &[&secret]).await["version"], 1);
+    let shared = initialize_target(&bc, "b-shared.md", "s s s\n")
+        .await
+        .unwrap();
+    let grant = call(
+        &bc,
+        "patchdiff_grant",
+        &json!({"target_file_id": shared, "role": a, "privilege": "read"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(grant["status"], "ok", "{grant}");
+
+    let a_dsn = format!("{} dbname={db} user={a} password={password}", dsn());
+    let (mut legacy, _) = Mcp::legacy(&a_dsn, "extended");
+    let mut modern = Mcp::start(&a_dsn, "extended");
+
+    // Another tenant's target is an unknown one: not listed, not readable, not subscribable.
+    let l = legacy.request("resources/list", json!({}));
+    let uris: Vec<&Value> = l["result"]["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| &r["uri"])
+        .collect();
+    assert_eq!(uris, [&json!(uri(&shared))], "{l}");
+    let r = legacy.request("resources/subscribe", json!({"uri": uri(&secret)}));
+    assert_eq!(r["error"]["code"], -32002, "{r}");
+    let r = legacy.request("resources/read", json!({"uri": uri(&secret)}));
+    assert_eq!(r["error"]["code"], -32002, "{r}");
+    let r = legacy.request("resources/subscribe", json!({"uri": uri(&shared)}));
+    assert_eq!(r["result"], json!({}), "{r}");
+    let listen = modern.send(
+        "subscriptions/listen",
+        json!({"notifications": {"resourceSubscriptions": [uri(&secret), uri(&shared)]}}),
+        true,
+    );
+    let ack = modern.notification();
+    assert_eq!(
+        ack["params"]["notifications"],
+        json!({"resourceSubscriptions": [uri(&shared)]}),
+        "{ack}"
+    );
+
+    // B's change to the secret target: nobody in A hears of it; to the shared one: both do.
+    call(&bc, "patchdiff_submit_edits", &edit(&secret, 1, "b b", "B"))
+        .await
+        .unwrap();
+    call(
+        &bc,
+        "patchdiff_submit_edits",
+        &edit(&shared, 0, "s s s", "S"),
+    )
+    .await
+    .unwrap();
+    assert_eq!(legacy.notification()["params"]["uri"], uri(&shared));
+    let n = modern.notification();
+    assert_eq!(
+        (
+            &n["params"]["uri"],
+            &n["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"]
+        ),
+        (&json!(uri(&shared)), &json!(listen))
+    );
+    legacy.quiet("B's secret target");
+    modern.quiet("B's secret target");
+
+    // Revoked: the subscriptions remain, but the server checks access before each
+    // notification, so A hears nothing more of it.
+    let r = call(
+        &bc,
+        "patchdiff_revoke",
+        &json!({"target_file_id": shared, "role": a}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r["status"], "ok", "{r}");
+    call(&bc, "patchdiff_submit_edits", &edit(&shared, 1, "S", "s"))
+        .await
+        .unwrap();
+    legacy.quiet("a revoked target");
+    modern.quiet("a revoked target");
+    let r = legacy.request("resources/read", json!({"uri": uri(&shared)}));
+    assert_eq!(r["error"]["code"], -32002, "{r}");
+}
+
+/// Item 2 over HTTP (docs/http.md): resources are served as the token's role, but the endpoint
+/// has no stream to send notifications on, so both ways of subscribing are refused and the
+/// capabilities say so; the contract's profiles are unchanged there too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_serves_resources_but_refuses_subscriptions() {
+    use std::io::BufReader;
+    use std::os::unix::fs::PermissionsExt;
+    let w = connect(&dsn()).await.unwrap();
+    let id = initialize_target(&w, "feed-http.md", "over http\n")
+        .await
+        .unwrap();
+    let dir = std::env::temp_dir().join(unique("feed-http"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let tokens = dir.join("tokens");
+    let token = "feed-test-token-0123456789";
+    std::fs::write(&tokens, format!("{token} postgres\n")).unwrap();
+    std::fs::set_permissions(&tokens, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let mut child = Command::new(mcp_bin())
+        .args(["serve", "--listen", "127.0.0.1:0", "--tokens"])
+        .arg(&tokens)
+        .env("PATCHDIFF_DATABASE_URL", dsn())
+        .env("PATCHDIFF_MCP_PROFILE", "extended")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("patchdiff-mcp serve");
+    // Kept open: the endpoint logs every call to stderr.
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let url = patchdiff_tests::http::listening_url(&mut stderr);
+    let post = |headers: &[(&str, &str)], body: Value| -> (u16, Value) {
+        let mut r = ureq::post(&url)
+            .set("Content-Type", "application/json")
+            .set("Authorization", &format!("Bearer {token}"));
+        for (k, v) in headers {
+            r = r.set(k, v);
+        }
+        let resp = match r.send_string(&body.to_string()) {
+            Ok(resp) => resp,
+            Err(ureq::Error::Status(_, resp)) => resp,
+            Err(e) => panic!("POST: {e}"),
+        };
+        let status = resp.status();
+        let text = resp.into_string().unwrap_or_default();
+        (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+    };
+    let legacy = |method: &str, params: Value| {
+        post(
+            &[("MCP-Protocol-Version", LEGACY)],
+            json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}),
+        )
+    };
+    let modern = |method: &str, mut params: Value, name: Option<&str>| {
+        params["_meta"] = modern_meta();
+        let mut headers = vec![("MCP-Protocol-Version", MODERN), ("Mcp-Method", method)];
+        if let Some(n) = name {
+            headers.push(("Mcp-Name", n));
+        }
+        post(
+            &headers,
+            json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}),
+        )
+    };
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let (_, init) = post(
+            &[],
+            json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params":
+                   {"protocolVersion": LEGACY, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}),
+        );
+        assert_eq!(
+            init["result"]["capabilities"]["resources"],
+            json!({"subscribe": false, "listChanged": false}),
+            "{init}"
+        );
+        let (_, read) = legacy("resources/read", json!({"uri": uri(&id)}));
+        assert_eq!(
+            read["result"]["contents"][0]["text"], "over http\n",
+            "{read}"
+        );
+        let (_, sub) = legacy("resources/subscribe", json!({"uri": uri(&id)}));
+        assert_eq!(sub["error"]["code"], -32601, "{sub}");
+        assert!(
+            sub["error"]["message"].as_str().unwrap().contains("stdio"),
+            "{sub}"
+        );
+        let (_, d) = modern("server/discover", json!({}), None);
+        assert_eq!(
+            d["result"]["capabilities"],
+            json!({"tools": {}, "resources": {}}),
+            "{d}"
+        );
+        let u = uri(&id);
+        let (status, read) = modern("resources/read", json!({"uri": u}), Some(&u));
+        assert_eq!(status, 200, "{read}");
+        assert_eq!(read["result"]["contents"][0]["text"], "over http\n");
+        let (status, mismatch) = modern("resources/read", json!({"uri": u}), Some("x"));
+        assert_eq!(
+            (status, &mismatch["error"]["code"]),
+            (400, &json!(-32020)),
+            "{mismatch}"
+        );
+        let (status, listen) = modern(
+            "subscriptions/listen",
+            json!({"notifications": {"resourceSubscriptions": [u]}}),
+            None,
+        );
+        assert_eq!(
+            (status, &listen["error"]["code"]),
+            (404, &json!(-32601)),
+            "{listen}"
+        );
+    }));
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+    if let Err(e) = result {
+        std::panic::resume_unwind(e);
+    }
+}
