@@ -310,10 +310,12 @@ async fn the_extended_profile_serves_diffs_over_mcp() {
     );
     assert!(decl["inputSchema"]["examples"].is_array(), "{decl}");
     assert!(decl["outputSchema"].is_object(), "{decl}");
+    // docs/profiles.md: extended = full + issue 19's tools across targets and versions
+    // (patchdiff_submit_changeset, patchdiff_diff).
     assert_eq!(
         count,
-        full_names.len() + 1,
-        "extended = full + patchdiff_diff"
+        full_names.len() + 2,
+        "extended = full + patchdiff_submit_changeset + patchdiff_diff"
     );
     assert!(!full_names.iter().any(|n| n == "patchdiff_diff"));
     let (answer, result) = called;
