@@ -286,3 +286,32 @@ fn non_utf8_and_outside_paths_are_refused() {
         b"caf\xe9\n"
     );
 }
+
+/// docs/files.md, `write_file`: a new file is imported and published in one transaction, and
+/// later calls find its target. Through a router (docs/scale-out.md) that transaction runs on
+/// the partition its binding's nonce chooses, and the new target's ID routes back there: every
+/// later call through the router reaches it, and its rows are on that partition.
+#[test]
+fn new_files_written_are_found_by_later_calls() {
+    let root = scratch("new");
+    let mut s = start(&root, &[]);
+    for i in 0..6 {
+        let path = format!("new{i}.txt");
+        let (text, sc, err) = call(
+            &mut s,
+            "write_file",
+            json!({"path": path, "content": "one\r\ntwo\r\n"}),
+        );
+        assert!(!err, "{text}");
+        let id = sc["target_file_id"].as_str().unwrap().to_owned();
+        let (text, _, err) = edit(&mut s, &path, "two", "TWO");
+        assert!(!err, "{text}");
+        assert_eq!(
+            std::fs::read(root.join(&path)).unwrap(),
+            b"one\r\nTWO\r\n",
+            "{path}"
+        );
+        // Read on the database that holds the target's rows: version 0 imported, 1 edited.
+        assert_eq!(state(&id).0, "1", "{path}");
+    }
+}
