@@ -276,8 +276,10 @@ async fn tokens_are_roles_and_tenancy_holds_over_http() {
         &[],
         &[],
     );
-    // Every attempt and target, in every database that holds them (through a router, each
-    // partition's).
+    // The refused request would create a target of a name no other test uses: its rows, in every
+    // database that holds targets (through a router, each partition's). Counting every row would
+    // also count the other tests of this file, which run at the same time.
+    let filename = format!("{}.md", patchdiff_tests::roles::unique("refused"));
     let count = || async {
         let mut n = 0;
         for d in patchdiff_tests::table_dsns(&dsn()).await {
@@ -285,9 +287,8 @@ async fn tokens_are_roles_and_tenancy_holds_over_http() {
                 .await
                 .unwrap()
                 .query_one(
-                    "SELECT (SELECT count(*) FROM patchdiff.pdcp_logs) \
-                          + (SELECT count(*) FROM patchdiff.targets)",
-                    &[],
+                    "SELECT count(*) FROM patchdiff.targets WHERE filename = $1",
+                    &[&filename],
                 )
                 .await
                 .unwrap()
@@ -296,10 +297,11 @@ async fn tokens_are_roles_and_tenancy_holds_over_http() {
         n
     };
     let create = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-        "params": {"name": "patchdiff_initialize_target", "arguments": {"filename": "x.md", "content": "x"},
+        "params": {"name": "patchdiff_initialize_target", "arguments": {"filename": filename, "content": "x"},
                    "_meta": {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {}}}})
     .to_string();
     let before = count().await;
+    assert_eq!(before, 0);
     for auth in [
         None,
         Some("Bearer nope-nope-nope-nope"),
