@@ -117,10 +117,12 @@ pub async fn tables_for(dsn: &str, target: &str) -> Client {
         .expect("connecting to the database of the target's rows")
 }
 
-/// Through a router, ends the sessions waiting on a lock in `target`'s partition database: the
-/// sessions PL/Proxy opened there for calls whose router sessions a test ended. Ending the router's
-/// session alone leaves such a call waiting, to commit once the lock is released. Nothing to do on
-/// one database, where the test ended the call's own session.
+/// Through a router, ends the sessions in `target`'s partition database that wait on a lock held
+/// by a session whose query names `target` (a test's `SELECT ... FOR UPDATE` of that target's
+/// row): the sessions PL/Proxy opened there for calls whose router sessions the test ended.
+/// Ending the router's session alone leaves such a call waiting, to commit once the lock is
+/// released. Other tests' waiters, blocked by other holders, are left alone. Nothing to do on one
+/// database, where the test ended the call's own session.
 pub async fn end_lock_waiters_behind_router(dsn: &str, target: &str) {
     if !is_router(&connect(dsn).await.expect("connecting")).await {
         return;
@@ -128,9 +130,12 @@ pub async fn end_lock_waiters_behind_router(dsn: &str, target: &str) {
     tables_for(dsn, target)
         .await
         .execute(
-            "SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity \
-             WHERE datname = current_database() AND wait_event_type = 'Lock'",
-            &[],
+            "SELECT pg_terminate_backend(w.pid, 10000) FROM pg_stat_activity w \
+              WHERE w.datname = current_database() AND w.wait_event_type = 'Lock' \
+                AND EXISTS (SELECT 1 FROM pg_stat_activity h \
+                             WHERE h.pid = ANY (pg_blocking_pids(w.pid)) \
+                               AND strpos(h.query, $1) > 0)",
+            &[&target],
         )
         .await
         .expect("ending the partition's lock waiters");

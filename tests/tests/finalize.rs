@@ -598,20 +598,24 @@ async fn wait_for_lock_wait(id: &str, app: &str) {
     let deadline = tokio::time::Instant::now() + RUN_TIMEOUT;
     let c = client().await;
     let router = patchdiff_tests::is_router(&c).await;
-    let (c, sql) = if router {
+    let (c, sql, key) = if router {
         (
             tables(id).await,
-            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() \
-             AND wait_event_type = 'Lock' AND $1::text IS NOT NULL",
+            // Blocked by the holder of this target's row (its query names the target).
+            "SELECT count(*) FROM pg_stat_activity w WHERE w.datname = current_database() \
+             AND w.wait_event_type = 'Lock' AND EXISTS (SELECT 1 FROM pg_stat_activity h \
+             WHERE h.pid = ANY (pg_blocking_pids(w.pid)) AND strpos(h.query, $1) > 0)",
+            id,
         )
     } else {
         (
             c,
             "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock'",
+            app,
         )
     };
     loop {
-        let waiting: i64 = c.query_one(sql, &[&app]).await.unwrap().get(0);
+        let waiting: i64 = c.query_one(sql, &[&key]).await.unwrap().get(0);
         if waiting > 0 {
             return;
         }
