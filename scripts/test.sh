@@ -91,8 +91,8 @@ start_http "$PATCHDIFF_ROUTER_DSN" "$((HTTP_PORT + 1))"
 trap 'kill "${HTTP_PIDS[@]}" 2>/dev/null || true; stop_cluster "$E2E_DATA"; bash "$ROOT/scripts/shards.sh" down' EXIT
 export PATCHDIFF_TEST_MCP_TOKEN_FILE="$HTTP_DIR/token"
 
-# tests/mcp_sdk/test_feed.py (issue 19, the change feed) subscribes over stdio in both eras; it
-# skips itself when PATCHDIFF_TEST_DSN is PATCHDIFF_ROUTER_DSN (the feed is per shard).
+# tests/mcp_sdk/test_feed.py (issue 19, the change feed) subscribes over stdio in both eras, here
+# and through the router below (where the front end listens on every partition's database).
 log "patchdiff-mcp under the official MCP Python SDK (stdio, and its Streamable HTTP client)"
 setup_python
 PATCHDIFF_TEST_MCP_URL="http://127.0.0.1:$HTTP_PORT/mcp" \
@@ -120,7 +120,7 @@ log "through the PL/Proxy router: the end-to-end suites, the golden transcripts,
 PATCHDIFF_TEST_DSN="$PATCHDIFF_ROUTER_DSN" counted cargo test --locked -p patchdiff-tests \
   --test contract_fidelity --test drift_evidence --test eras --test finalize --test fuzz_sql \
   --test golden \
-  --test fuzz_stdio --test hostile_input --test http --test incremental_observation \
+  --test feed --test fuzz_stdio --test hostile_input --test http --test incremental_observation \
   --test files --test mcp_stdio --test near_misses --test reliability_concurrency --test sql_concurrency \
   --test structural --test workspace
 PATCHDIFF_TEST_DSN="$PATCHDIFF_ROUTER_DSN" PATCHDIFF_TEST_MCP_URL="http://127.0.0.1:$((HTTP_PORT + 1))/mcp" \

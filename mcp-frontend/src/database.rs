@@ -99,9 +99,13 @@ fn spawned((client, connection): (Client, Connection)) -> Result<Client, String>
     Ok(client)
 }
 
-/// A new session and its connection, which the caller drives (a listener polls its messages
-/// for notifications: [`crate::feed`]).
-pub(crate) async fn connect(conninfo: &str) -> Result<(Client, Connection), String> {
+/// A new session and its connection.
+async fn connect(conninfo: &str) -> Result<(Client, Connection), String> {
+    connect_with(own_config(conninfo)?).await
+}
+
+/// The configuration of this front end's sessions of `conninfo`.
+fn own_config(conninfo: &str) -> Result<tokio_postgres::Config, String> {
     let mut config: tokio_postgres::Config = conninfo
         .parse()
         .map_err(|e| format!("PATCHDIFF_DATABASE_URL is not a connection string: {e}"))?;
@@ -109,10 +113,14 @@ pub(crate) async fn connect(conninfo: &str) -> Result<(Client, Connection), Stri
         // Names this server's sessions in pg_stat_activity.
         config.application_name("patchdiff-mcp");
     }
-    connect_with(config).await
+    Ok(config)
 }
 
-async fn connect_with(config: tokio_postgres::Config) -> Result<(Client, Connection), String> {
+/// A new session of `config` and its connection, which the caller drives (a listener polls
+/// its messages for notifications: [`crate::feed`]).
+pub(crate) async fn connect_with(
+    config: tokio_postgres::Config,
+) -> Result<(Client, Connection), String> {
     config
         .connect(NoTls)
         .await
@@ -181,15 +189,43 @@ impl Db {
         Ok(())
     }
 
-    /// What a second session of the same role needs: the connection string, and the session
-    /// settings and `SET ROLE` this one runs after connecting (the change feed's listener).
-    pub fn session_setup(&self) -> (String, String) {
+    /// Where the change feed listens, and what its sessions run after connecting: the session
+    /// settings and `SET ROLE` of this one. One database: its own connection. Through a router,
+    /// every partition's database as this front end's user (as a publication reaches one), since
+    /// each shard announces its own commits and the router none (docs/scale-out.md).
+    pub async fn listen_sessions(
+        &mut self,
+    ) -> Result<(Vec<tokio_postgres::Config>, String), String> {
         let setup = [self.session.as_str(), self.role_sql.as_str()]
             .into_iter()
             .filter(|s| !s.is_empty())
             .collect::<Vec<_>>()
             .join("; ");
-        (self.conninfo.clone(), setup)
+        if !self.router {
+            return Ok((vec![own_config(&self.conninfo)?], setup));
+        }
+        self.reconnect_if_lost().await.map_err(|e| e.message)?;
+        let rows = self
+            .client
+            .query(
+                "SELECT conninfo FROM patchdiff_router.partition_conninfos() AS conninfo",
+                &[],
+            )
+            .await
+            .map_err(|e| {
+                format!(
+                    "cannot read the router's partitions: {}",
+                    self.failed(&e).message
+                )
+            })?;
+        let configs = rows
+            .iter()
+            .map(|r| partition_config(&self.conninfo, r.get(0)))
+            .collect::<Result<Vec<_>, _>>()?;
+        if configs.is_empty() {
+            return Err("the router names no partition".into());
+        }
+        Ok((configs, setup))
     }
 
     /// Fixes the session settings of this connection and of every later reconnection, and

@@ -7,8 +7,11 @@
 //! `SET ROLE` included) that LISTENs on that channel and passes on the IDs of the targets some
 //! subscriber watches; the server then checks, through the API and as the subscriber's role,
 //! that the subscriber may still read the target before it says anything (docs/security.md).
+//! Behind a sharded router every shard announces its own commits (NOTIFY is per database), so
+//! the listener holds one such session per partition database and merges what they hear
+//! (docs/scale-out.md).
 
-use crate::database::{connect, describe};
+use crate::database::{connect_with, describe};
 use patchdiff_engine::api::feed;
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
@@ -58,31 +61,63 @@ pub enum Signal {
 pub struct Listener {
     watched: Arc<Mutex<BTreeSet<String>>>,
     signals: mpsc::Receiver<Signal>,
-    task: tokio::task::JoinHandle<()>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
 impl Drop for Listener {
     fn drop(&mut self) {
-        self.task.abort();
+        for task in &self.tasks {
+            task.abort();
+        }
     }
 }
 
 impl Listener {
-    /// Opens the session (`setup`: the session settings and `SET ROLE` of the server's own
-    /// session) and returns once it LISTENs, so no change committed after this returns is missed.
-    pub async fn start(conninfo: String, setup: String) -> Result<Listener, String> {
+    /// Opens a session on each of `databases` (`setup`: the session settings and `SET ROLE` of
+    /// the server's own session) and returns once each has either LISTENed or failed, so no
+    /// change committed after this returns is missed on a database that was reachable. It fails
+    /// only if none was: a partition that is down is retried every second, and once it listens
+    /// every subscriber hears that its targets may have changed (as after a lost session).
+    pub async fn start(
+        databases: Vec<tokio_postgres::Config>,
+        setup: String,
+    ) -> Result<Listener, String> {
         let watched = Arc::new(Mutex::new(BTreeSet::new()));
         let (tx, signals) = mpsc::channel(QUEUE);
-        let (ready, listening) = oneshot::channel();
-        let task = tokio::spawn(run(conninfo, setup, watched.clone(), tx, ready));
-        match listening.await {
-            Ok(Ok(())) => Ok(Listener {
-                watched,
-                signals,
-                task,
-            }),
-            Ok(Err(why)) => Err(why),
-            Err(_) => Err("the listener ended before it listened".into()),
+        let mut waits = Vec::with_capacity(databases.len());
+        let mut listener = Listener {
+            watched,
+            signals,
+            tasks: Vec::with_capacity(databases.len()),
+        };
+        for config in databases {
+            let (ready, listening) = oneshot::channel();
+            waits.push(listening);
+            listener.tasks.push(tokio::spawn(run(
+                config,
+                setup.clone(),
+                listener.watched.clone(),
+                tx.clone(),
+                ready,
+            )));
+        }
+        let mut failed = None;
+        let mut listening = 0;
+        for wait in waits {
+            match wait.await {
+                Ok(Ok(())) => listening += 1,
+                Ok(Err(why)) => failed = failed.or(Some(why)),
+                Err(_) => failed = failed.or(Some("the listener ended before it listened".into())),
+            }
+        }
+        match failed {
+            // Dropping the listener ends its sessions.
+            Some(why) if listening == 0 => Err(why),
+            Some(why) => {
+                tracing::warn!("change feed: {why}; retrying that partition every second");
+                Ok(listener)
+            }
+            None => Ok(listener),
         }
     }
 
@@ -103,7 +138,7 @@ impl Listener {
 }
 
 async fn run(
-    conninfo: String,
+    config: tokio_postgres::Config,
     setup: String,
     watched: Arc<Mutex<BTreeSet<String>>>,
     tx: mpsc::Sender<Signal>,
@@ -111,16 +146,20 @@ async fn run(
 ) {
     let mut ready = Some(ready);
     loop {
-        match listen_once(&conninfo, &setup, &watched, &tx, &mut ready).await {
+        match listen_once(&config, &setup, &watched, &tx, &mut ready).await {
             // The server's loop is gone: nobody to tell.
             Ok(()) => return,
-            Err(why) => {
-                if let Some(r) = ready.take() {
+            Err(why) => match ready.take() {
+                // The first attempt failed: [`Listener::start`] decides, and drops this task
+                // if no database listens; else it retries and resyncs once it listens.
+                Some(r) => {
                     let _ = r.send(Err(why));
-                    return;
                 }
-                tracing::warn!("change feed: {why}; reconnecting");
-            }
+                None => tracing::warn!("change feed: {why}; reconnecting"),
+            },
+        }
+        if tx.is_closed() {
+            return;
         }
         tokio::time::sleep(RECONNECT).await;
     }
@@ -129,13 +168,13 @@ async fn run(
 /// One session: connect, LISTEN, pass on announcements until the session ends (`Err`) or the
 /// receiver is dropped (`Ok`). After a reconnection, a resync covers what the gap missed.
 async fn listen_once(
-    conninfo: &str,
+    config: &tokio_postgres::Config,
     setup: &str,
     watched: &Mutex<BTreeSet<String>>,
     tx: &mpsc::Sender<Signal>,
     ready: &mut Option<oneshot::Sender<Result<(), String>>>,
 ) -> Result<(), String> {
-    let (client, mut connection) = connect(conninfo).await?;
+    let (client, mut connection) = connect_with(config.clone()).await?;
     let sql = if setup.is_empty() {
         format!("LISTEN {}", feed::CHANNEL)
     } else {

@@ -111,6 +111,20 @@ BEGIN
    WHERE s.srvname = 'patchdiff' AND o LIKE 'p' || partition || '=%';
 END $$;
 
+-- Every partition's connection string (the SQL/MED options p<k>, which hold no password), each
+-- once, in partition order: patchdiff-mcp's change feed LISTENs on each of those databases, since
+-- a shard announces its own commits (NOTIFY is per database) and the router has none.
+CREATE OR REPLACE FUNCTION patchdiff_router.partition_conninfos() RETURNS SETOF text
+LANGUAGE sql STABLE AS $$
+  SELECT conninfo FROM (
+    SELECT substr(o, strpos(o, '=') + 1) AS conninfo,
+           min(substr(o, 2, strpos(o, '=') - 2)::int4) AS first
+      FROM pg_foreign_server s, unnest(s.srvoptions) o
+     WHERE s.srvname = 'patchdiff' AND o ~ '^p[0-9]+='
+     GROUP BY 1) c
+  ORDER BY first
+$$;
+
 -- A failed call whose shard could not be reached: it never started there, so nothing was
 -- written, and it may simply be sent again. SQLSTATE 08001 (sqlclient_unable_to_establish_
 -- sqlconnection) with the partition in the message; patchdiff-mcp answers it as a retryable

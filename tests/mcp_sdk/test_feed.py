@@ -4,22 +4,16 @@ resources and subscribes to one, in the legacy era (`resources/subscribe`, the u
 `message_handler`) and in 2026-07-28 (`Client.listen`); an acceptance made by another session
 reaches it as `notifications/resources/updated`.
 
-The feed is per database: a front end on a PL/Proxy router hears nothing from the shards
-(docs/scale-out.md), so these tests are skipped when PATCHDIFF_TEST_DSN is the router.
+Through a PL/Proxy router (PATCHDIFF_TEST_DSN is the router in the test command's router step)
+the front end listens on every partition's database (docs/scale-out.md), and the same tests run.
 """
 
 import asyncio
 import json
 import os
 
-import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
-
-pytestmark = pytest.mark.skipif(
-    os.environ.get("PATCHDIFF_TEST_DSN") == os.environ.get("PATCHDIFF_ROUTER_DSN"),
-    reason="the change feed is per shard: a front end on the router hears no NOTIFY (docs/scale-out.md)",
-)
 
 
 def server(profile):

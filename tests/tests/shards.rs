@@ -85,7 +85,7 @@ async fn call(c: &Client, function: &str, args: &Value) -> Value {
             &[&args.to_string()],
         )
         .await
-        .unwrap_or_else(|e| panic!("{function}: {e}"));
+        .unwrap_or_else(|e| panic!("{function}: {e:?}"));
     serde_json::from_str(&row.get::<_, String>(0)).unwrap()
 }
 
@@ -789,4 +789,113 @@ async fn changesets_run_on_one_partition_and_are_refused_across_partitions() {
     )
     .await;
     assert_eq!(untouched["version"], 0, "{untouched}");
+}
+
+/// Issue 19 item 2 through the router (docs/scale-out.md, "The change feed"): each shard
+/// announces its own commits, and `patchdiff-mcp` on the router listens on every partition's
+/// database, so a subscriber hears the changes of targets on any shard. A shard that is down
+/// when the feed starts does not keep the others' subscribers from hearing; once it is back, its
+/// session listens again, every subscriber is told that its targets may have changed (the
+/// resync), and its targets' changes are heard, with no restart of anything.
+#[tokio::test]
+async fn the_change_feed_is_heard_from_every_shard() {
+    let _turn = SHARDS.write().await;
+    let router = connect(&router_dsn()).await;
+    let layout = layout(&router).await;
+    let n = layout.partitions.len();
+    // A target on shard 0 and one on shard 1.
+    let mut ids: Vec<Option<String>> = vec![None; 2];
+    while ids.iter().any(Option::is_none) {
+        let id = create(&router, "feed.md", "v0\n").await;
+        let shard = partition_of(&id, n) % layout.shards;
+        if shard < 2 && ids[shard].is_none() {
+            ids[shard] = Some(id);
+        }
+    }
+    let ids: Vec<String> = ids.into_iter().map(Option::unwrap).collect();
+    let uri = |id: &str| format!("patchdiff://targets/{id}");
+    let mut versions = [0i64; 2];
+    let mut edit = async |i: usize| {
+        let v = versions[i];
+        let r = call(
+            &router,
+            "patchdiff_submit_edits",
+            // Keyed: the router sends a keyed write once more when its connection to the
+            // partition was lost (shard 1 restarts below).
+            &json!({"target_file_id": ids[i], "intent": "feed", "expected_target_version": v,
+                    "client_request_id": format!("feed-{}-{v}", ids[i]),
+                    "edits": [{"match": format!("v{v}"), "replace": format!("v{}", v + 1)}]}),
+        )
+        .await;
+        assert_eq!(r["status"], "accepted", "{r}");
+        versions[i] += 1;
+    };
+    let restart = stop_shard_1(&layout);
+    let mut cmd = Command::new(mcp_bin());
+    cmd.env("PATCHDIFF_DATABASE_URL", router_dsn())
+        .env("PATCHDIFF_MCP_PROFILE", "extended")
+        .stderr(Stdio::null());
+    let mut m = Pipes::spawn(cmd);
+    let mut id = 0;
+    let mut request = |m: &mut Pipes, method: &str, params: Value| -> Value {
+        id += 1;
+        let line = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        m.send(format!("{line}\n").as_bytes());
+        loop {
+            let v: Value =
+                serde_json::from_slice(&m.line(Duration::from_secs(20)).expect(method)).unwrap();
+            if v["id"] == id {
+                return v;
+            }
+        }
+    };
+    request(
+        &mut m,
+        "initialize",
+        json!({"protocolVersion": "2025-11-25", "capabilities": {},
+               "clientInfo": {"name": "shards", "version": "1"}}),
+    );
+    m.send(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n");
+    // Reads lines until the update of `target`, within 15 s (the resync may add others).
+    let heard = |m: &mut Pipes, target: &str, what: &str| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(15);
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            let line = m
+                .line(left)
+                .unwrap_or_else(|e| panic!("{what}: no update of {target} ({e})"));
+            let v: Value = serde_json::from_slice(&line).unwrap();
+            assert_eq!(v["method"], "notifications/resources/updated", "{v}");
+            if v["params"]["uri"] == uri(target) {
+                return;
+            }
+        }
+    };
+
+    // Shard 1 is down: the feed starts on the partitions that are up.
+    let s = request(&mut m, "resources/subscribe", json!({"uri": uri(&ids[0])}));
+    assert_eq!(s["result"], json!({}), "{s}");
+    edit(0).await;
+    heard(&mut m, &ids[0], "shard 0 while shard 1 is down");
+
+    // Shard 1 is back: its targets are heard (by their own announcement, or by the resync if
+    // the edit committed before the partition's session listened again).
+    drop(restart);
+    let s = request(&mut m, "resources/subscribe", json!({"uri": uri(&ids[1])}));
+    assert_eq!(s["result"], json!({}), "{s}");
+    edit(1).await;
+    heard(&mut m, &ids[1], "shard 1 after it is back");
+    edit(0).await;
+    heard(&mut m, &ids[0], "shard 0 after shard 1 is back");
+
+    // A listening session lost and back: the resync tells the subscriber of shard 1's target
+    // with no edit at all. (First, whatever the reconnections above still send: every session
+    // retries each second, so 3 s without a line means they all listen.)
+    while m.line(Duration::from_secs(3)).is_ok() {}
+    drop(stop_shard_1(&layout));
+    heard(
+        &mut m,
+        &ids[1],
+        "the resync after shard 1's sessions were lost",
+    );
 }

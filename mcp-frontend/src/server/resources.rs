@@ -272,8 +272,14 @@ impl Server {
             return Ok(());
         }
         if self.subs.listener.is_none() {
-            let (conninfo, setup) = self.db.session_setup();
-            let listener = Listener::start(conninfo, setup).await.map_err(|why| {
+            let (databases, setup) = self.db.listen_sessions().await.map_err(|why| {
+                (
+                    rpc::INTERNAL_ERROR,
+                    format!("Internal error: cannot listen for changes ({why})"),
+                    None,
+                )
+            })?;
+            let listener = Listener::start(databases, setup).await.map_err(|why| {
                 (
                     rpc::INTERNAL_ERROR,
                     format!("Internal error: cannot listen for changes ({why})"),
