@@ -13,29 +13,13 @@ until one lands on the first target's partition.
 """
 
 import asyncio
-import json
 import os
 import subprocess
 import tempfile
 
-from mcp import ClientSession, StdioServerParameters
+from mcp import ClientSession
 from mcp.client.stdio import stdio_client
-
-
-def server(profile):
-    return StdioServerParameters(
-        command=os.environ["PATCHDIFF_MCP_BIN"],
-        env={
-            "PATCHDIFF_DATABASE_URL": os.environ["PATCHDIFF_TEST_DSN"],
-            "PATCHDIFF_MCP_PROFILE": profile,
-            "PATH": os.environ.get("PATH", ""),
-        },
-    )
-
-
-def tool_json(result):
-    assert result.content and result.content[0].type == "text"
-    return json.loads(result.content[0].text)
+from sdk_common import server, tool_json
 
 
 def gnu_hunks(before, after):
