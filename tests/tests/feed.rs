@@ -729,11 +729,12 @@ async fn tenancy(db: &str, a: &str, b: &str, password: &str) {
     assert_eq!(r["error"]["code"], -32002, "{r}");
 }
 
-/// Item 2 over HTTP (docs/http.md): resources are served as the token's role, but the endpoint
-/// has no stream to send notifications on, so both ways of subscribing are refused and the
-/// capabilities say so; the contract's profiles are unchanged there too.
+/// Item 2 over HTTP (docs/http.md): resources are served as the token's role; the legacy
+/// subscription needs an HTTP session, which the endpoint does not keep, so it is refused and
+/// the legacy capabilities say so, while 2026-07-28 advertises `subscriptions/listen` (answered
+/// with an SSE stream: tests/tests/http_feed.rs), refused 406 when `Accept` does not allow one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn http_serves_resources_but_refuses_subscriptions() {
+async fn http_serves_resources_and_subscribes_only_in_2026_07_28() {
     use std::io::BufReader;
     use std::os::unix::fs::PermissionsExt;
     let w = connect(&dsn()).await.unwrap();
@@ -810,13 +811,16 @@ async fn http_serves_resources_but_refuses_subscriptions() {
         let (_, sub) = legacy("resources/subscribe", json!({"uri": uri(&id)}));
         assert_eq!(sub["error"]["code"], -32601, "{sub}");
         assert!(
-            sub["error"]["message"].as_str().unwrap().contains("stdio"),
+            sub["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("Mcp-Session-Id"),
             "{sub}"
         );
         let (_, d) = modern("server/discover", json!({}), None);
         assert_eq!(
             d["result"]["capabilities"],
-            json!({"tools": {}, "resources": {}}),
+            json!({"tools": {}, "resources": {"subscribe": true}}),
             "{d}"
         );
         let u = uri(&id);
@@ -829,14 +833,20 @@ async fn http_serves_resources_but_refuses_subscriptions() {
             (400, &json!(-32020)),
             "{mismatch}"
         );
-        let (status, listen) = modern(
-            "subscriptions/listen",
-            json!({"notifications": {"resourceSubscriptions": [u]}}),
-            None,
+        // An Accept that does not allow an SSE response.
+        let mut params = json!({"notifications": {"resourceSubscriptions": [u]}});
+        params["_meta"] = modern_meta();
+        let (status, listen) = post(
+            &[
+                ("MCP-Protocol-Version", MODERN),
+                ("Mcp-Method", "subscriptions/listen"),
+                ("Accept", "application/json"),
+            ],
+            json!({"jsonrpc": "2.0", "id": 1, "method": "subscriptions/listen", "params": params}),
         );
         assert_eq!(
             (status, &listen["error"]["code"]),
-            (404, &json!(-32601)),
+            (406, &json!(-32600)),
             "{listen}"
         );
     }));

@@ -1,0 +1,451 @@
+//! Issue 19 item 2 over HTTP (docs/http.md "Subscriptions"): in the 2026-07-28 era,
+//! `subscriptions/listen` POSTed to `patchdiff-mcp serve` is answered with an SSE stream, the
+//! real process over real HTTP against a real PostgreSQL: the acknowledgment honors only targets
+//! the token's role may read, a commit in another session arrives as
+//! `notifications/resources/updated` within a bound and a rolled-back one never does, another
+//! tenant's target is neither acknowledged nor announced, a revoked grant goes silent, the
+//! stream caps refuse before anything is held, closing the connection releases the stream's
+//! LISTEN session at once, SIGTERM ends the stream with its result, and the contract's profiles
+//! and the legacy eras still refuse to subscribe over HTTP.
+//!
+//! Environment: `PATCHDIFF_TEST_DSN` (a superuser connection string to a database with
+//! pg_patchdiff) and `PATCHDIFF_MCP_BIN`.
+
+use patchdiff_tests::http::{ListenRequest, ListenStream};
+use patchdiff_tests::roles::unique;
+use patchdiff_tests::stdio::mcp_bin;
+use patchdiff_tests::{call, connect, initialize_target};
+use serde_json::{Value, json};
+use std::io::BufReader;
+use std::os::unix::fs::PermissionsExt;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+use tokio_postgres::Client;
+
+const MODERN: &str = "2026-07-28";
+const ID_KEY: &str = "io.modelcontextprotocol/subscriptionId";
+/// How long an update may take to arrive (the feed's median is about a millisecond).
+const BOUND: Duration = Duration::from_secs(10);
+/// How long a stream must stay silent to count as not announcing something.
+const QUIET: Duration = Duration::from_millis(1500);
+
+fn dsn() -> String {
+    std::env::var("PATCHDIFF_TEST_DSN").expect("PATCHDIFF_TEST_DSN")
+}
+
+fn uri(id: &str) -> String {
+    format!("patchdiff://targets/{id}")
+}
+
+/// A running `patchdiff-mcp serve`, logged in as the superuser with an `application_name` of its
+/// own (its LISTEN sessions are counted by it).
+struct Endpoint {
+    child: Child,
+    url: String,
+    app: String,
+    dir: std::path::PathBuf,
+    _stderr: BufReader<std::process::ChildStderr>,
+}
+
+impl Endpoint {
+    fn start(profile: &str, tokens: &[(&str, &str)], args: &[&str]) -> Endpoint {
+        let dir = std::env::temp_dir().join(unique("patchdiff-http-feed"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("tokens");
+        let text: String = tokens.iter().map(|(t, r)| format!("{t} {r}\n")).collect();
+        std::fs::write(&file, text).unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let app = unique("http_feed");
+        let mut child = Command::new(mcp_bin())
+            .args(["serve", "--listen", "127.0.0.1:0", "--tokens"])
+            .arg(&file)
+            .args(args)
+            .env(
+                "PATCHDIFF_DATABASE_URL",
+                format!("{} application_name={app}", dsn()),
+            )
+            .env("PATCHDIFF_MCP_PROFILE", profile)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("patchdiff-mcp serve");
+        let mut stderr = BufReader::new(child.stderr.take().unwrap());
+        let url = patchdiff_tests::http::listening_url(&mut stderr);
+        Endpoint {
+            child,
+            url,
+            app,
+            dir,
+            _stderr: stderr,
+        }
+    }
+
+    fn listen(
+        &self,
+        token: &str,
+        id: Value,
+        targets: &[&str],
+    ) -> Result<ListenStream, (u16, Value)> {
+        let uris: Vec<String> = targets.iter().map(|t| uri(t)).collect();
+        ListenRequest {
+            url: &self.url,
+            token,
+            accept: Some("application/json, text/event-stream"),
+            id,
+            resource_subscriptions: &uris,
+        }
+        .open()
+    }
+
+    /// A POST of one JSON-RPC request; (status, body).
+    fn post(&self, token: &str, era: &str, method: &str, params: Value) -> (u16, Value) {
+        let mut params = params;
+        let mut r = ureq::post(&self.url)
+            .set("Content-Type", "application/json")
+            .set("Accept", "application/json, text/event-stream")
+            .set("Authorization", &format!("Bearer {token}"))
+            .set("MCP-Protocol-Version", era);
+        if era == MODERN {
+            params["_meta"] = json!({"io.modelcontextprotocol/protocolVersion": MODERN,
+                                     "io.modelcontextprotocol/clientCapabilities": {}});
+            r = r.set("Mcp-Method", method);
+        }
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+        let resp = match r.send_string(&body.to_string()) {
+            Ok(resp) => resp,
+            Err(ureq::Error::Status(_, resp)) => resp,
+            Err(e) => panic!("POST: {e}"),
+        };
+        let status = resp.status();
+        let text = resp.into_string().unwrap_or_default();
+        (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+    }
+
+    /// The sessions of this endpoint that LISTEN (one per open stream that watches a target).
+    async fn listening_sessions(&self) -> i64 {
+        connect(&dsn())
+            .await
+            .unwrap()
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND query LIKE '%LISTEN patchdiff%'",
+                &[&self.app],
+            )
+            .await
+            .unwrap()
+            .get(0)
+    }
+
+    /// Waits up to 5 s for `n` listening sessions; the count last seen.
+    async fn await_listening_sessions(&self, n: i64) -> i64 {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let seen = self.listening_sessions().await;
+            if seen == n || Instant::now() > deadline {
+                return seen;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+impl Drop for Endpoint {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A session of the superuser acting as `role` (`SET ROLE`), as the endpoint's requests do.
+async fn as_role(role: &str) -> Client {
+    let c = connect(&dsn()).await.unwrap();
+    c.batch_execute(&format!("SET ROLE {role}")).await.unwrap();
+    c
+}
+
+fn edit(target: &str, version: i64, old: &str, new: &str) -> Value {
+    json!({"target_file_id": target, "expected_target_version": version, "intent": "http feed",
+           "edits": [{"match": old, "replace": new}]})
+}
+
+async fn submit(c: &Client, target: &str, version: i64, old: &str, new: &str) {
+    let r = call(
+        c,
+        "patchdiff_submit_edits",
+        &edit(target, version, old, new),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r["status"], "accepted", "{r}");
+}
+
+/// An update of `target` on stream `id`, within [`BOUND`]; how long it took.
+fn expect_update(s: &ListenStream, id: &Value, target: &str, since: Instant) -> Duration {
+    let n = s
+        .next(BOUND)
+        .unwrap_or_else(|| panic!("no update of {target} within {BOUND:?}"));
+    let took = since.elapsed();
+    assert_eq!(n["method"], "notifications/resources/updated", "{n}");
+    assert_eq!(n["params"]["uri"], uri(target), "{n}");
+    assert_eq!(&n["params"]["_meta"][ID_KEY], id, "{n}");
+    took
+}
+
+fn expect_quiet(s: &ListenStream, what: &str) {
+    if let Some(n) = s.next(QUIET) {
+        panic!("announced {what}: {n}");
+    }
+}
+
+/// Item 2 over HTTP: acknowledgment, an update per commit of another session within a bound,
+/// none for a rollback, none of another tenant's target, none once the grant is revoked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn listen_over_http_announces_commits_the_tokens_role_may_see() {
+    if patchdiff_tests::not_through_a_router(
+        &dsn(),
+        "the change feed is per shard until the coordinator's relay lands: a front end on the router hears no NOTIFY (docs/scale-out.md)",
+    )
+    .await
+    {
+        return;
+    }
+    let su = connect(&dsn()).await.unwrap();
+    let (alice, bob) = (unique("sse_alice"), unique("sse_bob"));
+    su.batch_execute(&format!(
+        "CREATE ROLE {alice} NOLOGIN; CREATE ROLE {bob} NOLOGIN"
+    ))
+    .await
+    .unwrap();
+    let (a, b) = (as_role(&alice).await, as_role(&bob).await);
+    let mine = initialize_target(&a, "sse-mine.md", "one two\n")
+        .await
+        .unwrap();
+    let secret = initialize_target(&b, "sse-secret.md", "b b b\n")
+        .await
+        .unwrap();
+    let shared = initialize_target(&b, "sse-shared.md", "s s s\n")
+        .await
+        .unwrap();
+    let g = call(
+        &b,
+        "patchdiff_grant",
+        &json!({"target_file_id": shared, "role": alice, "privilege": "read"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(g["status"], "ok", "{g}");
+    let token = "sse-alice-token-0123456789";
+    let e = Endpoint::start("extended", &[(token, &alice)], &[]);
+    let (status, d) = e.post(token, MODERN, "server/discover", json!({}));
+    assert_eq!(status, 200, "{d}");
+    assert_eq!(
+        d["result"]["capabilities"]["resources"],
+        json!({"subscribe": true}),
+        "{d}"
+    );
+
+    let id = json!("alice-1");
+    let s = e
+        .listen(token, id.clone(), &[&mine, &shared, &secret, "not-a-uuid"])
+        .expect("a stream");
+    assert!(
+        s.headers
+            .iter()
+            .any(|(k, v)| k == "content-type" && v == "text/event-stream"),
+        "{:?}",
+        s.headers
+    );
+    let ack = s.next(BOUND).expect("the acknowledgment");
+    assert_eq!(
+        ack["method"], "notifications/subscriptions/acknowledged",
+        "{ack}"
+    );
+    assert_eq!(&ack["params"]["_meta"][ID_KEY], &id, "{ack}");
+    // Bob's secret (and the malformed URI) are left out, as unknown targets are.
+    assert_eq!(
+        ack["params"]["notifications"],
+        json!({"resourceSubscriptions": [uri(&mine), uri(&shared)]}),
+        "{ack}"
+    );
+
+    // A commit in another session: one update, within the bound.
+    let t = Instant::now();
+    submit(&a, &mine, 0, "one", "ONE").await;
+    let took = expect_update(&s, &id, &mine, t);
+    eprintln!("update after commit: {took:?}");
+    // A rolled-back acceptance announces nothing (NOTIFY is delivered at COMMIT only).
+    a.batch_execute("BEGIN").await.unwrap();
+    let r = call(&a, "patchdiff_submit_edits", &edit(&mine, 1, "two", "TWO"))
+        .await
+        .unwrap();
+    assert_eq!(r["status"], "accepted", "{r}");
+    a.batch_execute("ROLLBACK").await.unwrap();
+    expect_quiet(&s, "a rolled-back acceptance");
+    // Another tenant's target: nothing; a target shared with alice: announced.
+    submit(&b, &secret, 0, "b b b", "b b").await;
+    expect_quiet(&s, "another tenant's target");
+    let t = Instant::now();
+    submit(&b, &shared, 0, "s s s", "S").await;
+    expect_update(&s, &id, &shared, t);
+    // Revoked: checked as the token's role before each update, so silent from now on.
+    let r = call(
+        &b,
+        "patchdiff_revoke",
+        &json!({"target_file_id": shared, "role": alice}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r["status"], "ok", "{r}");
+    submit(&b, &shared, 1, "S", "s").await;
+    expect_quiet(&s, "a target whose grant was revoked");
+    // ... while its own target is still heard.
+    let t = Instant::now();
+    submit(&a, &mine, 1, "two", "2").await;
+    expect_update(&s, &id, &mine, t);
+}
+
+/// Item 2 bounds over HTTP (docs/http.md "Subscriptions"): a stream holds one LISTEN session;
+/// beyond `--max-streams-per-role` a listen is refused 429 and beyond `--max-streams` 503, both
+/// with a JSON-RPC error and nothing held; closing a connection releases its session at once;
+/// an `Accept` without `text/event-stream` is refused 406; SIGTERM ends a stream with its result.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streams_are_capped_released_on_close_and_ended_by_sigterm() {
+    let su = connect(&dsn()).await.unwrap();
+    let target = initialize_target(&su, "sse-caps.md", "caps\n")
+        .await
+        .unwrap();
+    let token = "sse-caps-token-0123456789";
+
+    // Per role: 1.
+    let e = Endpoint::start(
+        "extended",
+        &[(token, "postgres")],
+        &["--max-streams-per-role", "1"],
+    );
+    let first = e.listen(token, json!(1), &[&target]).expect("a stream");
+    assert_eq!(
+        first.next(BOUND).expect("the acknowledgment")["method"],
+        "notifications/subscriptions/acknowledged"
+    );
+    assert_eq!(e.await_listening_sessions(1).await, 1);
+    let Err((status, refused)) = e.listen(token, json!(2), &[&target]) else {
+        panic!("a second stream of the role was served");
+    };
+    assert_eq!(status, 429, "{refused}");
+    assert_eq!(refused["id"], 2, "{refused}");
+    assert_eq!(refused["error"]["code"], -32603, "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("--max-streams-per-role"),
+        "{refused}"
+    );
+    // Nothing held by the refusal.
+    assert_eq!(e.listening_sessions().await, 1);
+    // Closing the connection ends the stream and its LISTEN session at once; the place is free.
+    first.close();
+    assert_eq!(e.await_listening_sessions(0).await, 0);
+    let again = e
+        .listen(token, json!(3), &[&target])
+        .expect("a stream after the close");
+    assert!(again.next(BOUND).is_some());
+    again.close();
+    assert_eq!(e.await_listening_sessions(0).await, 0);
+    // Accept must allow the SSE response.
+    let Err((status, refused)) = ListenRequest {
+        url: &e.url,
+        token,
+        accept: Some("application/json"),
+        id: json!(4),
+        resource_subscriptions: &[uri(&target)],
+    }
+    .open() else {
+        panic!("a stream without text/event-stream in Accept");
+    };
+    assert_eq!(
+        (status, &refused["error"]["code"]),
+        (406, &json!(-32600)),
+        "{refused}"
+    );
+    drop(e);
+
+    // In all: 1, and SIGTERM.
+    let mut e = Endpoint::start("extended", &[(token, "postgres")], &["--max-streams", "1"]);
+    let s = e.listen(token, json!("x"), &[&target]).expect("a stream");
+    assert!(s.next(BOUND).is_some());
+    let Err((status, refused)) = e.listen(token, json!("y"), &[&target]) else {
+        panic!("a stream over the server's cap was served");
+    };
+    assert_eq!(status, 503, "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("--max-streams"),
+        "{refused}"
+    );
+    assert_eq!(e.listening_sessions().await, 1);
+    let ok = Command::new("kill")
+        .args(["-TERM", &e.child.id().to_string()])
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(ok, "kill -TERM");
+    let end = s.next(BOUND).expect("the stream's last message");
+    assert_eq!(end["id"], "x", "{end}");
+    assert_eq!(end["result"]["_meta"][ID_KEY], "x", "{end}");
+    assert!(s.next(BOUND).is_none(), "the stream did not end");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while e.child.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < deadline, "the server did not stop");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(e.child.try_wait().unwrap().unwrap().success());
+    assert_eq!(e.await_listening_sessions(0).await, 0);
+}
+
+/// Item 2 and the contract over HTTP: the six contract profiles answer `subscriptions/listen`
+/// and `server/discover` as before (no resources), and the legacy eras' subscriptions, which
+/// need an HTTP session, stay refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn contract_profiles_and_legacy_eras_still_refuse_to_subscribe_over_http() {
+    let su = connect(&dsn()).await.unwrap();
+    let target = initialize_target(&su, "sse-contract.md", "c\n")
+        .await
+        .unwrap();
+    let token = "sse-contract-token-0123456789";
+    for profile in ["full", "editor", "observed_v2"] {
+        let e = Endpoint::start(profile, &[(token, "postgres")], &[]);
+        let (_, d) = e.post(token, MODERN, "server/discover", json!({}));
+        assert_eq!(d["result"]["capabilities"], json!({"tools": {}}), "{d}");
+        let Err((status, r)) = e.listen(token, json!(1), &[&target]) else {
+            panic!("the {profile} profile served a listen stream");
+        };
+        assert_eq!((status, &r["error"]["code"]), (404, &json!(-32601)), "{r}");
+        assert_eq!(e.listening_sessions().await, 0);
+    }
+    let e = Endpoint::start("extended", &[(token, "postgres")], &[]);
+    let (_, init) = e.post(
+        token,
+        "2025-11-25",
+        "initialize",
+        json!({"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}),
+    );
+    assert_eq!(
+        init["result"]["capabilities"]["resources"],
+        json!({"subscribe": false, "listChanged": false}),
+        "{init}"
+    );
+    let (status, r) = e.post(
+        token,
+        "2025-11-25",
+        "resources/subscribe",
+        json!({"uri": uri(&target)}),
+    );
+    assert_eq!((status, &r["error"]["code"]), (200, &json!(-32601)), "{r}");
+    let m = r["error"]["message"].as_str().unwrap();
+    assert!(
+        m.contains("Mcp-Session-Id") && m.contains("subscriptions/listen"),
+        "{r}"
+    );
+}
