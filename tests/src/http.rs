@@ -20,8 +20,9 @@ pub fn listening_url(stderr: &mut BufReader<ChildStderr>) -> String {
 /// which is how a client cancels on this transport.
 pub struct ListenStream {
     socket: std::net::TcpStream,
-    /// Every JSON-RPC message of the stream, in order; closed when the server ends the response.
-    pub events: std::sync::mpsc::Receiver<serde_json::Value>,
+    /// Every JSON-RPC message of the stream, in order, stamped when it was read; closed when the
+    /// server ends the response.
+    pub events: std::sync::mpsc::Receiver<(std::time::Instant, serde_json::Value)>,
     /// The response's headers, names in lowercase.
     pub headers: Vec<(String, String)>,
 }
@@ -101,7 +102,7 @@ impl ListenRequest<'_> {
                 let Ok(line) = line else { return };
                 if let Some(data) = line.strip_prefix("data: ") {
                     let v = serde_json::from_str(data).expect("an SSE data line of JSON");
-                    if tx.send(v).is_err() {
+                    if tx.send((std::time::Instant::now(), v)).is_err() {
                         return;
                     }
                 }
@@ -118,6 +119,14 @@ impl ListenRequest<'_> {
 impl ListenStream {
     /// The next message within `within`.
     pub fn next(&self, within: std::time::Duration) -> Option<serde_json::Value> {
+        self.next_stamped(within).map(|(_, v)| v)
+    }
+
+    /// The next message within `within`, and when it was read.
+    pub fn next_stamped(
+        &self,
+        within: std::time::Duration,
+    ) -> Option<(std::time::Instant, serde_json::Value)> {
         self.events.recv_timeout(within).ok()
     }
 
