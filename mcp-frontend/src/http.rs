@@ -935,6 +935,33 @@ mod tests {
     }
 
     #[test]
+    fn listen_needs_an_accept_that_allows_sse() {
+        let with = |v: &str| {
+            let mut h = HeaderMap::new();
+            h.insert(header::ACCEPT, HeaderValue::from_str(v).unwrap());
+            accepts_sse(&h)
+        };
+        assert!(!accepts_sse(&HeaderMap::new()));
+        for yes in [
+            "application/json, text/event-stream",
+            "text/event-stream",
+            "TEXT/EVENT-STREAM;q=0.5",
+            "text/*",
+            "*/*",
+        ] {
+            assert!(with(yes), "{yes}");
+        }
+        for no in [
+            "application/json",
+            "text/event-stream;q=0",
+            "text/event-stream; q=0.0, application/json",
+            "text/html",
+        ] {
+            assert!(!with(no), "{no}");
+        }
+    }
+
+    #[test]
     fn mcp_name_values_decode() {
         assert_eq!(
             header_value("patchdiff_read_target").as_deref(),
