@@ -132,6 +132,15 @@ async fn serve() {
     }
 }
 
+/// The value of a count option: a positive number.
+fn positive(option: &str, value: &str) -> Result<usize, String> {
+    value
+        .parse()
+        .ok()
+        .filter(|n| *n >= 1)
+        .ok_or_else(|| format!("{option} must be a positive number"))
+}
+
 /// `patchdiff-mcp serve --listen ADDR ...`: Streamable HTTP (docs/http.md).
 async fn serve_http(args: &[String]) {
     let started = async {
@@ -151,27 +160,9 @@ async fn serve_http(args: &[String]) {
             match a.as_str() {
                 "--listen" => listen = Some(value()?),
                 "--tokens" => tokens = Some(value()?),
-                "--connections" => {
-                    connections = value()?
-                        .parse()
-                        .ok()
-                        .filter(|n| *n >= 1)
-                        .ok_or("--connections must be a positive number")?
-                }
-                "--max-streams" => {
-                    max_streams = value()?
-                        .parse()
-                        .ok()
-                        .filter(|n| *n >= 1)
-                        .ok_or("--max-streams must be a positive number")?
-                }
-                "--max-streams-per-role" => {
-                    max_streams_per_role = value()?
-                        .parse()
-                        .ok()
-                        .filter(|n| *n >= 1)
-                        .ok_or("--max-streams-per-role must be a positive number")?
-                }
+                "--connections" => connections = positive(a, &value()?)?,
+                "--max-streams" => max_streams = positive(a, &value()?)?,
+                "--max-streams-per-role" => max_streams_per_role = positive(a, &value()?)?,
                 "--queue-ms" => {
                     queue_ms = value()?
                         .parse()
