@@ -759,7 +759,8 @@ async fn stream(
         tokio::select! {
             () = tx.closed() => break "the client closed it".into(),
             _ = async { stopping.wait_for(|stop| *stop).await.is_ok() } => {
-                let _ = tx.send(sse_event(&server::listen_ended(&id))).await;
+                // Not awaited: a client that stopped reading must not hold up the shutdown.
+                let _ = tx.try_send(sse_event(&server::listen_ended(&id)));
                 break "the server is stopping".into();
             }
             _ = keepalive.tick() => {
