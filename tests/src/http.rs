@@ -25,6 +25,8 @@ pub struct ListenStream {
     pub events: std::sync::mpsc::Receiver<(std::time::Instant, serde_json::Value)>,
     /// The response's headers, names in lowercase.
     pub headers: Vec<(String, String)>,
+    /// The SSE comment lines (keep-alives) read so far.
+    pub comments: std::sync::Arc<std::sync::atomic::AtomicUsize>,
 }
 
 /// What a listen POST sends besides its body: the token, the `Accept` header (or none).
@@ -95,11 +97,16 @@ impl ListenRequest<'_> {
             ));
         }
         let (tx, events) = std::sync::mpsc::channel();
+        let comments = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let seen = comments.clone();
         std::thread::spawn(move || {
             // Chunk-size lines of the chunked encoding are not `data:` lines; each event is
             // written as one chunk, so no `data:` line is split.
             for line in reader.lines() {
                 let Ok(line) = line else { return };
+                if line.starts_with(':') {
+                    seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                }
                 if let Some(data) = line.strip_prefix("data: ") {
                     let v = serde_json::from_str(data).expect("an SSE data line of JSON");
                     if tx.send((std::time::Instant::now(), v)).is_err() {
@@ -112,6 +119,7 @@ impl ListenRequest<'_> {
             socket,
             events,
             headers,
+            comments,
         })
     }
 }

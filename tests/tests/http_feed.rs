@@ -404,6 +404,33 @@ async fn streams_are_capped_released_on_close_and_ended_by_sigterm() {
     assert_eq!(e.await_listening_sessions(0).await, 0);
 }
 
+/// Item 2 bounds over HTTP: an idle stream gets an SSE comment every 15 s (so a client that
+/// vanished is noticed when a write fails, and a proxy keeps the stream open), and nothing else.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_streams_get_a_keep_alive_comment_every_15_s() {
+    let su = connect(&dsn()).await.unwrap();
+    let target = initialize_target(&su, "sse-idle.md", "idle\n")
+        .await
+        .unwrap();
+    let token = "sse-idle-token-0123456789";
+    let e = Endpoint::start("extended", &[(token, "postgres")], &[]);
+    let s = e.listen(token, json!(1), &[&target]).expect("a stream");
+    assert!(s.next(BOUND).is_some(), "the acknowledgment");
+    let comments = || s.comments.load(std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(comments(), 0);
+    assert!(s.next(Duration::from_secs(14)).is_none());
+    assert_eq!(comments(), 0, "a keep-alive before 15 s");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while comments() == 0 {
+        assert!(Instant::now() < deadline, "no keep-alive within 19 s");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        s.next(Duration::from_millis(100)).is_none(),
+        "a message with it"
+    );
+}
+
 /// Item 2 and the contract over HTTP: the six contract profiles answer `subscriptions/listen`
 /// and `server/discover` as before (no resources), and the legacy eras' subscriptions, which
 /// need an HTTP session, stay refused.
