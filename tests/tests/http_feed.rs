@@ -156,6 +156,37 @@ impl Drop for Endpoint {
     }
 }
 
+/// Whether the change feed cannot be heard here (a router, until the coordinator's relay lands).
+async fn feed_not_here() -> bool {
+    patchdiff_tests::not_through_a_router(
+        &dsn(),
+        "the change feed is per shard until the coordinator's relay lands: a front end on the router hears no NOTIFY (docs/scale-out.md)",
+    )
+    .await
+}
+
+/// A superuser session and a new target of it.
+async fn superuser_target(name: &str, text: &str) -> (Client, String) {
+    let su = connect(&dsn()).await.unwrap();
+    let target = initialize_target(&su, name, text).await.unwrap();
+    (su, target)
+}
+
+/// The token every test endpoint of one test gives the superuser.
+const SU_TOKEN: &str = "sse-superuser-token-0123456789";
+
+/// An `extended` endpoint with [`SU_TOKEN`] and an acknowledged stream `id` watching `target`.
+fn acknowledged_stream(target: &str, id: Value) -> (Endpoint, ListenStream) {
+    let e = Endpoint::start("extended", &[(SU_TOKEN, "postgres")], &[]);
+    let s = e.listen(SU_TOKEN, id, &[target]).expect("a stream");
+    let ack = s.next(BOUND).expect("the acknowledgment");
+    assert_eq!(
+        ack["method"], "notifications/subscriptions/acknowledged",
+        "{ack}"
+    );
+    (e, s)
+}
+
 /// A session of the superuser acting as `role` (`SET ROLE`), as the endpoint's requests do.
 async fn as_role(role: &str) -> Client {
     let c = connect(&dsn()).await.unwrap();
@@ -201,12 +232,7 @@ fn expect_quiet(s: &ListenStream, what: &str) {
 /// none for a rollback, none of another tenant's target, none once the grant is revoked.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn listen_over_http_announces_commits_the_tokens_role_may_see() {
-    if patchdiff_tests::not_through_a_router(
-        &dsn(),
-        "the change feed is per shard until the coordinator's relay lands: a front end on the router hears no NOTIFY (docs/scale-out.md)",
-    )
-    .await
-    {
+    if feed_not_here().await {
         return;
     }
     let su = connect(&dsn()).await.unwrap();
@@ -310,11 +336,8 @@ async fn listen_over_http_announces_commits_the_tokens_role_may_see() {
 /// an `Accept` without `text/event-stream` is refused 406; SIGTERM ends a stream with its result.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn streams_are_capped_released_on_close_and_ended_by_sigterm() {
-    let su = connect(&dsn()).await.unwrap();
-    let target = initialize_target(&su, "sse-caps.md", "caps\n")
-        .await
-        .unwrap();
-    let token = "sse-caps-token-0123456789";
+    let (_su, target) = superuser_target("sse-caps.md", "caps\n").await;
+    let token = SU_TOKEN;
 
     // Per role: 1.
     let e = Endpoint::start(
@@ -408,23 +431,12 @@ async fn streams_are_capped_released_on_close_and_ended_by_sigterm() {
 /// told that its targets may have changed (an update of each), then hears commits again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lost_listening_session_reconnects_and_resyncs_the_stream() {
-    if patchdiff_tests::not_through_a_router(
-        &dsn(),
-        "the change feed is per shard until the coordinator's relay lands: a front end on the router hears no NOTIFY (docs/scale-out.md)",
-    )
-    .await
-    {
+    if feed_not_here().await {
         return;
     }
-    let su = connect(&dsn()).await.unwrap();
-    let target = initialize_target(&su, "sse-lost.md", "lost\n")
-        .await
-        .unwrap();
-    let token = "sse-lost-token-0123456789";
-    let e = Endpoint::start("extended", &[(token, "postgres")], &[]);
+    let (su, target) = superuser_target("sse-lost.md", "lost\n").await;
     let id = json!("lost");
-    let s = e.listen(token, id.clone(), &[&target]).expect("a stream");
-    assert!(s.next(BOUND).is_some(), "the acknowledgment");
+    let (e, s) = acknowledged_stream(&target, id.clone());
     assert_eq!(e.await_listening_sessions(1).await, 1);
     let ended: i64 = su
         .query_one(
@@ -447,14 +459,8 @@ async fn a_lost_listening_session_reconnects_and_resyncs_the_stream() {
 /// vanished is noticed when a write fails, and a proxy keeps the stream open), and nothing else.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_streams_get_a_keep_alive_comment_every_15_s() {
-    let su = connect(&dsn()).await.unwrap();
-    let target = initialize_target(&su, "sse-idle.md", "idle\n")
-        .await
-        .unwrap();
-    let token = "sse-idle-token-0123456789";
-    let e = Endpoint::start("extended", &[(token, "postgres")], &[]);
-    let s = e.listen(token, json!(1), &[&target]).expect("a stream");
-    assert!(s.next(BOUND).is_some(), "the acknowledgment");
+    let (_su, target) = superuser_target("sse-idle.md", "idle\n").await;
+    let (_e, s) = acknowledged_stream(&target, json!(1));
     let comments = || s.comments.load(std::sync::atomic::Ordering::SeqCst);
     assert_eq!(comments(), 0);
     assert!(s.next(Duration::from_secs(14)).is_none());
@@ -475,11 +481,8 @@ async fn idle_streams_get_a_keep_alive_comment_every_15_s() {
 /// need an HTTP session, stay refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn contract_profiles_and_legacy_eras_still_refuse_to_subscribe_over_http() {
-    let su = connect(&dsn()).await.unwrap();
-    let target = initialize_target(&su, "sse-contract.md", "c\n")
-        .await
-        .unwrap();
-    let token = "sse-contract-token-0123456789";
+    let (_su, target) = superuser_target("sse-contract.md", "c\n").await;
+    let token = SU_TOKEN;
     for profile in ["full", "editor", "observed_v2"] {
         let e = Endpoint::start(profile, &[(token, "postgres")], &[]);
         let (_, d) = e.post(token, MODERN, "server/discover", json!({}));
