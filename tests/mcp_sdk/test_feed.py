@@ -2,13 +2,15 @@
 stdio against a real PostgreSQL: in the `extended` profile a client lists and reads targets as
 resources and subscribes to one, in the legacy era (`resources/subscribe`, the update through
 `message_handler`) and in 2026-07-28 (`Client.listen`); an acceptance made by another session
-reaches it as `notifications/resources/updated`.
+reaches it as `notifications/resources/updated`; and the same 2026-07-28 listen over Streamable
+HTTP (`patchdiff-mcp serve`, the response an SSE stream: docs/http.md "Subscriptions").
 
 Through a PL/Proxy router (PATCHDIFF_TEST_DSN is the router in the test command's router step)
 the front end listens on every partition's database (docs/scale-out.md), and the same tests run.
 """
 
 import asyncio
+import os
 
 from mcp import ClientSession
 from mcp.client.stdio import stdio_client

@@ -6,7 +6,8 @@
 //! tenant's target is neither acknowledged nor announced, a revoked grant goes silent, the
 //! stream caps refuse before anything is held, closing the connection releases the stream's
 //! LISTEN session at once, SIGTERM ends the stream with its result, and the contract's profiles
-//! and the legacy eras still refuse to subscribe over HTTP.
+//! and the legacy eras still refuse to subscribe over HTTP. Through a PL/Proxy router the same
+//! tests run: the front end listens on every partition's database (docs/scale-out.md).
 //!
 //! Environment: `PATCHDIFF_TEST_DSN` (a superuser connection string to a database with
 //! pg_patchdiff) and `PATCHDIFF_MCP_BIN`.
@@ -121,18 +122,28 @@ impl Endpoint {
         (status, serde_json::from_str(&text).unwrap_or(Value::Null))
     }
 
-    /// The sessions of this endpoint that LISTEN (one per open stream that watches a target).
+    /// The sessions of this endpoint that LISTEN, in every cluster (through a router the
+    /// front end listens on each partition's database: [`per_stream`] sessions a stream).
     async fn listening_sessions(&self) -> i64 {
-        connect(&dsn())
-            .await
-            .unwrap()
-            .query_one(
-                "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND query LIKE '%LISTEN patchdiff%'",
-                &[&self.app],
-            )
-            .await
-            .unwrap()
-            .get(0)
+        self.on_listening_sessions("count(*)").await
+    }
+
+    /// `aggregate` over this endpoint's LISTEN sessions, summed over every cluster.
+    async fn on_listening_sessions(&self, aggregate: &str) -> i64 {
+        let mut n = 0;
+        for cluster in clusters().await {
+            n += connect(&cluster)
+                .await
+                .unwrap()
+                .query_one(
+                    &format!("SELECT {aggregate} FROM pg_stat_activity WHERE application_name = $1 AND query LIKE '%LISTEN patchdiff%'"),
+                    &[&self.app],
+                )
+                .await
+                .unwrap()
+                .get::<_, i64>(0);
+        }
+        n
     }
 
     /// Waits up to 5 s for `n` listening sessions; the count last seen.
@@ -156,13 +167,45 @@ impl Drop for Endpoint {
     }
 }
 
-/// Whether the change feed cannot be heard here (a router, until the coordinator's relay lands).
-async fn feed_not_here() -> bool {
-    patchdiff_tests::not_through_a_router(
-        &dsn(),
-        "the change feed is per shard until the coordinator's relay lands: a front end on the router hears no NOTIFY (docs/scale-out.md)",
+/// The test database's cluster and, behind a router, every shard cluster.
+async fn clusters() -> Vec<String> {
+    let mut all = vec![dsn()];
+    all.extend(patchdiff_tests::shard_clusters(&dsn()).await);
+    all
+}
+
+/// The LISTEN sessions one stream holds: one, or behind a router one per partition database.
+async fn per_stream() -> i64 {
+    let c = connect(&dsn()).await.unwrap();
+    if !patchdiff_tests::is_router(&c).await {
+        return 1;
+    }
+    c.query_one(
+        "SELECT count(*) FROM patchdiff_router.partition_conninfos()",
+        &[],
     )
     .await
+    .unwrap()
+    .get(0)
+}
+
+/// Roles that exist everywhere a call as them may run (behind a router, on every shard
+/// cluster too, where PL/Proxy logs in as them: docs/scale-out.md "Roles").
+async fn tenant_roles(names: &[&str]) {
+    let su = connect(&dsn()).await.unwrap();
+    for n in names {
+        su.batch_execute(&format!("CREATE ROLE {n} NOLOGIN"))
+            .await
+            .unwrap();
+    }
+    for cluster in patchdiff_tests::shard_clusters(&dsn()).await {
+        let c = connect(&cluster).await.unwrap();
+        for n in names {
+            c.batch_execute(&format!("CREATE ROLE {n} LOGIN"))
+                .await
+                .unwrap();
+        }
+    }
 }
 
 /// A superuser session and a new target of it.
@@ -232,16 +275,8 @@ fn expect_quiet(s: &ListenStream, what: &str) {
 /// none for a rollback, none of another tenant's target, none once the grant is revoked.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn listen_over_http_announces_commits_the_tokens_role_may_see() {
-    if feed_not_here().await {
-        return;
-    }
-    let su = connect(&dsn()).await.unwrap();
     let (alice, bob) = (unique("sse_alice"), unique("sse_bob"));
-    su.batch_execute(&format!(
-        "CREATE ROLE {alice} NOLOGIN; CREATE ROLE {bob} NOLOGIN"
-    ))
-    .await
-    .unwrap();
+    tenant_roles(&[&alice, &bob]).await;
     let (a, b) = (as_role(&alice).await, as_role(&bob).await);
     let mine = initialize_target(&a, "sse-mine.md", "one two\n")
         .await
@@ -299,13 +334,19 @@ async fn listen_over_http_announces_commits_the_tokens_role_may_see() {
     submit(&a, &mine, 0, "one", "ONE").await;
     let took = expect_update(&s, &id, &mine, t);
     eprintln!("update after commit: {took:?}");
-    // A rolled-back acceptance announces nothing (NOTIFY is delivered at COMMIT only).
-    a.batch_execute("BEGIN").await.unwrap();
-    let r = call(&a, "patchdiff_submit_edits", &edit(&mine, 1, "two", "TWO"))
+    // A rolled-back acceptance announces nothing (NOTIFY is delivered at COMMIT only). Through
+    // a router the caller's transaction runs on the target's partition.
+    let tx =
+        patchdiff_tests::caller_transaction_client(&dsn(), &mine, connect(&dsn()).await.unwrap())
+            .await;
+    tx.batch_execute(&format!("SET ROLE {alice}; BEGIN"))
+        .await
+        .unwrap();
+    let r = call(&tx, "patchdiff_submit_edits", &edit(&mine, 1, "two", "TWO"))
         .await
         .unwrap();
     assert_eq!(r["status"], "accepted", "{r}");
-    a.batch_execute("ROLLBACK").await.unwrap();
+    tx.batch_execute("ROLLBACK").await.unwrap();
     expect_quiet(&s, "a rolled-back acceptance");
     // Another tenant's target: nothing; a target shared with alice: announced.
     submit(&b, &secret, 0, "b b b", "b b").await;
@@ -350,7 +391,8 @@ async fn streams_are_capped_released_on_close_and_ended_by_sigterm() {
         first.next(BOUND).expect("the acknowledgment")["method"],
         "notifications/subscriptions/acknowledged"
     );
-    assert_eq!(e.await_listening_sessions(1).await, 1);
+    let per = per_stream().await;
+    assert_eq!(e.await_listening_sessions(per).await, per);
     let Err((status, refused)) = e.listen(token, json!(2), &[&target]) else {
         panic!("a second stream of the role was served");
     };
@@ -365,7 +407,7 @@ async fn streams_are_capped_released_on_close_and_ended_by_sigterm() {
         "{refused}"
     );
     // Nothing held by the refusal.
-    assert_eq!(e.listening_sessions().await, 1);
+    assert_eq!(e.listening_sessions().await, per);
     // Closing the connection ends the stream and its LISTEN session at once; the place is free.
     first.close();
     assert_eq!(e.await_listening_sessions(0).await, 0);
@@ -408,7 +450,7 @@ async fn streams_are_capped_released_on_close_and_ended_by_sigterm() {
             .contains("--max-streams"),
         "{refused}"
     );
-    assert_eq!(e.listening_sessions().await, 1);
+    assert_eq!(e.listening_sessions().await, per);
     let ok = Command::new("kill")
         .args(["-TERM", &e.child.id().to_string()])
         .status()
@@ -431,25 +473,18 @@ async fn streams_are_capped_released_on_close_and_ended_by_sigterm() {
 /// told that its targets may have changed (an update of each), then hears commits again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lost_listening_session_reconnects_and_resyncs_the_stream() {
-    if feed_not_here().await {
-        return;
-    }
     let (su, target) = superuser_target("sse-lost.md", "lost\n").await;
     let id = json!("lost");
     let (e, s) = acknowledged_stream(&target, id.clone());
-    assert_eq!(e.await_listening_sessions(1).await, 1);
-    let ended: i64 = su
-        .query_one(
-            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1 AND query LIKE '%LISTEN patchdiff%'",
-            &[&e.app],
-        )
-        .await
-        .unwrap()
-        .get(0);
-    assert_eq!(ended, 1);
+    let per = per_stream().await;
+    assert_eq!(e.await_listening_sessions(per).await, per);
+    let ended = e
+        .on_listening_sessions("count(pg_terminate_backend(pid))")
+        .await;
+    assert_eq!(ended, per);
     // The resync: nothing was committed, but the gap might have hidden a change.
     expect_update(&s, &id, &target, Instant::now());
-    assert_eq!(e.await_listening_sessions(1).await, 1);
+    assert_eq!(e.await_listening_sessions(per).await, per);
     let t = Instant::now();
     submit(&su, &target, 0, "lost", "found").await;
     expect_update(&s, &id, &target, t);
