@@ -647,14 +647,7 @@ async fn tenancy(db: &str, a: &str, b: &str, password: &str) {
     let shared = initialize_target(&bc, "b-shared.md", "s s s\n")
         .await
         .unwrap();
-    let grant = call(
-        &bc,
-        "patchdiff_grant",
-        &json!({"target_file_id": shared, "role": a, "privilege": "read"}),
-    )
-    .await
-    .unwrap();
-    assert_eq!(grant["status"], "ok", "{grant}");
+    patchdiff_tests::share_read(&bc, &shared, a, true).await;
 
     let a_dsn = format!("{} dbname={db} user={a} password={password}", dsn());
     let (mut legacy, _) = Mcp::legacy(&a_dsn, "extended");
@@ -712,14 +705,7 @@ async fn tenancy(db: &str, a: &str, b: &str, password: &str) {
 
     // Revoked: the subscriptions remain, but the server checks access before each
     // notification, so A hears nothing more of it.
-    let r = call(
-        &bc,
-        "patchdiff_revoke",
-        &json!({"target_file_id": shared, "role": a}),
-    )
-    .await
-    .unwrap();
-    assert_eq!(r["status"], "ok", "{r}");
+    patchdiff_tests::share_read(&bc, &shared, a, false).await;
     call(&bc, "patchdiff_submit_edits", &edit(&shared, 1, "S", "s"))
         .await
         .unwrap();

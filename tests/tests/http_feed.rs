@@ -287,14 +287,7 @@ async fn listen_over_http_announces_commits_the_tokens_role_may_see() {
     let shared = initialize_target(&b, "sse-shared.md", "s s s\n")
         .await
         .unwrap();
-    let g = call(
-        &b,
-        "patchdiff_grant",
-        &json!({"target_file_id": shared, "role": alice, "privilege": "read"}),
-    )
-    .await
-    .unwrap();
-    assert_eq!(g["status"], "ok", "{g}");
+    patchdiff_tests::share_read(&b, &shared, &alice, true).await;
     let token = "sse-alice-token-0123456789";
     let e = Endpoint::start("extended", &[(token, &alice)], &[]);
     let (status, d) = e.post(token, MODERN, "server/discover", json!({}));
@@ -355,14 +348,7 @@ async fn listen_over_http_announces_commits_the_tokens_role_may_see() {
     submit(&b, &shared, 0, "s s s", "S").await;
     expect_update(&s, &id, &shared, t);
     // Revoked: checked as the token's role before each update, so silent from now on.
-    let r = call(
-        &b,
-        "patchdiff_revoke",
-        &json!({"target_file_id": shared, "role": alice}),
-    )
-    .await
-    .unwrap();
-    assert_eq!(r["status"], "ok", "{r}");
+    patchdiff_tests::share_read(&b, &shared, &alice, false).await;
     submit(&b, &shared, 1, "S", "s").await;
     expect_quiet(&s, "a target whose grant was revoked");
     // ... while its own target is still heard.
