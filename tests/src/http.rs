@@ -14,6 +14,22 @@ pub fn listening_url(stderr: &mut BufReader<ChildStderr>) -> String {
         .to_owned()
 }
 
+/// Sends a prepared request with `body`: its status and its body as JSON (`Null` when it is not
+/// JSON), an error status included.
+pub fn send(request: ureq::Request, body: &str) -> (u16, serde_json::Value) {
+    let resp = match request.send_string(body) {
+        Ok(resp) => resp,
+        Err(ureq::Error::Status(_, resp)) => resp,
+        Err(e) => panic!("{e}"),
+    };
+    let status = resp.status();
+    let text = resp.into_string().unwrap_or_default();
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or(serde_json::Value::Null),
+    )
+}
+
 /// A 2026-07-28 `subscriptions/listen` POST to `patchdiff-mcp serve` read as it streams (issue 19
 /// item 2, docs/http.md "Subscriptions"): the SSE events' JSON-RPC messages arrive on a channel
 /// as the server writes them; [`ListenStream::close`] (or dropping it) closes the connection,

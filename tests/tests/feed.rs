@@ -752,14 +752,7 @@ async fn http_serves_resources_and_subscribes_only_in_2026_07_28() {
         for (k, v) in headers {
             r = r.set(k, v);
         }
-        let resp = match r.send_string(&body.to_string()) {
-            Ok(resp) => resp,
-            Err(ureq::Error::Status(_, resp)) => resp,
-            Err(e) => panic!("POST: {e}"),
-        };
-        let status = resp.status();
-        let text = resp.into_string().unwrap_or_default();
-        (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+        patchdiff_tests::http::send(r, &body.to_string())
     };
     let legacy = |method: &str, params: Value| {
         post(

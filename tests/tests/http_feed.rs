@@ -112,14 +112,7 @@ impl Endpoint {
             r = r.set("Mcp-Method", method);
         }
         let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
-        let resp = match r.send_string(&body.to_string()) {
-            Ok(resp) => resp,
-            Err(ureq::Error::Status(_, resp)) => resp,
-            Err(e) => panic!("POST: {e}"),
-        };
-        let status = resp.status();
-        let text = resp.into_string().unwrap_or_default();
-        (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+        patchdiff_tests::http::send(r, &body.to_string())
     }
 
     /// The sessions of this endpoint that LISTEN, in every cluster (through a router the
