@@ -12,7 +12,10 @@
 //! same way, to the moment the event's `data:` line is read from the socket.
 //!
 //! cargo run --release -p patchdiff-tests --bin patchdiff-feed-bench -- --dsn 'host=... dbname=...' \
-//!     --mcp-bin target/release/patchdiff-mcp [--iterations 200] [--http]
+//!     --mcp-bin target/release/patchdiff-mcp [--iterations 200] [--http [--fanout N]]
+//!
+//! `--fanout N` adds one arm: N listen streams of one role on one endpoint, all on one target,
+//! each acceptance timed to the moment the last stream has its event.
 //!
 //! The DSN's role must be a superuser (`patchdiff.notify` is superuser-only).
 
@@ -141,8 +144,9 @@ async fn run_era(
 /// Where the notifications are read: the stdio server's stdout, or an SSE stream.
 enum Feed {
     Stdio(Mcp),
+    /// Every stream hears every acceptance; an acceptance counts as heard when the last one has.
     Http(
-        patchdiff_tests::http::ListenStream,
+        Vec<patchdiff_tests::http::ListenStream>,
         std::process::Child,
         std::path::PathBuf,
     ),
@@ -152,9 +156,18 @@ impl Feed {
     fn next(&self) -> Result<(Instant, Value), Err> {
         match self {
             Feed::Stdio(m) => m.next(),
-            Feed::Http(s, _, _) => s
-                .next_stamped(Duration::from_secs(10))
-                .ok_or_else(|| "no event within 10 s".into()),
+            Feed::Http(streams, _, _) => {
+                let mut last: Option<(Instant, Value)> = None;
+                for s in streams {
+                    let (t, v) = s
+                        .next_stamped(Duration::from_secs(10))
+                        .ok_or("no event within 10 s")?;
+                    if last.as_ref().is_none_or(|(l, _)| t > *l) {
+                        last = Some((t, v));
+                    }
+                }
+                last.ok_or_else(|| "no stream".into())
+            }
         }
     }
 }
@@ -169,9 +182,15 @@ impl Drop for Feed {
     }
 }
 
-/// `patchdiff-mcp serve` (profile `extended`, one token for the DSN's role) and a 2026-07-28
-/// listen stream on it for `uri`, acknowledged.
-fn listen_over_http(bin: &str, dsn: &str, role: &str, uri: &str) -> Result<Feed, Err> {
+/// `patchdiff-mcp serve` (profile `extended`, one token for the DSN's role) and `streams`
+/// 2026-07-28 listen streams on it for `uri`, each acknowledged.
+fn listen_over_http(
+    bin: &str,
+    dsn: &str,
+    role: &str,
+    uri: &str,
+    streams: usize,
+) -> Result<Feed, Err> {
     use std::os::unix::fs::PermissionsExt;
     let dir = std::env::temp_dir().join(format!("feed-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
@@ -182,6 +201,8 @@ fn listen_over_http(bin: &str, dsn: &str, role: &str, uri: &str) -> Result<Feed,
     let mut child = Command::new(bin)
         .args(["serve", "--listen", "127.0.0.1:0", "--tokens"])
         .arg(&tokens)
+        .args(["--max-streams", &streams.to_string()])
+        .args(["--max-streams-per-role", &streams.to_string()])
         .env("PATCHDIFF_DATABASE_URL", dsn)
         .env("PATCHDIFF_MCP_PROFILE", "extended")
         .env("PATCHDIFF_LOG", "warn")
@@ -192,25 +213,35 @@ fn listen_over_http(bin: &str, dsn: &str, role: &str, uri: &str) -> Result<Feed,
     let url = patchdiff_tests::http::listening_url(&mut stderr);
     // Kept reading, so the server never blocks on a full stderr pipe.
     std::thread::spawn(move || for _ in stderr.lines() {});
-    let stream = patchdiff_tests::http::ListenRequest {
-        url: &url,
-        token,
-        accept: Some("application/json, text/event-stream"),
-        id: json!(1),
-        resource_subscriptions: &[uri.to_owned()],
+    let mut open = Vec::new();
+    for i in 0..streams {
+        let stream = patchdiff_tests::http::ListenRequest {
+            url: &url,
+            token,
+            accept: Some("application/json, text/event-stream"),
+            id: json!(i),
+            resource_subscriptions: &[uri.to_owned()],
+        }
+        .open()
+        .map_err(|(status, body)| format!("listen refused: {status} {body}"))?;
+        let ack = stream
+            .next(Duration::from_secs(10))
+            .ok_or("no acknowledgment")?;
+        if ack["params"]["notifications"]["resourceSubscriptions"][0] != json!(uri) {
+            return Err(format!("listen not acknowledged: {ack}").into());
+        }
+        open.push(stream);
     }
-    .open()
-    .map_err(|(status, body)| format!("listen refused: {status} {body}"))?;
-    let feed = Feed::Http(stream, child, dir);
-    let (_, ack) = feed.next()?;
-    if ack["params"]["notifications"]["resourceSubscriptions"][0] != json!(uri) {
-        return Err(format!("listen not acknowledged: {ack}").into());
-    }
-    Ok(feed)
+    Ok(Feed::Http(open, child, dir))
 }
 
 /// 2026-07-28 listen over Streamable HTTP, timed like [`run_era`].
-async fn run_http(bin: &str, dsn: &str, iterations: usize) -> Result<(Vec<f64>, Vec<f64>), Err> {
+async fn run_http(
+    bin: &str,
+    dsn: &str,
+    iterations: usize,
+    streams: usize,
+) -> Result<(Vec<f64>, Vec<f64>), Err> {
     let writer = connect(dsn).await?;
     let role: String = writer
         .query_one("SELECT current_user::text", &[])
@@ -218,7 +249,7 @@ async fn run_http(bin: &str, dsn: &str, iterations: usize) -> Result<(Vec<f64>, 
         .get(0);
     let id = initialize_target(&writer, "feed-bench-http.txt", "x 0\n").await?;
     let uri = format!("patchdiff://targets/{id}");
-    let feed = listen_over_http(bin, dsn, &role, &uri)?;
+    let feed = listen_over_http(bin, dsn, &role, &uri, streams)?;
     submit_and_time(&writer, &id, &uri, &feed, iterations).await
 }
 
@@ -331,6 +362,7 @@ async fn main() -> Result<(), Err> {
     let mut bin = std::env::var("PATCHDIFF_MCP_BIN").ok();
     let mut iterations = 200usize;
     let mut http = false;
+    let mut fanout = 0usize;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -338,6 +370,7 @@ async fn main() -> Result<(), Err> {
             "--mcp-bin" => bin = args.next(),
             "--iterations" => iterations = args.next().ok_or("--iterations N")?.parse()?,
             "--http" => http = true,
+            "--fanout" => fanout = args.next().ok_or("--fanout N")?.parse()?,
             other => return Err(format!("unknown argument {other}").into()),
         }
     }
@@ -358,13 +391,26 @@ async fn main() -> Result<(), Err> {
                 &format!("round {round}, stdio listen: submit returned -> notification"),
                 commit,
             );
-            let (submit, commit) = run_http(&bin, &dsn, iterations).await?;
+            let (submit, commit) = run_http(&bin, &dsn, iterations, 1).await?;
             summary(
                 &format!("round {round}, HTTP SSE listen: submit start -> notification"),
                 submit,
             );
             summary(
                 &format!("round {round}, HTTP SSE listen: submit returned -> notification"),
+                commit,
+            );
+        }
+        if fanout > 1 {
+            // One endpoint, `fanout` streams of one role on one target: each acceptance is
+            // checked once per stream, on the endpoint's pool (16 connections).
+            let (submit, commit) = run_http(&bin, &dsn, iterations, fanout).await?;
+            summary(
+                &format!("HTTP SSE, {fanout} streams: submit start -> the last one's"),
+                submit,
+            );
+            summary(
+                &format!("HTTP SSE, {fanout} streams: submit returned -> the last one's"),
                 commit,
             );
         }
