@@ -61,7 +61,9 @@ cargo build --locked -p patchdiff-mcp
 export PATCHDIFF_MCP_BIN="$ROOT/target/debug/patchdiff-mcp"
 # Every suite of tests/tests, among them issue 19's: changesets.rs (atomic changesets over SQL
 # and over MCP in the extended profile), diffs.rs (patchdiff_diff against GNU diff, which Debian
-# always installs), files.rs (the files profile) and shards.rs (a changeset through the router).
+# always installs), files.rs (the files profile), shards.rs (a changeset through the router) and
+# http_feed.rs (subscriptions/listen over HTTP as an SSE stream; also through the router below,
+# where the front end listens on every partition's database).
 # changesets.rs spans partitions and diffs.rs makes a database of its own for its tenancy proof,
 # so neither is among the router's suites below.
 counted cargo test --locked -p patchdiff-tests
@@ -120,7 +122,7 @@ log "through the PL/Proxy router: the end-to-end suites, the golden transcripts,
 PATCHDIFF_TEST_DSN="$PATCHDIFF_ROUTER_DSN" counted cargo test --locked -p patchdiff-tests \
   --test contract_fidelity --test drift_evidence --test eras --test finalize --test fuzz_sql \
   --test golden \
-  --test feed --test fuzz_stdio --test hostile_input --test http --test incremental_observation \
+  --test feed --test fuzz_stdio --test hostile_input --test http --test http_feed --test incremental_observation \
   --test files --test mcp_stdio --test near_misses --test reliability_concurrency --test sql_concurrency \
   --test structural --test workspace
 PATCHDIFF_TEST_DSN="$PATCHDIFF_ROUTER_DSN" PATCHDIFF_TEST_MCP_URL="http://127.0.0.1:$((HTTP_PORT + 1))/mcp" \

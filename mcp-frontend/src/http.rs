@@ -1,18 +1,21 @@
 //! `patchdiff-mcp serve --listen ADDR`: the same server over Streamable HTTP, at `/mcp`, in both
 //! eras (docs/http.md, docs/eras.md). Each POST is one JSON-RPC message, answered with one JSON
-//! response (no SSE stream: no tool sends progress or server-initiated messages), without
-//! sessions. A bearer token from the token file names the PostgreSQL role every call of the
+//! response, without sessions; the one exception is 2026-07-28 `subscriptions/listen` in the
+//! `extended` profile, answered with an SSE stream of the change feed (issue 19 item 2, see
+//! [`listen`]). A bearer token from the token file names the PostgreSQL role every call of the
 //! request runs as (`SET ROLE` on a pooled connection of the login role), so the tenancy rules
 //! hold over HTTP exactly as over SQL.
 
 use crate::catalog::REVISIONS;
-use crate::config::Config;
+use crate::config::{Config, Profile};
 use crate::database::Db;
 use crate::modern::{self, MODERN};
-use crate::rpc::{self, INVALID_PARAMS, INVALID_REQUEST, Incoming, METHOD_NOT_FOUND};
-use crate::server::Server;
+use crate::rpc::{
+    self, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, Incoming, METHOD_NOT_FOUND,
+};
+use crate::server::{self, Server, Subscriptions};
 use axum::Router;
-use axum::body::Bytes;
+use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -20,11 +23,12 @@ use axum::routing::post;
 use serde::Deserialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tokio::sync::Semaphore;
+use tokio::sync::{Semaphore, SemaphorePermit, mpsc, watch};
 
 /// The tokens of the token file, each with the role its requests run as.
 pub struct Tokens {
@@ -118,7 +122,28 @@ pub struct Options {
     pub queue_wait: Duration,
     /// `Origin` values allowed besides loopback ones.
     pub allowed_origins: Vec<String>,
+    /// `subscriptions/listen` streams open at once, in all ([`MAX_STREAMS`] by default).
+    pub max_streams: usize,
+    /// ... and of one role ([`MAX_STREAMS_PER_ROLE`] by default).
+    pub max_streams_per_role: usize,
 }
+
+/// Default cap on the `subscriptions/listen` streams open at once (`--max-streams`). Each holds
+/// one PostgreSQL session (its LISTEN session) for as long as it is open, on top of the
+/// `--connections` pool, so the two together must stay within the server's `max_connections`.
+pub const MAX_STREAMS: usize = 64;
+
+/// Default cap on one role's open streams (`--max-streams-per-role`): one tenant cannot take
+/// every stream of the server.
+pub const MAX_STREAMS_PER_ROLE: usize = 16;
+
+/// An SSE comment is written on every stream this often: a proxy does not time the stream out,
+/// and a client that vanished without closing its connection is noticed when the writes fail.
+pub const KEEPALIVE: Duration = Duration::from_secs(15);
+
+/// SSE events of one stream waiting to be written to a client that is slow to read. When full,
+/// the stream waits, and its listening session's own queue (then a resync) absorbs the rest.
+const STREAM_QUEUE: usize = 64;
 
 struct Shared {
     config: Config,
@@ -131,6 +156,12 @@ struct Shared {
     allowed_origins: Vec<String>,
     /// Bound to a loopback address: `Host` must name loopback too (DNS rebinding).
     loopback: bool,
+    /// Open `subscriptions/listen` streams per role (their sum is the server's count).
+    streams: Mutex<HashMap<String, usize>>,
+    max_streams: usize,
+    max_streams_per_role: usize,
+    /// Becomes true when the server stops: every stream ends.
+    stopping: watch::Receiver<bool>,
 }
 
 /// Serves until SIGTERM or SIGINT, then finishes the calls in flight and returns.
@@ -142,6 +173,7 @@ pub async fn serve(config: Config, first: Db, options: Options) -> Result<(), St
     let tools = Arc::new(crate::server::active_tools(&config, &|name| {
         first.functions.contains(name)
     }));
+    let (stop, stopping) = watch::channel(false);
     let shared = Arc::new(Shared {
         config,
         tools,
@@ -151,6 +183,10 @@ pub async fn serve(config: Config, first: Db, options: Options) -> Result<(), St
         queue_wait: options.queue_wait,
         allowed_origins: options.allowed_origins,
         loopback: bound.ip().is_loopback(),
+        streams: Mutex::new(HashMap::new()),
+        max_streams: options.max_streams.max(1),
+        max_streams_per_role: options.max_streams_per_role.max(1),
+        stopping,
     });
     let app = Router::new()
         .route("/mcp", post(handle).get(not_allowed).delete(not_allowed))
@@ -159,29 +195,33 @@ pub async fn serve(config: Config, first: Db, options: Options) -> Result<(), St
     eprintln!("patchdiff-mcp: listening on http://{bound}/mcp");
     tracing::info!(%bound, "listening");
     axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown())
+        .with_graceful_shutdown(shutdown(stop))
         .await
         .map_err(|e| e.to_string())?;
     tracing::info!("stopped: every call in flight finished");
     Ok(())
 }
 
-async fn shutdown() {
+async fn shutdown(stop: watch::Sender<bool>) {
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .expect("installing the SIGTERM handler");
     tokio::select! {
         _ = term.recv() => {},
         _ = tokio::signal::ctrl_c() => {},
     }
-    tracing::info!("shutting down: no new connections, finishing the calls in flight");
+    tracing::info!(
+        "shutting down: no new connections, finishing the calls in flight, ending the listen streams"
+    );
+    // The streams end (each with its final response), so their responses finish too.
+    stop.send_replace(true);
 }
 
 /// GET (a standalone SSE stream) and DELETE (ending a session) do not exist here: no session,
-/// no server-initiated messages.
+/// no server-initiated messages outside the response to a request.
 async fn not_allowed() -> Response {
     let mut r = (
         StatusCode::METHOD_NOT_ALLOWED,
-        "patchdiff-mcp serves MCP with POST only: it keeps no sessions and sends no server-initiated messages\n",
+        "patchdiff-mcp serves MCP with POST only: it keeps no sessions; the change feed is a 2026-07-28 subscriptions/listen POST, answered with an SSE stream\n",
     )
         .into_response();
     r.headers_mut()
@@ -356,6 +396,7 @@ struct CallLog {
 /// One request, and its log line: every request gets one, refusals too (a 401 has no role, a
 /// body that is not JSON-RPC no method), so an operator sees a flood of refused tokens.
 async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response {
+    // A listen stream logs its own end (`stream ended`) after this line, which logs its start.
     let started = Instant::now();
     let mut log = CallLog::default();
     let response = answer(&shared, request, &mut log).await;
@@ -370,7 +411,7 @@ async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response
     response
 }
 
-async fn answer(shared: &Shared, request: Request, log: &mut CallLog) -> Response {
+async fn answer(shared: &Arc<Shared>, request: Request, log: &mut CallLog) -> Response {
     let headers = request.headers().clone();
     if let Some(origin) = header_str(&headers, "origin")
         && !origin_allowed(shared, origin)
@@ -472,20 +513,30 @@ async fn answer(shared: &Shared, request: Request, log: &mut CallLog) -> Respons
         })
         .flatten()
         .unwrap_or_default();
+    if matches!(era, Era::Modern)
+        && method == "subscriptions/listen"
+        && shared.config.profile == Profile::Extended
+    {
+        return listen(shared, &headers, &role, id, body).await;
+    }
     call(shared, &era, &role, &body).await
 }
 
-/// One request on a pooled connection as `role`: a free connection within `queue_wait`, or 503.
-async fn call(shared: &Shared, era: &Era, role: &str, body: &[u8]) -> Response {
-    let Ok(Ok(_permit)) = tokio::time::timeout(shared.queue_wait, shared.permits.acquire()).await
-    else {
+/// A pooled connection as `role` and its permit: a free connection within `wait`, else the
+/// refusal to answer (503).
+async fn checkout<'a>(
+    shared: &'a Shared,
+    role: &str,
+    wait: Duration,
+) -> Result<(SemaphorePermit<'a>, Db), Response> {
+    let Ok(Ok(permit)) = tokio::time::timeout(wait, shared.permits.acquire()).await else {
         let mut r = plain(
             StatusCode::SERVICE_UNAVAILABLE,
             "every database connection of this server is busy: retry shortly",
         );
         r.headers_mut()
             .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-        return r;
+        return Err(r);
     };
     let pooled = shared.pool.lock().expect("the pool lock").pop();
     let mut db = match pooled {
@@ -494,31 +545,302 @@ async fn call(shared: &Shared, era: &Era, role: &str, body: &[u8]) -> Response {
             Ok(db) => db,
             Err(why) => {
                 tracing::error!(error = why, "cannot open a database connection");
-                return unavailable(&why);
+                return Err(unavailable(&why));
             }
         },
     };
     if let Err(why) = db.assume_role(role).await {
         // Never used again: its role is not known to be the one asked for.
         tracing::error!(role, error = why, "SET ROLE failed");
-        return unavailable(&why);
+        return Err(unavailable(&why));
     }
-    let mut server = Server::with_tools(shared.config.clone(), db, shared.tools.clone());
-    server = match era {
+    Ok((permit, db))
+}
+
+/// A server on a pooled connection as `role`, in `era`.
+fn server_for(shared: &Shared, era: &Era, db: Db) -> Server {
+    let server = Server::with_tools(shared.config.clone(), db, shared.tools.clone());
+    match era {
+        Era::Modern if shared.config.profile == Profile::Extended => {
+            server.on_modern().listening_over_http()
+        }
         Era::Modern => server.on_modern(),
         Era::Legacy(r) => server.on_legacy_revision(r),
         Era::Handshake => server,
+    }
+}
+
+fn checkin(shared: &Shared, db: Db) {
+    shared.pool.lock().expect("the pool lock").push(db);
+}
+
+/// One request on a pooled connection as `role`: a free connection within `queue_wait`, or 503.
+async fn call(shared: &Shared, era: &Era, role: &str, body: &[u8]) -> Response {
+    let (_permit, db) = match checkout(shared, role, shared.queue_wait).await {
+        Ok(c) => c,
+        Err(refused) => return refused,
     };
+    let mut server = server_for(shared, era, db);
     let reply = server.handle_message(body).await;
-    shared
-        .pool
-        .lock()
-        .expect("the pool lock")
-        .push(server.into_db());
+    checkin(shared, server.into_db());
     let Some(line) = reply else {
         return StatusCode::ACCEPTED.into_response();
     };
     json(status_of(era, &line), line)
+}
+
+/// A place among the open streams, given back when its stream ends (the stream's task owns it).
+struct StreamSlot {
+    shared: Arc<Shared>,
+    role: String,
+}
+
+impl Drop for StreamSlot {
+    fn drop(&mut self) {
+        let mut open = self.shared.streams.lock().expect("the streams lock");
+        if let Some(n) = open.get_mut(&self.role) {
+            *n -= 1;
+            if *n == 0 {
+                open.remove(&self.role);
+            }
+        }
+    }
+}
+
+/// A place for one more stream of `role`, or the cap that refuses it (with its HTTP status).
+fn reserve(shared: &Arc<Shared>, role: &str) -> Result<StreamSlot, (StatusCode, String)> {
+    let mut open = shared.streams.lock().expect("the streams lock");
+    let total: usize = open.values().sum();
+    if total >= shared.max_streams {
+        return Err((
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "Subscription limit reached: this server has {total} subscriptions/listen streams open, the most it serves (--max-streams); nothing was subscribed: retry later"
+            ),
+        ));
+    }
+    let mine = open.get(role).copied().unwrap_or(0);
+    if mine >= shared.max_streams_per_role {
+        return Err((
+            StatusCode::TOO_MANY_REQUESTS,
+            format!(
+                "Subscription limit reached: this token's role has {mine} subscriptions/listen streams open, the most one role may (--max-streams-per-role); nothing was subscribed: close one first"
+            ),
+        ));
+    }
+    *open.entry(role.to_owned()).or_insert(0) += 1;
+    Ok(StreamSlot {
+        shared: shared.clone(),
+        role: role.to_owned(),
+    })
+}
+
+/// Whether the `Accept` header allows an SSE response (`text/event-stream`, `text/*` or `*/*`,
+/// not with `q=0`).
+fn accepts_sse(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|range| {
+            let mut parts = range.split(';');
+            let media = parts.next().unwrap_or("").trim();
+            let refused = parts.any(|p| {
+                p.trim()
+                    .strip_prefix("q=")
+                    .is_some_and(|q| q.trim().parse::<f32>().is_ok_and(|q| q <= 0.0))
+            });
+            !refused
+                && (media.eq_ignore_ascii_case("text/event-stream")
+                    || media.eq_ignore_ascii_case("text/*")
+                    || media == "*/*")
+        })
+}
+
+/// One JSON-RPC message as an SSE event (each line this server writes is one line of ASCII).
+fn sse_event(line: &str) -> Bytes {
+    Bytes::from(format!("event: message\ndata: {line}\n\n"))
+}
+
+/// The SSE comment written every [`KEEPALIVE`].
+const KEEPALIVE_COMMENT: &[u8] = b": keep-alive\n\n";
+
+/// 2026-07-28 `subscriptions/listen` over HTTP (issue 19 item 2; docs/http.md
+/// "Subscriptions"). The request is checked and acknowledged exactly as over stdio, on a pooled
+/// connection as the token's role (an error answers with one JSON response, as any request);
+/// then the response is an SSE stream: the acknowledgment, one `notifications/resources/updated`
+/// per change of a watched target the role may still read (checked as the role, on a pooled
+/// connection taken for that moment), an SSE comment every [`KEEPALIVE`]. Between changes the
+/// stream holds only its LISTEN session. It ends when the client closes it (the only way to
+/// cancel on this transport) or the server stops (then with the request's result). Events carry
+/// no IDs: a stream is not resumed, a client listens again and reads again.
+async fn listen(
+    shared: &Arc<Shared>,
+    headers: &HeaderMap,
+    role: &str,
+    id: Value,
+    body: Bytes,
+) -> Response {
+    if !accepts_sse(headers) {
+        return refusal(
+            StatusCode::NOT_ACCEPTABLE,
+            &id,
+            INVALID_REQUEST,
+            "Invalid Request: subscriptions/listen is answered with an SSE stream: the Accept header must allow text/event-stream",
+            None,
+        );
+    }
+    // Capped before anything is held: a refused stream costs no session.
+    let slot = match reserve(shared, role) {
+        Ok(slot) => slot,
+        Err((status, why)) => {
+            tracing::warn!(role, why, "listen refused");
+            let mut r = refusal(status, &id, INTERNAL_ERROR, &why, None);
+            r.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
+            return r;
+        }
+    };
+    let (permit, db) = match checkout(shared, role, shared.queue_wait).await {
+        Ok(c) => c,
+        Err(refused) => return refused,
+    };
+    let mut server = server_for(shared, &Era::Modern, db).for_stream(Subscriptions::default());
+    let reply = server.handle_message(&body).await;
+    let subs = server.take_subscriptions();
+    checkin(shared, server.into_db());
+    drop(permit);
+    let Some(ack) = reply else {
+        return StatusCode::ACCEPTED.into_response();
+    };
+    if !server::is_acknowledgment(&ack) {
+        return json(status_of(&Era::Modern, &ack), ack);
+    }
+    let (tx, rx) = mpsc::channel::<Bytes>(STREAM_QUEUE);
+    if tx.try_send(sse_event(&ack)).is_err() {
+        return unavailable("the stream could not start");
+    }
+    tokio::spawn(stream(shared.clone(), slot, id, subs, tx));
+    // The body ends when the stream's task drops its sender; hyper drops the body (and so the
+    // receiver, which the task notices at once) when the client goes away.
+    let events = futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv()
+            .await
+            .map(|event| (Ok::<_, std::convert::Infallible>(event), rx))
+    });
+    let mut r = Body::from_stream(events).into_response();
+    let h = r.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    h.insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("no-cache, no-transform"),
+    );
+    h.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    r
+}
+
+/// One open stream, until the client goes, the server stops, or the feed cannot go on.
+async fn stream(
+    shared: Arc<Shared>,
+    slot: StreamSlot,
+    id: Value,
+    mut subs: Subscriptions,
+    tx: mpsc::Sender<Bytes>,
+) {
+    let started = Instant::now();
+    let mut stopping = shared.stopping.clone();
+    let mut keepalive =
+        tokio::time::interval_at(tokio::time::Instant::now() + KEEPALIVE, KEEPALIVE);
+    let ended: String = loop {
+        tokio::select! {
+            () = tx.closed() => break "the client closed it".into(),
+            _ = async { stopping.wait_for(|stop| *stop).await.is_ok() } => {
+                // Not awaited: a client that stopped reading must not hold up the shutdown.
+                let _ = tx.try_send(sse_event(&server::listen_ended(&id)));
+                break "the server is stopping".into();
+            }
+            _ = keepalive.tick() => {
+                if tx.send(Bytes::from_static(KEEPALIVE_COMMENT)).await.is_err() {
+                    break "the client closed it".into();
+                }
+            }
+            signal = server::next_signal(&mut subs) => {
+                let (back, events) = deliver(&shared, &slot.role, subs, signal).await;
+                subs = back;
+                match events {
+                    Ok(events) => {
+                        let mut gone = false;
+                        for e in events {
+                            gone = gone || tx.send(e).await.is_err();
+                        }
+                        if gone {
+                            break "the client closed it".into();
+                        }
+                    }
+                    Err(why) => {
+                        let line = rpc::error_line(
+                            &id,
+                            INTERNAL_ERROR,
+                            &format!("Internal error: the change feed stopped ({why}); listen again, then read the resources again"),
+                        );
+                        let _ = tx.send(sse_event(&line)).await;
+                        break why;
+                    }
+                }
+            }
+        }
+    };
+    // The listening session closes with `subs`, the place among the streams with `slot`.
+    drop(subs);
+    tracing::info!(
+        method = "subscriptions/listen",
+        role = slot.role,
+        ended,
+        s = format_args!("{:.1}", started.elapsed().as_secs_f64()),
+        "stream ended"
+    );
+}
+
+/// A change feed signal for one stream: the update events to send (each checked as `role` on a
+/// pooled connection taken for this moment), and the subscriptions back.
+async fn deliver(
+    shared: &Shared,
+    role: &str,
+    subs: Subscriptions,
+    signal: Option<crate::feed::Signal>,
+) -> (Subscriptions, Result<Vec<Bytes>, String>) {
+    if signal.is_none() {
+        return (subs, Err("its listening session ended".into()));
+    }
+    let (permit, db) = match checkout(shared, role, KEEPALIVE).await {
+        Ok(c) => c,
+        Err(_) => {
+            return (
+                subs,
+                Err("no database connection to check access with".into()),
+            );
+        }
+    };
+    let mut server = server_for(shared, &Era::Modern, db).for_stream(subs);
+    let mut out = Vec::new();
+    let written = server.deliver(signal, &mut out).await;
+    let subs = server.take_subscriptions();
+    checkin(shared, server.into_db());
+    drop(permit);
+    if let Err(e) = written {
+        return (subs, Err(e.to_string()));
+    }
+    let text = String::from_utf8_lossy(&out);
+    let events = text
+        .split('\n')
+        .filter(|l| !l.is_empty())
+        .map(sse_event)
+        .collect();
+    (subs, Ok(events))
 }
 
 /// A JSON-RPC error's HTTP status: on 2026-07-28, 404 for an unknown method and 400 for a
@@ -610,6 +932,33 @@ mod tests {
         }
         for h in ["evil.example", "localhost.evil.example:80", "127.0.0.2", ""] {
             assert!(!is_loopback_host(h), "{h}");
+        }
+    }
+
+    #[test]
+    fn listen_needs_an_accept_that_allows_sse() {
+        let with = |v: &str| {
+            let mut h = HeaderMap::new();
+            h.insert(header::ACCEPT, HeaderValue::from_str(v).unwrap());
+            accepts_sse(&h)
+        };
+        assert!(!accepts_sse(&HeaderMap::new()));
+        for yes in [
+            "application/json, text/event-stream",
+            "text/event-stream",
+            "TEXT/EVENT-STREAM;q=0.5",
+            "text/*",
+            "*/*",
+        ] {
+            assert!(with(yes), "{yes}");
+        }
+        for no in [
+            "application/json",
+            "text/event-stream;q=0",
+            "text/event-stream; q=0.0, application/json",
+            "text/html",
+        ] {
+            assert!(!with(no), "{no}");
         }
     }
 

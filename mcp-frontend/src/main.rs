@@ -5,6 +5,7 @@
 const HELP: &str = "\
 usage: patchdiff-mcp                 serve MCP (JSON-RPC over stdin/stdout)
        patchdiff-mcp serve --listen ADDR [--tokens FILE] [--connections N] [--queue-ms MS]
+                           [--max-streams N] [--max-streams-per-role N]
                                      serve MCP over Streamable HTTP at http://ADDR/mcp
                                      (docs/http.md: bearer tokens from FILE, or
                                      PATCHDIFF_MCP_TOKENS_FILE, each naming a PostgreSQL role)
@@ -131,6 +132,15 @@ async fn serve() {
     }
 }
 
+/// The value of a count option: a positive number.
+fn positive(option: &str, value: &str) -> Result<usize, String> {
+    value
+        .parse()
+        .ok()
+        .filter(|n| *n >= 1)
+        .ok_or_else(|| format!("{option} must be a positive number"))
+}
+
 /// `patchdiff-mcp serve --listen ADDR ...`: Streamable HTTP (docs/http.md).
 async fn serve_http(args: &[String]) {
     let started = async {
@@ -138,6 +148,8 @@ async fn serve_http(args: &[String]) {
         let mut tokens = std::env::var("PATCHDIFF_MCP_TOKENS_FILE").ok();
         let mut connections = 16usize;
         let mut queue_ms = 5_000u64;
+        let mut max_streams = patchdiff_mcp::http::MAX_STREAMS;
+        let mut max_streams_per_role = patchdiff_mcp::http::MAX_STREAMS_PER_ROLE;
         let mut it = args.iter();
         while let Some(a) = it.next() {
             let mut value = || {
@@ -148,13 +160,9 @@ async fn serve_http(args: &[String]) {
             match a.as_str() {
                 "--listen" => listen = Some(value()?),
                 "--tokens" => tokens = Some(value()?),
-                "--connections" => {
-                    connections = value()?
-                        .parse()
-                        .ok()
-                        .filter(|n| *n >= 1)
-                        .ok_or("--connections must be a positive number")?
-                }
+                "--connections" => connections = positive(a, &value()?)?,
+                "--max-streams" => max_streams = positive(a, &value()?)?,
+                "--max-streams-per-role" => max_streams_per_role = positive(a, &value()?)?,
                 "--queue-ms" => {
                     queue_ms = value()?
                         .parse()
@@ -205,6 +213,8 @@ async fn serve_http(args: &[String]) {
                 connections,
                 queue_wait: std::time::Duration::from_millis(queue_ms),
                 allowed_origins,
+                max_streams,
+                max_streams_per_role,
             },
         ))
     };

@@ -19,6 +19,7 @@ use std::collections::BTreeMap;
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt};
 
 mod resources;
+pub(crate) use resources::{Subscriptions, is_acknowledgment, listen_ended};
 
 /// What the server tells a host about using it, once, at initialization.
 const INSTRUCTIONS: &str = "PatchDIFF edits documents as guarded transactions. Read first (read_target, read_lines, find_occurrences) and pass the version (or hash) you read as a guard; on a rejection, re-read before proposing again and link the retry with parent_pdcp_log_id. Offsets are Unicode code points. Use client_request_id to recover a lost response by resending the identical call.";
@@ -46,8 +47,11 @@ pub struct Server {
     /// The files profile's knowledge of the files it served (docs/files.md).
     pub(crate) files: crate::files::Files,
     /// Whether the connection stays open so the server can send notifications on it (stdio,
-    /// [`Server::serve`]); a single HTTP request cannot subscribe.
+    /// [`Server::serve`], or one HTTP `subscriptions/listen` stream: [`Server::for_stream`]).
     streaming: bool,
+    /// An HTTP request of an endpoint that answers 2026-07-28 `subscriptions/listen` with an SSE
+    /// stream: `server/discover` says so, though this one request is no stream.
+    listens_over_http: bool,
     /// Resource subscriptions (the `extended` profile: issue 19 item 2).
     subs: resources::Subscriptions,
 }
@@ -171,8 +175,30 @@ impl Server {
             workspace: None,
             files: crate::files::Files::default(),
             streaming: false,
+            listens_over_http: false,
             subs: resources::Subscriptions::default(),
         }
+    }
+
+    /// An HTTP request of the 2026-07-28 era on an endpoint that serves `subscriptions/listen`
+    /// as an SSE stream (crate::http).
+    pub fn listening_over_http(mut self) -> Server {
+        self.listens_over_http = true;
+        self
+    }
+
+    /// One HTTP `subscriptions/listen` stream's turn on a pooled connection: its subscriptions
+    /// (and their listening session) carried in, to be taken out again with
+    /// [`Server::take_subscriptions`] before the connection goes back to the pool.
+    pub(crate) fn for_stream(mut self, subs: Subscriptions) -> Server {
+        self.streaming = true;
+        self.subs = subs;
+        self
+    }
+
+    /// The subscriptions, out of this server (see [`Server::for_stream`]).
+    pub(crate) fn take_subscriptions(&mut self) -> Subscriptions {
+        std::mem::take(&mut self.subs)
     }
 
     /// A legacy connection already on `revision`: what a transport without a connection of its
@@ -1126,7 +1152,7 @@ enum Line {
 }
 
 /// The change feed's next signal, or never when nothing is watched.
-async fn next_signal(subs: &mut resources::Subscriptions) -> Option<feed::Signal> {
+pub(crate) async fn next_signal(subs: &mut resources::Subscriptions) -> Option<feed::Signal> {
     match subs.listener() {
         Some(l) => l.recv().await,
         None => std::future::pending().await,

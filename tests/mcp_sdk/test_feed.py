@@ -2,13 +2,15 @@
 stdio against a real PostgreSQL: in the `extended` profile a client lists and reads targets as
 resources and subscribes to one, in the legacy era (`resources/subscribe`, the update through
 `message_handler`) and in 2026-07-28 (`Client.listen`); an acceptance made by another session
-reaches it as `notifications/resources/updated`.
+reaches it as `notifications/resources/updated`; and the same 2026-07-28 listen over Streamable
+HTTP (`patchdiff-mcp serve`, the response an SSE stream: docs/http.md "Subscriptions").
 
 Through a PL/Proxy router (PATCHDIFF_TEST_DSN is the router in the test command's router step)
 the front end listens on every partition's database (docs/scale-out.md), and the same tests run.
 """
 
 import asyncio
+import os
 
 from mcp import ClientSession
 from mcp.client.stdio import stdio_client
@@ -100,3 +102,51 @@ def test_sdk_modern_client_listens_and_hears_an_acceptance():
             assert read.contents[0].text == "ONE two\n"
 
     asyncio.run(body())
+
+
+def test_sdk_modern_client_listens_over_http_and_hears_an_acceptance(tmp_path):
+    """Issue 19 item 2 over Streamable HTTP (docs/http.md "Subscriptions"): the SDK's HTTP
+    client, in 2026-07-28, sees resources.subscribe in server/discover, Client.listen is
+    answered with an SSE stream whose acknowledgment names the URI, and another session's
+    acceptance arrives as a ResourceUpdated event; closing the listen ends the stream."""
+    import subprocess
+
+    import httpx2
+    from mcp.client.client import Client
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.client.subscriptions import ResourceUpdated
+
+    token = "sdk-listen-token-0123456789"
+    tokens = tmp_path / "tokens"
+    tokens.write_text(f"{token} postgres\n")
+    tokens.chmod(0o600)
+    proc = subprocess.Popen(
+        [os.environ["PATCHDIFF_MCP_BIN"], "serve", "--listen", "127.0.0.1:0", "--tokens", str(tokens)],
+        env={"PATCHDIFF_DATABASE_URL": os.environ["PATCHDIFF_TEST_DSN"], "PATCHDIFF_MCP_PROFILE": "extended",
+             "PATH": os.environ.get("PATH", "")},
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stderr.readline()
+        assert line.startswith("patchdiff-mcp: listening on "), line
+        url = line.strip().removeprefix("patchdiff-mcp: listening on ")
+
+        async def body():
+            target = await create("red green\n")
+            uri = f"patchdiff://targets/{target}"
+            async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}) as http:
+                transport = streamable_http_client(url, http_client=http, terminate_on_close=False)
+                async with Client(transport, mode="auto") as client:
+                    assert client.protocol_version == "2026-07-28"
+                    assert client.server_capabilities.resources.subscribe is True
+                    async with client.listen(resource_subscriptions=[uri]) as sub:
+                        assert list(sub.honored.resource_subscriptions) == [uri]
+                        await edit(target, 0, "red", "RED")
+                        event = await asyncio.wait_for(sub.__aiter__().__anext__(), 10)
+                        assert isinstance(event, ResourceUpdated) and str(event.uri) == uri
+                    read = await client.read_resource(uri)
+                    assert read.contents[0].text == "RED green\n"
+
+        asyncio.run(body())
+    finally:
+        proc.terminate()
+        proc.wait(10)

@@ -197,6 +197,24 @@ pub async fn call(
     Ok(serde_json::from_str(&text).expect("pg_patchdiff returned invalid JSON"))
 }
 
+/// Grants `role` read access to `target` (`patchdiff_grant`), or with `read: false` revokes it
+/// (`patchdiff_revoke`), as `client`, the target's owner; panics unless it is done.
+pub async fn share_read(client: &impl GenericClient, target: &str, role: &str, read: bool) {
+    let (function, args) = if read {
+        (
+            "patchdiff_grant",
+            serde_json::json!({"target_file_id": target, "role": role, "privilege": "read"}),
+        )
+    } else {
+        (
+            "patchdiff_revoke",
+            serde_json::json!({"target_file_id": target, "role": role}),
+        )
+    };
+    let r = call(client, function, &args).await.unwrap();
+    assert_eq!(r["status"], "ok", "{function}: {r}");
+}
+
 /// Initializes a target with `content` and returns its `target_file_id`.
 pub async fn initialize_target(
     client: &impl GenericClient,

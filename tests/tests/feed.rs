@@ -647,14 +647,7 @@ async fn tenancy(db: &str, a: &str, b: &str, password: &str) {
     let shared = initialize_target(&bc, "b-shared.md", "s s s\n")
         .await
         .unwrap();
-    let grant = call(
-        &bc,
-        "patchdiff_grant",
-        &json!({"target_file_id": shared, "role": a, "privilege": "read"}),
-    )
-    .await
-    .unwrap();
-    assert_eq!(grant["status"], "ok", "{grant}");
+    patchdiff_tests::share_read(&bc, &shared, a, true).await;
 
     let a_dsn = format!("{} dbname={db} user={a} password={password}", dsn());
     let (mut legacy, _) = Mcp::legacy(&a_dsn, "extended");
@@ -712,14 +705,7 @@ async fn tenancy(db: &str, a: &str, b: &str, password: &str) {
 
     // Revoked: the subscriptions remain, but the server checks access before each
     // notification, so A hears nothing more of it.
-    let r = call(
-        &bc,
-        "patchdiff_revoke",
-        &json!({"target_file_id": shared, "role": a}),
-    )
-    .await
-    .unwrap();
-    assert_eq!(r["status"], "ok", "{r}");
+    patchdiff_tests::share_read(&bc, &shared, a, false).await;
     call(&bc, "patchdiff_submit_edits", &edit(&shared, 1, "S", "s"))
         .await
         .unwrap();
@@ -729,11 +715,12 @@ async fn tenancy(db: &str, a: &str, b: &str, password: &str) {
     assert_eq!(r["error"]["code"], -32002, "{r}");
 }
 
-/// Item 2 over HTTP (docs/http.md): resources are served as the token's role, but the endpoint
-/// has no stream to send notifications on, so both ways of subscribing are refused and the
-/// capabilities say so; the contract's profiles are unchanged there too.
+/// Item 2 over HTTP (docs/http.md): resources are served as the token's role; the legacy
+/// subscription needs an HTTP session, which the endpoint does not keep, so it is refused and
+/// the legacy capabilities say so, while 2026-07-28 advertises `subscriptions/listen` (answered
+/// with an SSE stream: tests/tests/http_feed.rs), refused 406 when `Accept` does not allow one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn http_serves_resources_but_refuses_subscriptions() {
+async fn http_serves_resources_and_subscribes_only_in_2026_07_28() {
     use std::io::BufReader;
     use std::os::unix::fs::PermissionsExt;
     let w = connect(&dsn()).await.unwrap();
@@ -765,14 +752,7 @@ async fn http_serves_resources_but_refuses_subscriptions() {
         for (k, v) in headers {
             r = r.set(k, v);
         }
-        let resp = match r.send_string(&body.to_string()) {
-            Ok(resp) => resp,
-            Err(ureq::Error::Status(_, resp)) => resp,
-            Err(e) => panic!("POST: {e}"),
-        };
-        let status = resp.status();
-        let text = resp.into_string().unwrap_or_default();
-        (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+        patchdiff_tests::http::send(r, &body.to_string())
     };
     let legacy = |method: &str, params: Value| {
         post(
@@ -810,13 +790,16 @@ async fn http_serves_resources_but_refuses_subscriptions() {
         let (_, sub) = legacy("resources/subscribe", json!({"uri": uri(&id)}));
         assert_eq!(sub["error"]["code"], -32601, "{sub}");
         assert!(
-            sub["error"]["message"].as_str().unwrap().contains("stdio"),
+            sub["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("Mcp-Session-Id"),
             "{sub}"
         );
         let (_, d) = modern("server/discover", json!({}), None);
         assert_eq!(
             d["result"]["capabilities"],
-            json!({"tools": {}, "resources": {}}),
+            json!({"tools": {}, "resources": {"subscribe": true}}),
             "{d}"
         );
         let u = uri(&id);
@@ -829,14 +812,20 @@ async fn http_serves_resources_but_refuses_subscriptions() {
             (400, &json!(-32020)),
             "{mismatch}"
         );
-        let (status, listen) = modern(
-            "subscriptions/listen",
-            json!({"notifications": {"resourceSubscriptions": [u]}}),
-            None,
+        // An Accept that does not allow an SSE response.
+        let mut params = json!({"notifications": {"resourceSubscriptions": [u]}});
+        params["_meta"] = modern_meta();
+        let (status, listen) = post(
+            &[
+                ("MCP-Protocol-Version", MODERN),
+                ("Mcp-Method", "subscriptions/listen"),
+                ("Accept", "application/json"),
+            ],
+            json!({"jsonrpc": "2.0", "id": 1, "method": "subscriptions/listen", "params": params}),
         );
         assert_eq!(
             (status, &listen["error"]["code"]),
-            (404, &json!(-32601)),
+            (406, &json!(-32600)),
             "{listen}"
         );
     }));

@@ -4,10 +4,11 @@
 //!
 //! - `resources/list` pages through `patchdiff_list_targets`, `resources/read` reads through
 //!   `patchdiff_get_target`, so a role sees exactly the targets the API lets it see.
-//! - Subscriptions need a connection that stays open, which only stdio is here: legacy
-//!   `resources/subscribe` / `resources/unsubscribe`, and the 2026-07-28 era's
-//!   `subscriptions/listen`, ended by `notifications/cancelled`. Over HTTP (one JSON response
-//!   per request, no stream) they are refused (docs/http.md).
+//! - Subscriptions need a stream to send notifications on: over stdio, legacy
+//!   `resources/subscribe` / `resources/unsubscribe` and the 2026-07-28 era's
+//!   `subscriptions/listen` (ended by `notifications/cancelled`); over HTTP only
+//!   `subscriptions/listen`, whose response is an SSE stream (crate::http, docs/http.md). The
+//!   legacy ways need an HTTP session, which the endpoint does not keep: refused there.
 //! - A change is announced to a subscriber only after a read through the API as the
 //!   connection's role says it may still see the target.
 
@@ -81,10 +82,11 @@ impl Server {
         self.config.profile == Profile::Extended
     }
 
-    /// The `resources` capability: subscriptions only where the connection stays open.
+    /// The `resources` capability: subscriptions only where a stream can carry them (stdio; in
+    /// 2026-07-28 also HTTP, which answers `subscriptions/listen` with an SSE stream).
     pub(super) fn resources_capability(&self) -> Value {
         if self.era == super::Era::Modern {
-            if self.streaming {
+            if self.streaming || self.listens_over_http {
                 json!({"subscribe": true})
             } else {
                 json!({})
@@ -255,13 +257,17 @@ impl Server {
     }
 
     fn refuse_without_stream(&self, method: &str) -> Refusal {
-        (
-            METHOD_NOT_FOUND,
+        let message = if self.era == super::Era::Modern {
             format!(
-                "Method not found: {method} needs a connection that stays open to send notifications on; this Streamable HTTP endpoint answers each request with one JSON response and has no stream. Subscribe over stdio (docs/http.md)."
-            ),
-            None,
-        )
+                "Method not found: {method} is answered with a stream of notifications, which this request cannot carry (docs/http.md)."
+            )
+        } else {
+            format!(
+                "Method not found: {method} needs an HTTP session (Mcp-Session-Id and a GET stream) to send notifications on, and this Streamable HTTP endpoint keeps no sessions. Subscribe over stdio, or with MCP {} subscriptions/listen over HTTP (docs/http.md).",
+                modern::MODERN
+            )
+        };
+        (METHOD_NOT_FOUND, message, None)
     }
 
     /// Starts the listening session if none runs, and tells it what is watched now.
@@ -433,8 +439,9 @@ impl Server {
     }
 
     /// Tells every subscriber of a changed target (or, on a resync, of every watched target)
-    /// that may still read it: one line per subscription, written between responses.
-    pub(super) async fn deliver<W: AsyncWrite + Unpin>(
+    /// that may still read it: one line per subscription, written between responses (stdio) or
+    /// as one SSE event each (crate::http).
+    pub(crate) async fn deliver<W: AsyncWrite + Unpin>(
         &mut self,
         first: Option<Signal>,
         output: &mut W,
@@ -496,6 +503,27 @@ impl Server {
         }
         Ok(())
     }
+}
+
+/// Whether an answer line of `subscriptions/listen` is its acknowledgment (the stream goes on)
+/// rather than an error (the request is over).
+pub(crate) fn is_acknowledgment(line: &str) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Line<'a> {
+        #[serde(borrow, default)]
+        method: Option<&'a str>,
+    }
+    serde_json::from_str::<Line>(line)
+        .is_ok_and(|l| l.method == Some("notifications/subscriptions/acknowledged"))
+}
+
+/// The response that ends a 2026-07-28 listen stream on purpose (the server is stopping): the
+/// subscription's result, stamped with its ID, so a client knows the end was deliberate.
+pub(crate) fn listen_ended(id: &Value) -> String {
+    rpc::result_line(
+        id,
+        modern::complete(json!({"_meta": {SUBSCRIPTION_ID_KEY: id}})),
+    )
 }
 
 /// A 2026-07-28 result with its caching hints.

@@ -7,8 +7,15 @@
 //!
 //! It also measures what the announcement costs a one-edit submission (`notify_cost`).
 //!
+//! With `--http` it measures instead the same 2026-07-28 listen over stdio and over Streamable
+//! HTTP (`patchdiff-mcp serve`, the response an SSE stream: docs/http.md "Subscriptions"), the
+//! same way, to the moment the event's `data:` line is read from the socket.
+//!
 //! cargo run --release -p patchdiff-tests --bin patchdiff-feed-bench -- --dsn 'host=... dbname=...' \
-//!     --mcp-bin target/release/patchdiff-mcp [--iterations 200]
+//!     --mcp-bin target/release/patchdiff-mcp [--iterations 200] [--http [--fanout N]]
+//!
+//! `--fanout N` adds one arm: N listen streams of one role on one endpoint, all on one target,
+//! each acceptance timed to the moment the last stream has its event.
 //!
 //! The DSN's role must be a superuser (`patchdiff.notify` is superuser-only).
 
@@ -131,19 +138,142 @@ async fn run_era(
             return Err(format!("subscribe failed: {r}").into());
         }
     }
+    submit_and_time(&writer, &id, &uri, &Feed::Stdio(m), iterations).await
+}
+
+/// Where the notifications are read: the stdio server's stdout, or an SSE stream.
+enum Feed {
+    Stdio(Mcp),
+    /// Every stream hears every acceptance; an acceptance counts as heard when the last one has.
+    Http(
+        Vec<patchdiff_tests::http::ListenStream>,
+        std::process::Child,
+        std::path::PathBuf,
+    ),
+}
+
+impl Feed {
+    fn next(&self) -> Result<(Instant, Value), Err> {
+        match self {
+            Feed::Stdio(m) => m.next(),
+            Feed::Http(streams, _, _) => {
+                let mut last: Option<(Instant, Value)> = None;
+                for s in streams {
+                    let (t, v) = s
+                        .next_stamped(Duration::from_secs(10))
+                        .ok_or("no event within 10 s")?;
+                    if last.as_ref().is_none_or(|(l, _)| t > *l) {
+                        last = Some((t, v));
+                    }
+                }
+                last.ok_or_else(|| "no stream".into())
+            }
+        }
+    }
+}
+
+impl Drop for Feed {
+    fn drop(&mut self) {
+        if let Feed::Http(_, child, dir) = self {
+            let _ = child.kill();
+            let _ = child.wait();
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
+/// `patchdiff-mcp serve` (profile `extended`, one token for the DSN's role) and `streams`
+/// 2026-07-28 listen streams on it for `uri`, each acknowledged.
+fn listen_over_http(
+    bin: &str,
+    dsn: &str,
+    role: &str,
+    uri: &str,
+    streams: usize,
+) -> Result<Feed, Err> {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = std::env::temp_dir().join(format!("feed-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let tokens = dir.join("tokens");
+    let token = "feed-bench-token-0123456789";
+    std::fs::write(&tokens, format!("{token} {role}\n"))?;
+    std::fs::set_permissions(&tokens, std::fs::Permissions::from_mode(0o600))?;
+    let mut child = Command::new(bin)
+        .args(["serve", "--listen", "127.0.0.1:0", "--tokens"])
+        .arg(&tokens)
+        .args(["--max-streams", &streams.to_string()])
+        .args(["--max-streams-per-role", &streams.to_string()])
+        .env("PATCHDIFF_DATABASE_URL", dsn)
+        .env("PATCHDIFF_MCP_PROFILE", "extended")
+        .env("PATCHDIFF_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    let mut stderr = BufReader::new(child.stderr.take().ok_or("no stderr")?);
+    let url = patchdiff_tests::http::listening_url(&mut stderr);
+    // Kept reading, so the server never blocks on a full stderr pipe.
+    std::thread::spawn(move || for _ in stderr.lines() {});
+    let mut open = Vec::new();
+    for i in 0..streams {
+        let stream = patchdiff_tests::http::ListenRequest {
+            url: &url,
+            token,
+            accept: Some("application/json, text/event-stream"),
+            id: json!(i),
+            resource_subscriptions: &[uri.to_owned()],
+        }
+        .open()
+        .map_err(|(status, body)| format!("listen refused: {status} {body}"))?;
+        let ack = stream
+            .next(Duration::from_secs(10))
+            .ok_or("no acknowledgment")?;
+        if ack["params"]["notifications"]["resourceSubscriptions"][0] != json!(uri) {
+            return Err(format!("listen not acknowledged: {ack}").into());
+        }
+        open.push(stream);
+    }
+    Ok(Feed::Http(open, child, dir))
+}
+
+/// 2026-07-28 listen over Streamable HTTP, timed like [`run_era`].
+async fn run_http(
+    bin: &str,
+    dsn: &str,
+    iterations: usize,
+    streams: usize,
+) -> Result<(Vec<f64>, Vec<f64>), Err> {
+    let writer = connect(dsn).await?;
+    let role: String = writer
+        .query_one("SELECT current_user::text", &[])
+        .await?
+        .get(0);
+    let id = initialize_target(&writer, "feed-bench-http.txt", "x 0\n").await?;
+    let uri = format!("patchdiff://targets/{id}");
+    let feed = listen_over_http(bin, dsn, &role, &uri, streams)?;
+    submit_and_time(&writer, &id, &uri, &feed, iterations).await
+}
+
+/// `iterations` one-edit acceptances (after 10 to warm up), each timed to its notification.
+async fn submit_and_time(
+    writer: &tokio_postgres::Client,
+    id: &str,
+    uri: &str,
+    feed: &Feed,
+    iterations: usize,
+) -> Result<(Vec<f64>, Vec<f64>), Err> {
     let (mut from_submit, mut from_commit) = (Vec::new(), Vec::new());
     for i in 0..iterations + 10 {
         let args = json!({"target_file_id": id, "expected_target_version": i, "intent": "bench",
                           "edits": [{"match": format!("x {i}\n"), "replace": format!("x {}\n", i + 1)}]});
         let t0 = Instant::now();
-        let r = call(&writer, "patchdiff_submit_edits", &args).await?;
+        let r = call(writer, "patchdiff_submit_edits", &args).await?;
         let t1 = Instant::now();
         if r["status"] != "accepted" {
             return Err(format!("not accepted: {r}").into());
         }
-        let (t2, n) = m.next()?;
+        let (t2, n) = feed.next()?;
         if n["method"] != "notifications/resources/updated" || n["params"]["uri"] != json!(uri) {
-            return Err(format!("unexpected line: {n}").into());
+            return Err(format!("unexpected message: {n}").into());
         }
         // The first few warm the plans and the listener's connection.
         if i >= 10 {
@@ -231,12 +361,16 @@ async fn main() -> Result<(), Err> {
     let mut dsn = std::env::var("PATCHDIFF_TEST_DSN").ok();
     let mut bin = std::env::var("PATCHDIFF_MCP_BIN").ok();
     let mut iterations = 200usize;
+    let mut http = false;
+    let mut fanout = 0usize;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
             "--dsn" => dsn = args.next(),
             "--mcp-bin" => bin = args.next(),
             "--iterations" => iterations = args.next().ok_or("--iterations N")?.parse()?,
+            "--http" => http = true,
+            "--fanout" => fanout = args.next().ok_or("--fanout N")?.parse()?,
             other => return Err(format!("unknown argument {other}").into()),
         }
     }
@@ -245,6 +379,43 @@ async fn main() -> Result<(), Err> {
     println!(
         "patchdiff-feed-bench: {iterations} one-edit acceptances per era, each awaited before the next"
     );
+    if http {
+        // Interleaved twice, so a change in the machine's load falls on both transports.
+        for round in 1..=2 {
+            let (submit, commit) = run_era(&bin, &dsn, iterations, true).await?;
+            summary(
+                &format!("round {round}, stdio listen: submit start -> notification"),
+                submit,
+            );
+            summary(
+                &format!("round {round}, stdio listen: submit returned -> notification"),
+                commit,
+            );
+            let (submit, commit) = run_http(&bin, &dsn, iterations, 1).await?;
+            summary(
+                &format!("round {round}, HTTP SSE listen: submit start -> notification"),
+                submit,
+            );
+            summary(
+                &format!("round {round}, HTTP SSE listen: submit returned -> notification"),
+                commit,
+            );
+        }
+        if fanout > 1 {
+            // One endpoint, `fanout` streams of one role on one target: each acceptance is
+            // checked once per stream, on the endpoint's pool (16 connections).
+            let (submit, commit) = run_http(&bin, &dsn, iterations, fanout).await?;
+            summary(
+                &format!("HTTP SSE, {fanout} streams: submit start -> the last one's"),
+                submit,
+            );
+            summary(
+                &format!("HTTP SSE, {fanout} streams: submit returned -> the last one's"),
+                commit,
+            );
+        }
+        return Ok(());
+    }
     notify_cost(&dsn, iterations * 5).await?;
     for (modern, era) in [
         (false, "2025-11-25 resources/subscribe"),

@@ -1,0 +1,534 @@
+//! Issue 19 item 2 over HTTP (docs/http.md "Subscriptions"): in the 2026-07-28 era,
+//! `subscriptions/listen` POSTed to `patchdiff-mcp serve` is answered with an SSE stream, the
+//! real process over real HTTP against a real PostgreSQL: the acknowledgment honors only targets
+//! the token's role may read, a commit in another session arrives as
+//! `notifications/resources/updated` within a bound and a rolled-back one never does, another
+//! tenant's target is neither acknowledged nor announced, a revoked grant goes silent, the
+//! stream caps refuse before anything is held, closing the connection releases the stream's
+//! LISTEN session at once, SIGTERM ends the stream with its result, and the contract's profiles
+//! and the legacy eras still refuse to subscribe over HTTP. Through a PL/Proxy router the same
+//! tests run: the front end listens on every partition's database (docs/scale-out.md).
+//!
+//! Environment: `PATCHDIFF_TEST_DSN` (a superuser connection string to a database with
+//! pg_patchdiff) and `PATCHDIFF_MCP_BIN`.
+
+use patchdiff_tests::http::{ListenRequest, ListenStream};
+use patchdiff_tests::roles::unique;
+use patchdiff_tests::stdio::mcp_bin;
+use patchdiff_tests::{call, connect, initialize_target};
+use serde_json::{Value, json};
+use std::io::BufReader;
+use std::os::unix::fs::PermissionsExt;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+use tokio_postgres::Client;
+
+const MODERN: &str = "2026-07-28";
+const ID_KEY: &str = "io.modelcontextprotocol/subscriptionId";
+/// How long an update may take to arrive (the feed's median is about a millisecond).
+const BOUND: Duration = Duration::from_secs(10);
+/// How long a stream must stay silent to count as not announcing something.
+const QUIET: Duration = Duration::from_millis(1500);
+
+fn dsn() -> String {
+    std::env::var("PATCHDIFF_TEST_DSN").expect("PATCHDIFF_TEST_DSN")
+}
+
+fn uri(id: &str) -> String {
+    format!("patchdiff://targets/{id}")
+}
+
+/// A running `patchdiff-mcp serve`, logged in as the superuser with an `application_name` of its
+/// own (its LISTEN sessions are counted by it).
+struct Endpoint {
+    child: Child,
+    url: String,
+    app: String,
+    dir: std::path::PathBuf,
+    _stderr: BufReader<std::process::ChildStderr>,
+}
+
+impl Endpoint {
+    fn start(profile: &str, tokens: &[(&str, &str)], args: &[&str]) -> Endpoint {
+        let dir = std::env::temp_dir().join(unique("patchdiff-http-feed"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("tokens");
+        let text: String = tokens.iter().map(|(t, r)| format!("{t} {r}\n")).collect();
+        std::fs::write(&file, text).unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let app = unique("http_feed");
+        let mut child = Command::new(mcp_bin())
+            .args(["serve", "--listen", "127.0.0.1:0", "--tokens"])
+            .arg(&file)
+            .args(args)
+            .env(
+                "PATCHDIFF_DATABASE_URL",
+                format!("{} application_name={app}", dsn()),
+            )
+            .env("PATCHDIFF_MCP_PROFILE", profile)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("patchdiff-mcp serve");
+        let mut stderr = BufReader::new(child.stderr.take().unwrap());
+        let url = patchdiff_tests::http::listening_url(&mut stderr);
+        Endpoint {
+            child,
+            url,
+            app,
+            dir,
+            _stderr: stderr,
+        }
+    }
+
+    fn listen(
+        &self,
+        token: &str,
+        id: Value,
+        targets: &[&str],
+    ) -> Result<ListenStream, (u16, Value)> {
+        let uris: Vec<String> = targets.iter().map(|t| uri(t)).collect();
+        ListenRequest {
+            url: &self.url,
+            token,
+            accept: Some("application/json, text/event-stream"),
+            id,
+            resource_subscriptions: &uris,
+        }
+        .open()
+    }
+
+    /// A POST of one JSON-RPC request; (status, body).
+    fn post(&self, token: &str, era: &str, method: &str, params: Value) -> (u16, Value) {
+        let mut params = params;
+        let mut r = ureq::post(&self.url)
+            .set("Content-Type", "application/json")
+            .set("Accept", "application/json, text/event-stream")
+            .set("Authorization", &format!("Bearer {token}"))
+            .set("MCP-Protocol-Version", era);
+        if era == MODERN {
+            params["_meta"] = json!({"io.modelcontextprotocol/protocolVersion": MODERN,
+                                     "io.modelcontextprotocol/clientCapabilities": {}});
+            r = r.set("Mcp-Method", method);
+        }
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+        patchdiff_tests::http::send(r, &body.to_string())
+    }
+
+    /// The sessions of this endpoint that LISTEN, in every cluster (through a router the
+    /// front end listens on each partition's database: [`per_stream`] sessions a stream).
+    async fn listening_sessions(&self) -> i64 {
+        self.on_listening_sessions("count(*)").await
+    }
+
+    /// `aggregate` over this endpoint's LISTEN sessions, summed over every cluster.
+    async fn on_listening_sessions(&self, aggregate: &str) -> i64 {
+        let mut n = 0;
+        for cluster in clusters().await {
+            n += connect(&cluster)
+                .await
+                .unwrap()
+                .query_one(
+                    &format!("SELECT {aggregate} FROM pg_stat_activity WHERE application_name = $1 AND query LIKE '%LISTEN patchdiff%'"),
+                    &[&self.app],
+                )
+                .await
+                .unwrap()
+                .get::<_, i64>(0);
+        }
+        n
+    }
+
+    /// Waits up to 5 s for `n` listening sessions; the count last seen.
+    async fn await_listening_sessions(&self, n: i64) -> i64 {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let seen = self.listening_sessions().await;
+            if seen == n || Instant::now() > deadline {
+                return seen;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+impl Drop for Endpoint {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// The test database's cluster and, behind a router, every shard cluster.
+async fn clusters() -> Vec<String> {
+    let mut all = vec![dsn()];
+    all.extend(patchdiff_tests::shard_clusters(&dsn()).await);
+    all
+}
+
+/// The LISTEN sessions one stream holds: one, or behind a router one per partition database.
+async fn per_stream() -> i64 {
+    let c = connect(&dsn()).await.unwrap();
+    if !patchdiff_tests::is_router(&c).await {
+        return 1;
+    }
+    c.query_one(
+        "SELECT count(*) FROM patchdiff_router.partition_conninfos()",
+        &[],
+    )
+    .await
+    .unwrap()
+    .get(0)
+}
+
+/// Roles that exist everywhere a call as them may run (behind a router, on every shard
+/// cluster too, where PL/Proxy logs in as them: docs/scale-out.md "Roles").
+async fn tenant_roles(names: &[&str]) {
+    let su = connect(&dsn()).await.unwrap();
+    for n in names {
+        su.batch_execute(&format!("CREATE ROLE {n} NOLOGIN"))
+            .await
+            .unwrap();
+    }
+    for cluster in patchdiff_tests::shard_clusters(&dsn()).await {
+        let c = connect(&cluster).await.unwrap();
+        for n in names {
+            c.batch_execute(&format!("CREATE ROLE {n} LOGIN"))
+                .await
+                .unwrap();
+        }
+    }
+}
+
+/// A superuser session and a new target of it.
+async fn superuser_target(name: &str, text: &str) -> (Client, String) {
+    let su = connect(&dsn()).await.unwrap();
+    let target = initialize_target(&su, name, text).await.unwrap();
+    (su, target)
+}
+
+/// The token every test endpoint of one test gives the superuser.
+const SU_TOKEN: &str = "sse-superuser-token-0123456789";
+
+/// An `extended` endpoint with [`SU_TOKEN`] and an acknowledged stream `id` watching `target`.
+fn acknowledged_stream(target: &str, id: Value) -> (Endpoint, ListenStream) {
+    let e = Endpoint::start("extended", &[(SU_TOKEN, "postgres")], &[]);
+    let s = e.listen(SU_TOKEN, id, &[target]).expect("a stream");
+    let ack = s.next(BOUND).expect("the acknowledgment");
+    assert_eq!(
+        ack["method"], "notifications/subscriptions/acknowledged",
+        "{ack}"
+    );
+    (e, s)
+}
+
+/// A session of the superuser acting as `role` (`SET ROLE`), as the endpoint's requests do.
+async fn as_role(role: &str) -> Client {
+    let c = connect(&dsn()).await.unwrap();
+    c.batch_execute(&format!("SET ROLE {role}")).await.unwrap();
+    c
+}
+
+fn edit(target: &str, version: i64, old: &str, new: &str) -> Value {
+    json!({"target_file_id": target, "expected_target_version": version, "intent": "http feed",
+           "edits": [{"match": old, "replace": new}]})
+}
+
+async fn submit(c: &Client, target: &str, version: i64, old: &str, new: &str) {
+    let r = call(
+        c,
+        "patchdiff_submit_edits",
+        &edit(target, version, old, new),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r["status"], "accepted", "{r}");
+}
+
+/// An update of `target` on stream `id`, within [`BOUND`]; how long it took.
+fn expect_update(s: &ListenStream, id: &Value, target: &str, since: Instant) -> Duration {
+    let n = s
+        .next(BOUND)
+        .unwrap_or_else(|| panic!("no update of {target} within {BOUND:?}"));
+    let took = since.elapsed();
+    assert_eq!(n["method"], "notifications/resources/updated", "{n}");
+    assert_eq!(n["params"]["uri"], uri(target), "{n}");
+    assert_eq!(&n["params"]["_meta"][ID_KEY], id, "{n}");
+    took
+}
+
+fn expect_quiet(s: &ListenStream, what: &str) {
+    if let Some(n) = s.next(QUIET) {
+        panic!("announced {what}: {n}");
+    }
+}
+
+/// Item 2 over HTTP: acknowledgment, an update per commit of another session within a bound,
+/// none for a rollback, none of another tenant's target, none once the grant is revoked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn listen_over_http_announces_commits_the_tokens_role_may_see() {
+    let (alice, bob) = (unique("sse_alice"), unique("sse_bob"));
+    tenant_roles(&[&alice, &bob]).await;
+    let (a, b) = (as_role(&alice).await, as_role(&bob).await);
+    let mine = initialize_target(&a, "sse-mine.md", "one two\n")
+        .await
+        .unwrap();
+    let secret = initialize_target(&b, "sse-secret.md", "b b b\n")
+        .await
+        .unwrap();
+    let shared = initialize_target(&b, "sse-shared.md", "s s s\n")
+        .await
+        .unwrap();
+    patchdiff_tests::share_read(&b, &shared, &alice, true).await;
+    let token = "sse-alice-token-0123456789";
+    let e = Endpoint::start("extended", &[(token, &alice)], &[]);
+    let (status, d) = e.post(token, MODERN, "server/discover", json!({}));
+    assert_eq!(status, 200, "{d}");
+    assert_eq!(
+        d["result"]["capabilities"]["resources"],
+        json!({"subscribe": true}),
+        "{d}"
+    );
+
+    let id = json!("alice-1");
+    let s = e
+        .listen(token, id.clone(), &[&mine, &shared, &secret, "not-a-uuid"])
+        .expect("a stream");
+    assert!(
+        s.headers
+            .iter()
+            .any(|(k, v)| k == "content-type" && v == "text/event-stream"),
+        "{:?}",
+        s.headers
+    );
+    let ack = s.next(BOUND).expect("the acknowledgment");
+    assert_eq!(
+        ack["method"], "notifications/subscriptions/acknowledged",
+        "{ack}"
+    );
+    assert_eq!(&ack["params"]["_meta"][ID_KEY], &id, "{ack}");
+    // Bob's secret (and the malformed URI) are left out, as unknown targets are.
+    assert_eq!(
+        ack["params"]["notifications"],
+        json!({"resourceSubscriptions": [uri(&mine), uri(&shared)]}),
+        "{ack}"
+    );
+
+    // A commit in another session: one update, within the bound.
+    let t = Instant::now();
+    submit(&a, &mine, 0, "one", "ONE").await;
+    let took = expect_update(&s, &id, &mine, t);
+    eprintln!("update after commit: {took:?}");
+    // A rolled-back acceptance announces nothing (NOTIFY is delivered at COMMIT only). Through
+    // a router the caller's transaction runs on the target's partition.
+    let tx =
+        patchdiff_tests::caller_transaction_client(&dsn(), &mine, connect(&dsn()).await.unwrap())
+            .await;
+    tx.batch_execute(&format!("SET ROLE {alice}; BEGIN"))
+        .await
+        .unwrap();
+    let r = call(&tx, "patchdiff_submit_edits", &edit(&mine, 1, "two", "TWO"))
+        .await
+        .unwrap();
+    assert_eq!(r["status"], "accepted", "{r}");
+    tx.batch_execute("ROLLBACK").await.unwrap();
+    expect_quiet(&s, "a rolled-back acceptance");
+    // Another tenant's target: nothing; a target shared with alice: announced.
+    submit(&b, &secret, 0, "b b b", "b b").await;
+    expect_quiet(&s, "another tenant's target");
+    let t = Instant::now();
+    submit(&b, &shared, 0, "s s s", "S").await;
+    expect_update(&s, &id, &shared, t);
+    // Revoked: checked as the token's role before each update, so silent from now on.
+    patchdiff_tests::share_read(&b, &shared, &alice, false).await;
+    submit(&b, &shared, 1, "S", "s").await;
+    expect_quiet(&s, "a target whose grant was revoked");
+    // ... while its own target is still heard.
+    let t = Instant::now();
+    submit(&a, &mine, 1, "two", "2").await;
+    expect_update(&s, &id, &mine, t);
+}
+
+/// Item 2 bounds over HTTP (docs/http.md "Subscriptions"): a stream holds one LISTEN session;
+/// beyond `--max-streams-per-role` a listen is refused 429 and beyond `--max-streams` 503, both
+/// with a JSON-RPC error and nothing held; closing a connection releases its session at once;
+/// an `Accept` without `text/event-stream` is refused 406; SIGTERM ends a stream with its result.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streams_are_capped_released_on_close_and_ended_by_sigterm() {
+    let (_su, target) = superuser_target("sse-caps.md", "caps\n").await;
+    let token = SU_TOKEN;
+
+    // Per role: 1.
+    let e = Endpoint::start(
+        "extended",
+        &[(token, "postgres")],
+        &["--max-streams-per-role", "1"],
+    );
+    let first = e.listen(token, json!(1), &[&target]).expect("a stream");
+    assert_eq!(
+        first.next(BOUND).expect("the acknowledgment")["method"],
+        "notifications/subscriptions/acknowledged"
+    );
+    let per = per_stream().await;
+    assert_eq!(e.await_listening_sessions(per).await, per);
+    let Err((status, refused)) = e.listen(token, json!(2), &[&target]) else {
+        panic!("a second stream of the role was served");
+    };
+    assert_eq!(status, 429, "{refused}");
+    assert_eq!(refused["id"], 2, "{refused}");
+    assert_eq!(refused["error"]["code"], -32603, "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("--max-streams-per-role"),
+        "{refused}"
+    );
+    // Nothing held by the refusal.
+    assert_eq!(e.listening_sessions().await, per);
+    // Closing the connection ends the stream and its LISTEN session at once; the place is free.
+    first.close();
+    assert_eq!(e.await_listening_sessions(0).await, 0);
+    let again = e
+        .listen(token, json!(3), &[&target])
+        .expect("a stream after the close");
+    assert!(again.next(BOUND).is_some());
+    again.close();
+    assert_eq!(e.await_listening_sessions(0).await, 0);
+    // Accept must allow the SSE response.
+    let Err((status, refused)) = ListenRequest {
+        url: &e.url,
+        token,
+        accept: Some("application/json"),
+        id: json!(4),
+        resource_subscriptions: &[uri(&target)],
+    }
+    .open() else {
+        panic!("a stream without text/event-stream in Accept");
+    };
+    assert_eq!(
+        (status, &refused["error"]["code"]),
+        (406, &json!(-32600)),
+        "{refused}"
+    );
+    drop(e);
+
+    // In all: 1, and SIGTERM.
+    let mut e = Endpoint::start("extended", &[(token, "postgres")], &["--max-streams", "1"]);
+    let s = e.listen(token, json!("x"), &[&target]).expect("a stream");
+    assert!(s.next(BOUND).is_some());
+    let Err((status, refused)) = e.listen(token, json!("y"), &[&target]) else {
+        panic!("a stream over the server's cap was served");
+    };
+    assert_eq!(status, 503, "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("--max-streams"),
+        "{refused}"
+    );
+    assert_eq!(e.listening_sessions().await, per);
+    let ok = Command::new("kill")
+        .args(["-TERM", &e.child.id().to_string()])
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(ok, "kill -TERM");
+    let end = s.next(BOUND).expect("the stream's last message");
+    assert_eq!(end["id"], "x", "{end}");
+    assert_eq!(end["result"]["_meta"][ID_KEY], "x", "{end}");
+    assert!(s.next(BOUND).is_none(), "the stream did not end");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while e.child.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < deadline, "the server did not stop");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(e.child.try_wait().unwrap().unwrap().success());
+    assert_eq!(e.await_listening_sessions(0).await, 0);
+}
+
+/// Item 2 over HTTP, a lost listening session: as over stdio, it reconnects and the stream is
+/// told that its targets may have changed (an update of each), then hears commits again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_listening_session_reconnects_and_resyncs_the_stream() {
+    let (su, target) = superuser_target("sse-lost.md", "lost\n").await;
+    let id = json!("lost");
+    let (e, s) = acknowledged_stream(&target, id.clone());
+    let per = per_stream().await;
+    assert_eq!(e.await_listening_sessions(per).await, per);
+    let ended = e
+        .on_listening_sessions("count(pg_terminate_backend(pid))")
+        .await;
+    assert_eq!(ended, per);
+    // The resync: nothing was committed, but the gap might have hidden a change.
+    expect_update(&s, &id, &target, Instant::now());
+    assert_eq!(e.await_listening_sessions(per).await, per);
+    let t = Instant::now();
+    submit(&su, &target, 0, "lost", "found").await;
+    expect_update(&s, &id, &target, t);
+}
+
+/// Item 2 bounds over HTTP: an idle stream gets an SSE comment every 15 s (so a client that
+/// vanished is noticed when a write fails, and a proxy keeps the stream open), and nothing else.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_streams_get_a_keep_alive_comment_every_15_s() {
+    let (_su, target) = superuser_target("sse-idle.md", "idle\n").await;
+    let (_e, s) = acknowledged_stream(&target, json!(1));
+    let comments = || s.comments.load(std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(comments(), 0);
+    assert!(s.next(Duration::from_secs(14)).is_none());
+    assert_eq!(comments(), 0, "a keep-alive before 15 s");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while comments() == 0 {
+        assert!(Instant::now() < deadline, "no keep-alive within 19 s");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        s.next(Duration::from_millis(100)).is_none(),
+        "a message with it"
+    );
+}
+
+/// Item 2 and the contract over HTTP: the six contract profiles answer `subscriptions/listen`
+/// and `server/discover` as before (no resources), and the legacy eras' subscriptions, which
+/// need an HTTP session, stay refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn contract_profiles_and_legacy_eras_still_refuse_to_subscribe_over_http() {
+    let (_su, target) = superuser_target("sse-contract.md", "c\n").await;
+    let token = SU_TOKEN;
+    for profile in ["full", "editor", "observed_v2"] {
+        let e = Endpoint::start(profile, &[(token, "postgres")], &[]);
+        let (_, d) = e.post(token, MODERN, "server/discover", json!({}));
+        assert_eq!(d["result"]["capabilities"], json!({"tools": {}}), "{d}");
+        let Err((status, r)) = e.listen(token, json!(1), &[&target]) else {
+            panic!("the {profile} profile served a listen stream");
+        };
+        assert_eq!((status, &r["error"]["code"]), (404, &json!(-32601)), "{r}");
+        assert_eq!(e.listening_sessions().await, 0);
+    }
+    let e = Endpoint::start("extended", &[(token, "postgres")], &[]);
+    let (_, init) = e.post(
+        token,
+        "2025-11-25",
+        "initialize",
+        json!({"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}),
+    );
+    assert_eq!(
+        init["result"]["capabilities"]["resources"],
+        json!({"subscribe": false, "listChanged": false}),
+        "{init}"
+    );
+    let (status, r) = e.post(
+        token,
+        "2025-11-25",
+        "resources/subscribe",
+        json!({"uri": uri(&target)}),
+    );
+    assert_eq!((status, &r["error"]["code"]), (200, &json!(-32601)), "{r}");
+    let m = r["error"]["message"].as_str().unwrap();
+    assert!(
+        m.contains("Mcp-Session-Id") && m.contains("subscriptions/listen"),
+        "{r}"
+    );
+}
