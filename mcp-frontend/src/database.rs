@@ -190,13 +190,16 @@ impl Db {
     }
 
     /// Where the change feed listens, and what its sessions run after connecting: the session
-    /// settings and `SET ROLE` of this one. One database: its own connection. Through a router,
-    /// every partition's database as this front end's user (as a publication reaches one), since
-    /// each shard announces its own commits and the router none (docs/scale-out.md).
+    /// settings of this one, and its `SET ROLE` if `as_role`. One database: its own connection.
+    /// Through a router, every partition's database as this front end's user (as a publication
+    /// reaches one), since each shard announces its own commits and the router none
+    /// (docs/scale-out.md).
     pub async fn listen_sessions(
         &mut self,
+        as_role: bool,
     ) -> Result<(Vec<tokio_postgres::Config>, String), String> {
-        let setup = [self.session.as_str(), self.role_sql.as_str()]
+        let role = if as_role { self.role_sql.as_str() } else { "" };
+        let setup = [self.session.as_str(), role]
             .into_iter()
             .filter(|s| !s.is_empty())
             .collect::<Vec<_>>()

@@ -14,6 +14,7 @@
 use crate::database::{connect_with, describe};
 use patchdiff_engine::api::feed;
 use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
@@ -57,17 +58,37 @@ pub enum Signal {
     Resync,
 }
 
-/// A session that LISTENs on the extension's channel, for one front-end connection.
+/// What one front-end connection hears of the change feed: the signals of the targets it
+/// watches. Either from listening sessions of its own ([`Listener::start`], stdio), or from a
+/// [`Hub`] that many connections share (the HTTP endpoint's streams), so that a server holds one
+/// listening session per database however many streams it serves.
 pub struct Listener {
     watched: Arc<Mutex<BTreeSet<String>>>,
     signals: mpsc::Receiver<Signal>,
-    tasks: Vec<tokio::task::JoinHandle<()>>,
+    source: Source,
+}
+
+enum Source {
+    /// Its own sessions' tasks.
+    Own(Vec<tokio::task::JoinHandle<()>>),
+    /// Its place among a hub's subscribers, and whether the hub dropped a signal for it (its
+    /// queue was full): the next receive is then a resync.
+    Hub {
+        hub: Arc<Hub>,
+        key: u64,
+        lagged: Arc<AtomicBool>,
+    },
 }
 
 impl Drop for Listener {
     fn drop(&mut self) {
-        for task in &self.tasks {
-            task.abort();
+        match &self.source {
+            Source::Own(tasks) => {
+                for task in tasks {
+                    task.abort();
+                }
+            }
+            Source::Hub { hub, key, .. } => hub.leave(*key),
         }
     }
 }
@@ -85,22 +106,23 @@ impl Listener {
         let watched = Arc::new(Mutex::new(BTreeSet::new()));
         let (tx, signals) = mpsc::channel(QUEUE);
         let mut waits = Vec::with_capacity(databases.len());
-        let mut listener = Listener {
-            watched,
-            signals,
-            tasks: Vec::with_capacity(databases.len()),
-        };
+        let mut tasks = Vec::with_capacity(databases.len());
         for config in databases {
             let (ready, listening) = oneshot::channel();
             waits.push(listening);
-            listener.tasks.push(tokio::spawn(run(
+            tasks.push(tokio::spawn(run(
                 config,
                 setup.clone(),
-                listener.watched.clone(),
+                watched.clone(),
                 tx.clone(),
                 ready,
             )));
         }
+        let listener = Listener {
+            watched,
+            signals,
+            source: Source::Own(tasks),
+        };
         let mut failed = None;
         let mut listening = 0;
         for wait in waits {
@@ -124,16 +146,173 @@ impl Listener {
     /// The targets whose announcements are passed on from now on.
     pub fn watch(&self, targets: BTreeSet<String>) {
         *self.watched.lock().expect("the watched set") = targets;
+        if let Source::Hub { hub, .. } = &self.source {
+            hub.rewatch();
+        }
+    }
+
+    /// Whether the hub dropped a signal for this listener since it last asked.
+    fn lagged(&self) -> bool {
+        match &self.source {
+            Source::Hub { lagged, .. } => lagged.swap(false, Ordering::AcqRel),
+            Source::Own(_) => false,
+        }
     }
 
     /// The next signal; `None` if the listener is gone for good.
     pub async fn recv(&mut self) -> Option<Signal> {
+        if self.lagged() {
+            return Some(Signal::Resync);
+        }
         self.signals.recv().await
     }
 
     /// A signal already waiting, without waiting.
     pub fn try_recv(&mut self) -> Option<Signal> {
+        if self.lagged() {
+            return Some(Signal::Resync);
+        }
         self.signals.try_recv().ok()
+    }
+}
+
+/// Where an HTTP endpoint keeps its [`Hub`] while any stream uses it: started by the first
+/// stream that watches something, closed when the last one ends.
+pub type HubSlot = Arc<tokio::sync::Mutex<std::sync::Weak<Hub>>>;
+
+/// One set of listening sessions (one per database, as [`Listener::start`] opens them) whose
+/// signals go to every subscribed [`Listener`] that watches the target; what the sessions watch
+/// is the union of what the subscribers watch. Each subscriber has its own queue: one that does
+/// not keep up gets a resync instead of holding up the others. The sessions close when the last
+/// subscriber leaves and the hub is dropped.
+pub struct Hub {
+    subscribers: Mutex<HubState>,
+    /// The sessions' watched set (the union).
+    watched: Arc<Mutex<BTreeSet<String>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+#[derive(Default)]
+struct HubState {
+    next: u64,
+    /// Each subscriber's watched set, its queue and its lag flag.
+    by_key: std::collections::BTreeMap<u64, Subscriber>,
+}
+
+struct Subscriber {
+    watched: Arc<Mutex<BTreeSet<String>>>,
+    tx: mpsc::Sender<Signal>,
+    lagged: Arc<AtomicBool>,
+}
+
+impl Drop for Hub {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl Hub {
+    /// Opens the shared sessions (see [`Listener::start`]: it returns once each database has
+    /// either LISTENed or failed, and fails only if none listens).
+    pub async fn start(
+        databases: Vec<tokio_postgres::Config>,
+        setup: String,
+    ) -> Result<Arc<Hub>, String> {
+        let base = Listener::start(databases, setup).await?;
+        Ok(Arc::new_cyclic(|weak: &std::sync::Weak<Hub>| Hub {
+            subscribers: Mutex::new(HubState::default()),
+            watched: base.watched.clone(),
+            task: tokio::spawn(fan_out(base, weak.clone())),
+        }))
+    }
+
+    /// A listener fed by this hub; it watches nothing until told to.
+    pub fn subscribe(self: &Arc<Hub>) -> Listener {
+        let (tx, signals) = mpsc::channel(QUEUE);
+        let watched = Arc::new(Mutex::new(BTreeSet::new()));
+        let lagged = Arc::new(AtomicBool::new(false));
+        let mut state = self.subscribers.lock().expect("the hub's subscribers");
+        let key = state.next;
+        state.next += 1;
+        state.by_key.insert(
+            key,
+            Subscriber {
+                watched: watched.clone(),
+                tx,
+                lagged: lagged.clone(),
+            },
+        );
+        drop(state);
+        Listener {
+            watched,
+            signals,
+            source: Source::Hub {
+                hub: self.clone(),
+                key,
+                lagged,
+            },
+        }
+    }
+
+    /// How many listeners it feeds.
+    pub fn subscribers(&self) -> usize {
+        self.subscribers
+            .lock()
+            .expect("the hub's subscribers")
+            .by_key
+            .len()
+    }
+
+    fn leave(&self, key: u64) {
+        self.subscribers
+            .lock()
+            .expect("the hub's subscribers")
+            .by_key
+            .remove(&key);
+        self.rewatch();
+    }
+
+    /// The sessions watch what the subscribers watch, together.
+    fn rewatch(&self) {
+        let state = self.subscribers.lock().expect("the hub's subscribers");
+        let mut all = BTreeSet::new();
+        for s in state.by_key.values() {
+            all.extend(s.watched.lock().expect("the watched set").iter().cloned());
+        }
+        *self.watched.lock().expect("the watched set") = all;
+    }
+}
+
+/// Passes each signal of the shared sessions on to the subscribers it concerns, until the hub
+/// is dropped (which aborts this task) or the sessions are gone for good (then every
+/// subscriber's queue closes, and each hears `None`).
+async fn fan_out(mut base: Listener, hub: std::sync::Weak<Hub>) {
+    while let Some(signal) = base.recv().await {
+        let Some(hub) = hub.upgrade() else { return };
+        let state = hub.subscribers.lock().expect("the hub's subscribers");
+        for s in state.by_key.values() {
+            let concerned = match &signal {
+                Signal::Changed(t) => s.watched.lock().expect("the watched set").contains(t),
+                Signal::Resync => true,
+            };
+            if !concerned {
+                continue;
+            }
+            let copy = match &signal {
+                Signal::Changed(t) => Signal::Changed(t.clone()),
+                Signal::Resync => Signal::Resync,
+            };
+            if let Err(mpsc::error::TrySendError::Full(_)) = s.tx.try_send(copy) {
+                s.lagged.store(true, Ordering::Release);
+            }
+        }
+    }
+    if let Some(hub) = hub.upgrade() {
+        hub.subscribers
+            .lock()
+            .expect("the hub's subscribers")
+            .by_key
+            .clear();
     }
 }
 

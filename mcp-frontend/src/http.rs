@@ -162,6 +162,8 @@ struct Shared {
     max_streams_per_role: usize,
     /// Becomes true when the server stops: every stream ends.
     stopping: watch::Receiver<bool>,
+    /// The change feed's listening sessions, one per database, shared by every open stream.
+    feed: crate::feed::HubSlot,
 }
 
 /// Serves until SIGTERM or SIGINT, then finishes the calls in flight and returns.
@@ -187,6 +189,7 @@ pub async fn serve(config: Config, first: Db, options: Options) -> Result<(), St
         max_streams: options.max_streams.max(1),
         max_streams_per_role: options.max_streams_per_role.max(1),
         stopping,
+        feed: Default::default(),
     });
     let app = Router::new()
         .route("/mcp", post(handle).get(not_allowed).delete(not_allowed))
@@ -706,7 +709,8 @@ async fn listen(
         Ok(c) => c,
         Err(refused) => return refused,
     };
-    let mut server = server_for(shared, &Era::Modern, db).for_stream(Subscriptions::default());
+    let mut server = server_for(shared, &Era::Modern, db)
+        .for_stream(Subscriptions::default(), shared.feed.clone());
     let reply = server.handle_message(&body).await;
     let subs = server.take_subscriptions();
     checkin(shared, server.into_db());
@@ -743,6 +747,17 @@ async fn listen(
     r
 }
 
+/// Queues one event of a stream. A client that takes none of [`STREAM_QUEUE`] queued events
+/// for a whole [`KEEPALIVE`] period is not reading: its stream ends, and gives back its place
+/// among the streams, rather than wait for it.
+async fn put(tx: &mpsc::Sender<Bytes>, event: Bytes) -> Result<(), &'static str> {
+    match tokio::time::timeout(KEEPALIVE, tx.send(event)).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(_)) => Err("the client closed it"),
+        Err(_) => Err("the client stopped reading"),
+    }
+}
+
 /// One open stream, until the client goes, the server stops, or the feed cannot go on.
 async fn stream(
     shared: Arc<Shared>,
@@ -764,8 +779,8 @@ async fn stream(
                 break "the server is stopping".into();
             }
             _ = keepalive.tick() => {
-                if tx.send(Bytes::from_static(KEEPALIVE_COMMENT)).await.is_err() {
-                    break "the client closed it".into();
+                if let Err(why) = put(&tx, Bytes::from_static(KEEPALIVE_COMMENT)).await {
+                    break why.into();
                 }
             }
             signal = server::next_signal(&mut subs) => {
@@ -773,12 +788,14 @@ async fn stream(
                 subs = back;
                 match events {
                     Ok(events) => {
-                        let mut gone = false;
+                        let mut gone = None;
                         for e in events {
-                            gone = gone || tx.send(e).await.is_err();
+                            if gone.is_none() {
+                                gone = put(&tx, e).await.err();
+                            }
                         }
-                        if gone {
-                            break "the client closed it".into();
+                        if let Some(why) = gone {
+                            break why.into();
                         }
                     }
                     Err(why) => {
@@ -787,7 +804,7 @@ async fn stream(
                             INTERNAL_ERROR,
                             &format!("Internal error: the change feed stopped ({why}); listen again, then read the resources again"),
                         );
-                        let _ = tx.send(sse_event(&line)).await;
+                        let _ = put(&tx, sse_event(&line)).await;
                         break why;
                     }
                 }
@@ -825,7 +842,7 @@ async fn deliver(
             );
         }
     };
-    let mut server = server_for(shared, &Era::Modern, db).for_stream(subs);
+    let mut server = server_for(shared, &Era::Modern, db).for_stream(subs, shared.feed.clone());
     let mut out = Vec::new();
     let written = server.deliver(signal, &mut out).await;
     let subs = server.take_subscriptions();

@@ -54,6 +54,8 @@ pub struct Server {
     listens_over_http: bool,
     /// Resource subscriptions (the `extended` profile: issue 19 item 2).
     subs: resources::Subscriptions,
+    /// An HTTP stream's endpoint-wide listening sessions, shared by all its streams.
+    feed_hub: Option<feed::HubSlot>,
 }
 
 /// The catalog as a profile and an installed extension allow it: a tool is listed when the SQL
@@ -177,6 +179,7 @@ impl Server {
             streaming: false,
             listens_over_http: false,
             subs: resources::Subscriptions::default(),
+            feed_hub: None,
         }
     }
 
@@ -190,9 +193,11 @@ impl Server {
     /// One HTTP `subscriptions/listen` stream's turn on a pooled connection: its subscriptions
     /// (and their listening session) carried in, to be taken out again with
     /// [`Server::take_subscriptions`] before the connection goes back to the pool.
-    pub(crate) fn for_stream(mut self, subs: Subscriptions) -> Server {
+    /// Its listener comes from the endpoint's `hub`, whose sessions all its streams share.
+    pub(crate) fn for_stream(mut self, subs: Subscriptions, hub: feed::HubSlot) -> Server {
         self.streaming = true;
         self.subs = subs;
+        self.feed_hub = Some(hub);
         self
     }
 

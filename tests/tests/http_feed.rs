@@ -116,7 +116,7 @@ impl Endpoint {
     }
 
     /// The sessions of this endpoint that LISTEN, in every cluster (through a router the
-    /// front end listens on each partition's database: [`per_stream`] sessions a stream).
+    /// front end listens on each partition's database: [`per_endpoint`] sessions in all).
     async fn listening_sessions(&self) -> i64 {
         self.on_listening_sessions("count(*)").await
     }
@@ -167,8 +167,9 @@ async fn clusters() -> Vec<String> {
     all
 }
 
-/// The LISTEN sessions one stream holds: one, or behind a router one per partition database.
-async fn per_stream() -> i64 {
+/// The LISTEN sessions an endpoint holds while any of its streams is open (its streams share
+/// them): one, or behind a router one per partition database.
+async fn per_endpoint() -> i64 {
     let c = connect(&dsn()).await.unwrap();
     if !patchdiff_tests::is_router(&c).await {
         return 1;
@@ -350,8 +351,8 @@ async fn listen_over_http_announces_commits_the_tokens_role_may_see() {
     expect_update(&s, &id, &mine, t);
 }
 
-/// Item 2 bounds over HTTP (docs/http.md "Subscriptions"): a stream holds one LISTEN session;
-/// beyond `--max-streams-per-role` a listen is refused 429 and beyond `--max-streams` 503, both
+/// Item 2 bounds over HTTP (docs/http.md "Subscriptions"): an open stream keeps the endpoint's
+/// LISTEN sessions open; beyond `--max-streams-per-role` a listen is refused 429 and beyond `--max-streams` 503, both
 /// with a JSON-RPC error and nothing held; closing a connection releases its session at once;
 /// an `Accept` without `text/event-stream` is refused 406; SIGTERM ends a stream with its result.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -370,7 +371,7 @@ async fn streams_are_capped_released_on_close_and_ended_by_sigterm() {
         first.next(BOUND).expect("the acknowledgment")["method"],
         "notifications/subscriptions/acknowledged"
     );
-    let per = per_stream().await;
+    let per = per_endpoint().await;
     assert_eq!(e.await_listening_sessions(per).await, per);
     let Err((status, refused)) = e.listen(token, json!(2), &[&target]) else {
         panic!("a second stream of the role was served");
@@ -387,7 +388,8 @@ async fn streams_are_capped_released_on_close_and_ended_by_sigterm() {
     );
     // Nothing held by the refusal.
     assert_eq!(e.listening_sessions().await, per);
-    // Closing the connection ends the stream and its LISTEN session at once; the place is free.
+    // Closing the connection ends the stream, and with the last stream the endpoint's LISTEN
+    // sessions, at once; the place is free.
     first.close();
     assert_eq!(e.await_listening_sessions(0).await, 0);
     let again = e
@@ -448,6 +450,67 @@ async fn streams_are_capped_released_on_close_and_ended_by_sigterm() {
     assert_eq!(e.await_listening_sessions(0).await, 0);
 }
 
+/// Item 2 bounds over HTTP (docs/http.md "Subscriptions"): the endpoint's streams share its
+/// LISTEN sessions (one per database), so that a writer's commit signals one listening backend
+/// however many streams are open; each stream still hears only its own targets; the sessions
+/// close with the last stream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streams_share_the_endpoints_listening_sessions() {
+    let (su, a) = superuser_target("sse-share-a.md", "a0\n").await;
+    let b = initialize_target(&su, "sse-share-b.md", "b0\n")
+        .await
+        .unwrap();
+    let e = Endpoint::start("extended", &[(SU_TOKEN, "postgres")], &[]);
+    let per = per_endpoint().await;
+    let mut streams = Vec::new();
+    for (k, target) in [&a, &a, &b, &b, &b].into_iter().enumerate() {
+        let id = json!(format!("share-{k}"));
+        let s = e.listen(SU_TOKEN, id.clone(), &[target]).expect("a stream");
+        let ack = s.next(BOUND).expect("the acknowledgment");
+        assert_eq!(
+            ack["method"], "notifications/subscriptions/acknowledged",
+            "{ack}"
+        );
+        streams.push((id, target.clone(), s));
+    }
+    assert_eq!(
+        e.await_listening_sessions(per).await,
+        per,
+        "five streams, shared sessions"
+    );
+    let t = Instant::now();
+    submit(&su, &a, 0, "a0", "a1").await;
+    for (id, target, s) in &streams {
+        if *target == a {
+            expect_update(s, id, &a, t);
+        }
+    }
+    for (_, target, s) in &streams {
+        if *target == b {
+            expect_quiet(s, "another target's commit");
+        }
+    }
+    let t = Instant::now();
+    submit(&su, &b, 0, "b0", "b1").await;
+    for (id, target, s) in &streams {
+        if *target == b {
+            expect_update(s, id, &b, t);
+        }
+    }
+    // Closing all but one keeps the sessions for it; closing the last closes them.
+    let (last_id, _, last) = streams.pop().unwrap();
+    for (_, _, s) in streams {
+        s.close();
+    }
+    std::thread::sleep(QUIET);
+    assert_eq!(e.listening_sessions().await, per);
+    let t = Instant::now();
+    submit(&su, &b, 1, "b1", "b2").await;
+    expect_update(&last, &last_id, &b, t);
+    last.close();
+    assert_eq!(e.await_listening_sessions(0).await, 0);
+}
+
 /// Item 2 over HTTP, a lost listening session: as over stdio, it reconnects and the stream is
 /// told that its targets may have changed (an update of each), then hears commits again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -455,7 +518,7 @@ async fn a_lost_listening_session_reconnects_and_resyncs_the_stream() {
     let (su, target) = superuser_target("sse-lost.md", "lost\n").await;
     let id = json!("lost");
     let (e, s) = acknowledged_stream(&target, id.clone());
-    let per = per_stream().await;
+    let per = per_endpoint().await;
     assert_eq!(e.await_listening_sessions(per).await, per);
     let ended = e
         .on_listening_sessions("count(pg_terminate_backend(pid))")

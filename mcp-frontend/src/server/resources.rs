@@ -15,13 +15,14 @@
 use super::Server;
 use crate::catalog::REVISIONS;
 use crate::config::Profile;
-use crate::feed::{self, Listener, Signal};
+use crate::feed::{self, Hub, Listener, Signal};
 use crate::modern;
 use crate::rpc::{self, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND};
 use patchdiff_engine::wire::{ASCII, to_string};
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
+use std::sync::Arc;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 
 /// `resources/read` of an unknown target (or one the role may not read) before 2026-07-28.
@@ -278,20 +279,36 @@ impl Server {
             return Ok(());
         }
         if self.subs.listener.is_none() {
-            let (databases, setup) = self.db.listen_sessions().await.map_err(|why| {
+            let failed = |why: String| {
                 (
                     rpc::INTERNAL_ERROR,
                     format!("Internal error: cannot listen for changes ({why})"),
                     None,
                 )
-            })?;
-            let listener = Listener::start(databases, setup).await.map_err(|why| {
-                (
-                    rpc::INTERNAL_ERROR,
-                    format!("Internal error: cannot listen for changes ({why})"),
-                    None,
-                )
-            })?;
+            };
+            let listener = match self.feed_hub.clone() {
+                // An HTTP stream: the endpoint's shared sessions, started by the first stream.
+                // They run as the login role (LISTEN needs no privilege; what a stream hears
+                // is checked as its own role before it is sent).
+                Some(slot) => {
+                    let mut held = slot.lock().await;
+                    let hub = match held.upgrade() {
+                        Some(hub) => hub,
+                        None => {
+                            let (databases, setup) =
+                                self.db.listen_sessions(false).await.map_err(failed)?;
+                            let hub = Hub::start(databases, setup).await.map_err(failed)?;
+                            *held = Arc::downgrade(&hub);
+                            hub
+                        }
+                    };
+                    hub.subscribe()
+                }
+                None => {
+                    let (databases, setup) = self.db.listen_sessions(true).await.map_err(failed)?;
+                    Listener::start(databases, setup).await.map_err(failed)?
+                }
+            };
             self.subs.listener = Some(listener);
         }
         if let Some(l) = &self.subs.listener {
