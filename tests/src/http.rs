@@ -14,6 +14,60 @@ pub fn listening_url(stderr: &mut BufReader<ChildStderr>) -> String {
         .to_owned()
 }
 
+/// A running `patchdiff-mcp serve --listen 127.0.0.1:0` with a token file of its own; killed,
+/// and its token file removed, when dropped.
+pub struct Served {
+    pub child: std::process::Child,
+    pub url: String,
+    dir: std::path::PathBuf,
+    /// Kept open: the endpoint logs every call to stderr.
+    _stderr: BufReader<ChildStderr>,
+}
+
+impl Served {
+    /// `profile` on `database_url`, with `tokens` (token, role) and the extra `args`.
+    pub fn start(
+        profile: &str,
+        tokens: &[(&str, &str)],
+        args: &[&str],
+        database_url: &str,
+    ) -> Served {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(crate::roles::unique("patchdiff-served"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("tokens");
+        let text: String = tokens.iter().map(|(t, r)| format!("{t} {r}\n")).collect();
+        std::fs::write(&file, text).unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let mut child = std::process::Command::new(crate::stdio::mcp_bin())
+            .args(["serve", "--listen", "127.0.0.1:0", "--tokens"])
+            .arg(&file)
+            .args(args)
+            .env("PATCHDIFF_DATABASE_URL", database_url)
+            .env("PATCHDIFF_MCP_PROFILE", profile)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("patchdiff-mcp serve");
+        let mut stderr = BufReader::new(child.stderr.take().unwrap());
+        let url = listening_url(&mut stderr);
+        Served {
+            child,
+            url,
+            dir,
+            _stderr: stderr,
+        }
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
 /// Sends a prepared request with `body`: its status and its body as JSON (`Null` when it is not
 /// JSON), an error status included.
 pub fn send(request: ureq::Request, body: &str) -> (u16, serde_json::Value) {

@@ -721,30 +721,14 @@ async fn tenancy(db: &str, a: &str, b: &str, password: &str) {
 /// with an SSE stream: tests/tests/http_feed.rs), refused 406 when `Accept` does not allow one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http_serves_resources_and_subscribes_only_in_2026_07_28() {
-    use std::io::BufReader;
-    use std::os::unix::fs::PermissionsExt;
     let w = connect(&dsn()).await.unwrap();
     let id = initialize_target(&w, "feed-http.md", "over http\n")
         .await
         .unwrap();
-    let dir = std::env::temp_dir().join(unique("feed-http"));
-    std::fs::create_dir_all(&dir).unwrap();
-    let tokens = dir.join("tokens");
     let token = "feed-test-token-0123456789";
-    std::fs::write(&tokens, format!("{token} postgres\n")).unwrap();
-    std::fs::set_permissions(&tokens, std::fs::Permissions::from_mode(0o600)).unwrap();
-    let mut child = Command::new(mcp_bin())
-        .args(["serve", "--listen", "127.0.0.1:0", "--tokens"])
-        .arg(&tokens)
-        .env("PATCHDIFF_DATABASE_URL", dsn())
-        .env("PATCHDIFF_MCP_PROFILE", "extended")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("patchdiff-mcp serve");
-    // Kept open: the endpoint logs every call to stderr.
-    let mut stderr = BufReader::new(child.stderr.take().unwrap());
-    let url = patchdiff_tests::http::listening_url(&mut stderr);
+    let served =
+        patchdiff_tests::http::Served::start("extended", &[(token, "postgres")], &[], &dsn());
+    let url = served.url.clone();
     let post = |headers: &[(&str, &str)], body: Value| -> (u16, Value) {
         let mut r = ureq::post(&url)
             .set("Content-Type", "application/json")
@@ -829,9 +813,7 @@ async fn http_serves_resources_and_subscribes_only_in_2026_07_28() {
             "{listen}"
         );
     }));
-    let _ = child.kill();
-    let _ = child.wait();
-    let _ = std::fs::remove_dir_all(&dir);
+    drop(served);
     if let Err(e) = result {
         std::panic::resume_unwind(e);
     }

@@ -12,14 +12,11 @@
 //! Environment: `PATCHDIFF_TEST_DSN` (a superuser connection string to a database with
 //! pg_patchdiff) and `PATCHDIFF_MCP_BIN`.
 
-use patchdiff_tests::http::{ListenRequest, ListenStream};
+use patchdiff_tests::http::{ListenRequest, ListenStream, Served};
 use patchdiff_tests::roles::unique;
-use patchdiff_tests::stdio::mcp_bin;
 use patchdiff_tests::{call, connect, initialize_target};
 use serde_json::{Value, json};
-use std::io::BufReader;
-use std::os::unix::fs::PermissionsExt;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 use tokio_postgres::Client;
 
@@ -41,43 +38,24 @@ fn uri(id: &str) -> String {
 /// A running `patchdiff-mcp serve`, logged in as the superuser with an `application_name` of its
 /// own (its LISTEN sessions are counted by it).
 struct Endpoint {
-    child: Child,
+    served: Served,
     url: String,
     app: String,
-    dir: std::path::PathBuf,
-    _stderr: BufReader<std::process::ChildStderr>,
 }
 
 impl Endpoint {
     fn start(profile: &str, tokens: &[(&str, &str)], args: &[&str]) -> Endpoint {
-        let dir = std::env::temp_dir().join(unique("patchdiff-http-feed"));
-        std::fs::create_dir_all(&dir).unwrap();
-        let file = dir.join("tokens");
-        let text: String = tokens.iter().map(|(t, r)| format!("{t} {r}\n")).collect();
-        std::fs::write(&file, text).unwrap();
-        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
         let app = unique("http_feed");
-        let mut child = Command::new(mcp_bin())
-            .args(["serve", "--listen", "127.0.0.1:0", "--tokens"])
-            .arg(&file)
-            .args(args)
-            .env(
-                "PATCHDIFF_DATABASE_URL",
-                format!("{} application_name={app}", dsn()),
-            )
-            .env("PATCHDIFF_MCP_PROFILE", profile)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("patchdiff-mcp serve");
-        let mut stderr = BufReader::new(child.stderr.take().unwrap());
-        let url = patchdiff_tests::http::listening_url(&mut stderr);
+        let served = Served::start(
+            profile,
+            tokens,
+            args,
+            &format!("{} application_name={app}", dsn()),
+        );
         Endpoint {
-            child,
-            url,
+            url: served.url.clone(),
+            served,
             app,
-            dir,
-            _stderr: stderr,
         }
     }
 
@@ -149,14 +127,6 @@ impl Endpoint {
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-    }
-}
-
-impl Drop for Endpoint {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
@@ -433,7 +403,7 @@ async fn streams_are_capped_released_on_close_and_ended_by_sigterm() {
     );
     assert_eq!(e.listening_sessions().await, per);
     let ok = Command::new("kill")
-        .args(["-TERM", &e.child.id().to_string()])
+        .args(["-TERM", &e.served.child.id().to_string()])
         .status()
         .is_ok_and(|s| s.success());
     assert!(ok, "kill -TERM");
@@ -442,11 +412,11 @@ async fn streams_are_capped_released_on_close_and_ended_by_sigterm() {
     assert_eq!(end["result"]["_meta"][ID_KEY], "x", "{end}");
     assert!(s.next(BOUND).is_none(), "the stream did not end");
     let deadline = Instant::now() + Duration::from_secs(10);
-    while e.child.try_wait().unwrap().is_none() {
+    while e.served.child.try_wait().unwrap().is_none() {
         assert!(Instant::now() < deadline, "the server did not stop");
         std::thread::sleep(Duration::from_millis(50));
     }
-    assert!(e.child.try_wait().unwrap().unwrap().success());
+    assert!(e.served.child.try_wait().unwrap().unwrap().success());
     assert_eq!(e.await_listening_sessions(0).await, 0);
 }
 
