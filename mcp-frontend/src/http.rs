@@ -20,6 +20,7 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
+use axum::serve::ListenerExt;
 use serde::Deserialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
@@ -166,12 +167,45 @@ struct Shared {
     feed: crate::feed::HubSlot,
 }
 
+/// How long what this server sent on a connection may stay unacknowledged before the kernel
+/// closes it (TCP_USER_TIMEOUT). A client that vanished without closing (its host gone, a
+/// network cut) is then noticed within this, plus at most one [`KEEPALIVE`] on a listen stream,
+/// which frees the stream's place; the system's default (`tcp_retries2`) is about 15 minutes.
+pub const UNACKNOWLEDGED: Duration = Duration::from_secs(60);
+
+/// Sets TCP_USER_TIMEOUT on an accepted connection.
+fn give_up_unacknowledged(tcp: &tokio::net::TcpStream, after: Duration) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let ms = libc::c_uint::try_from(after.as_millis()).unwrap_or(libc::c_uint::MAX);
+    // SAFETY: the descriptor is the open socket's for the whole call; the option's value is a
+    // c_uint, passed by address with its size.
+    let rc = unsafe {
+        libc::setsockopt(
+            tcp.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_USER_TIMEOUT,
+            (&raw const ms).cast::<libc::c_void>(),
+            std::mem::size_of_val(&ms) as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
 /// Serves until SIGTERM or SIGINT, then finishes the calls in flight and returns.
 pub async fn serve(config: Config, first: Db, options: Options) -> Result<(), String> {
     let listener = tokio::net::TcpListener::bind(options.listen)
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", options.listen))?;
     let bound = listener.local_addr().map_err(|e| e.to_string())?;
+    let listener = listener.tap_io(|tcp| {
+        if let Err(e) = give_up_unacknowledged(tcp, UNACKNOWLEDGED) {
+            tracing::warn!("cannot set TCP_USER_TIMEOUT on a connection: {e}");
+        }
+    });
     let tools = Arc::new(crate::server::active_tools(&config, &|name| {
         first.functions.contains(name)
     }));
@@ -918,6 +952,31 @@ pub async fn connect(config: &Config) -> Result<Db, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Accepted connections give up on a client that stops acknowledging (docs/http.md
+    /// "Subscriptions"): the option is set as asked, on a real socket.
+    #[tokio::test]
+    async fn accepted_connections_give_up_on_unacknowledged_data() {
+        use std::os::fd::AsRawFd;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let _client = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let (accepted, _) = listener.accept().await.unwrap();
+        give_up_unacknowledged(&accepted, UNACKNOWLEDGED).unwrap();
+        let mut ms: libc::c_uint = 0;
+        let mut len = std::mem::size_of_val(&ms) as libc::socklen_t;
+        // SAFETY: the socket is open; `ms` and `len` are valid for writes of their sizes.
+        let rc = unsafe {
+            libc::getsockopt(
+                accepted.as_raw_fd(),
+                libc::IPPROTO_TCP,
+                libc::TCP_USER_TIMEOUT,
+                (&raw mut ms).cast::<libc::c_void>(),
+                &mut len,
+            )
+        };
+        assert_eq!((rc, ms), (0, 60_000));
+    }
 
     #[test]
     fn token_files_are_parsed_strictly() {
