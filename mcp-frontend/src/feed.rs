@@ -218,12 +218,16 @@ impl Hub {
         databases: Vec<tokio_postgres::Config>,
         setup: String,
     ) -> Result<Arc<Hub>, String> {
-        let base = Listener::start(databases, setup).await?;
-        Ok(Arc::new_cyclic(|weak: &std::sync::Weak<Hub>| Hub {
+        Ok(Hub::over(Listener::start(databases, setup).await?))
+    }
+
+    /// A hub over `base`, whose signals it passes on.
+    fn over(base: Listener) -> Arc<Hub> {
+        Arc::new_cyclic(|weak: &std::sync::Weak<Hub>| Hub {
             subscribers: Mutex::new(HubState::default()),
             watched: base.watched.clone(),
             task: tokio::spawn(fan_out(base, weak.clone())),
-        }))
+        })
     }
 
     /// A listener fed by this hub; it watches nothing until told to.
@@ -430,6 +434,70 @@ async fn listen_once(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A listener with no session, fed by the returned sender instead.
+    fn fed() -> (Listener, mpsc::Sender<Signal>) {
+        let (tx, signals) = mpsc::channel(QUEUE);
+        let listener = Listener {
+            watched: Arc::new(Mutex::new(BTreeSet::new())),
+            signals,
+            source: Source::Own(Vec::new()),
+        };
+        (listener, tx)
+    }
+
+    fn set(ids: &[&str]) -> BTreeSet<String> {
+        ids.iter().map(|s| s.to_string()).collect()
+    }
+
+    /// docs/http.md "Subscriptions": the streams of an endpoint share one set of listening
+    /// sessions. The sessions watch the union of what the streams watch; a signal reaches only
+    /// the streams that watch its target (a resync reaches all); a stream that does not keep up
+    /// gets a resync instead of holding up the others; a stream that leaves is no longer
+    /// watched for.
+    #[tokio::test]
+    async fn a_hub_passes_each_signal_to_the_listeners_that_watch_it() {
+        let (base, tx) = fed();
+        let hub = Hub::over(base);
+        let mut a = hub.subscribe();
+        let mut b = hub.subscribe();
+        a.watch(set(&["t1", "t2"]));
+        b.watch(set(&["t2", "t3"]));
+        assert_eq!(*hub.watched.lock().unwrap(), set(&["t1", "t2", "t3"]));
+        assert_eq!(hub.subscribers(), 2);
+
+        let within = Duration::from_secs(5);
+        tx.send(Signal::Changed("t1".into())).await.unwrap();
+        tx.send(Signal::Changed("t3".into())).await.unwrap();
+        tx.send(Signal::Resync).await.unwrap();
+        let next = async |l: &mut Listener| tokio::time::timeout(within, l.recv()).await.unwrap();
+        assert_eq!(next(&mut a).await, Some(Signal::Changed("t1".into())));
+        assert_eq!(next(&mut a).await, Some(Signal::Resync));
+        assert_eq!(next(&mut b).await, Some(Signal::Changed("t3".into())));
+        assert_eq!(next(&mut b).await, Some(Signal::Resync));
+
+        // b does not read while more than its queue holds arrives for t2: a gets every one,
+        // b gets what its queue held, then a resync, and nothing was lost for a.
+        for _ in 0..QUEUE + 10 {
+            tx.send(Signal::Changed("t2".into())).await.unwrap();
+            assert_eq!(next(&mut a).await, Some(Signal::Changed("t2".into())));
+        }
+        assert_eq!(b.try_recv(), Some(Signal::Resync), "the lag is told first");
+        let mut held = 0;
+        while let Some(s) = b.try_recv() {
+            assert_eq!(s, Signal::Changed("t2".into()));
+            held += 1;
+        }
+        assert_eq!(held, QUEUE);
+
+        // b leaves: only a's targets are watched; the last one leaving watches nothing.
+        drop(b);
+        assert_eq!(*hub.watched.lock().unwrap(), set(&["t1", "t2"]));
+        assert_eq!(hub.subscribers(), 1);
+        drop(a);
+        assert!(hub.watched.lock().unwrap().is_empty());
+        assert_eq!(hub.subscribers(), 0);
+    }
 
     /// A resource URI names exactly one canonical target ID; anything else is not a target.
     #[test]
