@@ -78,18 +78,29 @@ mkdir -p "$HTTP_DIR"
 (umask 077; head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$HTTP_DIR/token")
 (umask 077; printf '%s postgres\n' "$(cat "$HTTP_DIR/token")" > "$HTTP_DIR/tokens")
 HTTP_PIDS=()
+# Each endpoint listens on a port the system picks (127.0.0.1:0) unless PATCHDIFF_TEST_HTTP_PORT
+# names one (and the next, for the router's): a fixed port in the ephemeral range can be held by
+# any client connection of the suites that ran before (CI once found 54530 taken). The URL is
+# read from the endpoint's first line on stderr into the variable named by the first argument.
 start_http() {
-  local dsn="$1" port="$2" log="$HTTP_DIR/serve-$2.log"
+  local var="$1" dsn="$2" port="$3" log="$HTTP_DIR/serve-$1.log" url
   PATCHDIFF_DATABASE_URL="$dsn" "$PATCHDIFF_MCP_BIN" serve --listen "127.0.0.1:$port" \
     --tokens "$HTTP_DIR/tokens" 2>"$log" &
   HTTP_PIDS+=($!)
-  for _ in $(seq 100); do grep -q "listening on" "$log" && return 0; sleep 0.1; done
+  for _ in $(seq 100); do
+    url="$(sed -n 's/^patchdiff-mcp: listening on //p' "$log" | head -n 1)"
+    if [ -n "$url" ]; then
+      printf -v "$var" '%s' "$url"
+      return 0
+    fi
+    sleep 0.1
+  done
   cat "$log" >&2
   return 1
 }
-HTTP_PORT="${PATCHDIFF_TEST_HTTP_PORT:-$((E2E_PORT + 200))}"
-start_http "$PATCHDIFF_TEST_DSN" "$HTTP_PORT"
-start_http "$PATCHDIFF_ROUTER_DSN" "$((HTTP_PORT + 1))"
+HTTP_PORT="${PATCHDIFF_TEST_HTTP_PORT:-0}"
+start_http HTTP_URL "$PATCHDIFF_TEST_DSN" "$HTTP_PORT"
+start_http ROUTER_HTTP_URL "$PATCHDIFF_ROUTER_DSN" "$(( HTTP_PORT == 0 ? 0 : HTTP_PORT + 1 ))"
 trap 'kill "${HTTP_PIDS[@]}" 2>/dev/null || true; stop_cluster "$E2E_DATA"; bash "$ROOT/scripts/shards.sh" down' EXIT
 export PATCHDIFF_TEST_MCP_TOKEN_FILE="$HTTP_DIR/token"
 
@@ -97,7 +108,7 @@ export PATCHDIFF_TEST_MCP_TOKEN_FILE="$HTTP_DIR/token"
 # and through the router below (where the front end listens on every partition's database).
 log "patchdiff-mcp under the official MCP Python SDK (stdio, and its Streamable HTTP client)"
 setup_python
-PATCHDIFF_TEST_MCP_URL="http://127.0.0.1:$HTTP_PORT/mcp" \
+PATCHDIFF_TEST_MCP_URL="$HTTP_URL" \
   counted "$PY_ENV/bin/python" -m pytest -q -p no:cacheprovider tests/mcp_sdk
 
 log "patchdiff-mcp under the MCP Inspector CLI, the official TypeScript SDK and the MCP conformance suite (docs/clients.md)"
@@ -106,11 +117,11 @@ setup_node
 # serves stdio only, so it skips itself in the HTTP run below.
 counted "$NODE_BIN" --test --test-reporter=spec tests/mcp_node/*.test.mjs
 log "the same Inspector CLI and TypeScript SDK tests over Streamable HTTP"
-PATCHDIFF_TEST_MCP_URL="http://127.0.0.1:$HTTP_PORT/mcp" \
+PATCHDIFF_TEST_MCP_URL="$HTTP_URL" \
   counted "$NODE_BIN" --test --test-reporter=spec tests/mcp_node/inspector.test.mjs tests/mcp_node/sdk.test.mjs
 log "the MCP conformance suite against the Streamable HTTP endpoint (2026-07-28 and 2025-11-25)"
 PATCHDIFF_CONFORMANCE_OUT="$HTTP_DIR/conformance" \
-  bash "$ROOT/scripts/conformance.sh" "http://127.0.0.1:$HTTP_PORT/mcp" "$HTTP_DIR/token"
+  bash "$ROOT/scripts/conformance.sh" "$HTTP_URL" "$HTTP_DIR/token"
 
 # The end-to-end suites again, through the router: they read tables, hold row locks and run
 # callers' own transactions on the target's partition (patchdiff_tests::tables_for), as
@@ -125,7 +136,7 @@ PATCHDIFF_TEST_DSN="$PATCHDIFF_ROUTER_DSN" counted cargo test --locked -p patchd
   --test feed --test fuzz_stdio --test hostile_input --test http --test http_feed --test incremental_observation \
   --test files --test mcp_stdio --test near_misses --test reliability_concurrency --test sql_concurrency \
   --test structural --test workspace
-PATCHDIFF_TEST_DSN="$PATCHDIFF_ROUTER_DSN" PATCHDIFF_TEST_MCP_URL="http://127.0.0.1:$((HTTP_PORT + 1))/mcp" \
+PATCHDIFF_TEST_DSN="$PATCHDIFF_ROUTER_DSN" PATCHDIFF_TEST_MCP_URL="$ROUTER_HTTP_URL" \
   counted "$PY_ENV/bin/python" -m pytest -q -p no:cacheprovider tests/mcp_sdk
 
 # cargo's "test result: ok. N passed; M failed", pytest's "N passed, M failed in 1.2s" and
