@@ -151,8 +151,9 @@ pub fn head_tail(text: &str, head: Option<u64>, tail: Option<u64>) -> String {
     }
 }
 
-/// The text after the edits, rebuilt from the engine's change facts (span of each edit in the
-/// buffer after the earlier ones, code points) and checked against its `after_hash`.
+/// The text after the edits, rebuilt by the engine from the acceptance's change facts (span of
+/// each edit in the buffer after the earlier ones, code points) and checked against its
+/// `after_hash`.
 pub fn apply_facts(
     before: &str,
     edits: &[(String, String)],
@@ -162,16 +163,18 @@ pub fn apply_facts(
     if facts.len() != edits.len() {
         return None;
     }
-    let mut buf: Vec<char> = before.chars().collect();
-    for (f, (_, new)) in facts.iter().zip(edits) {
-        let s = usize::try_from(f.get("span_start")?.as_u64()?).ok()?;
-        let e = usize::try_from(f.get("span_end")?.as_u64()?).ok()?;
-        if s > e || e > buf.len() {
-            return None;
-        }
-        buf.splice(s..e, new.chars());
-    }
-    let after: String = buf.into_iter().collect();
+    let spans = facts
+        .iter()
+        .map(|f| {
+            let at = |k: &str| usize::try_from(f.get(k)?.as_u64()?).ok();
+            Some((at("span_start")?, at("span_end")?))
+        })
+        .collect::<Option<Vec<_>>>()?;
+    let replacements = spans
+        .into_iter()
+        .zip(edits)
+        .map(|((s, e), (_, new))| (s, e, new.as_str()));
+    let after = patchdiff_engine::api::text::apply_spans(before, replacements)?;
     (sha256_hex(after.as_bytes()) == after_hash).then_some(after)
 }
 

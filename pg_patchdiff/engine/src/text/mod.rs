@@ -81,6 +81,25 @@ pub fn char_len(s: &str) -> usize {
     bytes.len() - continuation
 }
 
+/// The text after replacements applied one after the other, each at the code-point span
+/// `[start, end)` of the text the earlier ones left (the spans of an acceptance's change facts,
+/// in order), or `None` when a span does not fit that text.
+pub fn apply_spans<'a>(
+    before: &str,
+    replacements: impl IntoIterator<Item = (usize, usize, &'a str)>,
+) -> Option<String> {
+    let mut text = before.to_owned();
+    for (start, end, new) in replacements {
+        if start > end {
+            return None;
+        }
+        let from = byte_offset(&text, start)?;
+        let to = from + byte_offset(&text[from..], end - start)?;
+        text.replace_range(from..to, new);
+    }
+    Some(text)
+}
+
 /// Byte offset of code point `cp` in `s`, or `None` when `cp` is past the end.
 /// `cp == char_len(s)` maps to `s.len()`.
 pub fn byte_offset(s: &str, cp: usize) -> Option<usize> {
@@ -247,6 +266,21 @@ impl SourceLineEndings {
 mod tests {
     use super::occurrence::find_all;
     use super::*;
+
+    /// The spans of change facts apply in order, each in the text the earlier ones left, in
+    /// code points; a span that does not fit answers `None`.
+    #[test]
+    fn spans_apply_in_order_in_code_points() {
+        let before = "foo bar\nfoo baz\n";
+        let after = apply_spans(before, [(12, 15, "qux"), (4, 7, "é")]);
+        assert_eq!(after.as_deref(), Some("foo é\nfoo qux\n"));
+        // The second span counts "é" as one code point, in the text the first one left.
+        let after = apply_spans("aé b", [(1, 2, "ÉÉ"), (3, 4, "_")]);
+        assert_eq!(after.as_deref(), Some("aÉÉ_b"));
+        assert_eq!(apply_spans("abc", [(2, 4, "x")]), None);
+        assert_eq!(apply_spans("abc", [(2, 1, "x")]), None);
+        assert_eq!(apply_spans("abc", [(3, 3, "d")]).as_deref(), Some("abcd"));
+    }
 
     #[test]
     fn canonicalize_crlf_and_bare_cr() {
