@@ -186,13 +186,7 @@ mod tests {
         }
     }
 
-    fn state(version: i64, content: &str) -> StoredState {
-        StoredState {
-            version,
-            hash: sha256_hex(content),
-            content: content.into(),
-        }
-    }
+    use crate::drive::replay::stored_state as state;
 
     /// Four accepted tx/1 edits of "a\nx\n" ("a" -> "b" -> "c" -> "d" -> "e"), with a SAVE
     /// snapshot at version 2.

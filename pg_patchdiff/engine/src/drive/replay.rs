@@ -53,6 +53,16 @@ pub fn replay(store: &mut impl History, args: &str) -> Value {
     replay.finish(&stored)
 }
 
+/// A stored state of `content` at `version`, as the replay and diff drivers' tests store it.
+#[cfg(test)]
+pub(crate) fn stored_state(version: i64, content: &str) -> crate::drive::store::StoredState {
+    crate::drive::store::StoredState {
+        version,
+        hash: crate::text::sha256_hex(content),
+        content: content.into(),
+    }
+}
+
 /// Accepted tx/1 attempts of `edits` (match, replace), one per version from `doc` at version 0,
 /// as their rows are stored (log_sequence 10, 20, ...), and the text at every version: what the
 /// replay and diff drivers' tests read back.
@@ -152,13 +162,7 @@ mod tests {
         }
     }
 
-    fn state(version: i64, content: &str) -> StoredState {
-        StoredState {
-            version,
-            hash: sha256_hex(content),
-            content: content.into(),
-        }
-    }
+    use super::stored_state as state;
 
     /// Three accepted tx/1 edits of "a\n", as their rows are stored.
     fn history() -> Memory {
