@@ -12,6 +12,23 @@ pub mod roles;
 pub mod stdio;
 pub mod stress;
 
+/// A fresh, empty directory `<tmp>/<prefix>-<pid>-<name>` for one test.
+pub fn scratch_dir(prefix: &str, name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("{prefix}-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// The workspace binding key file every front end of this test process shares (a target
+/// imported by one front end is published by another in some tests), outside every test's
+/// root: `<tmp>/<prefix>-<pid>-key/workspace.key`.
+pub fn workspace_key_file(prefix: &str) -> std::path::PathBuf {
+    std::env::temp_dir()
+        .join(format!("{prefix}-{}-key", std::process::id()))
+        .join("workspace.key")
+}
+
 /// Connects and drives the connection on the current Tokio runtime.
 pub async fn connect(dsn: &str) -> Result<Client, tokio_postgres::Error> {
     let (client, connection) = tokio_postgres::connect(dsn, NoTls).await?;

@@ -8,27 +8,18 @@
 //! Environment: `PATCHDIFF_TEST_DSN` (a superuser connection string to a database with
 //! pg_patchdiff) and `PATCHDIFF_MCP_BIN` (the built server; default target/debug).
 
+use patchdiff_tests::roles::dsn;
 use patchdiff_tests::stdio::Session;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-fn dsn() -> String {
-    std::env::var("PATCHDIFF_TEST_DSN")
-        .expect("PATCHDIFF_TEST_DSN must be set to a superuser connection string")
-}
-
 fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("pd-files-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    patchdiff_tests::scratch_dir("pd-files", name)
 }
 
 fn key_file() -> String {
-    std::env::temp_dir()
-        .join(format!("pd-files-{}-key", std::process::id()))
-        .join("workspace.key")
+    patchdiff_tests::workspace_key_file("pd-files")
         .to_string_lossy()
         .into_owned()
 }

@@ -5,6 +5,7 @@
 //! Environment: `PATCHDIFF_TEST_DSN` (a superuser connection string to a database with
 //! pg_patchdiff) and `PATCHDIFF_MCP_BIN` (the built server; default target/debug).
 
+use patchdiff_tests::roles::dsn;
 use patchdiff_tests::stdio::{Pipes, mcp_bin};
 use serde_json::{Value, json};
 use std::os::unix::fs::PermissionsExt;
@@ -14,25 +15,13 @@ use std::time::{Duration, Instant};
 
 const REPLY_TIMEOUT: Duration = Duration::from_secs(30);
 
-fn dsn() -> String {
-    std::env::var("PATCHDIFF_TEST_DSN")
-        .expect("PATCHDIFF_TEST_DSN must be set to a superuser connection string")
-}
-
 /// A fresh directory for one test.
 fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("pd-ws-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    patchdiff_tests::scratch_dir("pd-ws", name)
 }
 
-/// The binding key every front end of this test process shares (a target imported by one
-/// front end is published by another in some tests), outside every test's root.
 fn key_file() -> PathBuf {
-    std::env::temp_dir()
-        .join(format!("pd-ws-{}-key", std::process::id()))
-        .join("workspace.key")
+    patchdiff_tests::workspace_key_file("pd-ws")
 }
 
 struct Mcp {
