@@ -2,9 +2,10 @@
 //! resources"): targets are resources `patchdiff://targets/{id}`, and a subscriber hears
 //! `notifications/resources/updated` when one changes.
 //!
-//! The extension announces every acceptance and SAVE with `NOTIFY patchdiff` at COMMIT. A
-//! [`Listener`] holds a dedicated session of the front end's own role (its session settings and
-//! `SET ROLE` included) that LISTENs on that channel and passes on the IDs of the targets some
+//! The extension announces every acceptance and SAVE with `NOTIFY patchdiff` at COMMIT (with
+//! `patchdiff.notify = listened`, its default, while a listener is registered: see
+//! [`listen_once`]). A [`Listener`] holds a dedicated session of the front end's own role (its
+//! session settings and `SET ROLE` included) that LISTENs on that channel, registers, and passes on the IDs of the targets some
 //! subscriber watches; the server then checks, through the API and as the subscriber's role,
 //! that the subscriber may still read the target before it says anything (docs/security.md).
 //! Behind a sharded router every shard announces its own commits (NOTIFY is per database), so
@@ -348,8 +349,17 @@ async fn run(
     }
 }
 
-/// One session: connect, LISTEN, pass on announcements until the session ends (`Err`) or the
-/// receiver is dropped (`Ok`). After a reconnection, a resync covers what the gap missed.
+/// One session: connect, LISTEN, register as a listener (the feed's lock), pass on announcements
+/// until the session ends (`Err`) or the receiver is dropped (`Ok`). After a reconnection, a
+/// resync covers what the gap missed.
+///
+/// Registration: with `patchdiff.notify = listened` (the extension's default) a writer announces
+/// a change only while some session holds or awaits `pg_advisory_lock_shared` on the feed's key,
+/// and a writer that announced nothing holds the key until its COMMIT (docs/sql-api.md "The
+/// change feed"). So the session LISTENs first, then asks for the key without waiting: granted,
+/// nothing can have been missed, and it is ready. Refused, some writers that announced nothing
+/// are still open: the session is ready anyway (a subscription does not wait for another
+/// transaction), waits for the key, and then sends a resync, which covers those writers' changes.
 async fn listen_once(
     config: &tokio_postgres::Config,
     setup: &str,
@@ -363,23 +373,28 @@ async fn listen_once(
     } else {
         format!("{setup}; LISTEN {}", feed::CHANNEL)
     };
-    let listened = client.batch_execute(&sql);
-    tokio::pin!(listened);
-    // The connection must be polled for the LISTEN to complete.
-    let mut done = false;
-    while !done {
-        tokio::select! {
-            r = &mut listened => {
-                r.map_err(|e| format!("cannot LISTEN {}: {}", feed::CHANNEL, describe(&e)))?;
-                done = true;
-            }
-            m = std::future::poll_fn(|cx| connection.poll_message(cx)) => match m {
-                Some(Ok(_)) => {}
-                Some(Err(e)) => return Err(format!("the listening session failed: {e}")),
-                None => return Err("the listening session ended".into()),
-            },
-        }
-    }
+    let mut early = Vec::new();
+    polling(&mut connection, &mut early, client.batch_execute(&sql))
+        .await?
+        .map_err(|e| format!("cannot LISTEN {}: {}", feed::CHANNEL, describe(&e)))?;
+    let keys = format!("{}, {}", feed::LISTENER_LOCK_KEY1, feed::LISTENER_LOCK_KEY2);
+    let registered = polling(
+        &mut connection,
+        &mut early,
+        client.query_one(
+            &format!("SELECT pg_catalog.pg_try_advisory_lock_shared({keys})"),
+            &[],
+        ),
+    )
+    .await?
+    .and_then(|row| row.try_get::<_, bool>(0))
+    .map_err(|e| {
+        format!(
+            "cannot register as a listener of {}: {}",
+            feed::CHANNEL,
+            describe(&e)
+        )
+    })?;
     match ready.take() {
         Some(r) => {
             if r.send(Ok(())).is_err() {
@@ -392,42 +407,111 @@ async fn listen_once(
             }
         }
     }
+    for n in early.drain(..) {
+        if !pass_on(&n, watched, tx).await {
+            return Ok(());
+        }
+    }
+    if !registered {
+        // Writers that tried the key before this session asked for it hold it until they end;
+        // once it is granted they have all committed or rolled back, and a resync covers them.
+        let wait = format!("SELECT pg_catalog.pg_advisory_lock_shared({keys})");
+        let waited = client.query_one(&wait, &[]);
+        tokio::pin!(waited);
+        loop {
+            tokio::select! {
+                r = &mut waited => {
+                    r.map_err(|e| format!("cannot register as a listener of {}: {}", feed::CHANNEL, describe(&e)))?;
+                    break;
+                }
+                m = std::future::poll_fn(|cx| connection.poll_message(cx)) => match m {
+                    Some(Ok(AsyncMessage::Notification(n))) => {
+                        if !pass_on(&n, watched, tx).await {
+                            return Ok(());
+                        }
+                    }
+                    Some(Ok(_)) => {}
+                    Some(Err(e)) => return Err(format!("the listening session failed: {e}")),
+                    None => return Err("the listening session ended".into()),
+                },
+                () = tx.closed() => return Ok(()),
+            }
+        }
+        if tx.send(Signal::Resync).await.is_err() {
+            return Ok(());
+        }
+    }
     loop {
         let message = tokio::select! {
             m = std::future::poll_fn(|cx| connection.poll_message(cx)) => m,
             () = tx.closed() => return Ok(()),
         };
-        let n = match message {
-            Some(Ok(AsyncMessage::Notification(n))) => n,
-            Some(Ok(_)) => continue,
-            Some(Err(e)) => return Err(format!("the listening session failed: {e}")),
-            None => return Err("the listening session ended".into()),
-        };
-        if n.channel() != feed::CHANNEL {
-            continue;
-        }
-        // Any role may NOTIFY on any channel: only well-formed announcements of watched
-        // targets go on, and the server checks access before anyone hears of them.
-        let Some(a) = feed::parse(n.payload()) else {
-            continue;
-        };
-        if !watched
-            .lock()
-            .expect("the watched set")
-            .contains(&a.target_file_id)
-        {
-            continue;
-        }
-        match tx.try_send(Signal::Changed(a.target_file_id)) {
-            Ok(()) => {}
-            Err(mpsc::error::TrySendError::Full(_)) => {
-                // Too many at once: the loop will tell every subscriber instead.
-                if tx.send(Signal::Resync).await.is_err() {
+        match message {
+            Some(Ok(AsyncMessage::Notification(n))) => {
+                if !pass_on(&n, watched, tx).await {
                     return Ok(());
                 }
             }
-            Err(mpsc::error::TrySendError::Closed(_)) => return Ok(()),
+            Some(Ok(_)) => {}
+            Some(Err(e)) => return Err(format!("the listening session failed: {e}")),
+            None => return Err("the listening session ended".into()),
         }
+    }
+}
+
+/// Drives `f` (a statement of `connection`'s client) to its end while polling the connection,
+/// which must be polled for it to complete; announcements heard meanwhile go to `heard`.
+async fn polling<F: std::future::Future>(
+    connection: &mut tokio_postgres::Connection<
+        tokio_postgres::Socket,
+        tokio_postgres::tls::NoTlsStream,
+    >,
+    heard: &mut Vec<tokio_postgres::Notification>,
+    f: F,
+) -> Result<F::Output, String> {
+    tokio::pin!(f);
+    loop {
+        tokio::select! {
+            r = &mut f => return Ok(r),
+            m = std::future::poll_fn(|cx| connection.poll_message(cx)) => match m {
+                Some(Ok(AsyncMessage::Notification(n))) => heard.push(n),
+                Some(Ok(_)) => {}
+                Some(Err(e)) => return Err(format!("the listening session failed: {e}")),
+                None => return Err("the listening session ended".into()),
+            },
+        }
+    }
+}
+
+/// Passes on one announcement if it is a well-formed one of a watched target; `false` once the
+/// server's loop is gone.
+async fn pass_on(
+    n: &tokio_postgres::Notification,
+    watched: &Mutex<BTreeSet<String>>,
+    tx: &mpsc::Sender<Signal>,
+) -> bool {
+    if n.channel() != feed::CHANNEL {
+        return true;
+    }
+    // Any role may NOTIFY on any channel: only well-formed announcements of watched
+    // targets go on, and the server checks access before anyone hears of them.
+    let Some(a) = feed::parse(n.payload()) else {
+        return true;
+    };
+    if !watched
+        .lock()
+        .expect("the watched set")
+        .contains(&a.target_file_id)
+    {
+        return true;
+    }
+    match tx.try_send(Signal::Changed(a.target_file_id)) {
+        Ok(()) => true,
+        Err(mpsc::error::TrySendError::Full(_)) => {
+            // Too many at once: the loop will tell every subscriber instead.
+            tx.send(Signal::Resync).await.is_ok()
+        }
+        Err(mpsc::error::TrySendError::Closed(_)) => false,
     }
 }
 

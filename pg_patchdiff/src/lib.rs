@@ -58,13 +58,78 @@ static STRICT_OBSERVATION_MODE: GucSetting<bool> = GucSetting::<bool>::new(false
 static TARGET_PARTITION: GucSetting<i32> = GucSetting::<i32>::new(-1);
 static TARGET_PARTITIONS: GucSetting<i32> = GucSetting::<i32>::new(1);
 
-/// `patchdiff.notify`: the change feed (issue 19 item 2; docs/sql-api.md "The change feed"). On
-/// by default; superuser-only, so a writer cannot hide its changes from the feed, and a DBA can
-/// turn it off (postgresql.conf, ALTER SYSTEM, ALTER DATABASE/ROLE ... SET) where nobody listens
-/// and the commit-time notify lock costs throughput.
-static NOTIFY: GucSetting<bool> = GucSetting::<bool>::new(true);
+/// `patchdiff.notify`: the change feed (issue 19 item 2; docs/sql-api.md "The change feed").
+/// Superuser-only, so a writer cannot hide its changes from the feed. `listened`, the default,
+/// announces a change when a session of this database listens through the feed's lock (issue 21
+/// item 1: with nobody listening, commits take no notify-queue lock and keep sharing WAL
+/// flushes); `on` announces every change to any `LISTEN`er; `off` nothing.
+static NOTIFY: GucSetting<Notify> = GucSetting::<Notify>::new(Notify::Listened);
 
-pub(crate) fn notify_enabled() -> bool {
+/// The values of `patchdiff.notify`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Notify {
+    /// Announce while a listener holds or awaits the feed's lock (`storage::feed`).
+    Listened,
+    /// Announce every change.
+    On,
+    /// Announce nothing.
+    Off,
+}
+
+// SAFETY: `CONFIG_ENUM_ENTRY` ends with the null entry PostgreSQL's enum GUCs require, and every
+// `val` in it is one `from_ordinal` maps. Besides the three names, the spellings a boolean
+// setting accepts stay accepted (hidden, as PostgreSQL's own `synchronous_commit` does), so a
+// configuration written when this setting was a boolean keeps its meaning.
+unsafe impl pgrx::guc::GucEnum for Notify {
+    fn from_ordinal(ordinal: i32) -> Self {
+        match ordinal {
+            1 => Notify::On,
+            2 => Notify::Off,
+            _ => Notify::Listened,
+        }
+    }
+
+    fn to_ordinal(&self) -> i32 {
+        match self {
+            Notify::Listened => 0,
+            Notify::On => 1,
+            Notify::Off => 2,
+        }
+    }
+
+    const CONFIG_ENUM_ENTRY: *const pg_sys::config_enum_entry = {
+        const fn entry(
+            name: &'static std::ffi::CStr,
+            val: i32,
+            hidden: bool,
+        ) -> pg_sys::config_enum_entry {
+            pg_sys::config_enum_entry {
+                name: name.as_ptr(),
+                val,
+                hidden,
+            }
+        }
+        [
+            entry(c"listened", 0, false),
+            entry(c"on", 1, false),
+            entry(c"off", 2, false),
+            entry(c"true", 1, true),
+            entry(c"yes", 1, true),
+            entry(c"1", 1, true),
+            entry(c"false", 2, true),
+            entry(c"no", 2, true),
+            entry(c"0", 2, true),
+            pg_sys::config_enum_entry {
+                name: std::ptr::null(),
+                val: 0,
+                hidden: false,
+            },
+        ]
+        .as_ptr()
+    };
+}
+
+pub(crate) fn notify_mode() -> Notify {
     NOTIFY.get()
 }
 
@@ -99,10 +164,10 @@ extern "C-unwind" fn _PG_init() {
         GucContext::Userset,
         GucFlags::default(),
     );
-    GucRegistry::define_bool_guc(
+    GucRegistry::define_enum_guc(
         c"patchdiff.notify",
-        c"Announce every acceptance and SAVE with NOTIFY patchdiff (the change feed).",
-        c"The payload names the target, version, hash, attempt and log sequence (or snapshot); it is delivered at COMMIT. Off: nothing is announced, and commits that edited take no notify-queue lock.",
+        c"Announce acceptances and SAVEs with NOTIFY patchdiff (the change feed): listened, on or off.",
+        c"listened (default): announced while a session of this database listens through the feed's lock, pg_advisory_lock_shared(1885628774, 1717921124); on: always, to any LISTEN; off: never. The payload names the target, version, hash, attempt and log sequence (or snapshot); it is delivered at COMMIT. A commit that announces nothing takes no notify-queue lock.",
         &NOTIFY,
         GucContext::Suset,
         GucFlags::default(),

@@ -5,6 +5,8 @@
 //!    attempt, a rejection and a keyed resend are never announced; a transaction with several
 //!    acceptances announces each of them, in order, only when it commits;
 //!    `patchdiff.notify = off` announces nothing, and only a superuser may set it.
+//!    With `listened` (the default, issue 21 item 1) a change is announced only while a listener
+//!    is registered, and a registration waits for writers that announced nothing.
 //! 2. Over MCP, in the `extended` profile: targets are resources (`resources/list`,
 //!    `resources/templates/list`, `resources/read`), and the real `patchdiff-mcp` process sends
 //!    `notifications/resources/updated` on stdout to a subscriber in both eras: legacy
@@ -17,7 +19,9 @@
 //!
 //! Needs PATCHDIFF_TEST_DSN (a superuser connection string) and PATCHDIFF_MCP_BIN.
 
-use patchdiff_engine::api::feed::{MAX_PAYLOAD_BYTES, POSTGRES_PAYLOAD_LIMIT};
+use patchdiff_engine::api::feed::{
+    LISTENER_LOCK_KEY1, LISTENER_LOCK_KEY2, MAX_PAYLOAD_BYTES, POSTGRES_PAYLOAD_LIMIT,
+};
 use patchdiff_tests::roles::{config_for, dsn, open, recipe, unique};
 use patchdiff_tests::stdio::{Pipes, mcp_bin};
 use patchdiff_tests::{call, connect, initialize_target};
@@ -30,8 +34,22 @@ use tokio_postgres::{AsyncMessage, Client, NoTls};
 /// How long "nothing is announced" waits: far above the delivery time on a local server.
 const QUIET: Duration = Duration::from_millis(400);
 
-/// A second connection that LISTENs on the channel, and the payloads it hears.
+/// A second connection that LISTENs on the channel and registers as a listener (holds the
+/// feed's lock, as `patchdiff-mcp`'s listening sessions do), and the payloads it hears.
 async fn listener(dsn: &str) -> (Client, mpsc::UnboundedReceiver<String>) {
+    let (client, rx) = raw_listener(dsn).await;
+    client
+        .batch_execute(&format!(
+            "SELECT pg_advisory_lock_shared({LISTENER_LOCK_KEY1}, {LISTENER_LOCK_KEY2})"
+        ))
+        .await
+        .expect("registering the listener");
+    (client, rx)
+}
+
+/// A second connection that only LISTENs on the channel (it does not register), and the
+/// payloads it hears.
+async fn raw_listener(dsn: &str) -> (Client, mpsc::UnboundedReceiver<String>) {
     let (client, mut connection) = tokio_postgres::connect(dsn, NoTls)
         .await
         .expect("connecting the listener");
@@ -231,6 +249,295 @@ async fn sql_listeners_hear_commits_never_rollbacks_or_rejections() {
         .await
         .unwrap();
     assert_eq!(heard(&mut rx, ours).await["version"], 3);
+}
+
+/// The feed's key as `pg_locks` shows it: (pid, mode, granted) of each holder or waiter.
+async fn key_holders(c: &Client) -> Vec<(i32, String, bool)> {
+    c.query(
+        "SELECT pid, mode, granted FROM pg_catalog.pg_locks
+          WHERE locktype = 'advisory' AND database = (SELECT oid FROM pg_catalog.pg_database
+                                                       WHERE datname = current_database())
+            AND classid = $1::int8::oid AND objid = $2::int8::oid AND objsubid = 2
+          ORDER BY pid, mode",
+        &[
+            &i64::from(LISTENER_LOCK_KEY1),
+            &i64::from(LISTENER_LOCK_KEY2),
+        ],
+    )
+    .await
+    .expect("reading pg_locks")
+    .iter()
+    .map(|r| (r.get(0), r.get(1), r.get(2)))
+    .collect()
+}
+
+async fn pid(c: &Client) -> i32 {
+    c.query_one("SELECT pg_backend_pid()", &[])
+        .await
+        .unwrap()
+        .get(0)
+}
+
+/// Issue 21, item 1: with `patchdiff.notify = listened` (the default) a change is announced only
+/// while a listener is registered (holds or awaits the feed's lock), so commits that nobody
+/// listens to take no notify-queue lock; and a registration cannot miss a change: a writer that
+/// announced nothing holds the key until it ends, and the registration waits for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn listened_announces_only_to_registered_listeners_and_misses_nothing() {
+    if patchdiff_tests::not_through_a_router(
+        &dsn(),
+        "it makes a database of its own (a registration is one database's, as NOTIFY is)",
+    )
+    .await
+    {
+        return;
+    }
+    let server = connect(&dsn()).await.unwrap();
+    let db = unique("feed_listened");
+    server
+        .batch_execute(&format!(
+            "CREATE DATABASE {db} ENCODING 'UTF8' TEMPLATE template0"
+        ))
+        .await
+        .unwrap();
+    let result = tokio::spawn({
+        let db = db.clone();
+        async move { listened(&format!("{} dbname={db}", dsn())).await }
+    })
+    .await;
+    let _ = server
+        .batch_execute(&format!("DROP DATABASE IF EXISTS {db} WITH (FORCE)"))
+        .await;
+    if let Err(e) = result {
+        std::panic::resume_unwind(e.into_panic());
+    }
+}
+
+async fn listened(db_dsn: &str) {
+    let keys = format!("{LISTENER_LOCK_KEY1}, {LISTENER_LOCK_KEY2}");
+    let su = connect(db_dsn).await.unwrap();
+    su.batch_execute("CREATE EXTENSION pg_patchdiff")
+        .await
+        .unwrap();
+    let shown: String = su
+        .query_one("SHOW patchdiff.notify", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(shown, "listened", "the default");
+    let a = initialize_target(&su, "listened-a.md", "v0\n")
+        .await
+        .unwrap();
+    let b = initialize_target(&su, "listened-b.md", "w0\n")
+        .await
+        .unwrap();
+    let ours = [a.as_str(), b.as_str()];
+    let ours = &ours[..];
+    // A session that only LISTENs hears every NOTIFY there is, so it shows what was announced.
+    let (_raw, mut raw) = raw_listener(db_dsn).await;
+
+    // Nobody registered: nothing is announced, and the writer holds the key in RowExclusiveLock
+    // until its transaction ends.
+    let mut w = connect(db_dsn).await.unwrap();
+    let w_pid = pid(&w).await;
+    let t = w.transaction().await.unwrap();
+    let r = call(&t, "patchdiff_submit_edits", &edit(&a, 0, "v0", "v1"))
+        .await
+        .unwrap();
+    assert_eq!(r["status"], "accepted", "{r}");
+    assert_eq!(
+        key_holders(&su).await,
+        [(w_pid, "RowExclusiveLock".to_owned(), true)]
+    );
+    t.commit().await.unwrap();
+    assert_eq!(key_holders(&su).await, [], "released at COMMIT");
+    silent(&mut raw, ours, "an acceptance nobody registered for").await;
+    // A change made in a subtransaction that rolls back releases the key with it.
+    let t = w.transaction().await.unwrap();
+    t.batch_execute("SAVEPOINT s").await.unwrap();
+    call(&t, "patchdiff_submit_edits", &edit(&a, 1, "v1", "x"))
+        .await
+        .unwrap();
+    assert_eq!(key_holders(&su).await.len(), 1);
+    t.batch_execute("ROLLBACK TO SAVEPOINT s").await.unwrap();
+    assert_eq!(
+        key_holders(&su).await,
+        [],
+        "released with the subtransaction"
+    );
+    t.rollback().await.unwrap();
+
+    // A writer that announced nothing is still open when a listener registers: the try fails,
+    // and the listener's wait for the key ends only once the writer has committed, so what it
+    // reads then includes the writer's change.
+    let t = w.transaction().await.unwrap();
+    let r = call(&t, "patchdiff_submit_edits", &edit(&a, 1, "v1", "v2"))
+        .await
+        .unwrap();
+    assert_eq!(r["status"], "accepted", "{r}");
+    let (g, mut heard_by_g) = raw_listener(db_dsn).await;
+    let g_pid = pid(&g).await;
+    let got: bool = g
+        .query_one(
+            &format!("SELECT pg_catalog.pg_try_advisory_lock_shared({keys})"),
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(!got, "an open writer that announced nothing holds the key");
+    let waiting = tokio::spawn({
+        let keys = keys.clone();
+        async move {
+            g.batch_execute(&format!(
+                "SELECT pg_catalog.pg_advisory_lock_shared({keys})"
+            ))
+            .await
+            .expect("registering");
+            g
+        }
+    });
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while !key_holders(&su)
+        .await
+        .contains(&(g_pid, "ShareLock".to_owned(), false))
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the registration never waited"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // While the registration waits, another writer announces (the try sees the waiter).
+    let w2 = connect(db_dsn).await.unwrap();
+    let r = call(&w2, "patchdiff_submit_edits", &edit(&b, 0, "w0", "w1"))
+        .await
+        .unwrap();
+    assert_eq!(r["status"], "accepted", "{r}");
+    assert_eq!(heard(&mut raw, ours).await["target_file_id"], json!(b));
+    tokio::time::sleep(QUIET).await;
+    assert!(
+        !waiting.is_finished(),
+        "registered before the open writer ended"
+    );
+    t.commit().await.unwrap();
+    let g = tokio::time::timeout(Duration::from_secs(10), waiting)
+        .await
+        .expect("the registration still waits after the writer's COMMIT")
+        .unwrap();
+    let version: i64 = g
+        .query_one(
+            "SELECT version FROM patchdiff.targets WHERE target_file_id = $1::text::uuid",
+            &[&a],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(
+        version, 2,
+        "the registered listener's read sees the silent writer's change"
+    );
+    silent(&mut raw, &[a.as_str()], "the writer that held the key").await;
+    // Registered: every change is announced.
+    call(&w, "patchdiff_submit_edits", &edit(&a, 2, "v2", "v3"))
+        .await
+        .unwrap();
+    // The listener LISTENed before it asked for the key: it heard the writer that announced
+    // while it waited, then this one.
+    let first = heard(&mut heard_by_g, ours).await;
+    assert_eq!(
+        (&first["target_file_id"], &first["version"]),
+        (&json!(b), &json!(1))
+    );
+    assert_eq!(heard(&mut heard_by_g, ours).await["version"], 3);
+    assert_eq!(heard(&mut raw, ours).await["version"], 3);
+
+    // `off` announces nothing even to a registered listener; `on` announces with nobody
+    // registered.
+    su.batch_execute("SET patchdiff.notify = off")
+        .await
+        .unwrap();
+    call(&su, "patchdiff_submit_edits", &edit(&a, 3, "v3", "v4"))
+        .await
+        .unwrap();
+    silent(&mut raw, ours, "patchdiff.notify = off").await;
+    g.batch_execute(&format!(
+        "SELECT pg_catalog.pg_advisory_unlock_shared({keys})"
+    ))
+    .await
+    .unwrap();
+    su.batch_execute("SET patchdiff.notify = on").await.unwrap();
+    call(&su, "patchdiff_submit_edits", &edit(&a, 4, "v4", "v5"))
+        .await
+        .unwrap();
+    assert_eq!(heard(&mut raw, ours).await["version"], 5);
+    su.batch_execute("RESET patchdiff.notify").await.unwrap();
+    call(&su, "patchdiff_submit_edits", &edit(&a, 5, "v5", "v6"))
+        .await
+        .unwrap();
+    silent(&mut raw, ours, "listened again, nobody registered").await;
+
+    // The spellings of the boolean this setting was keep their meaning; others are refused.
+    for (value, shown) in [
+        ("true", "on"),
+        ("yes", "on"),
+        ("1", "on"),
+        ("false", "off"),
+        ("no", "off"),
+        ("0", "off"),
+        ("LISTENED", "listened"),
+    ] {
+        su.batch_execute(&format!("SET patchdiff.notify = '{value}'"))
+            .await
+            .unwrap();
+        let s: String = su
+            .query_one("SHOW patchdiff.notify", &[])
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(s, shown, "{value}");
+    }
+    let e = su
+        .batch_execute("SET patchdiff.notify = maybe")
+        .await
+        .expect_err("an unknown value");
+    assert_eq!(e.code().map(|c| c.code()), Some("22023"), "{e}");
+    su.batch_execute("RESET patchdiff.notify").await.unwrap();
+
+    // patchdiff-mcp registers its listening session. A subscription made while a writer that
+    // announced nothing is open does not wait for that writer, and the writer's change still
+    // reaches the subscriber once it commits: the session waits for the key, then resyncs.
+    let t = w.transaction().await.unwrap();
+    let r = call(&t, "patchdiff_submit_edits", &edit(&a, 6, "v6", "v7"))
+        .await
+        .unwrap();
+    assert_eq!(r["status"], "accepted", "{r}");
+    let (mut m, _) = Mcp::legacy(db_dsn, "extended");
+    let s = m.request("resources/subscribe", json!({"uri": uri(&a)}));
+    assert_eq!(s["result"], json!({}), "{s}");
+    assert!(
+        key_holders(&su)
+            .await
+            .iter()
+            .any(|(p, mode, granted)| *p != w_pid && mode == "ShareLock" && !granted),
+        "the front end's session awaits the key"
+    );
+    m.quiet("before the open writer commits");
+    t.commit().await.unwrap();
+    let n = m.notification();
+    assert_eq!(
+        (&n["method"], &n["params"]["uri"]),
+        (&json!("notifications/resources/updated"), &json!(uri(&a))),
+        "{n}"
+    );
+    silent(&mut raw, ours, "the writer that held the key, again").await;
+    // Registered now: the next change is announced and heard as any other.
+    call(&w, "patchdiff_submit_edits", &edit(&a, 7, "v7", "v8"))
+        .await
+        .unwrap();
+    assert_eq!(heard(&mut raw, ours).await["version"], 8);
+    let n = m.notification();
+    assert_eq!(n["params"]["uri"], json!(uri(&a)), "{n}");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -635,7 +942,7 @@ async fn tenancy(db: &str, a: &str, b: &str, password: &str) {
         .await
         .unwrap()
         .get(0);
-    assert_eq!(on, "on");
+    assert_eq!(on, "listened");
     call(
         &bc,
         "patchdiff_submit_edits",

@@ -12,6 +12,7 @@
 //! Environment: `PATCHDIFF_TEST_DSN` (a superuser connection string to a database with
 //! pg_patchdiff) and `PATCHDIFF_MCP_BIN`.
 
+use patchdiff_engine::api::feed::{LISTENER_LOCK_KEY1, LISTENER_LOCK_KEY2};
 use patchdiff_tests::http::{ListenRequest, ListenStream, Served};
 use patchdiff_tests::roles::unique;
 use patchdiff_tests::{call, connect, initialize_target};
@@ -93,7 +94,8 @@ impl Endpoint {
         patchdiff_tests::http::send(r, &body.to_string())
     }
 
-    /// The sessions of this endpoint that LISTEN, in every cluster (through a router the
+    /// The sessions of this endpoint that LISTEN (and hold or await the feed's key, which
+    /// registers them), in every cluster (through a router the
     /// front end listens on each partition's database: [`per_endpoint`] sessions in all).
     async fn listening_sessions(&self) -> i64 {
         self.on_listening_sessions("count(*)").await
@@ -107,7 +109,12 @@ impl Endpoint {
                 .await
                 .unwrap()
                 .query_one(
-                    &format!("SELECT {aggregate} FROM pg_stat_activity WHERE application_name = $1 AND query LIKE '%LISTEN patchdiff%'"),
+                    &format!(
+                        "SELECT {aggregate} FROM pg_stat_activity WHERE application_name = $1
+                            AND pid IN (SELECT pid FROM pg_locks WHERE locktype = 'advisory'
+                                          AND classid = {LISTENER_LOCK_KEY1} AND objid = {LISTENER_LOCK_KEY2}
+                                          AND objsubid = 2 AND mode = 'ShareLock')"
+                    ),
                     &[&self.app],
                 )
                 .await

@@ -14,6 +14,18 @@ use serde_json::json;
 /// The channel every announcement is sent on: `LISTEN patchdiff`.
 pub const CHANNEL: &str = "patchdiff";
 
+/// The advisory lock key `(LISTENER_LOCK_KEY1, LISTENER_LOCK_KEY2)` (the two-`int4` form,
+/// "pdif" and "feed" in ASCII) that registers a listener of this database's feed: a listening
+/// session holds `pg_advisory_lock_shared(LISTENER_LOCK_KEY1, LISTENER_LOCK_KEY2)` for as long as
+/// it listens. With `patchdiff.notify = listened` (the default) an acceptance or SAVE tries that
+/// key in `RowExclusiveLock` mode, without waiting, until its transaction ends: it announces
+/// itself only when the try fails (a listener holds or awaits the key), and otherwise holds the
+/// key so that a listener arriving later waits for its COMMIT before it reads
+/// (docs/sql-api.md "The change feed").
+pub const LISTENER_LOCK_KEY1: i32 = 0x7064_6966;
+/// See [`LISTENER_LOCK_KEY1`].
+pub const LISTENER_LOCK_KEY2: i32 = 0x6665_6564;
+
 /// PostgreSQL's NOTIFY payload must be shorter than this many bytes (`NOTIFY_PAYLOAD_MAX_LENGTH`
 /// in commands/async.c).
 pub const POSTGRES_PAYLOAD_LIMIT: usize = 8000;
