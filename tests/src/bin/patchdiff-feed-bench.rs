@@ -19,6 +19,7 @@
 //!
 //! The DSN's role must be a superuser (`patchdiff.notify` is superuser-only).
 
+use patchdiff_engine::api::feed;
 use patchdiff_tests::{call, connect, initialize_target};
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Write};
@@ -285,8 +286,10 @@ async fn submit_and_time(
 }
 
 /// The cost of the announcement on a one-edit acceptance (64 KiB target) in autocommit, the
-/// commit included: the same build with `patchdiff.notify` off and on (with nobody listening,
-/// and with a session LISTENing), calls interleaved one by one, client-side round trips.
+/// commit included: the same build with `patchdiff.notify` off, `listened` (the default) with
+/// nobody registered, on with nobody listening, and `listened` with a registered listener (a
+/// session that LISTENs and holds the feed's key), calls interleaved one by one, client-side
+/// round trips.
 async fn notify_cost(dsn: &str, iterations: usize) -> Result<(), Err> {
     let line = "0123456789abcdef0123456789abcdef0123456789abcdef012345678901234\n";
     let mut text = String::new();
@@ -294,18 +297,15 @@ async fn notify_cost(dsn: &str, iterations: usize) -> Result<(), Err> {
         text.push_str(line);
     }
     let mut arms = Vec::new();
-    for (label, notify) in [
-        ("notify off", false),
-        ("notify on", true),
-        ("notify on, a session listening", true),
+    for (label, setting) in [
+        ("notify off", "off"),
+        ("notify listened, nobody registered", "listened"),
+        ("notify on, nobody listening", "on"),
+        ("notify listened, a listener registered", "listened"),
     ] {
         let c = connect(dsn).await?;
-        c.batch_execute(if notify {
-            "SET patchdiff.notify = on"
-        } else {
-            "SET patchdiff.notify = off"
-        })
-        .await?;
+        c.batch_execute(&format!("SET patchdiff.notify = {setting}"))
+            .await?;
         let id = initialize_target(&c, "notify-cost.txt", &format!("v 0\n{text}")).await?;
         arms.push((label, c, id, 0i64, Vec::new()));
     }
@@ -313,17 +313,18 @@ async fn notify_cost(dsn: &str, iterations: usize) -> Result<(), Err> {
     tokio::spawn(async move {
         while let Some(Ok(_)) = std::future::poll_fn(|cx| connection.poll_message(cx)).await {}
     });
+    let keys = format!("{}, {}", feed::LISTENER_LOCK_KEY1, feed::LISTENER_LOCK_KEY2);
     let mut listening = false;
     for i in 0..iterations + 20 {
         for (k, (label, c, id, version, times)) in arms.iter_mut().enumerate() {
-            // The listener LISTENs only while the third arm runs.
-            let want = k == 2;
+            // The listener listens and is registered only while the last arm runs.
+            let want = k == 3;
             if want != listening {
                 listener
-                    .batch_execute(if want {
-                        "LISTEN patchdiff"
+                    .batch_execute(&if want {
+                        format!("LISTEN patchdiff; SELECT pg_advisory_lock_shared({keys})")
                     } else {
-                        "UNLISTEN patchdiff"
+                        format!("UNLISTEN patchdiff; SELECT pg_advisory_unlock_shared({keys})")
                     })
                     .await?;
                 listening = want;
