@@ -349,7 +349,7 @@ async fn notify_cost(dsn: &str, iterations: usize) -> Result<(), Err> {
         let median = percentile(&times, 0.5);
         let b = *base.get_or_insert(median);
         println!(
-            "one-edit submit, 64 KiB, autocommit, {label:<31} median {median:>6.3} ms   p95 {:>6.3} ms   ratio {:.3}",
+            "one-edit submit, 64 KiB, autocommit, {label:<40} median {median:>6.3} ms   p95 {:>6.3} ms   ratio {:.3}",
             percentile(&times, 0.95),
             median / b
         );
