@@ -412,37 +412,20 @@ async fn listen_once(
             return Ok(());
         }
     }
-    if !registered {
-        // Writers that tried the key before this session asked for it hold it until they end;
-        // once it is granted they have all committed or rolled back, and a resync covers them.
-        let wait = format!("SELECT pg_catalog.pg_advisory_lock_shared({keys})");
-        let waited = client.query_one(&wait, &[]);
-        tokio::pin!(waited);
-        loop {
-            tokio::select! {
-                r = &mut waited => {
-                    r.map_err(|e| format!("cannot register as a listener of {}: {}", feed::CHANNEL, describe(&e)))?;
-                    break;
-                }
-                m = std::future::poll_fn(|cx| connection.poll_message(cx)) => match m {
-                    Some(Ok(AsyncMessage::Notification(n))) => {
-                        if !pass_on(&n, watched, tx).await {
-                            return Ok(());
-                        }
-                    }
-                    Some(Ok(_)) => {}
-                    Some(Err(e)) => return Err(format!("the listening session failed: {e}")),
-                    None => return Err("the listening session ended".into()),
-                },
-                () = tx.closed() => return Ok(()),
-            }
-        }
-        if tx.send(Signal::Resync).await.is_err() {
-            return Ok(());
-        }
-    }
+    // Writers that tried the key before this session asked for it hold it until they end; once
+    // it is granted they have all committed or rolled back, and a resync covers them.
+    let wait = format!("SELECT pg_catalog.pg_advisory_lock_shared({keys})");
+    let mut waiting = (!registered).then(|| Box::pin(client.query_one(&wait, &[])));
     loop {
         let message = tokio::select! {
+            r = async { waiting.as_mut().expect("waiting").await }, if waiting.is_some() => {
+                r.map_err(|e| format!("cannot register as a listener of {}: {}", feed::CHANNEL, describe(&e)))?;
+                waiting = None;
+                if tx.send(Signal::Resync).await.is_err() {
+                    return Ok(());
+                }
+                continue;
+            }
             m = std::future::poll_fn(|cx| connection.poll_message(cx)) => m,
             () = tx.closed() => return Ok(()),
         };

@@ -292,25 +292,36 @@ async fn listened_announces_only_to_registered_listeners_and_misses_nothing() {
     {
         return;
     }
+    let (result, _) = own_database("feed_listened", |db| async move {
+        listened(&format!("{} dbname={db}", dsn())).await
+    })
+    .await;
+    if let Err(e) = result {
+        std::panic::resume_unwind(e.into_panic());
+    }
+}
+
+/// Runs `body` in a task, on a database of its own (`prefix` and a unique suffix, created from
+/// template0 and dropped afterwards whatever happened); the task's outcome, and a superuser
+/// connection for any other cleaning up.
+async fn own_database<F, Fut>(prefix: &str, body: F) -> (Result<(), tokio::task::JoinError>, Client)
+where
+    F: FnOnce(String) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
     let server = connect(&dsn()).await.unwrap();
-    let db = unique("feed_listened");
+    let db = unique(prefix);
     server
         .batch_execute(&format!(
             "CREATE DATABASE {db} ENCODING 'UTF8' TEMPLATE template0"
         ))
         .await
         .unwrap();
-    let result = tokio::spawn({
-        let db = db.clone();
-        async move { listened(&format!("{} dbname={db}", dsn())).await }
-    })
-    .await;
+    let result = tokio::spawn(body(db.clone())).await;
     let _ = server
         .batch_execute(&format!("DROP DATABASE IF EXISTS {db} WITH (FORCE)"))
         .await;
-    if let Err(e) = result {
-        std::panic::resume_unwind(e.into_panic());
-    }
+    (result, server)
 }
 
 async fn listened(db_dsn: &str) {
@@ -884,24 +895,13 @@ async fn subscribers_hear_only_targets_they_may_see() {
     {
         return;
     }
-    let server = connect(&dsn()).await.unwrap();
-    let db = unique("feed_tenancy");
     let (a, b) = (unique("feed_a"), unique("feed_b"));
     let password = "feed-test-password";
-    server
-        .batch_execute(&format!(
-            "CREATE DATABASE {db} ENCODING 'UTF8' TEMPLATE template0"
-        ))
-        .await
-        .unwrap();
-    let result = tokio::spawn({
-        let (db, a, b) = (db.clone(), a.clone(), b.clone());
-        async move { tenancy(&db, &a, &b, password).await }
+    let (result, server) = own_database("feed_tenancy", {
+        let (a, b) = (a.clone(), b.clone());
+        |db| async move { tenancy(&db, &a, &b, password).await }
     })
     .await;
-    let _ = server
-        .batch_execute(&format!("DROP DATABASE IF EXISTS {db} WITH (FORCE)"))
-        .await;
     for r in [&a, &b] {
         let _ = server
             .batch_execute(&format!("DROP ROLE IF EXISTS {r}"))
