@@ -29,10 +29,26 @@ setup_system() {
     apt-get update -q
     apt-get install -y -q --no-install-recommends "${missing[@]}"
   fi
+  reserve_ports
   # Debian starts a default cluster on 5432; this project runs its own clusters.
   if command -v pg_lsclusters >/dev/null && pg_lsclusters -h 2>/dev/null | grep -q '^15 main .* online'; then
     pg_ctlcluster 15 main stop || true
   fi
+}
+
+# The project's clusters and servers listen on fixed ports in 54300-54799 (the test clusters,
+# the shard clusters, the benchmarks), inside Linux's default ephemeral range (32768-60999): a
+# client connection made earlier can hold one of them as its local port, and a cluster started
+# or restarted later (shards.rs restarts a shard mid-run) then fails with "Address already in
+# use". As root, take the range out of the ephemeral ports (explicit binds are unaffected); the
+# setting lasts until reboot and changes nothing else. Without the right, nothing changes.
+reserve_ports() {
+  local f=/proc/sys/net/ipv4/ip_local_reserved_ports range=54300-54799
+  [ -w "$f" ] || return 0
+  local now
+  now="$(cat "$f")"
+  case ",$now," in *",$range,"*) return 0 ;; esac
+  echo "${now:+$now,}$range" > "$f" 2>/dev/null || true
 }
 
 setup_pgrx() {
