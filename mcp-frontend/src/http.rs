@@ -127,12 +127,20 @@ pub struct Options {
     pub max_streams: usize,
     /// ... and of one role ([`MAX_STREAMS_PER_ROLE`] by default).
     pub max_streams_per_role: usize,
+    /// How long a graceful shutdown waits for the calls in flight ([`SHUTDOWN_GRACE`] by
+    /// default) before the server exits anyway.
+    pub shutdown_grace: Duration,
 }
 
-/// Default cap on the `subscriptions/listen` streams open at once (`--max-streams`). Each holds
-/// one PostgreSQL session (its LISTEN session) for as long as it is open, on top of the
-/// `--connections` pool, so the two together must stay within the server's `max_connections`.
+/// Default cap on the `subscriptions/listen` streams open at once (`--max-streams`). The
+/// streams share the endpoint's listening sessions (one per database, `feed::Hub`); each
+/// update's access check borrows a connection of the `--connections` pool.
 pub const MAX_STREAMS: usize = 64;
+
+/// Default of `--shutdown-grace`: after SIGTERM, the calls in flight get this long to finish.
+/// A client that never finishes sending its request (or never reads its response) cannot keep
+/// the server from stopping beyond it.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
 
 /// Default cap on one role's open streams (`--max-streams-per-role`): one tenant cannot take
 /// every stream of the server.
@@ -210,6 +218,7 @@ pub async fn serve(config: Config, first: Db, options: Options) -> Result<(), St
         first.functions.contains(name)
     }));
     let (stop, stopping) = watch::channel(false);
+    let mut stopped = stopping.clone();
     let shared = Arc::new(Shared {
         config,
         tools,
@@ -231,11 +240,26 @@ pub async fn serve(config: Config, first: Db, options: Options) -> Result<(), St
     // Tests and scripts read the address from this line (port 0 picks a free one).
     eprintln!("patchdiff-mcp: listening on http://{bound}/mcp");
     tracing::info!(%bound, "listening");
-    axum::serve(listener, app)
+    let serving = axum::serve(listener, app)
         .with_graceful_shutdown(shutdown(stop))
-        .await
-        .map_err(|e| e.to_string())?;
-    tracing::info!("stopped: every call in flight finished");
+        .into_future();
+    tokio::select! {
+        r = serving => {
+            r.map_err(|e| e.to_string())?;
+            tracing::info!("stopped: every call in flight finished");
+        }
+        () = async {
+            let _ = stopped.wait_for(|s| *s).await;
+            tokio::time::sleep(options.shutdown_grace).await;
+        } => {
+            // Their connections close with the process: PostgreSQL rolls back what a call had
+            // not committed, and a keyed resend recovers what it had.
+            tracing::warn!(
+                "stopped: calls still in flight {:?} after the shutdown began were abandoned",
+                options.shutdown_grace
+            );
+        }
+    }
     Ok(())
 }
 

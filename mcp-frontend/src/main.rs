@@ -6,6 +6,7 @@ const HELP: &str = "\
 usage: patchdiff-mcp                 serve MCP (JSON-RPC over stdin/stdout)
        patchdiff-mcp serve --listen ADDR [--tokens FILE] [--connections N] [--queue-ms MS]
                            [--max-streams N] [--max-streams-per-role N]
+                           [--shutdown-grace SECONDS]
                                      serve MCP over Streamable HTTP at http://ADDR/mcp
                                      (docs/http.md: bearer tokens from FILE, or
                                      PATCHDIFF_MCP_TOKENS_FILE, each naming a PostgreSQL role)
@@ -150,6 +151,7 @@ async fn serve_http(args: &[String]) {
         let mut queue_ms = 5_000u64;
         let mut max_streams = patchdiff_mcp::http::MAX_STREAMS;
         let mut max_streams_per_role = patchdiff_mcp::http::MAX_STREAMS_PER_ROLE;
+        let mut shutdown_grace = patchdiff_mcp::http::SHUTDOWN_GRACE;
         let mut it = args.iter();
         while let Some(a) = it.next() {
             let mut value = || {
@@ -163,6 +165,9 @@ async fn serve_http(args: &[String]) {
                 "--connections" => connections = positive(a, &value()?)?,
                 "--max-streams" => max_streams = positive(a, &value()?)?,
                 "--max-streams-per-role" => max_streams_per_role = positive(a, &value()?)?,
+                "--shutdown-grace" => {
+                    shutdown_grace = std::time::Duration::from_secs(positive(a, &value()?)? as u64)
+                }
                 "--queue-ms" => {
                     queue_ms = value()?
                         .parse()
@@ -215,6 +220,7 @@ async fn serve_http(args: &[String]) {
                 allowed_origins,
                 max_streams,
                 max_streams_per_role,
+                shutdown_grace,
             },
         ))
     };

@@ -677,6 +677,62 @@ async fn saturation_is_503_and_shutdown_finishes_the_call_in_flight() {
     assert!(rest.contains("every call in flight finished"), "{rest}");
 }
 
+/// docs/http.md, shutdown: a request whose body never finishes arriving is a call in flight
+/// that would hold a graceful shutdown forever; after `--shutdown-grace` (1 s here, 30 s by
+/// default) the server exits 0 anyway and says what it abandoned.
+#[tokio::test]
+async fn an_unfinished_request_holds_up_shutdown_only_for_the_grace() {
+    use std::io::Write;
+    let (login, tenants) = roles("grace").await;
+    let token = "token-grace-0123456789";
+    let mut e = Endpoint::start(
+        &login,
+        &[(token, &tenants[0])],
+        &["--shutdown-grace", "1"],
+        &[],
+    );
+    let address = e
+        .url
+        .trim_start_matches("http://")
+        .trim_end_matches("/mcp")
+        .to_owned();
+    let mut slow = std::net::TcpStream::connect(&address).unwrap();
+    write!(
+        slow,
+        "POST /mcp HTTP/1.1\r\nHost: {address}\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMCP-Protocol-Version: {MODERN}\r\nContent-Length: 1000\r\n\r\n{{\"jsonrpc\""
+    )
+    .unwrap();
+    slow.flush().unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let started = std::time::Instant::now();
+    let ok = Command::new("kill")
+        .args(["-TERM", &e.child.id().to_string()])
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(ok, "kill -TERM");
+    let deadline = started + Duration::from_secs(15);
+    let status = loop {
+        if let Some(status) = e.child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "still running 15 s after SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let took = started.elapsed();
+    assert_eq!(status.code(), Some(0), "a requested stop");
+    assert!(
+        took >= Duration::from_millis(900),
+        "it waited the grace: {took:?}"
+    );
+    let mut rest = String::new();
+    let _ = std::io::Read::read_to_string(&mut e.stderr, &mut rest);
+    assert!(rest.contains("were abandoned"), "{rest}");
+    drop(slow);
+}
+
 /// 2025-06-18 / 2025-11-25 streamable-http "Protocol Version Header" asks for the header on the
 /// requests after `initialize`; a client that also stamps it on `initialize` still gets the
 /// handshake (the revision it negotiates), never "already initialized". And RFC 9110 section
