@@ -252,8 +252,9 @@ pub async fn serve(config: Config, first: Db, options: Options) -> Result<(), St
             let _ = stopped.wait_for(|s| *s).await;
             tokio::time::sleep(options.shutdown_grace).await;
         } => {
-            // Their connections close with the process: PostgreSQL rolls back what a call had
-            // not committed, and a keyed resend recovers what it had.
+            // Their connections close with the process. A statement already running may still
+            // commit (the backend notices the closed connection when it answers); what a call
+            // committed is in the log, where a keyed resend recovers it.
             tracing::warn!(
                 "stopped: calls still in flight {:?} after the shutdown began were abandoned",
                 options.shutdown_grace
