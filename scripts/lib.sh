@@ -3,7 +3,10 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-PG_BIN=/usr/lib/postgresql/15/bin
+# PATCHDIFF_PG_BIN runs the clusters of these scripts from another copy of PostgreSQL 15's
+# binaries (a private prefix with its own build of pg_patchdiff, for a benchmark or a check that
+# must not share the machine's installation).
+PG_BIN="${PATCHDIFF_PG_BIN:-/usr/lib/postgresql/15/bin}"
 PG_CONFIG="$PG_BIN/pg_config"
 PGRX_VERSION=0.18.1
 export PATH="$HOME/.cargo/bin:$PATH"
