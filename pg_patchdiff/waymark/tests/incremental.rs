@@ -240,7 +240,7 @@ fn run(language: Language, units: usize, seeds: u64, steps: usize) -> usize {
                 got, want,
                 "{language:?} seed {seed} step {step}: the incremental outline differs from a fresh one\n--- before:\n{text}\n--- after:\n{next}"
             );
-            if made == Made::Incremental {
+            if matches!(made, Made::Incremental | Made::Region) {
                 incremental += 1;
             }
             broken = want.as_ref().is_ok_and(|o| o.has_errors);
