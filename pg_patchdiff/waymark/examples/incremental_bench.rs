@@ -103,7 +103,7 @@ fn main() {
         let (got, made) = trees.outline_made(b"bench", Language::Python, next.clone());
         incr.push(ms(t));
         assert!(matches!(made, Made::Incremental | Made::Region), "{made:?}");
-            made_region += usize::from(made == Made::Region);
+        made_region += usize::from(made == Made::Region);
         assert_eq!(got, want, "round {round}: the incremental outline differs");
         // The phases, on a tree of the old text parsed for the purpose.
         let mut parser = tree_sitter::Parser::new();

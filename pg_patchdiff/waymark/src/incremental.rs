@@ -392,7 +392,7 @@ impl Trees {
         // The kept entry stays kept when this text's tree is not kept (it has syntax errors,
         // or is too large): the text after a fix is then reparsed from it.
         let mut prior = prior.filter(|h| h.language == language);
-        if let Some(h) = prior.as_ref() {
+        if let Some(h) = prior.as_mut() {
             if h.text == text && h.current {
                 made = Made::Kept;
                 tree = Some((h.tree.clone(), true));
@@ -407,7 +407,17 @@ impl Trees {
                 if let Ok((symbols, raws)) = out.finish_keeping() {
                     let roots = roots.clone();
                     let edited = h.tree.clone();
-                    return self.region_done(lineage, language, text, edited, symbols, raws, roots, prior, Made::Kept);
+                    return self.region_done(
+                        lineage,
+                        language,
+                        text,
+                        edited,
+                        symbols,
+                        raws,
+                        roots,
+                        prior,
+                        Made::Kept,
+                    );
                 }
             } else if h.text != text {
                 let changes = diff(&h.text, &text);
@@ -418,12 +428,26 @@ impl Trees {
                 }
                 // Python: the changed top-level regions parsed alone, spliced into the kept
                 // outline; the edited tree is kept, not reparsed (see `regions`).
+                // The kept outline is taken apart only once every region parsed as it must; a
+                // splice that fails after that (a cap) leaves no outline to reuse below.
                 if language == Language::Python
-                    && let Some(reuse) = h.reuse.as_ref()
-                    && let Some((out, roots)) = regions::outline(&h.text, &text, &changes, reuse)
+                    && let Some((_, roots)) = h.reuse.as_ref()
+                    && let Some(regions) = regions::outline(&h.text, &text, &changes, roots)
+                    && let Some(reuse) = h.reuse.take()
+                    && let Some((out, roots)) = regions.splice(&text, reuse)
                     && let Ok((symbols, raws)) = out.finish_keeping()
                 {
-                    return self.region_done(lineage, language, text, old_tree, symbols, raws, roots, prior, Made::Region);
+                    return self.region_done(
+                        lineage,
+                        language,
+                        text,
+                        old_tree,
+                        symbols,
+                        raws,
+                        roots,
+                        prior,
+                        Made::Region,
+                    );
                 }
                 let reparsed = parse(tree_sitter_language(language), &text, Some(&old_tree))
                     .filter(|t| !t.root_node().has_error());
@@ -608,15 +632,15 @@ mod regions {
         i == 0 || old[i - 1] != b'\\'
     }
 
-    /// The outline of `new` (which `changes` made from `old`) from the kept outline of `old`
-    /// and its root children's byte ranges, and the new root children's byte ranges; `None`
-    /// when a region cannot be cut or parsed as argued above.
-    pub(super) fn outline<'a>(
+    /// The regions of `new` (which `changes` made from `old`, whose root children's byte
+    /// ranges are `roots`), parsed and checked; `None` when a region cannot be cut or parsed
+    /// as argued above. [`Regions::splice`] then makes the outline.
+    pub(super) fn outline(
         old: &str,
-        new: &'a str,
+        new: &str,
         changes: &[Change],
-        (raws, roots): &Reuse,
-    ) -> Option<(Collector<'a>, Vec<(usize, usize)>)> {
+        roots: &[(usize, usize)],
+    ) -> Option<Regions> {
         let n = roots.len();
         if n == 0 || changes.is_empty() || changes.len() > MAX_REGIONS {
             return None;
@@ -665,35 +689,12 @@ mod regions {
         parser
             .set_language(&tree_sitter_language(Language::Python))
             .ok()?;
-        let mut out = Collector::new(new);
-        let mut new_roots = Vec::with_capacity(n + 8);
-        let (mut raw_at, mut root_at, mut ci) = (0usize, 0usize, 0usize);
+        // First every region is parsed and checked; only then is the kept outline taken apart.
+        let mut parsed: Vec<Parsed> = Vec::with_capacity(spans.len());
         let mut delta: isize = 0;
-        let copy_until = |out: &mut Collector<'a>,
-                              new_roots: &mut Vec<(usize, usize)>,
-                              raw_at: &mut usize,
-                              root_at: &mut usize,
-                              until: usize,
-                              delta: isize| {
-            while *root_at < n && roots[*root_at].0 < until {
-                let (s, e) = roots[*root_at];
-                new_roots.push((s.checked_add_signed(delta)?, e.checked_add_signed(delta)?));
-                *root_at += 1;
-            }
-            while *raw_at < raws.len() && raws[*raw_at].start < until {
-                let r = &raws[*raw_at];
-                out.push_raw(Raw {
-                    start: r.start.checked_add_signed(delta)?,
-                    end: r.end.checked_add_signed(delta)?,
-                    ..r.clone()
-                });
-                *raw_at += 1;
-            }
-            Some(())
-        };
+        let mut ci = 0usize;
         for &(lo, hi) in &spans {
             let (r0, r1) = (start(lo), end(hi));
-            copy_until(&mut out, &mut new_roots, &mut raw_at, &mut root_at, r0, delta)?;
             let n0 = r0.checked_add_signed(delta)?;
             while ci < changes.len() && changes[ci].old.1 <= r1 {
                 let c = changes[ci];
@@ -711,13 +712,14 @@ mod regions {
             // The root's children tile the region: only whitespace outside them.
             let mut kids = Vec::new();
             crate::common::children(&mut root.walk(), root, &mut kids);
+            let mut roots_here = Vec::with_capacity(kids.len());
             let mut at = 0;
             for &(child, _) in &kids {
                 let (s, e) = (child.start_byte(), child.end_byte());
                 if s < at || !region.as_bytes()[at..s].iter().all(|&b| blank(b)) {
                     return None;
                 }
-                new_roots.push((n0 + s, n0 + e));
+                roots_here.push((n0 + s, n0 + e));
                 at = e;
             }
             if at > region.len() || !region.as_bytes()[at..].iter().all(|&b| blank(b)) {
@@ -728,26 +730,100 @@ mod regions {
             if part.full() {
                 return None;
             }
-            for r in part.syms {
-                out.push_raw(Raw {
-                    start: r.start + n0,
-                    end: r.end + n0,
-                    ..r
-                });
-            }
-            // Skip the old statements and symbols of the region.
-            while root_at < n && roots[root_at].0 < r1 {
-                root_at += 1;
-            }
-            while raw_at < raws.len() && raws[raw_at].start < r1 {
-                raw_at += 1;
-            }
+            // In the order a whole outline lists them (ties only within one statement, whose
+            // symbols the extractor pushes in the same order in a region as in the whole).
+            Collector::sort_in_place(&mut part.syms);
+            parsed.push(Parsed {
+                old: (r0, r1),
+                n0,
+                delta_after: delta,
+                syms: part.syms,
+                roots: roots_here,
+            });
         }
-        debug_assert_eq!(ci, changes.len());
-        copy_until(&mut out, &mut new_roots, &mut raw_at, &mut root_at, usize::MAX, delta)?;
-        if out.full() {
+        if ci != changes.len() {
             return None;
         }
-        Some((out, new_roots))
+        Some(Regions { parsed })
+    }
+
+    /// The regions of a new text, parsed and checked ([`outline`]).
+    pub(super) struct Regions {
+        parsed: Vec<Parsed>,
+    }
+
+    struct Parsed {
+        /// The region's old byte range, its new start, and new minus old positions after it.
+        old: (usize, usize),
+        n0: usize,
+        delta_after: isize,
+        /// Its symbols, in bytes of the region, in the order the extractor pushed them.
+        syms: Vec<Raw>,
+        /// Its root children, in bytes of the new text.
+        roots: Vec<(usize, usize)>,
+    }
+
+    impl Regions {
+        /// The outline of the new text: the kept outline's symbols and root children outside
+        /// the regions, shifted, and the regions' own (taken by value: nothing is copied).
+        pub(super) fn splice(
+            self,
+            new: &str,
+            (raws, roots): Reuse,
+        ) -> Option<(Collector<'_>, Vec<(usize, usize)>)> {
+            let mut out = Collector::new(new);
+            out.reserve(raws.len() + self.parsed.iter().map(|p| p.syms.len()).sum::<usize>());
+            let mut new_roots = Vec::with_capacity(
+                roots.len() + self.parsed.iter().map(|p| p.roots.len()).sum::<usize>(),
+            );
+            let mut raws = raws.into_iter().peekable();
+            let mut roots = roots.into_iter().peekable();
+            let mut delta = 0isize;
+            let mut copy_until = |out: &mut Collector<'_>,
+                                  new_roots: &mut Vec<(usize, usize)>,
+                                  until: usize,
+                                  delta: isize,
+                                  keep: bool|
+             -> Option<()> {
+                while let Some(&(s, e)) = roots.peek()
+                    && s < until
+                {
+                    roots.next();
+                    if keep {
+                        new_roots
+                            .push((s.checked_add_signed(delta)?, e.checked_add_signed(delta)?));
+                    }
+                }
+                while let Some(r) = raws.next_if(|r| r.start < until) {
+                    if keep {
+                        let (start, end) = (
+                            r.start.checked_add_signed(delta)?,
+                            r.end.checked_add_signed(delta)?,
+                        );
+                        out.push_raw(Raw { start, end, ..r });
+                    }
+                }
+                Some(())
+            };
+            for p in self.parsed {
+                copy_until(&mut out, &mut new_roots, p.old.0, delta, true)?;
+                for r in p.syms {
+                    out.push_raw(Raw {
+                        start: r.start + p.n0,
+                        end: r.end + p.n0,
+                        ..r
+                    });
+                }
+                new_roots.extend(p.roots);
+                // The old statements and symbols of the region go.
+                copy_until(&mut out, &mut new_roots, p.old.1, delta, false)?;
+                delta = p.delta_after;
+            }
+            copy_until(&mut out, &mut new_roots, usize::MAX, delta, true)?;
+            if out.full() {
+                return None;
+            }
+            Some((out, new_roots))
+        }
     }
 }

@@ -1064,9 +1064,15 @@ mod tests {
         for (sel, found) in sels.iter().zip(&all) {
             let want = matching(&o, sel);
             assert_eq!(found.len(), want.len(), "{sel:?}");
-            assert!(found.iter().zip(&want).all(|(a, b)| std::ptr::eq(*a, *b)), "{sel:?}");
+            assert!(
+                found.iter().zip(&want).all(|(a, b)| std::ptr::eq(*a, *b)),
+                "{sel:?}"
+            );
         }
-        assert!(all.iter().any(|f| f.len() > 1), "one selection is ambiguous");
+        assert!(
+            all.iter().any(|f| f.len() > 1),
+            "one selection is ambiguous"
+        );
     }
 
     const TEXT: &str = "# 🌟 中\ndef a():\n    x = 1\n\ndef b():\n    x = 1\n";
