@@ -601,8 +601,10 @@ mod regions {
     use crate::common::{Collector, Raw};
     use crate::{Language, tree_sitter_language};
 
-    /// How far a cut may move outwards, in top-level statements, before giving up.
-    const MAX_WIDEN: usize = 64;
+    /// How far a cut may move outwards, in top-level statements, before giving up, and how
+    /// many blank bytes before a cut are looked through.
+    const MAX_WIDEN: usize = 16;
+    const MAX_BLANK: usize = 256;
     /// Past this many regions, or regions totalling more than this fraction of the text, a
     /// reparse of the whole tree is as cheap.
     const MAX_REGIONS: usize = 4096;
@@ -625,8 +627,13 @@ mod regions {
         if old[roots[k - 1].0] == b'#' {
             return false;
         }
+        // The last byte before the blank run must not be a backslash; a run longer than
+        // MAX_BLANK is not looked through (the cut moves on instead), so every check is short.
         let mut i = at;
         while i > 0 && blank(old[i - 1]) {
+            if at - i >= MAX_BLANK {
+                return false;
+            }
             i -= 1;
         }
         i == 0 || old[i - 1] != b'\\'
@@ -664,13 +671,16 @@ mod regions {
             while lo > 0 && !cut_ok(ob, roots, lo) {
                 lo -= 1;
                 widen += 1;
+                if widen > MAX_WIDEN {
+                    return None;
+                }
             }
             while hi + 1 < n && !cut_ok(ob, roots, hi + 1) {
                 hi += 1;
                 widen += 1;
-            }
-            if widen > MAX_WIDEN {
-                return None;
+                if widen > MAX_WIDEN {
+                    return None;
+                }
             }
             while let Some(&(plo, phi)) = spans.last()
                 && lo <= phi
