@@ -652,3 +652,110 @@ fn region_outlines_are_taken_and_fall_back() {
     let (got, _) = trees.outline_made(b"a", Language::Python, py.clone());
     assert_eq!(got, outline(Language::Python, &py));
 }
+
+/// Edits at the edges of top-level statements that change how the statement before or after
+/// is read: each outline equals a fresh parse's, however it was made.
+#[test]
+fn edits_at_statement_edges_equal_fresh_parses() {
+    // Statements with no blank line between them, among the usual blocks.
+    let mut base = file(Language::Python, 30);
+    let dense: String = (0..40)
+        .map(|i| format!("V{i} = {i}\nclass K{i}:\n    x = {i}\n"))
+        .collect();
+    base.insert_str(base.find("def handler_5(").unwrap(), &dense);
+    let at = |needle: &str| base.find(needle).unwrap();
+    let line_end = |needle: &str| at(needle) + base[at(needle)..].find('\n').unwrap();
+    let cases: Vec<(&str, String)> = vec![
+        // The same right before a statement on the next line, and after a class's body.
+        ("backslash before a statement", {
+            let mut t = base.clone();
+            t.insert_str(line_end("V7 = 7"), " \\");
+            t
+        }),
+        ("backslash after a class body", {
+            let mut t = base.clone();
+            t.insert_str(line_end("    x = 9\n"), " \\");
+            t
+        }),
+        ("else after an if, at column 0", {
+            let mut t = base.clone();
+            t.insert_str(at("V12 = 12"), "if V11:\n    pass\n");
+            t.insert_str(at("V13 = 13"), "else:\n    pass\n");
+            t
+        }),
+        ("a statement indented into the class before", {
+            let mut t = base.clone();
+            t.insert_str(at("V15 = 15"), "    ");
+            t
+        }),
+        // A backslash at the end of a statement's last line joins the next statement to it.
+        ("backslash before a boundary", {
+            let mut t = base.clone();
+            t.insert_str(
+                line_end("    return dispatch(event, retries)\n\n# 🌟 section 8"),
+                " \\",
+            );
+            t
+        }),
+        // `else:` at column 0 right after a compound statement continues it.
+        ("else after a class", {
+            let mut t = base.clone();
+            t.insert_str(at("def handler_9("), "if FLAG:\n    pass\n");
+            t.insert_str(
+                at("def handler_9(") + "if FLAG:\n    pass\n".len(),
+                "else:\n    X = 1\n",
+            );
+            t
+        }),
+        // An indented line after a class makes a column-0 comment part of its body.
+        ("indented after a comment", {
+            let mut t = base.clone();
+            t.insert_str(at("@decorator\nclass Service12("), "    stray = 1\n");
+            t
+        }),
+        // A decorator with no definition before a statement, and one joined to the next def.
+        ("decorator joined", {
+            let mut t = base.clone();
+            t.insert_str(at("def handler_14("), "@extra\n");
+            t
+        }),
+        // A triple quote opened and closed in two changes far apart.
+        ("string over statements", {
+            let mut t = base.clone();
+            t.insert_str(at("def handler_20("), "'''\n");
+            t.insert_str(at("def handler_16("), "S = '''\n");
+            t
+        }),
+        // A bracket opened and closed in two changes.
+        ("bracket over statements", {
+            let mut t = base.clone();
+            t.insert_str(at("def handler_22("), ")\n");
+            t.insert_str(at("def handler_21("), "CALL = f(\n");
+            t
+        }),
+        // A statement indented into the one before, and CRLF line ends in a changed region.
+        ("indentation and CRLF", {
+            let mut t = base.clone();
+            t.insert_str(at("def handler_25("), "    ");
+            let crlf = at("def handler_27(");
+            t.replace_range(
+                crlf..crlf + 20,
+                &base[crlf..crlf + 20].replace('\n', "\r\n"),
+            );
+            t
+        }),
+    ];
+    for (what, text) in cases {
+        let mut trees = Trees::new(4, 64 << 20);
+        assert_eq!(made(&mut trees, b"e", Language::Python, &base), Made::Fresh);
+        let (got, how) = trees.outline_made(b"e", Language::Python, text.clone());
+        assert_eq!(got, outline(Language::Python, &text), "{what} ({how:?})");
+        // And back: the kept state after this outline gives the fresh outline of the base.
+        let (back, how) = trees.outline_made(b"e", Language::Python, base.clone());
+        assert_eq!(
+            back,
+            outline(Language::Python, &base),
+            "{what}, back ({how:?})"
+        );
+    }
+}
