@@ -361,9 +361,8 @@ pub mod wire {
     /// symbol's index, so a long path is carried once, not once per child.
     pub fn outline_response(o: &Outline) -> Vec<u8> {
         // About 45 bytes per symbol besides its name and inline parents.
-        let mut b = Vec::with_capacity(
-            6 + o.symbols.iter().map(|s| 45 + s.name.len()).sum::<usize>(),
-        );
+        let mut b =
+            Vec::with_capacity(6 + o.symbols.iter().map(|s| 45 + s.name.len()).sum::<usize>());
         b.extend_from_slice(&[0u8, u8::from(o.has_errors)]);
         b.extend_from_slice(&(o.symbols.len() as u32).to_le_bytes());
         let mut by_path: std::collections::HashMap<&str, u32> =
