@@ -122,6 +122,17 @@ impl<'a> Collector<'a> {
         self.syms.push(r);
     }
 
+    /// Room for `n` more symbols.
+    pub fn reserve(&mut self, n: usize) {
+        self.syms.reserve(n);
+    }
+
+    /// Symbols in the order [`Collector::finish`] lists them (stable by start ascending, then
+    /// end descending), for a part of an outline spliced into another (crate::incremental).
+    pub fn sort_in_place(syms: &mut [Raw]) {
+        syms.sort_by(|a, b| a.start.cmp(&b.start).then(b.end.cmp(&a.end)));
+    }
+
     /// Whether a cap was passed: extractors stop walking then, since nothing more is kept.
     pub fn full(&self) -> bool {
         self.over.is_some()
@@ -151,7 +162,12 @@ impl<'a> Collector<'a> {
         }
         let mut raws = self.syms;
         // Stable: equal spans keep emission order (a parent is emitted before its children).
-        raws.sort_by(|a, b| a.start.cmp(&b.start).then(b.end.cmp(&a.end)));
+        // Symbols pushed in order already (an incremental outline's) are left as they are,
+        // which is what the stable sort would leave.
+        let order = |a: &Raw, b: &Raw| a.start.cmp(&b.start).then(b.end.cmp(&a.end));
+        if !raws.is_sorted_by(|a, b| order(a, b) != std::cmp::Ordering::Greater) {
+            raws.sort_by(order);
+        }
         Ok((raws, Offsets::new(self.text)))
     }
 }

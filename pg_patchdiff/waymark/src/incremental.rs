@@ -224,8 +224,13 @@ struct Held {
     lineage: Vec<u8>,
     language: Language,
     text: String,
-    /// A tree of `tree_sitter_language(language)` without syntax errors.
+    /// A tree of `tree_sitter_language(language)` without syntax errors: the tree of `text`
+    /// when `current`, otherwise the tree of an earlier text edited (`Tree::edit`, not
+    /// reparsed) to `text`, which a later incremental parse may still start from (tree-sitter
+    /// takes any number of edits before a reparse), but which no outline is read from.
     tree: Tree,
+    /// Whether `tree` was parsed from `text` (false after a region outline, [`regions`]).
+    current: bool,
     /// The outline's symbols before conversion, in document order, and the byte ranges of the
     /// root's children, for the languages whose outline is reused per root child (Python).
     reuse: Option<Reuse>,
@@ -310,6 +315,9 @@ pub enum Made {
     Kept,
     /// The kept tree of an earlier text, edited and reparsed.
     Incremental,
+    /// The kept outline of an earlier text, with the changed top-level regions parsed alone
+    /// and spliced in ([`regions`]; Python only).
+    Region,
 }
 
 /// The trees a parser helper keeps: at most `max_entries`, holding at most `max_bytes` (their
@@ -384,22 +392,73 @@ impl Trees {
         // The kept entry stays kept when this text's tree is not kept (it has syntax errors,
         // or is too large): the text after a fix is then reparsed from it.
         let mut prior = prior.filter(|h| h.language == language);
-        if let Some(h) = prior.as_ref() {
-            if h.text == text {
+        if let Some(h) = prior.as_mut() {
+            if h.text == text && h.current {
                 made = Made::Kept;
                 tree = Some((h.tree.clone(), true));
-            } else {
+            } else if h.text == text
+                && let Some((raws, roots)) = h.reuse.as_ref()
+            {
+                // The outline kept of this very text (its tree is not current).
+                let mut out = Collector::new(&text);
+                for r in raws {
+                    out.push_raw(r.clone());
+                }
+                if let Ok((symbols, raws)) = out.finish_keeping() {
+                    let roots = roots.clone();
+                    let edited = h.tree.clone();
+                    return self.region_done(
+                        lineage,
+                        language,
+                        text,
+                        edited,
+                        symbols,
+                        raws,
+                        roots,
+                        prior,
+                        Made::Kept,
+                    );
+                }
+            } else if h.text != text {
                 let changes = diff(&h.text, &text);
                 // A copy shares the kept tree's nodes; editing it copies only the edited paths.
                 let mut old_tree = h.tree.clone();
                 for e in input_edits(&h.text, &text, &changes) {
                     old_tree.edit(&e);
                 }
+                // Python: the changed top-level regions parsed alone, spliced into the kept
+                // outline; the edited tree is kept, not reparsed (see `regions`).
+                // The kept outline is taken apart only once every region parsed as it must; a
+                // splice that fails after that (a cap) leaves no outline to reuse below.
+                if language == Language::Python
+                    && let Some((_, roots)) = h.reuse.as_ref()
+                    && let Some(regions) = regions::outline(&h.text, &text, &changes, roots)
+                    && let Some(reuse) = h.reuse.take()
+                    && let Some((out, roots)) = regions.splice(&text, reuse)
+                    && let Ok((symbols, raws)) = out.finish_keeping()
+                {
+                    return self.region_done(
+                        lineage,
+                        language,
+                        text,
+                        old_tree,
+                        symbols,
+                        raws,
+                        roots,
+                        prior,
+                        Made::Region,
+                    );
+                }
                 let reparsed = parse(tree_sitter_language(language), &text, Some(&old_tree))
                     .filter(|t| !t.root_node().has_error());
                 if let Some(t) = reparsed {
                     made = Made::Incremental;
-                    if let Some(reuse) = h.reuse.as_ref() {
+                    // The reuse of the previous outline needs tree-sitter's changed ranges
+                    // between the tree of the previous text and this one: only with a
+                    // current tree.
+                    if h.current
+                        && let Some(reuse) = h.reuse.as_ref()
+                    {
                         reused = Some(collect_reusing(&text, &t, &old_tree, &changes, reuse));
                     }
                     tree = Some((t, true));
@@ -440,6 +499,7 @@ impl Trees {
                     language,
                     text,
                     tree,
+                    current: true,
                     reuse,
                 },
             );
@@ -449,7 +509,12 @@ impl Trees {
         if let Some(h) = prior {
             self.held.insert(0, h);
         }
-        // The oldest go first until the bounds hold (the newest too, if it alone is over).
+        self.bound();
+        (outline, made)
+    }
+
+    /// The oldest go first until the bounds hold (the newest too, if it alone is over).
+    fn bound(&mut self) {
         while !self.held.is_empty()
             && (self.held.len() > self.max_entries
                 || self.held.iter().map(|h| h.text.len()).sum::<usize>() + (self.measure)()
@@ -457,6 +522,318 @@ impl Trees {
         {
             self.held.pop();
         }
-        (outline, made)
+    }
+
+    /// Answers an outline made from the kept outline (a region outline, or the kept outline of
+    /// the same text), and keeps it with `tree`, the kept tree edited to `text` but not
+    /// reparsed. Python texts without syntax errors only.
+    #[allow(clippy::too_many_arguments)]
+    fn region_done(
+        &mut self,
+        lineage: &[u8],
+        language: Language,
+        text: String,
+        tree: Tree,
+        symbols: Vec<patchdiff_engine::api::scope::Symbol>,
+        raws: Vec<Raw>,
+        roots: Vec<(usize, usize)>,
+        prior: Option<Held>,
+        made: Made,
+    ) -> (Result<Outline, ParserLimit>, Made) {
+        let mut o = language.empty_outline(false);
+        o.symbols = symbols;
+        if text.len() <= self.max_bytes && self.max_entries > 0 {
+            drop(prior);
+            self.held.insert(
+                0,
+                Held {
+                    lineage: lineage.to_vec(),
+                    language,
+                    text,
+                    tree,
+                    current: false,
+                    reuse: Some((raws, roots)),
+                },
+            );
+        } else if let Some(h) = prior {
+            self.held.insert(0, h);
+        }
+        self.bound();
+        (Ok(o), made)
+    }
+}
+
+/// Region outlines (issue 21, item 2), Python only: the top-level statements a change touches,
+/// widened to whole statements with an unchanged statement on each side, are parsed alone, and
+/// their symbols spliced into the kept outline, the symbols of every other top-level statement
+/// taken from it, shifted. No tree of the whole text is made.
+///
+/// Why the result equals a fresh parse's outline. Python's module is a sequence of top-level
+/// statements; tree-sitter's Python parser at a *canonical* point (column 0, outside any
+/// statement, the scanner's indent stack at 0 and no open bracket or string) is in the same
+/// state as at the start of a file. A cut is only made at the start of an old top-level
+/// statement (a root child of the kept, error-free tree) that begins at column 0 after an LF,
+/// with a plain first byte (an ASCII letter, `_` or `@`: not a comment, string, bracket,
+/// continuation or anything the scanner reads past), whose previous top-level node is not a
+/// comment and whose previous line does not end in a backslash; and the unit of text just inside
+/// each cut of a region is unchanged (at least one untouched statement of padding each side).
+/// Then, by induction from the start of the text, every cut is canonical in a fresh parse of the
+/// new text too:
+///
+/// - an unchanged run between two cuts starts canonical, is the same text as before, and is
+///   followed by the same plain first line as before (the next cut's padding statement, or the
+///   end), so it is lexed and parsed as in the old tree, and ends canonical: its old symbols,
+///   shifted, are its new ones;
+/// - a region starts canonical, like a parse of its text alone, which is accepted only when it
+///   has no ERROR or MISSING node and its root children tile it (nothing but whitespace outside
+///   them); the scanner, at the end of the region's last line, sees a plain line at column 0 in
+///   the whole text and the end of the text in the region alone: both give indentation 0 and a
+///   found end of line, so the same NEWLINE and DEDENT tokens, and a token that cannot continue
+///   a statement (no `else`, `elif`, `except` or `finally` begins a top-level statement of an
+///   error-free tree); so the region's statements are the same nodes in both, and the cut after
+///   it is canonical.
+///
+/// Anything else (a cut that cannot be placed within a few statements, a region with errors,
+/// regions covering much of the text) returns `None`, and the caller reparses with tree-sitter.
+/// `tests/incremental.rs` checks the result against a fresh parse on hostile random edits.
+mod regions {
+    use super::{Change, Reuse};
+    use crate::common::{Collector, Raw};
+    use crate::{Language, tree_sitter_language};
+
+    /// How far a cut may move outwards, in top-level statements, before giving up, and how
+    /// many blank bytes before a cut are looked through.
+    const MAX_WIDEN: usize = 16;
+    const MAX_BLANK: usize = 256;
+    /// Past this many regions, or regions totalling more than this fraction of the text, a
+    /// reparse of the whole tree is as cheap.
+    const MAX_REGIONS: usize = 4096;
+    const MAX_SHARE: usize = 4;
+
+    fn plain(b: u8) -> bool {
+        b.is_ascii_alphabetic() || b == b'_' || b == b'@'
+    }
+
+    fn blank(b: u8) -> bool {
+        matches!(b, b' ' | b'\t' | b'\n' | b'\r' | b'\x0c')
+    }
+
+    /// Whether a cut before the old top-level statement `k` (k >= 1) is canonical.
+    fn cut_ok(old: &[u8], roots: &[(usize, usize)], k: usize) -> bool {
+        let at = roots[k].0;
+        if at == 0 || old[at - 1] != b'\n' || !old.get(at).copied().is_some_and(plain) {
+            return false;
+        }
+        if old[roots[k - 1].0] == b'#' {
+            return false;
+        }
+        // The last byte before the blank run must not be a backslash; a run longer than
+        // MAX_BLANK is not looked through (the cut moves on instead), so every check is short.
+        let mut i = at;
+        while i > 0 && blank(old[i - 1]) {
+            if at - i >= MAX_BLANK {
+                return false;
+            }
+            i -= 1;
+        }
+        i == 0 || old[i - 1] != b'\\'
+    }
+
+    /// The regions of `new` (which `changes` made from `old`, whose root children's byte
+    /// ranges are `roots`), parsed and checked; `None` when a region cannot be cut or parsed
+    /// as argued above. [`Regions::splice`] then makes the outline.
+    pub(super) fn outline(
+        old: &str,
+        new: &str,
+        changes: &[Change],
+        roots: &[(usize, usize)],
+    ) -> Option<Regions> {
+        let n = roots.len();
+        if n == 0 || changes.is_empty() || changes.len() > MAX_REGIONS {
+            return None;
+        }
+        let ob = old.as_bytes();
+        // Unit k is [start(k), start(k + 1)): top-level statement k and the blank or comment
+        // text after it; unit 0 starts at 0 and the last ends at the end of the text.
+        let start = |k: usize| if k == 0 { 0 } else { roots[k].0 };
+        let end = |k: usize| if k + 1 >= n { ob.len() } else { roots[k + 1].0 };
+        // Units touched by each change (inclusively: a change at a unit's edge touches it),
+        // widened by one each side and to canonical cuts; overlapping ones merged.
+        let mut spans: Vec<(usize, usize)> = Vec::new();
+        for c in changes {
+            let (a, b) = c.old;
+            // The first unit that ends at or after a, and the last that starts at or before b.
+            let t0 = roots[1..].partition_point(|r| r.0 < a).min(n - 1);
+            let t1 = roots[1..].partition_point(|r| r.0 <= b).max(t0);
+            let mut lo = t0.saturating_sub(1);
+            let mut hi = (t1 + 1).min(n - 1);
+            let mut widen = 0;
+            while lo > 0 && !cut_ok(ob, roots, lo) {
+                lo -= 1;
+                widen += 1;
+                if widen > MAX_WIDEN {
+                    return None;
+                }
+            }
+            while hi + 1 < n && !cut_ok(ob, roots, hi + 1) {
+                hi += 1;
+                widen += 1;
+                if widen > MAX_WIDEN {
+                    return None;
+                }
+            }
+            while let Some(&(plo, phi)) = spans.last()
+                && lo <= phi
+            {
+                spans.pop();
+                lo = lo.min(plo);
+                hi = hi.max(phi);
+            }
+            spans.push((lo, hi));
+        }
+        let total: usize = spans.iter().map(|&(lo, hi)| end(hi) - start(lo)).sum();
+        if total * MAX_SHARE > ob.len() {
+            return None;
+        }
+        let mut parser = tree_sitter::Parser::new();
+        parser
+            .set_language(&tree_sitter_language(Language::Python))
+            .ok()?;
+        // First every region is parsed and checked; only then is the kept outline taken apart.
+        let mut parsed: Vec<Parsed> = Vec::with_capacity(spans.len());
+        let mut delta: isize = 0;
+        let mut ci = 0usize;
+        for &(lo, hi) in &spans {
+            let (r0, r1) = (start(lo), end(hi));
+            let n0 = r0.checked_add_signed(delta)?;
+            while ci < changes.len() && changes[ci].old.1 <= r1 {
+                let c = changes[ci];
+                debug_assert!(c.old.0 >= r0);
+                delta += (c.new.1 - c.new.0) as isize - (c.old.1 - c.old.0) as isize;
+                ci += 1;
+            }
+            let n1 = r1.checked_add_signed(delta)?;
+            let region = new.get(n0..n1)?;
+            let tree = parser.parse(region, None)?;
+            let root = tree.root_node();
+            if root.has_error() {
+                return None;
+            }
+            // The root's children tile the region: only whitespace outside them.
+            let mut kids = Vec::new();
+            crate::common::children(&mut root.walk(), root, &mut kids);
+            let mut roots_here = Vec::with_capacity(kids.len());
+            let mut at = 0;
+            for &(child, _) in &kids {
+                let (s, e) = (child.start_byte(), child.end_byte());
+                if s < at || !region.as_bytes()[at..s].iter().all(|&b| blank(b)) {
+                    return None;
+                }
+                roots_here.push((n0 + s, n0 + e));
+                at = e;
+            }
+            if at > region.len() || !region.as_bytes()[at..].iter().all(|&b| blank(b)) {
+                return None;
+            }
+            let mut part = Collector::new(region);
+            crate::python::extract(&mut part, root);
+            if part.full() {
+                return None;
+            }
+            // In the order a whole outline lists them (ties only within one statement, whose
+            // symbols the extractor pushes in the same order in a region as in the whole).
+            Collector::sort_in_place(&mut part.syms);
+            parsed.push(Parsed {
+                old: (r0, r1),
+                n0,
+                delta_after: delta,
+                syms: part.syms,
+                roots: roots_here,
+            });
+        }
+        if ci != changes.len() {
+            return None;
+        }
+        Some(Regions { parsed })
+    }
+
+    /// The regions of a new text, parsed and checked ([`outline`]).
+    pub(super) struct Regions {
+        parsed: Vec<Parsed>,
+    }
+
+    struct Parsed {
+        /// The region's old byte range, its new start, and new minus old positions after it.
+        old: (usize, usize),
+        n0: usize,
+        delta_after: isize,
+        /// Its symbols, in bytes of the region, in the order the extractor pushed them.
+        syms: Vec<Raw>,
+        /// Its root children, in bytes of the new text.
+        roots: Vec<(usize, usize)>,
+    }
+
+    impl Regions {
+        /// The outline of the new text: the kept outline's symbols and root children outside
+        /// the regions, shifted, and the regions' own (taken by value: nothing is copied).
+        pub(super) fn splice(
+            self,
+            new: &str,
+            (raws, roots): Reuse,
+        ) -> Option<(Collector<'_>, Vec<(usize, usize)>)> {
+            let mut out = Collector::new(new);
+            out.reserve(raws.len() + self.parsed.iter().map(|p| p.syms.len()).sum::<usize>());
+            let mut new_roots = Vec::with_capacity(
+                roots.len() + self.parsed.iter().map(|p| p.roots.len()).sum::<usize>(),
+            );
+            let mut raws = raws.into_iter().peekable();
+            let mut roots = roots.into_iter().peekable();
+            let mut delta = 0isize;
+            let mut copy_until = |out: &mut Collector<'_>,
+                                  new_roots: &mut Vec<(usize, usize)>,
+                                  until: usize,
+                                  delta: isize,
+                                  keep: bool|
+             -> Option<()> {
+                while let Some(&(s, e)) = roots.peek()
+                    && s < until
+                {
+                    roots.next();
+                    if keep {
+                        new_roots
+                            .push((s.checked_add_signed(delta)?, e.checked_add_signed(delta)?));
+                    }
+                }
+                while let Some(r) = raws.next_if(|r| r.start < until) {
+                    if keep {
+                        let (start, end) = (
+                            r.start.checked_add_signed(delta)?,
+                            r.end.checked_add_signed(delta)?,
+                        );
+                        out.push_raw(Raw { start, end, ..r });
+                    }
+                }
+                Some(())
+            };
+            for p in self.parsed {
+                copy_until(&mut out, &mut new_roots, p.old.0, delta, true)?;
+                for r in p.syms {
+                    out.push_raw(Raw {
+                        start: r.start + p.n0,
+                        end: r.end + p.n0,
+                        ..r
+                    });
+                }
+                new_roots.extend(p.roots);
+                // The old statements and symbols of the region go.
+                copy_until(&mut out, &mut new_roots, p.old.1, delta, false)?;
+                delta = p.delta_after;
+            }
+            copy_until(&mut out, &mut new_roots, usize::MAX, delta, true)?;
+            if out.full() {
+                return None;
+            }
+            Some((out, new_roots))
+        }
     }
 }

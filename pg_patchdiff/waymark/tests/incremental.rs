@@ -240,7 +240,7 @@ fn run(language: Language, units: usize, seeds: u64, steps: usize) -> usize {
                 got, want,
                 "{language:?} seed {seed} step {step}: the incremental outline differs from a fresh one\n--- before:\n{text}\n--- after:\n{next}"
             );
-            if made == Made::Incremental {
+            if matches!(made, Made::Incremental | Made::Region) {
                 incremental += 1;
             }
             broken = want.as_ref().is_ok_and(|o| o.has_errors);
@@ -390,4 +390,372 @@ fn kept_trees_are_bounded_and_keyed_by_lineage() {
         made(&mut t, b"a", Language::Python, &edited),
         Made::Incremental
     );
+}
+
+/// Python blocks that stress the region outlines' cuts: triple-quoted strings whose lines look
+/// like statements at column 0, decorators, comments at block ends (indented and at column 0),
+/// backslash continuations, brackets over several lines, compound statements with `else`
+/// branches at column 0, `match`, `async`, statements that start with a string or a bracket,
+/// tabs, form feeds and non-ASCII names.
+const HOSTILE_PY: [&str; 16] = [
+    "def plain_{i}(x):\n    return x + {i}\n\n",
+    "DOC_{i} = \"\"\"\ndef fake_{i}():\n    pass\nclass Fake{i}:\n\"\"\"\n",
+    "@decorator({i})\n@other\ndef decorated_{i}(a,\n                 b):\n    pass\n",
+    "class Block{i}:\n    def m(self):\n        pass\n    # trailing comment {i}\n# column-0 comment {i}\n",
+    "TOTAL_{i} = 1 + \\\n    2 + \\\n    {i}\n",
+    "ITEMS_{i} = [\n    1,\n    2,  # {i}\n]\n",
+    "if FLAG_{i}:\n    def branch_{i}():\n        pass\nelse:\n    def other_{i}():\n        pass\n",
+    "try:\n    import mod_{i}\nexcept ImportError:\n    mod_{i} = None\nfinally:\n    pass\n",
+    "match command_{i}:\n    case 1:\n        x_{i} = 1\n    case _:\n        pass\n",
+    "async def fetch_{i}():\n    await thing({i})\n",
+    "\"\"\"A string statement {i}.\"\"\"\n",
+    "(a_{i}, b_{i}) = (1, 2)\n",
+    "def tabbed_{i}():\n\tif True:\n\t\treturn {i}\n",
+    "\x0cdef after_form_feed_{i}():\n    pass\n",
+    "def café_{i}(naïve):\n    ß = '🌟'\n    return ß\n",
+    "class Outer{i}:\n    class Inner:\n        value: int = {i}\n\n    @property\n    def p(self):\n        return f\"{{self}} {i}\"\n",
+];
+
+/// A Python file of `blocks` hostile blocks chosen by `rng`, with blank lines between some.
+fn hostile_file(rng: &mut Rng, blocks: usize) -> String {
+    let mut s = String::from("\"\"\"Module.\"\"\"\nimport os\n\n");
+    for i in 0..blocks {
+        s.push_str(&HOSTILE_PY[rng.below(HOSTILE_PY.len())].replace("{i}", &i.to_string()));
+        if rng.below(2) == 0 {
+            s.push('\n');
+        }
+    }
+    s
+}
+
+/// One hostile edit at a random place: a quote, a triple quote, a bracket, a backslash, a
+/// comment mark, a decorator, `class`/`def` lines, indentation in or out, a line joined or
+/// split, CRLF, non-ASCII; or a whole hostile block in or out.
+fn hostile_edit(rng: &mut Rng, text: &str) -> String {
+    let mut t = text.to_owned();
+    let ls = lines(&t);
+    let line = |rng: &mut Rng| ls.get(rng.below(ls.len())).copied().unwrap_or(0);
+    match rng.below(16) {
+        0 | 1 => {
+            let at = boundary(&t, rng.below(t.len() + 1));
+            let piece = [
+                "\"\"\"", "'''", "\"", "'", "(", ")", "[", "]", "{", "}", "\\", "\\\n", "#", "\n",
+                ":", "é", "\r\n", "\t", "\x0c", " ", "else:\n", "    ",
+            ];
+            t.insert_str(at, piece[rng.below(piece.len())]);
+        }
+        2 => {
+            let at = line(rng);
+            let piece = [
+                "@decorator\n",
+                "class Inserted:\n",
+                "def inserted():\n",
+                "def inserted():\n    pass\n",
+                "class Inserted:\n    x = 1\n",
+                "# comment\n",
+                "    # indented comment\n",
+                "\"\"\"\n",
+                "x = (\n",
+                ")\n",
+                "else:\n    pass\n",
+                "    pass\n",
+                "\n",
+                "\\\n",
+                "ünïcode = 1\n",
+            ];
+            t.insert_str(at, piece[rng.below(piece.len())]);
+        }
+        // Indentation in or out on a run of lines.
+        3 => {
+            let a = rng.below(ls.len().max(1));
+            let count = 1 + rng.below(4);
+            let out = rng.below(2) == 0;
+            for &at in ls[a..(a + count).min(ls.len())].iter().rev() {
+                if out {
+                    if t[at..].starts_with("    ") {
+                        t.replace_range(at..at + 4, "");
+                    }
+                } else {
+                    t.insert_str(at, "    ");
+                }
+            }
+        }
+        // A line deleted, or joined with the next.
+        4 => {
+            if ls.len() > 1 {
+                let k = rng.below(ls.len() - 1);
+                if rng.below(2) == 0 {
+                    t.replace_range(ls[k]..ls[k + 1], "");
+                } else {
+                    t.replace_range(ls[k + 1] - 1..ls[k + 1], "");
+                }
+            }
+        }
+        // Characters deleted.
+        5 => {
+            let a = boundary(&t, rng.below(t.len() + 1));
+            let b = boundary(&t, a + rng.below(8));
+            t.replace_range(a..b, "");
+        }
+        // A hostile block inserted at a line start.
+        6 => {
+            let at = line(rng);
+            let block = HOSTILE_PY[rng.below(HOSTILE_PY.len())].replace("{i}", "9999");
+            t.insert_str(at, &block);
+        }
+        // A triple quote opened in one place and closed further on (both edits at once).
+        7 => {
+            let a = line(rng);
+            let b = line(rng).max(a);
+            t.insert_str(b, "\"\"\"\n");
+            t.insert_str(a, "S = \"\"\"\n");
+        }
+        // A bracket opened on one line and closed some lines later.
+        8 => {
+            let a = line(rng);
+            let b = line(rng).max(a);
+            t.insert_str(b, ")\n");
+            t.insert_str(a, "CALL = f(\n");
+        }
+        // At the end of a line (just before its LF): what joins it with the next line, opens
+        // something the next line continues, or ends a header.
+        9 => {
+            let ends: Vec<usize> = t.match_indices('\n').map(|(i, _)| i).collect();
+            if let Some(&at) = ends.get(rng.below(ends.len())) {
+                let piece = [
+                    " \\", "\\", " (", " [", " \"\"\"", " '''", ":", " # c", ",", " +", " \"",
+                ];
+                t.insert_str(at, piece[rng.below(piece.len())]);
+            }
+        }
+        // At the start of a line: a branch that continues the statement before, or indentation
+        // that makes a top-level statement part of the one before.
+        10 => {
+            let at = line(rng);
+            let piece = [
+                "else:\n    pass\n",
+                "elif x:\n    pass\n",
+                "except E:\n    pass\n",
+                "finally:\n    pass\n",
+                "    ",
+                "\t",
+                "@d\n",
+                "# c\n",
+                "    # c\n",
+                "\"\"\"doc\"\"\"\n",
+                ".attr\n",
+                "    .attr\n",
+            ];
+            t.insert_str(at, piece[rng.below(piece.len())]);
+        }
+        // A number changed: the edit a commit most often makes.
+        _ => {
+            let digits: Vec<usize> = t
+                .match_indices(|c: char| c.is_ascii_digit())
+                .map(|(i, _)| i)
+                .collect();
+            if let Some(&at) = digits.get(rng.below(digits.len())) {
+                t.replace_range(at..at + 1, &rng.below(100).to_string());
+            }
+        }
+    }
+    t
+}
+
+/// The fast path (region outlines) against fresh parses, on random hostile edits to varied
+/// Python sources, one to four edits per step (a commit of several groups). Every outline must
+/// equal `outline()` of the same text; and enough of them must have been region outlines, so
+/// the property is about the fast path, not the fallback.
+#[test]
+fn python_region_outlines_equal_fresh_ones_under_hostile_edits() {
+    // PATCHDIFF_HOSTILE_SEEDS=N runs more seeds (a longer search; the default runs in CI).
+    let seeds: u64 = std::env::var("PATCHDIFF_HOSTILE_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(40);
+    let steps = 60usize;
+    let (mut regions, mut reparsed, mut total) = (0usize, 0usize, 0usize);
+    for seed in 1..=seeds {
+        let mut rng = Rng(0xD1B5_4A32_D192_ED03 ^ seed.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        let blocks = 60 + rng.below(100);
+        let mut text = hostile_file(&mut rng, blocks);
+        let mut trees = Trees::new(4, 64 << 20);
+        let (first, _) = trees.outline_made(b"h", Language::Python, text.clone());
+        assert_eq!(first, outline(Language::Python, &text));
+        let mut last_valid = text.clone();
+        let mut broken = false;
+        for step in 0..steps {
+            let next = if broken && rng.below(2) == 0 {
+                last_valid.clone()
+            } else {
+                let mut t = text.clone();
+                for _ in 0..1 + rng.below(4) {
+                    t = hostile_edit(&mut rng, &t);
+                }
+                t
+            };
+            let (got, made) = trees.outline_made(b"h", Language::Python, next.clone());
+            let want = outline(Language::Python, &next);
+            assert_eq!(
+                got, want,
+                "seed {seed} step {step} ({made:?}): the outline differs from a fresh one\n--- before:\n{text}\n--- after:\n{next}"
+            );
+            total += 1;
+            regions += usize::from(made == Made::Region);
+            reparsed += usize::from(made == Made::Incremental);
+            broken = want.as_ref().is_ok_and(|o| o.has_errors);
+            if !broken {
+                last_valid = next.clone();
+            }
+            text = next;
+        }
+    }
+    eprintln!(
+        "python hostile: {regions} of {total} outlines were region outlines, {reparsed} reparses"
+    );
+    // Most hostile edits make syntax errors (a fresh parse); of the others, most must have
+    // taken the region path.
+    assert!(
+        regions >= 300 && regions >= 2 * reparsed,
+        "only {regions} of {total} outlines took the region path ({reparsed} reparses)"
+    );
+}
+
+/// The same text in a large file: a change inside one function is a region outline; a change
+/// that opens a triple-quoted string is not (its region does not parse alone), and still equals
+/// a fresh parse; an outline of the same text after a region outline is the kept one; and a
+/// reparse after a region outline starts from the edited tree.
+#[test]
+fn region_outlines_are_taken_and_fall_back() {
+    let py = file(Language::Python, 40);
+    let mut trees = Trees::new(4, 64 << 20);
+    assert_eq!(made(&mut trees, b"a", Language::Python, &py), Made::Fresh);
+    let one = py.replacen("retries = 0", "retries = 7", 1);
+    assert_eq!(made(&mut trees, b"a", Language::Python, &one), Made::Region);
+    assert_eq!(made(&mut trees, b"a", Language::Python, &one), Made::Kept);
+    let (got, _) = trees.outline_made(b"a", Language::Python, one.clone());
+    assert_eq!(got, outline(Language::Python, &one));
+    // An opened string that closes far away: the region has an error, the whole text not.
+    let at = one.find("def handler_3(").unwrap();
+    let end = one.find("def handler_30(").unwrap();
+    let mut quoted = one.clone();
+    quoted.insert_str(end, "\"\"\"\n");
+    quoted.insert_str(at, "S = \"\"\"\n");
+    let (got, how) = trees.outline_made(b"a", Language::Python, quoted.clone());
+    assert_eq!(how, Made::Incremental);
+    assert_eq!(got, outline(Language::Python, &quoted));
+    // Back and forth.
+    let two = quoted.replacen("retries = 0", "retries = 8", 1);
+    let (got, how) = trees.outline_made(b"a", Language::Python, two.clone());
+    assert_eq!(how, Made::Region);
+    assert_eq!(got, outline(Language::Python, &two));
+    let (got, _) = trees.outline_made(b"a", Language::Python, py.clone());
+    assert_eq!(got, outline(Language::Python, &py));
+}
+
+/// Edits at the edges of top-level statements that change how the statement before or after
+/// is read: each outline equals a fresh parse's, however it was made.
+#[test]
+fn edits_at_statement_edges_equal_fresh_parses() {
+    // Statements with no blank line between them, among the usual blocks.
+    let mut base = file(Language::Python, 30);
+    let dense: String = (0..40)
+        .map(|i| format!("V{i} = {i}\nclass K{i}:\n    x = {i}\n"))
+        .collect();
+    base.insert_str(base.find("def handler_5(").unwrap(), &dense);
+    let at = |needle: &str| base.find(needle).unwrap();
+    let line_end = |needle: &str| at(needle) + base[at(needle)..].find('\n').unwrap();
+    let cases: Vec<(&str, String)> = vec![
+        // The same right before a statement on the next line, and after a class's body.
+        ("backslash before a statement", {
+            let mut t = base.clone();
+            t.insert_str(line_end("V7 = 7"), " \\");
+            t
+        }),
+        ("backslash after a class body", {
+            let mut t = base.clone();
+            t.insert_str(line_end("    x = 9\n"), " \\");
+            t
+        }),
+        ("else after an if, at column 0", {
+            let mut t = base.clone();
+            t.insert_str(at("V12 = 12"), "if V11:\n    pass\n");
+            t.insert_str(at("V13 = 13"), "else:\n    pass\n");
+            t
+        }),
+        ("a statement indented into the class before", {
+            let mut t = base.clone();
+            t.insert_str(at("V15 = 15"), "    ");
+            t
+        }),
+        // A backslash at the end of a statement's last line joins the next statement to it.
+        ("backslash before a boundary", {
+            let mut t = base.clone();
+            t.insert_str(
+                line_end("    return dispatch(event, retries)\n\n# 🌟 section 8"),
+                " \\",
+            );
+            t
+        }),
+        // `else:` at column 0 right after a compound statement continues it.
+        ("else after a class", {
+            let mut t = base.clone();
+            t.insert_str(at("def handler_9("), "if FLAG:\n    pass\n");
+            t.insert_str(
+                at("def handler_9(") + "if FLAG:\n    pass\n".len(),
+                "else:\n    X = 1\n",
+            );
+            t
+        }),
+        // An indented line after a class makes a column-0 comment part of its body.
+        ("indented after a comment", {
+            let mut t = base.clone();
+            t.insert_str(at("@decorator\nclass Service12("), "    stray = 1\n");
+            t
+        }),
+        // A decorator with no definition before a statement, and one joined to the next def.
+        ("decorator joined", {
+            let mut t = base.clone();
+            t.insert_str(at("def handler_14("), "@extra\n");
+            t
+        }),
+        // A triple quote opened and closed in two changes far apart.
+        ("string over statements", {
+            let mut t = base.clone();
+            t.insert_str(at("def handler_20("), "'''\n");
+            t.insert_str(at("def handler_16("), "S = '''\n");
+            t
+        }),
+        // A bracket opened and closed in two changes.
+        ("bracket over statements", {
+            let mut t = base.clone();
+            t.insert_str(at("def handler_22("), ")\n");
+            t.insert_str(at("def handler_21("), "CALL = f(\n");
+            t
+        }),
+        // A statement indented into the one before, and CRLF line ends in a changed region.
+        ("indentation and CRLF", {
+            let mut t = base.clone();
+            t.insert_str(at("def handler_25("), "    ");
+            let crlf = at("def handler_27(");
+            t.replace_range(
+                crlf..crlf + 20,
+                &base[crlf..crlf + 20].replace('\n', "\r\n"),
+            );
+            t
+        }),
+    ];
+    for (what, text) in cases {
+        let mut trees = Trees::new(4, 64 << 20);
+        assert_eq!(made(&mut trees, b"e", Language::Python, &base), Made::Fresh);
+        let (got, how) = trees.outline_made(b"e", Language::Python, text.clone());
+        assert_eq!(got, outline(Language::Python, &text), "{what} ({how:?})");
+        // And back: the kept state after this outline gives the fresh outline of the base.
+        let (back, how) = trees.outline_made(b"e", Language::Python, base.clone());
+        assert_eq!(
+            back,
+            outline(Language::Python, &base),
+            "{what}, back ({how:?})"
+        );
+    }
 }

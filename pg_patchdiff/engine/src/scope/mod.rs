@@ -360,9 +360,13 @@ pub mod wire {
     /// Encodes an outline. A parent that is the path of an earlier symbol is sent as that
     /// symbol's index, so a long path is carried once, not once per child.
     pub fn outline_response(o: &Outline) -> Vec<u8> {
-        let mut b = vec![0u8, u8::from(o.has_errors)];
+        // About 45 bytes per symbol besides its name and inline parents.
+        let mut b =
+            Vec::with_capacity(6 + o.symbols.iter().map(|s| 45 + s.name.len()).sum::<usize>());
+        b.extend_from_slice(&[0u8, u8::from(o.has_errors)]);
         b.extend_from_slice(&(o.symbols.len() as u32).to_le_bytes());
-        let mut by_path: std::collections::HashMap<&str, u32> = std::collections::HashMap::new();
+        let mut by_path: std::collections::HashMap<&str, u32> =
+            std::collections::HashMap::with_capacity(o.symbols.len());
         for (i, s) in o.symbols.iter().enumerate() {
             b.push(KINDS.iter().position(|k| *k == s.kind).unwrap_or(0) as u8);
             let parent = s.parent.as_deref();

@@ -350,6 +350,35 @@ pub fn matching<'a>(o: &'a Outline, sel: &Selection) -> Vec<&'a Symbol> {
         .collect()
 }
 
+/// [`matching`] of each of `sels`, in one pass over the outline: the symbols whose path or name
+/// is a selection's `symbol_name` (and whose kind its `kind`, if given), in document order.
+pub fn matching_all<'a>(o: &'a Outline, sels: &[Selection]) -> Vec<Vec<&'a Symbol>> {
+    let mut by_name: std::collections::BTreeMap<&str, Vec<usize>> = Default::default();
+    for (i, sel) in sels.iter().enumerate() {
+        by_name.entry(sel.symbol_name.as_str()).or_default().push(i);
+    }
+    let mut found: Vec<Vec<&Symbol>> = vec![Vec::new(); sels.len()];
+    let mut ticks = interrupt::Every::new(interrupt::SEARCH_INTERVAL);
+    for s in &o.symbols {
+        ticks.tick();
+        let by_path = by_name.get(s.path.as_str());
+        let by_own = if s.name == s.path {
+            None
+        } else {
+            by_name.get(s.name.as_str())
+        };
+        for &i in by_path.into_iter().chain(by_own).flatten() {
+            // A selection matched by both path and name still lists the symbol once.
+            if sels[i].kind.as_deref().is_none_or(|k| s.kind == k)
+                && !found[i].last().is_some_and(|l| std::ptr::eq(*l, s))
+            {
+                found[i].push(s);
+            }
+        }
+    }
+    found
+}
+
 /// `not_found` / `ambiguous` for a selection that does not name exactly one symbol.
 fn selection_failure(
     t: &TargetView,
@@ -435,8 +464,7 @@ pub fn select_bundle<'a>(
     page: Page,
 ) -> Result<Vec<&'a Symbol>, Value> {
     let mut picked: Vec<&Symbol> = Vec::with_capacity(sels.len());
-    for (i, sel) in sels.iter().enumerate() {
-        let found = matching(o, sel);
+    for (i, (sel, found)) in sels.iter().zip(matching_all(o, sels)).enumerate() {
         let [one] = found.as_slice() else {
             return Err(selection_failure(t, o, sel, &found, Some(i)));
         };
@@ -499,6 +527,9 @@ pub fn select_bundle<'a>(
     Ok(picked)
 }
 
+/// Bytes [`byte_offsets`] checks for ASCII at once.
+const ASCII_CHUNK: usize = 4_096;
+
 /// Byte offsets of the ascending code-point offsets `cps` in `text`, in one forward pass.
 pub fn byte_offsets(text: &str, cps: &[usize]) -> Vec<usize> {
     let mut out = Vec::with_capacity(cps.len());
@@ -508,6 +539,15 @@ pub fn byte_offsets(text: &str, cps: &[usize]) -> Vec<usize> {
     for &want in cps {
         debug_assert!(want >= cp, "offsets must ascend");
         while cp < want && byte < bytes.len() {
+            // An all-ASCII run advances one code point per byte: skip it a chunk at a time (a
+            // bundle of a 1 MiB text would otherwise walk it byte by byte, twice).
+            let run = (want - cp).min(bytes.len() - byte).min(ASCII_CHUNK);
+            if run >= 16 && bytes[byte..byte + run].is_ascii() {
+                ticks.advance(run);
+                byte += run;
+                cp += run;
+                continue;
+            }
             ticks.tick();
             // ASCII runs advance one byte per code point.
             let b = bytes[byte];
@@ -962,6 +1002,78 @@ pub struct LinkedObservation {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The chunked ASCII skip of `byte_offsets` against a plain walk over `char_indices`, on
+    /// texts that mix long ASCII runs with multi-byte characters at every chunk edge.
+    #[test]
+    fn byte_offsets_equal_a_plain_walk() {
+        let mut seed = 0x2545_F491_4F6C_DD1Du64;
+        let mut next = move |n: usize| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % n as u64) as usize
+        };
+        for round in 0..200 {
+            let mut text = String::new();
+            for _ in 0..next(40) {
+                match next(4) {
+                    0 => text.push_str(&"a".repeat(next(9000))),
+                    1 => text.push('é'),
+                    2 => text.push('🌟'),
+                    _ => text.push_str(&"x\n".repeat(next(20))),
+                }
+            }
+            let walk: Vec<usize> = text
+                .char_indices()
+                .map(|(b, _)| b)
+                .chain([text.len()])
+                .collect();
+            let total = walk.len() - 1;
+            let mut cps: Vec<usize> = (0..next(50)).map(|_| next(total + 3)).collect();
+            cps.sort_unstable();
+            let got = byte_offsets(&text, &cps);
+            for (cp, b) in cps.iter().zip(got) {
+                assert_eq!(b, walk[(*cp).min(total)], "round {round}, code point {cp}");
+            }
+        }
+    }
+
+    /// One pass for a bundle's selections finds what one pass per selection finds.
+    #[test]
+    fn matching_all_equals_matching_per_selection() {
+        let mut o = outline();
+        o.symbols.push(sym("method", "a", Some("K"), 30, 31));
+        o.symbols.push(sym("function", "K.a", None, 32, 33));
+        let sels: Vec<Selection> = [
+            ("a", None),
+            ("a", Some("function")),
+            ("K.a", None),
+            ("b", Some("class")),
+            ("a", Some("method")),
+            ("zz", None),
+            ("a", None),
+        ]
+        .iter()
+        .map(|(n, k)| Selection {
+            symbol_name: (*n).to_owned(),
+            kind: k.map(str::to_owned),
+        })
+        .collect();
+        let all = matching_all(&o, &sels);
+        for (sel, found) in sels.iter().zip(&all) {
+            let want = matching(&o, sel);
+            assert_eq!(found.len(), want.len(), "{sel:?}");
+            assert!(
+                found.iter().zip(&want).all(|(a, b)| std::ptr::eq(*a, *b)),
+                "{sel:?}"
+            );
+        }
+        assert!(
+            all.iter().any(|f| f.len() > 1),
+            "one selection is ambiguous"
+        );
+    }
 
     const TEXT: &str = "# 🌟 中\ndef a():\n    x = 1\n\ndef b():\n    x = 1\n";
 
