@@ -9,8 +9,9 @@
 //!
 //! **Only when someone listens** (issue 21 item 1). PostgreSQL serialises the commits of
 //! transactions that notified: each holds the notify queue's global lock until its commit record
-//! is flushed, so concurrent writers stop sharing WAL flushes, which halved write throughput at
-//! eight writers. With `patchdiff.notify = listened` (the default) a change is announced only
+//! is flushed, so concurrent writers stop sharing WAL flushes: at eight writers on this
+//! project's machine that cut the accepted submissions per second to a quarter
+//! (docs/benchmarks.md, "Issue 21, item 1"). With `patchdiff.notify = listened` (the default) a change is announced only
 //! while a listener is registered, and the registration cannot race with a change it would miss:
 //!
 //! - A listener LISTENs, then takes `pg_advisory_lock_shared` on the feed's key (a session lock
