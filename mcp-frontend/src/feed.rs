@@ -6,8 +6,9 @@
 //! `patchdiff.notify = listened`, its default, while a listener is registered: see
 //! [`listen_once`]). A [`Listener`] holds a dedicated session of the front end's own role (its
 //! session settings and `SET ROLE` included) that LISTENs on that channel, registers, and
-//! passes on the IDs of the targets some subscriber watches; the server then checks, through the API and as the subscriber's role,
-//! that the subscriber may still read the target before it says anything (docs/security.md).
+//! passes on the IDs of the targets some subscriber watches; the server then checks, through
+//! the API and as the subscriber's role, that the subscriber may still read the target before
+//! it says anything (docs/security.md).
 //! Behind a sharded router every shard announces its own commits (NOTIFY is per database), so
 //! the listener holds one such session per partition database and merges what they hear
 //! (docs/scale-out.md).
