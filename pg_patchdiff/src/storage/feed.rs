@@ -10,8 +10,8 @@
 //! **Only when someone listens** (issue 21 item 1). PostgreSQL serialises the commits of
 //! transactions that notified: each holds the notify queue's global lock until its commit record
 //! is flushed, so concurrent writers stop sharing WAL flushes: at eight writers on this
-//! project's machine that cut the accepted submissions per second to a quarter
-//! (docs/benchmarks.md, "Issue 21, item 1"). With `patchdiff.notify = listened` (the default) a change is announced only
+//! project's machine that cost a quarter to three quarters of the accepted submissions per
+//! second, the more the busier the machine (docs/benchmarks.md, "Issue 21, item 1"). With `patchdiff.notify = listened` (the default) a change is announced only
 //! while a listener is registered, and the registration cannot race with a change it would miss:
 //!
 //! - A listener LISTENs, then takes `pg_advisory_lock_shared` on the feed's key (a session lock
