@@ -38,6 +38,10 @@ const QUEUE: usize = 4096;
 /// How long the listener waits before it reconnects a lost session.
 const RECONNECT: Duration = Duration::from_secs(1);
 
+/// One wait for the feed's key while a listening session registers ([`listen_once`]): the
+/// longest an announcement heard meanwhile is held back.
+const REGISTER_WAIT: Duration = Duration::from_millis(200);
+
 /// A target's resource URI.
 pub fn uri(target_file_id: &str) -> String {
     format!("{URI_PREFIX}{target_file_id}")
@@ -360,7 +364,8 @@ async fn run(
 /// change feed"). So the session LISTENs first, then asks for the key without waiting: granted,
 /// nothing can have been missed, and it is ready. Refused, some writers that announced nothing
 /// are still open: the session is ready anyway (a subscription does not wait for another
-/// transaction), waits for the key, and then sends a resync, which covers those writers' changes.
+/// transaction), waits for the key in waits of [`REGISTER_WAIT`] (passing on what it hears
+/// between them), and then sends a resync, which covers those writers' changes.
 async fn listen_once(
     config: &tokio_postgres::Config,
     setup: &str,
@@ -413,20 +418,47 @@ async fn listen_once(
             return Ok(());
         }
     }
-    // Writers that tried the key before this session asked for it hold it until they end; once
-    // it is granted they have all committed or rolled back, and a resync covers them.
-    let wait = format!("SELECT pg_catalog.pg_advisory_lock_shared({keys})");
-    let mut waiting = (!registered).then(|| Box::pin(client.query_one(&wait, &[])));
-    loop {
-        let message = tokio::select! {
-            r = async { waiting.as_mut().expect("waiting").await }, if waiting.is_some() => {
-                r.map_err(|e| format!("cannot register as a listener of {}: {}", feed::CHANNEL, describe(&e)))?;
-                waiting = None;
-                if tx.send(Signal::Resync).await.is_err() {
+    if !registered {
+        // Writers that tried the key before this session asked for it hold it until they end;
+        // once it is granted they have all committed or rolled back, and a resync covers them.
+        // The wait is cut into short waits: a backend passes announcements on only between
+        // statements, so one long wait (behind a transaction left open for an hour) would hold
+        // back every announcement meanwhile. While this session waits, writers announce (they
+        // see the waiter); between two waits it takes what they announced.
+        let wait = format!(
+            "SET lock_timeout = '{}ms'; SELECT pg_catalog.pg_advisory_lock_shared({keys})",
+            REGISTER_WAIT.as_millis()
+        );
+        loop {
+            let mut heard = Vec::new();
+            let waited = polling(&mut connection, &mut heard, client.batch_execute(&wait)).await?;
+            for n in heard.drain(..) {
+                if !pass_on(&n, watched, tx).await {
                     return Ok(());
                 }
-                continue;
             }
+            match waited {
+                Ok(()) => break,
+                Err(e)
+                    if e.code() == Some(&tokio_postgres::error::SqlState::LOCK_NOT_AVAILABLE) => {}
+                Err(e) => {
+                    return Err(format!(
+                        "cannot register as a listener of {}: {}",
+                        feed::CHANNEL,
+                        describe(&e)
+                    ));
+                }
+            }
+            if tx.is_closed() {
+                return Ok(());
+            }
+        }
+        if tx.send(Signal::Resync).await.is_err() {
+            return Ok(());
+        }
+    }
+    loop {
+        let message = tokio::select! {
             m = std::future::poll_fn(|cx| connection.poll_message(cx)) => m,
             () = tx.closed() => return Ok(()),
         };

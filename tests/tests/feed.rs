@@ -516,33 +516,60 @@ async fn listened(db_dsn: &str) {
     su.batch_execute("RESET patchdiff.notify").await.unwrap();
 
     // patchdiff-mcp registers its listening session. A subscription made while a writer that
-    // announced nothing is open does not wait for that writer, and the writer's change still
-    // reaches the subscriber once it commits: the session waits for the key, then resyncs.
+    // announced nothing is open does not wait for that writer; other writers' changes reach the
+    // subscriber meanwhile (the session waits for the key in short waits and takes what was
+    // announced between them); and the open writer's change reaches it once it commits: the
+    // session is then granted the key and resyncs.
     let t = w.transaction().await.unwrap();
     let r = call(&t, "patchdiff_submit_edits", &edit(&a, 6, "v6", "v7"))
         .await
         .unwrap();
     assert_eq!(r["status"], "accepted", "{r}");
     let (mut m, _) = Mcp::legacy(db_dsn, "extended");
-    let s = m.request("resources/subscribe", json!({"uri": uri(&a)}));
-    assert_eq!(s["result"], json!({}), "{s}");
-    assert!(
-        key_holders(&su)
-            .await
-            .iter()
-            .any(|(p, mode, granted)| *p != w_pid && mode == "ShareLock" && !granted),
-        "the front end's session awaits the key"
-    );
-    m.quiet("before the open writer commits");
-    t.commit().await.unwrap();
+    for target in [&a, &b] {
+        let s = m.request("resources/subscribe", json!({"uri": uri(target)}));
+        assert_eq!(s["result"], json!({}), "{s}");
+    }
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while !key_holders(&su)
+        .await
+        .iter()
+        .any(|(p, mode, granted)| *p != w_pid && mode == "ShareLock" && !granted)
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the front end's session never waited for the key"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let r = call(&w2, "patchdiff_submit_edits", &edit(&b, 1, "w1", "w2"))
+        .await
+        .unwrap();
+    assert_eq!(r["status"], "accepted", "{r}");
     let n = m.notification();
     assert_eq!(
         (&n["method"], &n["params"]["uri"]),
-        (&json!("notifications/resources/updated"), &json!(uri(&a))),
-        "{n}"
+        (&json!("notifications/resources/updated"), &json!(uri(&b))),
+        "another writer's change is heard while the open writer still holds the key: {n}"
     );
-    silent(&mut raw, ours, "the writer that held the key, again").await;
+    m.quiet("before the open writer commits");
+    t.commit().await.unwrap();
+    // The resync tells of every watched target; `a` is among them.
+    let mut told = Vec::new();
+    while !told.contains(&json!(uri(&a))) {
+        let n = m.notification();
+        assert_eq!(n["method"], "notifications/resources/updated", "{n}");
+        told.push(n["params"]["uri"].clone());
+        assert!(told.len() <= 2, "{told:?}");
+    }
+    silent(
+        &mut raw,
+        &[a.as_str()],
+        "the writer that held the key, again",
+    )
+    .await;
     // Registered now: the next change is announced and heard as any other.
+    while m.next(QUIET).is_some() {}
     call(&w, "patchdiff_submit_edits", &edit(&a, 7, "v7", "v8"))
         .await
         .unwrap();
