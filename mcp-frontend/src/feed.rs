@@ -38,10 +38,6 @@ const QUEUE: usize = 4096;
 /// How long the listener waits before it reconnects a lost session.
 const RECONNECT: Duration = Duration::from_secs(1);
 
-/// One wait for the feed's key while a listening session registers ([`listen_once`]): the
-/// longest an announcement heard meanwhile is held back.
-const REGISTER_WAIT: Duration = Duration::from_millis(200);
-
 /// A target's resource URI.
 pub fn uri(target_file_id: &str) -> String {
     format!("{URI_PREFIX}{target_file_id}")
@@ -364,8 +360,8 @@ async fn run(
 /// change feed"). So the session LISTENs first, then asks for the key without waiting: granted,
 /// nothing can have been missed, and it is ready. Refused, some writers that announced nothing
 /// are still open: the session is ready anyway (a subscription does not wait for another
-/// transaction), waits for the key in waits of [`REGISTER_WAIT`] (passing on what it hears
-/// between them), and then sends a resync, which covers those writers' changes.
+/// transaction), has a second session wait for the key (passing on what it hears meanwhile),
+/// then takes the key itself, and sends a resync, which covers those writers' changes.
 async fn listen_once(
     config: &tokio_postgres::Config,
     setup: &str,
@@ -418,40 +414,68 @@ async fn listen_once(
             return Ok(());
         }
     }
+    // A second session that registers on this one's behalf while this one cannot yet (below);
+    // kept only if this one still cannot once it has.
+    let mut holder = None;
     if !registered {
         // Writers that tried the key before this session asked for it hold it until they end;
         // once it is granted they have all committed or rolled back, and a resync covers them.
-        // The wait is cut into short waits: a backend passes announcements on only between
-        // statements, so one long wait (behind a transaction left open for an hour) would hold
-        // back every announcement meanwhile. While this session waits, writers announce (they
-        // see the waiter); between two waits it takes what they announced.
-        let wait = format!(
-            "SET lock_timeout = '{}ms'; SELECT pg_catalog.pg_advisory_lock_shared({keys})",
-            REGISTER_WAIT.as_millis()
-        );
-        loop {
-            let mut heard = Vec::new();
-            let waited = polling(&mut connection, &mut heard, client.batch_execute(&wait)).await?;
-            for n in heard.drain(..) {
-                if !pass_on(&n, watched, tx).await {
-                    return Ok(());
+        // A second session waits for it: a backend delivers notifications only between
+        // statements, so this one, waiting itself behind a transaction left open for an hour,
+        // would hold back every announcement meanwhile. While the second one waits, writers
+        // announce (they see the waiter), and this one passes their announcements on.
+        let (waiter, mut waiter_connection) = connect_with(config.clone()).await?;
+        let wait = format!("SELECT pg_catalog.pg_advisory_lock_shared({keys})");
+        {
+            let waited = waiter.batch_execute(&wait);
+            tokio::pin!(waited);
+            loop {
+                tokio::select! {
+                    r = &mut waited => {
+                        r.map_err(|e| format!("cannot register as a listener of {}: {}", feed::CHANNEL, describe(&e)))?;
+                        break;
+                    }
+                    m = std::future::poll_fn(|cx| waiter_connection.poll_message(cx)) => match m {
+                        Some(Ok(_)) => {}
+                        Some(Err(e)) => return Err(format!("the registering session failed: {e}")),
+                        None => return Err("the registering session ended".into()),
+                    },
+                    m = std::future::poll_fn(|cx| connection.poll_message(cx)) => {
+                        if !forward(m, watched, tx).await? {
+                            return Ok(());
+                        }
+                    }
+                    () = tx.closed() => return Ok(()),
                 }
             }
-            match waited {
-                Ok(()) => break,
-                Err(e)
-                    if e.code() == Some(&tokio_postgres::error::SqlState::LOCK_NOT_AVAILABLE) => {}
-                Err(e) => {
-                    return Err(format!(
-                        "cannot register as a listener of {}: {}",
-                        feed::CHANNEL,
-                        describe(&e)
-                    ));
-                }
-            }
-            if tx.is_closed() {
+        }
+        // Registered through the second session; now this one (at once, unless a session asks
+        // for the key in exclusive mode meanwhile: then the second one stays, holding it).
+        let mut heard = Vec::new();
+        let mine = polling(
+            &mut connection,
+            &mut heard,
+            client.query_one(
+                &format!("SELECT pg_catalog.pg_try_advisory_lock_shared({keys})"),
+                &[],
+            ),
+        )
+        .await?
+        .and_then(|row| row.try_get::<_, bool>(0))
+        .map_err(|e| {
+            format!(
+                "cannot register as a listener of {}: {}",
+                feed::CHANNEL,
+                describe(&e)
+            )
+        })?;
+        for n in heard.drain(..) {
+            if !pass_on(&n, watched, tx).await {
                 return Ok(());
             }
+        }
+        if !mine {
+            holder = Some((waiter, waiter_connection));
         }
         if tx.send(Signal::Resync).await.is_err() {
             return Ok(());
@@ -460,18 +484,37 @@ async fn listen_once(
     loop {
         let message = tokio::select! {
             m = std::future::poll_fn(|cx| connection.poll_message(cx)) => m,
+            m = async {
+                match holder.as_mut() {
+                    Some((_, c)) => std::future::poll_fn(|cx| c.poll_message(cx)).await,
+                    None => std::future::pending().await,
+                }
+            } => match m {
+                // The registration would end with it: start again (and resync).
+                Some(Ok(_)) => continue,
+                Some(Err(e)) => return Err(format!("the registering session failed: {e}")),
+                None => return Err("the registering session ended".into()),
+            },
             () = tx.closed() => return Ok(()),
         };
-        match message {
-            Some(Ok(AsyncMessage::Notification(n))) => {
-                if !pass_on(&n, watched, tx).await {
-                    return Ok(());
-                }
-            }
-            Some(Ok(_)) => {}
-            Some(Err(e)) => return Err(format!("the listening session failed: {e}")),
-            None => return Err("the listening session ended".into()),
+        if !forward(message, watched, tx).await? {
+            return Ok(());
         }
+    }
+}
+
+/// What the listening session's connection said: an announcement is passed on; `Ok(false)` once
+/// the server's loop is gone, `Err` once the session is.
+async fn forward(
+    m: Option<Result<AsyncMessage, tokio_postgres::Error>>,
+    watched: &Mutex<BTreeSet<String>>,
+    tx: &mpsc::Sender<Signal>,
+) -> Result<bool, String> {
+    match m {
+        Some(Ok(AsyncMessage::Notification(n))) => Ok(pass_on(&n, watched, tx).await),
+        Some(Ok(_)) => Ok(true),
+        Some(Err(e)) => Err(format!("the listening session failed: {e}")),
+        None => Err("the listening session ended".into()),
     }
 }
 

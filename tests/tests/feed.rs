@@ -578,6 +578,153 @@ async fn listened(db_dsn: &str) {
     assert_eq!(n["params"]["uri"], json!(uri(&a)), "{n}");
 }
 
+/// Issue 21, item 1, the rare path: a session that asks for the feed's key in exclusive mode
+/// (any role may) while `patchdiff-mcp` registers. The front end's second session is granted the
+/// key once the open writer ends, but its listening session then cannot take it (the exclusive
+/// request waits ahead of it), so the second session keeps holding it: writers still announce,
+/// and the subscriber hears them. If that second session is lost, the listener starts again and
+/// resyncs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_registration_kept_by_the_second_session_still_hears_every_change() {
+    if patchdiff_tests::not_through_a_router(
+        &dsn(),
+        "it makes a database of its own (a registration is one database's, as NOTIFY is)",
+    )
+    .await
+    {
+        return;
+    }
+    let (result, _) = own_database("feed_holder", |db| async move {
+        kept_by_the_second_session(&format!("{} dbname={db}", dsn())).await
+    })
+    .await;
+    if let Err(e) = result {
+        std::panic::resume_unwind(e.into_panic());
+    }
+}
+
+async fn kept_by_the_second_session(db_dsn: &str) {
+    let keys = format!("{LISTENER_LOCK_KEY1}, {LISTENER_LOCK_KEY2}");
+    let su = connect(db_dsn).await.unwrap();
+    su.batch_execute("CREATE EXTENSION pg_patchdiff")
+        .await
+        .unwrap();
+    let a = initialize_target(&su, "holder-a.md", "v0\n").await.unwrap();
+    let mut w = connect(db_dsn).await.unwrap();
+    let w_pid = pid(&w).await;
+    let t = w.transaction().await.unwrap();
+    call(&t, "patchdiff_submit_edits", &edit(&a, 0, "v0", "v1"))
+        .await
+        .unwrap();
+    let (mut m, _) = Mcp::legacy(db_dsn, "extended");
+    let s = m.request("resources/subscribe", json!({"uri": uri(&a)}));
+    assert_eq!(s["result"], json!({}), "{s}");
+    let waiting_share = |holders: &[(i32, String, bool)]| {
+        holders
+            .iter()
+            .any(|(p, mode, granted)| *p != w_pid && mode == "ShareLock" && !granted)
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while !waiting_share(&key_holders(&su).await) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no session waited for the key"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // A session asks for the key in exclusive mode, behind the front end's waiting one.
+    let hostile = connect(db_dsn).await.unwrap();
+    let hostile_pid = pid(&hostile).await;
+    let exclusive = tokio::spawn({
+        let keys = keys.clone();
+        async move {
+            let _ = hostile
+                .batch_execute(&format!("SELECT pg_catalog.pg_advisory_lock({keys})"))
+                .await;
+            hostile
+        }
+    });
+    while !key_holders(&su)
+        .await
+        .contains(&(hostile_pid, "ExclusiveLock".to_owned(), false))
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the exclusive request never waited"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    t.commit().await.unwrap();
+    // The second session is granted the key and keeps it; the resync tells of `a`.
+    let n = m.notification();
+    assert_eq!(n["params"]["uri"], json!(uri(&a)), "{n}");
+    let granted: Vec<i32> = key_holders(&su)
+        .await
+        .into_iter()
+        .filter(|(_, mode, granted)| mode == "ShareLock" && *granted)
+        .map(|(p, _, _)| p)
+        .collect();
+    assert_eq!(
+        granted.len(),
+        1,
+        "one front-end session holds the key: {granted:?}"
+    );
+    let last: String = su
+        .query_one(
+            "SELECT query FROM pg_stat_activity WHERE pid = $1",
+            &[&granted[0]],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(
+        last.contains("pg_advisory_lock_shared") && !last.contains("try"),
+        "the second session holds it, not the listening one: {last}"
+    );
+    // Writers announce while it holds the key, and the subscriber hears them.
+    call(&w, "patchdiff_submit_edits", &edit(&a, 1, "v1", "v2"))
+        .await
+        .unwrap();
+    let n = m.notification();
+    assert_eq!(n["params"]["uri"], json!(uri(&a)), "{n}");
+    // The exclusive request goes away; the holding session is lost: the listener starts again,
+    // registers its listening session itself, and resyncs.
+    su.query_one("SELECT pg_cancel_backend($1)", &[&hostile_pid])
+        .await
+        .unwrap();
+    let _hostile = exclusive.await.unwrap();
+    let lost = granted[0];
+    su.query_one("SELECT pg_terminate_backend($1)", &[&lost])
+        .await
+        .unwrap();
+    let n = m.notification();
+    assert_eq!(
+        n["params"]["uri"],
+        json!(uri(&a)),
+        "the resync after the loss: {n}"
+    );
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let holders = key_holders(&su).await;
+        if holders
+            .iter()
+            .any(|(p, mode, held)| *p != lost && mode == "ShareLock" && *held)
+        {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "never registered again: {holders:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    call(&w, "patchdiff_submit_edits", &edit(&a, 2, "v2", "v3"))
+        .await
+        .unwrap();
+    let n = m.notification();
+    assert_eq!(n["params"]["uri"], json!(uri(&a)), "{n}");
+}
+
 // ---------------------------------------------------------------------------------------------
 // Over MCP
 
