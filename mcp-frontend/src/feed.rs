@@ -490,8 +490,8 @@ async fn listen_once(
                     None => std::future::pending().await,
                 }
             } => match m {
-                // The registration would end with it: start again (and resync).
                 Some(Ok(_)) => continue,
+                // The registration ends with it: start again (and resync).
                 Some(Err(e)) => return Err(format!("the registering session failed: {e}")),
                 None => return Err("the registering session ended".into()),
             },
