@@ -35,6 +35,13 @@ pub const MAX_WATCHED: usize = 1024;
 /// resync, which tells every subscriber that its targets may have changed.
 const QUEUE: usize = 4096;
 
+/// A session's connection, which must be polled for its statements to complete.
+type Session = tokio_postgres::Connection<tokio_postgres::Socket, tokio_postgres::tls::NoTlsStream>;
+
+/// How long a subscription waits for its listening session to register behind writers that
+/// announced nothing ([`listen_once`]); beyond it, it is answered and resynced once registered.
+const REGISTERED_WITHIN: Duration = Duration::from_secs(2);
+
 /// How long the listener waits before it reconnects a lost session.
 const RECONNECT: Duration = Duration::from_secs(1);
 
@@ -359,9 +366,10 @@ async fn run(
 /// and a writer that announced nothing holds the key until its COMMIT (docs/sql-api.md "The
 /// change feed"). So the session LISTENs first, then asks for the key without waiting: granted,
 /// nothing can have been missed, and it is ready. Refused, some writers that announced nothing
-/// are still open: the session is ready anyway (a subscription does not wait for another
-/// transaction), has a second session wait for the key (passing on what it hears meanwhile),
-/// then takes the key itself, and sends a resync, which covers those writers' changes.
+/// are still open: a second session waits for the key (while this one passes on what it hears),
+/// then this one takes it. The session is ready once that is done, or after
+/// [`REGISTERED_WITHIN`] at the latest (a subscription does not wait long for another
+/// transaction), and then sends a resync once registered, which covers those writers' changes.
 async fn listen_once(
     config: &tokio_postgres::Config,
     setup: &str,
@@ -380,34 +388,10 @@ async fn listen_once(
         .await?
         .map_err(|e| format!("cannot LISTEN {}: {}", feed::CHANNEL, describe(&e)))?;
     let keys = format!("{}, {}", feed::LISTENER_LOCK_KEY1, feed::LISTENER_LOCK_KEY2);
-    let registered = polling(
-        &mut connection,
-        &mut early,
-        client.query_one(
-            &format!("SELECT pg_catalog.pg_try_advisory_lock_shared({keys})"),
-            &[],
-        ),
-    )
-    .await?
-    .and_then(|row| row.try_get::<_, bool>(0))
-    .map_err(|e| {
-        format!(
-            "cannot register as a listener of {}: {}",
-            feed::CHANNEL,
-            describe(&e)
-        )
-    })?;
-    match ready.take() {
-        Some(r) => {
-            if r.send(Ok(())).is_err() {
-                return Ok(());
-            }
-        }
-        None => {
-            if tx.send(Signal::Resync).await.is_err() {
-                return Ok(());
-            }
-        }
+    let registered = try_key(&client, &mut connection, &mut early, &keys).await?;
+    // After a reconnection the gap is covered at once (and again once registered, below).
+    if ready.is_none() && tx.send(Signal::Resync).await.is_err() {
+        return Ok(());
     }
     for n in early.drain(..) {
         if !pass_on(&n, watched, tx).await {
@@ -419,21 +403,30 @@ async fn listen_once(
     let mut holder = None;
     if !registered {
         // Writers that tried the key before this session asked for it hold it until they end;
-        // once it is granted they have all committed or rolled back, and a resync covers them.
-        // A second session waits for it: a backend delivers notifications only between
-        // statements, so this one, waiting itself behind a transaction left open for an hour,
-        // would hold back every announcement meanwhile. While the second one waits, writers
-        // announce (they see the waiter), and this one passes their announcements on.
+        // once it is granted they have all committed or rolled back. A second session waits
+        // for it: a backend delivers notifications only between statements, so this one,
+        // waiting itself behind a transaction left open for an hour, would hold back every
+        // announcement meanwhile. While the second one waits, writers announce (they see the
+        // waiter), and this one passes their announcements on. The subscription is answered
+        // once the key is granted, or after REGISTERED_WITHIN at the latest; then a resync
+        // covers the writers that were still open.
         let (waiter, mut waiter_connection) = connect_with(config.clone()).await?;
         let wait = format!("SELECT pg_catalog.pg_advisory_lock_shared({keys})");
         {
             let waited = waiter.batch_execute(&wait);
             tokio::pin!(waited);
+            let late = tokio::time::sleep(REGISTERED_WITHIN);
+            tokio::pin!(late);
             loop {
                 tokio::select! {
                     r = &mut waited => {
                         r.map_err(|e| format!("cannot register as a listener of {}: {}", feed::CHANNEL, describe(&e)))?;
                         break;
+                    }
+                    () = &mut late, if ready.is_some() => {
+                        if !answer(ready, tx).await {
+                            return Ok(());
+                        }
                     }
                     m = std::future::poll_fn(|cx| waiter_connection.poll_message(cx)) => match m {
                         Some(Ok(_)) => {}
@@ -452,23 +445,7 @@ async fn listen_once(
         // Registered through the second session; now this one (at once, unless a session asks
         // for the key in exclusive mode meanwhile: then the second one stays, holding it).
         let mut heard = Vec::new();
-        let mine = polling(
-            &mut connection,
-            &mut heard,
-            client.query_one(
-                &format!("SELECT pg_catalog.pg_try_advisory_lock_shared({keys})"),
-                &[],
-            ),
-        )
-        .await?
-        .and_then(|row| row.try_get::<_, bool>(0))
-        .map_err(|e| {
-            format!(
-                "cannot register as a listener of {}: {}",
-                feed::CHANNEL,
-                describe(&e)
-            )
-        })?;
+        let mine = try_key(&client, &mut connection, &mut heard, &keys).await?;
         for n in heard.drain(..) {
             if !pass_on(&n, watched, tx).await {
                 return Ok(());
@@ -477,9 +454,11 @@ async fn listen_once(
         if !mine {
             holder = Some((waiter, waiter_connection));
         }
-        if tx.send(Signal::Resync).await.is_err() {
-            return Ok(());
-        }
+    }
+    // Not answered yet: nothing was missed. Answered (a reconnection, or the wait above was
+    // long) before the writers that announced nothing had ended: the resync covers them.
+    if (ready.is_some() || !registered) && !answer(ready, tx).await {
+        return Ok(());
     }
     loop {
         let message = tokio::select! {
@@ -503,6 +482,38 @@ async fn listen_once(
     }
 }
 
+/// Tells [`Listener::start`] that this session listens, or, once it was told, every subscriber
+/// that each watched target may have changed; `false` once nobody is there to tell.
+async fn answer(
+    ready: &mut Option<oneshot::Sender<Result<(), String>>>,
+    tx: &mpsc::Sender<Signal>,
+) -> bool {
+    match ready.take() {
+        Some(r) => r.send(Ok(())).is_ok(),
+        None => tx.send(Signal::Resync).await.is_ok(),
+    }
+}
+
+/// Asks for the feed's key without waiting (`keys`: its two numbers); whether it was granted.
+async fn try_key(
+    client: &tokio_postgres::Client,
+    connection: &mut Session,
+    heard: &mut Vec<tokio_postgres::Notification>,
+    keys: &str,
+) -> Result<bool, String> {
+    let sql = format!("SELECT pg_catalog.pg_try_advisory_lock_shared({keys})");
+    polling(connection, heard, client.query_one(&sql, &[]))
+        .await?
+        .and_then(|row| row.try_get::<_, bool>(0))
+        .map_err(|e| {
+            format!(
+                "cannot register as a listener of {}: {}",
+                feed::CHANNEL,
+                describe(&e)
+            )
+        })
+}
+
 /// What the listening session's connection said: an announcement is passed on; `Ok(false)` once
 /// the server's loop is gone, `Err` once the session is.
 async fn forward(
@@ -521,10 +532,7 @@ async fn forward(
 /// Drives `f` (a statement of `connection`'s client) to its end while polling the connection,
 /// which must be polled for it to complete; announcements heard meanwhile go to `heard`.
 async fn polling<F: std::future::Future>(
-    connection: &mut tokio_postgres::Connection<
-        tokio_postgres::Socket,
-        tokio_postgres::tls::NoTlsStream,
-    >,
+    connection: &mut Session,
     heard: &mut Vec<tokio_postgres::Notification>,
     f: F,
 ) -> Result<F::Output, String> {

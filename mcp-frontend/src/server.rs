@@ -244,13 +244,18 @@ impl Server {
         let mut seen = 0usize;
         loop {
             // The change feed's notifications are written here, between responses, by the one
-            // writer of the output; a line half read stays in `line` and `seen` meanwhile.
+            // writer of the output; a line half read stays in `line` and `seen` meanwhile. The
+            // client's input goes first when both are ready: a `notifications/cancelled` the
+            // client sent before a change was announced ends its stream before that change is
+            // delivered, however busy the machine (a fair choice delivered it half the time).
+            // Only this client waits on its own input.
             let read = tokio::select! {
+                biased;
+                read = read_bounded_line(&mut input, &mut line, &mut seen, max) => read?,
                 signal = next_signal(&mut self.subs) => {
                     self.deliver(signal, &mut output).await?;
                     continue;
                 }
-                read = read_bounded_line(&mut input, &mut line, &mut seen, max) => read?,
             };
             let oversized = match read {
                 Line::End => return Ok(()),

@@ -516,20 +516,26 @@ async fn listened(db_dsn: &str) {
     su.batch_execute("RESET patchdiff.notify").await.unwrap();
 
     // patchdiff-mcp registers its listening session. A subscription made while a writer that
-    // announced nothing is open does not wait for that writer; other writers' changes reach the
-    // subscriber meanwhile (the session waits for the key in short waits and takes what was
-    // announced between them); and the open writer's change reaches it once it commits: the
-    // session is then granted the key and resyncs.
+    // announced nothing is open waits for that writer 2 s at most; other writers' changes reach
+    // the subscriber meanwhile (a second session waits for the key, the listening one is idle);
+    // and the open writer's change reaches it once it commits: the session is then granted the
+    // key and resyncs.
     let t = w.transaction().await.unwrap();
     let r = call(&t, "patchdiff_submit_edits", &edit(&a, 6, "v6", "v7"))
         .await
         .unwrap();
     assert_eq!(r["status"], "accepted", "{r}");
     let (mut m, _) = Mcp::legacy(db_dsn, "extended");
+    let asked = std::time::Instant::now();
     for target in [&a, &b] {
         let s = m.request("resources/subscribe", json!({"uri": uri(target)}));
         assert_eq!(s["result"], json!({}), "{s}");
     }
+    let took = asked.elapsed();
+    assert!(
+        took >= Duration::from_millis(1900) && took < Duration::from_secs(10),
+        "answered after the 2 s bound, not when the open writer ends: {took:?}"
+    );
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     while !key_holders(&su)
         .await
