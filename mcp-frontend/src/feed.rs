@@ -428,11 +428,9 @@ async fn listen_once(
                             return Ok(());
                         }
                     }
-                    m = std::future::poll_fn(|cx| waiter_connection.poll_message(cx)) => match m {
-                        Some(Ok(_)) => {}
-                        Some(Err(e)) => return Err(format!("the registering session failed: {e}")),
-                        None => return Err("the registering session ended".into()),
-                    },
+                    m = std::future::poll_fn(|cx| waiter_connection.poll_message(cx)) => {
+                        said(m, "registering")?;
+                    }
                     m = std::future::poll_fn(|cx| connection.poll_message(cx)) => {
                         if !forward(m, watched, tx).await? {
                             return Ok(());
@@ -468,12 +466,11 @@ async fn listen_once(
                     Some((_, c)) => std::future::poll_fn(|cx| c.poll_message(cx)).await,
                     None => std::future::pending().await,
                 }
-            } => match m {
-                Some(Ok(_)) => continue,
+            } => {
                 // The registration ends with it: start again (and resync).
-                Some(Err(e)) => return Err(format!("the registering session failed: {e}")),
-                None => return Err("the registering session ended".into()),
-            },
+                said(m, "registering")?;
+                continue;
+            }
             () = tx.closed() => return Ok(()),
         };
         if !forward(message, watched, tx).await? {
@@ -521,11 +518,23 @@ async fn forward(
     watched: &Mutex<BTreeSet<String>>,
     tx: &mpsc::Sender<Signal>,
 ) -> Result<bool, String> {
+    match said(m, "listening")? {
+        Some(n) => Ok(pass_on(&n, watched, tx).await),
+        None => Ok(true),
+    }
+}
+
+/// What a session's connection said: an announcement, nothing to act on, or (`Err`) that the
+/// `which` session is gone.
+fn said(
+    m: Option<Result<AsyncMessage, tokio_postgres::Error>>,
+    which: &str,
+) -> Result<Option<tokio_postgres::Notification>, String> {
     match m {
-        Some(Ok(AsyncMessage::Notification(n))) => Ok(pass_on(&n, watched, tx).await),
-        Some(Ok(_)) => Ok(true),
-        Some(Err(e)) => Err(format!("the listening session failed: {e}")),
-        None => Err("the listening session ended".into()),
+        Some(Ok(AsyncMessage::Notification(n))) => Ok(Some(n)),
+        Some(Ok(_)) => Ok(None),
+        Some(Err(e)) => Err(format!("the {which} session failed: {e}")),
+        None => Err(format!("the {which} session ended")),
     }
 }
 
@@ -540,12 +549,9 @@ async fn polling<F: std::future::Future>(
     loop {
         tokio::select! {
             r = &mut f => return Ok(r),
-            m = std::future::poll_fn(|cx| connection.poll_message(cx)) => match m {
-                Some(Ok(AsyncMessage::Notification(n))) => heard.push(n),
-                Some(Ok(_)) => {}
-                Some(Err(e)) => return Err(format!("the listening session failed: {e}")),
-                None => return Err("the listening session ended".into()),
-            },
+            m = std::future::poll_fn(|cx| connection.poll_message(cx)) => {
+                heard.extend(said(m, "listening")?);
+            }
         }
     }
 }
