@@ -24,26 +24,25 @@ CREATE TABLE patchdiff.targets (
     filename                text NOT NULL,
     target_type             text NOT NULL,
     current_content         text COMPRESSION lz4 NOT NULL,
-    current_hash            text NOT NULL CHECK (current_hash ~ '^[0-9a-f]{64}$'),
-    version                 bigint NOT NULL CHECK (version >= 0),
+    current_hash            text NOT NULL,
+    version                 bigint NOT NULL,
     active_editing_cycle_id uuid NOT NULL,
     source_line_endings     json,
     created_at              timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
     updated_at              timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
-    workspace_root_device     bigint CHECK (workspace_root_device >= 0),
-    workspace_root_inode      bigint CHECK (workspace_root_inode >= 0),
+    workspace_root_device     bigint,
+    workspace_root_inode      bigint,
     workspace_relative_path   text,
-    workspace_baseline_sha256 text CHECK (workspace_baseline_sha256 ~ '^[0-9a-f]{64}$'),
-    workspace_baseline_bytes  bigint CHECK (workspace_baseline_bytes >= 0),
-    workspace_binding_nonce   text CHECK (workspace_binding_nonce ~ '^[0-9a-f]{32}$'),
-    workspace_binding_proof   text CHECK (workspace_binding_proof ~ '^[0-9a-f]{64}$'),
+    workspace_baseline_sha256 text,
+    workspace_baseline_bytes  bigint,
+    workspace_binding_nonce   text,
+    workspace_binding_proof   text,
     -- regrole: stable across ALTER ROLE ... RENAME, dumped as the role's name and restored to
     -- the new cluster's OID, and kept by pg_upgrade (which preserves role OIDs).
-    owner_role              regrole NOT NULL,
-    CHECK (num_nulls(workspace_root_device, workspace_root_inode, workspace_relative_path,
-                     workspace_baseline_sha256, workspace_baseline_bytes) IN (0, 5)),
-    CHECK (num_nulls(workspace_binding_nonce, workspace_binding_proof) IN (0, 2)),
-    CHECK (workspace_binding_nonce IS NULL OR workspace_root_device IS NOT NULL)
+    owner_role              regrole NOT NULL
+    -- Row rules (patchdiff.check_row(), below): current_hash and the workspace hashes are
+    -- lowercase hex of their length, the counts are >= 0, and the workspace binding's columns
+    -- are all set or all NULL, its nonce and proof too, a nonce only with a binding.
 );
 -- Every accepted edit updates its target's row, and an UPDATE opens every index of the table even
 -- when it is a HOT update that changes none: measured, each further index on patchdiff.targets
@@ -122,7 +121,7 @@ CREATE TABLE patchdiff.pdcp_logs (
     -- keep_ids below). Each key was a lookup, a row lock and a WAL record per attempt.
     target_file_id             uuid NOT NULL,
     editing_cycle_id           uuid NOT NULL,
-    status                     text NOT NULL CHECK (status IN ('accepted', 'rejected')),
+    status                     text NOT NULL,
     protocol_version           text NOT NULL,
     runtime_version            text NOT NULL,
     pdcp_content               text COMPRESSION lz4 NOT NULL,
@@ -137,19 +136,21 @@ CREATE TABLE patchdiff.pdcp_logs (
     after_hash                 text,
     failure_reason             text,
     failure_detail             text,
-    failure_stage              text CHECK (failure_stage IN ('PROTOCOL_VALIDATION', 'PRECONDITION_GUARD', 'TRANSACTION_APPLICABILITY')),
+    failure_stage              text,
     failed_change_id           text,
     diagnostic                 json,
     validity                   json NOT NULL,
     parent_pdcp_log_id         uuid REFERENCES patchdiff.pdcp_logs,
-    attempt                    bigint CHECK (attempt >= 1),
+    attempt                    bigint,
     source                     text NOT NULL,
     intent                     text,
     created_at                 timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
     -- patchdiff_submit_changeset (issue 19): the changeset every member's attempt belongs to;
     -- NULL for a single submission. No foreign key: a changeset is only this shared ID.
-    changeset_id               uuid,
-    CHECK ((status = 'accepted') = (after_version IS NOT NULL AND failure_reason IS NULL))
+    changeset_id               uuid
+    -- Row rules (patchdiff.check_row(), below): status is accepted or rejected, accepted exactly
+    -- when after_version is set and failure_reason is not; failure_stage is one of the three
+    -- stages; attempt >= 1.
 );
 CREATE UNIQUE INDEX ON patchdiff.pdcp_logs (target_file_id, client_request_id) WHERE client_request_id IS NOT NULL;
 -- Unique: log pages are keyset pages over (target, log_sequence). log_sequence itself has no
@@ -186,7 +187,7 @@ CREATE TABLE patchdiff.manifest_ledger (
     editing_cycle_id uuid NOT NULL,
     before_version   bigint NOT NULL,
     after_version    bigint NOT NULL,
-    change_index     integer NOT NULL CHECK (change_index >= 1),
+    change_index     integer NOT NULL, -- >= 1 (patchdiff.check_row(), below)
     change_id        text NOT NULL,
     origin           text NOT NULL,
     intent           text,
@@ -224,6 +225,26 @@ CREATE TRIGGER append_only_truncate BEFORE TRUNCATE ON patchdiff.manifest_ledger
 -- the log into a mutable table either.
 ALTER TABLE patchdiff.pdcp_logs ENABLE ALWAYS TRIGGER append_only, ENABLE ALWAYS TRIGGER append_only_truncate;
 ALTER TABLE patchdiff.manifest_ledger ENABLE ALWAYS TRIGGER append_only, ENABLE ALWAYS TRIGGER append_only_truncate;
+
+-- The row rules of the three tables every acceptance writes, as one C trigger function
+-- (pg_patchdiff/src/storage/rules.rs) rather than CHECK constraints: PostgreSQL 15 rebuilds each
+-- CHECK constraint from its stored text in every statement that writes the table, and checks all
+-- of a table's on every UPDATE whatever it sets; 16 of them were 8% of the CPU of the edit load
+-- (issue 21, item 1; docs/benchmarks.md). The rules and their names are the former constraints';
+-- a violation is check_violation (23514). targets' is an AFTER trigger: a BEFORE UPDATE row
+-- trigger would lock every edited target row a second time. ENABLE ALWAYS, like the triggers
+-- above: replica mode does not skip them.
+CREATE FUNCTION patchdiff.check_row() RETURNS trigger
+LANGUAGE c AS 'MODULE_PATHNAME', 'patchdiff_check_row';
+CREATE TRIGGER row_rules AFTER INSERT OR UPDATE ON patchdiff.targets
+    FOR EACH ROW EXECUTE FUNCTION patchdiff.check_row();
+CREATE TRIGGER row_rules BEFORE INSERT ON patchdiff.pdcp_logs
+    FOR EACH ROW EXECUTE FUNCTION patchdiff.check_row();
+CREATE TRIGGER row_rules BEFORE INSERT ON patchdiff.manifest_ledger
+    FOR EACH ROW EXECUTE FUNCTION patchdiff.check_row();
+ALTER TABLE patchdiff.targets ENABLE ALWAYS TRIGGER row_rules;
+ALTER TABLE patchdiff.pdcp_logs ENABLE ALWAYS TRIGGER row_rules;
+ALTER TABLE patchdiff.manifest_ledger ENABLE ALWAYS TRIGGER row_rules;
 
 -- Targets and editing cycles are never removed and never change their IDs: no function does,
 -- and the attempt log and the ledger, which name them without foreign keys, rely on it. Enforced

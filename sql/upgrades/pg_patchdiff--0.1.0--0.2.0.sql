@@ -81,3 +81,36 @@ AS 'MODULE_PATHNAME', 'patchdiff_diff_wrapper';
 ALTER FUNCTION @extschema@.patchdiff_diff(json) SET enable_sort = off SET enable_incremental_sort = off;
 COMMENT ON FUNCTION @extschema@.patchdiff_diff(json) IS
 'Unified diff between two versions of one target (issue 19), rebuilt from the newest snapshot at or below each version plus the accepted log; never writes. args: target_file_id, from_version (required), to_version (default current; any two versions, either order, across SAVEs), context (lines, default 3, 0..1000), max_page_bytes (default 65536, 1024..1048576), cursor (a next_cursor). The hunks of the canonical LF texts are byte-identical to GNU diff -U<context>; header is ours (--- filename<TAB>version N). Returns one page of hunks (cut at a line end, or inside a longer line at a code point boundary), offset, total_bytes, hunk_count, lines_removed, lines_added, identical, has_more, next_cursor. unknown_version names first_version and current_version; texts over 8 MiB or 200,000 lines are diff_input_too_large, a search over 1,000,000,000 steps diff_too_expensive. See docs/history.md, "Diffs".';
+
+-- Issue 21, item 1: the row rules of targets, pdcp_logs and manifest_ledger move from CHECK
+-- constraints to one C trigger function (sql/schema.sql says why). The same rules under the same
+-- names; the rows already stored satisfied them as constraints.
+ALTER TABLE patchdiff.targets
+    DROP CONSTRAINT targets_current_hash_check,
+    DROP CONSTRAINT targets_version_check,
+    DROP CONSTRAINT targets_workspace_root_device_check,
+    DROP CONSTRAINT targets_workspace_root_inode_check,
+    DROP CONSTRAINT targets_workspace_baseline_sha256_check,
+    DROP CONSTRAINT targets_workspace_baseline_bytes_check,
+    DROP CONSTRAINT targets_workspace_binding_nonce_check,
+    DROP CONSTRAINT targets_workspace_binding_proof_check,
+    DROP CONSTRAINT targets_check,
+    DROP CONSTRAINT targets_check1,
+    DROP CONSTRAINT targets_check2;
+ALTER TABLE patchdiff.pdcp_logs
+    DROP CONSTRAINT pdcp_logs_status_check,
+    DROP CONSTRAINT pdcp_logs_failure_stage_check,
+    DROP CONSTRAINT pdcp_logs_attempt_check,
+    DROP CONSTRAINT pdcp_logs_check;
+ALTER TABLE patchdiff.manifest_ledger DROP CONSTRAINT manifest_ledger_change_index_check;
+CREATE FUNCTION patchdiff.check_row() RETURNS trigger
+LANGUAGE c AS 'MODULE_PATHNAME', 'patchdiff_check_row';
+CREATE TRIGGER row_rules AFTER INSERT OR UPDATE ON patchdiff.targets
+    FOR EACH ROW EXECUTE FUNCTION patchdiff.check_row();
+CREATE TRIGGER row_rules BEFORE INSERT ON patchdiff.pdcp_logs
+    FOR EACH ROW EXECUTE FUNCTION patchdiff.check_row();
+CREATE TRIGGER row_rules BEFORE INSERT ON patchdiff.manifest_ledger
+    FOR EACH ROW EXECUTE FUNCTION patchdiff.check_row();
+ALTER TABLE patchdiff.targets ENABLE ALWAYS TRIGGER row_rules;
+ALTER TABLE patchdiff.pdcp_logs ENABLE ALWAYS TRIGGER row_rules;
+ALTER TABLE patchdiff.manifest_ledger ENABLE ALWAYS TRIGGER row_rules;

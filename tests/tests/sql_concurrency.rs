@@ -608,3 +608,185 @@ async fn statement_timeout_ends_a_call_without_leaving_state() {
     .unwrap();
     assert_eq!(r["status"], "accepted", "{r}");
 }
+
+/// Runs `statements` in a transaction that is always rolled back, and returns the SQLSTATE and
+/// message of their error, or None if they succeeded.
+async fn in_rolled_back_transaction(c: &Client, statements: &str) -> Option<(String, String)> {
+    let result = c.batch_execute(&format!("BEGIN; {statements}")).await;
+    c.batch_execute("ROLLBACK").await.unwrap();
+    result.err().map(|e| {
+        let d = e.as_db_error().expect("a database error");
+        (d.code().code().to_owned(), d.message().to_owned())
+    })
+}
+
+/// Issue 21, item 1: the row rules of patchdiff.targets, patchdiff.pdcp_logs and
+/// patchdiff.manifest_ledger are checked by the trigger function patchdiff.check_row() instead of
+/// CHECK constraints (sql/schema.sql says why). Each of the 16 former constraints still refuses
+/// what it refused, under its own name and with check_violation (23514): for the owner, who can
+/// write the tables directly, and in replica mode too. Rows that keep the rules are written.
+#[tokio::test]
+async fn row_rules_refuse_what_the_check_constraints_refused_even_for_owner() {
+    if patchdiff_tests::not_through_a_router(&dsn(), "the row rules are each shard database's")
+        .await
+    {
+        return;
+    }
+    let c = client().await;
+    let target = target_with_one_acceptance(&c, "row-rules.md").await;
+    let hex64 = "ab".repeat(32);
+    let hex32 = "cd".repeat(16);
+    let binding = |device: &str, inode: &str, sha: &str, bytes: &str| {
+        format!(
+            "workspace_root_device = {device}, workspace_root_inode = {inode}, \
+             workspace_relative_path = 'a.md', workspace_baseline_sha256 = {sha}, \
+             workspace_baseline_bytes = {bytes}"
+        )
+    };
+    let good_binding = binding("1", "2", &format!("'{hex64}'"), "3");
+    let update = |set: &str| {
+        format!("UPDATE patchdiff.targets SET {set} WHERE target_file_id = '{target}';")
+    };
+    // A copy of the target's attempt (or ledger row) with one column changed, inserted as a new
+    // row: a new ID, a sequence of its own, no request key.
+    let attempt = |set: &str| {
+        format!(
+            "CREATE TEMP TABLE a ON COMMIT DROP AS SELECT * FROM patchdiff.pdcp_logs \
+               WHERE target_file_id = '{target}' AND status = 'accepted'; \
+             UPDATE a SET pdcp_log_id = gen_random_uuid(), log_sequence = log_sequence + 1000000000, \
+               client_request_id = NULL{set}; \
+             INSERT INTO patchdiff.pdcp_logs OVERRIDING SYSTEM VALUE SELECT * FROM a;"
+        )
+    };
+    let ledger = |change_index: i32| {
+        format!(
+            "CREATE TEMP TABLE l ON COMMIT DROP AS SELECT * FROM patchdiff.manifest_ledger \
+               WHERE target_file_id = '{target}'; \
+             UPDATE l SET ledger_entry_id = gen_random_uuid(), \
+               ledger_sequence = ledger_sequence + 1000000000, change_index = {change_index}; \
+             INSERT INTO patchdiff.manifest_ledger OVERRIDING SYSTEM VALUE SELECT * FROM l;"
+        )
+    };
+    let new_target = |set: &str| {
+        format!(
+            "CREATE TEMP TABLE t ON COMMIT DROP AS SELECT * FROM patchdiff.targets \
+               WHERE target_file_id = '{target}'; \
+             UPDATE t SET target_file_id = gen_random_uuid(), {set}; \
+             INSERT INTO patchdiff.targets SELECT * FROM t;"
+        )
+    };
+    let refusals: Vec<(String, &str)> = vec![
+        (update("current_hash = 'abc'"), "targets_current_hash_check"),
+        (
+            update("current_hash = upper(current_hash)"),
+            "targets_current_hash_check",
+        ),
+        (
+            update("current_hash = current_hash || E'\\n'"),
+            "targets_current_hash_check",
+        ),
+        (
+            new_target("current_hash = 'not hex'"),
+            "targets_current_hash_check",
+        ),
+        (update("version = -1"), "targets_version_check"),
+        (new_target("version = -1"), "targets_version_check"),
+        (
+            update(&binding("-1", "2", &format!("'{hex64}'"), "3")),
+            "targets_workspace_root_device_check",
+        ),
+        (
+            update(&binding("1", "-2", &format!("'{hex64}'"), "3")),
+            "targets_workspace_root_inode_check",
+        ),
+        (
+            update(&binding("1", "2", "'xyz'", "3")),
+            "targets_workspace_baseline_sha256_check",
+        ),
+        (
+            update(&binding("1", "2", &format!("'{hex64}'"), "-3")),
+            "targets_workspace_baseline_bytes_check",
+        ),
+        (
+            update(&format!(
+                "{good_binding}, workspace_binding_nonce = '{hex64}', workspace_binding_proof = '{hex64}'"
+            )),
+            "targets_workspace_binding_nonce_check",
+        ),
+        (
+            update(&format!(
+                "{good_binding}, workspace_binding_nonce = '{hex32}', workspace_binding_proof = '{hex32}'"
+            )),
+            "targets_workspace_binding_proof_check",
+        ),
+        (update("workspace_relative_path = 'a.md'"), "targets_check"),
+        (
+            update(&format!(
+                "{good_binding}, workspace_binding_nonce = '{hex32}'"
+            )),
+            "targets_check1",
+        ),
+        (
+            update(&format!(
+                "workspace_binding_nonce = '{hex32}', workspace_binding_proof = '{hex64}'"
+            )),
+            "targets_check2",
+        ),
+        (attempt(", status = 'maybe'"), "pdcp_logs_status_check"),
+        (
+            attempt(", failure_stage = 'LATER'"),
+            "pdcp_logs_failure_stage_check",
+        ),
+        (attempt(", attempt = 0"), "pdcp_logs_attempt_check"),
+        (attempt(", status = 'rejected'"), "pdcp_logs_check"),
+        (attempt(", failure_reason = 'x'"), "pdcp_logs_check"),
+        (attempt(", after_version = NULL"), "pdcp_logs_check"),
+        (ledger(0), "manifest_ledger_change_index_check"),
+    ];
+    let kept: Vec<String> = vec![
+        update(&format!("current_hash = '{hex64}', version = version + 1")),
+        update(&format!(
+            "{good_binding}, workspace_binding_nonce = '{hex32}', workspace_binding_proof = '{hex64}'"
+        )),
+        update(&good_binding),
+        attempt(""),
+        attempt(", attempt = 1, failure_stage = NULL"),
+        attempt(
+            ", status = 'rejected', after_version = NULL, after_hash = NULL, \
+             failure_reason = 'x', failure_stage = 'PRECONDITION_GUARD'",
+        ),
+        ledger(2),
+    ];
+    for replica in [false, true] {
+        let mode = if replica { "replica" } else { "origin" };
+        c.batch_execute(&format!("SET session_replication_role = {mode}"))
+            .await
+            .unwrap();
+        for (sql, rule) in &refusals {
+            let (code, message) = in_rolled_back_transaction(&c, sql)
+                .await
+                .unwrap_or_else(|| panic!("{mode}: {sql} was written"));
+            assert_eq!(code, "23514", "{mode}: {sql}: {message}");
+            assert!(
+                message.ends_with(&format!("violates check rule \"{rule}\"")),
+                "{mode}: {sql}: {message}"
+            );
+        }
+        for sql in &kept {
+            assert_eq!(
+                in_rolled_back_transaction(&c, sql).await,
+                None,
+                "{mode}: {sql}"
+            );
+        }
+    }
+    c.batch_execute("RESET session_replication_role")
+        .await
+        .unwrap();
+    // Nothing was written: the target still replays as stored.
+    let replay = call(&c, "patchdiff_replay", &json!({"target_file_id": target}))
+        .await
+        .unwrap();
+    assert_eq!(replay["status"], "success", "{replay}");
+    assert_eq!(current_version(&c, &target).await, 1);
+}

@@ -21,6 +21,7 @@ pub mod grants;
 pub mod ledger;
 pub mod observations;
 pub mod port;
+pub mod rules;
 pub mod targets;
 
 pub use access::{Caller, Need};
