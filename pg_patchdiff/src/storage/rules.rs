@@ -38,11 +38,17 @@ pub extern "C" fn pg_finfo_patchdiff_check_row() -> &'static pg_sys::Pg_finfo_re
 pub unsafe extern "C-unwind" fn patchdiff_check_row(
     fcinfo: pg_sys::FunctionCallInfo,
 ) -> pg_sys::Datum {
-    // SAFETY: fcinfo is the call's own; CALLED_AS_TRIGGER is a node-tag test of its context.
-    let context = unsafe { (*fcinfo).context };
-    if context.is_null() || unsafe { (*context).type_ } != pg_sys::NodeTag::T_TriggerData {
+    // SAFETY: fcinfo is the call's own; CALLED_AS_TRIGGER is a node-tag test of its context,
+    // which is a Node when it is not null.
+    let called_as_trigger = unsafe {
+        let context = (*fcinfo).context;
+        !context.is_null() && (*context).type_ == pg_sys::NodeTag::T_TriggerData
+    };
+    if !called_as_trigger {
         error!("patchdiff.check_row() may only be called as a trigger");
     }
+    // SAFETY: as above.
+    let context = unsafe { (*fcinfo).context };
     // SAFETY: the context is a TriggerData (checked above), valid for this call.
     let data = unsafe { &*(context as *const pg_sys::TriggerData) };
     let event = data.tg_event;
@@ -260,10 +266,8 @@ impl Row {
             // SAFETY: i < natts, the descriptor's attribute count.
             let att = unsafe { &*(*self.tupdesc).attrs.as_ptr().add(i) };
             // SAFETY: attname is a NUL-terminated NameData.
-            if att.attisdropped
-                || unsafe { CStr::from_ptr(att.attname.data.as_ptr()) }.to_bytes()
-                    != column.as_bytes()
-            {
+            let name = unsafe { CStr::from_ptr(att.attname.data.as_ptr()) };
+            if att.attisdropped || name.to_bytes() != column.as_bytes() {
                 continue;
             }
             return (!self.nulls[i]).then_some((self.values[i], att.atttypid));
