@@ -6,11 +6,13 @@
 #   trigger      the schema as installed: the rules in patchdiff.check_row()
 #   constraints  the same rules as the CHECK constraints they were before (trigger dropped)
 #   none         neither (the ceiling: no rule checked at all; never a schema to ship)
-#   bash scripts/bench/row_rules.sh [ROUNDS [SECONDS [ARMS]]]   (default 3 rounds of 12 s, all arms)
+#   bash scripts/bench/row_rules.sh [ROUNDS [SECONDS [ARMS [MIX]]]]
+#     default 3 rounds of 12 s, all arms, MIX edits; MIX default runs the stress tool's default mix
+#     (reads, saves, shared targets, keyed resends, one MCP connection) instead of edits only.
 # It needs a running cluster with pg_patchdiff installed, reached as superuser postgres on
 # 127.0.0.1:$PATCHDIFF_BENCH_PORT (default 54395); it makes and drops the database rulesbench.
 set -u
-ROUNDS="${1:-3}" SECS="${2:-12}" ARMS="${3:-trigger constraints none}"
+ROUNDS="${1:-3}" SECS="${2:-12}" ARMS="${3:-trigger constraints none}" MIX="${4:-edits}"
 PORT="${PATCHDIFF_BENCH_PORT:-54395}"
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 PSQL=(psql -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$PORT" -U postgres)
@@ -39,6 +41,11 @@ ALTER TABLE patchdiff.pdcp_logs
   ADD CONSTRAINT pdcp_logs_check CHECK ((status = 'accepted') = (after_version IS NOT NULL AND failure_reason IS NULL));
 ALTER TABLE patchdiff.manifest_ledger ADD CONSTRAINT manifest_ledger_change_index_check CHECK (change_index >= 1);"
 cd "$ROOT"
+case "$MIX" in
+  edits) LOAD=(--mcp-connections 0 --read-percent 0 --save-percent 0 --shared-percent 0 --keyed-percent 0) ;;
+  default) LOAD=(--mcp-bin target/release/patchdiff-mcp --mcp-connections 1) ;;
+  *) echo "unknown mix $MIX" >&2; exit 2 ;;
+esac
 for round in $(seq 1 "$ROUNDS"); do
   for arm in $ARMS; do
     "${PSQL[@]}" -d postgres -c "DROP DATABASE IF EXISTS rulesbench WITH (FORCE)" -c "CREATE DATABASE rulesbench" >/dev/null
@@ -51,8 +58,7 @@ for round in $(seq 1 "$ROUNDS"); do
     esac
     printf '%s | %-11s | load %s | ' "$round" "$arm" "$(cut -d' ' -f1 /proc/loadavg)"
     target/release/patchdiff-stress --dsn "host=127.0.0.1 port=$PORT user=postgres dbname=rulesbench" \
-      --connections 8 --seconds "$SECS" --pgbench-seconds "$SECS" --mcp-connections 0 \
-      --read-percent 0 --save-percent 0 --shared-percent 0 --keyed-percent 0 2>&1 \
+      --connections 8 --seconds "$SECS" --pgbench-seconds "$SECS" "${LOAD[@]}" 2>&1 \
       | sed -nE 's/.* ([0-9.]+) accepted\/s$/\1 accepted\/s | /p; s/^accepted submissions \/ pgbench tps = ([0-9.]+).*/\1 of pgbench -N | /p; s/^invariants: (all held|.*violation.*).*/invariants \1/p' \
       | tr -d '\n'
     echo

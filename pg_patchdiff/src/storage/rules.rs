@@ -5,9 +5,9 @@
 //! stored text (`stringToNode`, `expression_planner`, `ExecInitExpr`) in each statement that
 //! inserts into or updates the table, and on UPDATE it checks all of them whichever columns the
 //! statement sets. An acceptance writes three tables in one statement, and those 16 rebuilds were
-//! 8% of all CPU under the 8-client edit load (perf), more than the index insertions. With the
-//! same rules in this trigger, the edits-only throughput went from 0.66–0.75x to 0.8x of
-//! `pgbench -N` (docs/benchmarks.md, "Issue 21, item 1: the CHECK constraints").
+//! 8% of all CPU under the 8-client edit load (perf), more than the index insertions; the
+//! trigger costs about as little as no rules at all (docs/benchmarks.md, "Issue 21, item 1",
+//! "The row rules").
 //!
 //! The rules are exactly the former constraints', under their names, and hold for every writer
 //! (the trigger is ENABLE ALWAYS, so replica mode does not skip it either):
