@@ -1,7 +1,7 @@
 //! Target rows: reads, the write lock, creation, and the checkpoint (SAVE) statements.
 
 use super::access::tiered;
-use super::{Caller, Need, Row, access_args, fault, first_row, read, read_once, write, write_once};
+use super::{Caller, Need, Row, access_args, fault, first_row, read, write, write_once};
 use patchdiff_engine::api::feed::{Event, Kind};
 use patchdiff_engine::api::store::{PublishFacts, SaveLock, StoredState, StoredTarget};
 use patchdiff_engine::api::target::{BindingProof, WorkspaceBinding};
@@ -23,14 +23,14 @@ macro_rules! target_select {
 const TARGET_SQL: [&str; 3] = tiered!(target_select, "t", "");
 const LOCK_TARGET_SQL: [&str; 3] = tiered!(target_select, "t", " FOR UPDATE");
 
-/// Reads a target the caller may `need`.
+/// Reads a target the caller may `need`, with a kept plan (a primary-key lookup: at most one
+/// row). Planning it per call was about a fifth of a small read's server time.
 pub fn target(client: &SpiClient, id: &str, caller: Caller, need: Need) -> Option<StoredTarget> {
     caller.first(|tier| {
         let [a, n] = access_args(caller, need);
-        let rows = read_once(
+        let rows = read(
             client,
             TARGET_SQL[tier],
-            Some(1),
             &[id.into(), a, n],
             "reading target",
         );
