@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # What the row rules of targets, pdcp_logs and manifest_ledger cost the edit throughput
-# (docs/benchmarks.md, "Issue 21, item 1: the row rules"): target/release/patchdiff-stress, edits
+# (docs/benchmarks.md, "Issue 21, item 1", "The row rules"): target/release/patchdiff-stress, edits
 # only (8 connections, its own pgbench -N, invariants checked), on a fresh database per run, arms
 # interleaved:
 #   trigger      the schema as installed: the rules in patchdiff.check_row()
