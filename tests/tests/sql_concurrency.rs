@@ -237,6 +237,98 @@ async fn same_version_guard_race_accepts_exactly_one() {
     assert_eq!(current_version(&observer, &target).await, 1);
 }
 
+/// Contract, "client_request_id": "An exact recovery of the original request returns
+/// deduplicated: true without a new row", and on recovery "version/after_hash name the recorded
+/// outcome and current_version/current_hash name the target's current state". A recovery writes
+/// nothing, so it takes neither the target's row lock nor a transaction ID (docs/benchmarks.md,
+/// "Keyed resends"): it is answered while another transaction holds that lock, with the state
+/// committed before it. "Reusing its key with a different proposal returns ... a fresh durable
+/// rejection": that is still decided under the lock, so it waits for the holder.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exact_keyed_recovery_takes_no_lock_and_writes_nothing() {
+    let api = client().await;
+    let target = initialize_target(&api, "resend.md", "alpha beta gamma\n")
+        .await
+        .unwrap();
+    let home = patchdiff_tests::table_dsn_for(&dsn(), &target).await;
+    let mut keyed = replace_word(&target, "alpha", 0);
+    keyed["client_request_id"] = json!("resend-1");
+    let first = call(&api, "patchdiff_submit_edits", &keyed).await.unwrap();
+    assert_eq!(first["status"], "accepted", "{first}");
+
+    // Another transaction accepts an edit and holds the row lock, uncommitted.
+    let mut holder = connect(&home).await.unwrap();
+    let held = holder.transaction().await.unwrap();
+    let second = call(
+        &held,
+        "patchdiff_submit_edits",
+        &replace_word(&target, "beta", 1),
+    )
+    .await
+    .unwrap();
+    assert_eq!(second["status"], "accepted", "{second}");
+
+    // The identical resend is answered at once, as of the last commit, and assigns no
+    // transaction ID: a lock wait would end in lock_not_available after 2 s.
+    let mut resender = connect(&home).await.unwrap();
+    let tx = resender.transaction().await.unwrap();
+    tx.batch_execute("SET LOCAL lock_timeout = '2s'")
+        .await
+        .unwrap();
+    let again = call(&tx, "patchdiff_submit_edits", &keyed).await.unwrap();
+    assert_eq!(again["status"], "accepted", "{again}");
+    assert_eq!(again["deduplicated"], true, "{again}");
+    assert_eq!(again["pdcp_log_id"], first["pdcp_log_id"]);
+    assert_eq!(
+        (&again["version"], &again["current_version"]),
+        (&json!(1), &json!(1))
+    );
+    assert_eq!(again["current_hash"], first["after_hash"]);
+    let xid: Option<String> = tx
+        .query_one("SELECT pg_catalog.txid_current_if_assigned()::text", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(xid, None, "an exact recovery assigned a transaction ID");
+    tx.commit().await.unwrap();
+
+    // The same key with a different proposal is a conflict to audit: it waits for the lock.
+    let mut conflicting = keyed.clone();
+    conflicting["edits"][0]["replace"] = json!("ALPHA!");
+    let tx = resender.transaction().await.unwrap();
+    tx.batch_execute("SET LOCAL lock_timeout = '200ms'")
+        .await
+        .unwrap();
+    let waited = call(&tx, "patchdiff_submit_edits", &conflicting)
+        .await
+        .expect_err("a key conflict was decided without the row lock");
+    assert_eq!(
+        waited.code(),
+        Some(&tokio_postgres::error::SqlState::LOCK_NOT_AVAILABLE),
+        "{waited}"
+    );
+    tx.rollback().await.unwrap();
+
+    held.commit().await.unwrap();
+    let after = call(&api, "patchdiff_submit_edits", &keyed).await.unwrap();
+    assert_eq!(after["deduplicated"], true, "{after}");
+    assert_eq!(
+        (&after["version"], &after["current_version"]),
+        (&json!(1), &json!(2))
+    );
+    assert_eq!(after["current_hash"], second["after_hash"]);
+    let conflict = call(&api, "patchdiff_submit_edits", &conflicting)
+        .await
+        .unwrap();
+    assert_eq!(conflict["status"], "rejected", "{conflict}");
+    assert_eq!(conflict["diagnostic"]["code"], "request_key_conflict");
+    let checker = connect(&home).await.unwrap();
+    assert_eq!(
+        logged_statuses(&checker, &target).await,
+        [("accepted".to_owned(), 2), ("rejected".to_owned(), 1)]
+    );
+}
+
 /// Runs `sql` and returns its error message; panics if it succeeds.
 async fn refused(
     c: &Client,

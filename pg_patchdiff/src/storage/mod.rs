@@ -38,8 +38,10 @@ use std::rc::Rc;
 thread_local! {
     /// Plans kept for the life of the backend (SPI_keepplan): parsing and planning the
     /// attempt-writing statement every call would cost more than the edit itself. PostgreSQL's
-    /// plan cache revalidates them after DDL.
-    static PLANS: RefCell<HashMap<&'static str, Rc<OwnedPreparedStatement>>> = RefCell::new(HashMap::new());
+    /// plan cache revalidates them after DDL. Keyed by the statement and whether it was prepared
+    /// mutating ([`write`], [`fresh`]) or not ([`read`]), for the two run under different
+    /// snapshots.
+    static PLANS: RefCell<HashMap<(&'static str, bool), Rc<OwnedPreparedStatement>>> = RefCell::new(HashMap::new());
 }
 
 pub(crate) fn fault(what: &str, e: impl std::fmt::Display) -> ! {
@@ -56,7 +58,7 @@ fn plan(
     what: &str,
 ) -> Rc<OwnedPreparedStatement> {
     PLANS
-        .with(|p| p.borrow().get(sql).cloned())
+        .with(|p| p.borrow().get(&(sql, mutating)).cloned())
         .unwrap_or_else(|| {
             let types: Vec<PgOid> = args.iter().map(|a| PgOid::from(a.oid())).collect();
             let prepared = if mutating {
@@ -65,7 +67,7 @@ fn plan(
                 client.prepare(sql, &types)
             };
             let plan = Rc::new(prepared.unwrap_or_else(|e| fault(what, e)).keep());
-            PLANS.with(|p| p.borrow_mut().insert(sql, plan.clone()));
+            PLANS.with(|p| p.borrow_mut().insert((sql, mutating), plan.clone()));
             plan
         })
 }
@@ -80,6 +82,23 @@ fn write<'c>(
     let p = plan(client, sql, args, true, what);
     client
         .update(&*p, None, args)
+        .unwrap_or_else(|e| fault(what, e))
+}
+
+/// A kept plan that reads the latest committed state, as [`write`] does, but assigns no
+/// transaction ID: SPI runs a plan prepared mutating with `read_only = false`, so each statement
+/// takes a fresh snapshot (in READ COMMITTED), while only [`write`] (`SpiClient::update`) asks
+/// for a transaction ID. For reads that must see what committed after the call's own statement
+/// began: a keyed attempt and what its recovery reads, before the row lock or under it.
+fn fresh<'c>(
+    client: &SpiClient<'c>,
+    sql: &'static str,
+    args: &[DatumWithOid],
+    what: &str,
+) -> SpiTupleTable<'c> {
+    let p = plan(client, sql, args, true, what);
+    client
+        .select(&*p, None, args)
         .unwrap_or_else(|e| fault(what, e))
 }
 

@@ -1,7 +1,7 @@
 //! Issued observations (authority rows) and the consumptions that spend them.
 
 use super::access::tiered;
-use super::{Caller, Need, access_args, fault, write};
+use super::{Caller, Need, access_args, fault, fresh, write};
 use patchdiff_engine::api::store::{NewObservation, StoredObservation};
 use pgrx::datum::DatumWithOid;
 use pgrx::spi::{SpiClient, SpiTupleTable};
@@ -160,7 +160,7 @@ pub fn consumed_by(
     client: &mut SpiClient,
     pdcp_log_id: &str,
 ) -> Vec<patchdiff_engine::api::observation::ObservationRow> {
-    let rows = write(
+    let rows = fresh(
         client,
         observation_select!(
             "WHERE c.pdcp_log_id = $1::uuid ORDER BY c.group_index NULLS FIRST, o.observation_id"

@@ -41,6 +41,10 @@ impl Store for SpiStore<'_, '_> {
         targets::lock_target(self.client, target_file_id, self.caller)
     }
 
+    fn writable_target(&mut self, target_file_id: &str) -> Option<StoredTarget> {
+        targets::writable_target(self.client, target_file_id, self.caller)
+    }
+
     fn parent(&mut self, pdcp_log_id: &str) -> Parent {
         attempts::parent(self.client, pdcp_log_id, self.caller)
     }

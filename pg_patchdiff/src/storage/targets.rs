@@ -1,7 +1,7 @@
 //! Target rows: reads, the write lock, creation, and the checkpoint (SAVE) statements.
 
 use super::access::tiered;
-use super::{Caller, Need, Row, access_args, fault, first_row, read, write, write_once};
+use super::{Caller, Need, Row, access_args, fault, first_row, fresh, read, write, write_once};
 use patchdiff_engine::api::feed::{Event, Kind};
 use patchdiff_engine::api::store::{PublishFacts, SaveLock, StoredState, StoredTarget};
 use patchdiff_engine::api::target::{BindingProof, WorkspaceBinding};
@@ -30,6 +30,22 @@ pub fn target(client: &SpiClient, id: &str, caller: Caller, need: Need) -> Optio
     caller.first(|tier| {
         let [a, n] = access_args(caller, need);
         let rows = read(
+            client,
+            TARGET_SQL[tier],
+            &[id.into(), a, n],
+            "reading target",
+        );
+        target_row(id, rows)
+    })
+}
+
+/// The target the caller may write, read without a lock and without a transaction ID, in a
+/// snapshot taken now: it includes every commit that an earlier statement of this call saw
+/// ([`super::fresh`]). What an exact keyed recovery answers with as the target's current state.
+pub fn writable_target(client: &SpiClient, id: &str, caller: Caller) -> Option<StoredTarget> {
+    caller.first(|tier| {
+        let [a, n] = access_args(caller, Need::Write);
+        let rows = fresh(
             client,
             TARGET_SQL[tier],
             &[id.into(), a, n],

@@ -381,6 +381,9 @@ mod tests {
             self.locked.push(id.into());
             self.targets.get(id).cloned()
         }
+        fn writable_target(&mut self, id: &str) -> Option<StoredTarget> {
+            self.targets.get(id).cloned()
+        }
         fn parent(&mut self, _: &str) -> Parent {
             Parent::NotFound
         }

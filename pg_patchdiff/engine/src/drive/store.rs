@@ -78,6 +78,10 @@ pub trait Store: Session {
     /// Takes the row lock of a target the caller may write, held until the transaction ends,
     /// and reads it; `None`, having locked nothing, when there is none the caller may write.
     fn lock_target(&mut self, target_file_id: &str) -> Option<StoredTarget>;
+    /// Reads a target the caller may write, without a lock and without writing anything, as
+    /// of now: after every commit an earlier read of this call saw. `None` when there is none
+    /// the caller may write.
+    fn writable_target(&mut self, target_file_id: &str) -> Option<StoredTarget>;
     /// What the log knows of a parent attempt the caller may read.
     fn parent(&mut self, pdcp_log_id: &str) -> Parent;
     /// The attempt stored under a request key on a target, with its ledger facts.

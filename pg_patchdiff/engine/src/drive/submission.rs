@@ -66,6 +66,9 @@ pub fn run(
         Err(e) => return refused(store, tool, &e),
     };
     let correlation = sub.include_correlation_id.then(|| store.new_id());
+    if let Some(answer) = recover_unlocked(store, &sub, route, settings, correlation.as_deref()) {
+        return answer;
+    }
     let t = match lock(store, &sub, correlation.as_deref()) {
         Ok(t) => t,
         Err(answer) => return answer,
@@ -89,6 +92,44 @@ pub fn run(
     match locked.decide(store, stored) {
         Decision::Answered(answer) => answer,
         Decision::Write(verdict) => locked.record(store, verdict),
+    }
+}
+
+/// An exact keyed recovery answered without the row lock, or `None` to take the lock and run
+/// the contract's order (no attempt under the key yet, a key conflict to audit, or a target the
+/// caller may not write).
+///
+/// A recovery writes nothing, and the attempt it recovers never changes once committed (the log
+/// is append-only), so the lock would order it against nothing: the answer is the one the locked
+/// path gives at the moment of this call's reads. The attempt is read first and the target after
+/// it, in a later snapshot, so `current_version` is never older than the recovered `version`.
+/// Without the lock a resend takes no transaction ID and flushes no WAL at commit: it costs
+/// about what a read does, not what a write does (docs/benchmarks.md, "Keyed resends").
+fn recover_unlocked(
+    store: &mut impl Store,
+    sub: &Submission,
+    route: Route,
+    settings: Settings,
+    correlation: Option<&str>,
+) -> Option<Value> {
+    let stored = store.keyed_attempt(&sub.target_file_id, sub.request_key()?)?;
+    let t = store.writable_target(&sub.target_file_id)?;
+    let parent = sub
+        .parent_uuid()
+        .map_or(Parent::NotLookedUp, |p| store.parent(&p));
+    let identity = submit::prepare(sub, &parent);
+    let locked = Locked {
+        sub,
+        target: &t,
+        identity: &identity,
+        parent: &parent,
+        correlation,
+        route,
+        settings,
+    };
+    match locked.decide(store, Some(stored)) {
+        Decision::Answered(answer) => Some(answer),
+        Decision::Write(_) => None,
     }
 }
 
@@ -130,7 +171,8 @@ pub(crate) fn lock(
     }))
 }
 
-/// One submission whose target is locked, with what the contract's checks need.
+/// One submission whose target is locked (or, for an exact keyed recovery, read as of now:
+/// [`recover_unlocked`]), with what the contract's checks need.
 pub(crate) struct Locked<'a> {
     pub sub: &'a Submission,
     pub target: &'a StoredTarget,
@@ -415,6 +457,10 @@ mod tests {
             self.calls.push("lock_target");
             self.target.clone().filter(|t| t.target_file_id == id)
         }
+        fn writable_target(&mut self, id: &str) -> Option<StoredTarget> {
+            self.calls.push("writable_target");
+            self.target.clone().filter(|t| t.target_file_id == id)
+        }
         fn parent(&mut self, log_id: &str) -> Parent {
             self.calls.push("parent");
             match self.attempts.iter().find(|(l, _)| l == log_id) {
@@ -528,7 +574,8 @@ mod tests {
     /// observed-editor-v2 "Exact keyed recovery precedes fresh guard and consumed-observation
     /// checks", and strict observation mode ("A keyed resend still recovers its recorded
     /// outcome"): the resend is answered from the stored row, writing nothing, though its guard
-    /// is now stale and strict mode is on.
+    /// is now stale and strict mode is on. It takes no lock: the attempt, then the target as the
+    /// caller may write it (`recover_unlocked`).
     #[test]
     fn keyed_recovery_precedes_strict_mode_and_guards() {
         let mut s = Memory::with("a\n");
@@ -541,7 +588,7 @@ mod tests {
         assert_eq!(again["status"], "accepted");
         assert_eq!(again["deduplicated"], true);
         assert_eq!(again["pdcp_log_id"], first["pdcp_log_id"]);
-        assert_eq!(s.calls, ["lock_target", "keyed_attempt"]);
+        assert_eq!(s.calls, ["keyed_attempt", "writable_target"]);
         assert_eq!(s.attempts.len(), 1);
     }
 
@@ -558,7 +605,7 @@ mod tests {
         let again = observed(args, &mut s);
         assert_eq!(again["deduplicated"], true, "{again}");
         assert_eq!(again["observation_id"], OBS);
-        assert_eq!(s.calls, ["lock_target", "keyed_attempt", "consumed_by"]);
+        assert_eq!(s.calls, ["keyed_attempt", "writable_target", "consumed_by"]);
         assert_eq!((s.attempts.len(), s.consumptions.len()), (1, 1));
     }
 
@@ -648,7 +695,38 @@ mod tests {
         assert_eq!(r["status"], "invalid_argument");
         assert_eq!(r["code"], "replacement_too_large");
         assert_eq!(r["pdcp_log_id"], Value::Null);
-        assert_eq!(s.calls, ["lock_target", "keyed_attempt"]);
+        assert_eq!(s.calls, ["keyed_attempt", "lock_target", "keyed_attempt"]);
+    }
+
+    /// Contract "client_request_id": reusing a key for a different proposal "returns
+    /// context_invalid with diagnostic.code: request_key_conflict and a fresh durable rejection
+    /// log ID". The unlocked lookup finds the key, but only an exact recovery is answered
+    /// without the lock: the conflict is looked up again and audited under it.
+    #[test]
+    fn a_key_conflict_is_audited_under_the_lock() {
+        let mut s = Memory::with("a\n");
+        let args = json!({"target_file_id": T, "intent": "i", "expected_target_version": 0,
+                          "edits": [{"match": "a", "replace": "b"}], "client_request_id": "k4"});
+        let first = edits(args.clone(), &mut s, false);
+        assert_eq!(first["status"], "accepted");
+        s.calls.clear();
+        let mut other = args;
+        other["edits"][0]["replace"] = json!("c");
+        let r = edits(other, &mut s, false);
+        assert_eq!(r["status"], "rejected", "{r}");
+        assert_eq!(r["diagnostic"]["code"], "request_key_conflict");
+        assert_ne!(r["pdcp_log_id"], first["pdcp_log_id"]);
+        assert_eq!(
+            s.calls,
+            [
+                "keyed_attempt",
+                "writable_target",
+                "lock_target",
+                "keyed_attempt",
+                "write_attempt"
+            ]
+        );
+        assert_eq!(s.attempts.len(), 2);
     }
 
     /// Issue 15 (docs/security.md): a target the caller may not write is neither locked nor
