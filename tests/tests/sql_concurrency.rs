@@ -244,13 +244,38 @@ async fn same_version_guard_race_accepts_exactly_one() {
 /// "Keyed resends"): it is answered while another transaction holds that lock, with the state
 /// committed before it. "Reusing its key with a different proposal returns ... a fresh durable
 /// rejection": that is still decided under the lock, so it waits for the holder.
+///
+/// On a database of its own: it holds a write transaction open, and a `TRUNCATE` that another
+/// test of this file tries on the shared database would queue behind that transaction, and this
+/// test's own reads behind the `TRUNCATE`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exact_keyed_recovery_takes_no_lock_and_writes_nothing() {
-    let api = client().await;
+    let server = client().await;
+    let db = format!("keyed_resend_{}", std::process::id());
+    for sql in [
+        format!("DROP DATABASE IF EXISTS {db} WITH (FORCE)"),
+        format!("CREATE DATABASE {db} TEMPLATE template0"),
+    ] {
+        server.batch_execute(&sql).await.unwrap();
+    }
+    let outcome = tokio::spawn(keyed_resends(format!("{} dbname={db}", dsn()))).await;
+    server
+        .batch_execute(&format!("DROP DATABASE {db} WITH (FORCE)"))
+        .await
+        .unwrap();
+    if let Err(e) = outcome {
+        std::panic::resume_unwind(e.into_panic());
+    }
+}
+
+async fn keyed_resends(home: String) {
+    let api = connect(&home).await.unwrap();
+    api.batch_execute("CREATE EXTENSION pg_patchdiff")
+        .await
+        .unwrap();
     let target = initialize_target(&api, "resend.md", "alpha beta gamma\n")
         .await
         .unwrap();
-    let home = patchdiff_tests::table_dsn_for(&dsn(), &target).await;
     let mut keyed = replace_word(&target, "alpha", 0);
     keyed["client_request_id"] = json!("resend-1");
     let first = call(&api, "patchdiff_submit_edits", &keyed).await.unwrap();

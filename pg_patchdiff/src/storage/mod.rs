@@ -96,7 +96,19 @@ fn fresh<'c>(
     args: &[DatumWithOid],
     what: &str,
 ) -> SpiTupleTable<'c> {
-    let p = plan(client, sql, args, true, what);
+    select_kept(client, sql, args, true, what)
+}
+
+/// Runs a kept plan without asking for a transaction ID: [`fresh`] when it was prepared
+/// `mutating`, [`read`] when not.
+fn select_kept<'c>(
+    client: &SpiClient<'c>,
+    sql: &'static str,
+    args: &[DatumWithOid],
+    mutating: bool,
+    what: &str,
+) -> SpiTupleTable<'c> {
+    let p = plan(client, sql, args, mutating, what);
     client
         .select(&*p, None, args)
         .unwrap_or_else(|e| fault(what, e))
@@ -120,10 +132,7 @@ fn read<'c>(
     args: &[DatumWithOid],
     what: &str,
 ) -> SpiTupleTable<'c> {
-    let p = plan(client, sql, args, false, what);
-    client
-        .select(&*p, None, args)
-        .unwrap_or_else(|e| fault(what, e))
+    select_kept(client, sql, args, false, what)
 }
 
 /// A read-only statement planned for this call only, returning at most `limit` rows.

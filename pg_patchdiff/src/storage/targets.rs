@@ -27,31 +27,34 @@ const LOCK_TARGET_SQL: [&str; 3] = tiered!(target_select, "t", " FOR UPDATE");
 /// row). Planning it per call took about 0.035 ms, a fifth of a small read's time end to end
 /// (docs/benchmarks.md, "The row rules").
 pub fn target(client: &SpiClient, id: &str, caller: Caller, need: Need) -> Option<StoredTarget> {
-    caller.first(|tier| {
-        let [a, n] = access_args(caller, need);
-        let rows = read(
-            client,
-            TARGET_SQL[tier],
-            &[id.into(), a, n],
-            "reading target",
-        );
-        target_row(id, rows)
-    })
+    unlocked_target(client, id, caller, need, read)
 }
 
 /// The target the caller may write, read without a lock and without a transaction ID, in a
 /// snapshot taken now: it includes every commit that an earlier statement of this call saw
 /// ([`super::fresh`]). What an exact keyed recovery answers with as the target's current state.
 pub fn writable_target(client: &SpiClient, id: &str, caller: Caller) -> Option<StoredTarget> {
+    unlocked_target(client, id, caller, Need::Write, fresh)
+}
+
+fn unlocked_target<'c>(
+    client: &SpiClient<'c>,
+    id: &str,
+    caller: Caller,
+    need: Need,
+    run: fn(&SpiClient<'c>, &'static str, &[DatumWithOid], &str) -> SpiTupleTable<'c>,
+) -> Option<StoredTarget> {
     caller.first(|tier| {
-        let [a, n] = access_args(caller, Need::Write);
-        let rows = fresh(
-            client,
-            TARGET_SQL[tier],
-            &[id.into(), a, n],
-            "reading target",
-        );
-        target_row(id, rows)
+        let [a, n] = access_args(caller, need);
+        target_row(
+            id,
+            run(
+                client,
+                TARGET_SQL[tier],
+                &[id.into(), a, n],
+                "reading target",
+            ),
+        )
     })
 }
 
