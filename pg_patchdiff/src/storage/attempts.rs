@@ -52,13 +52,13 @@ fn json_col(s: Option<String>) -> Option<Value> {
 
 /// The attempt stored under a request key on a target, with its ledger facts.
 ///
-/// Two statements, the ledger's read only for a key that is found: every keyed submission
+/// Two statements, the ledger's read only for an accepted attempt found: every keyed submission
 /// looks its key up, and almost all find nothing. A primary-key style lookup's estimated cost
 /// stays the same as the tables grow, so PostgreSQL's plan cache settles on one generic plan
 /// after five custom ones. With the ledger's subquery in the same statement, its estimate grew
 /// with the ledger, the average of the earlier (cheaper) custom plans always lagged behind the
 /// generic plan's cost, and the lookup was planned again at almost every call while the tables
-/// grew: 17,109 plans in 20,625 calls, 0.085 ms each, in a 10 s stress run from an empty
+/// grew: 11,806 plans in 14,184 calls, 0.083 ms each, in a 10 s stress run from an empty
 /// database (docs/benchmarks.md, "Keyed resends").
 pub fn keyed_attempt(
     client: &mut SpiClient,
@@ -105,19 +105,22 @@ pub fn keyed_attempt(
         changeset_id: s(15),
         ..AttemptRow::default()
     };
-    let changes = fresh(
-        client,
-        "SELECT pg_catalog.json_agg(l.derived ORDER BY l.change_index)::text \
-           FROM patchdiff.manifest_ledger l WHERE l.pdcp_log_id = $1::uuid",
-        &[pdcp_log_id.as_str().into()],
-        "reading keyed attempt",
-    )
-    .first()
-    .get_one::<String>()
-    .unwrap_or_else(|e| fault("reading keyed attempt", e));
-    attempt.changes = json_col(changes)
-        .and_then(|v| v.as_array().cloned())
-        .unwrap_or_default();
+    // Only an acceptance has ledger rows (`write_attempt`).
+    if attempt.status == Status::Accepted.as_str() {
+        let changes = fresh(
+            client,
+            "SELECT pg_catalog.json_agg(l.derived ORDER BY l.change_index)::text \
+               FROM patchdiff.manifest_ledger l WHERE l.pdcp_log_id = $1::uuid",
+            &[pdcp_log_id.as_str().into()],
+            "reading keyed attempt",
+        )
+        .first()
+        .get_one::<String>()
+        .unwrap_or_else(|e| fault("reading keyed attempt", e));
+        attempt.changes = json_col(changes)
+            .and_then(|v| v.as_array().cloned())
+            .unwrap_or_default();
+    }
     attempt.pdcp_log_id = pdcp_log_id;
     Some(attempt)
 }
