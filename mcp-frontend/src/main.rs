@@ -119,18 +119,60 @@ async fn serve() {
         Ok::<_, String>(patchdiff_mcp::server::Server::new(config, db).with_workspace(workspace))
     };
     match started.await {
-        Ok(server) => server
-            .serve(
-                tokio::io::BufReader::new(tokio::io::stdin()),
-                tokio::io::stdout(),
-            )
-            .await
-            .unwrap_or_else(|e| tracing::error!("stdio: {e}")),
+        Ok(server) => {
+            let (input, output) = stdio();
+            server
+                .serve(input, output)
+                .await
+                .unwrap_or_else(|e| tracing::error!("stdio: {e}"))
+        }
         Err(why) => {
             eprintln!("patchdiff-mcp: {why}");
             std::process::exit(1);
         }
     }
+}
+
+/// The client's end of stdio. An MCP host connects pipes: they are read and written on the
+/// runtime's own thread, made non-blocking (`tokio::net::unix::pipe`). `tokio::io::stdin()` and
+/// `stdout()` hand every read and every flush to a thread of the blocking pool instead, and those
+/// thread switches were most of what this process spent per call (docs/benchmarks.md, "The
+/// stdio front end's own time"). Anything else (a terminal, a file, /dev/null) keeps tokio's
+/// blocking stdio; so does stdout when stderr is the same pipe (`2>&1`), whose writes, the logs,
+/// must stay blocking.
+fn stdio() -> (
+    Box<dyn tokio::io::AsyncBufRead + Unpin>,
+    Box<dyn tokio::io::AsyncWrite + Unpin>,
+) {
+    use std::os::fd::AsFd;
+    use tokio::net::unix::pipe;
+    let input: Box<dyn tokio::io::AsyncBufRead + Unpin> = match std::io::stdin()
+        .as_fd()
+        .try_clone_to_owned()
+        .and_then(pipe::Receiver::from_owned_fd)
+    {
+        Ok(pipe) => Box::new(tokio::io::BufReader::new(pipe)),
+        Err(_) => Box::new(tokio::io::BufReader::new(tokio::io::stdin())),
+    };
+    let shared_with_stderr = match (
+        std::fs::metadata("/dev/fd/1"),
+        std::fs::metadata("/dev/fd/2"),
+    ) {
+        (Ok(out), Ok(err)) => {
+            use std::os::unix::fs::MetadataExt;
+            (out.dev(), out.ino()) == (err.dev(), err.ino())
+        }
+        _ => true,
+    };
+    let output: Box<dyn tokio::io::AsyncWrite + Unpin> = match (!shared_with_stderr)
+        .then(|| std::io::stdout().as_fd().try_clone_to_owned())
+        .and_then(Result::ok)
+        .map(pipe::Sender::from_owned_fd)
+    {
+        Some(Ok(pipe)) => Box::new(pipe),
+        _ => Box::new(tokio::io::stdout()),
+    };
+    (input, output)
 }
 
 /// The value of a count option: a positive number.

@@ -155,6 +155,75 @@ fn handshake_per_revision_and_declarations() {
     );
 }
 
+/// The server reads and writes pipes on its own thread (docs/benchmarks.md, "The stdio front
+/// end's own time"); anything else keeps blocking stdio. Every other test of this file talks over
+/// two pipes. Here: a request file on stdin with a file on stdout, and the same requests with
+/// stdout and stderr one pipe (`2>&1`, whose logs must stay blocking writes). Each answers the
+/// handshake and `tools/list`, then exits at the end of its input.
+#[test]
+fn stdio_that_is_not_two_pipes_is_served_too() {
+    let dir = std::env::temp_dir().join(format!("pd-stdio-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let requests = dir.join("requests.jsonl");
+    std::fs::write(
+        &requests,
+        concat!(
+            r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#,
+            "\n",
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+            "\n",
+            r#"{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{}}"#,
+            "\n"
+        ),
+    )
+    .unwrap();
+    let check = |out: &str, how: &str| {
+        let replies: Vec<Value> = out
+            .lines()
+            .filter(|l| l.starts_with('{'))
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{how}: {e}: {l}")))
+            .collect();
+        assert_eq!(replies.len(), 2, "{how}: {out}");
+        assert_eq!(
+            replies[0]["result"]["protocolVersion"], "2025-06-18",
+            "{how}"
+        );
+        let tools = replies[1]["result"]["tools"].as_array();
+        assert!(
+            tools.is_some_and(|t| !t.is_empty()),
+            "{how}: {}",
+            replies[1]
+        );
+    };
+    let command = || {
+        let mut cmd = Command::new(mcp_bin());
+        cmd.env("PATCHDIFF_DATABASE_URL", dsn())
+            .stdin(std::fs::File::open(&requests).unwrap());
+        cmd
+    };
+
+    let written = dir.join("replies.jsonl");
+    let status = command()
+        .stdout(std::fs::File::create(&written).unwrap())
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success(), "files: {status}");
+    check(&std::fs::read_to_string(&written).unwrap(), "files");
+
+    let (mut reader, writer) = std::io::pipe().unwrap();
+    let mut child = command()
+        .stdout(writer.try_clone().unwrap())
+        .stderr(writer)
+        .spawn()
+        .unwrap();
+    let mut out = String::new();
+    std::io::Read::read_to_string(&mut reader, &mut out).unwrap();
+    assert!(child.wait().unwrap().success(), "2>&1");
+    check(&out, "stdout and stderr one pipe");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// Contract "Discovery, argument errors and examples": every stdout line is ASCII, and the
 /// parsed tool text carries the literal characters, U+2028/U+2029/U+0085 included.
 #[test]
