@@ -103,8 +103,8 @@ pub fn run(
 /// is append-only), so the lock would order it against nothing: the answer is the one the locked
 /// path gives at the moment of this call's reads. The attempt is read first and the target after
 /// it, in a later snapshot, so `current_version` is never older than the recovered `version`.
-/// Without the lock a resend takes no transaction ID and flushes no WAL at commit: it costs
-/// about what a read does, not what a write does (docs/benchmarks.md, "Keyed resends").
+/// Without the lock a resend takes no transaction ID and flushes no WAL at commit: it costs a
+/// third of an acceptance instead of half (docs/benchmarks.md, "Keyed resends").
 fn recover_unlocked(
     store: &mut impl Store,
     sub: &Submission,
