@@ -17,6 +17,7 @@
 //!
 //! A violation raises `check_violation` (23514), as the constraint did, naming the rule.
 
+use patchdiff_engine::api::uuid::is_lower_hex;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use std::ffi::CStr;
@@ -114,7 +115,7 @@ fn target_rule(r: &Row) -> Broken {
     ];
     let rules: [(bool, &str, &str); 11] = [
         (
-            r.text("current_hash").is_some_and(|h| hex(&h, 64)),
+            r.text("current_hash").is_some_and(|h| is_lower_hex(&h, 64)),
             "targets_current_hash_check",
             "current_hash ~ '^[0-9a-f]{64}$'",
         ),
@@ -134,7 +135,7 @@ fn target_rule(r: &Row) -> Broken {
             "workspace_root_inode >= 0",
         ),
         (
-            baseline.as_deref().is_none_or(|h| hex(h, 64)),
+            baseline.as_deref().is_none_or(|h| is_lower_hex(h, 64)),
             "targets_workspace_baseline_sha256_check",
             "workspace_baseline_sha256 ~ '^[0-9a-f]{64}$'",
         ),
@@ -144,12 +145,12 @@ fn target_rule(r: &Row) -> Broken {
             "workspace_baseline_bytes >= 0",
         ),
         (
-            nonce.as_deref().is_none_or(|h| hex(h, 32)),
+            nonce.as_deref().is_none_or(|h| is_lower_hex(h, 32)),
             "targets_workspace_binding_nonce_check",
             "workspace_binding_nonce ~ '^[0-9a-f]{32}$'",
         ),
         (
-            proof.as_deref().is_none_or(|h| hex(h, 64)),
+            proof.as_deref().is_none_or(|h| is_lower_hex(h, 64)),
             "targets_workspace_binding_proof_check",
             "workspace_binding_proof ~ '^[0-9a-f]{64}$'",
         ),
@@ -226,13 +227,6 @@ fn first_broken(rules: &[(bool, &'static str, &'static str)]) -> Broken {
         .iter()
         .find(|(holds, _, _)| !holds)
         .map(|&(_, name, text)| (name, text))
-}
-
-/// `s ~ '^[0-9a-f]{len}$'`.
-fn hex(s: &str, len: usize) -> bool {
-    s.len() == len
-        && s.bytes()
-            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
 /// The new row, deformed once and read by column name: an upgraded database may number its

@@ -20,7 +20,12 @@ pub fn canonical_uuid(s: &str) -> Option<String> {
 
 /// Whether `s` is 64 lowercase hex digits (a SHA-256 identity).
 pub fn is_sha256_hex(s: &str) -> bool {
-    s.len() == 64 && s.bytes().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f'))
+    is_lower_hex(s, 64)
+}
+
+/// Whether `s` is exactly `len` lowercase hex digits (`s ~ '^[0-9a-f]{len}$'`).
+pub fn is_lower_hex(s: &str, len: usize) -> bool {
+    s.len() == len && s.bytes().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f'))
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@ pub mod tenancy;
 
 use crate::contract::args::{ArgError, Args};
 use crate::contract::limits::FILENAME_MAX_BYTES;
-use crate::contract::uuid::canonical_uuid;
+use crate::contract::uuid::{canonical_uuid, is_lower_hex};
 use crate::contract::words::Status;
 use crate::text::{SourceLineEndings, canonicalize, sha256_hex, text_defect};
 use serde_json::{Value, json};
@@ -212,7 +212,7 @@ fn parse_binding(
     let hex = |k: &str, len: usize| {
         o.get(k)
             .and_then(Value::as_str)
-            .filter(|h| h.len() == len && h.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')))
+            .filter(|h| is_lower_hex(h, len))
             .map(str::to_owned)
             .ok_or_else(bad)
     };
