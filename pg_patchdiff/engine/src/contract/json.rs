@@ -122,17 +122,33 @@ fn needs_escape(b: u8, ascii: bool) -> bool {
     b < 0x20 || b == b'"' || b == b'\\' || (ascii && b >= 0x80)
 }
 
-/// Whether none of the eight bytes of `w` needs [`needs_escape`]. Each test is the exact
-/// "some byte is zero / below n" word test (a borrow starts only at such a byte).
-fn plain_word(w: u64, ascii: bool) -> bool {
+/// The bytes of `w` (little-endian, byte 0 lowest) that need [`needs_escape`], as the high bit
+/// of each such byte. Each test is the "some byte is zero / below n" word test: a borrow starts
+/// only at such a byte, so the lowest set bit is exact (higher ones may be false; only the
+/// lowest is used), and the mask is zero exactly when no byte needs escaping.
+fn escapes_in(w: u64, ascii: bool) -> u64 {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGH: u64 = 0x8080_8080_8080_8080;
-    let has_zero = |v: u64| v.wrapping_sub(ONES) & !v & HIGH != 0;
-    let below_space = w.wrapping_sub(ONES * 0x20) & !w & HIGH != 0;
-    !(below_space
-        || has_zero(w ^ (ONES * u64::from(b'"')))
-        || has_zero(w ^ (ONES * u64::from(b'\\')))
-        || (ascii && w & HIGH != 0))
+    let zero_bytes = |v: u64| v.wrapping_sub(ONES) & !v & HIGH;
+    let below_space = w.wrapping_sub(ONES * 0x20) & !w & HIGH;
+    let high = if ascii { w & HIGH } else { 0 };
+    below_space
+        | zero_bytes(w ^ (ONES * u64::from(b'"')))
+        | zero_bytes(w ^ (ONES * u64::from(b'\\')))
+        | high
+}
+
+/// How many bytes of `b` are 0x80 or above, eight at a time.
+fn high_bytes(b: &[u8]) -> usize {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    let mut words = b.chunks_exact(8);
+    let mut n: usize = 0;
+    for w in words.by_ref() {
+        let w = u64::from_le_bytes(w.try_into().unwrap_or_default());
+        // One bit per high byte, summed into the top byte (at most 8, no carry out).
+        n += (((w >> 7) & ONES).wrapping_mul(ONES) >> 56) as usize;
+    }
+    n + words.remainder().iter().filter(|&&x| x >= 0x80).count()
 }
 
 /// `\u` and the four hex digits of one UTF-16 code unit.
@@ -147,32 +163,63 @@ fn push_unit(u: u16, buf: &mut Vec<u8>) {
     ]);
 }
 
+/// The code point of the UTF-8 character that begins at `b[0]` (a lead byte, 0x80 or above, of
+/// a well-formed `str`), and its length in bytes.
+fn decode_non_ascii(b: &[u8]) -> (u32, usize) {
+    let cont = |i: usize| u32::from(b.get(i).copied().unwrap_or(0x80) & 0x3f);
+    let lead = u32::from(b[0]);
+    if lead < 0xe0 {
+        (((lead & 0x1f) << 6) | cont(1), 2)
+    } else if lead < 0xf0 {
+        (((lead & 0x0f) << 12) | (cont(1) << 6) | cont(2), 3)
+    } else {
+        (
+            ((lead & 0x07) << 18) | (cont(1) << 12) | (cont(2) << 6) | cont(3),
+            4,
+        )
+    }
+}
+
 /// Writes `s` as a JSON string literal. Runs of plain characters are found eight bytes at a
-/// time and copied in one piece; an escape is spelled without `core::fmt` (a 1 MiB replacement
-/// with 48,576 `é` used to spend more time formatting `\u00e9` than everything else in its
-/// stored record).
+/// time, the first byte to escape in a word by its bit, and copied in one piece; an escape is
+/// spelled without `core::fmt` and a non-ASCII character is decoded in place (a 1 MiB
+/// replacement with 48,576 `é` used to spend more time formatting `\u00e9` than everything else
+/// in its stored record). In ASCII mode the output's size is bounded before it is written, so a
+/// megabyte of text is not copied again when the buffer would have grown.
 pub fn write_str(s: &str, ascii: bool, out: &mut String) {
     // The bytes are appended to `out`'s own buffer: whole characters of `s` and ASCII escapes
     // only. What was appended is checked once at the end (for the all-ASCII output of ASCII
     // mode, the word-at-a-time ASCII check); what `out` held before is not checked again.
     let mut buf = std::mem::take(out).into_bytes();
     let start = buf.len();
-    buf.reserve(s.len() + 2);
-    buf.push(b'"');
     let bytes = s.as_bytes();
+    // Every non-ASCII byte adds at most two (a character of n bytes becomes 6 or 12); quotes,
+    // backslashes and controls, rarer, grow the buffer as usual.
+    let widened = if ascii { 2 * high_bytes(bytes) } else { 0 };
+    buf.reserve(bytes.len() + widened + 2);
+    buf.push(b'"');
+    // `bytes[run..i]` are plain bytes not yet copied; they go in one piece before an escape.
     let (mut run, mut i) = (0, 0);
     while i < bytes.len() {
-        if let Some(w) = bytes.get(i..i + 8)
-            && plain_word(u64::from_le_bytes(w.try_into().unwrap_or_default()), ascii)
-        {
-            i += 8;
-            continue;
-        }
-        let b = bytes[i];
-        if !needs_escape(b, ascii) {
-            i += 1;
-            continue;
-        }
+        let b = match bytes.get(i..i + 8) {
+            Some(w) => {
+                let mask = escapes_in(u64::from_le_bytes(w.try_into().unwrap_or_default()), ascii);
+                if mask == 0 {
+                    i += 8;
+                    continue;
+                }
+                i += (mask.trailing_zeros() / 8) as usize;
+                bytes[i]
+            }
+            None => {
+                let b = bytes[i];
+                if !needs_escape(b, ascii) {
+                    i += 1;
+                    continue;
+                }
+                b
+            }
+        };
         buf.extend_from_slice(&bytes[run..i]);
         if b < 0x80 {
             match b {
@@ -188,12 +235,15 @@ pub fn write_str(s: &str, ascii: bool, out: &mut String) {
             i += 1;
         } else {
             // `i` is a character boundary: every earlier byte was consumed whole.
-            let c = s[i..].chars().next().unwrap_or_default();
-            let mut units = [0u16; 2];
-            for u in c.encode_utf16(&mut units) {
-                push_unit(*u, &mut buf);
+            let (c, len) = decode_non_ascii(&bytes[i..]);
+            if let Ok(u) = u16::try_from(c) {
+                push_unit(u, &mut buf);
+            } else {
+                let c = c - 0x1_0000;
+                push_unit(0xd800 | (c >> 10) as u16, &mut buf);
+                push_unit(0xdc00 | (c & 0x3ff) as u16, &mut buf);
             }
-            i += c.len_utf8();
+            i += len;
         }
         run = i;
     }
@@ -510,6 +560,16 @@ mod tests {
             .filter_map(|i| char::from_u32((i * 7919) % 0x11_0000))
             .collect();
         check(&big);
+    }
+
+    /// [`write_str`]'s size bound counts the bytes of non-ASCII characters word by word.
+    #[test]
+    fn high_bytes_counts_every_byte_from_0x80() {
+        proptest::proptest!(|(s in ".{0,80}", t in proptest::collection::vec(proptest::num::u8::ANY, 0..80))| {
+            proptest::prop_assert_eq!(high_bytes(s.as_bytes()), s.bytes().filter(|&b| b >= 0x80).count());
+            proptest::prop_assert_eq!(high_bytes(&t), t.iter().filter(|&&b| b >= 0x80).count());
+        });
+        assert_eq!(high_bytes(&[0xff; 4096]), 4096);
     }
 
     /// The old way of showing a stored column: parse, then write [`LITERAL`].
