@@ -8,7 +8,9 @@
 //! - `PATCHDIFF_PG_BIN` (optional): directory holding `pg_dump`; default
 //!   `/usr/lib/postgresql/15/bin`.
 //!
-//! Every test creates its own targets, so the tests can run in parallel on one database.
+//! Every test creates its own targets, so the tests can run in parallel on one database; the
+//! ones that truncate or hold a write transaction open run on a database of their own
+//! (`on_own_database`).
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -245,20 +247,41 @@ async fn same_version_guard_race_accepts_exactly_one() {
 /// committed before it. "Reusing its key with a different proposal returns ... a fresh durable
 /// rejection": that is still decided under the lock, so it waits for the holder.
 ///
-/// On a database of its own: it holds a write transaction open, and a `TRUNCATE` that another
-/// test of this file tries on the shared database would queue behind that transaction, and this
-/// test's own reads behind the `TRUNCATE`.
+/// On a database of its own: it holds a write transaction open (see [`on_own_database`]).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exact_keyed_recovery_takes_no_lock_and_writes_nothing() {
+    on_own_database("keyed_resend", keyed_resends).await;
+}
+
+/// Runs `body` with the connection string of a new database of its own, with the extension
+/// created, and drops the database afterwards, also when `body` panics (the panic is passed on).
+///
+/// For the tests that take a table's `ACCESS EXCLUSIVE` lock (`TRUNCATE`, refused by a trigger
+/// only once the lock is granted) and for those that hold a write transaction open: on the
+/// shared database such a `TRUNCATE` queues behind every open transaction of the other tests of
+/// this file, and every later statement on the table queues behind the `TRUNCATE`, so a test
+/// that waits on its own open transaction would stall.
+async fn on_own_database<F, Fut>(name: &str, body: F)
+where
+    F: FnOnce(String) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
     let server = client().await;
-    let db = format!("keyed_resend_{}", std::process::id());
+    let db = format!("{name}_{}", std::process::id());
     for sql in [
         format!("DROP DATABASE IF EXISTS {db} WITH (FORCE)"),
-        format!("CREATE DATABASE {db} TEMPLATE template0"),
+        format!("CREATE DATABASE {db} ENCODING 'UTF8' TEMPLATE template0"),
     ] {
         server.batch_execute(&sql).await.unwrap();
     }
-    let outcome = tokio::spawn(keyed_resends(format!("{} dbname={db}", dsn()))).await;
+    let home = format!("{} dbname={db}", dsn());
+    connect(&home)
+        .await
+        .unwrap()
+        .batch_execute("CREATE EXTENSION pg_patchdiff")
+        .await
+        .unwrap();
+    let outcome = tokio::spawn(body(home)).await;
     server
         .batch_execute(&format!("DROP DATABASE {db} WITH (FORCE)"))
         .await
@@ -270,9 +293,6 @@ async fn exact_keyed_recovery_takes_no_lock_and_writes_nothing() {
 
 async fn keyed_resends(home: String) {
     let api = connect(&home).await.unwrap();
-    api.batch_execute("CREATE EXTENSION pg_patchdiff")
-        .await
-        .unwrap();
     let target = initialize_target(&api, "resend.md", "alpha beta gamma\n")
         .await
         .unwrap();
@@ -389,6 +409,8 @@ async fn target_with_one_acceptance(c: &Client, filename: &str) -> String {
 /// UPDATE, DELETE and TRUNCATE are refused even for the superuser who owns the tables; an
 /// ordinary role cannot write the tables at all, yet can use the API, whose functions are
 /// SECURITY DEFINER.
+///
+/// On a database of its own: it tries `TRUNCATE` (see [`on_own_database`]).
 #[tokio::test]
 async fn log_and_ledger_refuse_update_delete_truncate_even_for_owner() {
     if patchdiff_tests::not_through_a_router(
@@ -399,7 +421,11 @@ async fn log_and_ledger_refuse_update_delete_truncate_even_for_owner() {
     {
         return;
     }
-    let c = client().await;
+    on_own_database("append_only", log_and_ledger_stay).await;
+}
+
+async fn log_and_ledger_stay(home: String) {
+    let c = connect(&home).await.unwrap();
     let target = target_with_one_acceptance(&c, "append-only.md").await;
     let rows_before = logged_ids(&c, &target).await;
     let ledger_rows =
@@ -467,7 +493,7 @@ async fn log_and_ledger_refuse_update_delete_truncate_even_for_owner() {
     )
     .await
     .unwrap();
-    let app = client().await;
+    let app = connect(&home).await.unwrap();
     app.batch_execute("SET ROLE pd_app").await.unwrap();
     // A well-formed copy of an existing row, so only privileges can stop it.
     let columns = "target_file_id, editing_cycle_id, status, protocol_version, runtime_version, pdcp_content, \
@@ -523,6 +549,8 @@ async fn log_and_ledger_refuse_update_delete_truncate_even_for_owner() {
 /// stay, holds because targets and editing cycles are never removed or renumbered: DELETE,
 /// TRUNCATE and a change of the ID are refused for every role, the owner included, and in
 /// replica mode too, where foreign keys would not have been checked at all.
+///
+/// On a database of its own: it tries `TRUNCATE` (see [`on_own_database`]).
 #[tokio::test]
 async fn targets_and_cycles_are_never_removed_or_renumbered_even_for_owner() {
     if patchdiff_tests::not_through_a_router(
@@ -533,7 +561,11 @@ async fn targets_and_cycles_are_never_removed_or_renumbered_even_for_owner() {
     {
         return;
     }
-    let c = client().await;
+    on_own_database("keep_rows", targets_and_cycles_stay).await;
+}
+
+async fn targets_and_cycles_stay(home: String) {
+    let c = connect(&home).await.unwrap();
     let target = target_with_one_acceptance(&c, "keep-rows.md").await;
     let rows_before = logged_ids(&c, &target).await;
     let kept = |table: &str, msg: &str| {
