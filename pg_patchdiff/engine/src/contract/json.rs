@@ -4,6 +4,7 @@
 //! separators=(",", ":")`); stored records and fingerprints use sorted keys so that wire
 //! whitespace, key order and escape spelling never change an identity.
 
+use crate::contract::utf8::decode_wide;
 use serde_json::{Map, Value};
 use std::fmt::Write;
 
@@ -163,23 +164,6 @@ fn push_unit(u: u16, buf: &mut Vec<u8>) {
     ]);
 }
 
-/// The code point of the UTF-8 character that begins at `b[0]` (a lead byte, 0x80 or above, of
-/// a well-formed `str`), and its length in bytes.
-fn decode_non_ascii(b: &[u8]) -> (u32, usize) {
-    let cont = |i: usize| u32::from(b.get(i).copied().unwrap_or(0x80) & 0x3f);
-    let lead = u32::from(b[0]);
-    if lead < 0xe0 {
-        (((lead & 0x1f) << 6) | cont(1), 2)
-    } else if lead < 0xf0 {
-        (((lead & 0x0f) << 12) | (cont(1) << 6) | cont(2), 3)
-    } else {
-        (
-            ((lead & 0x07) << 18) | (cont(1) << 12) | (cont(2) << 6) | cont(3),
-            4,
-        )
-    }
-}
-
 /// Writes `s` as a JSON string literal. Runs of plain characters are found eight bytes at a
 /// time, the first byte to escape in a word by its bit, and copied in one piece; an escape is
 /// spelled without `core::fmt` and a non-ASCII character is decoded in place (a 1 MiB
@@ -235,7 +219,7 @@ pub fn write_str(s: &str, ascii: bool, out: &mut String) {
             i += 1;
         } else {
             // `i` is a character boundary: every earlier byte was consumed whole.
-            let (c, len) = decode_non_ascii(&bytes[i..]);
+            let (c, len) = decode_wide(bytes, i);
             if let Ok(u) = u16::try_from(c) {
                 push_unit(u, &mut buf);
             } else {

@@ -10,5 +10,6 @@ pub mod limits;
 #[cfg(test)]
 pub mod rng;
 pub mod time;
+pub mod utf8;
 pub mod uuid;
 pub mod words;

@@ -59,6 +59,7 @@ use crate::contract::limits::{
     NEAR_MISS_QUERY_MAX_BYTES, NEAR_MISS_QUERY_MAX_CHARS, NEAR_MISS_SCAN_MAX_CHARS,
     NEAR_MISS_SEARCH_MAX_BYTES, NEAR_MISSES_MAX, NEAR_MISSES_MAX_BYTES,
 };
+use crate::contract::utf8::decode_wide;
 use serde_json::{Value, json};
 use std::cell::Cell;
 
@@ -699,23 +700,6 @@ fn semi_global(
     cells.set(cells.get() + (p.m * LANES * (pad + chunk)) as u64);
     d[n + 1..].fill(over);
     Ok(d)
-}
-
-/// The code point at byte `i` of valid UTF-8 whose lead byte is not ASCII, and its width.
-#[inline(always)]
-fn decode_wide(bytes: &[u8], i: usize) -> (u32, usize) {
-    let b = bytes[i] as u32;
-    let cont = |j: usize| (bytes[i + j] & 0x3F) as u32;
-    if b < 0xE0 {
-        (((b & 0x1F) << 6) | cont(1), 2)
-    } else if b < 0xF0 {
-        (((b & 0x0F) << 12) | (cont(1) << 6) | cont(2), 3)
-    } else {
-        (
-            ((b & 0x07) << 18) | (cont(1) << 12) | (cont(2) << 6) | cont(3),
-            4,
-        )
-    }
 }
 
 /// Distance "not computed yet" in the verification cache (verified entries have bit 15 set).
