@@ -335,17 +335,17 @@ async fn pg_cancel_backend_ends_a_long_submission() {
         )
         .await
         .expect_err("the call was not cancelled");
+    // From the cancel's sending to the call's end: the canceller's own round trip, which may end
+    // later on a loaded machine, is not part of it.
+    let ended = Instant::now();
     let sent = canceller.await.unwrap();
     assert_eq!(
         e.code(),
         Some(&tokio_postgres::error::SqlState::QUERY_CANCELED),
         "{e}"
     );
-    assert!(
-        sent.elapsed() < Duration::from_millis(100),
-        "cancel took {:?}",
-        sent.elapsed()
-    );
+    let took = ended.saturating_duration_since(sent);
+    assert!(took < Duration::from_millis(100), "cancel took {took:?}");
     assert_eq!(rows(&id).await, (0, 0, 0));
 }
 
