@@ -99,6 +99,42 @@ async fn an_operation_count_bounds_the_run() {
     );
 }
 
+/// The `patchdiff-stress` command itself, whose figures docs/benchmarks.md and docs/reliability.md
+/// quote: a short run through its command line drives the load (SQL and one `patchdiff-mcp`),
+/// runs pgbench's simple-update script beside it, checks every invariant, prints the ratio and
+/// exits 0. The suite's other tests drive its library; this one holds its `main` (the options,
+/// the single-threaded runtime, pgbench, the report). Through a router it runs with `--router`:
+/// the invariants are checked on every partition, and pgbench does not run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_stress_command_runs_the_load_pgbench_and_the_checks() {
+    let router = patchdiff_tests::is_router(&connect(&dsn()).await.expect("connecting")).await;
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_patchdiff-stress"));
+    command
+        .args(["--dsn", &dsn(), "--mcp-bin", &mcp_bin()])
+        .args(["--connections", "3", "--mcp-connections", "1"])
+        .args(["--private-targets", "2", "--seconds", "2"]);
+    if router {
+        command.arg("--router");
+    } else {
+        command.args(["--pgbench-seconds", "1"]);
+    }
+    let out = command.output().await.expect("running patchdiff-stress");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let report = format!("{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{report}");
+    assert!(stdout.contains("\ninvariants: all held ("), "{report}");
+    let ratio = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("accepted submissions / pgbench tps = "))
+        .and_then(|r| r.split_whitespace().next()?.parse::<f64>().ok());
+    if router {
+        assert_eq!(ratio, None, "{report}");
+    } else {
+        let ratio = ratio.unwrap_or_else(|| panic!("no ratio to pgbench: {report}"));
+        assert!(ratio > 0.0, "{report}");
+    }
+}
+
 /// A checker that never fails proves nothing: each kind of broken invariant, planted in the
 /// clients' record or in the database, is reported.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
