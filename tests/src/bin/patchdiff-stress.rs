@@ -192,12 +192,7 @@ async fn run_pgbench(o: &Options, seconds: u64) -> Result<(String, u64, f64), Er
     Ok((line, transactions, tps))
 }
 
-// One thread: the load generator shares the machine with the server it measures (and is
-// compared with pgbench's light C client). With tokio's multi-threaded runtime, over a third of
-// the client's samples were the kernel switching and waking its threads, for no more requests
-// in flight; on one thread accepted submissions per second rose 5-7 % at the median
-// (docs/benchmarks.md, "The load generator's own cost").
-#[tokio::main(flavor = "current_thread")]
+#[tokio::main]
 async fn main() -> Result<(), Err> {
     let o = parse()?;
     let c = &o.config;
