@@ -103,7 +103,7 @@ async fn an_operation_count_bounds_the_run() {
 /// quote: a short run through its command line drives the load (SQL and one `patchdiff-mcp`),
 /// runs pgbench's simple-update script beside it, checks every invariant, prints the ratio and
 /// exits 0. The suite's other tests drive its library; this one holds its `main` (the options,
-/// the single-threaded runtime, pgbench, the report). Through a router it runs with `--router`:
+/// pgbench, the report). Through a router it runs with `--router`:
 /// the invariants are checked on every partition, and pgbench does not run.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_stress_command_runs_the_load_pgbench_and_the_checks() {
