@@ -25,6 +25,8 @@ fresh_db() { # name
   "${PSQL[@]}" -d postgres -c "DROP DATABASE IF EXISTS $1 WITH (FORCE)" -c "CREATE DATABASE $1" >/dev/null 2>&1
 }
 
+source "$(dirname "${BASH_SOURCE[0]}")/settings.sh"
+bench_server_settings "${PSQL[@]}"
 if [ "$MODE" = pgbench ]; then
   ROUNDS="${2:-5}" SECS="${3:-5}"
   fresh_db nb; fresh_db nbpg

@@ -46,6 +46,8 @@ case "$MIX" in
   default) LOAD=(--mcp-bin target/release/patchdiff-mcp --mcp-connections 1) ;;
   *) echo "unknown mix $MIX" >&2; exit 2 ;;
 esac
+source "$(dirname "${BASH_SOURCE[0]}")/settings.sh"
+bench_server_settings "${PSQL[@]}"
 for round in $(seq 1 "$ROUNDS"); do
   for arm in $ARMS; do
     "${PSQL[@]}" -d postgres -c "DROP DATABASE IF EXISTS rulesbench WITH (FORCE)" -c "CREATE DATABASE rulesbench" >/dev/null

@@ -103,7 +103,7 @@ async fn an_operation_count_bounds_the_run() {
 /// quote: a short run through its command line drives the load (SQL and one `patchdiff-mcp`),
 /// runs pgbench's simple-update script beside it, checks every invariant, prints the ratio and
 /// exits 0. The suite's other tests drive its library; this one holds its `main` (the options,
-/// pgbench, the report). Through a router it runs with `--router`:
+/// pgbench, the report with the server's settings). Through a router it runs with `--router`:
 /// the invariants are checked on every partition, and pgbench does not run.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_stress_command_runs_the_load_pgbench_and_the_checks() {
@@ -123,6 +123,12 @@ async fn the_stress_command_runs_the_load_pgbench_and_the_checks() {
     let report = format!("{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success(), "{report}");
     assert!(stdout.contains("\ninvariants: all held ("), "{report}");
+    // The figures come with the server settings that change them.
+    assert!(
+        stdout.starts_with("server: PostgreSQL ")
+            && stdout.contains(", shared_preload_libraries = '"),
+        "{report}"
+    );
     let ratio = stdout
         .lines()
         .find_map(|l| l.strip_prefix("accepted submissions / pgbench tps = "))
