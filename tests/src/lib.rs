@@ -72,6 +72,37 @@ pub async fn table_dsns(dsn: &str) -> Vec<String> {
     .collect()
 }
 
+/// The server's settings that change what a benchmark or load run measures, for printing with
+/// its figures: a preloaded library (`pg_stat_statements` with `track = all`, `auto_explain`)
+/// slows every statement, so a figure taken with one is not comparable with one taken without
+/// (docs/benchmarks.md, "A check on this VM"); `fsync` and `synchronous_commit` change every
+/// commit. Through a router, the router's own server.
+pub async fn server_settings(client: &Client) -> Result<String, tokio_postgres::Error> {
+    let row = client
+        .query_one(
+            "SELECT current_setting('server_version'), current_setting('shared_preload_libraries'), \
+                    current_setting('fsync'), current_setting('synchronous_commit'), \
+                    current_setting('shared_buffers')",
+            &[],
+        )
+        .await?;
+    let get = |i: usize| row.get::<_, String>(i);
+    let preload = get(1);
+    let mut line = format!(
+        "PostgreSQL {}, shared_preload_libraries = '{preload}', fsync = {}, synchronous_commit = {}, shared_buffers = {}",
+        get(0),
+        get(2),
+        get(3),
+        get(4)
+    );
+    if !preload.trim().is_empty() {
+        line.push_str(
+            " (a preloaded library slows every statement: compare only with runs that had the same)",
+        );
+    }
+    Ok(line)
+}
+
 /// Whether a test of one database's own objects and processes (its tables' privileges and
 /// triggers, pg_dump, its backends and server log) must not run here because `dsn` is a router,
 /// whose database holds no pg_patchdiff: each shard is such a database, and the test command runs

@@ -1698,8 +1698,8 @@ async fn main() -> Result<(), Err> {
         )
         .await?
         .get(0);
-    let server: String = c.query_one("SHOW server_version", &[]).await?.get(0);
-    println!("pg_patchdiff {version} on PostgreSQL {server}; warm-up {WARMUP} calls per pass\n");
+    let server = patchdiff_tests::server_settings(&c).await?;
+    println!("pg_patchdiff {version} on {server}; warm-up {WARMUP} calls per pass\n");
     let mut md = Vec::new();
     if let Some(rows) = &core {
         print!("{}", table(rows, false));

@@ -192,34 +192,6 @@ async fn run_pgbench(o: &Options, seconds: u64) -> Result<(String, u64, f64), Er
     Ok((line, transactions, tps))
 }
 
-/// The server's settings that change what a run measures, printed with its figures: a preloaded
-/// library (`pg_stat_statements` with `track = all`, `auto_explain`) slows every statement, so a
-/// ratio taken with one is not comparable with one taken without (docs/benchmarks.md, "A check
-/// on this VM"). Through a router, the router's own server.
-async fn server_settings(admin: &tokio_postgres::Client) -> Result<String, Err> {
-    let row = admin
-        .query_one(
-            "SELECT current_setting('server_version'), current_setting('shared_preload_libraries'), \
-                    current_setting('fsync'), current_setting('synchronous_commit'), \
-                    current_setting('shared_buffers')",
-            &[],
-        )
-        .await?;
-    let get = |i: usize| row.get::<_, String>(i);
-    let preload = get(1);
-    let mut line = format!(
-        "PostgreSQL {}, shared_preload_libraries = '{preload}', fsync = {}, synchronous_commit = {}, shared_buffers = {}",
-        get(0),
-        get(2),
-        get(3),
-        get(4)
-    );
-    if !preload.trim().is_empty() {
-        line.push_str(" (a preloaded library slows every statement: compare only with runs that had the same)");
-    }
-    Ok(line)
-}
-
 #[tokio::main]
 async fn main() -> Result<(), Err> {
     let o = parse()?;
@@ -239,7 +211,7 @@ async fn main() -> Result<(), Err> {
         }
     );
     let admin = connect(&c.dsn).await?;
-    let server = server_settings(&admin).await?;
+    let server = patchdiff_tests::server_settings(&admin).await?;
     eprintln!("server: {server}");
     admin.batch_execute("CHECKPOINT").await?;
     let outcome = stress::run(c.clone()).await?;
