@@ -17,14 +17,29 @@ impl XorShift {
     }
 }
 
-/// The value after `name` on the command line (`--queries 50`), or `default`.
+/// The count after `name` on the command line (`--queries 50`), or `default` when `name` is
+/// absent. A missing, unreadable or zero count ends the command with a message and status 2:
+/// every figure is a median over that many samples, and none can be taken of none.
 pub fn arg(name: &str, default: usize) -> usize {
     let args: Vec<String> = std::env::args().collect();
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
+    match args.iter().position(|a| a == name) {
+        None => default,
+        Some(i) => count(name, args.get(i + 1).cloned()).unwrap_or_else(|e| {
+            eprintln!("{e}");
+            std::process::exit(2)
+        }),
+    }
+}
+
+/// `value`, the count given for option `name`, as at least 1; otherwise an error that says so.
+pub fn count(name: &str, value: Option<String>) -> Result<usize, String> {
+    let value = value.ok_or_else(|| format!("{name} needs a value"))?;
+    match value.parse::<usize>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(format!(
+            "{name} must be a whole number of at least 1, not {value:?}"
+        )),
+    }
 }
 
 /// The `p` quantile (0..=1) of ascending, non-empty `sorted`, nearest rank.

@@ -20,6 +20,7 @@
 //! The DSN's role must be a superuser (`patchdiff.notify` is superuser-only).
 
 use patchdiff_engine::api::feed;
+use patchdiff_tests::bench::count;
 use patchdiff_tests::{call, connect, initialize_target};
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Write};
@@ -369,9 +370,9 @@ async fn main() -> Result<(), Err> {
         match a.as_str() {
             "--dsn" => dsn = args.next(),
             "--mcp-bin" => bin = args.next(),
-            "--iterations" => iterations = args.next().ok_or("--iterations N")?.parse()?,
+            "--iterations" => iterations = count(&a, args.next())?,
             "--http" => http = true,
-            "--fanout" => fanout = args.next().ok_or("--fanout N")?.parse()?,
+            "--fanout" => fanout = count(&a, args.next())?,
             other => return Err(format!("unknown argument {other}").into()),
         }
     }

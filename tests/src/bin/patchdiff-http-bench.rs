@@ -15,7 +15,7 @@
 //!     --mcp-bin target/release/patchdiff-mcp [--iterations 2000] [--sessions 200] \
 //!     [--seconds 10] [--connections 16] [--pg-data DIR]
 
-use patchdiff_tests::bench::{marker_edit as edit, marker_text as body, percentile};
+use patchdiff_tests::bench::{count, marker_edit as edit, marker_text as body, percentile};
 use patchdiff_tests::{call_sql, connect, initialize_target};
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader};
@@ -149,10 +149,10 @@ async fn main() -> Result<(), Err> {
         match a.as_str() {
             "--dsn" => dsn = v()?,
             "--mcp-bin" => bin = v()?,
-            "--iterations" => n = v()?.parse()?,
-            "--sessions" => sessions = v()?.parse()?,
-            "--seconds" => seconds = v()?.parse()?,
-            "--connections" => connections = v()?.parse()?,
+            "--iterations" => n = count(&a, Some(v()?))?,
+            "--sessions" => sessions = count(&a, Some(v()?))?,
+            "--seconds" => seconds = count(&a, Some(v()?))? as u64,
+            "--connections" => connections = count(&a, Some(v()?))?,
             "--pg-data" => pg_data = Some(v()?),
             _ => return Err(format!("unknown option {a}").into()),
         }

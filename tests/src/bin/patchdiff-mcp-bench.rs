@@ -6,6 +6,7 @@
 //!     --mcp-bin target/release/patchdiff-mcp [--iterations 400]
 
 use patchdiff_engine::wire::ascii_len;
+use patchdiff_tests::bench::count;
 use patchdiff_tests::{call_sql, connect};
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Write};
@@ -92,7 +93,7 @@ async fn main() -> Result<(), Err> {
         match a.as_str() {
             "--dsn" => dsn = args.next().ok_or("--dsn needs a value")?,
             "--mcp-bin" => bin = args.next().ok_or("--mcp-bin needs a value")?,
-            "--iterations" => n = args.next().ok_or("--iterations needs a value")?.parse()?,
+            "--iterations" => n = count(&a, args.next())?,
             _ => return Err(format!("unknown option {a}; usage: patchdiff-mcp-bench --dsn CONNSTR [--mcp-bin PATH] [--iterations N]").into()),
         }
     }

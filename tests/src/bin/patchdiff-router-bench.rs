@@ -7,7 +7,7 @@
 //! cargo run --release -p patchdiff-tests --bin patchdiff-router-bench -- \
 //!     --router 'host=127.0.0.1 port=54400 user=postgres dbname=patchdiff' [--iterations 2000]
 
-use patchdiff_tests::bench::{marker_edit, marker_text, percentile};
+use patchdiff_tests::bench::{count, marker_edit, marker_text, percentile};
 use patchdiff_tests::{call_sql, connect, initialize_target};
 use serde_json::json;
 use std::time::Instant;
@@ -38,7 +38,7 @@ async fn main() -> Result<(), Err> {
     while let Some(a) = args.next() {
         match a.as_str() {
             "--router" => router_dsn = args.next().ok_or("--router needs a value")?,
-            "--iterations" => n = args.next().ok_or("--iterations needs a value")?.parse()?,
+            "--iterations" => n = count(&a, args.next())?,
             _ => return Err(format!("unknown option {a}; usage: patchdiff-router-bench --router CONNSTR [--iterations N]").into()),
         }
     }

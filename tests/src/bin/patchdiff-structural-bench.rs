@@ -18,6 +18,7 @@
 //! same target. The first outline of each version is parsed (reported separately as the cold
 //! call); later calls on that version use the backend's resident outline.
 
+use patchdiff_tests::bench::count;
 use patchdiff_tests::{connect, one_match_per_group, without_ids};
 use serde_json::{Value, json};
 use std::time::Instant;
@@ -118,7 +119,7 @@ async fn main() -> Result<(), Err> {
     while let Some(a) = args.next() {
         match a.as_str() {
             "--dsn" => dsn = args.next(),
-            "--iterations" => n = args.next().ok_or("--iterations N")?.parse()?,
+            "--iterations" => n = count(&a, args.next())?,
             _ => {
                 return Err(
                     "usage: patchdiff-structural-bench --dsn CONNSTR [--iterations 50]".into(),
@@ -127,6 +128,11 @@ async fn main() -> Result<(), Err> {
         }
     }
     let dsn = dsn.ok_or("--dsn is required")?;
+    if n < 2 {
+        // The bundle right after a commit is timed from the second iteration on: the first
+        // has no commit of this run before it.
+        return Err("--iterations must be at least 2".into());
+    }
     let c = connect(&dsn).await?;
     c.batch_execute(&timer_sql()).await?;
     let (text, functions) = module(1 << 20);
@@ -284,5 +290,7 @@ async fn main() -> Result<(), Err> {
     println!(
         "cold call (first outline of a version: tree-sitter parse of 1 MiB): server {cold_server:.1} ms, client {cold_client:.1} ms"
     );
+    c.batch_execute(&format!("DROP FUNCTION {TIMER}(text, text)"))
+        .await?;
     Ok(())
 }

@@ -1,0 +1,487 @@
+//! The benchmark commands of docs/benchmarks.md, each run once with the smallest counts it
+//! accepts: every figure in that document comes from one of them, and a command that no longer
+//! runs cannot reproduce its table. (`patchdiff-stress` has its own run, in
+//! reliability_concurrency.rs.) These are not timing tests: debug builds on a shared machine
+//! measure nothing. What they prove is that each command runs to the end against a real
+//! server, prints every row of its tables with numbers in them, keeps the checks it makes on
+//! the way (an answer's status, a reparse equal to a fresh parse, no error under load), leaves
+//! nothing of its own behind in the database, and refuses a count it cannot take a median of,
+//! with a message instead of a panic.
+//!
+//! Environment: `PATCHDIFF_TEST_DSN` (a superuser connection string to a database with
+//! pg_patchdiff), `PATCHDIFF_MCP_BIN` (default target/debug) and, for the router's benchmark,
+//! `PATCHDIFF_ROUTER_DSN` (as `scripts/shards.sh up 2` prints it; scripts/test.sh sets it).
+
+use patchdiff_tests::stdio::mcp_bin;
+use std::process::Command;
+
+fn dsn() -> String {
+    std::env::var("PATCHDIFF_TEST_DSN")
+        .expect("PATCHDIFF_TEST_DSN must be set to a superuser connection string")
+}
+
+/// Runs the command; its stdout, and a report of both streams for failed assertions.
+fn run(bin: &str, args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(bin)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("running {bin}: {e}"));
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let report = format!(
+        "{bin} {args:?}: {}\n--- stdout\n{stdout}\n--- stderr\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), stdout, report)
+}
+
+fn succeeds(bin: &str, args: &[&str]) -> String {
+    let (ok, stdout, report) = run(bin, args);
+    assert!(ok, "{report}");
+    stdout
+}
+
+/// The cells of the markdown table whose header row starts with `header`, one `Vec` per data
+/// row (the header and the `---` row left out).
+fn table(text: &str, header: &str) -> Vec<Vec<String>> {
+    let mut lines = text.lines().skip_while(|l| !l.starts_with(header));
+    assert!(
+        lines.next().is_some(),
+        "no table headed {header:?} in:\n{text}"
+    );
+    lines
+        .skip(1)
+        .take_while(|l| l.starts_with('|'))
+        .map(|l| {
+            l.trim_matches('|')
+                .split('|')
+                .map(|c| c.trim().to_owned())
+                .collect()
+        })
+        .collect()
+}
+
+/// The leading number of a cell (`16.695 (over goal)`, `**2.608**`, `1.3 / 2.7`).
+fn number(cell: &str) -> f64 {
+    let s = cell.trim_start_matches('*');
+    let end = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == ','))
+        .unwrap_or(s.len());
+    s[..end]
+        .replace(',', "")
+        .parse()
+        .unwrap_or_else(|_| panic!("not a number: {cell:?}"))
+}
+
+/// Each row's label (first cell) and that its cells `columns` hold non-negative numbers.
+fn labels_with_numbers(rows: &[Vec<String>], columns: &[usize]) -> Vec<String> {
+    for row in rows {
+        for &i in columns {
+            let cell = row
+                .get(i)
+                .unwrap_or_else(|| panic!("no column {i} in {row:?}"));
+            assert!(number(cell) >= 0.0, "{row:?}");
+        }
+    }
+    rows.iter().map(|r| r[0].clone()).collect()
+}
+
+/// Which of `names` (tables or functions) exist in the database: what a command made and
+/// should have dropped. (By name: the commands here run side by side in one database.)
+fn left_behind(names: &[&str]) -> Vec<String> {
+    let list = names
+        .iter()
+        .map(|n| format!("'{n}'"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let out = Command::new("psql")
+        .args(["-X", "-A", "-t", "-v", "ON_ERROR_STOP=1", &dsn(), "-c"])
+        .arg(format!(
+            "SELECT relname FROM pg_class WHERE relname IN ({list}) \
+             UNION ALL SELECT proname FROM pg_proc WHERE proname IN ({list})"
+        ))
+        .output()
+        .expect("running psql");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Zero samples: a clear refusal (exit status 1 or 2 and a message naming the option), not a
+/// panic and not a table of medians of nothing.
+fn refuses(bin: &str, args: &[&str], message: &str) {
+    let (ok, _, report) = run(bin, args);
+    assert!(!ok, "{report}");
+    assert!(report.contains(message), "{report}");
+    assert!(!report.contains("panicked"), "{report}");
+}
+
+// docs/benchmarks.md, "Running it", "Operations (issue 4)", "History pages (issue 6)" and
+// "Issue 21, item 3": the core table, the operations (tx/3 with its storage floor) and the
+// history pages, in one run of the command.
+#[test]
+fn the_bench_command_runs_its_three_sections_and_cleans_up() {
+    let out = std::env::temp_dir().join(format!("patchdiff-bench-{}.md", std::process::id()));
+    let stdout = succeeds(
+        env!("CARGO_BIN_EXE_patchdiff-bench"),
+        &[
+            "--dsn",
+            &dsn(),
+            "--iterations",
+            "2",
+            "--large-iterations",
+            "1",
+            "--ops-iterations",
+            "1",
+            "--history-iterations",
+            "1",
+            "--replay-iterations",
+            "1",
+            "--history-scale",
+            "2",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+    );
+    // The figures come with the settings that change them.
+    assert!(
+        stdout.lines().any(|l| l.starts_with("pg_patchdiff ")
+            && l.contains(" on PostgreSQL 15.")
+            && l.contains(", shared_preload_libraries = '")),
+        "{stdout}"
+    );
+    let md = std::fs::read_to_string(&out).expect("the --out file");
+    let _ = std::fs::remove_file(&out);
+
+    let core = table(&md, "| benchmark | n | client median ms");
+    assert_eq!(
+        labels_with_numbers(&core, &[1, 2, 3, 4, 5]),
+        [
+            "SELECT 1",
+            "UPDATE 64 KiB text row",
+            "UPDATE 1 MiB text row",
+            "submit_edits, 1 edit, 64 KiB",
+            "submit_edits, 1 edit, 1 MiB",
+            "SQL count of a word, 1 MiB",
+            "find_occurrences, 1 MiB (333 occurrences, 200 returned)",
+        ],
+        "{md}"
+    );
+
+    let ops = table(&md, "| benchmark | n | client median ms | client p95 ms");
+    let ops = labels_with_numbers(&ops, &[1, 2, 3, 4, 5]);
+    for needle in [
+        "UPDATE 1 MiB text row",
+        "submit_edits (tx/1), 1 edit, 1 MiB",
+        "submit_operations (tx/2), 100 descending spans, 1 MiB",
+        "submit_replacement (tx/3), 1 MiB by 1 MiB",
+        "tx/3 storage floor (plain SQL: json input, INSERT, UPDATE), 1 MiB by 1 MiB",
+        "submit_replacement (tx/3), 1,000,000 ASCII bytes",
+        "tx/3 storage floor (plain SQL: json input, INSERT, UPDATE), 1,000,000 ASCII bytes",
+    ] {
+        assert!(
+            ops.iter().any(|l| l.starts_with(needle)),
+            "{needle}: {ops:?}"
+        );
+    }
+    let floors = table(&md, "| benchmark | tx/3 ms | floor ms");
+    assert_eq!(floors.len(), 2, "{md}");
+    labels_with_numbers(&floors, &[1, 2, 3, 4, 5]);
+
+    let history = table(&md, "| call | history (1×)");
+    let calls = labels_with_numbers(&history, &[3, 4, 6, 7]);
+    for call in [
+        "get_pdcp_log, limit 50",
+        "get_manifest_ledger, limit 50",
+        "replay",
+    ] {
+        assert!(calls.iter().any(|c| c == call), "{call}: {calls:?}");
+    }
+    // Its baseline tables and its timer function are dropped at the end.
+    let made = [
+        "patchdiff_bench_baseline",
+        "patchdiff_bench_floor_log",
+        "bench_timed_call",
+    ];
+    assert_eq!(left_behind(&made), Vec::<String>::new());
+}
+
+// docs/benchmarks.md, "The MCP front end": the same SQL call and tools/call interleaved, and
+// the size of tools/list for every profile.
+#[test]
+fn the_mcp_bench_command_times_both_calls_and_sizes_every_profile() {
+    let stdout = succeeds(
+        env!("CARGO_BIN_EXE_patchdiff-mcp-bench"),
+        &[
+            "--dsn",
+            &dsn(),
+            "--mcp-bin",
+            &mcp_bin(),
+            "--iterations",
+            "2",
+        ],
+    );
+    let calls = table(&stdout, "| call | SQL median ms");
+    assert_eq!(
+        labels_with_numbers(&calls, &[1, 2, 3, 4]),
+        ["patchdiff_read_target", "patchdiff_submit_edits, 1 edit"]
+    );
+    let profiles = table(&stdout, "| profile | tools |");
+    assert_eq!(
+        labels_with_numbers(&profiles, &[1, 2, 3, 4]),
+        [
+            "full",
+            "workspace",
+            "editor",
+            "observed_workspace",
+            "observed_editor",
+            "observed_v2"
+        ]
+    );
+}
+
+// docs/benchmarks.md, "Near misses (issue 5)": no database.
+#[test]
+fn the_near_miss_bench_command_times_every_corpus() {
+    let stdout = succeeds(
+        env!("CARGO_BIN_EXE_patchdiff-near-miss-bench"),
+        &["--queries", "2", "--iters", "1"],
+    );
+    let rows = table(&stdout, "| corpus | median (ms)");
+    let corpora = labels_with_numbers(&rows, &[1, 2, 3]);
+    assert_eq!(corpora.len(), 5, "{stdout}");
+    assert!(corpora[0] == "varied prose" && corpora[1] == "repetitive structured logs");
+}
+
+// docs/benchmarks.md, "Drift evidence (issue 17)": no database.
+#[test]
+fn the_block_near_miss_bench_command_times_every_corpus_and_block_shape() {
+    let stdout = succeeds(
+        env!("CARGO_BIN_EXE_patchdiff-block-near-miss-bench"),
+        &["--queries", "2", "--iters", "1"],
+    );
+    let rows = table(&stdout, "| corpus | MATCH block |");
+    let corpora = labels_with_numbers(&rows, &[2, 3]);
+    assert!(corpora.len() >= 12, "{stdout}");
+    for corpus in ["Rust source", "Python source", "repetitive source"] {
+        assert_eq!(
+            corpora.iter().filter(|c| *c == corpus).count(),
+            2,
+            "{stdout}"
+        );
+    }
+}
+
+// docs/benchmarks.md, "Structural observation (issue 8)" and "Issue 21, item 2": the bundle
+// right after each commit is checked, in the command, to equal a fresh backend's.
+#[test]
+fn the_structural_bench_command_times_every_call_and_checks_the_reparse() {
+    let bin = env!("CARGO_BIN_EXE_patchdiff-structural-bench");
+    let stdout = succeeds(bin, &["--dsn", &dsn(), "--iterations", "2"]);
+    let rows = table(&stdout, "| call | server median ms");
+    assert_eq!(
+        labels_with_numbers(&rows, &[1, 2, 3, 4, 5]),
+        [
+            "read_target 4,000 code points (floor)",
+            "list candidates (query)",
+            "observe a bundle of 32 scopes",
+            "commit a 32-group batch",
+            "bundle of 32 scopes right after a 32-group commit (new version)",
+            "the same bundle in a fresh backend (cold: full parse)",
+        ]
+    );
+    assert!(
+        stdout.contains("\ncold call (first outline of a version"),
+        "{stdout}"
+    );
+    assert_eq!(
+        left_behind(&["patchdiff_structural_bench_timer"]),
+        Vec::<String>::new()
+    );
+    // One iteration has no commit before its bundle, so the row after a commit would be empty.
+    refuses(
+        bin,
+        &["--dsn", &dsn(), "--iterations", "1"],
+        "--iterations must be at least 2",
+    );
+}
+
+// docs/benchmarks.md, "Issue 19: change feed" and "subscriptions over HTTP": the
+// notification's delay in both eras, the announcement's cost, and over HTTP with a fan-out.
+#[test]
+fn the_feed_bench_command_times_both_eras_and_http() {
+    let bin = env!("CARGO_BIN_EXE_patchdiff-feed-bench");
+    let common = [
+        "--dsn",
+        &dsn(),
+        "--mcp-bin",
+        &mcp_bin(),
+        "--iterations",
+        "2",
+    ];
+    let stdout = succeeds(bin, &common);
+    for line in [
+        "one-edit submit, 64 KiB, autocommit, notify off ",
+        "one-edit submit, 64 KiB, autocommit, notify listened, a listener registered ",
+        "2025-11-25 resources/subscribe: submit start -> notification ",
+        "2026-07-28 subscriptions/listen: submit returned -> notification ",
+    ] {
+        assert!(
+            stdout
+                .lines()
+                .any(|l| l.starts_with(line) && l.contains(" median ")),
+            "{line}: {stdout}"
+        );
+    }
+    let stdout = succeeds(bin, &[&common[..], &["--http", "--fanout", "2"]].concat());
+    for line in [
+        "round 2, stdio listen: submit start -> notification ",
+        "round 2, HTTP SSE listen: submit returned -> notification ",
+        "HTTP SSE, 2 streams: submit start -> the last one's ",
+    ] {
+        assert!(
+            stdout.lines().any(|l| l.starts_with(line)),
+            "{line}: {stdout}"
+        );
+    }
+}
+
+// docs/http.md and docs/benchmarks.md, "Issue 18": latency over HTTP against SQL, and
+// concurrent sessions over both, where every call must be answered without an error.
+#[test]
+fn the_http_bench_command_times_calls_and_loads_both_transports_without_error() {
+    let stdout = succeeds(
+        env!("CARGO_BIN_EXE_patchdiff-http-bench"),
+        &[
+            "--dsn",
+            &dsn(),
+            "--mcp-bin",
+            &mcp_bin(),
+            "--iterations",
+            "2",
+            "--sessions",
+            "2",
+            "--seconds",
+            "1",
+            "--connections",
+            "2",
+        ],
+    );
+    let latency = table(&stdout, "| call | SQL median |");
+    assert_eq!(
+        labels_with_numbers(&latency, &[1, 2, 3, 4, 5]),
+        [
+            "read_target, 4,000 code points",
+            "one-edit submission (accepted)"
+        ]
+    );
+    let load = table(&stdout, "| over | calls answered | errors |");
+    assert_eq!(load.len(), 2, "{stdout}");
+    for row in &load {
+        assert!(number(&row[1]) > 0.0, "{stdout}");
+        assert_eq!(row[2], "0", "errors under load: {stdout}");
+    }
+}
+
+// docs/scale-out.md and docs/benchmarks.md, "Issue 20": the same calls on the shard and
+// through the PL/Proxy router.
+#[test]
+fn the_router_bench_command_times_calls_on_the_shard_and_through_the_router() {
+    let router = std::env::var("PATCHDIFF_ROUTER_DSN").expect(
+        "PATCHDIFF_ROUTER_DSN must name the router (bash scripts/shards.sh up 2 prints it)",
+    );
+    let stdout = succeeds(
+        env!("CARGO_BIN_EXE_patchdiff-router-bench"),
+        &["--router", &router, "--iterations", "2"],
+    );
+    let rows = table(&stdout, "| call | direct median ms");
+    assert_eq!(
+        labels_with_numbers(&rows, &[1, 2, 3, 4, 5, 6]),
+        [
+            "read_target, 4,000 code points",
+            "one-edit submission (accepted)"
+        ]
+    );
+}
+
+/// Every command refuses a count of zero (and one it cannot read) before it connects.
+#[test]
+fn every_bench_command_refuses_a_count_of_zero() {
+    let db = dsn();
+    let mcp = mcp_bin();
+    refuses(
+        env!("CARGO_BIN_EXE_patchdiff-near-miss-bench"),
+        &["--queries", "0"],
+        "--queries must be a whole number of at least 1, not \"0\"",
+    );
+    refuses(
+        env!("CARGO_BIN_EXE_patchdiff-block-near-miss-bench"),
+        &["--iters", "x"],
+        "--iters must be a whole number of at least 1, not \"x\"",
+    );
+    refuses(
+        env!("CARGO_BIN_EXE_patchdiff-bench"),
+        &["--dsn", &db, "--only", "core", "--iterations", "0"],
+        "iterations must be at least 1",
+    );
+    let with_mcp = ["--dsn", &db, "--mcp-bin", &mcp];
+    for (bin, given, option) in [
+        (
+            env!("CARGO_BIN_EXE_patchdiff-mcp-bench"),
+            &with_mcp[..],
+            "--iterations",
+        ),
+        (
+            env!("CARGO_BIN_EXE_patchdiff-feed-bench"),
+            &with_mcp,
+            "--iterations",
+        ),
+        (
+            env!("CARGO_BIN_EXE_patchdiff-feed-bench"),
+            &with_mcp,
+            "--fanout",
+        ),
+        (
+            env!("CARGO_BIN_EXE_patchdiff-http-bench"),
+            &with_mcp,
+            "--iterations",
+        ),
+        (
+            env!("CARGO_BIN_EXE_patchdiff-http-bench"),
+            &with_mcp,
+            "--sessions",
+        ),
+        (
+            env!("CARGO_BIN_EXE_patchdiff-http-bench"),
+            &with_mcp,
+            "--seconds",
+        ),
+        (
+            env!("CARGO_BIN_EXE_patchdiff-http-bench"),
+            &with_mcp,
+            "--connections",
+        ),
+        (
+            env!("CARGO_BIN_EXE_patchdiff-structural-bench"),
+            &with_mcp[..2],
+            "--iterations",
+        ),
+        (
+            env!("CARGO_BIN_EXE_patchdiff-router-bench"),
+            &["--router", &db],
+            "--iterations",
+        ),
+    ] {
+        refuses(
+            bin,
+            &[given, &[option, "0"]].concat(),
+            &format!("{option} must be a whole number of at least 1, not \\\"0\\\""),
+        );
+    }
+}
