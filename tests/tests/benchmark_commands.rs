@@ -61,26 +61,27 @@ fn table(text: &str, header: &str) -> Vec<Vec<String>> {
         .collect()
 }
 
-/// The leading number of a cell (`16.695 (over goal)`, `**2.608**`, `1.3 / 2.7`).
+/// The leading number of a cell (`16.695 (over goal)`, `**2.608**`, `1.3 / 2.7`, `-0.02`).
 fn number(cell: &str) -> f64 {
     let s = cell.trim_start_matches('*');
     let end = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == ','))
-        .unwrap_or(s.len());
+        .char_indices()
+        .find(|&(i, c)| !(c.is_ascii_digit() || c == '.' || c == ',' || (i == 0 && c == '-')))
+        .map_or(s.len(), |(i, _)| i);
     s[..end]
         .replace(',', "")
         .parse()
         .unwrap_or_else(|_| panic!("not a number: {cell:?}"))
 }
 
-/// Each row's label (first cell) and that its cells `columns` hold non-negative numbers.
+/// Each row's label (first cell), once its cells `columns` are seen to hold numbers.
 fn labels_with_numbers(rows: &[Vec<String>], columns: &[usize]) -> Vec<String> {
     for row in rows {
         for &i in columns {
             let cell = row
                 .get(i)
                 .unwrap_or_else(|| panic!("no column {i} in {row:?}"));
-            assert!(number(cell) >= 0.0, "{row:?}");
+            assert!(number(cell).is_finite(), "{row:?}");
         }
     }
     rows.iter().map(|r| r[0].clone()).collect()
