@@ -246,6 +246,59 @@ mod tests {
         assert_eq!(stored, "accepted patchdiff-mvp-0.2.2 patchdiff-tx/1");
     }
 
+    /// The ledger rows of a two-change acceptance, column by column as stored: each change's
+    /// index, ID, rationale and risk (NULL when the edit has none, never the text `null`), its
+    /// row's intent (the rationale, else the transaction's), and `derived`, byte for byte the
+    /// compact text of the response's evidence fact. (The ledger's columns cross to SQL as one
+    /// array each; quotes, a line break and non-ASCII text must arrive unchanged.)
+    #[pg_test]
+    fn ledger_rows_store_each_change_exactly() {
+        use patchdiff_engine::wire::{LITERAL, to_string};
+        let t = init("alpha beta alpha\n");
+        let rationale = "why \"quoted\",\nand é ☃";
+        let r = submit(
+            &t,
+            0,
+            json!([
+                {"match": "beta", "replace": "BETA", "rationale": rationale, "risk": "low"},
+                {"match": "alpha", "replace": "ALPHA", "occurrence_index": 2}
+            ]),
+        );
+        assert_eq!(r["status"], "accepted", "{r}");
+        let rows: String = scalar(
+            "SELECT json_agg(json_build_array(change_index, change_id, rationale, risk, intent, \
+                    origin, derived::text) ORDER BY ledger_sequence)::text \
+             FROM patchdiff.manifest_ledger WHERE target_file_id = $1::uuid",
+            &t,
+        );
+        let rows: Value = serde_json::from_str(&rows).unwrap();
+        let facts = r["evidence"]["changes"].as_array().unwrap();
+        assert_eq!(facts.len(), 2);
+        assert_eq!(
+            rows,
+            json!([
+                [
+                    1,
+                    "chg_001",
+                    rationale,
+                    "low",
+                    rationale,
+                    "typed",
+                    to_string(&facts[0], LITERAL)
+                ],
+                [
+                    2,
+                    "chg_002",
+                    null,
+                    null,
+                    "test",
+                    "typed",
+                    to_string(&facts[1], LITERAL)
+                ]
+            ])
+        );
+    }
+
     /// Contract "Rejected Response": the unselected `alpha` is match_ambiguous with two exact
     /// candidates, a prefix failure context and (SQL keeps the service result) a full
     /// current_context equal to it.

@@ -3,6 +3,7 @@
 
 use super::access::tiered;
 use super::{Caller, Deformed, Need, Row, access_args, fault, fresh, read, read_rows, write};
+use crate::json_text::JsonText;
 use patchdiff_engine::api::feed::{Event, Kind};
 use patchdiff_engine::api::observation::{LinkedObservation, ObservationRow};
 use patchdiff_engine::api::submit::{Attempt, AttemptRow, Parent};
@@ -138,23 +139,31 @@ pub fn write_attempt(
     use patchdiff_engine::wire::{LITERAL, to_string};
     let text = |v: &Value| to_string(v, LITERAL);
     let diagnostic = a.diagnostic.as_ref().map(text);
-    let changes: Value = a
-        .changes
-        .iter()
-        .map(|c| {
-            serde_json::json!({
-                "change_index": c.change_index,
-                "change_id": c.change_id,
-                "rationale": c.rationale,
-                "risk": c.risk,
-                "derived": c.to_json(),
-            })
-        })
-        .collect();
     let envelope = text(&a.request_envelope);
     let validity = text(&a.validity);
-    let changes = text(&changes);
-    let args: [DatumWithOid; 29] = [
+    // The ledger rows' columns, one array each, unnested in the statement. (They used to cross
+    // as one JSON array of objects taken apart by json_to_recordset: PostgreSQL parsed it, and
+    // each `derived` again, on every acceptance.)
+    let n = a.changes.len();
+    let (mut indexes, mut ids, mut rationales, mut risks, mut derived) = (
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+    );
+    for c in &a.changes {
+        indexes.push(i32::try_from(c.change_index).unwrap_or_else(|e| fault("writing attempt", e)));
+        ids.push(c.change_id.as_str());
+        rationales.push(c.rationale.as_deref());
+        risks.push(c.risk.as_deref());
+        derived.push(JsonText(text(&c.to_json())));
+    }
+    // SAFETY: a `json` datum is its text, as a `text` datum is; these are the compact JSON the
+    // engine's writer made from values, so PostgreSQL's input function (which only validates
+    // and copies) is not run on them again.
+    let json = |t: Option<&str>| unsafe { DatumWithOid::new(t, pgrx::pg_sys::JSONOID) };
+    let args: [DatumWithOid; 33] = [
         pdcp_log_id.into(),
         target_file_id.into(),
         cycle_id.into(),
@@ -164,7 +173,7 @@ pub fn write_attempt(
         (&*a.pdcp_content).into(),
         a.pdcp_content_hash.as_str().into(),
         a.request_fingerprint.as_str().into(),
-        envelope.as_str().into(),
+        json(Some(&envelope)),
         a.client_request_id.as_deref().into(),
         a.conflicts_with_pdcp_log_id.as_deref().into(),
         a.before_version.into(),
@@ -175,15 +184,19 @@ pub fn write_attempt(
         a.failure_detail.as_deref().into(),
         a.failure_stage.map(|s| s.as_str()).into(),
         a.failed_change_id.as_deref().into(),
-        diagnostic.as_deref().into(),
-        validity.as_str().into(),
+        json(diagnostic.as_deref()),
+        json(Some(&validity)),
         a.parent_pdcp_log_id.as_deref().into(),
         a.attempt.into(),
         a.source.as_str().into(),
-        changes.as_str().into(),
+        indexes.into(),
         a.intent.as_deref().into(),
         a.new_content.as_deref().into(),
         a.changeset_id.as_deref().into(),
+        ids.into(),
+        rationales.into(),
+        risks.into(),
+        derived.into(),
     ];
     let written = write(
         client,
@@ -202,8 +215,9 @@ pub fn write_attempt(
                  editing_cycle_id, before_version, after_version, change_index, change_id, origin, intent, rationale, risk, derived) \
                SELECT pg_catalog.gen_random_uuid(), log.pdcp_log_id, log.log_sequence, $2::uuid, $3::uuid, $13, $15, \
                  c.change_index, c.change_id, 'typed', COALESCE(c.rationale, $27), c.rationale, c.risk, c.derived \
-               FROM log, pg_catalog.json_to_recordset($26::json) \
-                 AS c(change_index integer, change_id text, rationale text, risk text, derived json) \
+               FROM log, ROWS FROM (pg_catalog.unnest($26::int4[]), pg_catalog.unnest($30::text[]), \
+                 pg_catalog.unnest($31::text[]), pg_catalog.unnest($32::text[]), pg_catalog.unnest($33::json[])) \
+                 AS c(change_index, change_id, rationale, risk, derived) \
                WHERE $4 = 'accepted'), \
              target AS ( \
                UPDATE patchdiff.targets SET current_content = $28, current_hash = $16, version = $15, \
