@@ -126,6 +126,49 @@ pub fn keyed_attempt(
     Some(attempt)
 }
 
+/// The statement that writes an attempt, its ledger rows (when accepted) and the target's new
+/// state (when accepted), with `$on_conflict` between the attempt's VALUES and its RETURNING.
+macro_rules! write_attempt_sql {
+    ($on_conflict:literal) => {
+        concat!(
+            "WITH log AS ( \
+               INSERT INTO patchdiff.pdcp_logs (pdcp_log_id, target_file_id, editing_cycle_id, status, protocol_version, \
+                 runtime_version, pdcp_content, pdcp_content_hash, request_fingerprint, request_envelope, client_request_id, \
+                 conflicts_with_pdcp_log_id, before_version, before_hash, after_version, after_hash, failure_reason, \
+                 failure_detail, failure_stage, failed_change_id, diagnostic, validity, parent_pdcp_log_id, attempt, source, intent, \
+                 changeset_id) \
+               VALUES ($1::uuid, $2::uuid, $3::uuid, $4, $5, $6, $7, $8, $9, $10::json, $11, $12::uuid, $13, $14, $15, $16, \
+                 $17, $18, $19, $20, $21::json, $22::json, $23::uuid, $24, $25, $27, $29::uuid) ",
+            $on_conflict,
+            "RETURNING pdcp_log_id, log_sequence), \
+             ledger AS ( \
+               INSERT INTO patchdiff.manifest_ledger (ledger_entry_id, pdcp_log_id, log_sequence, target_file_id, \
+                 editing_cycle_id, before_version, after_version, change_index, change_id, origin, intent, rationale, risk, derived) \
+               SELECT pg_catalog.gen_random_uuid(), log.pdcp_log_id, log.log_sequence, $2::uuid, $3::uuid, $13, $15, \
+                 c.change_index, c.change_id, 'typed', COALESCE(c.rationale, $27), c.rationale, c.risk, c.derived \
+               FROM log, ROWS FROM (pg_catalog.unnest($26::int4[]), pg_catalog.unnest($30::text[]), \
+                 pg_catalog.unnest($31::text[]), pg_catalog.unnest($32::text[]), pg_catalog.unnest($33::json[])) \
+                 AS c(change_index, change_id, rationale, risk, derived) \
+               WHERE $4 = 'accepted'), \
+             target AS ( \
+               UPDATE patchdiff.targets SET current_content = $28, current_hash = $16, version = $15, \
+                 updated_at = pg_catalog.clock_timestamp() \
+               WHERE target_file_id = $2::uuid AND $4 = 'accepted' AND EXISTS (SELECT FROM log)) \
+             SELECT log_sequence FROM log"
+        )
+    };
+}
+
+/// A keyed attempt: the key's partial unique index is its arbiter, so a key recorded by a
+/// concurrent transaction that this one's snapshot cannot see writes nothing (see below).
+const WRITE_KEYED: &str = write_attempt_sql!(
+    "ON CONFLICT (target_file_id, client_request_id) WHERE client_request_id IS NOT NULL DO NOTHING "
+);
+/// An attempt without a key, which that index does not hold: a plain INSERT. (With ON CONFLICT
+/// every attempt was a speculative insertion: a lock on its speculative token, a check of the
+/// arbiter index, and a second WAL record to confirm the tuple.)
+const WRITE_UNKEYED: &str = write_attempt_sql!("");
+
 /// Writes an attempt row, its ledger rows and, for an acceptance, the new target state, in
 /// one statement, and queues an acceptance's announcement ([`super::feed`]). Returns nothing:
 /// the caller chose the attempt's ID.
@@ -198,35 +241,12 @@ pub fn write_attempt(
         risks.into(),
         derived.into(),
     ];
-    let written = write(
-        client,
-        "WITH log AS ( \
-               INSERT INTO patchdiff.pdcp_logs (pdcp_log_id, target_file_id, editing_cycle_id, status, protocol_version, \
-                 runtime_version, pdcp_content, pdcp_content_hash, request_fingerprint, request_envelope, client_request_id, \
-                 conflicts_with_pdcp_log_id, before_version, before_hash, after_version, after_hash, failure_reason, \
-                 failure_detail, failure_stage, failed_change_id, diagnostic, validity, parent_pdcp_log_id, attempt, source, intent, \
-                 changeset_id) \
-               VALUES ($1::uuid, $2::uuid, $3::uuid, $4, $5, $6, $7, $8, $9, $10::json, $11, $12::uuid, $13, $14, $15, $16, \
-                 $17, $18, $19, $20, $21::json, $22::json, $23::uuid, $24, $25, $27, $29::uuid) \
-               ON CONFLICT (target_file_id, client_request_id) WHERE client_request_id IS NOT NULL DO NOTHING \
-               RETURNING pdcp_log_id, log_sequence), \
-             ledger AS ( \
-               INSERT INTO patchdiff.manifest_ledger (ledger_entry_id, pdcp_log_id, log_sequence, target_file_id, \
-                 editing_cycle_id, before_version, after_version, change_index, change_id, origin, intent, rationale, risk, derived) \
-               SELECT pg_catalog.gen_random_uuid(), log.pdcp_log_id, log.log_sequence, $2::uuid, $3::uuid, $13, $15, \
-                 c.change_index, c.change_id, 'typed', COALESCE(c.rationale, $27), c.rationale, c.risk, c.derived \
-               FROM log, ROWS FROM (pg_catalog.unnest($26::int4[]), pg_catalog.unnest($30::text[]), \
-                 pg_catalog.unnest($31::text[]), pg_catalog.unnest($32::text[]), pg_catalog.unnest($33::json[])) \
-                 AS c(change_index, change_id, rationale, risk, derived) \
-               WHERE $4 = 'accepted'), \
-             target AS ( \
-               UPDATE patchdiff.targets SET current_content = $28, current_hash = $16, version = $15, \
-                 updated_at = pg_catalog.clock_timestamp() \
-               WHERE target_file_id = $2::uuid AND $4 = 'accepted' AND EXISTS (SELECT FROM log)) \
-             SELECT log_sequence FROM log",
-        &args,
-        "writing attempt",
-    );
+    let sql = if a.client_request_id.is_some() {
+        WRITE_KEYED
+    } else {
+        WRITE_UNKEYED
+    };
+    let written = write(client, sql, &args, "writing attempt");
     // Every keyed write holds the target's lock and looks the key up first, so the key can only
     // be taken already when that lookup ran on an older snapshot: a REPEATABLE READ or
     // SERIALIZABLE transaction that waited for the lock while another one recorded the key.
