@@ -20,10 +20,18 @@ fn dsn() -> String {
         .expect("PATCHDIFF_TEST_DSN must be set to a superuser connection string")
 }
 
+/// `--dsn` (the test database), `--mcp-bin` (the front end) and then `rest`.
+fn with_db_and_mcp(rest: &[&str]) -> Vec<String> {
+    let mut args = vec!["--dsn".into(), dsn(), "--mcp-bin".into(), mcp_bin()];
+    args.extend(rest.iter().map(|a| a.to_string()));
+    args
+}
+
 /// Runs the command; its stdout, and a report of both streams for failed assertions.
-fn run(bin: &str, args: &[&str]) -> (bool, String, String) {
+fn run<S: AsRef<str>>(bin: &str, args: &[S]) -> (bool, String, String) {
+    let args: Vec<&str> = args.iter().map(AsRef::as_ref).collect();
     let out = Command::new(bin)
-        .args(args)
+        .args(&args)
         .output()
         .unwrap_or_else(|e| panic!("running {bin}: {e}"));
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
@@ -35,7 +43,7 @@ fn run(bin: &str, args: &[&str]) -> (bool, String, String) {
     (out.status.success(), stdout, report)
 }
 
-fn succeeds(bin: &str, args: &[&str]) -> String {
+fn succeeds<S: AsRef<str>>(bin: &str, args: &[S]) -> String {
     let (ok, stdout, report) = run(bin, args);
     assert!(ok, "{report}");
     stdout
@@ -87,6 +95,22 @@ fn labels_with_numbers(rows: &[Vec<String>], columns: &[usize]) -> Vec<String> {
     rows.iter().map(|r| r[0].clone()).collect()
 }
 
+/// The labels of the rows of the table headed `header` in `text`, once their cells `columns`
+/// are seen to hold numbers.
+fn labels(text: &str, header: &str, columns: &[usize]) -> Vec<String> {
+    labels_with_numbers(&table(text, header), columns)
+}
+
+/// That each of `prefixes` begins one of `lines`.
+fn each_begins_a_line(lines: &[&str], prefixes: &[&str]) {
+    for p in prefixes {
+        assert!(
+            lines.iter().any(|l| l.starts_with(p)),
+            "{p:?} in {lines:#?}"
+        );
+    }
+}
+
 /// Which of `names` (tables or functions) exist in the database: what a command made and
 /// should have dropped. (By name: the commands here run side by side in one database.)
 fn left_behind(names: &[&str]) -> Vec<String> {
@@ -116,7 +140,7 @@ fn left_behind(names: &[&str]) -> Vec<String> {
 
 /// Zero samples: a clear refusal (exit status 1 or 2 and a message naming the option), not a
 /// panic and not a table of medians of nothing.
-fn refuses(bin: &str, args: &[&str], message: &str) {
+fn refuses<S: AsRef<str>>(bin: &str, args: &[S], message: &str) {
     let (ok, _, report) = run(bin, args);
     assert!(!ok, "{report}");
     assert!(report.contains(message), "{report}");
@@ -160,9 +184,8 @@ fn the_bench_command_runs_its_three_sections_and_cleans_up() {
     let md = std::fs::read_to_string(&out).expect("the --out file");
     let _ = std::fs::remove_file(&out);
 
-    let core = table(&md, "| benchmark | n | client median ms");
     assert_eq!(
-        labels_with_numbers(&core, &[1, 2, 3, 4, 5]),
+        labels(&md, "| benchmark | n | client median ms", &[1, 2, 3, 4, 5]),
         [
             "SELECT 1",
             "UPDATE 64 KiB text row",
@@ -175,28 +198,29 @@ fn the_bench_command_runs_its_three_sections_and_cleans_up() {
         "{md}"
     );
 
-    let ops = table(&md, "| benchmark | n | client median ms | client p95 ms");
-    let ops = labels_with_numbers(&ops, &[1, 2, 3, 4, 5]);
-    for needle in [
-        "UPDATE 1 MiB text row",
-        "submit_edits (tx/1), 1 edit, 1 MiB",
-        "submit_operations (tx/2), 100 descending spans, 1 MiB",
-        "submit_replacement (tx/3), 1 MiB by 1 MiB",
-        "tx/3 storage floor (plain SQL: json input, INSERT, UPDATE), 1 MiB by 1 MiB",
-        "submit_replacement (tx/3), 1,000,000 ASCII bytes",
-        "tx/3 storage floor (plain SQL: json input, INSERT, UPDATE), 1,000,000 ASCII bytes",
-    ] {
-        assert!(
-            ops.iter().any(|l| l.starts_with(needle)),
-            "{needle}: {ops:?}"
-        );
-    }
+    let ops = labels(
+        &md,
+        "| benchmark | n | client median ms | client p95 ms",
+        &[1, 2, 3, 4, 5],
+    );
+    let ops: Vec<&str> = ops.iter().map(String::as_str).collect();
+    each_begins_a_line(
+        &ops,
+        &[
+            "UPDATE 1 MiB text row",
+            "submit_edits (tx/1), 1 edit, 1 MiB",
+            "submit_operations (tx/2), 100 descending spans, 1 MiB",
+            "submit_replacement (tx/3), 1 MiB by 1 MiB",
+            "tx/3 storage floor (plain SQL: json input, INSERT, UPDATE), 1 MiB by 1 MiB",
+            "submit_replacement (tx/3), 1,000,000 ASCII bytes",
+            "tx/3 storage floor (plain SQL: json input, INSERT, UPDATE), 1,000,000 ASCII bytes",
+        ],
+    );
     let floors = table(&md, "| benchmark | tx/3 ms | floor ms");
     assert_eq!(floors.len(), 2, "{md}");
     labels_with_numbers(&floors, &[1, 2, 3, 4, 5]);
 
-    let history = table(&md, "| call | history (1×)");
-    let calls = labels_with_numbers(&history, &[3, 4, 6, 7]);
+    let calls = labels(&md, "| call | history (1×)", &[3, 4, 6, 7]);
     for call in [
         "get_pdcp_log, limit 50",
         "get_manifest_ledger, limit 50",
@@ -219,23 +243,14 @@ fn the_bench_command_runs_its_three_sections_and_cleans_up() {
 fn the_mcp_bench_command_times_both_calls_and_sizes_every_profile() {
     let stdout = succeeds(
         env!("CARGO_BIN_EXE_patchdiff-mcp-bench"),
-        &[
-            "--dsn",
-            &dsn(),
-            "--mcp-bin",
-            &mcp_bin(),
-            "--iterations",
-            "2",
-        ],
+        &with_db_and_mcp(&["--iterations", "2"]),
     );
-    let calls = table(&stdout, "| call | SQL median ms");
     assert_eq!(
-        labels_with_numbers(&calls, &[1, 2, 3, 4]),
+        labels(&stdout, "| call | SQL median ms", &[1, 2, 3, 4]),
         ["patchdiff_read_target", "patchdiff_submit_edits, 1 edit"]
     );
-    let profiles = table(&stdout, "| profile | tools |");
     assert_eq!(
-        labels_with_numbers(&profiles, &[1, 2, 3, 4]),
+        labels(&stdout, "| profile | tools |", &[1, 2, 3, 4]),
         [
             "full",
             "workspace",
@@ -254,8 +269,7 @@ fn the_near_miss_bench_command_times_every_corpus() {
         env!("CARGO_BIN_EXE_patchdiff-near-miss-bench"),
         &["--queries", "2", "--iters", "1"],
     );
-    let rows = table(&stdout, "| corpus | median (ms)");
-    let corpora = labels_with_numbers(&rows, &[1, 2, 3]);
+    let corpora = labels(&stdout, "| corpus | median (ms)", &[1, 2, 3]);
     assert_eq!(corpora.len(), 5, "{stdout}");
     assert!(corpora[0] == "varied prose" && corpora[1] == "repetitive structured logs");
 }
@@ -267,8 +281,7 @@ fn the_block_near_miss_bench_command_times_every_corpus_and_block_shape() {
         env!("CARGO_BIN_EXE_patchdiff-block-near-miss-bench"),
         &["--queries", "2", "--iters", "1"],
     );
-    let rows = table(&stdout, "| corpus | MATCH block |");
-    let corpora = labels_with_numbers(&rows, &[2, 3]);
+    let corpora = labels(&stdout, "| corpus | MATCH block |", &[2, 3]);
     assert!(corpora.len() >= 12, "{stdout}");
     for corpus in ["Rust source", "Python source", "repetitive source"] {
         assert_eq!(
@@ -285,9 +298,8 @@ fn the_block_near_miss_bench_command_times_every_corpus_and_block_shape() {
 fn the_structural_bench_command_times_every_call_and_checks_the_reparse() {
     let bin = env!("CARGO_BIN_EXE_patchdiff-structural-bench");
     let stdout = succeeds(bin, &["--dsn", &dsn(), "--iterations", "2"]);
-    let rows = table(&stdout, "| call | server median ms");
     assert_eq!(
-        labels_with_numbers(&rows, &[1, 2, 3, 4, 5]),
+        labels(&stdout, "| call | server median ms", &[1, 2, 3, 4, 5]),
         [
             "read_target 4,000 code points (floor)",
             "list candidates (query)",
@@ -318,39 +330,28 @@ fn the_structural_bench_command_times_every_call_and_checks_the_reparse() {
 #[test]
 fn the_feed_bench_command_times_both_eras_and_http() {
     let bin = env!("CARGO_BIN_EXE_patchdiff-feed-bench");
-    let common = [
-        "--dsn",
-        &dsn(),
-        "--mcp-bin",
-        &mcp_bin(),
-        "--iterations",
-        "2",
-    ];
-    let stdout = succeeds(bin, &common);
-    for line in [
-        "one-edit submit, 64 KiB, autocommit, notify off ",
-        "one-edit submit, 64 KiB, autocommit, notify listened, a listener registered ",
-        "2025-11-25 resources/subscribe: submit start -> notification ",
-        "2026-07-28 subscriptions/listen: submit returned -> notification ",
-    ] {
-        assert!(
-            stdout
-                .lines()
-                .any(|l| l.starts_with(line) && l.contains(" median ")),
-            "{line}: {stdout}"
-        );
-    }
-    let stdout = succeeds(bin, &[&common[..], &["--http", "--fanout", "2"]].concat());
-    for line in [
-        "round 2, stdio listen: submit start -> notification ",
-        "round 2, HTTP SSE listen: submit returned -> notification ",
-        "HTTP SSE, 2 streams: submit start -> the last one's ",
-    ] {
-        assert!(
-            stdout.lines().any(|l| l.starts_with(line)),
-            "{line}: {stdout}"
-        );
-    }
+    let stdout = succeeds(bin, &with_db_and_mcp(&["--iterations", "2"]));
+    each_begins_a_line(
+        &stdout.lines().collect::<Vec<_>>(),
+        &[
+            "one-edit submit, 64 KiB, autocommit, notify off ",
+            "one-edit submit, 64 KiB, autocommit, notify listened, a listener registered ",
+            "2025-11-25 resources/subscribe: submit start -> notification ",
+            "2026-07-28 subscriptions/listen: submit returned -> notification ",
+        ],
+    );
+    let stdout = succeeds(
+        bin,
+        &with_db_and_mcp(&["--iterations", "2", "--http", "--fanout", "2"]),
+    );
+    each_begins_a_line(
+        &stdout.lines().collect::<Vec<_>>(),
+        &[
+            "round 2, stdio listen: submit start -> notification ",
+            "round 2, HTTP SSE listen: submit returned -> notification ",
+            "HTTP SSE, 2 streams: submit start -> the last one's ",
+        ],
+    );
 }
 
 // docs/http.md and docs/benchmarks.md, "Issue 18": latency over HTTP against SQL, and
@@ -359,11 +360,7 @@ fn the_feed_bench_command_times_both_eras_and_http() {
 fn the_http_bench_command_times_calls_and_loads_both_transports_without_error() {
     let stdout = succeeds(
         env!("CARGO_BIN_EXE_patchdiff-http-bench"),
-        &[
-            "--dsn",
-            &dsn(),
-            "--mcp-bin",
-            &mcp_bin(),
+        &with_db_and_mcp(&[
             "--iterations",
             "2",
             "--sessions",
@@ -372,11 +369,10 @@ fn the_http_bench_command_times_calls_and_loads_both_transports_without_error() 
             "1",
             "--connections",
             "2",
-        ],
+        ]),
     );
-    let latency = table(&stdout, "| call | SQL median |");
     assert_eq!(
-        labels_with_numbers(&latency, &[1, 2, 3, 4, 5]),
+        labels(&stdout, "| call | SQL median |", &[1, 2, 3, 4, 5]),
         [
             "read_target, 4,000 code points",
             "one-edit submission (accepted)"
@@ -401,9 +397,8 @@ fn the_router_bench_command_times_calls_on_the_shard_and_through_the_router() {
         env!("CARGO_BIN_EXE_patchdiff-router-bench"),
         &["--router", &router, "--iterations", "2"],
     );
-    let rows = table(&stdout, "| call | direct median ms");
     assert_eq!(
-        labels_with_numbers(&rows, &[1, 2, 3, 4, 5, 6]),
+        labels(&stdout, "| call | direct median ms", &[1, 2, 3, 4, 5, 6]),
         [
             "read_target, 4,000 code points",
             "one-edit submission (accepted)"
@@ -415,7 +410,6 @@ fn the_router_bench_command_times_calls_on_the_shard_and_through_the_router() {
 #[test]
 fn every_bench_command_refuses_a_count_of_zero() {
     let db = dsn();
-    let mcp = mcp_bin();
     refuses(
         env!("CARGO_BIN_EXE_patchdiff-near-miss-bench"),
         &["--queries", "0"],
@@ -431,58 +425,32 @@ fn every_bench_command_refuses_a_count_of_zero() {
         &["--dsn", &db, "--only", "core", "--iterations", "0"],
         "iterations must be at least 1",
     );
-    let with_mcp = ["--dsn", &db, "--mcp-bin", &mcp];
-    for (bin, given, option) in [
-        (
-            env!("CARGO_BIN_EXE_patchdiff-mcp-bench"),
-            &with_mcp[..],
-            "--iterations",
-        ),
-        (
-            env!("CARGO_BIN_EXE_patchdiff-feed-bench"),
-            &with_mcp,
-            "--iterations",
-        ),
-        (
-            env!("CARGO_BIN_EXE_patchdiff-feed-bench"),
-            &with_mcp,
-            "--fanout",
-        ),
-        (
-            env!("CARGO_BIN_EXE_patchdiff-http-bench"),
-            &with_mcp,
-            "--iterations",
-        ),
-        (
-            env!("CARGO_BIN_EXE_patchdiff-http-bench"),
-            &with_mcp,
-            "--sessions",
-        ),
-        (
-            env!("CARGO_BIN_EXE_patchdiff-http-bench"),
-            &with_mcp,
-            "--seconds",
-        ),
-        (
-            env!("CARGO_BIN_EXE_patchdiff-http-bench"),
-            &with_mcp,
-            "--connections",
-        ),
-        (
-            env!("CARGO_BIN_EXE_patchdiff-structural-bench"),
-            &with_mcp[..2],
-            "--iterations",
-        ),
-        (
-            env!("CARGO_BIN_EXE_patchdiff-router-bench"),
-            &["--router", &db],
-            "--iterations",
-        ),
+    let zero =
+        |option: &str| format!("{option} must be a whole number of at least 1, not \\\"0\\\"");
+    let (mcp, feed, http) = (
+        env!("CARGO_BIN_EXE_patchdiff-mcp-bench"),
+        env!("CARGO_BIN_EXE_patchdiff-feed-bench"),
+        env!("CARGO_BIN_EXE_patchdiff-http-bench"),
+    );
+    for (bin, option) in [
+        (mcp, "--iterations"),
+        (feed, "--iterations"),
+        (feed, "--fanout"),
+        (http, "--iterations"),
+        (http, "--sessions"),
+        (http, "--seconds"),
+        (http, "--connections"),
     ] {
-        refuses(
-            bin,
-            &[given, &[option, "0"]].concat(),
-            &format!("{option} must be a whole number of at least 1, not \\\"0\\\""),
-        );
+        refuses(bin, &with_db_and_mcp(&[option, "0"]), &zero(option));
     }
+    refuses(
+        env!("CARGO_BIN_EXE_patchdiff-structural-bench"),
+        &["--dsn", &db, "--iterations", "0"],
+        &zero("--iterations"),
+    );
+    refuses(
+        env!("CARGO_BIN_EXE_patchdiff-router-bench"),
+        &["--router", &db, "--iterations", "0"],
+        &zero("--iterations"),
+    );
 }
