@@ -202,10 +202,8 @@ pub fn write_attempt(
         risks.push(c.risk.as_deref());
         derived.push(JsonText(text(&c.to_json())));
     }
-    // SAFETY: a `json` datum is its text, as a `text` datum is; these are the compact JSON the
-    // engine's writer made from values, so PostgreSQL's input function (which only validates
-    // and copies) is not run on them again.
-    let json = |t: Option<&str>| unsafe { DatumWithOid::new(t, pgrx::pg_sys::JSONOID) };
+    // The JSON the engine's writer made from values crosses typed `json` (JsonText), so
+    // PostgreSQL's input function, which only validates and copies, is not run on it again.
     let args: [DatumWithOid; 33] = [
         pdcp_log_id.into(),
         target_file_id.into(),
@@ -216,7 +214,7 @@ pub fn write_attempt(
         (&*a.pdcp_content).into(),
         a.pdcp_content_hash.as_str().into(),
         a.request_fingerprint.as_str().into(),
-        json(Some(&envelope)),
+        JsonText(envelope).into(),
         a.client_request_id.as_deref().into(),
         a.conflicts_with_pdcp_log_id.as_deref().into(),
         a.before_version.into(),
@@ -227,8 +225,8 @@ pub fn write_attempt(
         a.failure_detail.as_deref().into(),
         a.failure_stage.map(|s| s.as_str()).into(),
         a.failed_change_id.as_deref().into(),
-        json(diagnostic.as_deref()),
-        json(Some(&validity)),
+        diagnostic.map(JsonText).into(),
+        JsonText(validity).into(),
         a.parent_pdcp_log_id.as_deref().into(),
         a.attempt.into(),
         a.source.as_str().into(),
