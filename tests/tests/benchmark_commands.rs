@@ -114,28 +114,24 @@ fn each_begins_a_line(lines: &[&str], prefixes: &[&str]) {
 /// Which of `names` (tables or functions) exist in the database: what a command made and
 /// should have dropped. (By name: the commands here run side by side in one database.)
 fn left_behind(names: &[&str]) -> Vec<String> {
-    let list = names
-        .iter()
-        .map(|n| format!("'{n}'"))
-        .collect::<Vec<_>>()
-        .join(", ");
-    let out = Command::new("psql")
-        .args(["-X", "-A", "-t", "-v", "ON_ERROR_STOP=1", &dsn(), "-c"])
-        .arg(format!(
-            "SELECT relname FROM pg_class WHERE relname IN ({list}) \
-             UNION ALL SELECT proname FROM pg_proc WHERE proname IN ({list})"
-        ))
-        .output()
-        .expect("running psql");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(str::to_owned)
-        .collect()
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    runtime.block_on(async {
+        let client = patchdiff_tests::connect(&dsn()).await.expect("connecting");
+        client
+            .query(
+                "SELECT relname::text FROM pg_class WHERE relname = ANY ($1) \
+                 UNION ALL SELECT proname::text FROM pg_proc WHERE proname = ANY ($1)",
+                &[&names],
+            )
+            .await
+            .expect("listing what was left")
+            .iter()
+            .map(|r| r.get(0))
+            .collect()
+    })
 }
 
 /// Zero samples: a clear refusal (exit status 1 or 2 and a message naming the option), not a
