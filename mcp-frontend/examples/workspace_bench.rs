@@ -7,7 +7,8 @@
 //! PATCHDIFF_TEST_DSN="host=127.0.0.1 port=54347 user=postgres dbname=patchdiff_test" \
 //!   target/release/examples/workspace_bench [rounds]
 //! ```
-//! The server binary is `PATCHDIFF_MCP_BIN` (default `target/release/patchdiff-mcp`).
+//! The server binary is `PATCHDIFF_MCP_BIN` (default `target/release/patchdiff-mcp`). A count of
+//! rounds below 1, or a server that does not start, is refused (exit 2).
 
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Write};
@@ -59,10 +60,12 @@ fn plain_write_rename(dir: &std::path::Path, bytes: &[u8]) -> Duration {
 }
 
 fn main() {
-    let rounds: usize = std::env::args()
-        .nth(1)
-        .and_then(|a| a.parse().ok())
-        .unwrap_or(51);
+    let rounds: usize = std::env::args().nth(1).map_or(51, |a| {
+        a.parse().ok().filter(|&n| n >= 1).unwrap_or_else(|| {
+            eprintln!("rounds must be a whole number of at least 1, not {a:?}");
+            std::process::exit(2)
+        })
+    });
     let dsn = std::env::var("PATCHDIFF_TEST_DSN").expect("PATCHDIFF_TEST_DSN");
     let bin = std::env::var("PATCHDIFF_MCP_BIN").unwrap_or_else(|_| {
         concat!(
@@ -74,14 +77,18 @@ fn main() {
     let root = std::env::temp_dir().join(format!("pd-ws-bench-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&root);
     std::fs::create_dir_all(&root).unwrap();
-    let mut child = Command::new(bin)
+    let mut child = Command::new(&bin)
         .env("PATCHDIFF_DATABASE_URL", dsn)
         .env("PATCHDIFF_MCP_PROFILE", "workspace")
         .env("PATCHDIFF_WORKSPACE_ROOT", &root)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
-        .unwrap();
+        .unwrap_or_else(|e| {
+            eprintln!("the server {bin:?} does not start: {e}");
+            let _ = std::fs::remove_dir_all(&root);
+            std::process::exit(2)
+        });
     let mut m = Mcp {
         stdin: child.stdin.take().unwrap(),
         stdout: BufReader::new(child.stdout.take().unwrap()),

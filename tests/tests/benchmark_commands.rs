@@ -8,9 +8,16 @@
 //! nothing of its own behind in the database, and refuses a count it cannot take a median of,
 //! with a message instead of a panic.
 //!
+//! The benchmark *examples* of the engine, Waymark and the front end (`hostile_bench`,
+//! `outline_bench`, `incremental_bench`, `helper_bench`, `workspace_bench`; scripts/bench.sh runs
+//! them) are run the same way, from their debug builds.
+//!
 //! Environment: `PATCHDIFF_TEST_DSN` (a superuser connection string to a database with
 //! pg_patchdiff), `PATCHDIFF_MCP_BIN` (default target/debug) and, for the router's benchmark,
 //! `PATCHDIFF_ROUTER_DSN` (as `scripts/shards.sh up 2` prints it; scripts/test.sh sets it).
+//! The examples are read from `PATCHDIFF_EXAMPLES_DIR` (default target/debug/examples: `cargo
+//! build -p patchdiff-engine -p patchdiff-waymark -p patchdiff-mcp --examples`, which
+//! scripts/test.sh runs) and the parser helper from target/release (`install_parser_helper`).
 
 use patchdiff_tests::stdio::mcp_bin;
 use std::process::Command;
@@ -27,16 +34,18 @@ fn with_db_and_mcp(rest: &[&str]) -> Vec<String> {
     args
 }
 
-/// Runs the command; its stdout, and a report of both streams for failed assertions.
-fn run<S: AsRef<str>>(bin: &str, args: &[S]) -> (bool, String, String) {
+/// Runs the command with `env` added to its environment; its stdout, and a report of both
+/// streams for failed assertions.
+fn run<S: AsRef<str>>(bin: &str, args: &[S], env: &[(&str, &str)]) -> (bool, String, String) {
     let args: Vec<&str> = args.iter().map(AsRef::as_ref).collect();
     let out = Command::new(bin)
         .args(&args)
+        .envs(env.iter().copied())
         .output()
         .unwrap_or_else(|e| panic!("running {bin}: {e}"));
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let report = format!(
-        "{bin} {args:?}: {}\n--- stdout\n{stdout}\n--- stderr\n{}",
+        "{env:?} {bin} {args:?}: {}\n--- stdout\n{stdout}\n--- stderr\n{}",
         out.status,
         String::from_utf8_lossy(&out.stderr)
     );
@@ -44,9 +53,41 @@ fn run<S: AsRef<str>>(bin: &str, args: &[S]) -> (bool, String, String) {
 }
 
 fn succeeds<S: AsRef<str>>(bin: &str, args: &[S]) -> String {
-    let (ok, stdout, report) = run(bin, args);
+    succeeds_with(bin, args, &[])
+}
+
+fn succeeds_with<S: AsRef<str>>(bin: &str, args: &[S], env: &[(&str, &str)]) -> String {
+    let (ok, stdout, report) = run(bin, args, env);
     assert!(ok, "{report}");
     stdout
+}
+
+/// The debug build of benchmark example `name` (see the module's note on where it is read).
+fn example(name: &str) -> String {
+    let dir = std::env::var("PATCHDIFF_EXAMPLES_DIR").unwrap_or_else(|_| {
+        concat!(env!("CARGO_MANIFEST_DIR"), "/../target/debug/examples").to_owned()
+    });
+    let path = format!("{dir}/{name}");
+    assert!(
+        std::path::Path::new(&path).is_file(),
+        "{path} is missing: cargo build -p patchdiff-engine -p patchdiff-waymark -p \
+         patchdiff-mcp --examples"
+    );
+    path
+}
+
+/// The release build of the parser helper, as scripts/lib.sh's `install_parser_helper` makes it.
+fn parser_helper() -> String {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../target/release/patchdiff-waymark-helper"
+    );
+    assert!(
+        std::path::Path::new(path).is_file(),
+        "{path} is missing: cargo build --release -p patchdiff-waymark --bin \
+         patchdiff-waymark-helper"
+    );
+    path.to_owned()
 }
 
 /// The cells of the markdown table whose header row starts with `header`, one `Vec` per data
@@ -137,7 +178,11 @@ fn left_behind(names: &[&str]) -> Vec<String> {
 /// Zero samples: a clear refusal (exit status 1 or 2 and a message naming the option), not a
 /// panic and not a table of medians of nothing.
 fn refuses<S: AsRef<str>>(bin: &str, args: &[S], message: &str) {
-    let (ok, _, report) = run(bin, args);
+    refuses_with(bin, args, &[], message);
+}
+
+fn refuses_with<S: AsRef<str>>(bin: &str, args: &[S], env: &[(&str, &str)], message: &str) {
+    let (ok, _, report) = run(bin, args, env);
     assert!(!ok, "{report}");
     assert!(report.contains(message), "{report}");
     assert!(!report.contains("panicked"), "{report}");
@@ -448,5 +493,221 @@ fn every_bench_command_refuses_a_count_of_zero() {
         env!("CARGO_BIN_EXE_patchdiff-router-bench"),
         &["--router", &db, "--iterations", "0"],
         &zero("--iterations"),
+    );
+}
+
+// docs/benchmarks.md, "Hostile shapes (issue 14)": each worst shape at the documented caps next
+// to a plain call on the same text. The example asserts on the way that the overlapping search
+// finds all of its matches and that the 10,000-span preview is accepted.
+#[test]
+fn the_hostile_bench_example_times_every_shape() {
+    let stdout = succeeds_with(
+        &example("hostile_bench"),
+        &[] as &[&str],
+        &[("HOSTILE_BENCH_RUNS", "1")],
+    );
+    let rows: Vec<&str> = stdout.lines().filter(|l| l.contains(" hostile ")).collect();
+    each_begins_a_line(
+        &rows,
+        &[
+            "find_occurrences a*128K in a*256K ",
+            "tx/1 10,000 one-char edits, 100K text ",
+            "replay of that tx/1 attempt ",
+            "tx/2 10,000 spans ascending, 200K text ",
+            "tx/2 10,000 spans descending, 200K text ",
+            "replay of the ascending tx/2 attempt ",
+            "preview 10,000 spans, 200K text ",
+        ],
+    );
+    assert_eq!(rows.len(), 7, "{stdout}");
+    for row in rows {
+        // `hostile N ms   plain N ms   ratio N   before N ms`
+        let words: Vec<&str> = row.split_whitespace().collect();
+        for label in ["hostile", "plain", "ratio", "before"] {
+            let at = words.iter().position(|w| *w == label).expect(label);
+            assert!(number(words[at + 1]) >= 0.0, "{label} in {row}");
+        }
+    }
+}
+
+// docs/benchmarks.md, "Structural observation (issue 8)": an outline of about 1 MiB in each of
+// the eight languages, with no parse error in any of the generated texts.
+#[test]
+fn the_outline_bench_example_outlines_every_language() {
+    let stdout = succeeds_with(
+        &example("outline_bench"),
+        &[] as &[&str],
+        &[("OUTLINE_BENCH_RUNS", "1")],
+    );
+    let rows: Vec<Vec<&str>> = stdout
+        .lines()
+        .skip(1)
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    let languages: Vec<&str> = rows.iter().map(|r| r[0]).collect();
+    assert_eq!(
+        languages,
+        [
+            "python",
+            "typescript",
+            "json",
+            "markdown",
+            "yaml",
+            "toml",
+            "shell",
+            "javascript"
+        ],
+        "{stdout}"
+    );
+    for r in &rows {
+        // language, bytes, lines, symbols, errors, outline ms, "ms", parse ms, "ms"
+        assert!(number(r[1]) >= 1_048_576.0 && number(r[3]) > 0.0, "{r:?}");
+        assert_eq!(r[4], "false", "{r:?}");
+        assert!(number(r[5]) > 0.0 && number(r[7]) > 0.0, "{r:?}");
+    }
+    // One language, as the argument names it.
+    let stdout = succeeds_with(
+        &example("outline_bench"),
+        &["toml"],
+        &[("OUTLINE_BENCH_RUNS", "1")],
+    );
+    assert_eq!(stdout.lines().count(), 2, "{stdout}");
+    assert!(
+        stdout
+            .lines()
+            .nth(1)
+            .is_some_and(|l| l.starts_with("toml ")),
+        "{stdout}"
+    );
+}
+
+// docs/benchmarks.md, "Issue 21, item 2": the outline after a 32-group commit, made from the
+// kept tree; the example asserts in each round that it equals a fresh outline.
+#[test]
+fn the_incremental_bench_example_checks_the_incremental_outline() {
+    let stdout = succeeds(&example("incremental_bench"), &["1"]);
+    assert_eq!(
+        labels(&stdout, "| outline of 1 MiB after a 32-group commit", &[1]),
+        [
+            "fresh parse + outline (today)",
+            "incremental (diff + edit + reparse + outline)",
+            "- diff of the two texts",
+            "- Tree::edit x 32",
+            "- reparse with the edited tree",
+        ]
+    );
+    each_begins_a_line(
+        &stdout.lines().collect::<Vec<_>>(),
+        &[
+            "ratio fresh / incremental: ",
+            "reparse after 32 changes clustered at the start: ",
+            "reparse with no change at all: ",
+        ],
+    );
+}
+
+// docs/reliability.md, "Hostile input" (issue 14): each shape through the parser helper, its
+// answer and peak memory. The 509-byte YAML that once took PostgreSQL down ends only the
+// helper; every other shape is answered.
+#[test]
+fn the_helper_bench_example_answers_every_shape_in_the_helper() {
+    let stdout = succeeds_with(
+        &example("helper_bench"),
+        &[parser_helper()],
+        &[("HELPER_BENCH_RUNS", "1")],
+    );
+    let rows: Vec<&str> = stdout
+        .lines()
+        .skip(1)
+        .take_while(|l| !l.is_empty())
+        .collect();
+    assert_eq!(rows.len(), 8, "{stdout}");
+    for row in &rows {
+        let died = row.contains("helper died");
+        assert_eq!(
+            died,
+            row.starts_with("yaml '- ' x254 + 'x' (509 bytes)"),
+            "{row}"
+        );
+        assert!(
+            died || row.contains(" symbols ") || row.contains(" parser_limit "),
+            "{row}"
+        );
+        assert!(
+            number(row.split_whitespace().last().unwrap()) > 0.0,
+            "{row}"
+        );
+    }
+    assert!(
+        stdout.contains("\ncold 1 MiB python outline, median of 1: helper "),
+        "{stdout}"
+    );
+}
+
+// docs/benchmarks.md, "Workspace publication (issue 7)": a publishing save over real stdio next
+// to write + rename; every call in it must be accepted or saved.
+#[test]
+fn the_workspace_bench_example_times_a_publishing_save() {
+    let stdout = succeeds_with(
+        &example("workspace_bench"),
+        &["1"],
+        &[
+            ("PATCHDIFF_TEST_DSN", &dsn()),
+            ("PATCHDIFF_MCP_BIN", &mcp_bin()),
+        ],
+    );
+    assert_eq!(
+        table(&stdout, "| measure | median |")
+            .iter()
+            .map(|r| r[0].as_str())
+            .collect::<Vec<_>>(),
+        [
+            "write + fsync + rename + fsync dir",
+            "publishing SAVE (sync_workspace)",
+            "import + edit + publishing SAVE",
+        ],
+        "{stdout}"
+    );
+}
+
+/// Every example refuses a count of zero, one it cannot read, and a language or program that
+/// is not there, with a message instead of a panic.
+#[test]
+fn every_bench_example_refuses_what_it_cannot_run() {
+    let none: &[&str] = &[];
+    let zero = |option: &str| format!("{option} must be a whole number of at least 1, not \"0\"");
+    for (name, variable) in [
+        ("hostile_bench", "HOSTILE_BENCH_RUNS"),
+        ("outline_bench", "OUTLINE_BENCH_RUNS"),
+        ("helper_bench", "HELPER_BENCH_RUNS"),
+    ] {
+        refuses_with(&example(name), none, &[(variable, "0")], &zero(variable));
+    }
+    refuses_with(
+        &example("hostile_bench"),
+        none,
+        &[("HOSTILE_BENCH_RUNS", "five")],
+        "HOSTILE_BENCH_RUNS must be a whole number of at least 1, not \"five\"",
+    );
+    refuses(&example("incremental_bench"), &["0"], &zero("iterations"));
+    refuses(&example("workspace_bench"), &["0"], &zero("rounds"));
+    refuses(
+        &example("outline_bench"),
+        &["rust"],
+        "no language \"rust\": one of python, typescript",
+    );
+    refuses(
+        &example("helper_bench"),
+        &["/nonexistent/helper"],
+        "the helper \"/nonexistent/helper\" does not start",
+    );
+    refuses_with(
+        &example("workspace_bench"),
+        &["1"],
+        &[
+            ("PATCHDIFF_TEST_DSN", "host=/nonexistent"),
+            ("PATCHDIFF_MCP_BIN", "/nonexistent/mcp"),
+        ],
+        "the server \"/nonexistent/mcp\" does not start",
     );
 }

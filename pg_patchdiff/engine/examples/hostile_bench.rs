@@ -25,11 +25,16 @@ const ID: &str = "11111111-1111-4111-8111-111111111111";
 /// Edits / operations per hostile transaction: the documented cap.
 const MANY: usize = 10_000;
 
+/// `HOSTILE_BENCH_RUNS`, default 5. A median needs a run, so anything but a whole number of at
+/// least 1 is refused (exit 2) rather than taken as the default or left to panic.
 fn runs() -> usize {
-    std::env::var("HOSTILE_BENCH_RUNS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(5)
+    let Ok(value) = std::env::var("HOSTILE_BENCH_RUNS") else {
+        return 5;
+    };
+    value.parse().ok().filter(|&n| n >= 1).unwrap_or_else(|| {
+        eprintln!("HOSTILE_BENCH_RUNS must be a whole number of at least 1, not {value:?}");
+        std::process::exit(2)
+    })
 }
 
 fn median(mut f: impl FnMut()) -> Duration {

@@ -5,6 +5,9 @@
 //!
 //!     cargo build --release -p patchdiff-waymark --bin patchdiff-waymark-helper --example helper_bench
 //!     target/release/examples/helper_bench target/release/patchdiff-waymark-helper
+//!
+//! `HELPER_BENCH_RUNS` (default 7) sets the rounds of the cold outline; a count below 1, or a
+//! helper that does not start, is refused (exit 2).
 
 use patchdiff_engine::api::scope::{Language, wire};
 use std::io::{Read, Write};
@@ -23,7 +26,10 @@ fn start(helper: &str) -> Child {
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
-        .expect("the helper starts")
+        .unwrap_or_else(|e| {
+            eprintln!("the helper {helper:?} does not start: {e}");
+            std::process::exit(2)
+        })
 }
 
 /// One request: the answer's label and the time.
@@ -75,6 +81,17 @@ fn main() {
     let helper = std::env::args()
         .nth(1)
         .unwrap_or_else(|| "target/release/patchdiff-waymark-helper".into());
+    let rounds = match std::env::var("HELPER_BENCH_RUNS") {
+        Err(_) => 7,
+        Ok(v) => v
+            .parse()
+            .ok()
+            .filter(|&n: &usize| n >= 1)
+            .unwrap_or_else(|| {
+                eprintln!("HELPER_BENCH_RUNS must be a whole number of at least 1, not {v:?}");
+                std::process::exit(2)
+            }),
+    };
     let key = |n: usize| "k".repeat(n);
     let shapes: Vec<(&str, Language, String)> = vec![
         (
@@ -140,7 +157,7 @@ fn main() {
     let text = python_1mib();
     let mut through = Vec::new();
     let mut inside = Vec::new();
-    for _ in 0..7 {
+    for _ in 0..rounds {
         let t = Instant::now();
         let mut h = start(&helper);
         let _ = ask(&mut h, Language::Python, &text);
@@ -153,11 +170,11 @@ fn main() {
     through.sort();
     inside.sort();
     let (a, b) = (
-        through[3].as_secs_f64() * 1e3,
-        inside[3].as_secs_f64() * 1e3,
+        through[rounds / 2].as_secs_f64() * 1e3,
+        inside[rounds / 2].as_secs_f64() * 1e3,
     );
     println!(
-        "\ncold 1 MiB python outline, median of 7: helper {a:.1} ms (start-up included), in process {b:.1} ms, ratio {:.2}",
+        "\ncold 1 MiB python outline, median of {rounds}: helper {a:.1} ms (start-up included), in process {b:.1} ms, ratio {:.2}",
         a / b
     );
 }

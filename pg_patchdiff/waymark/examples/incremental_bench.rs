@@ -58,7 +58,13 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 fn main() {
-    let n: usize = std::env::args().nth(1).map_or(15, |a| a.parse().unwrap());
+    // A median needs a round: anything but a whole number of at least 1 is refused (exit 2).
+    let n: usize = std::env::args().nth(1).map_or(15, |a| {
+        a.parse().ok().filter(|&n| n >= 1).unwrap_or_else(|| {
+            eprintln!("iterations must be a whole number of at least 1, not {a:?}");
+            std::process::exit(2)
+        })
+    });
     let (mut text, functions) = module(1 << 20);
     println!("{} bytes of python, {n} rounds", text.len());
     let mut trees = Trees::new(4, 64 << 20);

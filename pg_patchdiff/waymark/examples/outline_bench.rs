@@ -1,6 +1,10 @@
-//! Outline throughput on ~1 MiB inputs: prints the median of 5 `outline()` runs per language.
+//! Outline throughput on ~1 MiB inputs: prints the median of 5 `outline()` runs per language
+//! (and of as many parses alone).
 //!
 //! Run: `cargo run --release -p patchdiff-waymark --example outline_bench [language]`
+//!
+//! `OUTLINE_BENCH_RUNS` (default 5) sets the runs per median; a language that is not one of the
+//! eight, or a count below 1, is refused (exit 2).
 
 use std::time::{Duration, Instant};
 
@@ -167,6 +171,27 @@ fn median(mut runs: Vec<Duration>) -> Duration {
 }
 
 fn main() {
+    // An optional argument restricts the run to one language (`outline_bench json`).
+    let only = std::env::args().nth(1);
+    if let Some(o) = only
+        .as_deref()
+        .filter(|o| !Language::ALL.iter().any(|l| l.name() == *o))
+    {
+        let names: Vec<&str> = Language::ALL.iter().map(|l| l.name()).collect();
+        eprintln!("no language {o:?}: one of {}", names.join(", "));
+        std::process::exit(2);
+    }
+    let rounds = match std::env::var("OUTLINE_BENCH_RUNS") {
+        Err(_) => 5,
+        Ok(v) => v
+            .parse()
+            .ok()
+            .filter(|&n: &usize| n >= 1)
+            .unwrap_or_else(|| {
+                eprintln!("OUTLINE_BENCH_RUNS must be a whole number of at least 1, not {v:?}");
+                std::process::exit(2)
+            }),
+    };
     let inputs: [(Language, String); 8] = [
         (Language::Python, python()),
         (Language::TypeScript, typescript()),
@@ -181,8 +206,6 @@ fn main() {
         "{:<11} {:>9} {:>7} {:>9} {:>7} {:>14} {:>15}",
         "language", "bytes", "lines", "symbols", "errors", "outline median", "parse-only med."
     );
-    // An optional argument restricts the run to one language (`outline_bench json`).
-    let only = std::env::args().nth(1);
     for (language, text) in inputs {
         if only.as_deref().is_some_and(|o| o != language.name()) {
             continue;
@@ -192,7 +215,7 @@ fn main() {
         let mut symbols = 0;
         let mut errors = false;
         // Interleaved, so that machine load affects both columns alike.
-        for _ in 0..5 {
+        for _ in 0..rounds {
             let t = Instant::now();
             let o = outline(language, &text).expect("under the outline caps");
             runs.push(t.elapsed());
