@@ -9,6 +9,8 @@
 //! `HELPER_BENCH_RUNS` (default 7) sets the rounds of the cold outline; a count below 1, or a
 //! helper that does not start, is refused (exit 2).
 
+mod common;
+
 use patchdiff_engine::api::scope::{Language, wire};
 use std::io::{Read, Write};
 use std::process::{Child, Command, Stdio};
@@ -81,17 +83,7 @@ fn main() {
     let helper = std::env::args()
         .nth(1)
         .unwrap_or_else(|| "target/release/patchdiff-waymark-helper".into());
-    let rounds = match std::env::var("HELPER_BENCH_RUNS") {
-        Err(_) => 7,
-        Ok(v) => v
-            .parse()
-            .ok()
-            .filter(|&n: &usize| n >= 1)
-            .unwrap_or_else(|| {
-                eprintln!("HELPER_BENCH_RUNS must be a whole number of at least 1, not {v:?}");
-                std::process::exit(2)
-            }),
-    };
+    let rounds = common::count_from_env("HELPER_BENCH_RUNS", 7);
     let key = |n: usize| "k".repeat(n);
     let shapes: Vec<(&str, Language, String)> = vec![
         (

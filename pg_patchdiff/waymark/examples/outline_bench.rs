@@ -6,6 +6,8 @@
 //! `OUTLINE_BENCH_RUNS` (default 5) sets the runs per median; a language that is not one of the
 //! eight, or a count below 1, is refused (exit 2).
 
+mod common;
+
 use std::time::{Duration, Instant};
 
 use patchdiff_waymark::{Language, outline};
@@ -181,17 +183,7 @@ fn main() {
         eprintln!("no language {o:?}: one of {}", names.join(", "));
         std::process::exit(2);
     }
-    let rounds = match std::env::var("OUTLINE_BENCH_RUNS") {
-        Err(_) => 5,
-        Ok(v) => v
-            .parse()
-            .ok()
-            .filter(|&n: &usize| n >= 1)
-            .unwrap_or_else(|| {
-                eprintln!("OUTLINE_BENCH_RUNS must be a whole number of at least 1, not {v:?}");
-                std::process::exit(2)
-            }),
-    };
+    let rounds = common::count_from_env("OUTLINE_BENCH_RUNS", 5);
     let inputs: [(Language, String); 8] = [
         (Language::Python, python()),
         (Language::TypeScript, typescript()),
