@@ -377,7 +377,7 @@ fn patchdiff_submit(
         source,
         include_correlation_id,
     };
-    let args = match typed.arguments() {
+    let args = match typed.arguments(max_argument_bytes()) {
         Ok(args) => args,
         Err(answer) => return out(&answer),
     };

@@ -1035,6 +1035,14 @@ mod tests {
         .unwrap()
         .unwrap();
         assert!(r.contains("arguments_too_large"), "{r}");
+        // The typed form's text arguments count too: a small `edits` with a large `intent`.
+        let r: String = Spi::get_one_with_args(
+            "SELECT patchdiff_submit(target_file_id => $1::uuid, intent => $2, edits => '[{\"match\":\"abc\",\"replace\":\"x\"}]', expected_target_version => 0)::text",
+            &[t.as_str().into(), big.as_str().into()],
+        )
+        .unwrap()
+        .unwrap();
+        assert!(r.contains("arguments_too_large"), "{r}");
         assert_eq!((log_rows(&t), content(&t)), (0, "abc\n".to_owned()));
         Spi::run("RESET patchdiff.max_argument_bytes").unwrap();
         assert_eq!(
@@ -1128,6 +1136,39 @@ mod tests {
         match r {
             Ok(r) => panic!("the search swallowed the cancel: {r}"),
             Err(e) => std::panic::resume_unwind(e),
+        }
+    }
+
+    /// Issue 15 item 2 ("a forged cursor is refused"), in SQL: a cursor whose microseconds the
+    /// page query cannot turn into a timestamp is `invalid_cursor`, not SQL error 22008
+    /// (interval or timestamp out of range, which ended the caller's transaction); the edges
+    /// of what is accepted run the query and page normally.
+    #[pg_test]
+    fn list_targets_refuses_a_cursor_beyond_any_timestamp() {
+        init("listed\n");
+        let uuid = "00000000-0000-0000-0000-000000000000";
+        for us in [
+            "9223372036854775807",
+            "-300000000000000000",
+            "4611686018427387905",
+        ] {
+            let r = call(
+                "patchdiff_list_targets",
+                json!({"cursor": format!("{us}.{uuid}")}),
+            );
+            assert_eq!(r["code"], "invalid_cursor", "{us}: {r}");
+        }
+        // The newest possible cursor pages from the newest target; the oldest finds none.
+        for (us, some) in [
+            ("4611686018427387904", true),
+            ("-210866803200000000", false),
+        ] {
+            let r = call(
+                "patchdiff_list_targets",
+                json!({"cursor": format!("{us}.{uuid}")}),
+            );
+            assert_eq!(r["status"], "ok", "{us}: {r}");
+            assert_eq!(r["count"].as_u64().unwrap() > 0, some, "{us}: {r}");
         }
     }
 }

@@ -379,8 +379,17 @@ async fn unknown_targets_and_caps_write_nothing() {
     let many: Vec<Value> = (0..33).map(|_| edit(&a, 0, "alpha", "beta")).collect();
     let mut own_key = edit(&a, 0, "alpha", "beta");
     own_key["client_request_id"] = json!("mine");
+    // 10,001 edits in two members: each under its own cap of 10,000, together over the
+    // changeset's (one submission's work, docs/sql-api.md).
+    let heavy = |id: &str, n: usize| {
+        let mut m = edit(id, 0, "alpha", "alpha");
+        m["edits"] = Value::Array(vec![m["edits"][0].clone(); n]);
+        m
+    };
+    let over = json!({"members": [heavy(&a, 5_000), heavy(unknown, 5_001)]});
     for (args, code) in [
         (json!({"members": many}), "too_many_members"),
+        (over, "too_many_changes"),
         (
             json!({"members": [edit(&a, 0, "alpha", "beta"), edit(&a, 0, "x", "y")]}),
             "duplicate_target",

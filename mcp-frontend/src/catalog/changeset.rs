@@ -7,7 +7,9 @@ use super::schema::{
 use super::submissions::{edit_item, operation_item};
 use super::{Declaration, Kind};
 use crate::tool::Tool;
-use patchdiff_engine::wire::changeset::{CHANGESET_MAX_BYTES, CHANGESET_MAX_MEMBERS};
+use patchdiff_engine::wire::changeset::{
+    CHANGESET_MAX_BYTES, CHANGESET_MAX_CHANGES, CHANGESET_MAX_MEMBERS,
+};
 use serde_json::{Map, Value, json};
 
 /// Example targets: a function's file and a caller's file.
@@ -56,7 +58,7 @@ pub(super) fn tools() -> Vec<Declaration> {
         meta: None,
         title: "Submit changeset",
         description: format!(
-            "Several guarded proposals on different targets, all or nothing: each member is the arguments of patchdiff_submit_edits (edits) or patchdiff_submit_operations (operations), with its own guards. Every member is accepted and applied, or none is (each is logged rejected, naming the failing member). One client_request_id covers the whole changeset; members carry none. At most {CHANGESET_MAX_MEMBERS} members, {CHANGESET_MAX_BYTES} bytes, each target once. {GUARD_RULE}"
+            "Several guarded proposals on different targets, all or nothing: each member is the arguments of patchdiff_submit_edits (edits) or patchdiff_submit_operations (operations), with its own guards. Every member is accepted and applied, or none is (each is logged rejected, naming the failing member). One client_request_id covers the whole changeset; members carry none. At most {CHANGESET_MAX_MEMBERS} members, {CHANGESET_MAX_CHANGES} edits and operations in all, {CHANGESET_MAX_BYTES} bytes, each target once. {GUARD_RULE}"
         ),
         kind: Kind::Submit,
         params: vec![

@@ -92,7 +92,9 @@ pub mod wire {
     }
     /// `patchdiff_submit_changeset`: its argument names and caps.
     pub mod changeset {
-        pub use crate::contract::limits::{CHANGESET_MAX_BYTES, CHANGESET_MAX_MEMBERS};
+        pub use crate::contract::limits::{
+            CHANGESET_MAX_BYTES, CHANGESET_MAX_CHANGES, CHANGESET_MAX_MEMBERS,
+        };
         pub use crate::submission::changeset::{SUBMIT_CHANGESET_ARGS, SUBMIT_CHANGESET_REQUIRED};
     }
     /// Protocol words of the formats tools/list describes.

@@ -126,12 +126,17 @@ pub fn oversized(text: &str) -> Result<(), ArgError> {
         return Ok(());
     };
     let (size, max) = rest.split_once(':').unwrap_or((rest, "?"));
-    Err(ArgError::new(
+    Err(too_large(size, max))
+}
+
+/// `invalid_argument` / `arguments_too_large`: arguments of `size` bytes under a limit of `max`.
+pub fn too_large(size: impl std::fmt::Display, max: impl std::fmt::Display) -> ArgError {
+    ArgError::new(
         "arguments_too_large",
         format!(
             "the arguments are {size} bytes, over this server's limit of {max} bytes (patchdiff.max_argument_bytes); nothing was read or written"
         ),
-    ))
+    )
 }
 
 /// A parsed argument object: checked for unknown names, with typed accessors.

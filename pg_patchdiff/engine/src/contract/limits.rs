@@ -166,3 +166,9 @@ pub const OBSERVE_QUERY_MAX_BYTES: usize = 4_096;
 /// 4 MiB of argument text for the whole changeset, both refused before any target is locked.
 pub const CHANGESET_MAX_MEMBERS: usize = 32;
 pub const CHANGESET_MAX_BYTES: usize = 4 * 1024 * 1024;
+/// The edits and operations of all members together: one submission's cap ([`TX1_MAX_EDITS`],
+/// [`TX2_MAX_OPERATIONS`]), so that a changeset can cost no more work than one submission can.
+/// Without it, 32 members of up to 10,000 each fit in the byte cap (a compact edit is about 30
+/// bytes: some 150,000 of them), each match edit scanning its whole target: 16,000 edits on
+/// 4 MiB targets took 14 s. Code `too_many_changes`.
+pub const CHANGESET_MAX_CHANGES: usize = 10_000;

@@ -593,7 +593,28 @@ mod tests {
     /// member with its own key, neither or both formats, over the byte cap, too deep.
     #[test]
     fn caps_and_hostile_input_are_refused_before_any_lock() {
-        use crate::contract::limits::{CHANGESET_MAX_BYTES, CHANGESET_MAX_MEMBERS};
+        use crate::contract::limits::{
+            CHANGESET_MAX_BYTES, CHANGESET_MAX_CHANGES, CHANGESET_MAX_MEMBERS,
+        };
+        // Two members of 5,000 edits or operations each are at the cap; one more is over it.
+        let changes = |n: usize, key: &str, target: &str| {
+            let mut m = edit(target, "a", "b");
+            let one = m["edits"][0].clone();
+            m.as_object_mut().unwrap().remove("edits");
+            m[key] = Value::Array(vec![one; n]);
+            m
+        };
+        let half = CHANGESET_MAX_CHANGES / 2;
+        let at_cap =
+            json!({"members": [changes(half, "edits", A), changes(half, "operations", B)]});
+        let r = submit_changeset(
+            &mut Memory::with(&[(A, "a\n"), (B, "a\n")]),
+            &at_cap.to_string(),
+            Settings::default(),
+        );
+        assert_ne!(r["code"], "too_many_changes", "{r}");
+        let over =
+            json!({"members": [changes(half, "edits", A), changes(half + 1, "operations", B)]});
         let many: Vec<Value> = (0..=CHANGESET_MAX_MEMBERS)
             .map(|i| edit(&format!("aaaaaaaa-0000-4000-8000-{i:012}"), "a", "b"))
             .collect();
@@ -631,6 +652,7 @@ mod tests {
             ),
             (format!("{{\"members\": {deep}"), "invalid_json"),
             (big, "changeset_too_large"),
+            (over.to_string(), "too_many_changes"),
         ] {
             let mut s = Memory::with(&[(A, "a\n"), (B, "a\n")]);
             let r = submit_changeset(&mut s, &args, Settings::default());

@@ -3,7 +3,7 @@
 //! mode, the observed route's observations, fresh admission, evaluation, the attempt and its
 //! consumptions, the answer, and near misses.
 
-use crate::contract::args::{ArgError, not_found, oversized};
+use crate::contract::args::{ArgError, not_found, oversized, too_large};
 use crate::contract::json::{LITERAL, to_string};
 use crate::contract::words::Status;
 use crate::drive::store::{Store, StoredTarget};
@@ -333,15 +333,28 @@ pub struct TypedEdits<'a> {
 impl TypedEdits<'_> {
     /// The patchdiff_submit_edits argument text these name, or the answer when `edits` is too
     /// large or not JSON. NULLs become omitted arguments, so they meet the same checks as over
-    /// JSON.
-    pub fn arguments(self) -> Result<String, Value> {
+    /// JSON. The text arguments together are held to `max_argument_bytes`
+    /// (`patchdiff.max_argument_bytes`) as one `json` argument is: a 100 MB `intent` used to be
+    /// copied into an argument text and parsed before its own cap refused it.
+    pub fn arguments(self, max_argument_bytes: usize) -> Result<String, Value> {
         const TOOL: &str = "patchdiff_submit";
+        if let Some(Err(e)) = self.edits.map(oversized) {
+            return Err(e.to_json(TOOL));
+        }
+        let texts = [
+            self.edits.map(str::len),
+            self.intent.as_ref().map(String::len),
+            self.expected_current_hash.as_ref().map(String::len),
+            self.client_request_id.as_ref().map(String::len),
+            self.source.as_ref().map(String::len),
+        ];
+        let size: usize = texts.iter().flatten().sum();
+        if size > max_argument_bytes {
+            return Err(too_large(size, max_argument_bytes).to_json(TOOL));
+        }
         let mut m = Map::new();
         if let Some(id) = self.target_file_id {
             m.insert("target_file_id".into(), json!(id));
-        }
-        if let Some(Err(e)) = self.edits.map(oversized) {
-            return Err(e.to_json(TOOL));
         }
         match self.edits.map(serde_json::from_str::<Value>) {
             Some(Ok(v)) => {
@@ -976,5 +989,39 @@ mod tests {
         );
         assert_eq!(r["code"], "OBSERVATION_REQUIRED", "{r}");
         assert_eq!(s.writes(), ["write_attempt"]);
+    }
+
+    /// Resource bounds (docs/reliability.md): the typed entry point's text arguments count
+    /// together against `patchdiff.max_argument_bytes`, as one `json` argument does; at the
+    /// limit they are read, one byte over they are refused before any JSON is built.
+    #[test]
+    fn typed_text_arguments_count_against_the_argument_limit() {
+        let typed = |intent: &str, source: &str| TypedEdits {
+            target_file_id: Some(T.into()),
+            intent: Some(intent.into()),
+            edits: Some("[]"),
+            expected_target_version: Some(0),
+            expected_current_hash: None,
+            client_request_id: Some("k".into()),
+            parent_pdcp_log_id: None,
+            attempt: None,
+            source: Some(source.into()),
+            include_correlation_id: None,
+        };
+        // "[]" + intent + "k" + source: 2 + 10 + 1 + 3 = 16 bytes.
+        assert!(typed("0123456789", "sql").arguments(16).is_ok());
+        let r = typed("0123456789", "sql").arguments(15).unwrap_err();
+        assert_eq!(
+            (&r["status"], &r["code"]),
+            (&json!("invalid_argument"), &json!("arguments_too_large")),
+            "{r}"
+        );
+        assert!(
+            r["failure_detail"].as_str().is_some_and(|d| d
+                .starts_with("the arguments are 16 bytes, over this server's limit of 15 bytes")),
+            "{r}"
+        );
+        let r = typed("i", &"s".repeat(100)).arguments(64).unwrap_err();
+        assert_eq!(r["code"], "arguments_too_large", "{r}");
     }
 }

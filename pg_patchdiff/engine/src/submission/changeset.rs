@@ -8,7 +8,7 @@
 
 use crate::contract::args::{ArgError, Args};
 use crate::contract::json::{CANONICAL, LITERAL, to_string, type_name};
-use crate::contract::limits::{CHANGESET_MAX_BYTES, CHANGESET_MAX_MEMBERS};
+use crate::contract::limits::{CHANGESET_MAX_BYTES, CHANGESET_MAX_CHANGES, CHANGESET_MAX_MEMBERS};
 use crate::submission::submit::{self, Submission, valid_request_key};
 use crate::text::sha256_hex;
 use serde_json::{Value, json};
@@ -93,6 +93,24 @@ pub fn parse(text: &str) -> Result<Changeset, ArgError> {
         )
         .with("limit", json!(CHANGESET_MAX_MEMBERS))
         .with("actual", json!(members.len())));
+    }
+    // Counted before any member is parsed (a member's own parser refuses what is not an array).
+    let changes: usize = members
+        .iter()
+        .filter_map(|m| match m.get("edits").or_else(|| m.get("operations")) {
+            Some(Value::Array(a)) => Some(a.len()),
+            _ => None,
+        })
+        .sum();
+    if changes > CHANGESET_MAX_CHANGES {
+        return Err(ArgError::new(
+            "too_many_changes",
+            format!(
+                "the changeset's members hold {changes} edits and operations in all, over the limit of {CHANGESET_MAX_CHANGES} (one submission's)"
+            ),
+        )
+        .with("limit", json!(CHANGESET_MAX_CHANGES))
+        .with("actual", json!(changes)));
     }
     let mut out: Vec<Member> = Vec::with_capacity(members.len());
     for (index, m) in members.into_iter().enumerate() {

@@ -163,9 +163,19 @@ fn cursor(created_at_us: i64, id: &str) -> String {
     format!("{created_at_us}.{id}")
 }
 
+/// The microseconds a cursor may hold: from PostgreSQL's first `timestamptz` (4714-11-24 BC) to
+/// 2^62 (about year 148,000), where the page query's `$5::int8 * interval '1 microsecond'` (a
+/// `float8` product) and `'epoch' + ...` stay in range. Every cursor a page hands out is inside;
+/// a forged one outside used to end the call, and the caller's transaction, with SQL error 22008
+/// (interval or timestamp out of range) instead of `invalid_cursor`.
+const CURSOR_MICROSECONDS: std::ops::RangeInclusive<i64> = -210_866_803_200_000_000..=1 << 62;
+
 fn parse_cursor(s: &str) -> Option<(i64, String)> {
     let (us, id) = s.split_once('.')?;
-    let us: i64 = us.parse().ok()?;
+    let us: i64 = us
+        .parse()
+        .ok()
+        .filter(|us| CURSOR_MICROSECONDS.contains(us))?;
     Some((us, canonical_uuid(id)?))
 }
 
@@ -349,6 +359,21 @@ mod tests {
             code(parse_list_targets(r#"{"cursor":"x"}"#)),
             "invalid_cursor"
         );
+        // Microseconds outside what the page query can turn into a timestamp: refused here, not
+        // left to end the statement with an SQL error (tests/tests/tenancy.rs runs them in SQL).
+        let uuid = "00000000-0000-0000-0000-000000000000";
+        for us in [
+            "9223372036854775807",
+            "4611686018427387905",
+            "-210866803200000001",
+        ] {
+            let forged = json!({ "cursor": format!("{us}.{uuid}") }).to_string();
+            assert_eq!(code(parse_list_targets(&forged)), "invalid_cursor", "{us}");
+        }
+        for us in ["4611686018427387904", "-210866803200000000", "0"] {
+            let edge = json!({ "cursor": format!("{us}.{uuid}") }).to_string();
+            assert!(parse_list_targets(&edge).is_ok(), "{us}");
+        }
         assert_eq!(
             code(parse_list_targets(r#"{"filename_prefix":7}"#)),
             "invalid_filename_prefix"
