@@ -532,13 +532,17 @@ impl Flags {
     }
 }
 
-/// Stage 4 for side `f` against `other`.
+/// Stage 4 for side `f` against `other`. Every step over a line (walking, or sliding a run of
+/// changes by one line) counts towards an interrupt check, as the earlier stages' steps do: a
+/// run slides as far as its lines repeat, so its steps grow with the text.
 fn shift_boundaries(changed: &mut Flags, other: &Flags, equivs: &[usize]) {
     let i_end = equivs.len() as isize;
     let eq = |a: isize, b: isize| equivs[a as usize] == equivs[b as usize];
+    let mut ticks = interrupt::Every::new(interrupt::SEARCH_INTERVAL);
     let (mut i, mut j): (isize, isize) = (0, 0);
     loop {
         while i < i_end && !changed.get(i) {
+            ticks.tick();
             loop {
                 let v = other.get(j);
                 j += 1;
@@ -553,6 +557,7 @@ fn shift_boundaries(changed: &mut Flags, other: &Flags, equivs: &[usize]) {
         }
         let mut start = i;
         loop {
+            ticks.tick();
             i += 1;
             if !changed.get(i) {
                 break;
@@ -565,6 +570,7 @@ fn shift_boundaries(changed: &mut Flags, other: &Flags, equivs: &[usize]) {
         loop {
             let runlength = i - start;
             while start != 0 && eq(start - 1, i - 1) {
+                ticks.tick();
                 start -= 1;
                 changed.set(start, true);
                 i -= 1;
@@ -581,6 +587,7 @@ fn shift_boundaries(changed: &mut Flags, other: &Flags, equivs: &[usize]) {
             }
             corresponding = if other.get(j - 1) { i } else { i_end };
             while i != i_end && eq(start, i) {
+                ticks.tick();
                 changed.set(start, false);
                 start += 1;
                 changed.set(i, true);
@@ -601,6 +608,7 @@ fn shift_boundaries(changed: &mut Flags, other: &Flags, equivs: &[usize]) {
             }
         }
         while corresponding < i {
+            ticks.tick();
             start -= 1;
             changed.set(start, true);
             i -= 1;

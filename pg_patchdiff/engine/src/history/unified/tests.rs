@@ -348,6 +348,34 @@ fn a_long_diff_stops_at_an_interrupt() {
     ));
 }
 
+/// The same for stage 4: a run of changes among repeated lines slides over all of them (up to
+/// the first line, then back down to the last), 2 x 100,000 steps here, and those steps check
+/// for interrupts as every earlier stage's do. The run ends where GNU diff leaves it.
+#[test]
+fn sliding_boundaries_check_for_interrupts() {
+    use crate::contract::interrupt::{SEARCH_INTERVAL, testing};
+    let n: isize = 100_000;
+    // Side 0: n equal lines, the last one deleted; side 1: n - 1 of them, unchanged.
+    let equivs = vec![1usize; n as usize];
+    let mut changed = Flags(vec![false; n as usize + 2]);
+    changed.set(n - 1, true);
+    let other = Flags(vec![false; n as usize + 1]);
+    testing::arm(None);
+    shift_boundaries(&mut changed, &other, &equivs);
+    assert!(
+        testing::calls() >= (2 * n as u64) / u64::from(SEARCH_INTERVAL),
+        "{} checks",
+        testing::calls()
+    );
+    let at: Vec<isize> = (0..n).filter(|&i| changed.get(i)).collect();
+    assert_eq!(at, [n - 1]);
+    assert!(testing::interrupted_after(3, || {
+        let mut changed = Flags(vec![false; n as usize + 2]);
+        changed.set(n - 1, true);
+        shift_boundaries(&mut changed, &other, &equivs);
+    }));
+}
+
 /// GNU's discard rules at larger sizes: frequent lines ("", braces) that match more than
 /// 5·√n lines become provisional discards inside runs of unique lines, on both sides.
 #[test]
