@@ -360,7 +360,7 @@ mod tests {
             "invalid_cursor"
         );
         // Microseconds outside what the page query can turn into a timestamp: refused here, not
-        // left to end the statement with an SQL error (tests/tests/tenancy.rs runs them in SQL).
+        // left to end the statement with an SQL error (pg_patchdiff/src/tests.rs runs them in SQL).
         let uuid = "00000000-0000-0000-0000-000000000000";
         for us in [
             "9223372036854775807",
