@@ -1084,6 +1084,7 @@ impl Server {
             json!({"status": "accepted", "target_file_id": entry.target_file_id,
             "version": entry.version, "current_hash": entry.hash}),
             entry,
+            true,
         )
         .await
     }
@@ -1136,11 +1137,14 @@ impl Server {
             last_call: None,
             target_file_id: entry.target_file_id.clone(),
         };
-        self.publish(ws, path, rel, &save, v, after).await
+        self.publish(ws, path, rel, &save, v, after, false).await
     }
 
     /// The publishing SAVE of the open transaction, then the answer: `submitted` with the
     /// publication's receipt, or the workspace profile's refusal or partial outcome.
+    /// `may_create`: the file is new (its import is in this transaction); any other publication
+    /// refuses a file that is no longer on disk.
+    #[allow(clippy::too_many_arguments)]
     async fn publish(
         &mut self,
         ws: &Workspace,
@@ -1149,12 +1153,14 @@ impl Server {
         save: &Value,
         submitted: Value,
         after: Entry,
+        may_create: bool,
     ) -> Submitted {
         let answer = publish_in_transaction(
             &mut self.db,
             ws,
             "patchdiff_save",
             &to_string(save, LITERAL),
+            may_create,
         )
         .await;
         match answer {

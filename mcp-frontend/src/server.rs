@@ -668,7 +668,8 @@ impl Server {
             .workspace
             .as_ref()
             .expect("save_mode checked the workspace");
-        let a = publish_in_transaction(&mut self.db, ws, name, args).await;
+        // A workspace target was imported from a file: a missing one is never re-created.
+        let a = publish_in_transaction(&mut self.db, ws, name, args, false).await;
         self.result(a.text, a.value, a.is_error)
     }
 
@@ -741,6 +742,7 @@ pub(crate) async fn publish_in_transaction(
     ws: &Workspace,
     name: &str,
     args: &str,
+    may_create: bool,
 ) -> PublishAnswer {
     let unknown = |why: String| {
         PublishAnswer::error(json!({"status": "outcome_unknown", "tool": name,
@@ -791,10 +793,11 @@ pub(crate) async fn publish_in_transaction(
             };
         }
     };
-    let Some(p) = parse_publication(&publication) else {
+    let Some(mut p) = parse_publication(&publication) else {
         db.rollback().await;
         return unknown("the SAVE result carried a malformed workspace_publication".into());
     };
+    p.may_create = may_create;
     let target_file_id = value["target_file_id"].clone();
     let partial = |code: &str, receipt: Value, detail: String| {
         PublishAnswer::answer(json!({
@@ -931,6 +934,7 @@ fn parse_publication(v: &Value) -> Option<workspace::Publication> {
         content_sha256: s("content_sha256")?,
         binding_nonce: s("binding_nonce"),
         binding_proof: s("binding_proof"),
+        may_create: false,
     })
 }
 

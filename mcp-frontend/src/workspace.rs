@@ -119,6 +119,11 @@ pub struct Publication {
     /// proofs existed, or by a SQL caller without one.
     pub binding_nonce: Option<String>,
     pub binding_proof: Option<String>,
+    /// Whether the file may be absent and so created. Only the files profile's new file (its
+    /// import and first publication in one transaction) may; any other target was imported from
+    /// a file that existed, so a missing file was deleted or moved on disk since: drift, never
+    /// re-created (which undid a `rm` or `git mv` and gave the file new owner and mode).
+    pub may_create: bool,
 }
 
 /// The `workspace_sync` receipt.
@@ -563,7 +568,20 @@ impl Workspace {
         }
         let parts = validate(&p.relative_path)?;
         self.check_reserved(&parts)?;
-        let parent = self.walk(&parts, true)?;
+        let gone = || {
+            refuse(
+                "external_disk_drift",
+                format!(
+                    "{} is no longer on disk (deleted or moved since it was imported or last published); nothing was created. Re-initialize a target from the file where it is now, if it still exists, before publishing again.",
+                    p.relative_path
+                ),
+            )
+        };
+        // Missing parent directories are created only for a file that may be created.
+        let parent = match self.walk(&parts, p.may_create) {
+            Err(r) if r.code == "workspace_file_not_found" => return Err(gone()),
+            parent => parent?,
+        };
         self.hook("after_walk");
         let lease = Lease::acquire(&parent)?;
         self.hook("after_lease");
@@ -603,6 +621,9 @@ impl Workspace {
             }
         };
         let existing = check("checked under the lease")?;
+        if existing.is_none() && !p.may_create {
+            return Err(gone());
+        }
         let tmp = cstr(&staging_name()?)?;
         let staged = openat(
             parent.as_raw_fd(),
@@ -802,6 +823,7 @@ mod tests {
             content_sha256: sha256_hex(content.as_bytes()),
             binding_nonce: b["nonce"].as_str().map(str::to_owned),
             binding_proof: b["proof"].as_str().map(str::to_owned),
+            may_create: false,
         }
     }
 
@@ -889,7 +911,11 @@ mod tests {
         let root = base.join("root");
         std::fs::write(root.join("a.txt"), "a\n").unwrap();
         let ws = open(&base, &DEFAULT_RESERVED);
-        let good = publication(&ws, "deep/new/dir/planted.sh", b"", "echo pwned\n");
+        // A new file (as the files profile creates one), so that only the proof stands in the way.
+        let good = Publication {
+            may_create: true,
+            ..publication(&ws, "deep/new/dir/planted.sh", b"", "echo pwned\n")
+        };
         let mut cases = vec![];
         let mut p = good.clone();
         p.binding_nonce = None;
@@ -929,6 +955,41 @@ mod tests {
             std::fs::read(root.join("deep/new/dir/planted.sh")).unwrap(),
             b"echo pwned\n"
         );
+        let _ = std::fs::remove_dir_all(&base);
+    }
+
+    /// docs/workspace.md, "Install": the disk must hold the baseline or the bytes being
+    /// published. A file imported from the disk and then deleted or moved (or its directory
+    /// removed) holds neither: `external_disk_drift`, and nothing is created, no directory
+    /// either. Only a publication that may create the file (the files profile's new file)
+    /// creates it.
+    #[test]
+    fn a_bound_file_gone_from_disk_is_not_re_created() {
+        let base = scratch("gone");
+        let root = base.join("root");
+        std::fs::create_dir_all(root.join("dir/sub")).unwrap();
+        std::fs::write(root.join("top.sh"), "echo hi\n").unwrap();
+        std::fs::write(root.join("dir/sub/f.txt"), "a\n").unwrap();
+        let ws = open(&base, &DEFAULT_RESERVED);
+        let top = publication(&ws, "top.sh", b"echo hi\n", "echo bye\n");
+        let deep = publication(&ws, "dir/sub/f.txt", b"a\n", "b\n");
+        std::fs::rename(root.join("top.sh"), root.join("moved.sh")).unwrap();
+        std::fs::remove_dir_all(root.join("dir")).unwrap();
+        for p in [&top, &deep] {
+            assert_eq!(publish_code(&ws, p), Err("external_disk_drift"), "{p:?}");
+        }
+        assert!(!root.join("top.sh").exists() && !root.join("dir").exists());
+        assert_eq!(std::fs::read(root.join("moved.sh")).unwrap(), b"echo hi\n");
+        // Even unedited (the baseline itself), a deleted file stays deleted.
+        let same = publication(&ws, "top.sh", b"echo hi\n", "echo hi\n");
+        assert_eq!(publish_code(&ws, &same), Err("external_disk_drift"));
+        assert!(!root.join("top.sh").exists());
+        let created = Publication {
+            may_create: true,
+            ..deep.clone()
+        };
+        assert_eq!(publish_code(&ws, &created), Ok(()));
+        assert_eq!(std::fs::read(root.join("dir/sub/f.txt")).unwrap(), b"b\n");
         let _ = std::fs::remove_dir_all(&base);
     }
 
