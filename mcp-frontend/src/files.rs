@@ -49,6 +49,11 @@ struct Entry {
 #[derive(Debug, Default)]
 pub struct Files {
     entries: HashMap<String, Entry>,
+    /// Paths whose last publication found their bytes changed on disk (`external_disk_drift`):
+    /// the next look-up imports them again instead of finding their target. The target's text
+    /// can still equal the disk's when only the line endings changed on disk, and then only the
+    /// raw bytes (which the publication compares) tell them apart.
+    reimport: std::collections::HashSet<String>,
 }
 
 /// A line-ending style of a file.
@@ -103,27 +108,54 @@ pub fn request_key(rel: &str, edits: &[(String, String)], base_version: i64) -> 
 }
 
 /// A path of a call as a path relative to the workspace root: absolute under the root (as the
-/// reference server takes them), or already relative.
-pub fn relative(ws: &Workspace, path: &str) -> Result<String, String> {
+/// reference server takes them), or already relative. The part after the root is taken as it
+/// is written, so it meets the workspace's path rules as a relative path does: a trailing `/`,
+/// an empty or a `.` component is refused, not dropped (`Path::strip_prefix` compares
+/// components, and so made `ROOT/f.txt/` name `f.txt`). The root is matched as configured and
+/// as the directory actually opened at start-up ([`Workspace::real_path`]), never resolved
+/// again: a symbolic link re-pointed later changes neither.
+pub fn relative(ws: &Workspace, path: &str) -> Result<String, (&'static str, String)> {
     let p = std::path::Path::new(path);
     if !p.is_absolute() {
         return Ok(path.strip_prefix("./").unwrap_or(path).to_owned());
     }
-    let mut roots = vec![ws.path.clone()];
-    if let Ok(real) = std::fs::canonicalize(&ws.path) {
-        roots.push(real);
-    }
-    for root in roots {
-        if let Ok(rest) = p.strip_prefix(&root) {
-            let rest = rest.to_str().unwrap_or_default();
-            if !rest.is_empty() {
-                return Ok(rest.to_owned());
-            }
+    let roots: Vec<&std::path::Path> = std::iter::once(ws.path.as_path())
+        .chain(ws.real_path.as_deref())
+        .collect();
+    for root in &roots {
+        let root = root.to_str().unwrap_or_default().trim_end_matches('/');
+        if let Some(rest) = path
+            .strip_prefix(root)
+            .and_then(|r| r.strip_prefix('/'))
+            .filter(|r| !r.is_empty())
+        {
+            return Ok(rest.to_owned());
         }
     }
-    Err(format!(
-        "Access denied - path outside allowed directories: {path} not in {}",
-        ws.path.display()
+    // Under the root only in another spelling (`//`, `/./` before or in the root's part).
+    let under = |root: &&std::path::Path| {
+        p.strip_prefix(root)
+            .ok()
+            .filter(|r| !r.as_os_str().is_empty())
+    };
+    if let Some(rest) = roots.iter().find_map(under) {
+        return Err((
+            "workspace_path_ambiguous",
+            format!(
+                "{path} names {} under {} in a spelling with empty or '.' components; write it as {}/{}",
+                rest.display(),
+                ws.path.display(),
+                ws.path.display(),
+                rest.display()
+            ),
+        ));
+    }
+    Err((
+        "workspace_path_outside_root",
+        format!(
+            "Access denied - path outside allowed directories: {path} not in {}",
+            ws.path.display()
+        ),
     ))
 }
 
@@ -525,7 +557,7 @@ impl Server {
             );
         };
         let answer = match relative(&ws, path) {
-            Err(why) => invalid(path, "workspace_path_outside_root", &why),
+            Err((code, why)) => invalid(path, code, &why),
             Ok(rel) => match tool {
                 Tool::ReadFile => self.read_file(&ws, path, &rel, &args).await,
                 Tool::EditFile => self.edit_file(&ws, path, &rel, &args).await,
@@ -566,6 +598,9 @@ impl Server {
     /// else the newest target labelled for this root and path. Its hash may differ from the
     /// disk's: the file changed on disk since it was imported or published (stale).
     async fn find_target(&mut self, ws: &Workspace, rel: &str) -> Result<Option<Entry>, String> {
+        if self.files.reimport.remove(rel) {
+            return Ok(None);
+        }
         if let Some(e) = self.files.entries.get(rel) {
             return Ok(Some(e.clone()));
         }
@@ -1187,6 +1222,11 @@ impl Server {
                     format!(
                         "Error: {path} was written, but its record is uncertain ({code}): {detail}"
                     )
+                } else if code == "external_disk_drift" {
+                    self.files.reimport.insert(rel.to_owned());
+                    format!(
+                        "Error: {path} changed on disk since it was last read; nothing was written and the edits were not applied. Read it again with read_file, then redo the edit."
+                    )
                 } else {
                     format!(
                         "Error: {path} was not written ({code}): {detail} The edits were not applied."
@@ -1219,6 +1259,54 @@ enum Submitted {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// docs/files.md, paths: an absolute path under the root is the rest as written, so the
+    /// workspace's path rules see a trailing `/` or an empty or `.` component (they used to be
+    /// dropped: `ROOT/trail/` created a file `trail`); another spelling of the root is refused as
+    /// ambiguous; the root is matched as opened at start-up, not as a symbolic link now points.
+    #[test]
+    fn absolute_paths_keep_their_spelling_under_the_root() {
+        let base = std::env::temp_dir().join(format!("pd-files-rel-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        std::fs::create_dir_all(base.join("real")).unwrap();
+        std::fs::create_dir_all(base.join("other")).unwrap();
+        std::os::unix::fs::symlink(base.join("real"), base.join("link")).unwrap();
+        let key = crate::binding::BindingKey::from_bytes([7; 32]);
+        let ws = Workspace::open(&base.join("link"), key, vec![], None).unwrap();
+        let (link, real) = (base.join("link"), base.join("real"));
+        let (link, real) = (link.to_str().unwrap(), real.to_str().unwrap());
+        let ok = |p: &str| relative(&ws, p);
+        assert_eq!(ok(&format!("{link}/a/b.txt")), Ok("a/b.txt".into()));
+        assert_eq!(ok(&format!("{real}/a/b.txt")), Ok("a/b.txt".into()));
+        assert_eq!(ok("./a.txt"), Ok("a.txt".into()));
+        // As written: the workspace's rules refuse these later (workspace_path_ambiguous).
+        assert_eq!(ok(&format!("{link}/trail/")), Ok("trail/".into()));
+        assert_eq!(ok(&format!("{link}//f.txt")), Ok("/f.txt".into()));
+        assert_eq!(ok(&format!("{link}/./f.txt")), Ok("./f.txt".into()));
+        let code = |p: String| relative(&ws, &p).unwrap_err().0;
+        let parent = base.to_str().unwrap();
+        assert_eq!(code(format!("/{link}/f.txt")), "workspace_path_ambiguous");
+        assert_eq!(
+            code(format!("{parent}//link/f.txt")),
+            "workspace_path_ambiguous"
+        );
+        assert_eq!(
+            code(format!("{link}x/f.txt")),
+            "workspace_path_outside_root"
+        );
+        assert_eq!(code(format!("{link}/")), "workspace_path_outside_root");
+        // The link re-pointed after start-up: its old target is still the root, its new one not.
+        std::fs::remove_file(base.join("link")).unwrap();
+        std::os::unix::fs::symlink(base.join("other"), base.join("link")).unwrap();
+        let other = base.join("other");
+        let other = other.to_str().unwrap();
+        assert_eq!(
+            code(format!("{other}/victim")),
+            "workspace_path_outside_root"
+        );
+        assert_eq!(ok(&format!("{real}/f.txt")), Ok("f.txt".into()));
+        let _ = std::fs::remove_dir_all(&base);
+    }
 
     /// Issue 19 item 4: CRLF is recognized, so it is kept; mixed endings are refused.
     #[test]

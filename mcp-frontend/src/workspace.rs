@@ -94,6 +94,9 @@ pub struct Hook {
 pub struct Workspace {
     root: OwnedFd,
     pub path: PathBuf,
+    /// The directory opened at start-up, as the kernel names it (`/proc/self/fd`): `path` with
+    /// its symbolic links resolved once, at the moment it was opened.
+    pub real_path: Option<PathBuf>,
     pub device: u64,
     pub inode: u64,
     key: BindingKey,
@@ -402,9 +405,11 @@ impl Workspace {
                 )
             })?;
         let st = fstat(root.as_raw_fd()).map_err(|e| e.to_string())?;
+        let real_path = std::fs::read_link(format!("/proc/self/fd/{}", root.as_raw_fd())).ok();
         Ok(Workspace {
             root,
             path: path.to_owned(),
+            real_path,
             device: st.st_dev,
             inode: st.st_ino,
             key,

@@ -254,6 +254,35 @@ fn a_publication_refused_mid_call_rolls_the_whole_call_back() {
     assert_eq!(state(&target).0, "0");
 }
 
+/// docs/files.md, "read_file of a stale file imports it again ... after which edits apply to
+/// what the agent just read": also when only the line endings changed on disk. The text then
+/// equals the target's, so only the raw bytes, which the publication compares, tell them
+/// apart: the first edit after the change is refused as drift (nothing written), and after a
+/// read the next one applies, in the file's new line endings. Before, every later call was
+/// refused as drift, read or not, until the text itself changed.
+#[test]
+fn a_line_ending_change_on_disk_is_read_again() {
+    let root = scratch("eol-only");
+    let file = root.join("eol.txt");
+    std::fs::write(&file, "a\nb\n").unwrap();
+    let mut s = start(&root, &[]);
+    let (text, _, err) = edit(&mut s, "eol.txt", "b", "B");
+    assert!(!err, "{text}");
+    assert_eq!(std::fs::read(&file).unwrap(), b"a\nB\n");
+    // An editor converts the file to CRLF: the same text, other bytes.
+    std::fs::write(&file, "a\r\nB\r\n").unwrap();
+    let (text, v, err) = edit(&mut s, "eol.txt", "a", "A");
+    assert!(err, "{text}");
+    assert_eq!(v["failure_reason"], "external_disk_drift", "{v}");
+    assert!(text.contains("Read it again with read_file"), "{text}");
+    assert_eq!(std::fs::read(&file).unwrap(), b"a\r\nB\r\n");
+    let (text, _, err) = call(&mut s, "read_file", json!({"path": "eol.txt"}));
+    assert!(!err && text == "a\r\nB\r\n", "{text:?}");
+    let (text, _, err) = edit(&mut s, "eol.txt", "a", "A");
+    assert!(!err, "{text}");
+    assert_eq!(std::fs::read(&file).unwrap(), b"A\r\nB\r\n");
+}
+
 /// Issue 19 item 4: non-UTF-8 files and paths outside the root are refused clearly, and nothing
 /// is imported.
 #[test]
