@@ -20,7 +20,6 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
-use axum::serve::ListenerExt;
 use serde::Deserialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
@@ -130,7 +129,29 @@ pub struct Options {
     /// How long a graceful shutdown waits for the calls in flight ([`SHUTDOWN_GRACE`] by
     /// default) before the server exits anyway.
     pub shutdown_grace: Duration,
+    /// HTTP connections open at once ([`MAX_HTTP_CONNECTIONS`] by default); one more is
+    /// answered 503 and closed.
+    pub max_http_connections: usize,
+    /// How long a client may take to send a request's headers, to send its body, and to start
+    /// its next request on a kept-alive connection ([`REQUEST_TIMEOUT`] by default).
+    pub request_timeout: Duration,
 }
+
+/// Default of `--max-http-connections`. Without a cap, connections that never finish a request
+/// held the process's file descriptors until a legitimate client could no longer connect.
+pub const MAX_HTTP_CONNECTIONS: usize = 256;
+
+/// Default of `--request-timeout`: the headers, the body, and the idle time before a kept-alive
+/// connection's next request each get this long; then the connection is closed (or the call is
+/// answered 408). A client that sends a byte every few seconds no longer holds its connection,
+/// nor the memory of a body it never finishes.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Request bodies being received at once may hold at most this many times the largest body
+/// (`PATCHDIFF_MCP_MAX_LINE_BYTES`) in memory; a request that would need more waits up to the
+/// queue wait (`--queue-ms`) for room, then is answered 503. Each body reserves its declared
+/// `Content-Length` (the largest body when it declares none) before a byte of it is read.
+pub const BODY_BUDGET_FACTOR: usize = 4;
 
 /// Default cap on the `subscriptions/listen` streams open at once (`--max-streams`). The
 /// streams share the endpoint's listening sessions (one per database, `feed::Hub`); each
@@ -173,6 +194,10 @@ struct Shared {
     stopping: watch::Receiver<bool>,
     /// The change feed's listening sessions, one per database, shared by every open stream.
     feed: crate::feed::HubSlot,
+    /// See [`Options::request_timeout`].
+    request_timeout: Duration,
+    /// Room for the bodies being received, in KiB ([`BODY_BUDGET_FACTOR`]).
+    body_budget: Semaphore,
 }
 
 /// How long what this server sent on a connection may stay unacknowledged before the kernel
@@ -209,16 +234,12 @@ pub async fn serve(config: Config, first: Db, options: Options) -> Result<(), St
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", options.listen))?;
     let bound = listener.local_addr().map_err(|e| e.to_string())?;
-    let listener = listener.tap_io(|tcp| {
-        if let Err(e) = give_up_unacknowledged(tcp, UNACKNOWLEDGED) {
-            tracing::warn!("cannot set TCP_USER_TIMEOUT on a connection: {e}");
-        }
-    });
     let tools = Arc::new(crate::server::active_tools(&config, &|name| {
         first.functions.contains(name)
     }));
     let (stop, stopping) = watch::channel(false);
     let mut stopped = stopping.clone();
+    let budget_kib = (BODY_BUDGET_FACTOR * config.max_line_bytes.max(1)).div_ceil(1024);
     let shared = Arc::new(Shared {
         config,
         tools,
@@ -233,6 +254,8 @@ pub async fn serve(config: Config, first: Db, options: Options) -> Result<(), St
         max_streams_per_role: options.max_streams_per_role.max(1),
         stopping,
         feed: Default::default(),
+        request_timeout: options.request_timeout,
+        body_budget: Semaphore::new(budget_kib.min(Semaphore::MAX_PERMITS)),
     });
     let app = Router::new()
         .route("/mcp", post(handle).get(not_allowed).delete(not_allowed))
@@ -240,12 +263,50 @@ pub async fn serve(config: Config, first: Db, options: Options) -> Result<(), St
     // Tests and scripts read the address from this line (port 0 picks a free one).
     eprintln!("patchdiff-mcp: listening on http://{bound}/mcp");
     tracing::info!(%bound, "listening");
-    let serving = axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown(stop))
-        .into_future();
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(options.request_timeout);
+    let open = Arc::new(Semaphore::new(options.max_http_connections.max(1)));
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let signal = shutdown(stop);
+    tokio::pin!(signal);
+    loop {
+        let tcp = tokio::select! {
+            () = &mut signal => break,
+            accepted = listener.accept() => match accepted {
+                Ok((tcp, _)) => tcp,
+                Err(e) => {
+                    // Out of descriptors, say: the connections that hold them end in time.
+                    tracing::warn!("accepting a connection: {e}");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+        };
+        if let Err(e) = give_up_unacknowledged(&tcp, UNACKNOWLEDGED) {
+            tracing::warn!("cannot set TCP_USER_TIMEOUT on a connection: {e}");
+        }
+        let Ok(place) = open.clone().try_acquire_owned() else {
+            tokio::spawn(refuse_connection(tcp, options.max_http_connections));
+            continue;
+        };
+        let app = app.clone();
+        let service = hyper::service::service_fn(move |request: Request<hyper::body::Incoming>| {
+            let mut app = app.clone();
+            tower_service::Service::call(&mut app, request.map(Body::new))
+        });
+        let connection =
+            graceful.watch(http.serve_connection(hyper_util::rt::TokioIo::new(tcp), service));
+        tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                tracing::debug!("connection ended: {e}");
+            }
+            drop(place);
+        });
+    }
+    drop(listener);
     tokio::select! {
-        r = serving => {
-            r.map_err(|e| e.to_string())?;
+        () = graceful.shutdown() => {
             tracing::info!("stopped: every call in flight finished");
         }
         () = async {
@@ -262,6 +323,26 @@ pub async fn serve(config: Config, first: Db, options: Options) -> Result<(), St
         }
     }
     Ok(())
+}
+
+/// A connection over `--max-http-connections`: a 503 that says so, and the connection closed,
+/// without reading the request (a client that does not read the answer within a second is
+/// closed on anyway).
+async fn refuse_connection(mut tcp: tokio::net::TcpStream, cap: usize) {
+    use tokio::io::AsyncWriteExt;
+    tracing::warn!(cap, "a connection over --max-http-connections was refused");
+    let body = format!(
+        "this server has {cap} HTTP connections open (--max-http-connections); try again shortly\n"
+    );
+    let response = format!(
+        "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\nRetry-After: 1\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let _ = tokio::time::timeout(Duration::from_secs(1), async {
+        let _ = tcp.write_all(response.as_bytes()).await;
+        let _ = tcp.shutdown().await;
+    })
+    .await;
 }
 
 async fn shutdown(stop: watch::Sender<bool>) {
@@ -308,13 +389,25 @@ fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
     headers.get(name).and_then(|v| v.to_str().ok())
 }
 
-/// `localhost`, `127.0.0.1` or `[::1]`, with or without a port.
+/// `localhost`, `127.0.0.1` or `[::1]`, with or without a port (digits only): nothing else
+/// after the name, so `localhost:1@evil.example` or `localhost:evil.example` is not loopback.
 fn is_loopback_host(host: &str) -> bool {
-    let name = match host.strip_prefix('[') {
-        Some(rest) => rest.split(']').next().unwrap_or(""),
-        None => host.split(':').next().unwrap_or(""),
+    let (name, port) = match host.strip_prefix('[') {
+        Some(rest) => match rest.split_once(']') {
+            Some((name, "")) => (name, None),
+            Some((name, after)) => match after.strip_prefix(':') {
+                Some(port) => (name, Some(port)),
+                None => return false,
+            },
+            None => return false,
+        },
+        None => match host.split_once(':') {
+            Some((name, port)) => (name, Some(port)),
+            None => (host, None),
+        },
     };
-    matches!(name, "localhost" | "127.0.0.1" | "::1")
+    let port_ok = port.is_none_or(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
+    port_ok && matches!(name, "localhost" | "127.0.0.1" | "::1")
 }
 
 fn origin_allowed(shared: &Shared, origin: &str) -> bool {
@@ -475,8 +568,9 @@ async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response
 
 async fn answer(shared: &Arc<Shared>, request: Request, log: &mut CallLog) -> Response {
     let headers = request.headers().clone();
-    if let Some(origin) = header_str(&headers, "origin")
-        && !origin_allowed(shared, origin)
+    // An Origin that is not visible ASCII is no allowed one: it is refused, not overlooked.
+    if let Some(origin) = headers.get("origin")
+        && !origin.to_str().is_ok_and(|o| origin_allowed(shared, o))
     {
         return plain(StatusCode::FORBIDDEN, "this Origin is not allowed");
     }
@@ -502,15 +596,59 @@ async fn answer(shared: &Arc<Shared>, request: Request, log: &mut CallLog) -> Re
     };
     log.role.clone_from(&role);
     let limit = shared.config.max_line_bytes;
-    let body: Bytes = match axum::body::to_bytes(request.into_body(), limit).await {
-        Ok(b) => b,
-        Err(_) => {
+    let too_large = || {
+        plain(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            &format!(
+                "the body is over this server's limit of {limit} bytes (PATCHDIFF_MCP_MAX_LINE_BYTES)"
+            ),
+        )
+    };
+    // Room for the body before a byte of it is read: what it declares, or the most it may be.
+    let declared = header_str(&headers, "content-length").and_then(|v| v.parse::<usize>().ok());
+    if declared.is_some_and(|n| n > limit) {
+        return too_large();
+    }
+    let kib = declared.unwrap_or(limit).div_ceil(1024).max(1);
+    let room = u32::try_from(kib).unwrap_or(u32::MAX);
+    let _room = match tokio::time::timeout(shared.queue_wait, shared.body_budget.acquire_many(room))
+        .await
+    {
+        Ok(Ok(permit)) => permit,
+        _ => {
+            let mut r = plain(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "too many request bodies are being received at once; try again shortly",
+            );
+            r.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            return r;
+        }
+    };
+    let reading = axum::body::to_bytes(request.into_body(), limit);
+    let body: Bytes = match tokio::time::timeout(shared.request_timeout, reading).await {
+        Ok(Ok(b)) => b,
+        Ok(Err(e)) => {
+            let inner = e.into_inner();
+            if inner.is::<http_body_util::LengthLimitError>() {
+                return too_large();
+            }
             return plain(
-                StatusCode::PAYLOAD_TOO_LARGE,
+                StatusCode::BAD_REQUEST,
+                &format!("the body could not be read: {inner}"),
+            );
+        }
+        Err(_) => {
+            let mut r = plain(
+                StatusCode::REQUEST_TIMEOUT,
                 &format!(
-                    "the body is over this server's limit of {limit} bytes (PATCHDIFF_MCP_MAX_LINE_BYTES)"
+                    "the body did not arrive within {:?} (--request-timeout)",
+                    shared.request_timeout
                 ),
             );
+            r.headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
+            return r;
         }
     };
     let (id, method, params) = match rpc::parse_line(&body) {
@@ -1031,7 +1169,20 @@ mod tests {
         ] {
             assert!(is_loopback_host(h), "{h}");
         }
-        for h in ["evil.example", "localhost.evil.example:80", "127.0.0.2", ""] {
+        // Nothing but a port after the name (an Origin's host may carry userinfo or more).
+        for h in [
+            "evil.example",
+            "localhost.evil.example:80",
+            "127.0.0.2",
+            "",
+            "localhost:1@evil.example",
+            "localhost:evil.example",
+            "localhost:",
+            "[::1]evil",
+            "[::1]:",
+            "[::1",
+            "::1",
+        ] {
             assert!(!is_loopback_host(h), "{h}");
         }
     }

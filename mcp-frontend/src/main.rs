@@ -6,7 +6,8 @@ const HELP: &str = "\
 usage: patchdiff-mcp                 serve MCP (JSON-RPC over stdin/stdout)
        patchdiff-mcp serve --listen ADDR [--tokens FILE] [--connections N] [--queue-ms MS]
                            [--max-streams N] [--max-streams-per-role N]
-                           [--shutdown-grace SECONDS]
+                           [--shutdown-grace SECONDS] [--max-http-connections N]
+                           [--request-timeout SECONDS]
                                      serve MCP over Streamable HTTP at http://ADDR/mcp
                                      (docs/http.md: bearer tokens from FILE, or
                                      PATCHDIFF_MCP_TOKENS_FILE, each naming a PostgreSQL role)
@@ -194,6 +195,8 @@ async fn serve_http(args: &[String]) {
         let mut max_streams = patchdiff_mcp::http::MAX_STREAMS;
         let mut max_streams_per_role = patchdiff_mcp::http::MAX_STREAMS_PER_ROLE;
         let mut shutdown_grace = patchdiff_mcp::http::SHUTDOWN_GRACE;
+        let mut max_http_connections = patchdiff_mcp::http::MAX_HTTP_CONNECTIONS;
+        let mut request_timeout = patchdiff_mcp::http::REQUEST_TIMEOUT;
         let mut it = args.iter();
         while let Some(a) = it.next() {
             let mut value = || {
@@ -209,6 +212,10 @@ async fn serve_http(args: &[String]) {
                 "--max-streams-per-role" => max_streams_per_role = positive(a, &value()?)?,
                 "--shutdown-grace" => {
                     shutdown_grace = std::time::Duration::from_secs(positive(a, &value()?)? as u64)
+                }
+                "--max-http-connections" => max_http_connections = positive(a, &value()?)?,
+                "--request-timeout" => {
+                    request_timeout = std::time::Duration::from_secs(positive(a, &value()?)? as u64)
                 }
                 "--queue-ms" => {
                     queue_ms = value()?
@@ -263,6 +270,8 @@ async fn serve_http(args: &[String]) {
                 max_streams,
                 max_streams_per_role,
                 shutdown_grace,
+                max_http_connections,
+                request_timeout,
             },
         ))
     };

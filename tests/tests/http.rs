@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use std::io::BufReader;
 use std::os::unix::fs::PermissionsExt;
 use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio_postgres::Client;
 
 const MODERN: &str = "2026-07-28";
@@ -633,7 +633,7 @@ async fn saturation_is_503_and_shutdown_finishes_the_call_in_flight() {
     } else {
         (observer, login.clone())
     };
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let waiting: i64 = observer
             .query_one(
@@ -647,7 +647,7 @@ async fn saturation_is_503_and_shutdown_finishes_the_call_in_flight() {
             break;
         }
         assert!(
-            std::time::Instant::now() < deadline,
+            Instant::now() < deadline,
             "the submission never waited on the lock"
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -704,7 +704,7 @@ async fn an_unfinished_request_holds_up_shutdown_only_for_the_grace() {
     .unwrap();
     slow.flush().unwrap();
     std::thread::sleep(Duration::from_millis(300));
-    let started = std::time::Instant::now();
+    let started = Instant::now();
     let ok = Command::new("kill")
         .args(["-TERM", &e.child.id().to_string()])
         .status()
@@ -716,7 +716,7 @@ async fn an_unfinished_request_holds_up_shutdown_only_for_the_grace() {
             break status;
         }
         assert!(
-            std::time::Instant::now() < deadline,
+            Instant::now() < deadline,
             "still running 15 s after SIGTERM"
         );
         std::thread::sleep(Duration::from_millis(50));
@@ -731,6 +731,203 @@ async fn an_unfinished_request_holds_up_shutdown_only_for_the_grace() {
     let _ = std::io::Read::read_to_string(&mut e.stderr, &mut rest);
     assert!(rest.contains("were abandoned"), "{rest}");
     drop(slow);
+}
+
+/// The endpoint's `host:port` and a raw connection to it, for what no HTTP client sends.
+fn raw(e: &Endpoint) -> (String, std::net::TcpStream) {
+    let address = e
+        .url
+        .trim_start_matches("http://")
+        .trim_end_matches("/mcp")
+        .to_owned();
+    let tcp = std::net::TcpStream::connect(&address).unwrap();
+    (address, tcp)
+}
+
+/// Everything the server sends on `tcp` until it closes it, or `None` if it is still open
+/// after `within`.
+fn until_closed(tcp: &mut std::net::TcpStream, within: Duration) -> Option<String> {
+    use std::io::Read;
+    tcp.set_read_timeout(Some(within)).unwrap();
+    let mut got = Vec::new();
+    match tcp.read_to_end(&mut got) {
+        Ok(_) => Some(String::from_utf8_lossy(&got).into_owned()),
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {
+            Some(String::from_utf8_lossy(&got).into_owned())
+        }
+        Err(_) => None,
+    }
+}
+
+/// docs/http.md "Limits": a client that never finishes its headers (one byte now and then, or
+/// nothing at all) is disconnected after `--request-timeout`, and one whose body never finishes
+/// is answered 408; meanwhile every other client is served. Before, such connections stayed open
+/// for good, and a few hundred of them took every file descriptor of the server.
+#[tokio::test]
+async fn clients_that_never_finish_a_request_are_disconnected() {
+    use std::io::Write;
+    let (login, tenants) = roles("slow").await;
+    let token = "token-slow-0123456789";
+    let e = Endpoint::start(
+        &login,
+        &[(token, &tenants[0])],
+        &["--request-timeout", "1"],
+        &[],
+    );
+    let (address, mut headers) = raw(&e);
+    write!(headers, "POST /mcp HTTP/1.1\r\nHost: {address}\r\nX-a: ").unwrap();
+    let (_, mut silent) = raw(&e);
+    let (_, mut body) = raw(&e);
+    write!(
+        body,
+        "POST /mcp HTTP/1.1\r\nHost: {address}\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nMCP-Protocol-Version: {MODERN}\r\nContent-Length: 1000\r\n\r\n{{\"jsonrpc\""
+    )
+    .unwrap();
+    let (status, r) = e.modern(token, "tools/list", json!({}));
+    assert_eq!(status, 200, "served while three connections stall: {r}");
+    let started = Instant::now();
+    for (what, tcp) in [("headers", &mut headers), ("nothing", &mut silent)] {
+        let got = until_closed(tcp, Duration::from_secs(10));
+        assert!(got.is_some(), "a connection that sent {what} is still open");
+    }
+    let got = until_closed(&mut body, Duration::from_secs(10)).expect("closed after its 408");
+    assert!(got.starts_with("HTTP/1.1 408"), "{got}");
+    assert!(got.contains("--request-timeout"), "{got}");
+    assert!(
+        started.elapsed() < Duration::from_secs(8),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+/// docs/http.md, DNS rebinding: an `Origin` that is not visible ASCII is refused like any other
+/// origin that is not allowed (it used to be overlooked, as if absent), and an origin or host
+/// with more than a port after `localhost` is not loopback.
+#[tokio::test]
+async fn odd_origins_and_hosts_are_refused() {
+    use std::io::Write;
+    let (login, tenants) = roles("origin").await;
+    let token = "token-origin-0123456789";
+    let e = Endpoint::start(&login, &[(token, &tenants[0])], &[], &[]);
+    let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": {
+        "io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {}}}})
+    .to_string();
+    let send = |origin: &[u8], host: &str| {
+        let (address, mut tcp) = raw(&e);
+        let host = if host.is_empty() {
+            address.as_str()
+        } else {
+            host
+        };
+        let mut request = format!(
+            "POST /mcp HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nMCP-Protocol-Version: {MODERN}\r\nMcp-Method: tools/list\r\nConnection: close\r\nContent-Length: {}\r\n",
+            list.len()
+        )
+        .into_bytes();
+        if !origin.is_empty() {
+            request.extend_from_slice(b"Origin: ");
+            request.extend_from_slice(origin);
+            request.extend_from_slice(b"\r\n");
+        }
+        request.extend_from_slice(b"\r\n");
+        request.extend_from_slice(list.as_bytes());
+        tcp.write_all(&request).unwrap();
+        until_closed(&mut tcp, Duration::from_secs(10)).unwrap_or_default()
+    };
+    assert!(send(b"", "").starts_with("HTTP/1.1 200"));
+    assert!(send(b"http://localhost:3000", "").starts_with("HTTP/1.1 200"));
+    for origin in [
+        &b"http://evil.example\xff"[..],
+        b"http://localhost:1@evil.example",
+        b"http://localhost:evil.example",
+    ] {
+        let got = send(origin, "");
+        assert!(got.starts_with("HTTP/1.1 403"), "{origin:?}: {got}");
+    }
+    let got = send(b"", "localhost:evil.example");
+    assert!(got.starts_with("HTTP/1.1 403"), "{got}");
+}
+
+/// docs/http.md "Limits": connections over `--max-http-connections` are answered 503 and
+/// closed, unread; once one of the others ends, a new client is served again.
+#[tokio::test]
+async fn connections_over_the_cap_are_refused_with_503() {
+    let (login, tenants) = roles("cap").await;
+    let token = "token-cap-0123456789";
+    let e = Endpoint::start(
+        &login,
+        &[(token, &tenants[0])],
+        &["--max-http-connections", "2"],
+        &[],
+    );
+    let (_, first) = raw(&e);
+    let (_, second) = raw(&e);
+    let (_, mut third) = raw(&e);
+    let got = until_closed(&mut third, Duration::from_secs(10)).expect("the third is closed");
+    assert!(got.starts_with("HTTP/1.1 503"), "{got}");
+    assert!(got.contains("--max-http-connections"), "{got}");
+    drop((first, second));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (status, _) = e.modern(token, "tools/list", json!({}));
+        if status == 200 {
+            break;
+        }
+        assert_eq!(status, 503);
+        assert!(Instant::now() < deadline, "no place freed");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// docs/http.md "Limits": bodies being received hold at most four times the largest body in
+/// memory, reserved by what each declares before it is read; a request that finds no room
+/// within the queue wait is answered 503, and one that declares more than the largest body
+/// 413 without a byte of it read. Before, every connection could pin a whole unfinished body.
+#[tokio::test]
+async fn request_bodies_in_memory_are_bounded() {
+    use std::io::Write;
+    let (login, tenants) = roles("bodies").await;
+    let token = "token-bodies-0123456789";
+    let e = Endpoint::start(
+        &login,
+        &[(token, &tenants[0])],
+        &["--queue-ms", "200"],
+        &[("PATCHDIFF_MCP_MAX_LINE_BYTES", "4096")],
+    );
+    // Four unfinished bodies of 4 KiB take the whole room of 16 KiB.
+    let mut held = Vec::new();
+    for _ in 0..4 {
+        let (address, mut tcp) = raw(&e);
+        write!(
+            tcp,
+            "POST /mcp HTTP/1.1\r\nHost: {address}\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nMCP-Protocol-Version: {MODERN}\r\nContent-Length: 4096\r\n\r\n{{"
+        )
+        .unwrap();
+        held.push(tcp);
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let (status, r) = e.modern(token, "tools/list", json!({}));
+    assert_eq!(status, 503, "{r}");
+    drop(held);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (status, _) = e.modern(token, "tools/list", json!({}));
+        if status == 200 {
+            break;
+        }
+        assert_eq!(status, 503);
+        assert!(Instant::now() < deadline, "the room was not given back");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (address, mut big) = raw(&e);
+    write!(
+        big,
+        "POST /mcp HTTP/1.1\r\nHost: {address}\r\nAuthorization: Bearer {token}\r\nContent-Length: 4097\r\n\r\n"
+    )
+    .unwrap();
+    let got = until_closed(&mut big, Duration::from_secs(5));
+    let got = got.unwrap_or_default();
+    assert!(got.starts_with("HTTP/1.1 413"), "{got}");
 }
 
 /// 2025-06-18 / 2025-11-25 streamable-http "Protocol Version Header" asks for the header on the
