@@ -596,20 +596,23 @@ async fn answer(shared: &Arc<Shared>, request: Request, log: &mut CallLog) -> Re
     };
     log.role.clone_from(&role);
     let limit = shared.config.max_line_bytes;
+    // The rest of such a body is not read: the connection closes after the answer.
     let too_large = || {
-        plain(
+        let mut r = plain(
             StatusCode::PAYLOAD_TOO_LARGE,
             &format!(
                 "the body is over this server's limit of {limit} bytes (PATCHDIFF_MCP_MAX_LINE_BYTES)"
             ),
-        )
+        );
+        r.headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+        r
     };
     // Room for the body before a byte of it is read: what it declares, or the most it may be.
+    // (One declared over the limit is still read up to it, then refused: answering before the
+    // client has sent it makes the client's write fail instead of showing it the 413.)
     let declared = header_str(&headers, "content-length").and_then(|v| v.parse::<usize>().ok());
-    if declared.is_some_and(|n| n > limit) {
-        return too_large();
-    }
-    let kib = declared.unwrap_or(limit).div_ceil(1024).max(1);
+    let kib = declared.unwrap_or(limit).min(limit).div_ceil(1024).max(1);
     let room = u32::try_from(kib).unwrap_or(u32::MAX);
     let _room = match tokio::time::timeout(shared.queue_wait, shared.body_budget.acquire_many(room))
         .await

@@ -759,6 +759,28 @@ fn until_closed(tcp: &mut std::net::TcpStream, within: Duration) -> Option<Strin
     }
 }
 
+/// An endpoint that serves one tenant, with one token, started with `args` and `env`.
+async fn one_tenant(tag: &str, args: &[&str], env: &[(&str, &str)]) -> (Endpoint, String) {
+    let (login, tenants) = roles(tag).await;
+    let token = format!("token-{tag}-0123456789");
+    let e = Endpoint::start(&login, &[(&token, &tenants[0])], args, env);
+    (e, token)
+}
+
+/// Waits (10 s at most) until `tools/list` is answered 200 again after 503s.
+fn served_again(e: &Endpoint, token: &str, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (status, _) = e.modern(token, "tools/list", json!({}));
+        if status == 200 {
+            return;
+        }
+        assert_eq!(status, 503);
+        assert!(Instant::now() < deadline, "{what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// docs/http.md "Limits": a client that never finishes its headers (one byte now and then, or
 /// nothing at all) is disconnected after `--request-timeout`, and one whose body never finishes
 /// is answered 408; meanwhile every other client is served. Before, such connections stayed open
@@ -766,14 +788,8 @@ fn until_closed(tcp: &mut std::net::TcpStream, within: Duration) -> Option<Strin
 #[tokio::test]
 async fn clients_that_never_finish_a_request_are_disconnected() {
     use std::io::Write;
-    let (login, tenants) = roles("slow").await;
-    let token = "token-slow-0123456789";
-    let e = Endpoint::start(
-        &login,
-        &[(token, &tenants[0])],
-        &["--request-timeout", "1"],
-        &[],
-    );
+    let (e, token) = one_tenant("slow", &["--request-timeout", "1"], &[]).await;
+    let token = token.as_str();
     let (address, mut headers) = raw(&e);
     write!(headers, "POST /mcp HTTP/1.1\r\nHost: {address}\r\nX-a: ").unwrap();
     let (_, mut silent) = raw(&e);
@@ -806,9 +822,8 @@ async fn clients_that_never_finish_a_request_are_disconnected() {
 #[tokio::test]
 async fn odd_origins_and_hosts_are_refused() {
     use std::io::Write;
-    let (login, tenants) = roles("origin").await;
-    let token = "token-origin-0123456789";
-    let e = Endpoint::start(&login, &[(token, &tenants[0])], &[], &[]);
+    let (e, token) = one_tenant("origin", &[], &[]).await;
+    let token = token.as_str();
     let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": {
         "io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {}}}})
     .to_string();
@@ -852,14 +867,8 @@ async fn odd_origins_and_hosts_are_refused() {
 /// closed, unread; once one of the others ends, a new client is served again.
 #[tokio::test]
 async fn connections_over_the_cap_are_refused_with_503() {
-    let (login, tenants) = roles("cap").await;
-    let token = "token-cap-0123456789";
-    let e = Endpoint::start(
-        &login,
-        &[(token, &tenants[0])],
-        &["--max-http-connections", "2"],
-        &[],
-    );
+    let (e, token) = one_tenant("cap", &["--max-http-connections", "2"], &[]).await;
+    let token = token.as_str();
     let (_, first) = raw(&e);
     let (_, second) = raw(&e);
     let (_, mut third) = raw(&e);
@@ -867,33 +876,23 @@ async fn connections_over_the_cap_are_refused_with_503() {
     assert!(got.starts_with("HTTP/1.1 503"), "{got}");
     assert!(got.contains("--max-http-connections"), "{got}");
     drop((first, second));
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let (status, _) = e.modern(token, "tools/list", json!({}));
-        if status == 200 {
-            break;
-        }
-        assert_eq!(status, 503);
-        assert!(Instant::now() < deadline, "no place freed");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    served_again(&e, token, "no place freed");
 }
 
 /// docs/http.md "Limits": bodies being received hold at most four times the largest body in
-/// memory, reserved by what each declares before it is read; a request that finds no room
-/// within the queue wait is answered 503, and one that declares more than the largest body
-/// 413 without a byte of it read. Before, every connection could pin a whole unfinished body.
+/// memory, reserved by what each declares before it is read (the largest body at most); a
+/// request that finds no room within the queue wait is answered 503, and a body over the
+/// largest 413. Before, every connection could pin a whole unfinished body.
 #[tokio::test]
 async fn request_bodies_in_memory_are_bounded() {
     use std::io::Write;
-    let (login, tenants) = roles("bodies").await;
-    let token = "token-bodies-0123456789";
-    let e = Endpoint::start(
-        &login,
-        &[(token, &tenants[0])],
+    let (e, token) = one_tenant(
+        "bodies",
         &["--queue-ms", "200"],
         &[("PATCHDIFF_MCP_MAX_LINE_BYTES", "4096")],
-    );
+    )
+    .await;
+    let token = token.as_str();
     // Four unfinished bodies of 4 KiB take the whole room of 16 KiB.
     let mut held = Vec::new();
     for _ in 0..4 {
@@ -909,20 +908,12 @@ async fn request_bodies_in_memory_are_bounded() {
     let (status, r) = e.modern(token, "tools/list", json!({}));
     assert_eq!(status, 503, "{r}");
     drop(held);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let (status, _) = e.modern(token, "tools/list", json!({}));
-        if status == 200 {
-            break;
-        }
-        assert_eq!(status, 503);
-        assert!(Instant::now() < deadline, "the room was not given back");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    served_again(&e, token, "the room was not given back");
     let (address, mut big) = raw(&e);
     write!(
         big,
-        "POST /mcp HTTP/1.1\r\nHost: {address}\r\nAuthorization: Bearer {token}\r\nContent-Length: 4097\r\n\r\n"
+        "POST /mcp HTTP/1.1\r\nHost: {address}\r\nAuthorization: Bearer {token}\r\nContent-Length: 4097\r\n\r\n{}",
+        "x".repeat(4097)
     )
     .unwrap();
     let got = until_closed(&mut big, Duration::from_secs(5));
