@@ -517,8 +517,10 @@ fn modern_headers(
             return Err("the Mcp-Name header is not valid base64".into());
         };
         if body.as_deref() != Some(value.as_str()) {
+            // The body's value as it is quoted in JSON, or said to be absent (not Rust's `Some`).
+            let body = body.map_or_else(|| "(absent)".to_owned(), |b| format!("{b:?}"));
             return Err(format!(
-                "Header mismatch: Mcp-Name header value {value:?} does not match body value {body:?}"
+                "Header mismatch: Mcp-Name header value {value:?} does not match body value {body}"
             ));
         }
     }

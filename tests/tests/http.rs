@@ -440,6 +440,12 @@ async fn transport_rules_over_http() {
         &call,
     );
     assert_eq!((s, &r["error"]["code"]), (400, &json!(-32020)), "{r}");
+    // The body's value as JSON quotes it (it read `Some("...")`, Rust's debug form).
+    assert_eq!(
+        r["error"]["message"],
+        "Header mismatch: Mcp-Name header value \"patchdiff_get_target\" does not match body value \"patchdiff_read_target\"",
+        "{r}"
+    );
     // The Base64 sentinel form of Mcp-Name is decoded (patchdiff_read_target).
     let (s, r) = e.post(
         &[
