@@ -9,8 +9,8 @@
 //! Every wait is bounded and cancellable: the backend polls the pipes in short steps, and on a
 //! query cancel, statement timeout or terminate it kills the helper before PostgreSQL raises the
 //! ERROR. The helper confines itself (address space, CPU per request, no core files, death with
-//! its parent); the backend adds the wall-clock limit, the smaller of
-//! `patchdiff.parser_timeout` and what is left of `statement_timeout`. A helper that dies or
+//! its parent); the backend adds the wall-clock limit, `patchdiff.parser_timeout` (a
+//! `statement_timeout` that comes first is raised as the ERROR it is). A helper that dies or
 //! passes a limit is an answer, not a fault: [`Unavailable`].
 
 use patchdiff_engine::api::scope::{Language, Outline, ParserLimit, wire};
@@ -81,7 +81,7 @@ pub(crate) fn define_gucs() {
     GucRegistry::define_int_guc(
         c"patchdiff.parser_timeout",
         c"Wall-clock time the backend waits for one outline from the parser helper.",
-        c"The wait also ends when statement_timeout would; past this limit the helper is killed and the call answers structure_unavailable / parser_limit (time).",
+        c"Past this limit the helper is killed and the call answers structure_unavailable / parser_limit (time). A statement_timeout, query cancel or terminate that comes first kills the helper and raises its ERROR, as for any statement.",
         &TIMEOUT_MS,
         1,
         i32::MAX,
@@ -183,23 +183,6 @@ fn start(settings: &Settings) -> Result<Helper, Unavailable> {
         stdout,
         settings: settings.clone(),
     })
-}
-
-/// What is left of `statement_timeout` for this statement, if it is set.
-fn statement_time_left() -> Option<Duration> {
-    // SAFETY: reads of backend globals and clock calls, on the backend's own thread.
-    let (timeout_ms, started, now) = unsafe {
-        (
-            pg_sys::StatementTimeout,
-            pg_sys::GetCurrentStatementStartTimestamp(),
-            pg_sys::GetCurrentTimestamp(),
-        )
-    };
-    if timeout_ms <= 0 {
-        return None;
-    }
-    let elapsed_us = u64::try_from(now - started).unwrap_or(0);
-    Some(Duration::from_millis(timeout_ms as u64).saturating_sub(Duration::from_micros(elapsed_us)))
 }
 
 fn cancel_pending() -> bool {
@@ -373,8 +356,10 @@ pub(crate) fn outline(
     }
     let settings = Settings::current();
     let timeout = Duration::from_millis(u64::try_from(TIMEOUT_MS.get()).unwrap_or(1));
-    let budget = statement_time_left().map_or(timeout, |left| left.min(timeout));
-    let deadline = Instant::now() + budget;
+    // Only this limit answers `time`. A statement_timeout that comes first is the statement's
+    // to raise, as for any statement (the poll below sees it and kills the helper first): a
+    // deadline set to the same instant raced it, and the answer was either.
+    let deadline = Instant::now() + timeout;
     // Taken out of the backend's slot for the call: an ERROR that unwinds from here drops it.
     let mut helper = WARM
         .with(|w| w.borrow_mut().take())
