@@ -88,6 +88,9 @@ HTTP_PIDS=()
 # read from the endpoint's first line on stderr into the variable named by the first argument.
 start_http() {
   local var="$1" dsn="$2" port="$3" log="$HTTP_DIR/serve-$1.log" url
+  # Made before the server starts: the background job's own redirection may come after the
+  # first sed below, which then failed (and with it the whole command, under pipefail).
+  : >"$log"
   PATCHDIFF_DATABASE_URL="$dsn" "$PATCHDIFF_MCP_BIN" serve --listen "127.0.0.1:$port" \
     --tokens "$HTTP_DIR/tokens" 2>"$log" &
   HTTP_PIDS+=($!)
