@@ -50,16 +50,21 @@ fn send(
     Some(wire::decode(language, &body).expect("a well-formed answer"))
 }
 
-/// Peak resident memory of a process, in bytes (VmHWM).
-fn peak(h: &Child) -> usize {
+/// A memory figure of a process from /proc/PID/status (`field`, e.g. `VmHWM:`), in bytes.
+fn status_bytes(h: &Child, field: &str) -> usize {
     let status = std::fs::read_to_string(format!("/proc/{}/status", h.id())).unwrap();
-    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
+    let line = status.lines().find(|l| l.starts_with(field)).unwrap();
     line.split_whitespace()
         .nth(1)
         .unwrap()
         .parse::<usize>()
         .unwrap()
         * 1024
+}
+
+/// Peak resident memory of a process, in bytes (VmHWM).
+fn peak(h: &Child) -> usize {
+    status_bytes(h, "VmHWM:")
 }
 
 #[test]
@@ -107,14 +112,7 @@ fn a_memory_limit_is_its_own_exit_status() {
 
 /// Resident memory of a process now, in bytes (VmRSS).
 fn resident(h: &Child) -> usize {
-    let status = std::fs::read_to_string(format!("/proc/{}/status", h.id())).unwrap();
-    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
-    line.split_whitespace()
-        .nth(1)
-        .unwrap()
-        .parse::<usize>()
-        .unwrap()
-        * 1024
+    status_bytes(h, "VmRSS:")
 }
 
 /// docs/structural.md, the helper's memory: what one large parse took is given back once it
