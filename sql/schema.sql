@@ -105,12 +105,14 @@ CREATE TABLE patchdiff.snapshots (
     version          bigint NOT NULL,
     content_hash     text NOT NULL,
     content          text COMPRESSION lz4 NOT NULL,
-    created_at       timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp()
+    created_at       timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
+    acting_role      text
 );
 CREATE UNIQUE INDEX ON patchdiff.snapshots (target_file_id) WHERE snapshot_reason = 'initial';
 -- patchdiff_diff (issue 19): the newest snapshot at or below a version, one index range.
 CREATE INDEX ON patchdiff.snapshots (target_file_id, version);
 COMMENT ON TABLE patchdiff.snapshots IS 'Target content at initialization (the replay base) and at each save checkpoint.';
+COMMENT ON COLUMN patchdiff.snapshots.acting_role IS 'The role that initialized the target or saved the checkpoint (as pdcp_logs.acting_role). NULL on snapshots written before 0.2.0 recorded it.';
 
 CREATE TABLE patchdiff.pdcp_logs (
     pdcp_log_id                uuid PRIMARY KEY,
@@ -147,7 +149,10 @@ CREATE TABLE patchdiff.pdcp_logs (
     created_at                 timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
     -- patchdiff_submit_changeset (issue 19): the changeset every member's attempt belongs to;
     -- NULL for a single submission. No foreign key: a changeset is only this shared ID.
-    changeset_id               uuid
+    changeset_id               uuid,
+    -- The role the attempt was made as (see the column's comment); NULL on rows written before
+    -- 0.2.0 recorded it.
+    acting_role                text
     -- Row rules (patchdiff.check_row(), below): status is accepted or rejected, accepted exactly
     -- when after_version is set and failure_reason is not; failure_stage is one of the three
     -- stages; attempt >= 1.
@@ -168,6 +173,7 @@ COMMENT ON COLUMN patchdiff.pdcp_logs.intent IS 'The stored record''s transactio
 -- add no index entry.
 CREATE INDEX ON patchdiff.pdcp_logs (changeset_id) WHERE changeset_id IS NOT NULL;
 COMMENT ON COLUMN patchdiff.pdcp_logs.changeset_id IS 'The changeset (patchdiff_submit_changeset) whose member this attempt is: every member of one changeset shares it, all accepted or all rejected. NULL for a single submission.';
+COMMENT ON COLUMN patchdiff.pdcp_logs.acting_role IS 'The role the attempt was made as: the session''s current role outside the API''s SECURITY DEFINER functions (SET ROLE honoured, as for targets.owner_role), by its name at that moment. It tells a grantee''s attempts from the owner''s. NULL on attempts written before 0.2.0 recorded it.';
 COMMENT ON COLUMN patchdiff.pdcp_logs.request_fingerprint IS 'SHA-256 of the request envelope (protocol, target, record hash, guards, parent).';
 
 CREATE TABLE patchdiff.manifest_ledger (

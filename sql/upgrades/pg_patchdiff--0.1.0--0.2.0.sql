@@ -114,3 +114,10 @@ CREATE TRIGGER row_rules BEFORE INSERT ON patchdiff.manifest_ledger
 ALTER TABLE patchdiff.targets ENABLE ALWAYS TRIGGER row_rules;
 ALTER TABLE patchdiff.pdcp_logs ENABLE ALWAYS TRIGGER row_rules;
 ALTER TABLE patchdiff.manifest_ledger ENABLE ALWAYS TRIGGER row_rules;
+
+-- Who made each attempt and each snapshot: the role outside the API's SECURITY DEFINER
+-- functions, by name (sql/schema.sql). Rows written before this version keep NULL.
+ALTER TABLE patchdiff.snapshots ADD COLUMN acting_role text;
+COMMENT ON COLUMN patchdiff.snapshots.acting_role IS 'The role that initialized the target or saved the checkpoint (as pdcp_logs.acting_role). NULL on snapshots written before 0.2.0 recorded it.';
+ALTER TABLE patchdiff.pdcp_logs ADD COLUMN acting_role text;
+COMMENT ON COLUMN patchdiff.pdcp_logs.acting_role IS 'The role the attempt was made as: the session''s current role outside the API''s SECURITY DEFINER functions (SET ROLE honoured, as for targets.owner_role), by its name at that moment. It tells a grantee''s attempts from the owner''s. NULL on attempts written before 0.2.0 recorded it.';

@@ -13,7 +13,9 @@
 //! 4. the owner is the role in effect (`SET ROLE` honoured), and a single-role install works as
 //!    before ([`set_role_is_honoured_and_a_single_role_install_is_unchanged`]);
 //! 5. the real `patchdiff-mcp`, connected as a tenant, answers the other tenant's target as an
-//!    unknown one ([`front_end_answers_as_for_an_unknown_target`]).
+//!    unknown one ([`front_end_answers_as_for_an_unknown_target`]);
+//! 6. every attempt and snapshot records the role it was made as, so a grantee's edits are not
+//!    the owner's ([`the_log_and_the_snapshots_name_the_acting_role`]).
 //!
 //! The test works in a database of its own (created, given the extension, and dropped again
 //! WITH (FORCE)) with login roles of its own (dropped again). The cluster-wide role
@@ -173,10 +175,11 @@ async fn tenants_see_and_touch_only_what_they_may() {
             .await
             .expect("the member of tenant A connects");
         set_role_is_honoured_and_a_single_role_install_is_unchanged(&su, &a, &member, &s).await;
+        the_log_and_the_snapshots_name_the_acting_role(&su, &a, &b, &member, &s).await;
         let served = front_end_answers_as_for_an_unknown_target(&su, &s, &world).await;
         let _ = writeln!(
             std::io::stderr(),
-            "tenancy: {sweep}; {listed}; {grants}; SET ROLE honoured (owner = the role in effect), single-role install unchanged; {served}"
+            "tenancy: {sweep}; {listed}; {grants}; SET ROLE honoured (owner = the role in effect), single-role install unchanged; attempts and snapshots name the acting role; {served}"
         );
     })
     .await;
@@ -1631,6 +1634,100 @@ async fn set_role_is_honoured_and_a_single_role_install_is_unchanged(
     assert_eq!(replay["materialized_state_matches"], true, "{replay}");
     assert_eq!(listed_access(su, &solo).await, Some(json!("owner")));
     unknown_to(su, a, &solo, "the superuser's target, to tenant A").await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// 6. Who did it
+
+/// docs/security.md, "Who did what": `pdcp_logs.acting_role` and `snapshots.acting_role` name the
+/// role in effect (SET ROLE honoured) for every attempt, accepted or rejected, and every
+/// snapshot, so the writes of a grantee and of the owner's members are told apart.
+async fn the_log_and_the_snapshots_name_the_acting_role(
+    su: &Client,
+    a: &Client,
+    b: &Client,
+    member: &Client,
+    s: &Setup,
+) {
+    let v = call(
+        a,
+        "patchdiff_initialize_target",
+        &json!({"filename": "who.md", "content": "one two three\n"}),
+    )
+    .await
+    .unwrap();
+    ok(&v, "initialize by tenant A");
+    let t = id_of(&v, "target_file_id");
+    granted(
+        &grant(a, "patchdiff_grant", &t, &s.b, Some("write")).await,
+        &t,
+        &s.b,
+        Some("write"),
+    );
+    // Accepted: B (the grantee), A (the owner), the member under SET ROLE A.
+    assert_eq!(edit(b, su, &t, "one", "1").await["status"], "accepted");
+    assert_eq!(edit(a, su, &t, "two", "2").await["status"], "accepted");
+    member
+        .batch_execute(&format!("SET ROLE {}", s.a))
+        .await
+        .unwrap();
+    assert_eq!(
+        edit(member, su, &t, "three", "3").await["status"],
+        "accepted"
+    );
+    member.batch_execute("RESET ROLE").await.unwrap();
+    // Rejected (no match): B.
+    let r = edit(b, su, &t, "absent", "x").await;
+    assert_eq!(r["status"], "rejected", "{r}");
+    // A SAVE by B.
+    let saved = call(
+        b,
+        "patchdiff_save",
+        &json!({"target_file_id": t, "expected_target_version": 3}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(saved["status"], "saved", "{saved}");
+
+    let log: Vec<(String, Option<String>)> = su
+        .query(
+            "SELECT status, acting_role FROM patchdiff.pdcp_logs \
+             WHERE target_file_id = $1::text::uuid ORDER BY log_sequence",
+            &[&t],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    let who = |status: &str, role: &str| (status.to_owned(), Some(role.to_owned()));
+    assert_eq!(
+        log,
+        vec![
+            who("accepted", &s.b),
+            who("accepted", &s.a),
+            who("accepted", &s.a),
+            who("rejected", &s.b),
+        ],
+        "pdcp_logs.acting_role"
+    );
+    let snapshots: Vec<(String, Option<String>)> = su
+        .query(
+            "SELECT snapshot_reason, acting_role FROM patchdiff.snapshots \
+             WHERE target_file_id = $1::text::uuid ORDER BY version",
+            &[&t],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    assert_eq!(
+        snapshots,
+        vec![who("initial", &s.a), who("save_checkpoint", &s.b)],
+        "snapshots.acting_role"
+    );
+    grant(a, "patchdiff_revoke", &t, &s.b, None).await;
 }
 
 // ---------------------------------------------------------------------------------------------

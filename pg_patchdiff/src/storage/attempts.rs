@@ -136,9 +136,10 @@ macro_rules! write_attempt_sql {
                  runtime_version, pdcp_content, pdcp_content_hash, request_fingerprint, request_envelope, client_request_id, \
                  conflicts_with_pdcp_log_id, before_version, before_hash, after_version, after_hash, failure_reason, \
                  failure_detail, failure_stage, failed_change_id, diagnostic, validity, parent_pdcp_log_id, attempt, source, intent, \
-                 changeset_id) \
+                 changeset_id, acting_role) \
                VALUES ($1::uuid, $2::uuid, $3::uuid, $4, $5, $6, $7, $8, $9, $10::json, $11, $12::uuid, $13, $14, $15, $16, \
-                 $17, $18, $19, $20, $21::json, $22::json, $23::uuid, $24, $25, $27, $29::uuid) ",
+                 $17, $18, $19, $20, $21::json, $22::json, $23::uuid, $24, $25, $27, $29::uuid, \
+                 pg_catalog.pg_get_userbyid($34::oid)::text) ",
             $on_conflict,
             "RETURNING pdcp_log_id, log_sequence), \
              ledger AS ( \
@@ -171,13 +172,15 @@ const WRITE_UNKEYED: &str = write_attempt_sql!("");
 
 /// Writes an attempt row, its ledger rows and, for an acceptance, the new target state, in
 /// one statement, and queues an acceptance's announcement ([`super::feed`]). Returns nothing:
-/// the caller chose the attempt's ID.
+/// the caller chose the attempt's ID. `acting_role` is the role the attempt is made as
+/// ([`super::Caller::role`]); the row records its name.
 pub fn write_attempt(
     client: &mut SpiClient,
     a: &Attempt,
     pdcp_log_id: &str,
     target_file_id: &str,
     cycle_id: &str,
+    acting_role: pgrx::pg_sys::Oid,
 ) {
     use patchdiff_engine::wire::{LITERAL, to_string};
     let text = |v: &Value| to_string(v, LITERAL);
@@ -204,7 +207,7 @@ pub fn write_attempt(
     }
     // The JSON the engine's writer made from values crosses typed `json` (JsonText), so
     // PostgreSQL's input function, which only validates and copies, is not run on it again.
-    let args: [DatumWithOid; 33] = [
+    let args: [DatumWithOid; 34] = [
         pdcp_log_id.into(),
         target_file_id.into(),
         cycle_id.into(),
@@ -238,6 +241,7 @@ pub fn write_attempt(
         rationales.into(),
         risks.into(),
         derived.into(),
+        acting_role.into(),
     ];
     let sql = if a.client_request_id.is_some() {
         WRITE_KEYED

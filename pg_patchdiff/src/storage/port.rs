@@ -78,6 +78,7 @@ impl Store for SpiStore<'_, '_> {
             pdcp_log_id,
             target_file_id,
             editing_cycle_id,
+            self.caller.role,
         );
     }
 
@@ -147,6 +148,7 @@ impl Checkpoints for SpiStore<'_, '_> {
             new_cycle,
             version,
             snapshot_id,
+            self.caller.role,
         );
     }
 

@@ -153,8 +153,10 @@ pub fn insert_target(
              RETURNING target_file_id), \
          c AS (INSERT INTO patchdiff.editing_cycles (editing_cycle_id, target_file_id, opened_version) \
              SELECT $7::uuid, target_file_id, 0 FROM t RETURNING editing_cycle_id) \
-         INSERT INTO patchdiff.snapshots (snapshot_id, target_file_id, editing_cycle_id, snapshot_reason, version, content_hash, content) \
-             SELECT $9::uuid, t.target_file_id, c.editing_cycle_id, 'initial', 0, $6, $5 FROM t, c \
+         INSERT INTO patchdiff.snapshots (snapshot_id, target_file_id, editing_cycle_id, snapshot_reason, version, content_hash, content, \
+             acting_role) \
+             SELECT $9::uuid, t.target_file_id, c.editing_cycle_id, 'initial', 0, $6, $5, pg_catalog.pg_get_userbyid($14::oid)::text \
+             FROM t, c \
              RETURNING snapshot_id",
         None,
         &args,
@@ -208,9 +210,9 @@ const SAVE_SQL: &str = "WITH closed AS ( \
        VALUES ($3::uuid, $1::uuid, $4) RETURNING editing_cycle_id), \
      snap AS ( \
        INSERT INTO patchdiff.snapshots (snapshot_id, target_file_id, editing_cycle_id, snapshot_reason, version, \
-         content_hash, content) \
+         content_hash, content, acting_role) \
        SELECT $5::uuid, t.target_file_id, c.editing_cycle_id, 'save_checkpoint', t.version, t.current_hash, \
-         t.current_content \
+         t.current_content, pg_catalog.pg_get_userbyid($6::oid)::text \
        FROM patchdiff.targets t, closed c WHERE t.target_file_id = $1::uuid RETURNING snapshot_id, content_hash) \
      UPDATE patchdiff.targets t SET active_editing_cycle_id = o.editing_cycle_id \
      FROM opened o, snap s WHERE t.target_file_id = $1::uuid \
@@ -277,7 +279,8 @@ pub fn lock_for_save(
 }
 
 /// Snapshots the locked target into its active cycle `cycle`, closes it at `version`, opens
-/// `new_cycle` and queues the SAVE's announcement ([`super::feed`]).
+/// `new_cycle` and queues the SAVE's announcement ([`super::feed`]). The snapshot records
+/// `acting_role`'s name.
 pub fn save_checkpoint(
     c: &mut SpiClient,
     id: &str,
@@ -285,6 +288,7 @@ pub fn save_checkpoint(
     new_cycle: &str,
     version: i64,
     snapshot: &str,
+    acting_role: pgrx::pg_sys::Oid,
 ) {
     let rows = write(
         c,
@@ -295,6 +299,7 @@ pub fn save_checkpoint(
             new_cycle.into(),
             version.into(),
             snapshot.into(),
+            acting_role.into(),
         ],
         "saving checkpoint",
     );
