@@ -94,8 +94,8 @@ pub struct Config {
     /// by default `workspace.key` in the front end's data directory. Read only when a workspace
     /// root is configured.
     pub workspace_key_file: PathBuf,
-    /// `PATCHDIFF_WORKSPACE_RESERVED`: path components (ASCII case-insensitive, stored in lower
-    /// case) never imported or published.
+    /// `PATCHDIFF_WORKSPACE_RESERVED`: path components never imported or published (stored in
+    /// ASCII lower case; the workspace compares them by their skeleton, workspace::skeleton).
     pub workspace_reserved: Vec<String>,
     /// `PATCHDIFF_WORKSPACE_TEST_HOOK` / `PATCHDIFF_WORKSPACE_TEST_HOOK_DIR` (tests only).
     pub workspace_hook: Option<crate::workspace::Hook>,

@@ -59,6 +59,101 @@ fn is_staging_name(component: &str) -> bool {
     c.starts_with('.') && c.ends_with(".tmp") && c.contains(".patchdiff-")
 }
 
+/// Unicode's Default_Ignorable_Code_Point property (DerivedCoreProperties.txt; the same ranges
+/// from Unicode 14 through 17), sorted: invisible code points that HFS+ drops from a name
+/// (U+200C..U+200F, U+202A..U+202E, U+206A..U+206F, U+FEFF among them), so that `.g\u{200c}it`
+/// names `.git` there.
+const DEFAULT_IGNORABLE: [(char, char); 17] = [
+    ('\u{00AD}', '\u{00AD}'),
+    ('\u{034F}', '\u{034F}'),
+    ('\u{061C}', '\u{061C}'),
+    ('\u{115F}', '\u{1160}'),
+    ('\u{17B4}', '\u{17B5}'),
+    ('\u{180B}', '\u{180F}'),
+    ('\u{200B}', '\u{200F}'),
+    ('\u{202A}', '\u{202E}'),
+    ('\u{2060}', '\u{206F}'),
+    ('\u{3164}', '\u{3164}'),
+    ('\u{FE00}', '\u{FE0F}'),
+    ('\u{FEFF}', '\u{FEFF}'),
+    ('\u{FFA0}', '\u{FFA0}'),
+    ('\u{FFF0}', '\u{FFF8}'),
+    ('\u{1BCA0}', '\u{1BCA3}'),
+    ('\u{1D173}', '\u{1D17A}'),
+    ('\u{E0000}', '\u{E0FFF}'),
+];
+
+fn is_default_ignorable(c: char) -> bool {
+    DEFAULT_IGNORABLE
+        .binary_search_by(|&(lo, hi)| {
+            if hi < c {
+                std::cmp::Ordering::Less
+            } else if lo > c {
+                std::cmp::Ordering::Greater
+            } else {
+                std::cmp::Ordering::Equal
+            }
+        })
+        .is_ok()
+}
+
+/// The skeleton of a path component: what names it on a file system that folds names (macOS
+/// HFS+ and case-insensitive APFS, ext4 and f2fs with casefold, SMB shares of NTFS), so that two
+/// components with one skeleton may name the same directory there (git's CVE-2014-9390 class).
+/// Default-ignorable code points are removed; the rest is compared under Unicode's canonical
+/// caseless matching (NFD, full case folding, NFD again: `ſ` is `s`, the Kelvin sign `k`, `ß`
+/// `ss`, a precomposed `é` its decomposed spelling), upper-cased first, because NTFS compares
+/// names through an upper-case table, whose newer versions map the dotless `ı` to `I`, which
+/// case folding keeps apart from `i`; and trailing `.` and ` ` are cut (NTFS drops them: `.git.`
+/// is `.git`).
+pub fn skeleton(component: &str) -> String {
+    use caseless::Caseless;
+    use unicode_normalization::UnicodeNormalization;
+    let folded: String = component
+        .chars()
+        .filter(|&c| !is_default_ignorable(c))
+        .nfd()
+        .flat_map(char::to_uppercase)
+        .default_case_fold()
+        .nfd()
+        .collect();
+    folded.trim_end_matches(['.', ' ']).to_owned()
+}
+
+/// A reserved component name (`PATCHDIFF_WORKSPACE_RESERVED`) with its skeleton and the stem of
+/// its NTFS 8.3 short names.
+#[derive(Debug)]
+struct ReservedName {
+    /// As configured.
+    name: String,
+    skeleton: String,
+    /// The skeleton without its leading dots, cut to 6 characters (`git` for `.git`,
+    /// `node_m` for `node_modules`): a short name is this, `~` and digits (`GIT~1`). Empty
+    /// when nothing is left, and then no short name is matched.
+    short_stem: String,
+}
+
+impl ReservedName {
+    fn new(name: &str) -> ReservedName {
+        let skeleton = skeleton(name);
+        let short_stem = skeleton.trim_start_matches('.').chars().take(6).collect();
+        ReservedName {
+            name: name.to_owned(),
+            skeleton,
+            short_stem,
+        }
+    }
+
+    /// Whether `skel`, a component's skeleton, is this name's NTFS 8.3 short name.
+    fn is_short_name(&self, skel: &str) -> bool {
+        !self.short_stem.is_empty()
+            && skel
+                .strip_prefix(self.short_stem.as_str())
+                .and_then(|rest| rest.strip_prefix('~'))
+                .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+    }
+}
+
 /// A refusal before anything was installed: the destination is unchanged.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Refusal {
@@ -100,8 +195,8 @@ pub struct Workspace {
     pub device: u64,
     pub inode: u64,
     key: BindingKey,
-    /// `PATCHDIFF_WORKSPACE_RESERVED`, lower case.
-    reserved: Vec<String>,
+    /// `PATCHDIFF_WORKSPACE_RESERVED`, with their skeletons.
+    reserved: Vec<ReservedName>,
     hook: Option<Hook>,
     hook_fired: std::sync::atomic::AtomicBool,
 }
@@ -384,6 +479,48 @@ fn read_at(
     }))
 }
 
+/// Refuses to replace a file that is read-only on disk: its mode (`mode`, from the `fstat` of
+/// the file opened by the drift check) has no write bit, the user's explicit mark, honoured even
+/// when the front end runs as root; or this process may not write it (`faccessat` with the
+/// effective IDs: `EACCES`, `EPERM` for an immutable file, `EROFS`). An editor would fail to open
+/// such a file for writing, but `renameat` over it would succeed, so the publication asks first.
+fn check_writable(dir: &OwnedFd, name: &CString, mode: u32, rel: &str) -> Result<(), Refusal> {
+    if mode & 0o222 == 0 {
+        return Err(refuse(
+            "workspace_file_read_only",
+            format!(
+                "{rel} is read-only on disk (mode {mode:04o}); it was left as it is. Make it writable (chmod u+w) to publish it."
+            ),
+        ));
+    }
+    // SAFETY: name is NUL-terminated; dir is open. AT_SYMLINK_NOFOLLOW: a link swapped in is
+    // not followed (the drift check after staging refuses it).
+    let rc = unsafe {
+        libc::faccessat(
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            libc::W_OK,
+            libc::AT_EACCESS | libc::AT_SYMLINK_NOFOLLOW,
+        )
+    };
+    if rc != 0 {
+        let e = last_error();
+        // Any other error (the file vanished meanwhile) is left to the drift check after staging.
+        if matches!(
+            e.raw_os_error(),
+            Some(libc::EACCES | libc::EPERM | libc::EROFS)
+        ) {
+            return Err(refuse(
+                "workspace_file_read_only",
+                format!(
+                    "{rel} is not writable by this front end (mode {mode:04o}: {e}); it was left as it is. Make it writable to publish it."
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 impl Workspace {
     /// Opens the configured root. The root itself may be reached through a symlink (its owner
     /// chose it); everything below it is walked without following.
@@ -413,22 +550,41 @@ impl Workspace {
             device: st.st_dev,
             inode: st.st_ino,
             key,
-            reserved: reserved.iter().map(|r| r.to_ascii_lowercase()).collect(),
+            reserved: reserved.iter().map(|r| ReservedName::new(r)).collect(),
             hook,
             hook_fired: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
-    /// Refuses a path with a reserved component (ASCII case-insensitive) or a staging file's
-    /// name, before any IO.
+    /// Refuses a path with a reserved component or a staging file's name, before any IO. A
+    /// component is reserved when its [`skeleton`] is a reserved name's, or is the NTFS 8.3
+    /// short name of one (`git~1`): any spelling that a case-folding file system could resolve
+    /// to the reserved directory.
     fn check_reserved(&self, parts: &[&str]) -> Result<(), Refusal> {
         for p in parts {
-            let lower = p.to_ascii_lowercase();
-            if self.reserved.contains(&lower) {
+            let skel = skeleton(p);
+            if let Some(r) = self.reserved.iter().find(|r| r.skeleton == skel) {
+                let how = if p.eq_ignore_ascii_case(&r.name) {
+                    String::new()
+                } else {
+                    format!(
+                        ", which reaches {:?} on file systems that ignore case, invisible characters or trailing dots and spaces",
+                        r.name
+                    )
+                };
                 return Err(refuse(
                     "workspace_path_reserved",
                     format!(
-                        "the path has the reserved component {p:?} (PATCHDIFF_WORKSPACE_RESERVED); it is never imported or published"
+                        "the path has the reserved component {p:?}{how} (PATCHDIFF_WORKSPACE_RESERVED); it is never imported or published"
+                    ),
+                ));
+            }
+            if let Some(r) = self.reserved.iter().find(|r| r.is_short_name(&skel)) {
+                return Err(refuse(
+                    "workspace_path_reserved",
+                    format!(
+                        "the path has the reserved component {p:?}, which reaches {:?} as its NTFS short (8.3) name (PATCHDIFF_WORKSPACE_RESERVED); it is never imported or published",
+                        r.name
                     ),
                 ));
             }
@@ -539,8 +695,8 @@ impl Workspace {
         })
     }
 
-    /// Installs a publication: binding check, walk, lease, drift check, staged write, second
-    /// drift check, atomic rename (replacement) or no-clobber link (creation), fsync of file
+    /// Installs a publication: binding check, walk, lease, drift check, read-only check, staged
+    /// write, second drift check, atomic rename (replacement) or no-clobber link (creation), fsync of file
     /// and directory. The caller owns the database transaction and commits only after
     /// [`Outcome::Installed`].
     pub fn publish(&self, p: &Publication) -> Outcome {
@@ -629,6 +785,10 @@ impl Workspace {
         if existing.is_none() && !p.may_create {
             return Err(gone());
         }
+        // Before anything is staged: a read-only file is not replaced.
+        if let Some(d) = &existing {
+            check_writable(&parent, &name, d.mode, &p.relative_path)?;
+        }
         let tmp = cstr(&staging_name()?)?;
         let staged = openat(
             parent.as_raw_fd(),
@@ -675,6 +835,13 @@ impl Workspace {
                 return Err(r);
             }
         };
+        // Made read-only while the bytes were staged.
+        if let Some(d) = &now
+            && let Err(r) = check_writable(&parent, &name, d.mode, &p.relative_path)
+        {
+            unlink_tmp();
+            return Err(r);
+        }
         let installed = match (existing, now) {
             (Some(_), Some(_)) => {
                 // SAFETY: both names are NUL-terminated and relative to the open parent.
@@ -904,6 +1071,259 @@ mod tests {
             Some("workspace_path_reserved")
         );
         assert_eq!(custom.import(".git/config").unwrap(), "x\n");
+        let _ = std::fs::remove_dir_all(&base);
+    }
+
+    /// A component under `root` holding a file `config` ("x\n") for each spelling, so that an
+    /// import or publication not refused would reach a real file.
+    fn plant(root: &Path, spellings: &[&str]) {
+        for d in spellings {
+            std::fs::create_dir_all(root.join(d)).unwrap();
+            std::fs::write(root.join(d).join("config"), "x\n").unwrap();
+        }
+    }
+
+    /// `rel` is refused as reserved at import and at publication, and its file is unchanged.
+    fn assert_reserved(ws: &Workspace, root: &Path, rel: &str) {
+        let got = ws.import(rel);
+        assert_eq!(
+            got.as_ref().err().map(|r| r.code),
+            Some("workspace_path_reserved"),
+            "{rel:?} imported: {got:?}"
+        );
+        let p = publication(ws, rel, b"x\n", "planted\n");
+        assert_eq!(
+            publish_code(ws, &p),
+            Err("workspace_path_reserved"),
+            "{rel:?}"
+        );
+        assert_eq!(std::fs::read(root.join(rel)).unwrap(), b"x\n", "{rel:?}");
+    }
+
+    /// `rel` ("x\n" on disk) is imported and published.
+    fn assert_not_reserved(ws: &Workspace, root: &Path, rel: &str) {
+        assert_eq!(ws.import(rel).as_deref(), Ok("x\n"), "{rel:?}");
+        let p = publication(ws, rel, b"x\n", "y\n");
+        assert_eq!(publish_code(ws, &p), Ok(()), "{rel:?}");
+        assert_eq!(std::fs::read(root.join(rel)).unwrap(), b"y\n", "{rel:?}");
+    }
+
+    /// docs/workspace.md, "Reserved paths": a component is reserved when a file system that
+    /// folds names could resolve it to a reserved name (git's CVE-2014-9390 class): the name
+    /// with default-ignorable code points inserted (HFS+ drops them), in another case under
+    /// Unicode full case folding (`ſ` is `s`), with trailing dots and spaces (NTFS drops them),
+    /// or its NTFS 8.3 short name (`git~1`). Each is refused at import and at publication, and
+    /// its file is left as it is. Names that only look alike are not reserved.
+    #[test]
+    fn reserved_names_are_refused_in_every_spelling_that_reaches_them() {
+        let base = scratch("spellings");
+        let root = base.join("root");
+        let refused = [
+            // Default-ignorable code points, where HFS+ ignores them and elsewhere.
+            ".g\u{200c}it",
+            ".gi\u{200d}t",
+            "\u{200e}.git",
+            ".git\u{200f}",
+            ".g\u{202a}it",
+            ".g\u{202e}it",
+            ".g\u{206a}it",
+            ".gi\u{206f}t",
+            "\u{feff}.git",
+            ".\u{00ad}git",
+            ".git\u{034f}",
+            ".g\u{200b}it",
+            ".g\u{2060}it",
+            ".git\u{fe0f}",
+            ".git\u{e0001}",
+            ".h\u{180e}g",
+            // Full case folding: LONG S is s, KELVIN SIGN is k (not in these names).
+            ".\u{17f}vn",
+            ".\u{17f}VN",
+            ".GiT",
+            // Upper-cased as NTFS does: the dotless i is I.
+            ".g\u{131}t",
+            // Trailing dots and spaces.
+            ".git.",
+            ".git ",
+            ".git. .",
+            ".hg..",
+            ".Git\u{200c}. ",
+            // NTFS 8.3 short names.
+            "git~1",
+            "GIT~2",
+            "Git~12",
+            "git~1.",
+            "svn~1",
+            "hg~1",
+            "\u{17f}vn~3",
+        ];
+        let accepted = [
+            "\u{e9}.md",
+            "e\u{301}.md",
+            ".gitignore",
+            ".github",
+            "git~1x",
+            "git~",
+            "git~a",
+            "gi~1",
+            ".git~1",
+            "git1",
+            ".gits",
+            ".g.it",
+            ".gi t",
+            "\u{200b}",
+            ".g\u{130}t",
+            ".gjt",
+        ];
+        // The table is sorted and disjoint, so its binary search finds every range's ends.
+        assert!(DEFAULT_IGNORABLE.windows(2).all(|w| w[0].1 < w[1].0));
+        for (lo, hi) in DEFAULT_IGNORABLE {
+            assert!(is_default_ignorable(lo) && is_default_ignorable(hi));
+        }
+        assert!(!is_default_ignorable('\u{200a}') && !is_default_ignorable('\u{e1000}'));
+        plant(&root, &refused);
+        plant(&root.join("sub"), &refused);
+        plant(&root, &accepted);
+        std::fs::create_dir_all(root.join("sub/x")).unwrap();
+        let ws = open(&base, &DEFAULT_RESERVED);
+        for d in refused {
+            assert_reserved(&ws, &root, &format!("{d}/config"));
+            assert_reserved(&ws, &root, &format!("sub/{d}/config"));
+            // Never created by a publication either.
+            let p = Publication {
+                may_create: true,
+                ..publication(&ws, &format!("sub/x/{d}/new"), b"", "planted\n")
+            };
+            assert_eq!(
+                publish_code(&ws, &p),
+                Err("workspace_path_reserved"),
+                "{d:?}"
+            );
+            assert!(!root.join("sub/x").join(d).exists(), "{d:?}");
+        }
+        for d in accepted {
+            assert_not_reserved(&ws, &root, &format!("{d}/config"));
+        }
+        // The message names the component as written and the reserved name it reaches.
+        let r = ws.import(".\u{17f}vn/config").unwrap_err();
+        assert!(
+            r.detail.contains("\".\u{17f}vn\"") && r.detail.contains("\".svn\""),
+            "{}",
+            r.detail
+        );
+        // An invisible code point is shown escaped.
+        let r = ws.import(".g\u{200c}it/config").unwrap_err();
+        assert!(
+            r.detail.contains("\".g\\u{200c}it\"") && r.detail.contains("\".git\""),
+            "{}",
+            r.detail
+        );
+        let r = ws.import("GIT~2/config").unwrap_err();
+        assert!(
+            r.detail.contains("\"GIT~2\"")
+                && r.detail.contains("\".git\"")
+                && r.detail.contains("8.3"),
+            "{}",
+            r.detail
+        );
+        let _ = std::fs::remove_dir_all(&base);
+    }
+
+    /// docs/workspace.md, "Reserved paths": a configured reserved name gets the same skeleton,
+    /// so a name with non-ASCII letters is reserved in its other cases, foldings and
+    /// normalization forms (`Straße` as `STRASSE`, `café` as `CAFE\u{301}`), and its short name.
+    #[test]
+    fn a_configured_reserved_name_is_compared_by_its_skeleton() {
+        let base = scratch("custom-skeleton");
+        let root = base.join("root");
+        let refused = [
+            "Stra\u{df}e",
+            "STRASSE",
+            "strasse",
+            "stra\u{17f}\u{17f}e",
+            "STRA\u{1e9e}E",
+            "Strasse\u{200d}.",
+            "strass~1",
+            "caf\u{e9}",
+            "cafe\u{301}",
+            "CAFE\u{301}",
+            "CAF\u{c9}",
+            "\u{212a}ey",
+            "key",
+            "KEY ",
+            "key~4",
+        ];
+        let accepted = ["strase", "straße2", "cafe", "caf\u{e9}s", "keys", "ey"];
+        plant(&root, &refused);
+        plant(&root, &accepted);
+        let ws = open(&base, &["Stra\u{df}e", "caf\u{e9}", "\u{212a}ey"]);
+        for d in refused {
+            assert_reserved(&ws, &root, &format!("{d}/config"));
+        }
+        for d in accepted {
+            assert_not_reserved(&ws, &root, &format!("{d}/config"));
+        }
+        // The configured names no longer reserve .git.
+        plant(&root, &[".git"]);
+        assert_not_reserved(&ws, &root, ".git/config");
+        let _ = std::fs::remove_dir_all(&base);
+    }
+
+    /// docs/workspace.md, "Publication": a file whose mode has no write bit (0444) is not
+    /// replaced, also by a root front end: `workspace_file_read_only` before anything is staged,
+    /// the file's bytes, mode and inode unchanged and no staging file left. Once writable it
+    /// publishes.
+    #[test]
+    fn a_read_only_file_is_not_replaced() {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        let base = scratch("readonly");
+        let root = base.join("root");
+        std::fs::create_dir_all(root.join("d")).unwrap();
+        let f = root.join("d/ro.txt");
+        std::fs::write(&f, "v1\n").unwrap();
+        let ws = open(&base, &DEFAULT_RESERVED);
+        for mode in [0o444, 0o400, 0o555, 0o000] {
+            std::fs::set_permissions(&f, std::fs::Permissions::from_mode(mode)).unwrap();
+            let ino = std::fs::metadata(&f).unwrap().ino();
+            let p = publication(&ws, "d/ro.txt", b"v1\n", "v2\n");
+            let Outcome::Rejected(r) = ws.publish(&p) else {
+                panic!("a {mode:o} file was replaced");
+            };
+            assert_eq!(r.code, "workspace_file_read_only", "{mode:o}");
+            assert!(
+                r.detail.contains(&format!("mode {mode:04o}")),
+                "{}",
+                r.detail
+            );
+            let meta = std::fs::metadata(&f).unwrap();
+            assert_eq!(std::fs::read(&f).unwrap(), b"v1\n", "{mode:o}");
+            assert_eq!(meta.permissions().mode() & 0o7777, mode, "{mode:o}");
+            assert_eq!(meta.ino(), ino, "{mode:o}");
+            let names: Vec<_> = std::fs::read_dir(root.join("d"))
+                .unwrap()
+                .map(|e| e.unwrap().file_name())
+                .collect();
+            assert_eq!(names, ["ro.txt"], "{mode:o}");
+        }
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let p = publication(&ws, "d/ro.txt", b"v1\n", "v2\n");
+        assert_eq!(publish_code(&ws, &p), Ok(()));
+        assert_eq!(std::fs::read(&f).unwrap(), b"v2\n");
+        assert_eq!(
+            std::fs::metadata(&f).unwrap().permissions().mode() & 0o7777,
+            0o644
+        );
+        // A write bit for others only: the mode has one, so the access check decides; it lets
+        // root write, not the owner of a 0464 file.
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o464)).unwrap();
+        let p = publication(&ws, "d/ro.txt", b"v2\n", "v3\n");
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        if unsafe { libc::geteuid() } == 0 {
+            assert_eq!(publish_code(&ws, &p), Ok(()));
+        } else {
+            assert_eq!(publish_code(&ws, &p), Err("workspace_file_read_only"));
+            assert_eq!(std::fs::read(&f).unwrap(), b"v2\n");
+        }
         let _ = std::fs::remove_dir_all(&base);
     }
 

@@ -283,6 +283,61 @@ fn a_line_ending_change_on_disk_is_read_again() {
     assert_eq!(std::fs::read(&file).unwrap(), b"A\r\nB\r\n");
 }
 
+/// docs/files.md, "write_file": a read-only file (mode 0444) is not replaced, as an editor or
+/// the reference server would fail to open it for writing, although `rename` over it would
+/// succeed and root may write it: the publication is refused (`workspace_file_read_only`), the
+/// call's transaction rolls back (no accepted attempt, no new version), and the file keeps its
+/// bytes, mode and inode. Made writable, the same call writes it.
+#[test]
+fn a_read_only_file_is_not_overwritten() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let root = scratch("read-only");
+    let file = root.join("ro.txt");
+    std::fs::write(&file, "keep\n").unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o444)).unwrap();
+    let ino = std::fs::metadata(&file).unwrap().ino();
+    let mut s = start(&root, &[]);
+    let (text, v, err) = call(
+        &mut s,
+        "write_file",
+        json!({"path": "ro.txt", "content": "replaced\n"}),
+    );
+    assert!(err, "{text}");
+    assert_eq!(v["failure_reason"], "workspace_file_read_only", "{v}");
+    assert!(
+        text.contains("read-only") && text.contains("0444"),
+        "{text}"
+    );
+    let meta = std::fs::metadata(&file).unwrap();
+    assert_eq!(std::fs::read(&file).unwrap(), b"keep\n");
+    assert_eq!(meta.permissions().mode() & 0o7777, 0o444);
+    assert_eq!(meta.ino(), ino);
+    let left: Vec<_> = std::fs::read_dir(&root)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(left, ["ro.txt"], "no staged file is left");
+    let target = v["target_file_id"].as_str().unwrap().to_owned();
+    assert!(
+        log(&target).is_empty(),
+        "the accepted attempt was rolled back with the publication"
+    );
+    assert_eq!(state(&target).0, "0");
+
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let (text, _, err) = call(
+        &mut s,
+        "write_file",
+        json!({"path": "ro.txt", "content": "replaced\n"}),
+    );
+    assert!(!err, "{text}");
+    assert_eq!(std::fs::read(&file).unwrap(), b"replaced\n");
+    assert_eq!(
+        std::fs::metadata(&file).unwrap().permissions().mode() & 0o7777,
+        0o644
+    );
+}
+
 /// Issue 19 item 4: non-UTF-8 files and paths outside the root are refused clearly, and nothing
 /// is imported.
 #[test]
