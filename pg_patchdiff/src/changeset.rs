@@ -3,7 +3,9 @@
 //! (`patchdiff_engine::api::drive::submit_changeset`), in the caller's transaction.
 
 use crate::json_text::JsonText;
-use crate::{Settings, caller_owned_transaction, strict_observation_mode, with_store};
+use crate::{
+    Settings, caller_owned_transaction, max_target_bytes, strict_observation_mode, with_store,
+};
 use patchdiff_engine::api::drive;
 use pgrx::prelude::*;
 
@@ -15,6 +17,7 @@ fn patchdiff_submit_changeset(args: JsonText) -> JsonText {
     let settings = Settings {
         strict_observation_mode: strict_observation_mode(),
         caller_owned_transaction: caller_owned_transaction(),
+        max_target_bytes: max_target_bytes(),
     };
     with_store(|s| drive::submit_changeset(s, &args.0, settings))
 }

@@ -40,6 +40,16 @@ pub(crate) fn max_argument_bytes() -> usize {
     usize::try_from(MAX_ARGUMENT_BYTES.get()).unwrap_or(0)
 }
 
+/// `patchdiff.max_target_bytes`: the largest text, in UTF-8 bytes, a target may be created with
+/// or grow to (`target_too_large`; engine `limits::TARGET_MAX_BYTES_DEFAULT` says why).
+/// Superuser-only, as `max_argument_bytes`.
+static MAX_TARGET_BYTES: GucSetting<i32> =
+    GucSetting::<i32>::new(patchdiff_engine::wire::limits::TARGET_MAX_BYTES_DEFAULT as i32);
+
+pub(crate) fn max_target_bytes() -> usize {
+    usize::try_from(MAX_TARGET_BYTES.get()).unwrap_or(0)
+}
+
 /// `patchdiff.workspace_owned_transaction`: set (with SET LOCAL, inside BEGIN ... COMMIT) by a
 /// caller that owns the transaction of a publishing SAVE and installs the file before COMMIT.
 static WORKSPACE_OWNED_TRANSACTION: GucSetting<bool> = GucSetting::<bool>::new(false);
@@ -183,6 +193,16 @@ extern "C-unwind" fn _PG_init() {
         GucFlags::UNIT_BYTE,
     );
     GucRegistry::define_int_guc(
+        c"patchdiff.max_target_bytes",
+        c"Largest text, in UTF-8 bytes, that a target may be created with or grow to.",
+        c"An initialization over it, or an acceptance that would leave a target over it and larger than it was, is answered with invalid_argument / target_too_large; nothing is written. Every call on a target holds a few copies of its text in the backend.",
+        &MAX_TARGET_BYTES,
+        1024,
+        i32::MAX,
+        GucContext::Suset,
+        GucFlags::UNIT_BYTE,
+    );
+    GucRegistry::define_int_guc(
         c"patchdiff.target_partition",
         c"The partition whose ID a new target gets (a shard behind a PL/Proxy router); -1 for none.",
         c"With patchdiff.target_partitions = n (a power of two), the first 32 bits of the new target's UUID, masked by n - 1, equal this partition: the router's rule for where a target lives (docs/scale-out.md). The router sets both for the call that creates the target.",
@@ -277,14 +297,30 @@ pub(crate) fn with_store<A: Answer>(call: impl FnOnce(&mut SpiStore) -> A) -> Js
 #[pg_extern(security_definer)]
 #[search_path(pg_catalog, pg_temp)]
 fn patchdiff_initialize_target(args: JsonString) -> JsonString {
-    with_store(|s| drive::initialize(s, "patchdiff_initialize_target", &args.0, false))
+    with_store(|s| {
+        drive::initialize(
+            s,
+            "patchdiff_initialize_target",
+            &args.0,
+            false,
+            max_target_bytes(),
+        )
+    })
 }
 
 /// Upload alias of patchdiff_initialize_target (filename, content and content_type required).
 #[pg_extern(security_definer)]
 #[search_path(pg_catalog, pg_temp)]
 fn patchdiff_handle_upload(args: JsonString) -> JsonString {
-    with_store(|s| drive::initialize(s, "patchdiff_handle_upload", &args.0, true))
+    with_store(|s| {
+        drive::initialize(
+            s,
+            "patchdiff_handle_upload",
+            &args.0,
+            true,
+            max_target_bytes(),
+        )
+    })
 }
 
 #[pg_extern(security_definer, stable)]
@@ -321,6 +357,7 @@ fn run_submission(
     let settings = Settings {
         strict_observation_mode: strict_observation_mode(),
         caller_owned_transaction: caller_owned_transaction(),
+        max_target_bytes: max_target_bytes(),
     };
     with_store(|s| drive::run(s, tool, sub, route, settings))
 }

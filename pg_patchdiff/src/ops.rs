@@ -43,5 +43,5 @@ fn patchdiff_read_lines(args: JsonText) -> JsonText {
 #[pg_extern(security_definer, stable)]
 #[search_path(pg_catalog, pg_temp)]
 fn patchdiff_preview(args: JsonText) -> JsonText {
-    with_store(|s| drive::preview(s, &args.0))
+    with_store(|s| drive::preview(s, &args.0, crate::max_target_bytes()))
 }

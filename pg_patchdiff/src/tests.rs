@@ -1051,6 +1051,96 @@ mod tests {
         );
     }
 
+    /// docs/sql-api.md, "Limits": `patchdiff.max_target_bytes` bounds a target's text at
+    /// creation (`target_too_large`, the LF text counted, no row) and at every acceptance that
+    /// would grow it past the limit (no attempt, the target unchanged), for every submission
+    /// function and the preview; a rejection is still logged; the setting is a superuser's.
+    #[pg_test]
+    fn targets_are_bounded_by_max_target_bytes() {
+        Spi::run("SET patchdiff.max_target_bytes = 1024").unwrap();
+        let targets = || -> i64 {
+            Spi::get_one("SELECT count(*) FROM patchdiff.targets")
+                .unwrap()
+                .unwrap()
+        };
+        let before = targets();
+        let r = call(
+            "patchdiff_initialize_target",
+            json!({"filename": "big.md", "content": "x".repeat(1_025)}),
+        );
+        assert_eq!(
+            (&r["status"], &r["code"], &r["limit"], &r["actual"]),
+            (
+                &json!("invalid_argument"),
+                &json!("target_too_large"),
+                &json!(1_024),
+                &json!(1_025)
+            ),
+            "{r}"
+        );
+        let r = call(
+            "patchdiff_handle_upload",
+            json!({"filename": "big.md", "content": "x".repeat(1_025), "content_type": "text/plain"}),
+        );
+        assert_eq!(r["code"], "target_too_large", "{r}");
+        assert_eq!(targets(), before, "no target written");
+        // CRLF counts as its LF text: 1,030 bytes raw, 1,024 canonical.
+        let crlf = format!("@{}", "x".repeat(1_017)) + &"\r\n".repeat(6);
+        let t = call(
+            "patchdiff_initialize_target",
+            json!({"filename": "at.md", "content": crlf}),
+        );
+        assert_eq!(t["status"], "ok", "{t}");
+        let t = t["target_file_id"].as_str().unwrap().to_owned();
+
+        let grow = json!([{"match": "@", "replace": "@@"}]);
+        let r = submit(&t, 0, grow.clone());
+        assert_eq!(
+            (&r["code"], &r["actual"]),
+            (&json!("target_too_large"), &json!(1_025)),
+            "{r}"
+        );
+        let r = call(
+            "patchdiff_submit_operations",
+            json!({"target_file_id": t, "expected_target_version": 0, "intent": "grow",
+                   "operations": [{"op": "span", "start": 0, "end": 0, "expected_text": "", "replace": "y"}]}),
+        );
+        assert_eq!(r["code"], "target_too_large", "{r}");
+        let r = call(
+            "patchdiff_submit_replacement",
+            json!({"target_file_id": t, "expected_target_version": 0, "intent": "grow",
+                   "replacement": "z".repeat(1_100)}),
+        );
+        assert_eq!(r["code"], "target_too_large", "{r}");
+        let r = call(
+            "patchdiff_preview",
+            json!({"target_file_id": t, "format": "patchdiff-tx/1", "expected_target_version": 0,
+                   "intent": "grow", "edits": grow}),
+        );
+        assert_eq!(r["code"], "target_too_large", "{r}");
+        assert_eq!(log_rows(&t), 0, "nothing written");
+        // A rejection is logged; an edit that keeps the size is accepted.
+        assert_eq!(
+            submit(&t, 0, json!([{"match": "absent", "replace": "x"}]))["status"],
+            "rejected"
+        );
+        assert_eq!(
+            submit(&t, 0, json!([{"match": "@", "replace": "#"}]))["status"],
+            "accepted"
+        );
+        assert_eq!(log_rows(&t), 2);
+        Spi::run("RESET patchdiff.max_target_bytes").unwrap();
+        let grow = json!([{"match": "#", "replace": "##"}]);
+        assert_eq!(submit(&t, 1, grow)["status"], "accepted");
+        // The setting is a superuser's: a role cannot raise its own limit.
+        let context: String = Spi::get_one(
+            "SELECT context::text FROM pg_catalog.pg_settings WHERE name = 'patchdiff.max_target_bytes'",
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(context, "superuser");
+    }
+
     /// The submission's own sequence (drive::run over this backend's SPI store) as an autocommit
     /// call runs it, which searches near misses: a pgrx test always runs inside a transaction
     /// block, where the SQL function would answer `caller_transaction` instead.
@@ -1059,6 +1149,7 @@ mod tests {
         let settings = Settings {
             strict_observation_mode: false,
             caller_owned_transaction: false,
+            ..Settings::default()
         };
         let sub = patchdiff_engine::api::submit::parse_submit_edits(&args.to_string());
         let out = crate::with_store(|s| {

@@ -142,6 +142,15 @@ pub const INTENT_MAX_BYTES: usize = 65_536;
 /// left to `replacement_too_large`, which the contract specifies. Code `record_too_large`.
 pub const RECORD_MAX_BYTES: usize = 8 * 1_048_576;
 
+/// The default of `patchdiff.max_target_bytes`: the largest text, in UTF-8 bytes, that a target
+/// may be created with or grow to. The contract sets no size for a target, but every call on one
+/// holds a few copies of its text in the backend (a 335 MB target took 0.7 to 1 GB to read), and
+/// one acceptance may add up to a record's 8 MiB, so without a cap any writer could grow its own
+/// target, commit by commit, towards PostgreSQL's 1 GB value limit and make every later call on it
+/// cost gigabytes. 64 MiB is eight times the largest workspace file or diff input. Code
+/// `target_too_large`.
+pub const TARGET_MAX_BYTES_DEFAULT: usize = 64 * 1_048_576;
+
 /// Submission metadata stored with every attempt in its request envelope:
 /// `expected_target_version`, `expected_current_hash`, `parent_pdcp_log_id`, `attempt` and
 /// `client_request_id`, each as compact JSON. Every valid value is under 130 bytes (a 128-byte

@@ -570,12 +570,43 @@ mod tests {
     /// Strict observation mode holds for every member, as for the single tools: each fresh
     /// member is the audited OBSERVATION_REQUIRED rejection, so the changeset is rejected and no
     /// target changes; the rows are written in member order after every lock.
+    /// docs/sql-api.md, "Limits": a member whose acceptance would grow its target past
+    /// `patchdiff.max_target_bytes` rejects the changeset, naming that member and its
+    /// `target_too_large` answer, and no member is written.
+    #[test]
+    fn a_member_over_max_target_bytes_writes_no_member() {
+        let mut s = Memory::with(&[(A, "a\n"), (B, "a\n")]);
+        let limited = Settings {
+            max_target_bytes: 8,
+            ..Settings::default()
+        };
+        let args = json!({"members": [edit(A, "a", "b"), edit(B, "a", "0123456789")]});
+        let r = submit_changeset(&mut s, &args.to_string(), limited);
+        assert_eq!(r["status"], "rejected", "{r}");
+        let failing = &r["failing_member"];
+        assert_eq!(
+            (
+                &failing["member_index"],
+                &failing["target_file_id"],
+                &failing["code"]
+            ),
+            (&json!(1), &json!(B), &json!("target_too_large")),
+            "{r}"
+        );
+        assert_eq!(failing["answer"]["actual"], 11, "{r}");
+        assert_eq!((s.content(A), s.content(B)), ("a\n", "a\n"));
+        assert!(s.attempts.is_empty(), "no member written");
+        let args = json!({"members": [edit(A, "a", "b"), edit(B, "a", "0123456")]});
+        let r = submit_changeset(&mut s, &args.to_string(), limited);
+        assert_eq!(r["status"], "accepted", "{r}");
+    }
+
     #[test]
     fn strict_mode_rejects_every_member() {
         let mut s = Memory::with(&[(A, "a\n"), (B, "a\n")]);
         let strict = Settings {
             strict_observation_mode: true,
-            caller_owned_transaction: false,
+            ..Settings::default()
         };
         let args = json!({"members": [edit(B, "a", "b"), edit(A, "a", "b")]});
         let r = submit_changeset(&mut s, &args.to_string(), strict);

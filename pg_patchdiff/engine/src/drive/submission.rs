@@ -27,7 +27,7 @@ pub enum Route {
 }
 
 /// What the caller's session and transaction say about this call.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Settings {
     /// `patchdiff.strict_observation_mode`: every fresh unobserved write is an audited
     /// `OBSERVATION_REQUIRED` rejection.
@@ -39,6 +39,50 @@ pub struct Settings {
     /// before it (bounded: at most 65,536 code points), and a caller's transaction gets
     /// `caller_transaction`.
     pub caller_owned_transaction: bool,
+    /// `patchdiff.max_target_bytes`: an acceptance may not leave its target's text larger than
+    /// this and larger than it was ([`grows_too_large`]).
+    pub max_target_bytes: usize,
+}
+
+impl Default for Settings {
+    fn default() -> Settings {
+        Settings {
+            strict_observation_mode: false,
+            caller_owned_transaction: false,
+            max_target_bytes: crate::contract::limits::TARGET_MAX_BYTES_DEFAULT,
+        }
+    }
+}
+
+/// `invalid_argument` / `target_too_large` when an acceptance would leave the target's text over
+/// `limit` bytes and larger than it was (a target already over a lowered limit may still
+/// shrink); nothing is written. Checked after evaluation, under the lock: only the applied text
+/// knows its size.
+pub(crate) fn grows_too_large(
+    attempt: &Attempt,
+    start: &TargetView,
+    limit: usize,
+    correlation: Option<&str>,
+) -> Option<Value> {
+    let after = attempt.new_content.as_deref()?.len();
+    if after <= limit || after <= start.content.len() {
+        return None;
+    }
+    let mut v = ArgError::new(
+        "target_too_large",
+        format!(
+            "the target's text would be {after} bytes, over patchdiff.max_target_bytes ({limit} bytes); nothing was written. Make the change smaller, or split the document into several targets"
+        ),
+    )
+    .with("limit", json!(limit))
+    .with("actual", json!(after))
+    .with("target_file_id", json!(start.target_file_id))
+    .with("pdcp_log_id", Value::Null)
+    .to_json("");
+    if let Some(c) = correlation {
+        v["correlation_id"] = json!(c);
+    }
+    Some(v)
 }
 
 /// The answer for a target the caller could not lock or read (`write`: it asked to write):
@@ -260,6 +304,14 @@ impl Locked<'_> {
                 None => submit::evaluate(sub, identity, parent, &start),
             },
         };
+        if let Some(refusal) = grows_too_large(
+            &attempt,
+            &start,
+            self.settings.max_target_bytes,
+            self.correlation,
+        ) {
+            return Decision::Answered(refusal);
+        }
         Decision::Write(Verdict {
             attempt,
             strict_refusal,
@@ -536,7 +588,7 @@ mod tests {
     fn edits(args: Value, store: &mut Memory, strict: bool) -> Value {
         let settings = Settings {
             strict_observation_mode: strict,
-            caller_owned_transaction: false,
+            ..Settings::default()
         };
         let sub = submit::parse_submit_edits(&args.to_string());
         run(
@@ -589,6 +641,81 @@ mod tests {
     /// outcome"): the resend is answered from the stored row, writing nothing, though its guard
     /// is now stale and strict mode is on. It takes no lock: the attempt, then the target as the
     /// caller may write it (`recover_unlocked`).
+    /// docs/sql-api.md, "Limits" (`patchdiff.max_target_bytes`, ours): an acceptance that would
+    /// leave the target's text over the limit and larger than it was is `invalid_argument` /
+    /// `target_too_large` with `limit` and `actual`, and writes nothing; up to the limit it is
+    /// accepted; a target already over a lowered limit may still shrink. A rejection is logged
+    /// as always, whatever the size. The preview answers alike.
+    #[test]
+    fn an_acceptance_may_not_grow_a_target_past_max_target_bytes() {
+        let limited = |max: usize| Settings {
+            max_target_bytes: max,
+            ..Settings::default()
+        };
+        let edit = |s: &mut Memory, m: &str, r: &str, max: usize| {
+            let v = s.target.as_ref().unwrap().version;
+            let args = json!({"target_file_id": T, "intent": "i", "expected_target_version": v,
+                              "edits": [{"match": m, "replace": r}]});
+            let sub = submit::parse_submit_edits(&args.to_string());
+            run(
+                s,
+                "patchdiff_submit_edits",
+                sub,
+                Route::Unobserved,
+                limited(max),
+            )
+        };
+        let mut s = Memory::with("abc\n");
+        // 4 bytes -> 17: one over a limit of 16.
+        let r = edit(&mut s, "abc", "abcdefghijklmnop", 16);
+        assert_eq!(
+            (&r["status"], &r["code"], &r["limit"], &r["actual"]),
+            (
+                &json!("invalid_argument"),
+                &json!("target_too_large"),
+                &json!(16),
+                &json!(17)
+            ),
+            "{r}"
+        );
+        assert_eq!(r["target_file_id"], T);
+        assert_eq!(r["pdcp_log_id"], Value::Null);
+        assert!(s.attempts.is_empty(), "nothing written");
+        assert_eq!(s.target.as_ref().unwrap().content, "abc\n");
+        let preview = |s: &Memory, m: &str, r: &str, max: usize| {
+            let t = s.target.as_ref().unwrap();
+            let args = json!({"target_file_id": T, "format": "patchdiff-tx/1", "intent": "i",
+                              "expected_target_version": t.version,
+                              "edits": [{"match": m, "replace": r}]});
+            let sub = crate::submission::preview::parse_preview(&args.to_string()).unwrap();
+            crate::submission::preview::preview_within(&sub, &t.view(), max)
+        };
+        let p = preview(&s, "abc", "abcdefghijklmnop", 16);
+        assert_eq!(
+            (&p["status"], &p["code"]),
+            (&json!("invalid_argument"), &json!("target_too_large")),
+            "{p}"
+        );
+        assert_eq!(
+            preview(&s, "abc", "abcdefghijklmno", 16)["status"],
+            "accepted"
+        );
+        // Exactly the limit is accepted.
+        let r = edit(&mut s, "abc", "abcdefghijklmno", 16);
+        assert_eq!(r["status"], "accepted", "{r}");
+        assert_eq!(s.target.as_ref().unwrap().content.len(), 16);
+        // A rejection (no match) is logged whatever the size.
+        let r = edit(&mut s, "absent", "x", 4);
+        assert_eq!(r["status"], "rejected", "{r}");
+        assert_eq!(s.attempts.len(), 2);
+        // Over a lowered limit (4): growing is refused, shrinking and keeping the size accepted.
+        assert_eq!(edit(&mut s, "a", "aa", 4)["code"], "target_too_large");
+        assert_eq!(edit(&mut s, "b", "B", 4)["status"], "accepted");
+        assert_eq!(edit(&mut s, "cd", "c", 4)["status"], "accepted");
+        assert_eq!(s.target.as_ref().unwrap().content, "aBcefghijklmno\n");
+        assert_eq!(s.attempts.len(), 4);
+    }
+
     #[test]
     fn keyed_recovery_precedes_strict_mode_and_guards() {
         let mut s = Memory::with("a\n");
@@ -960,7 +1087,7 @@ mod tests {
         let sub = submit::parse_submit_replacement(&args.to_string());
         let strict = Settings {
             strict_observation_mode: true,
-            caller_owned_transaction: false,
+            ..Settings::default()
         };
         let r = run(
             &mut s,

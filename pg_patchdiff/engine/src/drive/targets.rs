@@ -11,11 +11,31 @@ use serde_json::{Value, json};
 
 /// `patchdiff_initialize_target` (`upload`: `patchdiff_handle_upload`): LF canonicalization,
 /// recorded source line endings, version 0, an active editing cycle and the initial snapshot.
-pub fn initialize(store: &mut impl Targets, tool: &str, args: &str, upload: bool) -> Value {
+/// A canonical text over `max_bytes` (`patchdiff.max_target_bytes`) is `target_too_large`, and
+/// nothing is written.
+pub fn initialize(
+    store: &mut impl Targets,
+    tool: &str,
+    args: &str,
+    upload: bool,
+    max_bytes: usize,
+) -> Value {
     let t = match target::parse_initialize(args, upload) {
         Ok(t) => t,
         Err(e) => return e.to_json(tool),
     };
+    if t.canonical.len() > max_bytes {
+        return ArgError::new(
+            "target_too_large",
+            format!(
+                "the content is {} bytes (LF line endings), over patchdiff.max_target_bytes ({max_bytes} bytes); nothing was written. Split the document into several targets",
+                t.canonical.len()
+            ),
+        )
+        .with("limit", json!(max_bytes))
+        .with("actual", json!(t.canonical.len()))
+        .to_json(tool);
+    }
     let (id, cycle, snapshot) = (store.new_target_id(), store.new_id(), store.new_id());
     if !store.insert_target(&t, &id, &cycle, &snapshot) {
         return target::binding_nonce_taken().to_json(tool);
@@ -115,7 +135,7 @@ pub fn export_target(store: &mut impl Reads, args: &str) -> Value {
 }
 
 /// `patchdiff_preview`: the submission evaluator over one plain read of the target; no row.
-pub fn preview(store: &mut impl Reads, args: &str) -> Value {
+pub fn preview(store: &mut impl Reads, args: &str, max_target_bytes: usize) -> Value {
     let sub = match preview::parse_preview(args) {
         Ok(s) => s,
         Err(e) => {
@@ -141,6 +161,6 @@ pub fn preview(store: &mut impl Reads, args: &str) -> Value {
             };
             preview::bound(identity::preview_rejection(&call, sub.runtime_version))
         }
-        Some(t) => preview::preview(&sub, &t.view()),
+        Some(t) => preview::preview_within(&sub, &t.view(), max_target_bytes),
     }
 }

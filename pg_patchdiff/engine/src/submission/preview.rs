@@ -155,6 +155,16 @@ pub fn arg_error(e: &ArgError) -> Value {
 
 /// Evaluates `sub` against one observation `start` and answers within the preview budgets.
 pub fn preview(sub: &Submission, start: &TargetView) -> Value {
+    preview_within(
+        sub,
+        start,
+        crate::contract::limits::TARGET_MAX_BYTES_DEFAULT,
+    )
+}
+
+/// [`preview`] under `patchdiff.max_target_bytes` = `max_target_bytes`: a proposal whose
+/// acceptance a submission would refuse as `target_too_large` is refused alike.
+pub fn preview_within(sub: &Submission, start: &TargetView, max_target_bytes: usize) -> Value {
     // A valid oversized replacement: the same no-attempt classification as submission.
     if let Some(Value::Object(mut m)) = submit::admission(sub, None) {
         let d = m.remove("diagnostic").unwrap_or(Value::Null);
@@ -165,6 +175,22 @@ pub fn preview(sub: &Submission, start: &TargetView) -> Value {
         return invalid_argument("replacement_too_large", &detail, &extra);
     }
     let verdict = submit::judge(sub, &Parent::NotLookedUp, start, None);
+    if let Ok(applied) = &verdict {
+        let after = applied.content.len();
+        if after > max_target_bytes && after > start.content.len() {
+            let mut extra = Map::new();
+            extra.insert("target_file_id".into(), json!(sub.target_file_id));
+            extra.insert("limit".into(), json!(max_target_bytes));
+            extra.insert("actual".into(), json!(after));
+            return invalid_argument(
+                "target_too_large",
+                &format!(
+                    "the target's text would be {after} bytes, over patchdiff.max_target_bytes ({max_target_bytes} bytes); a submission would write nothing"
+                ),
+                &extra,
+            );
+        }
+    }
     let mut near_miss_input = None;
     let mut m = Map::new();
     m.insert("preview".into(), json!(true));
