@@ -31,6 +31,16 @@ pub const URI_TEMPLATE: &str = "patchdiff://targets/{target_file_id}";
 /// an access check when it changes, and the set is copied to the listener on every change.
 pub const MAX_WATCHED: usize = 1024;
 
+/// The most `subscriptions/listen` streams one connection may hold open at once (over HTTP each
+/// stream is its own request, capped by `--max-streams-per-role`): each keeps its request `id`
+/// and is written one line per change of a target it watches, so without a cap one client could
+/// keep thousands and make one edit cost thousands of lines.
+pub const MAX_LISTENS: usize = 16;
+
+/// The longest `id` of a `subscriptions/listen` request, as compact JSON: it is kept while the
+/// stream is open and echoed in every notification of it.
+pub const LISTEN_ID_MAX_BYTES: usize = 256;
+
 /// Announcements waiting for the server's loop; beyond it the listener drops them and asks for a
 /// resync, which tells every subscriber that its targets may have changed.
 const QUEUE: usize = 4096;

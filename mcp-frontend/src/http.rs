@@ -664,6 +664,8 @@ async fn answer(shared: &Arc<Shared>, request: Request, log: &mut CallLog) -> Re
             log.method = method;
             return StatusCode::ACCEPTED.into_response();
         }
+        // Streamable HTTP: a POSTed response is accepted with 202 and no body.
+        Ok(Incoming::Response) => return StatusCode::ACCEPTED.into_response(),
         Ok(Incoming::Request { id, method, params }) => (id, method, params),
     };
     log.method.clone_from(&method);

@@ -122,10 +122,14 @@ async fn serve() {
     match started.await {
         Ok(server) => {
             let (input, output) = stdio();
-            server
-                .serve(input, output)
-                .await
-                .unwrap_or_else(|e| tracing::error!("stdio: {e}"))
+            // The end of input is a clean end (status 0). A failed read or write is not: a
+            // response may be lost (its call may have committed), so the host must be able to
+            // tell, and resend keyed calls to recover their outcome (docs/operations.md).
+            if let Err(e) = server.serve(input, output).await {
+                tracing::error!("stdio: {e}");
+                eprintln!("patchdiff-mcp: stdio failed ({e}); a response may have been lost");
+                std::process::exit(1);
+            }
         }
         Err(why) => {
             eprintln!("patchdiff-mcp: {why}");

@@ -23,6 +23,10 @@ pub enum Incoming {
         method: String,
         params: Option<Box<RawValue>>,
     },
+    /// A response (`result` or `error`, no `method`). This server sends no requests, so every
+    /// response is unsolicited: it is ignored, never answered (an error reusing its `id` would be
+    /// a second response to one of the client's own requests).
+    Response,
 }
 
 /// The wire shape; `params` stays raw so that argument strings reach SQL exactly as sent
@@ -34,6 +38,11 @@ struct Wire {
     id: Option<Value>,
     method: Option<Value>,
     params: Option<Box<RawValue>>,
+    /// Present (even `null`) when the message is a response.
+    #[serde(default, deserialize_with = "present")]
+    result: Option<Value>,
+    #[serde(default, deserialize_with = "present")]
+    error: Option<Value>,
 }
 
 /// Distinguishes `"id": null` (present) from no `id` at all.
@@ -87,6 +96,9 @@ pub fn parse_line(line: &[u8]) -> Result<Incoming, Reject> {
             format!("Invalid Request: {why}"),
         )
     };
+    if wire.method.is_none() && (wire.result.is_some() || wire.error.is_some()) {
+        return Ok(Incoming::Response);
+    }
     if wire.jsonrpc != Some(json!("2.0")) {
         return Err(invalid("jsonrpc must be \"2.0\""));
     }
@@ -99,6 +111,15 @@ pub fn parse_line(line: &[u8]) -> Result<Incoming, Reject> {
             method,
             params: wire.params,
         }),
+        // A number is echoed as it was read: an integer of at most 64 bits. Any other number
+        // (`1E2`, `-0`, `1.5`, 2^64) would come back as a float, a different `id`
+        // (`100.0`, `1.8446744073709552e+19`), so it is refused rather than answered under an
+        // `id` the client never sent.
+        Some(Value::Number(n)) if !(n.is_i64() || n.is_u64()) => Err((
+            Value::Null,
+            INVALID_REQUEST,
+            "Invalid Request: a numeric id must be an integer from -2^63 to 2^64 - 1, written without a fraction or exponent".into(),
+        )),
         Some(id @ (Value::String(_) | Value::Number(_))) => Ok(Incoming::Request {
             id,
             method,
@@ -169,6 +190,44 @@ mod tests {
             PARSE_ERROR
         );
         assert_eq!(parse_line(b"{nope").unwrap_err().1, PARSE_ERROR);
+        // A response (result or error, even null, and no method) is never answered.
+        for line in [
+            br#"{"jsonrpc":"2.0","id":77,"result":{}}"#.as_slice(),
+            br#"{"jsonrpc":"2.0","id":77,"result":null}"#,
+            br#"{"jsonrpc":"2.0","id":"x","error":{"code":-1,"message":"no"}}"#,
+            br#"{"id":3,"result":1}"#,
+        ] {
+            assert!(
+                matches!(parse_line(line), Ok(Incoming::Response)),
+                "{}",
+                String::from_utf8_lossy(line)
+            );
+        }
+        // Numeric ids are echoed as read, so only 64-bit integers are taken.
+        for id in ["-9223372036854775808", "18446744073709551615", "0", "-1"] {
+            let line = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"ping"}}"#);
+            let Ok(Incoming::Request { id: got, .. }) = parse_line(line.as_bytes()) else {
+                panic!("{line}");
+            };
+            assert_eq!(to_string(&got, ASCII), id);
+        }
+        for id in [
+            "1E2",
+            "-0",
+            "1.5",
+            "1.0",
+            "18446744073709551616",
+            "-9223372036854775809",
+            "1e400",
+        ] {
+            let line = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"ping"}}"#);
+            let e = parse_line(line.as_bytes()).unwrap_err();
+            assert_eq!(
+                (&e.0, e.1 == INVALID_REQUEST || e.1 == PARSE_ERROR),
+                (&Value::Null, true),
+                "{line}: {e:?}"
+            );
+        }
         assert_eq!(parse_line(b"[]").unwrap_err().1, INVALID_REQUEST);
         assert_eq!(
             parse_line(br#"{"id":1,"method":"ping"}"#).unwrap_err(),

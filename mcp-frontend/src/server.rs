@@ -303,6 +303,10 @@ impl Server {
             Ok(Incoming::Request { id, method, params }) => {
                 Some(self.request(&id, &method, params.as_deref()).await)
             }
+            Ok(Incoming::Response) => {
+                tracing::debug!("an unsolicited response was ignored");
+                None
+            }
         }
     }
 

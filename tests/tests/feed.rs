@@ -1064,6 +1064,71 @@ async fn modern_listen_streams_hear_updates_over_stdio() {
     assert!(tools["result"]["tools"].is_array());
 }
 
+/// docs/profiles.md, "Subscriptions" (hostile input): one stdio connection holds at most 16
+/// listen streams, and a listen `id` (kept while its stream is open and echoed in every
+/// notification) is at most 256 bytes of JSON; both are refused with nothing subscribed, the
+/// open streams keep working, and an ended stream frees its place.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn listen_streams_per_connection_and_their_ids_are_bounded() {
+    let dsn = dsn();
+    let w = connect(&dsn).await.unwrap();
+    let id = initialize_target(&w, "feed-caps.md", "one\n")
+        .await
+        .unwrap();
+    let mut m = Mcp::start(&dsn, "extended");
+    m.modern_request("server/discover", json!({}));
+    let watch = json!({"notifications": {"resourceSubscriptions": [uri(&id)]}});
+    let mut open = Vec::new();
+    for _ in 0..16 {
+        open.push(m.send("subscriptions/listen", watch.clone(), true));
+        m.notification();
+    }
+    let over = m.modern_request("subscriptions/listen", watch.clone());
+    assert_eq!(over["error"]["code"], -32603, "{over}");
+    assert!(
+        over["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("Subscription limit reached"),
+        "{over}"
+    );
+    // A long id: refused before anything is subscribed, answered under its own id.
+    let long = "x".repeat(300);
+    let mut params = watch.clone();
+    params["_meta"] = modern_meta();
+    let line =
+        json!({"jsonrpc": "2.0", "id": long, "method": "subscriptions/listen", "params": params});
+    m.pipes.send(format!("{line}\n").as_bytes());
+    let r = m.next(Duration::from_secs(30)).unwrap();
+    assert_eq!(
+        (&r["id"], &r["error"]["code"]),
+        (&json!(long), &json!(-32600)),
+        "{r}"
+    );
+    // One change: one line per open stream, no more.
+    call(&w, "patchdiff_submit_edits", &edit(&id, 0, "one", "two"))
+        .await
+        .unwrap();
+    let mut heard: Vec<i64> = (0..16)
+        .map(|_| {
+            m.notification()["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"]
+                .as_i64()
+                .unwrap()
+        })
+        .collect();
+    heard.sort_unstable();
+    assert_eq!(heard, open);
+    m.quiet("one line per open stream");
+    // Ending one frees its place.
+    m.notify("notifications/cancelled", json!({"requestId": open[0]}));
+    m.send("subscriptions/listen", watch, true);
+    let ack = m.notification();
+    assert_eq!(
+        ack["method"], "notifications/subscriptions/acknowledged",
+        "{ack}"
+    );
+}
+
 /// Item 2, tenancy: a subscriber never hears about a target it may not see.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn subscribers_hear_only_targets_they_may_see() {

@@ -254,6 +254,35 @@ fn lines_are_ascii_and_text_is_literal() {
 
 /// Malformed UTF-8 is a -32700 parse error, never repaired, and the process keeps serving;
 /// ids may be 0 or strings, a null id is invalid, unknown methods are -32601.
+/// docs/operations.md, "Exit status": a client that stops reading (its end of stdout closed)
+/// makes the server exit 1, not 0, since an answer was lost; the end of input alone exits 0.
+#[test]
+fn a_lost_stdout_is_an_error_exit() {
+    use std::io::Write;
+    let start = || {
+        let mut cmd = Command::new(mcp_bin());
+        cmd.env("PATCHDIFF_DATABASE_URL", dsn())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        cmd.spawn().expect("starting patchdiff-mcp")
+    };
+    let ping = b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\n";
+    let mut clean = start();
+    clean.stdin.take().unwrap().write_all(ping).unwrap();
+    let out = clean.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "end of input");
+    assert!(out.stdout.ends_with(b"\"result\":{}}\n"));
+
+    let mut lost = start();
+    drop(lost.stdout.take());
+    let mut stdin = lost.stdin.take().unwrap();
+    // The write may fail once the server has gone; either way it must not exit 0.
+    let _ = stdin.write_all(ping);
+    drop(stdin);
+    assert_eq!(lost.wait().unwrap().code(), Some(1), "a lost answer");
+}
+
 #[test]
 fn malformed_input_is_answered_and_serving_continues() {
     let mut m = Mcp::start(&[]);
@@ -270,6 +299,25 @@ fn malformed_input_is_answered_and_serving_continues() {
     assert_eq!(m.reply()["error"]["code"], -32600);
     m.send_raw(b"{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"ping\"}\n");
     assert_eq!(m.reply(), json!({"jsonrpc": "2.0", "id": 0, "result": {}}));
+    // JSON-RPC 2.0: the response has the same id as the request. Numbers are echoed as read,
+    // so only 64-bit integers are taken; `1E2` would come back as `100.0`.
+    m.send_raw(b"{\"jsonrpc\":\"2.0\",\"id\":18446744073709551615,\"method\":\"ping\"}\n");
+    assert_eq!(m.reply()["id"], json!(18446744073709551615u64));
+    for id in ["1E2", "-0", "1.5", "18446744073709551616"] {
+        m.send_raw(format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"ping\"}}\n").as_bytes());
+        let r = m.reply();
+        assert_eq!(
+            (&r["id"], &r["error"]["code"]),
+            (&Value::Null, &json!(-32600)),
+            "{id}: {r}"
+        );
+    }
+    // A response sent to the server (it sends no requests) is ignored, never answered: an
+    // error under its id would be a second response to one of the client's own ids.
+    m.send_raw(b"{\"jsonrpc\":\"2.0\",\"id\":77,\"result\":{}}\n");
+    m.send_raw(b"{\"jsonrpc\":\"2.0\",\"id\":78,\"error\":{\"code\":-1,\"message\":\"x\"}}\n");
+    m.send_raw(b"{\"jsonrpc\":\"2.0\",\"id\":79,\"method\":\"ping\"}\n");
+    assert_eq!(m.reply(), json!({"jsonrpc": "2.0", "id": 79, "result": {}}));
     m.send_raw(b"{\"jsonrpc\":\"2.0\",\"id\":\"s-1\",\"method\":\"server/discover\"}\n");
     let r = m.reply();
     assert_eq!(

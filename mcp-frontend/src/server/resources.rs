@@ -17,7 +17,7 @@ use crate::catalog::REVISIONS;
 use crate::config::Profile;
 use crate::feed::{self, Hub, Listener, Signal};
 use crate::modern;
-use crate::rpc::{self, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND};
+use crate::rpc::{self, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND};
 use patchdiff_engine::wire::{ASCII, to_string};
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
@@ -371,6 +371,27 @@ impl Server {
             return Err((
                 INVALID_REQUEST,
                 "Invalid Request: a subscriptions/listen stream with this id is open".into(),
+                None,
+            ));
+        }
+        let id_bytes = to_string(id, ASCII).len();
+        if id_bytes > feed::LISTEN_ID_MAX_BYTES {
+            return Err((
+                INVALID_REQUEST,
+                format!(
+                    "Invalid Request: a subscriptions/listen id is echoed in every notification of its stream; this one is {id_bytes} bytes of JSON, over {}",
+                    feed::LISTEN_ID_MAX_BYTES
+                ),
+                None,
+            ));
+        }
+        if self.subs.listens.len() >= feed::MAX_LISTENS {
+            return Err((
+                INTERNAL_ERROR,
+                format!(
+                    "Subscription limit reached: this connection has {} subscriptions/listen streams open, the most one connection may; nothing was subscribed: end one first (notifications/cancelled)",
+                    self.subs.listens.len()
+                ),
                 None,
             ));
         }
