@@ -1689,20 +1689,25 @@ async fn the_log_and_the_snapshots_name_the_acting_role(
     .unwrap();
     assert_eq!(saved["status"], "saved", "{saved}");
 
-    let log: Vec<(String, Option<String>)> = su
-        .query(
-            "SELECT status, acting_role FROM patchdiff.pdcp_logs \
-             WHERE target_file_id = $1::text::uuid ORDER BY log_sequence",
-            &[&t],
-        )
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| (r.get(0), r.get(1)))
-        .collect();
+    // (what, acting_role) of the target's rows of one table, in order.
+    let rows = |sql: &'static str| {
+        let t = t.clone();
+        async move {
+            su.query(sql, &[&t])
+                .await
+                .unwrap()
+                .iter()
+                .map(|r| (r.get::<_, String>(0), r.get::<_, Option<String>>(1)))
+                .collect::<Vec<_>>()
+        }
+    };
     let who = |status: &str, role: &str| (status.to_owned(), Some(role.to_owned()));
     assert_eq!(
-        log,
+        rows(
+            "SELECT status, acting_role FROM patchdiff.pdcp_logs \
+              WHERE target_file_id = $1::text::uuid ORDER BY log_sequence"
+        )
+        .await,
         vec![
             who("accepted", &s.b),
             who("accepted", &s.a),
@@ -1711,19 +1716,12 @@ async fn the_log_and_the_snapshots_name_the_acting_role(
         ],
         "pdcp_logs.acting_role"
     );
-    let snapshots: Vec<(String, Option<String>)> = su
-        .query(
-            "SELECT snapshot_reason, acting_role FROM patchdiff.snapshots \
-             WHERE target_file_id = $1::text::uuid ORDER BY version",
-            &[&t],
-        )
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| (r.get(0), r.get(1)))
-        .collect();
     assert_eq!(
-        snapshots,
+        rows(
+            "SELECT snapshot_reason, acting_role FROM patchdiff.snapshots \
+              WHERE target_file_id = $1::text::uuid ORDER BY version"
+        )
+        .await,
         vec![who("initial", &s.a), who("save_checkpoint", &s.b)],
         "snapshots.acting_role"
     );
