@@ -1051,7 +1051,7 @@ mod tests {
         );
     }
 
-    /// docs/sql-api.md, "Limits": `patchdiff.max_target_bytes` bounds a target's text at
+    /// docs/sql-api.md, "Rules that hold for every function": `patchdiff.max_target_bytes` bounds a target's text at
     /// creation (`target_too_large`, the LF text counted, no row) and at every acceptance that
     /// would grow it past the limit (no attempt, the target unchanged), for every submission
     /// function and the preview; a rejection is still logged; the setting is a superuser's.

@@ -570,7 +570,7 @@ mod tests {
     /// Strict observation mode holds for every member, as for the single tools: each fresh
     /// member is the audited OBSERVATION_REQUIRED rejection, so the changeset is rejected and no
     /// target changes; the rows are written in member order after every lock.
-    /// docs/sql-api.md, "Limits": a member whose acceptance would grow its target past
+    /// docs/sql-api.md, "Rules that hold for every function": a member whose acceptance would grow its target past
     /// `patchdiff.max_target_bytes` rejects the changeset, naming that member and its
     /// `target_too_large` answer, and no member is written.
     #[test]

@@ -636,16 +636,11 @@ mod tests {
         })
     }
 
-    /// observed-editor-v2 "Exact keyed recovery precedes fresh guard and consumed-observation
-    /// checks", and strict observation mode ("A keyed resend still recovers its recorded
-    /// outcome"): the resend is answered from the stored row, writing nothing, though its guard
-    /// is now stale and strict mode is on. It takes no lock: the attempt, then the target as the
-    /// caller may write it (`recover_unlocked`).
-    /// docs/sql-api.md, "Limits" (`patchdiff.max_target_bytes`, ours): an acceptance that would
-    /// leave the target's text over the limit and larger than it was is `invalid_argument` /
-    /// `target_too_large` with `limit` and `actual`, and writes nothing; up to the limit it is
-    /// accepted; a target already over a lowered limit may still shrink. A rejection is logged
-    /// as always, whatever the size. The preview answers alike.
+    /// docs/sql-api.md, "Rules that hold for every function" (`patchdiff.max_target_bytes`,
+    /// ours): an acceptance that would leave the target's text over the limit and larger than it
+    /// was is `invalid_argument` / `target_too_large` with `limit` and `actual`, and writes
+    /// nothing; up to the limit it is accepted; a target already over a lowered limit may still
+    /// shrink. A rejection is logged as always, whatever the size. The preview answers alike.
     #[test]
     fn an_acceptance_may_not_grow_a_target_past_max_target_bytes() {
         let limited = |max: usize| Settings {
@@ -716,6 +711,11 @@ mod tests {
         assert_eq!(s.attempts.len(), 4);
     }
 
+    /// observed-editor-v2 "Exact keyed recovery precedes fresh guard and consumed-observation
+    /// checks", and strict observation mode ("A keyed resend still recovers its recorded
+    /// outcome"): the resend is answered from the stored row, writing nothing, though its guard
+    /// is now stale and strict mode is on. It takes no lock: the attempt, then the target as the
+    /// caller may write it (`recover_unlocked`).
     #[test]
     fn keyed_recovery_precedes_strict_mode_and_guards() {
         let mut s = Memory::with("a\n");
