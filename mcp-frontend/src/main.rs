@@ -124,7 +124,7 @@ async fn serve() {
             let (input, output) = stdio();
             // The end of input is a clean end (status 0). A failed read or write is not: a
             // response may be lost (its call may have committed), so the host must be able to
-            // tell, and resend keyed calls to recover their outcome (docs/operations.md).
+            // tell, and resend keyed calls to recover their outcome (docs/profiles.md, "Exit status").
             if let Err(e) = server.serve(input, output).await {
                 tracing::error!("stdio: {e}");
                 eprintln!("patchdiff-mcp: stdio failed ({e}); a response may have been lost");

@@ -254,7 +254,7 @@ fn lines_are_ascii_and_text_is_literal() {
 
 /// Malformed UTF-8 is a -32700 parse error, never repaired, and the process keeps serving;
 /// ids may be 0 or strings, a null id is invalid, unknown methods are -32601.
-/// docs/operations.md, "Exit status": a client that stops reading (its end of stdout closed)
+/// docs/profiles.md, "Exit status": a client that stops reading (its end of stdout closed)
 /// makes the server exit 1, not 0, since an answer was lost; the end of input alone exits 0.
 #[test]
 fn a_lost_stdout_is_an_error_exit() {
