@@ -139,6 +139,22 @@ pub fn too_large(size: impl std::fmt::Display, max: impl std::fmt::Display) -> A
     )
 }
 
+/// `invalid_argument` / `target_too_large` (`patchdiff.max_target_bytes`, ours), with `limit`
+/// and `actual`, when a target's text would be `after` bytes, over `limit` and larger than it
+/// was (`before`; 0 for a new target): a target already over a lowered limit may still shrink.
+pub fn target_too_large(after: usize, before: usize, limit: usize) -> Option<ArgError> {
+    (after > limit && after > before).then(|| {
+        ArgError::new(
+            "target_too_large",
+            format!(
+                "the target's text would be {after} bytes (LF line endings), over patchdiff.max_target_bytes ({limit} bytes); nothing was written. Make the change smaller, or split the document into several targets"
+            ),
+        )
+        .with("limit", json!(limit))
+        .with("actual", json!(after))
+    })
+}
+
 /// A parsed argument object: checked for unknown names, with typed accessors.
 pub struct Args {
     map: Map<String, Value>,

@@ -3,7 +3,7 @@
 //! mode, the observed route's observations, fresh admission, evaluation, the attempt and its
 //! consumptions, the answer, and near misses.
 
-use crate::contract::args::{ArgError, not_found, oversized, too_large};
+use crate::contract::args::{ArgError, not_found, oversized, target_too_large, too_large};
 use crate::contract::json::{LITERAL, to_string};
 use crate::contract::words::Status;
 use crate::drive::store::{Store, StoredTarget};
@@ -65,20 +65,10 @@ pub(crate) fn grows_too_large(
     correlation: Option<&str>,
 ) -> Option<Value> {
     let after = attempt.new_content.as_deref()?.len();
-    if after <= limit || after <= start.content.len() {
-        return None;
-    }
-    let mut v = ArgError::new(
-        "target_too_large",
-        format!(
-            "the target's text would be {after} bytes, over patchdiff.max_target_bytes ({limit} bytes); nothing was written. Make the change smaller, or split the document into several targets"
-        ),
-    )
-    .with("limit", json!(limit))
-    .with("actual", json!(after))
-    .with("target_file_id", json!(start.target_file_id))
-    .with("pdcp_log_id", Value::Null)
-    .to_json("");
+    let mut v = target_too_large(after, start.content.len(), limit)?
+        .with("target_file_id", json!(start.target_file_id))
+        .with("pdcp_log_id", Value::Null)
+        .to_json("");
     if let Some(c) = correlation {
         v["correlation_id"] = json!(c);
     }

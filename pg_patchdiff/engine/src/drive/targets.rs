@@ -1,7 +1,7 @@
 //! Target creation and the read tools over [`Targets`] and [`Reads`]: arguments (all of them
 //! before the target is looked up), the target the caller may read, the answer.
 
-use crate::contract::args::{ArgError, Args, not_found};
+use crate::contract::args::{ArgError, Args, not_found, target_too_large};
 use crate::drive::store::{Reads, StoredTarget, Targets};
 use crate::history::export;
 use crate::read::{self, lines};
@@ -24,17 +24,8 @@ pub fn initialize(
         Ok(t) => t,
         Err(e) => return e.to_json(tool),
     };
-    if t.canonical.len() > max_bytes {
-        return ArgError::new(
-            "target_too_large",
-            format!(
-                "the content is {} bytes (LF line endings), over patchdiff.max_target_bytes ({max_bytes} bytes); nothing was written. Split the document into several targets",
-                t.canonical.len()
-            ),
-        )
-        .with("limit", json!(max_bytes))
-        .with("actual", json!(t.canonical.len()))
-        .to_json(tool);
+    if let Some(e) = target_too_large(t.canonical.len(), 0, max_bytes) {
+        return e.to_json(tool);
     }
     let (id, cycle, snapshot) = (store.new_target_id(), store.new_id(), store.new_id());
     if !store.insert_target(&t, &id, &cycle, &snapshot) {

@@ -6,7 +6,7 @@
 //! correlation option exists. The answer is then bounded to 32,768 bytes of compact ASCII JSON
 //! by [`bound`], which records every omission in `evidence_omissions`.
 
-use crate::contract::args::{ArgError, Args};
+use crate::contract::args::{ArgError, Args, target_too_large};
 use crate::contract::json::{ascii_len, type_name};
 use crate::contract::limits::*;
 use crate::contract::words::Status;
@@ -175,21 +175,13 @@ pub fn preview_within(sub: &Submission, start: &TargetView, max_target_bytes: us
         return invalid_argument("replacement_too_large", &detail, &extra);
     }
     let verdict = submit::judge(sub, &Parent::NotLookedUp, start, None);
-    if let Ok(applied) = &verdict {
-        let after = applied.content.len();
-        if after > max_target_bytes && after > start.content.len() {
-            let mut extra = Map::new();
-            extra.insert("target_file_id".into(), json!(sub.target_file_id));
-            extra.insert("limit".into(), json!(max_target_bytes));
-            extra.insert("actual".into(), json!(after));
-            return invalid_argument(
-                "target_too_large",
-                &format!(
-                    "the target's text would be {after} bytes, over patchdiff.max_target_bytes ({max_target_bytes} bytes); a submission would write nothing"
-                ),
-                &extra,
-            );
-        }
+    if let Ok(applied) = &verdict
+        && let Some(e) =
+            target_too_large(applied.content.len(), start.content.len(), max_target_bytes)
+    {
+        let mut extra = e.extra;
+        extra.insert("target_file_id".into(), json!(sub.target_file_id));
+        return invalid_argument(e.code, &e.detail, &extra);
     }
     let mut near_miss_input = None;
     let mut m = Map::new();
