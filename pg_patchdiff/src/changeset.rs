@@ -4,7 +4,8 @@
 
 use crate::json_text::JsonText;
 use crate::{
-    Settings, caller_owned_transaction, max_target_bytes, strict_observation_mode, with_store,
+    Settings, caller_owned_transaction, max_changeset_target_bytes, max_target_bytes,
+    strict_observation_mode, with_store,
 };
 use patchdiff_engine::api::drive;
 use pgrx::prelude::*;
@@ -18,6 +19,7 @@ fn patchdiff_submit_changeset(args: JsonText) -> JsonText {
         strict_observation_mode: strict_observation_mode(),
         caller_owned_transaction: caller_owned_transaction(),
         max_target_bytes: max_target_bytes(),
+        max_changeset_target_bytes: max_changeset_target_bytes(),
     };
     with_store(|s| drive::submit_changeset(s, &args.0, settings))
 }

@@ -50,6 +50,18 @@ pub(crate) fn max_target_bytes() -> usize {
     usize::try_from(MAX_TARGET_BYTES.get()).unwrap_or(0)
 }
 
+/// `patchdiff.max_changeset_target_bytes`: the most bytes of text the targets of one changeset
+/// may hold together (`changeset_targets_too_large`; engine
+/// `limits::CHANGESET_TARGETS_MAX_BYTES_DEFAULT` says why). Superuser-only, as
+/// `max_argument_bytes`.
+static MAX_CHANGESET_TARGET_BYTES: GucSetting<i32> = GucSetting::<i32>::new(
+    patchdiff_engine::wire::limits::CHANGESET_TARGETS_MAX_BYTES_DEFAULT as i32,
+);
+
+pub(crate) fn max_changeset_target_bytes() -> usize {
+    usize::try_from(MAX_CHANGESET_TARGET_BYTES.get()).unwrap_or(0)
+}
+
 /// `patchdiff.workspace_owned_transaction`: set (with SET LOCAL, inside BEGIN ... COMMIT) by a
 /// caller that owns the transaction of a publishing SAVE and installs the file before COMMIT.
 static WORKSPACE_OWNED_TRANSACTION: GucSetting<bool> = GucSetting::<bool>::new(false);
@@ -197,6 +209,16 @@ extern "C-unwind" fn _PG_init() {
         c"Largest text, in UTF-8 bytes, that a target may be created with or grow to.",
         c"An initialization over it, or an acceptance that would leave a target over it and larger than it was, is answered with invalid_argument / target_too_large; nothing is written. Every call on a target holds a few copies of its text in the backend.",
         &MAX_TARGET_BYTES,
+        1024,
+        i32::MAX,
+        GucContext::Suset,
+        GucFlags::UNIT_BYTE,
+    );
+    GucRegistry::define_int_guc(
+        c"patchdiff.max_changeset_target_bytes",
+        c"Most text, in UTF-8 bytes, that the targets of one changeset may hold together.",
+        c"A changeset holds every member's text at once. Over it, patchdiff_submit_changeset answers invalid_argument / changeset_targets_too_large, measured before any target is read or locked and again under the locks; nothing is written.",
+        &MAX_CHANGESET_TARGET_BYTES,
         1024,
         i32::MAX,
         GucContext::Suset,
@@ -358,6 +380,7 @@ fn run_submission(
         strict_observation_mode: strict_observation_mode(),
         caller_owned_transaction: caller_owned_transaction(),
         max_target_bytes: max_target_bytes(),
+        max_changeset_target_bytes: max_changeset_target_bytes(),
     };
     with_store(|s| drive::run(s, tool, sub, route, settings))
 }

@@ -1141,6 +1141,55 @@ mod tests {
         assert_eq!(context, "superuser");
     }
 
+    /// docs/sql-api.md, "Submit a changeset": the texts of a changeset's targets together are
+    /// bounded by `patchdiff.max_changeset_target_bytes` (`changeset_targets_too_large`, with
+    /// `limit` and `actual`, nothing written). The size is the text's, also for a value stored
+    /// compressed and out of line (each 100,001-byte text here is a few hundred bytes of lz4);
+    /// at the limit the changeset is accepted; the setting is a superuser's.
+    #[pg_test]
+    fn changesets_are_bounded_by_max_changeset_target_bytes() {
+        let (a, b) = (
+            init(&format!("A{}\n", "x".repeat(99_999))),
+            init(&format!("B{}\n", "y".repeat(99_999))),
+        );
+        let stored: i64 = Spi::get_one_with_args(
+            "SELECT pg_catalog.pg_column_size(current_content)::int8 FROM patchdiff.targets WHERE target_file_id = $1::uuid",
+            &[a.as_str().into()],
+        )
+        .unwrap()
+        .unwrap();
+        assert!(stored < 10_000, "stored compressed: {stored} bytes");
+        let changeset = json!({"members": [
+            {"target_file_id": a, "expected_target_version": 0, "intent": "both",
+             "edits": [{"match": "A", "replace": "a"}]},
+            {"target_file_id": b, "expected_target_version": 0, "intent": "both",
+             "edits": [{"match": "B", "replace": "b"}]}]});
+        Spi::run("SET patchdiff.max_changeset_target_bytes = 200001").unwrap();
+        let r = call("patchdiff_submit_changeset", changeset.clone());
+        assert_eq!(
+            (&r["status"], &r["code"], &r["limit"], &r["actual"]),
+            (
+                &json!("invalid_argument"),
+                &json!("changeset_targets_too_large"),
+                &json!(200_001),
+                &json!(200_002)
+            ),
+            "{r}"
+        );
+        assert_eq!((log_rows(&a), log_rows(&b)), (0, 0), "nothing written");
+        Spi::run("SET patchdiff.max_changeset_target_bytes = 200002").unwrap();
+        let r = call("patchdiff_submit_changeset", changeset);
+        assert_eq!(r["status"], "accepted", "{r}");
+        assert_eq!((log_rows(&a), log_rows(&b)), (1, 1));
+        Spi::run("RESET patchdiff.max_changeset_target_bytes").unwrap();
+        let context: String = Spi::get_one(
+            "SELECT context::text FROM pg_catalog.pg_settings WHERE name = 'patchdiff.max_changeset_target_bytes'",
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(context, "superuser");
+    }
+
     /// The submission's own sequence (drive::run over this backend's SPI store) as an autocommit
     /// call runs it, which searches near misses: a pgrx test always runs inside a transaction
     /// block, where the SQL function would answer `caller_transaction` instead.

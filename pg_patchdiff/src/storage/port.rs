@@ -45,6 +45,10 @@ impl Store for SpiStore<'_, '_> {
         targets::writable_target(self.client, target_file_id, self.caller)
     }
 
+    fn target_bytes(&mut self, target_file_id: &str) -> Option<usize> {
+        targets::target_bytes(self.client, target_file_id, self.caller)
+    }
+
     fn parent(&mut self, pdcp_log_id: &str) -> Parent {
         attempts::parent(self.client, pdcp_log_id, self.caller)
     }

@@ -74,6 +74,39 @@ pub fn lock_target(client: &mut SpiClient, id: &str, caller: Caller) -> Option<S
     })
 }
 
+macro_rules! target_bytes_select {
+    ($pred:expr) => {
+        concat!(
+            "SELECT pg_catalog.octet_length(current_content)::int8 FROM patchdiff.targets t ",
+            "WHERE target_file_id = $1::uuid AND ",
+            $pred
+        )
+    };
+}
+const TARGET_BYTES_SQL: [&str; 3] = tiered!(target_bytes_select, "t");
+
+/// The size in bytes of the text of a target the caller may write, without a lock and without
+/// reading the text: `octet_length` of a TOASTed value reads its header, not its chunks.
+pub fn target_bytes(client: &SpiClient, id: &str, caller: Caller) -> Option<usize> {
+    caller.first(|tier| {
+        let [a, n] = access_args(caller, Need::Write);
+        let rows = read(
+            client,
+            TARGET_BYTES_SQL[tier],
+            &[id.into(), a, n],
+            "measuring target",
+        );
+        let row = rows.first();
+        if row.is_empty() {
+            return None;
+        }
+        let bytes = row
+            .get::<i64>(1)
+            .unwrap_or_else(|e| fault("measuring target", e))?;
+        Some(usize::try_from(bytes).unwrap_or(usize::MAX))
+    })
+}
+
 /// Whether the caller may read the target.
 pub fn readable(client: &SpiClient, id: &str, caller: Caller) -> bool {
     target(client, id, caller, Need::Read).is_some()

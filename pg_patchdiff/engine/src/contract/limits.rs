@@ -151,6 +151,16 @@ pub const RECORD_MAX_BYTES: usize = 8 * 1_048_576;
 /// `target_too_large`.
 pub const TARGET_MAX_BYTES_DEFAULT: usize = 64 * 1_048_576;
 
+/// The default of `patchdiff.max_changeset_target_bytes`: the most UTF-8 bytes of text the
+/// targets of one changeset may hold together. A changeset holds every member's text at once,
+/// before and after, besides PostgreSQL's own copies: one changeset of 32 members of 15 MB each
+/// (487 MB) took its backend to 1.2 GB, so 32 targets of [`TARGET_MAX_BYTES_DEFAULT`] would take
+/// gigabytes per call, and a few calls at once would bring the host's OOM killer, which restarts
+/// every backend. At this default a changeset peaks below one submission on the largest target
+/// (measured: 4 members of 15.2 MB, 61 MB in all, +345 MB; one edit on one 15.2 MB target,
+/// +134 MB, so about 560 MB at 64 MiB). Code `changeset_targets_too_large`.
+pub const CHANGESET_TARGETS_MAX_BYTES_DEFAULT: usize = 64 * 1_048_576;
+
 /// Submission metadata stored with every attempt in its request envelope:
 /// `expected_target_version`, `expected_current_hash`, `parent_pdcp_log_id`, `attempt` and
 /// `client_request_id`, each as compact JSON. Every valid value is under 130 bytes (a 128-byte

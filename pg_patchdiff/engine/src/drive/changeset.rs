@@ -4,9 +4,12 @@
 //!
 //! 1. The arguments, the caps and duplicate targets, before any lock
 //!    ([`crate::submission::changeset::parse`]).
+//!    Then the sizes of the members' targets together, read without their texts
+//!    (`patchdiff.max_changeset_target_bytes`): a changeset holds every member's text at once.
 //! 2. Every member's target locked in one global order, by target ID, so two changesets over
 //!    the same targets cannot deadlock. A target the caller may not write ends the call there:
-//!    the answer names the member, and nothing is written.
+//!    the answer names the member, and nothing is written. The locked texts' sizes are checked
+//!    again.
 //! 3. Every member decided under the locks, writing nothing yet.
 //! 4. Only then the writes: every member accepted, or every member rejected (a member that
 //!    passed is logged as `changeset_member_rejected`, naming the failing member), all under
@@ -41,6 +44,16 @@ pub fn submit_changeset(store: &mut impl Store, args: &str, settings: Settings) 
             .target_file_id
             .cmp(&cs.members[b].sub.target_file_id)
     });
+    // A changeset holds every member's text at once: their sizes together are bounded before any
+    // is read or locked (a target the caller may not write is not measured; locking it answers).
+    let measured = cs
+        .members
+        .iter()
+        .filter_map(|m| store.target_bytes(&m.sub.target_file_id))
+        .fold(0, usize::saturating_add);
+    if let Some(e) = changeset::targets_too_large(measured, settings.max_changeset_target_bytes) {
+        return e.to_json(TOOL);
+    }
     let mut targets: Vec<Option<StoredTarget>> = vec![None; n];
     for &i in &order {
         let m = &cs.members[i];
@@ -50,6 +63,14 @@ pub fn submit_changeset(store: &mut impl Store, args: &str, settings: Settings) 
         }
     }
     let targets: Vec<StoredTarget> = targets.into_iter().flatten().collect();
+    // ... and again as locked: a target may have grown since it was measured.
+    let held = targets
+        .iter()
+        .map(|t| t.content.len())
+        .fold(0, usize::saturating_add);
+    if let Some(e) = changeset::targets_too_large(held, settings.max_changeset_target_bytes) {
+        return e.to_json(TOOL);
+    }
     let parents: Vec<Parent> = cs
         .members
         .iter()
@@ -339,6 +360,8 @@ mod tests {
         locked: Vec<String>,
         writes: usize,
         ids: u32,
+        /// Bytes each target gains between being measured and being locked (another writer).
+        grown: usize,
     }
 
     impl Memory {
@@ -379,7 +402,9 @@ mod tests {
     impl Store for Memory {
         fn lock_target(&mut self, id: &str) -> Option<StoredTarget> {
             self.locked.push(id.into());
-            self.targets.get(id).cloned()
+            let mut t = self.targets.get(id).cloned()?;
+            t.content.push_str(&"+".repeat(self.grown));
+            Some(t)
         }
         fn writable_target(&mut self, id: &str) -> Option<StoredTarget> {
             self.targets.get(id).cloned()
@@ -567,9 +592,6 @@ mod tests {
         assert_eq!(s.writes, 2);
     }
 
-    /// Strict observation mode holds for every member, as for the single tools: each fresh
-    /// member is the audited OBSERVATION_REQUIRED rejection, so the changeset is rejected and no
-    /// target changes; the rows are written in member order after every lock.
     /// docs/sql-api.md, "Rules that hold for every function": a member whose acceptance would grow its target past
     /// `patchdiff.max_target_bytes` rejects the changeset, naming that member and its
     /// `target_too_large` answer, and no member is written.
@@ -601,6 +623,52 @@ mod tests {
         assert_eq!(r["status"], "accepted", "{r}");
     }
 
+    /// A changeset holds every member's text at once, so the texts of its targets together are
+    /// bounded (`patchdiff.max_changeset_target_bytes`, docs/sql-api.md, "Submit a changeset"):
+    /// over the limit, `changeset_targets_too_large` with `limit` and `actual`, measured before
+    /// any target is locked; nothing locked or written. A target that grew past it between
+    /// being measured and being locked is refused under the lock, nothing written. At the limit,
+    /// accepted.
+    #[test]
+    fn the_targets_of_a_changeset_are_bounded_together() {
+        let mut s = Memory::with(&[(A, "a\n"), (B, "bb\n")]);
+        let limit = |bytes| Settings {
+            max_changeset_target_bytes: bytes,
+            ..Settings::default()
+        };
+        let args = json!({"members": [edit(A, "a", "x"), edit(B, "bb", "y")]}).to_string();
+        let r = submit_changeset(&mut s, &args, limit(4));
+        assert_eq!(
+            (&r["status"], &r["code"], &r["limit"], &r["actual"]),
+            (
+                &json!("invalid_argument"),
+                &json!("changeset_targets_too_large"),
+                &json!(4),
+                &json!(5)
+            ),
+            "{r}"
+        );
+        assert!(s.locked.is_empty(), "measured, not locked");
+        assert!(s.attempts.is_empty());
+        s.grown = 1;
+        let r = submit_changeset(&mut s, &args, limit(6));
+        assert_eq!(
+            (&r["code"], &r["actual"]),
+            (&json!("changeset_targets_too_large"), &json!(7)),
+            "{r}"
+        );
+        assert_eq!(s.locked, [A, B], "refused under the locks");
+        assert!(s.attempts.is_empty(), "nothing written");
+        assert_eq!((s.content(A), s.content(B)), ("a\n", "bb\n"));
+        s.grown = 0;
+        let r = submit_changeset(&mut s, &args, limit(5));
+        assert_eq!(r["status"], "accepted", "{r}");
+        assert_eq!((s.content(A), s.content(B)), ("x\n", "y\n"));
+    }
+
+    /// Strict observation mode holds for every member, as for the single tools: each fresh
+    /// member is the audited OBSERVATION_REQUIRED rejection, so the changeset is rejected and no
+    /// target changes; the rows are written in member order after every lock.
     #[test]
     fn strict_mode_rejects_every_member() {
         let mut s = Memory::with(&[(A, "a\n"), (B, "a\n")]);

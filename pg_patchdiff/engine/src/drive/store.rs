@@ -82,6 +82,13 @@ pub trait Store: Session {
     /// of now: after every commit an earlier read of this call saw. `None` when there is none
     /// the caller may write.
     fn writable_target(&mut self, target_file_id: &str) -> Option<StoredTarget>;
+    /// The size of a target's text in UTF-8 bytes, for a target the caller may write, without a
+    /// lock; `None` when there is none the caller may write. A store that can tell the size
+    /// without reading the text should (PostgreSQL reads it from the value's header).
+    fn target_bytes(&mut self, target_file_id: &str) -> Option<usize> {
+        self.writable_target(target_file_id)
+            .map(|t| t.content.len())
+    }
     /// What the log knows of a parent attempt the caller may read.
     fn parent(&mut self, pdcp_log_id: &str) -> Parent;
     /// The attempt stored under a request key on a target, with its ledger facts.

@@ -42,6 +42,9 @@ pub struct Settings {
     /// `patchdiff.max_target_bytes`: an acceptance may not leave its target's text larger than
     /// this and larger than it was ([`grows_too_large`]).
     pub max_target_bytes: usize,
+    /// `patchdiff.max_changeset_target_bytes` (changesets only): the most bytes of text the
+    /// targets of one changeset may hold together (`changeset_targets_too_large`).
+    pub max_changeset_target_bytes: usize,
 }
 
 impl Default for Settings {
@@ -50,6 +53,8 @@ impl Default for Settings {
             strict_observation_mode: false,
             caller_owned_transaction: false,
             max_target_bytes: crate::contract::limits::TARGET_MAX_BYTES_DEFAULT,
+            max_changeset_target_bytes:
+                crate::contract::limits::CHANGESET_TARGETS_MAX_BYTES_DEFAULT,
         }
     }
 }

@@ -43,6 +43,23 @@ fn member_error(index: usize, e: &ArgError) -> ArgError {
     out.with("member_index", json!(index))
 }
 
+/// `invalid_argument` / `changeset_targets_too_large` (`patchdiff.max_changeset_target_bytes`,
+/// ours), with `limit` and `actual`, when the texts of a changeset's targets hold over `limit`
+/// bytes together: checked from the targets' sizes before any is locked or read, and again on
+/// the texts locked (a target may have grown in between). Nothing is written.
+pub fn targets_too_large(bytes: usize, limit: usize) -> Option<ArgError> {
+    (bytes > limit).then(|| {
+        ArgError::new(
+            "changeset_targets_too_large",
+            format!(
+                "the changeset's targets hold {bytes} bytes of text together, over patchdiff.max_changeset_target_bytes ({limit} bytes); nothing was written. Send the members in several changesets, or edit the largest targets with single submissions"
+            ),
+        )
+        .with("limit", json!(limit))
+        .with("actual", json!(bytes))
+    })
+}
+
 /// Parses the arguments; every refusal here writes nothing and locks nothing.
 pub fn parse(text: &str) -> Result<Changeset, ArgError> {
     crate::contract::args::oversized(text)?;
