@@ -2,7 +2,8 @@
 -- scripts in this folder are never edited.
 --
 -- Tables live in schema "patchdiff", which only the extension owner can write. The SQL API
--- functions are SECURITY DEFINER and are the only way ordinary roles change anything.
+-- functions are the only way ordinary roles change anything: each acts for the role it is called
+-- as and runs its own statements as the extension owner (pg_patchdiff/src/storage/access.rs).
 
 DO $$
 BEGIN
@@ -173,7 +174,7 @@ COMMENT ON COLUMN patchdiff.pdcp_logs.intent IS 'The stored record''s transactio
 -- add no index entry.
 CREATE INDEX ON patchdiff.pdcp_logs (changeset_id) WHERE changeset_id IS NOT NULL;
 COMMENT ON COLUMN patchdiff.pdcp_logs.changeset_id IS 'The changeset (patchdiff_submit_changeset) whose member this attempt is: every member of one changeset shares it, all accepted or all rejected. NULL for a single submission.';
-COMMENT ON COLUMN patchdiff.pdcp_logs.acting_role IS 'The role the attempt was made as: the session''s current role outside the API''s SECURITY DEFINER functions (SET ROLE honoured, as for targets.owner_role), by its name at that moment. It tells a grantee''s attempts from the owner''s. NULL on attempts written before 0.2.0 recorded it.';
+COMMENT ON COLUMN patchdiff.pdcp_logs.acting_role IS 'The role the attempt was made as: the current role of the statement that called the API (SET ROLE honoured; a SECURITY DEFINER function or a maintenance operation calls as its owner), as for targets.owner_role, by its name at that moment. It tells a grantee''s attempts from the owner''s. NULL on attempts written before 0.2.0 recorded it.';
 COMMENT ON COLUMN patchdiff.pdcp_logs.request_fingerprint IS 'SHA-256 of the request envelope (protocol, target, record hash, guards, parent).';
 
 CREATE TABLE patchdiff.manifest_ledger (

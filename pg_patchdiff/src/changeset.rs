@@ -12,7 +12,7 @@ use pgrx::prelude::*;
 
 /// An ordered list of per-target tx/1 or tx/2 proposals, each with its own guards: every one
 /// accepted and applied, or none.
-#[pg_extern(security_definer)]
+#[pg_extern]
 #[search_path(pg_catalog, pg_temp)]
 fn patchdiff_submit_changeset(args: JsonText) -> JsonText {
     let settings = Settings {

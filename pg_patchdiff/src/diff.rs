@@ -12,14 +12,15 @@ use pgrx::prelude::*;
 
 /// One page of the unified diff (GNU `diff -U<context>` hunks) between `from_version` and
 /// `to_version` (default: current) of a target the caller may read. Never writes.
-#[pg_extern(security_definer, stable)]
+#[pg_extern(stable)]
 #[search_path(pg_catalog, pg_temp)]
 fn patchdiff_diff(args: JsonText) -> JsonText {
     // As replay: without a transaction ID every statement runs in the calling statement's
     // snapshot. Versions are immutable history, so a fresh snapshot per statement (a transaction
     // that has written) still rebuilds the same texts; no lock is taken.
+    let entered = Caller::enter();
     let mut history = SpiHistory {
-        caller: Caller::current(),
+        caller: entered.caller,
         share: false,
     };
     out(&drive::diff(&mut history, &args.0))

@@ -9,7 +9,7 @@ use pgrx::prelude::*;
 
 /// Gives a role `read` or `write` (which includes read) on a target the caller owns. A second
 /// grant to the same role replaces the first.
-#[pg_extern(security_definer)]
+#[pg_extern]
 #[search_path(pg_catalog, pg_temp)]
 fn patchdiff_grant(args: JsonText) -> JsonText {
     with_store(|s| drive::grant(s, &args.0))
@@ -17,14 +17,14 @@ fn patchdiff_grant(args: JsonText) -> JsonText {
 
 /// Takes a grant back: `privilege: "write"` leaves read; `"read"`, null or omitted remove the
 /// role's grant on the target. Ownership and administration are not grants and stay.
-#[pg_extern(security_definer)]
+#[pg_extern]
 #[search_path(pg_catalog, pg_temp)]
 fn patchdiff_revoke(args: JsonText) -> JsonText {
     with_store(|s| drive::revoke(s, &args.0))
 }
 
 /// The targets the caller may read, newest first, in bounded pages.
-#[pg_extern(security_definer, stable)]
+#[pg_extern(stable)]
 #[search_path(pg_catalog, pg_temp)]
 fn patchdiff_list_targets(args: JsonText) -> JsonText {
     with_store(|s| drive::list_targets(s, &args.0))

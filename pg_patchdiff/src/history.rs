@@ -21,7 +21,7 @@ use pgrx::prelude::*;
 /// Creates a `save_checkpoint` snapshot, closes the active editing cycle and opens a new one,
 /// under the target's row lock; content, version and hash are unchanged. Optional guards
 /// `expected_target_version` / `expected_current_hash` are both checked when supplied.
-#[pg_extern(security_definer)]
+#[pg_extern]
 #[search_path(pg_catalog, pg_temp)]
 fn patchdiff_save(args: JsonText) -> JsonText {
     let owned = crate::workspace_owned_transaction();
@@ -34,7 +34,7 @@ fn patchdiff_save(args: JsonText) -> JsonText {
 /// Reconstructs the target from its initial snapshot plus its accepted attempts, dispatching
 /// each on its recorded (protocol_version, runtime_version), and compares the result with the
 /// stored target, all from one consistent state (see the body). Never writes.
-#[pg_extern(security_definer)]
+#[pg_extern]
 #[search_path(pg_catalog, pg_temp)]
 fn patchdiff_replay(args: JsonText) -> JsonText {
     // One consistent state: without a transaction ID (an autocommit call, any read-only
@@ -44,8 +44,9 @@ fn patchdiff_replay(args: JsonText) -> JsonText {
     // between the batches.
     // SAFETY: reads the current transaction's state; no pointers involved.
     let has_xid = unsafe { pg_sys::GetCurrentTransactionIdIfAny() } != pg_sys::InvalidTransactionId;
+    let entered = Caller::enter();
     let mut history = SpiHistory {
-        caller: Caller::current(),
+        caller: entered.caller,
         share: has_xid,
     };
     out(&drive::replay(&mut history, &args.0))
@@ -55,7 +56,7 @@ fn patchdiff_replay(args: JsonText) -> JsonText {
 // patchdiff_get_pdcp_log
 
 /// A bounded newest-first page of the target's attempts, accepted and rejected.
-#[pg_extern(security_definer, stable)]
+#[pg_extern(stable)]
 #[search_path(pg_catalog, pg_temp)]
 fn patchdiff_get_pdcp_log(args: JsonText) -> JsonText {
     with_store(|s| drive::log_page(s, &args.0))
@@ -66,7 +67,7 @@ fn patchdiff_get_pdcp_log(args: JsonText) -> JsonText {
 
 /// Accepted manifest ledger entries: the newest page of the active cycle (or of every cycle),
 /// displayed oldest first.
-#[pg_extern(security_definer, stable)]
+#[pg_extern(stable)]
 #[search_path(pg_catalog, pg_temp)]
 fn patchdiff_get_manifest_ledger(args: JsonText) -> JsonText {
     with_store(|s| drive::ledger_page(s, &args.0))

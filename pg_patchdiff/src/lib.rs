@@ -304,8 +304,10 @@ impl Answer for String {
 /// Runs one call of the engine over this transaction's rows, as the caller may see them, and
 /// returns its answer as `json` text.
 pub(crate) fn with_store<A: Answer>(call: impl FnOnce(&mut SpiStore) -> A) -> JsonString {
-    let caller = storage::Caller::current();
+    let entered = storage::Caller::enter();
+    let caller = entered.caller;
     let answer = Spi::connect_mut(|client| call(&mut SpiStore { client, caller }));
+    drop(entered);
     // A near-miss search that failed was answered as an omission (issue 17); the client sees
     // only that, so the server log says why, for the operator.
     if let Some(fault) = patchdiff_engine::api::near_miss::take_contained_fault() {
@@ -316,7 +318,7 @@ pub(crate) fn with_store<A: Answer>(call: impl FnOnce(&mut SpiStore) -> A) -> Js
 
 /// Creates a target from inline content: LF canonicalization, recorded source line endings,
 /// version 0, an active editing cycle and the initial snapshot.
-#[pg_extern(security_definer)]
+#[pg_extern]
 #[search_path(pg_catalog, pg_temp)]
 fn patchdiff_initialize_target(args: JsonString) -> JsonString {
     with_store(|s| {
@@ -331,7 +333,7 @@ fn patchdiff_initialize_target(args: JsonString) -> JsonString {
 }
 
 /// Upload alias of patchdiff_initialize_target (filename, content and content_type required).
-#[pg_extern(security_definer)]
+#[pg_extern]
 #[search_path(pg_catalog, pg_temp)]
 fn patchdiff_handle_upload(args: JsonString) -> JsonString {
     with_store(|s| {
@@ -345,19 +347,19 @@ fn patchdiff_handle_upload(args: JsonString) -> JsonString {
     })
 }
 
-#[pg_extern(security_definer, stable)]
+#[pg_extern(stable)]
 #[search_path(pg_catalog, pg_temp)]
 fn patchdiff_get_target(args: JsonString) -> JsonString {
     with_store(|s| drive::get_target(s, &args.0))
 }
 
-#[pg_extern(security_definer, stable)]
+#[pg_extern(stable)]
 #[search_path(pg_catalog, pg_temp)]
 fn patchdiff_read_target(args: JsonString) -> JsonString {
     with_store(|s| drive::read_target(s, &args.0))
 }
 
-#[pg_extern(security_definer, stable)]
+#[pg_extern(stable)]
 #[search_path(pg_catalog, pg_temp)]
 fn patchdiff_find_occurrences(args: JsonString) -> JsonString {
     with_store(|s| drive::find_occurrences(s, &args.0))
@@ -388,7 +390,7 @@ fn run_submission(
 /// Guarded tx/2 operations confined to server-issued structural observations: the single form
 /// (observation_id, absolute spans) or one atomic batch (observation_bundle_id, groups with
 /// scope-local coordinates, patchdiff-observed-batch/1).
-#[pg_extern(security_definer)]
+#[pg_extern]
 #[search_path(pg_catalog, pg_temp)]
 fn patchdiff_submit_observed_operations(args: JsonString) -> JsonString {
     run_submission(
@@ -399,7 +401,7 @@ fn patchdiff_submit_observed_operations(args: JsonString) -> JsonString {
 }
 
 /// Typed edits (patchdiff-tx/1, runtime patchdiff-mvp-0.2.2): guarded, sequential, all or nothing.
-#[pg_extern(security_definer)]
+#[pg_extern]
 #[search_path(pg_catalog, pg_temp)]
 fn patchdiff_submit_edits(args: JsonString) -> JsonString {
     run_submission(
@@ -411,7 +413,7 @@ fn patchdiff_submit_edits(args: JsonString) -> JsonString {
 
 /// The DBA's typed entry point to patchdiff_submit_edits, with named arguments.
 #[allow(clippy::too_many_arguments)]
-#[pg_extern(security_definer)]
+#[pg_extern]
 #[search_path(pg_catalog, pg_temp)]
 fn patchdiff_submit(
     target_file_id: Option<pgrx::Uuid>,

@@ -99,7 +99,7 @@ pub(crate) fn outline(t: &TargetView, language: Language) -> Result<Rc<Outline>,
 }
 
 /// Structural observation: candidates, an exact selection, a page of an observation, or a bundle.
-#[pg_extern(security_definer)]
+#[pg_extern]
 #[search_path(pg_catalog, pg_temp)]
 fn patchdiff_observe_scope(args: JsonString) -> JsonString {
     with_store(|s| drive::observe_scope(s, &args.0))

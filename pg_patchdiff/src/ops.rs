@@ -10,7 +10,7 @@ use pgrx::prelude::*;
 
 /// Guarded ordered match/span operations (patchdiff-tx/2; runtime patchdiff-mvp-0.3.0, or
 /// patchdiff-mvp-0.5.0 when a span carries expected_before/expected_after).
-#[pg_extern(security_definer)]
+#[pg_extern]
 #[search_path(pg_catalog, pg_temp)]
 fn patchdiff_submit_operations(args: JsonText) -> JsonText {
     run_submission(
@@ -21,7 +21,7 @@ fn patchdiff_submit_operations(args: JsonText) -> JsonText {
 }
 
 /// Guarded sole whole-target replacement (patchdiff-tx/3, runtime patchdiff-mvp-0.4.0).
-#[pg_extern(security_definer)]
+#[pg_extern]
 #[search_path(pg_catalog, pg_temp)]
 fn patchdiff_submit_replacement(args: JsonText) -> JsonText {
     run_submission(
@@ -32,7 +32,7 @@ fn patchdiff_submit_replacement(args: JsonText) -> JsonText {
 }
 
 /// Bounded inclusive LF line ranges with range-relative and absolute continuation.
-#[pg_extern(security_definer, stable)]
+#[pg_extern(stable)]
 #[search_path(pg_catalog, pg_temp)]
 fn patchdiff_read_lines(args: JsonText) -> JsonText {
     with_store(|s| drive::read_lines(s, &args.0))
@@ -40,7 +40,7 @@ fn patchdiff_read_lines(args: JsonText) -> JsonText {
 
 /// Read-only advisory evaluation: one plain read of the target (no `FOR UPDATE`), the
 /// submission evaluator, no row.
-#[pg_extern(security_definer, stable)]
+#[pg_extern(stable)]
 #[search_path(pg_catalog, pg_temp)]
 fn patchdiff_preview(args: JsonText) -> JsonText {
     with_store(|s| drive::preview(s, &args.0, crate::max_target_bytes()))

@@ -62,7 +62,7 @@ COMMENT ON COLUMN patchdiff.pdcp_logs.changeset_id IS 'The changeset (patchdiff_
 CREATE FUNCTION "patchdiff_submit_changeset"(
 	"args" json /* JsonText */
 ) RETURNS json /* JsonText */
-STRICT SECURITY DEFINER
+STRICT
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'patchdiff_submit_changeset_wrapper';
@@ -74,7 +74,7 @@ CREATE INDEX ON patchdiff.snapshots (target_file_id, version);
 CREATE  FUNCTION "patchdiff_diff"(
 	"args" json /* JsonText */
 ) RETURNS json /* JsonText */
-STRICT STABLE SECURITY DEFINER
+STRICT STABLE
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'patchdiff_diff_wrapper';
@@ -115,9 +115,31 @@ ALTER TABLE patchdiff.targets ENABLE ALWAYS TRIGGER row_rules;
 ALTER TABLE patchdiff.pdcp_logs ENABLE ALWAYS TRIGGER row_rules;
 ALTER TABLE patchdiff.manifest_ledger ENABLE ALWAYS TRIGGER row_rules;
 
--- Who made each attempt and each snapshot: the role outside the API's SECURITY DEFINER
--- functions, by name (sql/schema.sql). Rows written before this version keep NULL.
+-- Who made each attempt and each snapshot: the role the API was called as, by name
+-- (sql/schema.sql). Rows written before this version keep NULL.
 ALTER TABLE patchdiff.snapshots ADD COLUMN acting_role text;
 COMMENT ON COLUMN patchdiff.snapshots.acting_role IS 'The role that initialized the target or saved the checkpoint (as pdcp_logs.acting_role). NULL on snapshots written before 0.2.0 recorded it.';
 ALTER TABLE patchdiff.pdcp_logs ADD COLUMN acting_role text;
-COMMENT ON COLUMN patchdiff.pdcp_logs.acting_role IS 'The role the attempt was made as: the session''s current role outside the API''s SECURITY DEFINER functions (SET ROLE honoured, as for targets.owner_role), by its name at that moment. It tells a grantee''s attempts from the owner''s. NULL on attempts written before 0.2.0 recorded it.';
+COMMENT ON COLUMN patchdiff.pdcp_logs.acting_role IS 'The role the attempt was made as: the current role of the statement that called the API (SET ROLE honoured; a SECURITY DEFINER function or a maintenance operation calls as its owner), as for targets.owner_role, by its name at that moment. It tells a grantee''s attempts from the owner''s. NULL on attempts written before 0.2.0 recorded it.';
+
+-- The API functions are SECURITY INVOKER: a call acts for the role PostgreSQL runs it as
+-- (current_user), and the library itself switches to the extension's owner for its statements
+-- (pg_patchdiff/src/storage/access.rs, Caller::enter). As SECURITY DEFINER functions that took
+-- their caller from GetOuterUserId, a call from another role's SECURITY DEFINER function acted
+-- with the outer role's targets, and one from an index expression that autovacuum or a
+-- superuser's ANALYZE ran acted as the superuser (docs/security.md, "Who a call acts for").
+-- Every function of the extension that 0.1.0 made SECURITY DEFINER (all of its API; a database
+-- whose objects predate 0.1.0 may lack some, which tests/tests/upgrade.rs updates too).
+DO $invoker$
+DECLARE f regprocedure;
+BEGIN
+    FOR f IN SELECT p.oid::regprocedure FROM pg_catalog.pg_proc p
+               JOIN pg_catalog.pg_depend d ON d.classid = 'pg_catalog.pg_proc'::regclass
+                    AND d.objid = p.oid AND d.deptype = 'e'
+               JOIN pg_catalog.pg_extension e ON e.oid = d.refobjid
+              WHERE e.extname = 'pg_patchdiff' AND p.prosecdef
+    LOOP
+        EXECUTE pg_catalog.format('ALTER FUNCTION %s SECURITY INVOKER', f);
+    END LOOP;
+END
+$invoker$;

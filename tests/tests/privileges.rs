@@ -94,7 +94,7 @@ async fn front_end_role_executes_the_api_and_nothing_else() {
         let fe = open(&config_for(&db, Some((&role, &password))))
             .await
             .expect("the front-end role connects");
-        functions_are_security_definer_with_a_fixed_search_path(&su).await;
+        functions_are_security_invoker_with_a_fixed_search_path(&su).await;
         let functions = role_calls_every_api_function(&su, &fe).await;
         let relations = role_touches_no_table(&su, &fe, &role).await;
         role_creates_nothing(&fe).await;
@@ -134,9 +134,11 @@ async fn api_functions(c: &Client) -> Vec<(String, String)> {
     .collect()
 }
 
-/// Every API function runs as its owner with `search_path = pg_catalog, pg_temp`: nothing the
-/// caller puts on its own path can be resolved inside it.
-async fn functions_are_security_definer_with_a_fixed_search_path(su: &Client) {
+/// Every API function is SECURITY INVOKER (it acts for the role it is called as and runs its own
+/// statements as the extension's owner, docs/security.md, "Who a call acts for") with
+/// `search_path = pg_catalog, pg_temp`: nothing the caller puts on its own path can be resolved
+/// inside it.
+async fn functions_are_security_invoker_with_a_fixed_search_path(su: &Client) {
     let rows = su
         .query(
             "SELECT p.proname::text, p.prosecdef, pg_catalog.array_to_string(p.proconfig, '|') \
@@ -152,7 +154,7 @@ async fn functions_are_security_definer_with_a_fixed_search_path(su: &Client) {
     for r in rows {
         let (name, definer, config): (String, bool, Option<String>) =
             (r.get(0), r.get(1), r.get(2));
-        assert!(definer, "{name} is not SECURITY DEFINER");
+        assert!(!definer, "{name} is SECURITY DEFINER");
         let config = config.unwrap_or_default();
         assert!(
             config

@@ -407,8 +407,8 @@ async fn target_with_one_acceptance(c: &Client, filename: &str) -> String {
 /// Contract (DESIGN, rules that hold everywhere): "The attempt log and the ledger are
 /// append-only, enforced by the database itself (triggers and privileges), not by convention."
 /// UPDATE, DELETE and TRUNCATE are refused even for the superuser who owns the tables; an
-/// ordinary role cannot write the tables at all, yet can use the API, whose functions are
-/// SECURITY DEFINER.
+/// ordinary role cannot write the tables at all, yet can use the API, whose functions run their
+/// statements as the extension's owner.
 ///
 /// On a database of its own: it tries `TRUNCATE` (see [`on_own_database`]).
 #[tokio::test]

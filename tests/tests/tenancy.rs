@@ -176,10 +176,11 @@ async fn tenants_see_and_touch_only_what_they_may() {
             .expect("the member of tenant A connects");
         set_role_is_honoured_and_a_single_role_install_is_unchanged(&su, &a, &member, &s).await;
         the_log_and_the_snapshots_name_the_acting_role(&su, &a, &b, &member, &s).await;
+        a_call_acts_as_the_role_postgresql_runs_it_as(&su, &a, &b, &s).await;
         let served = front_end_answers_as_for_an_unknown_target(&su, &s, &world).await;
         let _ = writeln!(
             std::io::stderr(),
-            "tenancy: {sweep}; {listed}; {grants}; SET ROLE honoured (owner = the role in effect), single-role install unchanged; attempts and snapshots name the acting role; {served}"
+            "tenancy: {sweep}; {listed}; {grants}; SET ROLE honoured (owner = the role in effect), single-role install unchanged; attempts and snapshots name the acting role; SECURITY DEFINER wrappers and ANALYZE's index expressions act as their owner; {served}"
         );
     })
     .await;
@@ -1726,6 +1727,191 @@ async fn the_log_and_the_snapshots_name_the_acting_role(
         "snapshots.acting_role"
     );
     grant(a, "patchdiff_revoke", &t, &s.b, None).await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// 7. Who a call acts for
+
+/// The `json` value of a SQL expression.
+async fn answer_of(c: &Client, expression: &str) -> Value {
+    let sql = format!("SELECT ({expression})::text");
+    let text: String = c
+        .query_one(&sql, &[])
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+        .get(0);
+    serde_json::from_str(&text).unwrap()
+}
+
+/// docs/security.md, "Who a call acts for": a call acts for the role PostgreSQL runs it as.
+/// - A SECURITY DEFINER function of tenant B, called by tenant A, acts as B: it cannot read or
+///   edit A's target (answered as unknown, nothing written), and its edit of B's own target is
+///   recorded as B's. (It used to act with A's targets, and its edits were recorded as A's.)
+/// - An index expression of B's table, run by a superuser's `ANALYZE` as the table's owner in a
+///   security-restricted operation, acts as B: its grant of A's target to B is answered as for an
+///   unknown target, and it lists B's targets only. (It used to act as the superuser: any role
+///   could grant itself every target, and autovacuum would run it unasked.)
+async fn a_call_acts_as_the_role_postgresql_runs_it_as(
+    su: &Client,
+    a: &Client,
+    b: &Client,
+    s: &Setup,
+) {
+    let secret = call(
+        a,
+        "patchdiff_initialize_target",
+        &json!({"filename": "acts-as.md", "content": "A's secret\n"}),
+    )
+    .await
+    .unwrap();
+    ok(&secret, "initialize by tenant A");
+    let ta = id_of(&secret, "target_file_id");
+    let own = call(
+        b,
+        "patchdiff_initialize_target",
+        &json!({"filename": "acts-as-b.md", "content": "B's own\n"}),
+    )
+    .await
+    .unwrap();
+    ok(&own, "initialize by tenant B");
+    let tb = id_of(&own, "target_file_id");
+    let schema = format!("{}_s", s.b);
+    su.batch_execute(&format!(
+        "CREATE SCHEMA {schema} AUTHORIZATION {b}; GRANT USAGE ON SCHEMA {schema} TO {a}",
+        b = s.b,
+        a = s.a
+    ))
+    .await
+    .unwrap();
+    b.batch_execute(&format!(
+        "CREATE FUNCTION {schema}.read_as_owner(t text) RETURNS json LANGUAGE sql SECURITY DEFINER \
+           SET search_path = pg_catalog AS $f$ \
+           SELECT public.patchdiff_get_target(json_build_object('target_file_id', t)) $f$; \
+         CREATE FUNCTION {schema}.edit_as_owner(t text, v bigint, m text, r text) RETURNS json \
+           LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog AS $f$ \
+           SELECT public.patchdiff_submit_edits(json_build_object('target_file_id', t, \
+             'expected_target_version', v, 'intent', 'through a wrapper', \
+             'edits', json_build_array(json_build_object('match', m, 'replace', r)))) $f$;"
+    ))
+    .await
+    .unwrap();
+
+    // Tenant A calls B's wrappers: they act as B.
+    let before = counts_of_target(su, &ta).await;
+    let read = answer_of(a, &format!("{schema}.read_as_owner('{ta}')")).await;
+    assert_eq!(
+        read["status"], "not_found",
+        "A's target through B's wrapper: {read}"
+    );
+    let edit = answer_of(
+        a,
+        &format!("{schema}.edit_as_owner('{ta}', 0, 'secret', 'leaked')"),
+    )
+    .await;
+    assert_eq!(
+        (&edit["status"], &edit["code"], &edit["pdcp_log_id"]),
+        (&json!("rejected"), &json!("target_not_found"), &Value::Null),
+        "an edit of A's target through B's wrapper: {edit}"
+    );
+    assert_eq!(
+        counts_of_target(su, &ta).await,
+        before,
+        "A's target unchanged"
+    );
+    let edit = answer_of(
+        a,
+        &format!("{schema}.edit_as_owner('{tb}', 0, 'own', 'edited')"),
+    )
+    .await;
+    assert_eq!(
+        edit["status"], "accepted",
+        "B's target through B's wrapper: {edit}"
+    );
+    let who: Option<String> = su
+        .query_one(
+            "SELECT acting_role FROM patchdiff.pdcp_logs WHERE target_file_id = $1::text::uuid",
+            &[&tb],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(
+        who.as_deref(),
+        Some(s.b.as_str()),
+        "the wrapper's edit is B's"
+    );
+
+    // An index expression of B's table, run by a superuser's ANALYZE as B. It keeps what the
+    // API answered it in a table of B's (a security-restricted operation fires no deferred
+    // trigger, so it cannot create a target there).
+    b.batch_execute(&format!(
+        "CREATE TABLE {schema}.seen (n serial, answer json); \
+         CREATE FUNCTION {schema}.keep(answer json) RETURNS void LANGUAGE sql VOLATILE \
+           AS $f$ INSERT INTO {schema}.seen (answer) VALUES (answer) $f$; \
+         CREATE FUNCTION {schema}.probe(i int) RETURNS int LANGUAGE plpgsql IMMUTABLE \
+           SET search_path = pg_catalog AS $f$ \
+         BEGIN \
+           IF current_user <> session_user THEN \
+             PERFORM {schema}.keep(public.patchdiff_grant(json_build_object( \
+               'target_file_id', '{ta}', 'role', '{b}', 'privilege', 'write'))); \
+             PERFORM {schema}.keep(public.patchdiff_list_targets('{{}}')); \
+           END IF; \
+           RETURN i; \
+         END $f$; \
+         CREATE TABLE {schema}.t (i int); \
+         INSERT INTO {schema}.t VALUES (1); \
+         CREATE INDEX ON {schema}.t ({schema}.probe(i));",
+        b = s.b
+    ))
+    .await
+    .unwrap();
+    let before = counts(su).await;
+    su.batch_execute(&format!("ANALYZE {schema}.t"))
+        .await
+        .unwrap();
+    let seen: Vec<Value> = su
+        .query(
+            &format!("SELECT answer::text FROM {schema}.seen ORDER BY n"),
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| serde_json::from_str(r.get::<_, &str>(0)).unwrap())
+        .collect();
+    assert!(!seen.is_empty(), "ANALYZE did not run the index expression");
+    for pair in seen.chunks(2) {
+        let (granted, listed) = (&pair[0], &pair[1]);
+        assert_eq!(
+            granted["status"], "not_found",
+            "a grant run by ANALYZE: {granted}"
+        );
+        let owners: Vec<&Value> = listed["targets"]
+            .as_array()
+            .unwrap_or_else(|| panic!("a list run by ANALYZE: {listed}"))
+            .iter()
+            .map(|t| &t["owner"])
+            .collect();
+        assert!(!owners.is_empty(), "B's own targets are listed: {listed}");
+        assert!(
+            owners.iter().all(|o| **o == json!(s.b)),
+            "a list run by ANALYZE shows B's targets only: {listed}"
+        );
+    }
+    assert_eq!(
+        listed_access(b, &ta).await,
+        None,
+        "B granted itself A's target"
+    );
+    unknown_to(su, b, &ta, "A's target, to B, after ANALYZE").await;
+    assert_eq!(
+        counts(su).await,
+        before,
+        "nothing written by ANALYZE's calls"
+    );
+    su.batch_execute(&format!("DROP SCHEMA {schema} CASCADE"))
+        .await
+        .unwrap();
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,7 +1,9 @@
 //! Who may touch what (issue 15; docs/security.md).
 //!
-//! Every target belongs to the role that created it: the role in effect outside the SECURITY
-//! DEFINER function, with `SET ROLE` honoured ([`Caller::current`]). Roles that have the owner's
+//! Every target belongs to the role that created it: the current role of the statement that
+//! called the function (`current_user`: `SET ROLE` honoured, and a SECURITY DEFINER function or a
+//! maintenance operation acting as its owner, as everywhere in PostgreSQL; [`Caller::enter`]).
+//! Roles that have the owner's
 //! privileges (`pg_has_role(caller, owner, 'USAGE')`) read and write it and may grant others
 //! `read` or `write` on it; a grant to a role reaches every role that has that role's
 //! privileges. Superusers and roles with the privileges of `patchdiff_admin` (when that role
@@ -24,20 +26,74 @@ pub struct Caller {
 }
 
 impl Caller {
-    /// The role outside this SECURITY DEFINER function: the session's current role as `SET ROLE`
-    /// left it (PostgreSQL's "outer" user). A SECURITY DEFINER function of an application that
-    /// calls the API acts for its caller's role, never for its own owner, so wrapping the API
-    /// can narrow what a role reaches but never widen it.
-    pub fn current() -> Caller {
-        // SAFETY: plain reads of backend state and the role caches, valid in any function call.
+    /// Enters a call: the caller is the current role as the function was called (the functions
+    /// are SECURITY INVOKER), and from here until the returned guard is dropped the call's
+    /// statements run as the owner of schema `patchdiff`, which owns the tables, as a SECURITY
+    /// DEFINER function's would. The security context is kept (a security-restricted operation
+    /// stays restricted) and marked as a local user change, so `SET ROLE` is refused inside.
+    ///
+    /// The caller used to be PostgreSQL's "outer" user (`GetOuterUserId`), which skips every
+    /// user change below `SET ROLE`: a SECURITY DEFINER function of one role, called by another,
+    /// acted with the second role's targets, and an index expression that autovacuum or a
+    /// superuser's `ANALYZE` ran as the table's owner acted as the superuser, so any role could
+    /// grant itself every target. Now each acts as the role PostgreSQL runs it as.
+    pub fn enter() -> Entered {
+        // SAFETY: reads and sets the backend's user and security context, as fmgr does around a
+        // SECURITY DEFINER call; the guard restores them on every return and unwinding, and an
+        // error's abort restores them for its (sub)transaction.
         unsafe {
-            let role = pg_sys::GetOuterUserId();
+            let mut role = pg_sys::InvalidOid;
+            let mut context: std::ffi::c_int = 0;
+            pg_sys::GetUserIdAndSecContext(&mut role, &mut context);
             let admin = pg_sys::superuser_arg(role) || {
                 let admins = pg_sys::get_role_oid(ADMIN_ROLE.as_ptr(), true);
                 admins != pg_sys::InvalidOid && pg_sys::has_privs_of_role(role, admins)
             };
-            Caller { role, admin }
+            pg_sys::SetUserIdAndSecContext(
+                tables_owner(),
+                context | pg_sys::SECURITY_LOCAL_USERID_CHANGE as std::ffi::c_int,
+            );
+            Entered {
+                caller: Caller { role, admin },
+                role,
+                context,
+            }
         }
+    }
+}
+
+/// A call entered by [`Caller::enter`]: who it acts for, and the user and security context to
+/// restore when it ends.
+pub struct Entered {
+    pub caller: Caller,
+    role: pg_sys::Oid,
+    context: std::ffi::c_int,
+}
+
+impl Drop for Entered {
+    fn drop(&mut self) {
+        // SAFETY: restores what `enter` read.
+        unsafe { pg_sys::SetUserIdAndSecContext(self.role, self.context) }
+    }
+}
+
+/// The owner of schema `patchdiff` (the role that created the extension, which owns its tables),
+/// from the catalog cache on every call, so an `ALTER SCHEMA ... OWNER TO` is followed.
+fn tables_owner() -> pg_sys::Oid {
+    // SAFETY: catalog cache lookups; the tuple is released before returning.
+    unsafe {
+        let schema = pg_sys::get_namespace_oid(c"patchdiff".as_ptr(), false);
+        let tuple = pg_sys::SearchSysCache1(
+            pg_sys::SysCacheIdentifier::NAMESPACEOID as std::ffi::c_int,
+            pg_sys::Datum::from(schema),
+        );
+        if tuple.is_null() {
+            pgrx::error!("pg_patchdiff: schema patchdiff has no catalog entry");
+        }
+        let owner =
+            (*pg_sys::heap_tuple_get_struct::<pg_sys::FormData_pg_namespace>(tuple)).nspowner;
+        pg_sys::ReleaseSysCache(tuple);
+        owner
     }
 }
 
