@@ -164,10 +164,6 @@ pub fn submit_changeset(store: &mut impl Store, args: &str, settings: Settings) 
     if let Some(f) = failing {
         failing_member = failure(&cs.members[f], &verdicts[f].attempt);
     }
-    let reason = failing_member["failure_reason"]
-        .as_str()
-        .unwrap_or("rejected")
-        .to_owned();
     for (l, mut v) in locked.iter().zip(verdicts) {
         if conflict && v.attempt.conflicts_with_pdcp_log_id.is_none() {
             // The key is not this changeset's on every target: no member of it takes the key.
@@ -176,7 +172,7 @@ pub fn submit_changeset(store: &mut impl Store, args: &str, settings: Settings) 
         if let Some(f) = failing
             && v.attempt.status == Status::Accepted
         {
-            v.attempt = demote(v.attempt, l, &cs.members[f], &reason, &changeset_id);
+            v.attempt = demote(v.attempt, l, &cs.members[f], &changeset_id);
         }
         v.attempt.changeset_id = Some(changeset_id.clone());
         answers.push(l.record(store, v));
@@ -195,22 +191,24 @@ pub fn submit_changeset(store: &mut impl Store, args: &str, settings: Settings) 
     )
 }
 
-/// A member that passed its own checks, rejected because `failing` was: its stored row says
-/// which member failed and why, and it changes nothing.
-fn demote(a: Attempt, l: &Locked, failing: &Member, reason: &str, changeset_id: &str) -> Attempt {
+/// A member that passed its own checks, rejected because `failing` was: its stored row says which
+/// member of which changeset failed, and it changes nothing. It does not name the failing
+/// member's target or why it failed: this row is read by whoever may read this member's target,
+/// who may not read that one (docs/security.md, "A target you may not read does not exist for
+/// you"). The changeset's answer names both (`failing_member`), to its caller, who could write
+/// every member's target.
+fn demote(a: Attempt, l: &Locked, failing: &Member, changeset_id: &str) -> Attempt {
     let r = Rejection::coded(
         FailureReason::ContextInvalid,
         Stage::PreconditionGuard,
         DiagnosticCode::ChangesetMemberRejected,
         format!(
-            "Not applied: member {} of changeset {changeset_id} (target {}) was rejected with {reason}; a changeset applies every member or none.",
-            failing.index, failing.sub.target_file_id
+            "Not applied: member {} of changeset {changeset_id} was rejected; a changeset applies every member or none.",
+            failing.index
         ),
     )
     .field("changeset_id", json!(changeset_id))
-    .field("failing_member_index", json!(failing.index))
-    .field("failing_target_file_id", json!(failing.sub.target_file_id))
-    .field("failing_failure_reason", json!(reason));
+    .field("failing_member_index", json!(failing.index));
     let start: TargetView = l.target.view();
     let base = Attempt {
         status: Status::Rejected,
@@ -506,8 +504,14 @@ mod tests {
         let d = &m0["diagnostic"];
         assert_eq!(d["code"], "changeset_member_rejected");
         assert_eq!(d["failing_member_index"], 1);
-        assert_eq!(d["failing_target_file_id"], B);
-        assert_eq!(d["failing_failure_reason"], "match_absent");
+        // The row of A names neither B nor why B failed: its readers may not read B.
+        assert!(d.get("failing_target_file_id").is_none(), "{d}");
+        assert!(d.get("failing_failure_reason").is_none(), "{d}");
+        let detail = m0["failure_detail"].as_str().unwrap();
+        assert!(
+            !detail.contains(B) && !detail.contains("match_absent"),
+            "{detail}"
+        );
         assert_eq!(m0["current_version"], 0);
         assert_eq!(r["members"][1]["failure_reason"], "match_absent");
     }
