@@ -1141,6 +1141,20 @@ mod tests {
         assert_eq!(context, "superuser");
     }
 
+    /// docs/security.md, "Who a call acts for": under SQL objects whose API functions are still
+    /// SECURITY DEFINER (an earlier build of this version), every call would arrive as the
+    /// extension's owner and act as an administrator for everyone; it is refused instead.
+    #[pg_test(
+        error = "pg_patchdiff: this database's pg_patchdiff functions are SECURITY DEFINER (installed by an earlier build of this version), which this library would run as the extension's owner for every caller; nothing was done. As a superuser, make them SECURITY INVOKER: SELECT pg_catalog.format('ALTER FUNCTION %s SECURITY INVOKER', p.oid::regprocedure) FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_depend d ON d.objid = p.oid AND d.deptype = 'e' JOIN pg_catalog.pg_extension e ON e.oid = d.refobjid WHERE e.extname = 'pg_patchdiff' AND p.prosecdef \\gexec"
+    )]
+    fn a_definer_install_is_refused_rather_than_run_as_the_owner() {
+        Spi::run("ALTER FUNCTION patchdiff_get_target(json) SECURITY DEFINER").unwrap();
+        call(
+            "patchdiff_get_target",
+            json!({"target_file_id": "00000000-0000-4000-8000-000000000000"}),
+        );
+    }
+
     /// docs/sql-api.md, "Submit a changeset": the texts of a changeset's targets together are
     /// bounded by `patchdiff.max_changeset_target_bytes` (`changeset_targets_too_large`, with
     /// `limit` and `actual`, nothing written). The size is the text's, also for a value stored

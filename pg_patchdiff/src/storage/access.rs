@@ -45,12 +45,18 @@ impl Caller {
             let mut role = pg_sys::InvalidOid;
             let mut context: std::ffi::c_int = 0;
             pg_sys::GetUserIdAndSecContext(&mut role, &mut context);
+            let owner = tables_owner();
+            if role == owner
+                && context & pg_sys::SECURITY_LOCAL_USERID_CHANGE as std::ffi::c_int != 0
+            {
+                refuse_definer_install();
+            }
             let admin = pg_sys::superuser_arg(role) || {
                 let admins = pg_sys::get_role_oid(ADMIN_ROLE.as_ptr(), true);
                 admins != pg_sys::InvalidOid && pg_sys::has_privs_of_role(role, admins)
             };
             pg_sys::SetUserIdAndSecContext(
-                tables_owner(),
+                owner,
                 context | pg_sys::SECURITY_LOCAL_USERID_CHANGE as std::ffi::c_int,
             );
             Entered {
@@ -59,6 +65,27 @@ impl Caller {
                 context,
             }
         }
+    }
+}
+
+/// A call that arrives as the extension's owner from inside a SECURITY DEFINER function is either
+/// a wrapper of the owner's (which acts as the owner, rightly) or this library under SQL objects
+/// of an earlier build of 0.2.0, whose API functions were still SECURITY DEFINER: there every call
+/// would arrive as the owner and so act as an administrator for every role. This rare path asks
+/// the catalog which, and refuses the second with an error rather than let every tenant see every
+/// target (docs/security.md, "Who a call acts for").
+fn refuse_definer_install() {
+    let stale = pgrx::Spi::get_one::<bool>(
+        "SELECT EXISTS (SELECT FROM pg_catalog.pg_proc p \
+           JOIN pg_catalog.pg_depend d ON d.classid = 'pg_catalog.pg_proc'::pg_catalog.regclass \
+                AND d.objid = p.oid AND d.deptype = 'e' \
+           JOIN pg_catalog.pg_extension e ON e.oid = d.refobjid \
+          WHERE e.extname = 'pg_patchdiff' AND p.prosecdef)",
+    );
+    if stale != Ok(Some(false)) {
+        pgrx::error!(
+            "pg_patchdiff: this database's pg_patchdiff functions are SECURITY DEFINER (installed by an earlier build of this version), which this library would run as the extension's owner for every caller; nothing was done. As a superuser, make them SECURITY INVOKER: SELECT pg_catalog.format('ALTER FUNCTION %s SECURITY INVOKER', p.oid::regprocedure) FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_depend d ON d.objid = p.oid AND d.deptype = 'e' JOIN pg_catalog.pg_extension e ON e.oid = d.refobjid WHERE e.extname = 'pg_patchdiff' AND p.prosecdef \\gexec"
+        );
     }
 }
 
