@@ -571,8 +571,25 @@ async fn prepare_embedded(conninfo: &str) -> Result<(), String> {
             .await
             .map_err(|e| format!("cannot update the pg_patchdiff extension: {}", describe(&e)))?;
     }
+    // A database made by an earlier build of this same version may still hold SECURITY DEFINER
+    // API functions, which the library refuses to run (docs/security.md, "Who a call acts for")
+    // and no update touches; the server's own database is brought in line here too.
+    client
+        .batch_execute(INVOKER_FUNCTIONS)
+        .await
+        .map_err(|e| format!("cannot update the pg_patchdiff functions: {}", describe(&e)))?;
     Ok(())
 }
+
+/// Makes every SECURITY DEFINER function of pg_patchdiff SECURITY INVOKER (as the 0.1.0 to 0.2.0
+/// upgrade script does).
+const INVOKER_FUNCTIONS: &str = "DO $invoker$ DECLARE f regprocedure; BEGIN \
+    FOR f IN SELECT p.oid::regprocedure FROM pg_catalog.pg_proc p \
+      JOIN pg_catalog.pg_depend d ON d.classid = 'pg_catalog.pg_proc'::pg_catalog.regclass \
+           AND d.objid = p.oid AND d.deptype = 'e' \
+      JOIN pg_catalog.pg_extension e ON e.oid = d.refobjid \
+     WHERE e.extname = 'pg_patchdiff' AND p.prosecdef \
+    LOOP EXECUTE pg_catalog.format('ALTER FUNCTION %s SECURITY INVOKER', f); END LOOP; END $invoker$";
 
 async fn inspect(client: &Client) -> Result<(String, BTreeSet<String>), String> {
     let row = client

@@ -520,6 +520,33 @@ fn embedded_database_updates_its_extension_at_start_up() {
         extversion(&c).await
     });
     assert_eq!(updated, default);
+    // An earlier build of this version left an API function SECURITY DEFINER, which the library
+    // refuses to run (docs/security.md, "Who a call acts for"): the start-up makes it invoker.
+    let definers = || {
+        rt.block_on(async {
+            let c = patchdiff_tests::connect(&conninfo).await.unwrap();
+            c.query_one(
+                "SELECT count(*) FROM pg_catalog.pg_proc WHERE proname LIKE 'patchdiff\\_%' AND prosecdef",
+                &[],
+            )
+            .await
+            .unwrap()
+            .get::<_, i64>(0)
+        })
+    };
+    rt.block_on(async {
+        let c = patchdiff_tests::connect(&conninfo).await.unwrap();
+        c.batch_execute("ALTER FUNCTION patchdiff_get_target(json) SECURITY DEFINER")
+            .await
+            .unwrap();
+    });
+    assert_eq!(definers(), 1);
+    start();
+    assert_eq!(
+        definers(),
+        0,
+        "the start-up left a SECURITY DEFINER function"
+    );
     let pg_ctl = "/usr/lib/postgresql/15/bin/pg_ctl";
     let stopped = if root {
         Command::new("runuser")
