@@ -15,7 +15,10 @@
 //! 5. the real `patchdiff-mcp`, connected as a tenant, answers the other tenant's target as an
 //!    unknown one ([`front_end_answers_as_for_an_unknown_target`]);
 //! 6. every attempt and snapshot records the role it was made as, so a grantee's edits are not
-//!    the owner's ([`the_log_and_the_snapshots_name_the_acting_role`]).
+//!    the owner's ([`the_log_and_the_snapshots_name_the_acting_role`]);
+//! 7. a call acts for the role PostgreSQL runs it as: a SECURITY DEFINER function of one tenant,
+//!    called by the other, and an index expression run by a superuser's `ANALYZE` act as their
+//!    owner ([`a_call_acts_as_the_role_postgresql_runs_it_as`]).
 //!
 //! The test works in a database of its own (created, given the extension, and dropped again
 //! WITH (FORCE)) with login roles of its own (dropped again). The cluster-wide role
