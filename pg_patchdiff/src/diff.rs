@@ -21,7 +21,6 @@ fn patchdiff_diff(args: JsonText) -> JsonText {
     let entered = Caller::enter();
     let mut history = SpiHistory {
         caller: entered.caller,
-        share: false,
     };
     out(&drive::diff(&mut history, &args.0))
 }

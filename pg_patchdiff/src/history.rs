@@ -37,17 +37,16 @@ fn patchdiff_save(args: JsonText) -> JsonText {
 #[pg_extern]
 #[search_path(pg_catalog, pg_temp)]
 fn patchdiff_replay(args: JsonText) -> JsonText {
-    // One consistent state: without a transaction ID (an autocommit call, any read-only
-    // transaction, a standby) every statement here runs read-only in the calling statement's
-    // snapshot. A transaction that has already written takes a fresh snapshot per statement,
-    // so there replay holds a share lock on the target: no submission or SAVE can commit to it
-    // between the batches.
-    // SAFETY: reads the current transaction's state; no pointers involved.
-    let has_xid = unsafe { pg_sys::GetCurrentTransactionIdIfAny() } != pg_sys::InvalidTransactionId;
+    // One consistent state, without a lock: without a transaction ID (an autocommit call, any
+    // read-only transaction, a standby) every statement here runs read-only in the calling
+    // statement's snapshot. A transaction that has already written takes a fresh snapshot per
+    // statement, so acceptances committed meanwhile can appear among the batches; replay
+    // reconstructs the version it read and stops before them (patchdiff_engine's
+    // `drive::replay`). It used to hold a share lock on the target there, which a reader could
+    // keep until its transaction ended, stopping the owner's edits all that time.
     let entered = Caller::enter();
     let mut history = SpiHistory {
         caller: entered.caller,
-        share: has_xid,
     };
     out(&drive::replay(&mut history, &args.0))
 }

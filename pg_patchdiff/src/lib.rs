@@ -472,4 +472,59 @@ pub mod pg_test {
     }
 }
 
+// Every API function runs its statements on generic plans from its first call. The kept plans
+// (storage::plan) are written to be run generically; PostgreSQL's plan cache would instead
+// plan each of them anew, parameters folded in as constants, for the first five calls of every
+// connection, and folding the attempt-writing statement's parameters copied an acceptance's new
+// text twice more: 29 MB more per call on a 15.2 MB target (docs/reliability.md, "Resource
+// bounds"). Statements planned for one call are not kept and keep their custom plans. The
+// upgrade script sets the same.
+pgrx::extension_sql!(
+    r#"
+DO $generic$
+DECLARE f regprocedure;
+BEGIN
+    FOR f IN SELECT p.oid::regprocedure FROM pg_catalog.pg_proc p
+               JOIN pg_catalog.pg_depend d ON d.classid = 'pg_catalog.pg_proc'::pg_catalog.regclass
+                    AND d.objid = p.oid AND d.deptype = 'e'
+               JOIN pg_catalog.pg_extension e ON e.oid = d.refobjid
+               JOIN pg_catalog.pg_language l ON l.oid = p.prolang
+              WHERE e.extname = 'pg_patchdiff' AND l.lanname = 'c'
+                AND p.prorettype <> 'pg_catalog.trigger'::pg_catalog.regtype
+    LOOP
+        EXECUTE pg_catalog.format('ALTER FUNCTION %s SET plan_cache_mode = force_generic_plan', f);
+    END LOOP;
+END
+$generic$;
+"#,
+    name = "generic_plans",
+    requires = [
+        patchdiff_diff,
+        patchdiff_export_target,
+        patchdiff_find_occurrences,
+        patchdiff_get_manifest_ledger,
+        patchdiff_get_pdcp_log,
+        patchdiff_get_target,
+        patchdiff_grant,
+        patchdiff_handle_upload,
+        patchdiff_initialize_target,
+        patchdiff_list_targets,
+        patchdiff_observe_scope,
+        patchdiff_preview,
+        patchdiff_read_lines,
+        patchdiff_read_target,
+        patchdiff_replay,
+        patchdiff_revoke,
+        patchdiff_save,
+        patchdiff_submit,
+        patchdiff_submit_changeset,
+        patchdiff_submit_edits,
+        patchdiff_submit_observed_operations,
+        patchdiff_submit_operations,
+        patchdiff_submit_replacement,
+        "history_planner_settings",
+        "diff_planner_settings"
+    ]
+);
+
 pgrx::extension_sql_file!("../../sql/comments.sql", name = "comments", finalize);

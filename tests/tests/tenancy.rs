@@ -18,7 +18,10 @@
 //!    the owner's ([`the_log_and_the_snapshots_name_the_acting_role`]);
 //! 7. a call acts for the role PostgreSQL runs it as: a SECURITY DEFINER function of one tenant,
 //!    called by the other, and an index expression run by a superuser's `ANALYZE` act as their
-//!    owner ([`a_call_acts_as_the_role_postgresql_runs_it_as`]).
+//!    owner ([`a_call_acts_as_the_role_postgresql_runs_it_as`]);
+//! 8. a reader cannot hold up the owner: a replay inside the reader's open transaction that has
+//!    written takes no lock the owner's edit waits for
+//!    ([`a_readers_replay_never_holds_up_the_owner`]).
 //!
 //! The test works in a database of its own (created, given the extension, and dropped again
 //! WITH (FORCE)) with login roles of its own (dropped again). The cluster-wide role
@@ -180,10 +183,11 @@ async fn tenants_see_and_touch_only_what_they_may() {
         set_role_is_honoured_and_a_single_role_install_is_unchanged(&su, &a, &member, &s).await;
         the_log_and_the_snapshots_name_the_acting_role(&su, &a, &b, &member, &s).await;
         a_call_acts_as_the_role_postgresql_runs_it_as(&su, &a, &b, &s).await;
+        a_readers_replay_never_holds_up_the_owner(&su, &a, &b, &s).await;
         let served = front_end_answers_as_for_an_unknown_target(&su, &s, &world).await;
         let _ = writeln!(
             std::io::stderr(),
-            "tenancy: {sweep}; {listed}; {grants}; SET ROLE honoured (owner = the role in effect), single-role install unchanged; attempts and snapshots name the acting role; SECURITY DEFINER wrappers and ANALYZE's index expressions act as their owner; {served}"
+            "tenancy: {sweep}; {listed}; {grants}; SET ROLE honoured (owner = the role in effect), single-role install unchanged; attempts and snapshots name the acting role; SECURITY DEFINER wrappers and ANALYZE's index expressions act as their owner; a reader's replay holds up no edit; {served}"
         );
     })
     .await;
@@ -1736,6 +1740,69 @@ async fn the_log_and_the_snapshots_name_the_acting_role(
 // 7. Who a call acts for
 
 /// The `json` value of a SQL expression.
+/// docs/history.md, "Replay ... takes no lock": tenant B may read a target of A's. B's
+/// transaction has written (`txid_current()`), so its statements read fresh snapshots, and B
+/// replays A's target and keeps the transaction open. A's edit of the target goes through at
+/// once, and B's next replay in the same transaction reconstructs the new version. (Replay used to
+/// take a share lock on the target row there, held until B's transaction ended: A's edit waited
+/// until its `statement_timeout`.)
+async fn a_readers_replay_never_holds_up_the_owner(su: &Client, a: &Client, b: &Client, s: &Setup) {
+    let made = call(
+        a,
+        "patchdiff_initialize_target",
+        &json!({"filename": "replayed.txt", "content": "one two three\n"}),
+    )
+    .await
+    .unwrap();
+    let t = id_of(&made, "target_file_id");
+    granted(
+        &grant(a, "patchdiff_grant", &t, &s.b, Some("read")).await,
+        &t,
+        &s.b,
+        Some("read"),
+    );
+    let accepted = |v: &Value, what: &str| assert_eq!(v["status"], "accepted", "{what}: {v}");
+    accepted(
+        &edit(a, su, &t, "one", "ONE").await,
+        "the owner's first edit",
+    );
+
+    b.batch_execute("BEGIN; SELECT pg_catalog.txid_current()")
+        .await
+        .unwrap();
+    let replayed = json!({"target_file_id": t});
+    let r = call(b, "patchdiff_replay", &replayed).await.unwrap();
+    assert_eq!(r["status"], "success", "the reader's replay: {r}");
+    assert_eq!(r["materialized_state_matches"], true, "{r}");
+    assert_eq!(r["current_version"], 1, "{r}");
+
+    a.batch_execute("SET statement_timeout = '5s'")
+        .await
+        .unwrap();
+    let started = std::time::Instant::now();
+    let v = edit(a, su, &t, "two", "TWO").await;
+    let waited = started.elapsed();
+    a.batch_execute("RESET statement_timeout").await.unwrap();
+    accepted(
+        &v,
+        "the owner's edit while the reader's transaction is open",
+    );
+    assert!(
+        waited < std::time::Duration::from_secs(2),
+        "the owner's edit waited {waited:?} for the reader"
+    );
+
+    let r = call(b, "patchdiff_replay", &replayed).await.unwrap();
+    assert_eq!(r["status"], "success", "the reader's second replay: {r}");
+    assert_eq!(
+        r["current_version"], 2,
+        "a fresh snapshot sees the edit: {r}"
+    );
+    assert_eq!(r["accepted_transactions_replayed"], 2, "{r}");
+    assert_eq!(r["materialized_state_matches"], true, "{r}");
+    b.batch_execute("ROLLBACK").await.unwrap();
+}
+
 async fn answer_of(c: &Client, expression: &str) -> Value {
     let sql = format!("SELECT ({expression})::text");
     let text: String = c

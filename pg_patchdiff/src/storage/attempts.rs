@@ -170,13 +170,14 @@ const WRITE_KEYED: &str = write_attempt_sql!(
 /// arbiter index, and a second WAL record to confirm the tuple.)
 const WRITE_UNKEYED: &str = write_attempt_sql!("");
 
-/// Writes an attempt row, its ledger rows and, for an acceptance, the new target state, in
-/// one statement, and queues an acceptance's announcement ([`super::feed`]). Returns nothing:
-/// the caller chose the attempt's ID. `acting_role` is the role the attempt is made as
-/// ([`super::Caller::role`]); the row records its name.
+/// Writes an attempt row, its ledger rows and, for an acceptance, the new target state
+/// (`new_content`), in one statement, and queues an acceptance's announcement
+/// ([`super::feed`]). Returns nothing: the caller chose the attempt's ID. `acting_role` is the
+/// role the attempt is made as ([`super::Caller::role`]); the row records its name.
 pub fn write_attempt(
     client: &mut SpiClient,
     a: &Attempt,
+    new_content: Option<String>,
     pdcp_log_id: &str,
     target_file_id: &str,
     cycle_id: &str,
@@ -205,6 +206,11 @@ pub fn write_attempt(
         risks.push(c.risk.as_deref());
         derived.push(JsonText(text(&c.to_json())));
     }
+    // The new text is copied into a `text` datum and let go at once: while the statement runs,
+    // PostgreSQL holds the datum, the row it forms and the compressed value, and this call held
+    // a fourth copy on top (docs/reliability.md, "Memory per call").
+    let content: DatumWithOid = new_content.as_deref().into();
+    drop(new_content);
     // The JSON the engine's writer made from values crosses typed `json` (JsonText), so
     // PostgreSQL's input function, which only validates and copies, is not run on it again.
     let args: [DatumWithOid; 34] = [
@@ -235,7 +241,7 @@ pub fn write_attempt(
         a.source.as_str().into(),
         indexes.into(),
         a.intent.as_deref().into(),
-        a.new_content.as_deref().into(),
+        content,
         a.changeset_id.as_deref().into(),
         ids.into(),
         rationales.into(),

@@ -72,6 +72,7 @@ impl Store for SpiStore<'_, '_> {
     fn write_attempt(
         &mut self,
         attempt: &Attempt,
+        new_content: Option<String>,
         pdcp_log_id: &str,
         target_file_id: &str,
         editing_cycle_id: &str,
@@ -79,6 +80,7 @@ impl Store for SpiStore<'_, '_> {
         attempts::write_attempt(
             self.client,
             attempt,
+            new_content,
             pdcp_log_id,
             target_file_id,
             editing_cycle_id,
@@ -92,17 +94,18 @@ impl Store for SpiStore<'_, '_> {
 }
 
 /// What replay reads, as `caller` may see it. Each read opens its own SPI connection, so a
-/// batch's memory is released once it has been replayed.
+/// batch's memory is released once it has been replayed. Nothing is locked.
 pub struct SpiHistory {
     pub caller: Caller,
-    /// Take a share lock on the target: the transaction has written, so each statement takes a
-    /// fresh snapshot, and the lock keeps submissions and SAVEs from committing between batches.
-    pub share: bool,
 }
 
 impl History for SpiHistory {
     fn replay_start(&mut self, target_file_id: &str) -> Option<(StoredState, Option<StoredState>)> {
-        Spi::connect_mut(|c| targets::replay_start(c, target_file_id, self.caller, self.share))
+        Spi::connect_mut(|c| targets::replay_start(c, target_file_id, self.caller))
+    }
+
+    fn version_now(&mut self, target_file_id: &str) -> Option<i64> {
+        Spi::connect_mut(|c| targets::version_now(c, target_file_id, self.caller))
     }
 
     fn next_batches(&mut self, target_file_id: &str, after: i64) -> Vec<(i64, i64)> {

@@ -386,23 +386,34 @@ macro_rules! replay_target {
     };
 }
 const REPLAY_TARGET: [&str; 3] = tiered!(replay_target, "t", "");
-const REPLAY_TARGET_FOR_SHARE: [&str; 3] = tiered!(replay_target, "t", " FOR SHARE");
 
-/// The stored target the caller may read (`share`: under a share lock) and its initial snapshot,
-/// if any.
+macro_rules! version_select {
+    ($pred:expr) => {
+        concat!(
+            "SELECT version FROM patchdiff.targets t WHERE t.target_file_id = $1::uuid AND ",
+            $pred
+        )
+    };
+}
+const VERSION_NOW: [&str; 3] = tiered!(version_select, "t");
+
+/// The version of a target the caller may read, as this statement sees it: in a transaction
+/// that has written, a fresh snapshot's.
+pub fn version_now(c: &mut SpiClient, id: &str, caller: Caller) -> Option<i64> {
+    let tuple = first_row(c, caller, Need::Read, &VERSION_NOW, id, false)?;
+    Some(Row(&tuple, "reading target version").int(1))
+}
+
+/// The stored target the caller may read and its initial snapshot, if any. No lock: a reader
+/// that held one until its transaction ended would stop the owner's edits for as long
+/// (replay's consistency: patchdiff_engine's `drive::replay`).
 pub fn replay_start(
     c: &mut SpiClient,
     id: &str,
     caller: Caller,
-    share: bool,
 ) -> Option<(StoredState, Option<StoredState>)> {
-    let sql = if share {
-        &REPLAY_TARGET_FOR_SHARE
-    } else {
-        &REPLAY_TARGET
-    };
-    let tuple = first_row(c, caller, Need::Read, sql, id, share)?;
-    let r = Row(&tuple, "locking target");
+    let tuple = first_row(c, caller, Need::Read, &REPLAY_TARGET, id, false)?;
+    let r = Row(&tuple, "reading target");
     let stored = StoredState {
         version: r.int(1),
         hash: r.text(2),

@@ -424,14 +424,24 @@ mod tests {
         fn consumed_by(&mut self, _: &str) -> Vec<ObservationRow> {
             Vec::new()
         }
-        fn write_attempt(&mut self, a: &Attempt, log_id: &str, id: &str, _: &str) {
+        fn write_attempt(
+            &mut self,
+            a: &Attempt,
+            new_content: Option<String>,
+            log_id: &str,
+            id: &str,
+            _: &str,
+        ) {
             self.writes += 1;
-            if let (Some(t), Some(c)) = (self.targets.get_mut(id), &a.new_content) {
+            assert!(a.new_content.is_none(), "the new text crosses on its own");
+            if let (Some(t), Some(c)) = (self.targets.get_mut(id), &new_content) {
                 t.content = c.clone();
                 t.current_hash = a.after_hash.clone().unwrap();
                 t.version = a.after_version.unwrap();
             }
-            self.attempts.push((log_id.into(), id.into(), a.clone()));
+            let mut a = a.clone();
+            a.new_content = new_content;
+            self.attempts.push((log_id.into(), id.into(), a));
         }
         fn write_consumptions(&mut self, _: &str, _: &[ObservationLink]) {}
     }

@@ -36,13 +36,19 @@ pub fn replay(store: &mut impl History, args: &str) -> Value {
         Err(f) => return f.to_json(&stored, 0),
     };
     let mut after = 0i64;
-    loop {
+    'log: loop {
         let ranges = store.next_batches(id, after);
         if ranges.is_empty() {
             break;
         }
         for (from, upto) in ranges {
             for row in store.accepted(id, from, upto) {
+                if row
+                    .after_version
+                    .is_some_and(|v| v > stored.version && moved_on(store, id, v))
+                {
+                    break 'log;
+                }
                 if let Err(f) = replay.step(&row.accepted()) {
                     return f.to_json(&stored, replay.replayed());
                 }
@@ -51,6 +57,17 @@ pub fn replay(store: &mut impl History, args: &str) -> Value {
         }
     }
     replay.finish(&stored)
+}
+
+/// Whether the target has moved on to `version` since replay read it: an acceptance committed
+/// meanwhile, which a transaction that has written sees in its later statements' fresh
+/// snapshots. Such rows are not this replay's, which reconstructs the version it read; versions
+/// grow in the log's order, so every row after that one is newer still. This needs no lock on
+/// the target (a reader holding one until its transaction ended could stop the owner's edits).
+/// An accepted row past a target that has not moved on is the log's own divergence: replay
+/// goes on and reports it, as in one snapshot.
+fn moved_on(store: &mut impl History, id: &str, version: i64) -> bool {
+    store.version_now(id).is_some_and(|now| now >= version)
 }
 
 /// A stored state of `content` at `version`, as the replay and diff drivers' tests store it.
@@ -126,6 +143,9 @@ mod tests {
         stored: StoredState,
         rows: Vec<AttemptRow>,
         reads: Vec<String>,
+        /// The target's version as later statements see it, when it has moved on since
+        /// `stored` was read.
+        now: Option<i64>,
     }
 
     impl History for Memory {
@@ -160,6 +180,10 @@ mod tests {
                 .cloned()
                 .collect()
         }
+        fn version_now(&mut self, _: &str) -> Option<i64> {
+            self.reads.push("version_now".into());
+            Some(self.now.unwrap_or(self.stored.version))
+        }
     }
 
     use super::stored_state as state;
@@ -172,6 +196,7 @@ mod tests {
             stored: state(3, &docs[3]),
             rows,
             reads: Vec::new(),
+            now: None,
         }
     }
 
@@ -207,6 +232,49 @@ mod tests {
         assert_eq!(r["status"], "failed", "{r}");
         assert_eq!(r["failure_reason"], "replay_divergence");
         assert_eq!(h.reads, ["start", "batches>0", "rows(0,10]"]);
+    }
+
+    /// Contract "patchdiff_replay" (one consistent state) without a lock: an acceptance that
+    /// committed after the stored target was read (seen by a transaction that has written, whose
+    /// statements each read a fresh snapshot) is not replayed; the replay reconstructs the
+    /// version it read, and reads no further.
+    #[test]
+    fn replay_reconstructs_the_version_it_read_when_the_target_moves_on() {
+        let mut h = history();
+        let (_, docs) = accepted_tx1_rows(T, "a\n", &[("a", "b"), ("b", "c"), ("c", "d")]);
+        h.stored = state(2, &docs[2]);
+        h.now = Some(3);
+        let r = replay(&mut h, &json!({"target_file_id": T}).to_string());
+        assert_eq!(r["status"], "success", "{r}");
+        assert_eq!(r["accepted_transactions_replayed"], 2);
+        assert_eq!(r["reconstructed_version"], 2);
+        assert_eq!(r["materialized_state_matches"], true);
+        assert_eq!(
+            h.reads,
+            [
+                "start",
+                "batches>0",
+                "rows(0,10]",
+                "rows(10,20]",
+                "batches>20",
+                "rows(20,30]",
+                "version_now"
+            ]
+        );
+    }
+
+    /// An accepted row past a stored target that has not moved on is the log's divergence, as
+    /// in one snapshot: replay applies it and reports the versions that do not match.
+    #[test]
+    fn a_log_ahead_of_a_target_that_has_not_moved_on_is_reported() {
+        let mut h = history();
+        let (_, docs) = accepted_tx1_rows(T, "a\n", &[("a", "b"), ("b", "c"), ("c", "d")]);
+        h.stored = state(2, &docs[2]);
+        let r = replay(&mut h, &json!({"target_file_id": T}).to_string());
+        assert_eq!(r["status"], "success", "{r}");
+        assert_eq!(r["accepted_transactions_replayed"], 3);
+        assert_eq!(r["materialized_state_matches"], false);
+        assert_eq!(r["materialized_state_checks"]["version_matches"], false);
     }
 
     /// A target the caller may not read is not_found, and no attempt is read.

@@ -103,9 +103,13 @@ pub trait Store: Session {
     /// The observations an accepted attempt consumed, in group order.
     fn consumed_by(&mut self, pdcp_log_id: &str) -> Vec<ObservationRow>;
     /// Writes the attempt row, its ledger rows and, for an acceptance, the new target state.
+    /// `new_content` is an acceptance's new text (the attempt's own `new_content` has been taken
+    /// out of it), given by value so that the store lets it go as soon as the database holds
+    /// its copy: a large target's text is then not held twice while the statement runs.
     fn write_attempt(
         &mut self,
         attempt: &Attempt,
+        new_content: Option<String>,
         pdcp_log_id: &str,
         target_file_id: &str,
         editing_cycle_id: &str,
@@ -133,6 +137,11 @@ pub trait History {
     /// The accepted attempts in `(after, upto]`, in sequence order, with the observations they
     /// consumed.
     fn accepted(&mut self, target_file_id: &str, after: i64, upto: i64) -> Vec<AttemptRow>;
+    /// The target's version as a statement run now sees it, without a lock. Inside a transaction
+    /// that has written, each statement reads a fresh snapshot, so this can be later than
+    /// [`History::replay_start`]'s; otherwise it is the same. `None` when the caller may not
+    /// read the target.
+    fn version_now(&mut self, target_file_id: &str) -> Option<i64>;
 }
 
 /// What a diff reads (issue 19, item 3): the target the caller may read, then, by ID, its

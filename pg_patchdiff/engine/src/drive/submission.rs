@@ -119,6 +119,7 @@ pub fn run(
     let stored = sub
         .request_key()
         .and_then(|k| store.keyed_attempt(&sub.target_file_id, k));
+    let mut t = t;
     let locked = Locked {
         sub: &sub,
         target: &t,
@@ -128,10 +129,27 @@ pub fn run(
         route,
         settings,
     };
-    match locked.decide(store, stored) {
-        Decision::Answered(answer) => answer,
-        Decision::Write(verdict) => locked.record(store, verdict),
+    let verdict = match locked.decide(store, stored) {
+        Decision::Answered(answer) => return answer,
+        Decision::Write(verdict) => verdict,
+    };
+    // An acceptance is answered from its new version alone, so the old text is let go before
+    // the new one is written: on a large target, one copy of its text less at the call's peak
+    // (docs/reliability.md, "Resource bounds"). A rejection's answer quotes the text it was
+    // judged against (`current_context`), so it keeps it.
+    if verdict.attempt.status == Status::Accepted {
+        t.content = String::new();
     }
+    Locked {
+        sub: &sub,
+        target: &t,
+        identity: &identity,
+        parent: &parent,
+        correlation: correlation.as_deref(),
+        route,
+        settings,
+    }
+    .record(store, verdict)
 }
 
 /// An exact keyed recovery answered without the row lock, or `None` to take the lock and run
@@ -318,26 +336,33 @@ impl Locked<'_> {
     /// answers for it.
     pub(crate) fn record(&self, store: &mut impl Store, v: Verdict) -> Value {
         let Verdict {
-            attempt,
+            mut attempt,
             strict_refusal,
             rows,
         } = v;
         let (sub, id) = (self.sub, self.sub.target_file_id.as_str());
         let log_id = store.new_id();
-        store.write_attempt(&attempt, &log_id, id, &self.target.active_editing_cycle_id);
+        // The new text goes to the store, which lets it go once the database holds its copy:
+        // an acceptance's answer names the new version by its number and hash only
+        // (`submit::response`), never by its text.
+        let new_content = attempt.new_content.take();
+        let wrote_text = new_content.is_some();
+        store.write_attempt(
+            &attempt,
+            new_content,
+            &log_id,
+            id,
+            &self.target.active_editing_cycle_id,
+        );
         if attempt.status == Status::Accepted && !attempt.observations.is_empty() {
             store.write_consumptions(&log_id, &attempt.observations);
         }
-        let now = match (
-            &attempt.new_content,
-            &attempt.after_hash,
-            attempt.after_version,
-        ) {
-            (Some(content), Some(hash), Some(version)) => TargetView {
+        let now = match (wrote_text, &attempt.after_hash, attempt.after_version) {
+            (true, Some(hash), Some(version)) => TargetView {
                 target_file_id: id,
                 version,
                 current_hash: hash,
-                content,
+                content: "",
             },
             _ => self.target.view(),
         };
@@ -562,15 +587,26 @@ mod tests {
                 .cloned()
                 .collect()
         }
-        fn write_attempt(&mut self, a: &Attempt, log_id: &str, id: &str, cycle: &str) {
+        fn write_attempt(
+            &mut self,
+            a: &Attempt,
+            new_content: Option<String>,
+            log_id: &str,
+            id: &str,
+            cycle: &str,
+        ) {
             self.calls.push("write_attempt");
             assert_eq!((id, cycle), (T, CYCLE));
-            if let (Some(t), Some(content)) = (self.target.as_mut(), &a.new_content) {
+            assert!(a.new_content.is_none(), "the new text crosses on its own");
+            if let (Some(t), Some(content)) = (self.target.as_mut(), &new_content) {
                 t.content = content.clone();
                 t.current_hash = a.after_hash.clone().unwrap();
                 t.version = a.after_version.unwrap();
             }
-            self.attempts.push((log_id.into(), a.clone()));
+            // Kept as written: the attempt with the text it wrote.
+            let mut a = a.clone();
+            a.new_content = new_content;
+            self.attempts.push((log_id.into(), a));
         }
         fn write_consumptions(&mut self, log_id: &str, links: &[ObservationLink]) {
             self.calls.push("write_consumptions");
