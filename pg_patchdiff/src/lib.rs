@@ -155,6 +155,15 @@ pub(crate) fn notify_mode() -> Notify {
     NOTIFY.get()
 }
 
+/// `patchdiff.notify_queue_limit`: at or above this share of PostgreSQL's notification queue, a
+/// change is committed without its announcement (`storage::feed`). Superuser-only, like
+/// `patchdiff.notify`: a writer cannot hide its changes by lowering it.
+static NOTIFY_QUEUE_LIMIT: GucSetting<f64> = GucSetting::<f64>::new(0.5);
+
+pub(crate) fn notify_queue_limit() -> f64 {
+    NOTIFY_QUEUE_LIMIT.get()
+}
+
 pub(crate) fn strict_observation_mode() -> bool {
     STRICT_OBSERVATION_MODE.get()
 }
@@ -191,6 +200,16 @@ extern "C-unwind" fn _PG_init() {
         c"Announce acceptances and SAVEs with NOTIFY patchdiff (the change feed): listened, on or off.",
         c"listened (default): announced while a session of this database listens through the feed's lock, pg_advisory_lock_shared(1885628774, 1717921124); on: always, to any LISTEN; off: never. The payload names the target, version, hash, attempt and log sequence (or snapshot); it is delivered at COMMIT. A commit that announces nothing takes no notify-queue lock.",
         &NOTIFY,
+        GucContext::Suset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_float_guc(
+        c"patchdiff.notify_queue_limit",
+        c"Share of PostgreSQL's notification queue (0 to 1) at or above which changes are not announced.",
+        c"A session that listens but does not read (inside an open transaction) stops the queue from draining; once it is full, every transaction that notifies fails at COMMIT. At or above this share, an acceptance or SAVE commits without its announcement, with a WARNING, rather than failing.",
+        &NOTIFY_QUEUE_LIMIT,
+        0.0,
+        1.0,
         GucContext::Suset,
         GucFlags::default(),
     );

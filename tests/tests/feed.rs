@@ -16,6 +16,8 @@
 //! 3. Tenancy: a subscriber never hears about a target it may not see: subscribing to one is
 //!    refused as for an unknown target, and once a grant is revoked, its changes are no longer
 //!    announced to it.
+//! 4. A full notification queue never fails a commit: over `patchdiff.notify_queue_limit`, a
+//!    change commits unannounced, with a warning.
 //!
 //! Needs PATCHDIFF_TEST_DSN (a superuser connection string) and PATCHDIFF_MCP_BIN.
 
@@ -249,6 +251,109 @@ async fn sql_listeners_hear_commits_never_rollbacks_or_rejections() {
         .await
         .unwrap();
     assert_eq!(heard(&mut rx, ours).await["version"], 3);
+}
+
+/// docs/sql-api.md "The change feed" and docs/security.md: a full notification queue never
+/// fails a commit. Any role can stop PostgreSQL's queue from draining (LISTEN inside an open
+/// transaction) and fill it with its own NOTIFYs in about 30 s; every transaction that notifies
+/// then fails at COMMIT, and every acceptance and SAVE used to. At or above
+/// `patchdiff.notify_queue_limit` of the queue (superuser-only), a change commits without its
+/// announcement and the writer is warned. The limit at 0 stands for a queue over it here (filling
+/// 8 GB is a manual run: docs/reliability.md).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_notification_queue_never_fails_a_commit() {
+    let dsn = dsn();
+    if patchdiff_tests::not_through_a_router(&dsn, "NOTIFY is one database's").await {
+        return;
+    }
+    let (_l, mut rx) = listener(&dsn).await;
+    // The writer's connection, keeping the notices (warnings) it is sent.
+    let (w, mut connection) = tokio_postgres::connect(&dsn, NoTls)
+        .await
+        .expect("connecting the writer");
+    let (tx, mut notices) = mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while let Some(m) = std::future::poll_fn(|cx| connection.poll_message(cx)).await {
+            match m {
+                Ok(AsyncMessage::Notice(n)) => {
+                    let _ = tx.send((
+                        n.severity().to_owned(),
+                        n.message().to_owned(),
+                        n.detail().map(str::to_owned),
+                    ));
+                }
+                Ok(_) => {}
+                Err(_) => break,
+            }
+        }
+    });
+    let a = initialize_target(&w, "feed-full.md", "alpha beta\n")
+        .await
+        .unwrap();
+    let ours = [a.as_str()];
+    let ours = &ours[..];
+
+    w.batch_execute("SET patchdiff.notify_queue_limit = 0")
+        .await
+        .unwrap();
+    let r = call(&w, "patchdiff_submit_edits", &edit(&a, 0, "alpha", "ALPHA"))
+        .await
+        .unwrap();
+    assert_eq!(r["status"], "accepted", "{r}");
+    let (severity, message, detail) = tokio::time::timeout(Duration::from_secs(5), notices.recv())
+        .await
+        .expect("a warning within 5 s")
+        .expect("the writer's connection ended");
+    assert_eq!(severity, "WARNING");
+    assert!(
+        message.contains(&format!(
+            "change of target {a} (version 1) is committed without its announcement"
+        )) && message.contains("notification queue is"),
+        "{message}"
+    );
+    assert!(
+        detail.is_some_and(|d| d.contains("A session that listens is not reading")),
+        "{message}"
+    );
+    silent(&mut rx, ours, "a change over the queue limit").await;
+    let saved = call(&w, "patchdiff_save", &json!({"target_file_id": a}))
+        .await
+        .unwrap();
+    assert_eq!(
+        saved["status"], "saved",
+        "a SAVE over the limit commits: {saved}"
+    );
+    silent(&mut rx, ours, "a SAVE over the queue limit").await;
+    assert_eq!(
+        w.query_one(
+            "SELECT version FROM patchdiff.targets WHERE target_file_id = $1::text::uuid",
+            &[&a]
+        )
+        .await
+        .unwrap()
+        .get::<_, i64>(0),
+        1,
+        "the acceptance committed"
+    );
+
+    // Under the limit (the default, half the queue), changes are announced again.
+    w.batch_execute("RESET patchdiff.notify_queue_limit")
+        .await
+        .unwrap();
+    let r = call(&w, "patchdiff_submit_edits", &edit(&a, 1, "ALPHA", "alpha"))
+        .await
+        .unwrap();
+    assert_eq!(r["status"], "accepted", "{r}");
+    assert_eq!(heard(&mut rx, ours).await["version"], 2);
+    let context: String = w
+        .query_one(
+            "SELECT context FROM pg_catalog.pg_settings WHERE name = 'patchdiff.notify_queue_limit'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(context, "superuser", "a writer cannot raise or lower it");
 }
 
 /// The feed's key as `pg_locks` shows it: (pid, mode, granted) of each holder or waiter.

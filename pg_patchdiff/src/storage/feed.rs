@@ -26,8 +26,17 @@
 //! So every change a registered listener could miss is either announced or committed before the
 //! listener's read, whatever the writer's isolation level (a lock is not a snapshot). A change
 //! made in a subtransaction that rolls back releases the try with the queued announcement.
+//!
+//! **Never at the price of the commit.** PostgreSQL's notification queue (8 GB) drains only as
+//! fast as its slowest listener reads, and a session that LISTENs inside an open transaction
+//! reads nothing until that transaction ends. Any role may do that, and fill the rest with its
+//! own `pg_notify` calls in about 30 s; from then on every transaction that notifies fails at
+//! COMMIT ("too many notifications in the NOTIFY queue"), and so every other tenant's
+//! acceptances and SAVEs did. At or above `patchdiff.notify_queue_limit` of the queue (default
+//! half, where PostgreSQL starts warning in the server log), a change is committed without its
+//! announcement and the writer gets a WARNING: the feed is a wake-up, the log is the record.
 
-use super::{fault, write};
+use super::{fault, read, write};
 use crate::Notify;
 use patchdiff_engine::api::feed::{self, Event, LISTENER_LOCK_KEY1, LISTENER_LOCK_KEY2};
 use pgrx::pg_sys;
@@ -44,6 +53,33 @@ pub fn announce(client: &mut SpiClient, e: &Event) {
                 return;
             }
         }
+    }
+    let usage = read(
+        client,
+        "SELECT pg_catalog.pg_notification_queue_usage()",
+        &[],
+        "measuring the notification queue",
+    )
+    .first()
+    .get_one::<f64>()
+    .unwrap_or_else(|e| fault("measuring the notification queue", e))
+    .unwrap_or(0.0);
+    let limit = crate::notify_queue_limit();
+    if usage >= limit {
+        let message = format!(
+            "pg_patchdiff: change of target {} (version {}) is committed without its announcement: PostgreSQL's notification queue is {:.1}% full, at or over patchdiff.notify_queue_limit ({:.1}%)",
+            e.target_file_id,
+            e.version,
+            usage * 100.0,
+            limit * 100.0
+        );
+        pgrx::ereport!(
+            WARNING,
+            pgrx::PgSqlErrorCode::ERRCODE_WARNING,
+            message,
+            "A session that listens is not reading, most likely inside an open transaction; the server log names it. The queue drains once its transaction ends. Listeners learn of this change only when they read the target again."
+        );
+        return;
     }
     let Some(payload) = feed::payload(e) else {
         // Unreachable with stored rows (UUIDs and SHA-256 hashes); never worth failing an edit.
