@@ -28,7 +28,7 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tokio::sync::{Semaphore, SemaphorePermit, mpsc, watch};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, watch};
 
 /// The tokens of the token file, each with the role its requests run as.
 pub struct Tokens {
@@ -181,7 +181,9 @@ struct Shared {
     tools: Arc<Vec<crate::catalog::Declaration>>,
     tokens: Tokens,
     pool: Mutex<Vec<Db>>,
-    permits: Semaphore,
+    /// One per call running on a pooled connection ([`Options::connections`]). Held by the
+    /// call's own task until its connection is back in the pool.
+    permits: Arc<Semaphore>,
     queue_wait: Duration,
     allowed_origins: Vec<String>,
     /// Bound to a loopback address: `Host` must name loopback too (DNS rebinding).
@@ -196,8 +198,9 @@ struct Shared {
     feed: crate::feed::HubSlot,
     /// See [`Options::request_timeout`].
     request_timeout: Duration,
-    /// Room for the bodies being received, in KiB ([`BODY_BUDGET_FACTOR`]).
-    body_budget: Semaphore,
+    /// Room for the bodies being received, in KiB ([`BODY_BUDGET_FACTOR`]). A body's room is
+    /// held until its call has ended, whether its client is still there or not.
+    body_budget: Arc<Semaphore>,
 }
 
 /// How long what this server sent on a connection may stay unacknowledged before the kernel
@@ -245,7 +248,7 @@ pub async fn serve(config: Config, first: Db, options: Options) -> Result<(), St
         tools,
         tokens: options.tokens,
         pool: Mutex::new(vec![first]),
-        permits: Semaphore::new(options.connections.max(1)),
+        permits: Arc::new(Semaphore::new(options.connections.max(1))),
         queue_wait: options.queue_wait,
         allowed_origins: options.allowed_origins,
         loopback: bound.ip().is_loopback(),
@@ -255,7 +258,7 @@ pub async fn serve(config: Config, first: Db, options: Options) -> Result<(), St
         stopping,
         feed: Default::default(),
         request_timeout: options.request_timeout,
-        body_budget: Semaphore::new(budget_kib.min(Semaphore::MAX_PERMITS)),
+        body_budget: Arc::new(Semaphore::new(budget_kib.min(Semaphore::MAX_PERMITS))),
     });
     let app = Router::new()
         .route("/mcp", post(handle).get(not_allowed).delete(not_allowed))
@@ -542,29 +545,57 @@ enum Era {
     Handshake,
 }
 
-/// What the log line of a request names: never the token, only the role it maps to.
-#[derive(Default)]
+/// What the log line of a request names: never the token, only the role it maps to. The line is
+/// written when the request is answered, or when its client goes away first (status 499, as
+/// nginx names it: the request's future is dropped, and with it this).
 struct CallLog {
+    started: Instant,
     method: String,
     tool: String,
     role: String,
+    /// The answer's status, once there is one.
+    status: Option<u16>,
+}
+
+impl Drop for CallLog {
+    fn drop(&mut self) {
+        let ms = format_args!("{:.2}", self.started.elapsed().as_secs_f64() * 1e3);
+        match self.status {
+            Some(status) => tracing::info!(
+                method = self.method,
+                tool = self.tool,
+                role = self.role,
+                status,
+                ms,
+                "call"
+            ),
+            // A call already running goes on to its end ([`call`]).
+            None => tracing::info!(
+                method = self.method,
+                tool = self.tool,
+                role = self.role,
+                status = 499,
+                ms,
+                closed = "by the client before its answer",
+                "call"
+            ),
+        }
+    }
 }
 
 /// One request, and its log line: every request gets one, refusals too (a 401 has no role, a
 /// body that is not JSON-RPC no method), so an operator sees a flood of refused tokens.
 async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response {
     // A listen stream logs its own end (`stream ended`) after this line, which logs its start.
-    let started = Instant::now();
-    let mut log = CallLog::default();
+    let mut log = CallLog {
+        started: Instant::now(),
+        method: String::new(),
+        tool: String::new(),
+        role: String::new(),
+        status: None,
+    };
     let response = answer(&shared, request, &mut log).await;
-    tracing::info!(
-        method = log.method,
-        tool = log.tool,
-        role = log.role,
-        status = response.status().as_u16(),
-        ms = format_args!("{:.2}", started.elapsed().as_secs_f64() * 1e3),
-        "call"
-    );
+    log.status = Some(response.status().as_u16());
     response
 }
 
@@ -616,8 +647,11 @@ async fn answer(shared: &Arc<Shared>, request: Request, log: &mut CallLog) -> Re
     let declared = header_str(&headers, "content-length").and_then(|v| v.parse::<usize>().ok());
     let kib = declared.unwrap_or(limit).min(limit).div_ceil(1024).max(1);
     let room = u32::try_from(kib).unwrap_or(u32::MAX);
-    let _room = match tokio::time::timeout(shared.queue_wait, shared.body_budget.acquire_many(room))
-        .await
+    let room = match tokio::time::timeout(
+        shared.queue_wait,
+        shared.body_budget.clone().acquire_many_owned(room),
+    )
+    .await
     {
         Ok(Ok(permit)) => permit,
         _ => {
@@ -724,19 +758,20 @@ async fn answer(shared: &Arc<Shared>, request: Request, log: &mut CallLog) -> Re
         && method == "subscriptions/listen"
         && shared.config.profile == Profile::Extended
     {
-        return listen(shared, &headers, &role, id, body).await;
+        return listen(shared, &headers, &role, id, body, room).await;
     }
-    call(shared, &era, &role, &body).await
+    call(shared, era, role, body, room).await
 }
 
 /// A pooled connection as `role` and its permit: a free connection within `wait`, else the
 /// refusal to answer (503).
-async fn checkout<'a>(
-    shared: &'a Shared,
+async fn checkout(
+    shared: &Shared,
     role: &str,
     wait: Duration,
-) -> Result<(SemaphorePermit<'a>, Db), Response> {
-    let Ok(Ok(permit)) = tokio::time::timeout(wait, shared.permits.acquire()).await else {
+) -> Result<(OwnedSemaphorePermit, Db), Response> {
+    let Ok(Ok(permit)) = tokio::time::timeout(wait, shared.permits.clone().acquire_owned()).await
+    else {
         let mut r = plain(
             StatusCode::SERVICE_UNAVAILABLE,
             "every database connection of this server is busy: retry shortly",
@@ -782,18 +817,40 @@ fn checkin(shared: &Shared, db: Db) {
 }
 
 /// One request on a pooled connection as `role`: a free connection within `queue_wait`, or 503.
-async fn call(shared: &Shared, era: &Era, role: &str, body: &[u8]) -> Response {
-    let (_permit, db) = match checkout(shared, role, shared.queue_wait).await {
-        Ok(c) => c,
-        Err(refused) => return refused,
-    };
-    let mut server = server_for(shared, era, db);
-    let reply = server.handle_message(body).await;
-    checkin(shared, server.into_db());
-    let Some(line) = reply else {
-        return StatusCode::ACCEPTED.into_response();
-    };
-    json(status_of(era, &line), line)
+///
+/// The call runs in a task of its own, which holds the connection's permit and the body's room
+/// until the connection is back in the pool: a client that hangs up mid-call (which drops this
+/// future) no longer cancels it. Before, the permit and the connection were let go at once while
+/// the backend went on with the statement (or waited for a row lock), and the next request opened
+/// another backend: one tenant that cut its own calls short took every connection slot of the
+/// database, far past `--connections`. A call, once sent, runs to its end, as it would have at the
+/// database; what it committed is in the log, where a keyed resend recovers it.
+async fn call(
+    shared: &Arc<Shared>,
+    era: Era,
+    role: String,
+    body: Bytes,
+    room: OwnedSemaphorePermit,
+) -> Response {
+    let shared = shared.clone();
+    let task = tokio::spawn(async move {
+        let (permit, db) = match checkout(&shared, &role, shared.queue_wait).await {
+            Ok(c) => c,
+            Err(refused) => return refused,
+        };
+        let mut server = server_for(&shared, &era, db);
+        let reply = server.handle_message(&body).await;
+        checkin(&shared, server.into_db());
+        drop((permit, room));
+        let Some(line) = reply else {
+            return StatusCode::ACCEPTED.into_response();
+        };
+        json(status_of(&era, &line), line)
+    });
+    task.await.unwrap_or_else(|e| {
+        tracing::error!(error = %e, "a call's task failed");
+        unavailable("the call failed inside the server")
+    })
 }
 
 /// A place among the open streams, given back when its stream ends (the stream's task owns it).
@@ -888,6 +945,7 @@ async fn listen(
     role: &str,
     id: Value,
     body: Bytes,
+    room: OwnedSemaphorePermit,
 ) -> Response {
     if !accepts_sse(headers) {
         return refusal(
@@ -909,16 +967,28 @@ async fn listen(
             return r;
         }
     };
-    let (permit, db) = match checkout(shared, role, shared.queue_wait).await {
-        Ok(c) => c,
-        Err(refused) => return refused,
+    // The acknowledgment runs to its end in a task of its own, as every call does ([`call`]).
+    let acknowledging = {
+        let (shared, role) = (shared.clone(), role.to_owned());
+        tokio::spawn(async move {
+            let (permit, db) = checkout(&shared, &role, shared.queue_wait).await?;
+            let mut server = server_for(&shared, &Era::Modern, db)
+                .for_stream(Subscriptions::default(), shared.feed.clone());
+            let reply = server.handle_message(&body).await;
+            let subs = server.take_subscriptions();
+            checkin(&shared, server.into_db());
+            drop((permit, room));
+            Ok::<_, Response>((reply, subs))
+        })
     };
-    let mut server = server_for(shared, &Era::Modern, db)
-        .for_stream(Subscriptions::default(), shared.feed.clone());
-    let reply = server.handle_message(&body).await;
-    let subs = server.take_subscriptions();
-    checkin(shared, server.into_db());
-    drop(permit);
+    let (reply, subs) = match acknowledging.await {
+        Ok(Ok(acknowledged)) => acknowledged,
+        Ok(Err(refused)) => return refused,
+        Err(e) => {
+            tracing::error!(error = %e, "a listen call's task failed");
+            return unavailable("the call failed inside the server");
+        }
+    };
     let Some(ack) = reply else {
         return StatusCode::ACCEPTED.into_response();
     };

@@ -1024,3 +1024,136 @@ async fn one_log_line_per_request_and_never_a_token() {
     assert!(calls[2].contains("status=403"), "{}", calls[2]);
     assert!(!log.contains(token) && !log.contains(wrong), "{log}");
 }
+
+/// docs/http.md "Limits": a client that hangs up mid-call takes no more than `--connections`
+/// backends. Twelve submissions, in six waves of two, wait on a row lock another session holds,
+/// and each client gives up after 300 ms. The first wave's two calls run on in the server, each
+/// holding its connection's permit, so the login role never has more than its two backends (the
+/// other ten are refused 503 in the queue); once the lock is let go the two end (one accepted, the other
+/// rejected by its version guard, both in the log), the server serves again, and each cut call
+/// has its log line (status 499). Before, each hang-up gave its permit and
+/// connection back at once while its backend went on waiting, the next request opened another
+/// backend, and one tenant filled every connection slot of the database (helper-41: 97 of 100).
+#[tokio::test]
+async fn clients_that_hang_up_take_no_more_than_the_servers_connections() {
+    let dsn = dsn();
+    if patchdiff_tests::not_through_a_router(&dsn, "counts the login role's backends on one server")
+        .await
+    {
+        return;
+    }
+    let (login, tenants) = roles("hangup").await;
+    let token = "token-hangup-0123456789";
+    let e = Endpoint::start(
+        &login,
+        &[(token, &tenants[0])],
+        &["--connections", "2", "--queue-ms", "100"],
+        &[],
+    );
+    let created = e.tool(
+        token,
+        "patchdiff_initialize_target",
+        json!({"filename": "h.md", "content": "alpha\n"}),
+    );
+    let id = created["target_file_id"].as_str().unwrap().to_owned();
+    let mut holder = superuser().await;
+    let tx = holder.transaction().await.unwrap();
+    tx.execute(
+        "SELECT 1 FROM patchdiff.targets WHERE target_file_id = $1::text::uuid FOR UPDATE",
+        &[&id],
+    )
+    .await
+    .unwrap();
+    // Six waves of two: each wave is sent once the one before has been cut or refused.
+    for wave in 0..6 {
+        let cut: Vec<_> = (2 * wave..2 * wave + 2)
+        .map(|i| {
+            let (url, id) = (e.url.clone(), id.clone());
+            std::thread::spawn(move || {
+                let body = json!({"jsonrpc": "2.0", "id": i, "method": "tools/call",
+                    "params": {"name": "patchdiff_submit_edits", "arguments": {"target_file_id": id, "intent": "cut",
+                               "expected_target_version": 0, "edits": [{"match": "alpha", "replace": format!("beta{i}")}]},
+                               "_meta": {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {}}}});
+                let agent = ureq::AgentBuilder::new()
+                    .timeout(Duration::from_millis(300))
+                    .build();
+                agent
+                    .post(&url)
+                    .set("Authorization", &format!("Bearer {token}"))
+                    .set("MCP-Protocol-Version", MODERN)
+                    .set("Mcp-Method", "tools/call")
+                    .set("Mcp-Name", "patchdiff_submit_edits")
+                    .send_string(&body.to_string())
+                    .is_err()
+            })
+        })
+        .collect();
+        for t in cut {
+            assert!(t.join().unwrap(), "a client gave up after 300 ms");
+        }
+    }
+    let su = superuser().await;
+    let backends = || async {
+        su.query_one(
+            "SELECT count(*) FROM pg_stat_activity WHERE usename = $1",
+            &[&login],
+        )
+        .await
+        .unwrap()
+        .get::<_, i64>(0)
+    };
+    let mut most = 0;
+    for _ in 0..10 {
+        most = most.max(backends().await);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        most <= 2,
+        "the login role had {most} backends with --connections 2"
+    );
+    tx.rollback().await.unwrap();
+    served_again(&e, token, "serving again once the lock is let go");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let statuses = loop {
+        let rows = su
+            .query(
+                "SELECT status FROM patchdiff.pdcp_logs WHERE target_file_id = $1::text::uuid",
+                &[&id],
+            )
+            .await
+            .unwrap();
+        let statuses: Vec<String> = rows.iter().map(|r| r.get(0)).collect();
+        // The two calls that held the connections ran once the lock was let go; the others
+        // gave up in the queue (a 503 nobody read).
+        if statuses.len() >= 2 || Instant::now() > deadline {
+            break statuses;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(
+        statuses.iter().filter(|s| *s == "accepted").count(),
+        1,
+        "{statuses:?}"
+    );
+    assert!(most >= 1, "the calls ran on in the server");
+    let ok = Command::new("kill")
+        .args(["-TERM", &e.child.id().to_string()])
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(ok, "kill -TERM");
+    let mut e = e;
+    assert_eq!(e.child.wait().unwrap().code(), Some(0));
+    let mut log = String::new();
+    let _ = std::io::Read::read_to_string(&mut e.stderr, &mut log);
+    let count = |status: &str| {
+        log.lines()
+            .filter(|l| l.contains("http: call ") && l.contains("tool=\"patchdiff_submit_edits\""))
+            .filter(|l| l.contains(&format!("status={status} ")))
+            .count()
+    };
+    assert_eq!(
+        (count("499"), count("503")),
+        (2, 10),
+        "a line per request: the two that ran, cut by their clients, and ten refused in the queue: {log}"
+    );
+}
