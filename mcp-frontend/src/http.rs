@@ -132,6 +132,8 @@ pub struct Options {
     /// HTTP connections open at once ([`MAX_HTTP_CONNECTIONS`] by default); one more is
     /// answered 503 and closed.
     pub max_http_connections: usize,
+    /// ... and from one peer address ([`MAX_HTTP_CONNECTIONS_PER_PEER`] by default).
+    pub max_http_connections_per_peer: usize,
     /// How long a client may take to send a request's headers, to send its body, and to start
     /// its next request on a kept-alive connection ([`REQUEST_TIMEOUT`] by default).
     pub request_timeout: Duration,
@@ -140,6 +142,13 @@ pub struct Options {
 /// Default of `--max-http-connections`. Without a cap, connections that never finish a request
 /// held the process's file descriptors until a legitimate client could no longer connect.
 pub const MAX_HTTP_CONNECTIONS: usize = 256;
+
+/// Default of `--max-http-connections-per-peer`. The cap on all connections is counted before a
+/// request is read, so before any token: without a cap per peer, one client with no token held
+/// every place (300 connections that trickle their headers) and every other client was refused.
+/// Behind a reverse proxy every connection comes from the proxy's address: raise it to
+/// `--max-http-connections` there, and cap clients at the proxy (docs/http.md).
+pub const MAX_HTTP_CONNECTIONS_PER_PEER: usize = 32;
 
 /// Default of `--request-timeout`: the headers, the body, and the idle time before a kept-alive
 /// connection's next request each get this long; then the connection is closed (or the call is
@@ -270,14 +279,15 @@ pub async fn serve(config: Config, first: Db, options: Options) -> Result<(), St
     http.timer(hyper_util::rt::TokioTimer::new())
         .header_read_timeout(options.request_timeout);
     let open = Arc::new(Semaphore::new(options.max_http_connections.max(1)));
+    let peers = Peers::new(options.max_http_connections_per_peer.max(1));
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let signal = shutdown(stop);
     tokio::pin!(signal);
     loop {
-        let tcp = tokio::select! {
+        let (tcp, peer) = tokio::select! {
             () = &mut signal => break,
             accepted = listener.accept() => match accepted {
-                Ok((tcp, _)) => tcp,
+                Ok((tcp, peer)) => (tcp, peer.ip()),
                 Err(e) => {
                     // Out of descriptors, say: the connections that hold them end in time.
                     tracing::warn!("accepting a connection: {e}");
@@ -289,8 +299,33 @@ pub async fn serve(config: Config, first: Db, options: Options) -> Result<(), St
         if let Err(e) = give_up_unacknowledged(&tcp, UNACKNOWLEDGED) {
             tracing::warn!("cannot set TCP_USER_TIMEOUT on a connection: {e}");
         }
+        let Some(from_peer) = peers.take(peer) else {
+            tracing::warn!(
+                %peer,
+                cap = options.max_http_connections_per_peer,
+                "a connection over --max-http-connections-per-peer was refused"
+            );
+            tokio::spawn(refuse_connection(
+                tcp,
+                format!(
+                    "this server has {} HTTP connections open from your address (--max-http-connections-per-peer); try again shortly\n",
+                    options.max_http_connections_per_peer
+                ),
+            ));
+            continue;
+        };
         let Ok(place) = open.clone().try_acquire_owned() else {
-            tokio::spawn(refuse_connection(tcp, options.max_http_connections));
+            tracing::warn!(
+                cap = options.max_http_connections,
+                "a connection over --max-http-connections was refused"
+            );
+            tokio::spawn(refuse_connection(
+                tcp,
+                format!(
+                    "this server has {} HTTP connections open (--max-http-connections); try again shortly\n",
+                    options.max_http_connections
+                ),
+            ));
             continue;
         };
         let app = app.clone();
@@ -304,7 +339,7 @@ pub async fn serve(config: Config, first: Db, options: Options) -> Result<(), St
             if let Err(e) = connection.await {
                 tracing::debug!("connection ended: {e}");
             }
-            drop(place);
+            drop((place, from_peer));
         });
     }
     drop(listener);
@@ -328,15 +363,59 @@ pub async fn serve(config: Config, first: Db, options: Options) -> Result<(), St
     Ok(())
 }
 
-/// A connection over `--max-http-connections`: a 503 that says so, and the connection closed,
-/// without reading the request (a client that does not read the answer within a second is
-/// closed on anyway).
-async fn refuse_connection(mut tcp: tokio::net::TcpStream, cap: usize) {
+/// The open connections of each peer address, capped ([`Options::max_http_connections_per_peer`]).
+#[derive(Clone)]
+struct Peers {
+    open: Arc<Mutex<HashMap<std::net::IpAddr, usize>>>,
+    cap: usize,
+}
+
+/// A connection's place among its peer's, given back when the connection ends.
+struct PeerPlace {
+    peers: Peers,
+    peer: std::net::IpAddr,
+}
+
+impl Peers {
+    fn new(cap: usize) -> Peers {
+        Peers {
+            open: Arc::default(),
+            cap,
+        }
+    }
+
+    /// A place for one more connection from `peer`, or `None` at the cap.
+    fn take(&self, peer: std::net::IpAddr) -> Option<PeerPlace> {
+        let mut open = self.open.lock().expect("the peers lock");
+        let n = open.entry(peer).or_default();
+        if *n >= self.cap {
+            return None;
+        }
+        *n += 1;
+        Some(PeerPlace {
+            peers: self.clone(),
+            peer,
+        })
+    }
+}
+
+impl Drop for PeerPlace {
+    fn drop(&mut self) {
+        let mut open = self.peers.open.lock().expect("the peers lock");
+        if let Some(n) = open.get_mut(&self.peer) {
+            *n -= 1;
+            if *n == 0 {
+                open.remove(&self.peer);
+            }
+        }
+    }
+}
+
+/// A connection over a cap: a 503 that says which (`body`), and the connection closed, without
+/// reading the request (a client that does not read the answer within a second is closed on
+/// anyway).
+async fn refuse_connection(mut tcp: tokio::net::TcpStream, body: String) {
     use tokio::io::AsyncWriteExt;
-    tracing::warn!(cap, "a connection over --max-http-connections was refused");
-    let body = format!(
-        "this server has {cap} HTTP connections open (--max-http-connections); try again shortly\n"
-    );
     let response = format!(
         "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\nRetry-After: 1\r\nConnection: close\r\n\r\n{body}",
         body.len()
@@ -601,6 +680,16 @@ async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response
 
 async fn answer(shared: &Arc<Shared>, request: Request, log: &mut CallLog) -> Response {
     let headers = request.headers().clone();
+    // Each of these is checked once, so it must be there once: with two Origins, only the first
+    // was checked, and another reader of the request (a proxy, a log) may take the second.
+    for name in [header::ORIGIN, header::HOST, header::AUTHORIZATION] {
+        if headers.get_all(&name).iter().nth(1).is_some() {
+            return plain(
+                StatusCode::BAD_REQUEST,
+                &format!("the {name} header must not be sent more than once"),
+            );
+        }
+    }
     // An Origin that is not visible ASCII is no allowed one: it is refused, not overlooked.
     if let Some(origin) = headers.get("origin")
         && !origin.to_str().is_ok_and(|o| origin_allowed(shared, o))

@@ -7,7 +7,7 @@ usage: patchdiff-mcp                 serve MCP (JSON-RPC over stdin/stdout)
        patchdiff-mcp serve --listen ADDR [--tokens FILE] [--connections N] [--queue-ms MS]
                            [--max-streams N] [--max-streams-per-role N]
                            [--shutdown-grace SECONDS] [--max-http-connections N]
-                           [--request-timeout SECONDS]
+                           [--max-http-connections-per-peer N] [--request-timeout SECONDS]
                                      serve MCP over Streamable HTTP at http://ADDR/mcp
                                      (docs/http.md: bearer tokens from FILE, or
                                      PATCHDIFF_MCP_TOKENS_FILE, each naming a PostgreSQL role)
@@ -200,6 +200,7 @@ async fn serve_http(args: &[String]) {
         let mut max_streams_per_role = patchdiff_mcp::http::MAX_STREAMS_PER_ROLE;
         let mut shutdown_grace = patchdiff_mcp::http::SHUTDOWN_GRACE;
         let mut max_http_connections = patchdiff_mcp::http::MAX_HTTP_CONNECTIONS;
+        let mut max_http_connections_per_peer = patchdiff_mcp::http::MAX_HTTP_CONNECTIONS_PER_PEER;
         let mut request_timeout = patchdiff_mcp::http::REQUEST_TIMEOUT;
         let mut it = args.iter();
         while let Some(a) = it.next() {
@@ -218,6 +219,9 @@ async fn serve_http(args: &[String]) {
                     shutdown_grace = std::time::Duration::from_secs(positive(a, &value()?)? as u64)
                 }
                 "--max-http-connections" => max_http_connections = positive(a, &value()?)?,
+                "--max-http-connections-per-peer" => {
+                    max_http_connections_per_peer = positive(a, &value()?)?
+                }
                 "--request-timeout" => {
                     request_timeout = std::time::Duration::from_secs(positive(a, &value()?)? as u64)
                 }
@@ -275,6 +279,7 @@ async fn serve_http(args: &[String]) {
                 max_streams_per_role,
                 shutdown_grace,
                 max_http_connections,
+                max_http_connections_per_peer,
                 request_timeout,
             },
         ))

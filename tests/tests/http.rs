@@ -823,8 +823,9 @@ async fn clients_that_never_finish_a_request_are_disconnected() {
 }
 
 /// docs/http.md, DNS rebinding: an `Origin` that is not visible ASCII is refused like any other
-/// origin that is not allowed (it used to be overlooked, as if absent), and an origin or host
-/// with more than a port after `localhost` is not loopback.
+/// origin that is not allowed (it used to be overlooked, as if absent), an origin or host with
+/// more than a port after `localhost` is not loopback, and a request with two `Origin`, `Host`
+/// or `Authorization` headers is refused 400.
 #[tokio::test]
 async fn odd_origins_and_hosts_are_refused() {
     use std::io::Write;
@@ -867,6 +868,17 @@ async fn odd_origins_and_hosts_are_refused() {
     }
     let got = send(b"", "localhost:evil.example");
     assert!(got.starts_with("HTTP/1.1 403"), "{got}");
+    // Twice over, an allowed value first: only the first used to be checked (helper-41).
+    let got = send(b"http://localhost:3000\r\nOrigin: http://evil.example", "");
+    assert!(got.starts_with("HTTP/1.1 400"), "{got}");
+    assert!(
+        got.contains("the origin header must not be sent more than once"),
+        "{got}"
+    );
+    let got = send(b"", "localhost\r\nHost: evil.example");
+    assert!(got.starts_with("HTTP/1.1 400"), "{got}");
+    let got = send(b"", "localhost\r\nAuthorization: Bearer another");
+    assert!(got.starts_with("HTTP/1.1 400"), "{got}");
 }
 
 /// docs/http.md "Limits": connections over `--max-http-connections` are answered 503 and
@@ -883,6 +895,57 @@ async fn connections_over_the_cap_are_refused_with_503() {
     assert!(got.contains("--max-http-connections"), "{got}");
     drop((first, second));
     served_again(&e, token, "no place freed");
+}
+
+/// docs/http.md "Limits": one peer address holds at most `--max-http-connections-per-peer`
+/// connections (2 here, of 8): its next one is answered 503, naming the cap, while a client from
+/// another address (127.0.0.2) is served. Before, the cap on all connections was the only one,
+/// and one client with no token could hold every place (helper-41: 300 connections that trickle
+/// their headers, every other client refused for as long as it kept them up).
+#[tokio::test]
+async fn one_peer_holds_at_most_its_share_of_connections() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (e, token) = one_tenant(
+        "peer",
+        &[
+            "--max-http-connections",
+            "8",
+            "--max-http-connections-per-peer",
+            "2",
+        ],
+        &[],
+    )
+    .await;
+    let token = token.as_str();
+    let (address, first) = raw(&e);
+    let (_, second) = raw(&e);
+    let (_, mut third) = raw(&e);
+    let got = until_closed(&mut third, Duration::from_secs(10)).expect("the third is closed");
+    assert!(got.starts_with("HTTP/1.1 503"), "{got}");
+    assert!(got.contains("--max-http-connections-per-peer"), "{got}");
+
+    // Another address is served meanwhile.
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind("127.0.0.2:0".parse().unwrap()).unwrap();
+    let mut other = socket.connect(address.parse().unwrap()).await.unwrap();
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list",
+        "params": {"_meta": {"io.modelcontextprotocol/protocolVersion": MODERN,
+                             "io.modelcontextprotocol/clientCapabilities": {}}}})
+    .to_string();
+    let request = format!(
+        "POST /mcp HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {token}\r\nMCP-Protocol-Version: {MODERN}\r\nMcp-Method: tools/list\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    other.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = String::new();
+    tokio::time::timeout(Duration::from_secs(10), other.read_to_string(&mut answer))
+        .await
+        .expect("answered within 10 s")
+        .unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+
+    drop((first, second));
+    served_again(&e, token, "no place freed for the first peer");
 }
 
 /// docs/http.md "Limits": bodies being received hold at most four times the largest body in
