@@ -208,7 +208,7 @@ pub fn write_attempt(
     }
     // The new text is copied into a `text` datum and let go at once: while the statement runs,
     // PostgreSQL holds the datum, the row it forms and the compressed value, and this call held
-    // a fourth copy on top (docs/reliability.md, "Memory per call").
+    // a fourth copy on top (docs/reliability.md, "Resource bounds").
     let content: DatumWithOid = new_content.as_deref().into();
     drop(new_content);
     // The JSON the engine's writer made from values crosses typed `json` (JsonText), so
