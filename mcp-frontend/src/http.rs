@@ -89,6 +89,11 @@ impl Tokens {
         Ok(Tokens { entries })
     }
 
+    /// The roles the tokens name, each once.
+    pub fn roles(&self) -> std::collections::BTreeSet<&str> {
+        self.entries.iter().map(|(_, role)| role.as_str()).collect()
+    }
+
     /// The role of a presented token. Every token is compared, each in time that does not depend
     /// on where the bytes differ, so the answer's timing tells nothing about any token.
     pub fn role_of(&self, presented: &[u8]) -> Option<&str> {
@@ -193,6 +198,9 @@ struct Shared {
     /// One per call running on a pooled connection ([`Options::connections`]). Held by the
     /// call's own task until its connection is back in the pool.
     permits: Arc<Semaphore>,
+    /// Each token role's share of [`Shared::permits`]: half of them when the token file names
+    /// more than one role, all of them otherwise. A call takes its role's before the server's.
+    role_permits: HashMap<String, Arc<Semaphore>>,
     queue_wait: Duration,
     allowed_origins: Vec<String>,
     /// Bound to a loopback address: `Host` must name loopback too (DNS rebinding).
@@ -252,12 +260,24 @@ pub async fn serve(config: Config, first: Db, options: Options) -> Result<(), St
     let (stop, stopping) = watch::channel(false);
     let mut stopped = stopping.clone();
     let budget_kib = (BODY_BUDGET_FACTOR * config.max_line_bytes.max(1)).div_ceil(1024);
+    let connections = options.connections.max(1);
+    let roles = options.tokens.roles();
+    let share = if roles.len() > 1 {
+        (connections / 2).max(1)
+    } else {
+        connections
+    };
+    let role_permits = roles
+        .into_iter()
+        .map(|r| (r.to_owned(), Arc::new(Semaphore::new(share))))
+        .collect();
     let shared = Arc::new(Shared {
         config,
         tools,
         tokens: options.tokens,
         pool: Mutex::new(vec![first]),
-        permits: Arc::new(Semaphore::new(options.connections.max(1))),
+        permits: Arc::new(Semaphore::new(connections)),
+        role_permits,
         queue_wait: options.queue_wait,
         allowed_origins: options.allowed_origins,
         loopback: bound.ip().is_loopback(),
@@ -852,23 +872,35 @@ async fn answer(shared: &Arc<Shared>, request: Request, log: &mut CallLog) -> Re
     call(shared, era, role, body, room).await
 }
 
-/// A pooled connection as `role` and its permit: a free connection within `wait`, else the
-/// refusal to answer (503).
-async fn checkout(
-    shared: &Shared,
-    role: &str,
-    wait: Duration,
-) -> Result<(OwnedSemaphorePermit, Db), Response> {
-    let Ok(Ok(permit)) = tokio::time::timeout(wait, shared.permits.clone().acquire_owned()).await
-    else {
-        let mut r = plain(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "every database connection of this server is busy: retry shortly",
-        );
+/// A call's places: its role's share of the connections and one of the server's.
+type Permits = (OwnedSemaphorePermit, OwnedSemaphorePermit);
+
+/// A pooled connection as `role` and its permits: a free connection within `wait`, within the
+/// role's share of them, else the refusal to answer (503).
+async fn checkout(shared: &Shared, role: &str, wait: Duration) -> Result<(Permits, Db), Response> {
+    let busy = |why: &str| {
+        let mut r = plain(StatusCode::SERVICE_UNAVAILABLE, why);
         r.headers_mut()
             .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-        return Err(r);
+        r
     };
+    let deadline = tokio::time::Instant::now() + wait;
+    let Some(share) = shared.role_permits.get(role) else {
+        return Err(unavailable("no share of the connections for this role"));
+    };
+    let Ok(Ok(own)) = tokio::time::timeout_at(deadline, share.clone().acquire_owned()).await else {
+        return Err(busy(
+            "this token's role has its share of this server's database connections busy (half of --connections when the token file names several roles): retry shortly",
+        ));
+    };
+    let Ok(Ok(permit)) =
+        tokio::time::timeout_at(deadline, shared.permits.clone().acquire_owned()).await
+    else {
+        return Err(busy(
+            "every database connection of this server is busy: retry shortly",
+        ));
+    };
+    let permit = (own, permit);
     let pooled = shared.pool.lock().expect("the pool lock").pop();
     let mut db = match pooled {
         Some(db) => db,

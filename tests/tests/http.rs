@@ -1220,3 +1220,83 @@ async fn clients_that_hang_up_take_no_more_than_the_servers_connections() {
         "a line per request: the two that ran, cut by their clients, and ten refused in the queue: {log}"
     );
 }
+
+/// docs/http.md "Limits": with a token file that names several roles, one role runs at most half
+/// of `--connections` calls at once. Alice's two submissions wait on a row lock (`--connections 2`:
+/// her share is one); her second is answered 503 naming her share, and Bob is served meanwhile.
+/// Before, Alice's calls took every connection and Bob waited for her lock (helper-41: 11 s of
+/// 503s for the other tenant).
+#[tokio::test]
+async fn one_role_holds_at_most_its_share_of_the_connections() {
+    let dsn = dsn();
+    if patchdiff_tests::not_through_a_router(&dsn, "holds a row lock on one server").await {
+        return;
+    }
+    let (login, tenants) = roles("share").await;
+    let (alice, bob) = ("token-share-alice-0123456789", "token-share-bob-0123456789");
+    let e = Endpoint::start(
+        &login,
+        &[(alice, &tenants[0]), (bob, &tenants[1])],
+        &["--connections", "2", "--queue-ms", "200"],
+        &[],
+    );
+    let created = e.tool(
+        alice,
+        "patchdiff_initialize_target",
+        json!({"filename": "s.md", "content": "alpha\n"}),
+    );
+    let id = created["target_file_id"].as_str().unwrap().to_owned();
+    let mut holder = superuser().await;
+    let tx = holder.transaction().await.unwrap();
+    tx.execute(
+        "SELECT 1 FROM patchdiff.targets WHERE target_file_id = $1::text::uuid FOR UPDATE",
+        &[&id],
+    )
+    .await
+    .unwrap();
+    let submit = |i: usize| {
+        let (url, id) = (e.url.clone(), id.clone());
+        std::thread::spawn(move || {
+            let body = json!({"jsonrpc": "2.0", "id": i, "method": "tools/call",
+                "params": {"name": "patchdiff_submit_edits", "arguments": {"target_file_id": id, "intent": "share",
+                           "expected_target_version": 0, "edits": [{"match": "alpha", "replace": format!("beta{i}")}]},
+                           "_meta": {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {}}}});
+            match ureq::post(&url)
+                .set("Authorization", &format!("Bearer {alice}"))
+                .set("MCP-Protocol-Version", MODERN)
+                .set("Mcp-Method", "tools/call")
+                .set("Mcp-Name", "patchdiff_submit_edits")
+                .send_string(&body.to_string())
+            {
+                Ok(r) => (r.status(), r.into_string().unwrap_or_default()),
+                Err(ureq::Error::Status(s, r)) => (s, r.into_string().unwrap_or_default()),
+                Err(e) => (0, e.to_string()),
+            }
+        })
+    };
+    let first = submit(1);
+    let su = superuser().await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while su
+        .query_one(
+            "SELECT count(*) FROM pg_stat_activity WHERE usename = $1 AND wait_event_type = 'Lock'",
+            &[&login],
+        )
+        .await
+        .unwrap()
+        .get::<_, i64>(0)
+        == 0
+    {
+        assert!(Instant::now() < deadline, "alice's first call never waited");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let (status, text) = submit(2).join().unwrap();
+    assert_eq!(status, 503, "alice's second call, over her share: {text}");
+    assert!(text.contains("share"), "{text}");
+    let (status, r) = e.modern(bob, "tools/list", json!({}));
+    assert_eq!(status, 200, "bob is served while alice waits: {r}");
+    tx.rollback().await.unwrap();
+    let (status, text) = first.join().unwrap();
+    assert_eq!(status, 200, "{text}");
+    assert!(text.contains("accepted"), "{text}");
+}
