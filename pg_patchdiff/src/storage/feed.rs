@@ -30,11 +30,12 @@
 //! **Never at the price of the commit.** PostgreSQL's notification queue (8 GB) drains only as
 //! fast as its slowest listener reads, and a session that LISTENs inside an open transaction
 //! reads nothing until that transaction ends. Any role may do that, and fill the rest with its
-//! own `pg_notify` calls in about 30 s; from then on every transaction that notifies fails at
-//! COMMIT ("too many notifications in the NOTIFY queue"), and so every other tenant's
-//! acceptances and SAVEs did. At or above `patchdiff.notify_queue_limit` of the queue (default
-//! half, where PostgreSQL starts warning in the server log), a change is committed without its
-//! announcement and the writer gets a WARNING: the feed is a wake-up, the log is the record.
+//! own `pg_notify` calls in well under a minute (17 to 29 s measured); from then on every
+//! transaction that notifies fails at COMMIT ("too many notifications in the NOTIFY queue"),
+//! and so every other tenant's acceptances and SAVEs did. At or above
+//! `patchdiff.notify_queue_limit` of the queue (default half, where PostgreSQL starts warning in
+//! the server log), a change is committed without its announcement and the writer gets a
+//! WARNING: the feed is a wake-up, the log is the record.
 
 use super::{fault, read, write};
 use crate::Notify;
