@@ -509,7 +509,8 @@ fn is_loopback_host(host: &str) -> bool {
         },
     };
     let port_ok = port.is_none_or(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
-    port_ok && matches!(name, "localhost" | "127.0.0.1" | "::1")
+    // Host names are case-insensitive (RFC 9110 4.2.3): `LOCALHOST` is loopback too.
+    port_ok && (name.eq_ignore_ascii_case("localhost") || matches!(name, "127.0.0.1" | "::1"))
 }
 
 fn origin_allowed(shared: &Shared, origin: &str) -> bool {
@@ -1364,6 +1365,8 @@ mod tests {
             "127.0.0.1:1",
             "[::1]:80",
             "[::1]",
+            "LOCALHOST:8080",
+            "LocalHost",
         ] {
             assert!(is_loopback_host(h), "{h}");
         }
