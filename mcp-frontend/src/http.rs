@@ -167,6 +167,14 @@ pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 /// `Content-Length` (the largest body when it declares none) before a byte of it is read.
 pub const BODY_BUDGET_FACTOR: usize = 4;
 
+/// An answer longer than this holds room in the answer budget (as much room as the bodies have,
+/// [`BODY_BUDGET_FACTOR`] times the largest body) until it has been handed to its connection
+/// whole. An answer is built whole and held until its client reads it: a tenant that asked for
+/// large exports on many connections and read none of them held 1.7 GB of the process with 64.
+/// A read's answer that finds no room within the queue wait is dropped and answered 503 (nothing
+/// was written, the client asks again); a write's is sent anyway.
+pub const LARGE_ANSWER_BYTES: usize = 1 << 20;
+
 /// Default cap on the `subscriptions/listen` streams open at once (`--max-streams`). The
 /// streams share the endpoint's listening sessions (one per database, `feed::Hub`); each
 /// update's access check borrows a connection of the `--connections` pool.
@@ -218,6 +226,10 @@ struct Shared {
     /// Room for the bodies being received, in KiB ([`BODY_BUDGET_FACTOR`]). A body's room is
     /// held until its call has ended, whether its client is still there or not.
     body_budget: Arc<Semaphore>,
+    /// Room for the large answers not yet handed to their connections, in KiB
+    /// ([`LARGE_ANSWER_BYTES`]), as much as [`Shared::body_budget`]'s.
+    answer_budget: Arc<Semaphore>,
+    answer_budget_kib: usize,
 }
 
 /// How long what this server sent on a connection may stay unacknowledged before the kernel
@@ -288,6 +300,8 @@ pub async fn serve(config: Config, first: Db, options: Options) -> Result<(), St
         feed: Default::default(),
         request_timeout: options.request_timeout,
         body_budget: Arc::new(Semaphore::new(budget_kib.min(Semaphore::MAX_PERMITS))),
+        answer_budget: Arc::new(Semaphore::new(budget_kib.min(Semaphore::MAX_PERMITS))),
+        answer_budget_kib: budget_kib.min(Semaphore::MAX_PERMITS),
     });
     let app = Router::new()
         .route("/mcp", post(handle).get(not_allowed).delete(not_allowed))
@@ -484,6 +498,32 @@ fn json(status: StatusCode, line: String) -> Response {
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
     );
+    r
+}
+
+/// A large answer ([`LARGE_ANSWER_BYTES`]), handed to its connection in 64 KiB slices of one
+/// buffer, holding `room` in the answer budget until the last slice is taken: hyper takes the
+/// next slice only once it has written most of the ones before, so the room is held for as long
+/// as the answer is, give or take hyper's own write buffer.
+fn held_json(status: StatusCode, line: String, room: Option<OwnedSemaphorePermit>) -> Response {
+    const SLICE: usize = 64 * 1024;
+    let bytes = Bytes::from(line);
+    let length = bytes.len();
+    let slices = futures_util::stream::unfold((bytes, room), |(mut rest, room)| async move {
+        if rest.is_empty() {
+            return None;
+        }
+        let slice = rest.split_to(rest.len().min(SLICE));
+        Some((Ok::<_, std::convert::Infallible>(slice), (rest, room)))
+    });
+    let mut r = Body::from_stream(slices).into_response();
+    *r.status_mut() = status;
+    let h = r.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    h.insert(header::CONTENT_LENGTH, HeaderValue::from(length));
     r
 }
 
@@ -870,7 +910,14 @@ async fn answer(shared: &Arc<Shared>, request: Request, log: &mut CallLog) -> Re
     {
         return listen(shared, &headers, &role, id, body, room).await;
     }
-    call(shared, era, role, body, room).await
+    // Only a read's large answer may be dropped for want of room (LARGE_ANSWER_BYTES).
+    let read_only = method == "resources/read"
+        || (method == "tools/call"
+            && shared
+                .tools
+                .iter()
+                .any(|d| d.name() == log.tool && matches!(d.kind, crate::catalog::Kind::Read)));
+    call(shared, era, role, body, room, read_only).await
 }
 
 /// A call's places: its role's share of the connections and one of the server's.
@@ -953,6 +1000,7 @@ async fn call(
     role: String,
     body: Bytes,
     room: OwnedSemaphorePermit,
+    read_only: bool,
 ) -> Response {
     let shared = shared.clone();
     let task = tokio::spawn(async move {
@@ -963,11 +1011,43 @@ async fn call(
         let mut server = server_for(&shared, &era, db);
         let reply = server.handle_message(&body).await;
         checkin(&shared, server.into_db());
-        drop((permit, room));
+        // The permits are held until the answer has its room: answers waiting for room are
+        // then never more than `--connections`.
+        let _held = (permit, room);
         let Some(line) = reply else {
             return StatusCode::ACCEPTED.into_response();
         };
-        json(status_of(&era, &line), line)
+        let status = status_of(&era, &line);
+        if line.len() <= LARGE_ANSWER_BYTES {
+            return json(status, line);
+        }
+        // At most the whole budget: one answer larger than all of it still goes, alone.
+        let kib = line.len().div_ceil(1024).min(shared.answer_budget_kib);
+        let kib = u32::try_from(kib).unwrap_or(u32::MAX);
+        let wait = if read_only {
+            shared.queue_wait
+        } else {
+            Duration::ZERO
+        };
+        match tokio::time::timeout(wait, shared.answer_budget.clone().acquire_many_owned(kib)).await
+        {
+            Ok(Ok(held)) => held_json(status, line, Some(held)),
+            _ if !read_only => held_json(status, line, None),
+            _ => {
+                tracing::warn!(
+                    role,
+                    bytes = line.len(),
+                    "a large answer was dropped: the answer budget is held by answers not yet read"
+                );
+                let mut r = plain(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "large answers not yet read by their clients hold this server's room for answers; nothing was written: retry shortly",
+                );
+                r.headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+                r
+            }
+        }
     });
     task.await.unwrap_or_else(|e| {
         tracing::error!(error = %e, "a call's task failed");

@@ -1286,3 +1286,97 @@ async fn one_role_holds_at_most_its_share_of_the_connections() {
     assert_eq!(status, 200, "{text}");
     assert!(text.contains("accepted"), "{text}");
 }
+
+/// docs/http.md "Limits", answers in memory: an answer over 1 MiB holds room in the answer budget
+/// (as much as the bodies': four times `PATCHDIFF_MCP_MAX_LINE_BYTES`, 4 MiB here) until it has
+/// been handed to its connection. A client asks for a 24 MB target and reads nothing; while its
+/// answer is unread, the same read from another connection is answered 503 (its answer dropped,
+/// nothing written), small calls are served, and once the first client goes the read is served
+/// again. Before, every unread answer was held whole for as long as its connection lasted
+/// (helper-41: 64 unread exports of 29.5 MB, 1.7 GB).
+#[tokio::test]
+async fn unread_large_answers_are_bounded() {
+    use tokio::io::AsyncWriteExt;
+    let dsn = dsn();
+    if patchdiff_tests::not_through_a_router(&dsn, "sets a superuser-only limit on one server")
+        .await
+    {
+        return;
+    }
+    let (login, tenants) = roles("answers").await;
+    let token = "token-answers-0123456789";
+    let e = Endpoint::start(
+        &login,
+        &[(token, &tenants[0])],
+        &["--queue-ms", "300"],
+        &[("PATCHDIFF_MCP_MAX_LINE_BYTES", "1048576")],
+    );
+    let su = superuser().await;
+    su.batch_execute(&format!(
+        "SELECT patchdiff_list_targets('{{}}'::json); SET patchdiff.max_argument_bytes = '64MB'; SET ROLE {}",
+        tenants[0]
+    ))
+    .await
+    .unwrap();
+    let id: String = su
+        .query_one(
+            "SELECT (patchdiff_initialize_target(json_build_object('filename', 'big.txt', \
+             'content', repeat('0123456789abcdef', 1500000)))::json) ->> 'target_file_id'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    su.batch_execute("RESET ROLE; RESET patchdiff.max_argument_bytes")
+        .await
+        .unwrap();
+    let read = json!({"name": "patchdiff_get_target", "arguments": {"target_file_id": id}});
+
+    // The first client: a small receive buffer, and it never reads.
+    let address = e.url.trim_start_matches("http://").trim_end_matches("/mcp");
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let mut unread = socket.connect(address.parse().unwrap()).await.unwrap();
+    let mut params = read.clone();
+    params["_meta"] = json!({"io.modelcontextprotocol/protocolVersion": MODERN,
+                             "io.modelcontextprotocol/clientCapabilities": {}});
+    let body =
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}).to_string();
+    let request = format!(
+        "POST /mcp HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {token}\r\nMCP-Protocol-Version: {MODERN}\r\nMcp-Method: tools/call\r\nMcp-Name: patchdiff_get_target\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    unread.write_all(request.as_bytes()).await.unwrap();
+
+    // The same read from another connection: refused while that answer is unread (it may be
+    // served first, while the first one's answer is still being made).
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (status, _) = e.modern(token, "tools/call", read.clone());
+        if status == 503 {
+            break;
+        }
+        assert_eq!(status, 200);
+        assert!(
+            Instant::now() < deadline,
+            "the second read was never refused while the first answer was unread"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let (status, _) = e.modern(token, "tools/list", json!({}));
+    assert_eq!(status, 200, "small answers are served meanwhile");
+    drop(unread);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (status, _) = e.modern(token, "tools/call", read.clone());
+        if status == 200 {
+            break;
+        }
+        assert_eq!(status, 503);
+        assert!(
+            Instant::now() < deadline,
+            "the read was not served again after the first client went"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
