@@ -226,6 +226,9 @@ struct Shared {
     /// Room for the bodies being received, in KiB ([`BODY_BUDGET_FACTOR`]). A body's room is
     /// held until its call has ended, whether its client is still there or not.
     body_budget: Arc<Semaphore>,
+    /// Each token role's share of [`Shared::body_budget`]: half of it (two of the largest
+    /// bodies) when the token file names more than one role, all of it otherwise.
+    role_body_budgets: HashMap<String, Arc<Semaphore>>,
     /// Room for the large answers not yet handed to their connections, in KiB
     /// ([`LARGE_ANSWER_BYTES`]), as much as [`Shared::body_budget`]'s.
     answer_budget: Arc<Semaphore>,
@@ -280,8 +283,18 @@ pub async fn serve(config: Config, first: Db, options: Options) -> Result<(), St
         connections
     };
     let role_permits = roles
-        .into_iter()
-        .map(|r| (r.to_owned(), Arc::new(Semaphore::new(share))))
+        .iter()
+        .map(|r| (r.to_string(), Arc::new(Semaphore::new(share))))
+        .collect();
+    let budget_kib = budget_kib.min(Semaphore::MAX_PERMITS);
+    let body_share = if roles.len() > 1 {
+        budget_kib / 2
+    } else {
+        budget_kib
+    };
+    let role_body_budgets = roles
+        .iter()
+        .map(|r| (r.to_string(), Arc::new(Semaphore::new(body_share))))
         .collect();
     let shared = Arc::new(Shared {
         config,
@@ -299,9 +312,10 @@ pub async fn serve(config: Config, first: Db, options: Options) -> Result<(), St
         stopping,
         feed: Default::default(),
         request_timeout: options.request_timeout,
-        body_budget: Arc::new(Semaphore::new(budget_kib.min(Semaphore::MAX_PERMITS))),
-        answer_budget: Arc::new(Semaphore::new(budget_kib.min(Semaphore::MAX_PERMITS))),
-        answer_budget_kib: budget_kib.min(Semaphore::MAX_PERMITS),
+        body_budget: Arc::new(Semaphore::new(budget_kib)),
+        role_body_budgets,
+        answer_budget: Arc::new(Semaphore::new(budget_kib)),
+        answer_budget_kib: budget_kib,
     });
     let app = Router::new()
         .route("/mcp", post(handle).get(not_allowed).delete(not_allowed))
@@ -797,23 +811,34 @@ async fn answer(shared: &Arc<Shared>, request: Request, log: &mut CallLog) -> Re
     let declared = header_str(&headers, "content-length").and_then(|v| v.parse::<usize>().ok());
     let kib = declared.unwrap_or(limit).min(limit).div_ceil(1024).max(1);
     let room = u32::try_from(kib).unwrap_or(u32::MAX);
-    let room = match tokio::time::timeout(
-        shared.queue_wait,
+    let busy = |why: &str| {
+        let mut r = plain(StatusCode::SERVICE_UNAVAILABLE, why);
+        r.headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        r
+    };
+    // The role's share first (half the room when the token file names several roles), then the
+    // server's: one tenant's unfinished bodies no longer hold every other tenant's room.
+    let deadline = tokio::time::Instant::now() + shared.queue_wait;
+    let Some(share) = shared.role_body_budgets.get(&role) else {
+        return unavailable("no share of the room for bodies for this role");
+    };
+    let Ok(Ok(own)) =
+        tokio::time::timeout_at(deadline, share.clone().acquire_many_owned(room)).await
+    else {
+        return busy(
+            "this token's role has its share of this server's room for request bodies in use (half of it when the token file names several roles); try again shortly",
+        );
+    };
+    let Ok(Ok(server_room)) = tokio::time::timeout_at(
+        deadline,
         shared.body_budget.clone().acquire_many_owned(room),
     )
     .await
-    {
-        Ok(Ok(permit)) => permit,
-        _ => {
-            let mut r = plain(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "too many request bodies are being received at once; try again shortly",
-            );
-            r.headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-            return r;
-        }
+    else {
+        return busy("too many request bodies are being received at once; try again shortly");
     };
+    let room: BodyRoom = (own, server_room);
     let reading = axum::body::to_bytes(request.into_body(), limit);
     let body: Bytes = match tokio::time::timeout(shared.request_timeout, reading).await {
         Ok(Ok(b)) => b,
@@ -923,6 +948,9 @@ async fn answer(shared: &Arc<Shared>, request: Request, log: &mut CallLog) -> Re
 /// A call's places: its role's share of the connections and one of the server's.
 type Permits = (OwnedSemaphorePermit, OwnedSemaphorePermit);
 
+/// A body's room: in its role's share of the body budget and in the server's.
+type BodyRoom = (OwnedSemaphorePermit, OwnedSemaphorePermit);
+
 /// A pooled connection as `role` and its permits: a free connection within `wait`, within the
 /// role's share of them, else the refusal to answer (503).
 async fn checkout(shared: &Shared, role: &str, wait: Duration) -> Result<(Permits, Db), Response> {
@@ -999,7 +1027,7 @@ async fn call(
     era: Era,
     role: String,
     body: Bytes,
-    room: OwnedSemaphorePermit,
+    room: BodyRoom,
     read_only: bool,
 ) -> Response {
     let shared = shared.clone();
@@ -1147,7 +1175,7 @@ async fn listen(
     role: &str,
     id: Value,
     body: Bytes,
-    room: OwnedSemaphorePermit,
+    room: BodyRoom,
 ) -> Response {
     if !accepts_sse(headers) {
         return refusal(

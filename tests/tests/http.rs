@@ -990,6 +990,43 @@ async fn request_bodies_in_memory_are_bounded() {
     assert!(got.starts_with("HTTP/1.1 413"), "{got}");
 }
 
+/// docs/http.md "Limits": with a token file that names several roles, one role's unfinished
+/// bodies hold at most half the room for bodies (8 of 16 KiB here). Alice starts four 4 KiB
+/// bodies and finishes none: two get room, and Bob is still served. Before, her four took the
+/// whole room and Bob got 503 for as long as she kept them up (helper-41: 30 s per round).
+#[tokio::test]
+async fn one_role_holds_at_most_its_share_of_the_room_for_bodies() {
+    use std::io::Write;
+    let (login, tenants) = roles("bodyshare").await;
+    let (alice, bob) = ("token-bodyshare-alice-0123", "token-bodyshare-bob-012345");
+    let e = Endpoint::start(
+        &login,
+        &[(alice, &tenants[0]), (bob, &tenants[1])],
+        &["--queue-ms", "200"],
+        &[("PATCHDIFF_MCP_MAX_LINE_BYTES", "4096")],
+    );
+    let mut held = Vec::new();
+    for _ in 0..4 {
+        let (address, mut tcp) = raw(&e);
+        write!(
+            tcp,
+            "POST /mcp HTTP/1.1\r\nHost: {address}\r\nAuthorization: Bearer {alice}\r\nContent-Type: application/json\r\nMCP-Protocol-Version: {MODERN}\r\nContent-Length: 4096\r\n\r\n{{"
+        )
+        .unwrap();
+        held.push(tcp);
+    }
+    std::thread::sleep(Duration::from_millis(400));
+    let (status, r) = e.modern(alice, "tools/list", json!({}));
+    assert_eq!(status, 503, "alice, over her share: {r}");
+    let (status, r) = e.modern(bob, "tools/list", json!({}));
+    assert_eq!(
+        status, 200,
+        "bob is served while alice holds her share: {r}"
+    );
+    drop(held);
+    served_again(&e, alice, "alice's room was not given back");
+}
+
 /// 2025-06-18 / 2025-11-25 streamable-http "Protocol Version Header" asks for the header on the
 /// requests after `initialize`; a client that also stamps it on `initialize` still gets the
 /// handshake (the revision it negotiates), never "already initialized". And RFC 9110 section
