@@ -119,6 +119,31 @@ impl Profile {
     }
 }
 
+/// Refuses a `PATCHDIFF_*`, `HOME`, `XDG_DATA_HOME` or `USER` variable whose name or value is not
+/// UTF-8, naming it.
+pub fn check_utf8_environment(
+    vars: impl IntoIterator<Item = (std::ffi::OsString, std::ffi::OsString)>,
+) -> Result<(), String> {
+    for (name, value) in vars {
+        let shown = name.to_string_lossy();
+        if !(shown.starts_with("PATCHDIFF_")
+            || ["HOME", "XDG_DATA_HOME", "USER"].contains(&&*shown))
+        {
+            continue;
+        }
+        if name.to_str().is_none() || value.to_str().is_none() {
+            return Err(format!(
+                "{shown} is not valid UTF-8; set it to a UTF-8 value or unset it"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Largest `PATCHDIFF_MCP_MAX_LINE_BYTES`: 1 GiB, PostgreSQL's own limit for one value. Above it
+/// nothing could reach the database anyway, and `18446744073709551615` meant no limit at all.
+pub const MAX_MAX_LINE_BYTES: usize = 1 << 30;
+
 /// 32 MiB: twice the extension's default `patchdiff.max_argument_bytes`, so the database's limit
 /// is the one a normal request meets first.
 pub const DEFAULT_MAX_LINE_BYTES: usize = 32 * 1024 * 1024;
@@ -182,6 +207,18 @@ impl Config {
         }
     }
 
+    /// The process environment's settings: [`Config::from_env`] over `std::env`, after every
+    /// variable this program reads (`PATCHDIFF_*`, and `HOME`, `XDG_DATA_HOME`, `USER` for the
+    /// embedded database) is checked
+    /// to be UTF-8. A value that is not used to be read as unset, which failed open:
+    /// `PATCHDIFF_STRICT_OBSERVATION_MODE=1\xff` turned strict mode off, and a
+    /// `PATCHDIFF_DATABASE_URL` with one stray byte quietly served the embedded database
+    /// (helper-44).
+    pub fn from_process_env() -> Result<Config, String> {
+        check_utf8_environment(std::env::vars_os())?;
+        Config::from_env(|k| std::env::var(k).ok())
+    }
+
     /// Reads the configuration through `var` (the process environment in production).
     /// Unknown values stop start-up with a message that names the variable and the choices.
     pub fn from_env(var: impl Fn(&str) -> Option<String>) -> Result<Config, String> {
@@ -222,9 +259,11 @@ impl Config {
             Some(v) => v
                 .parse::<usize>()
                 .ok()
-                .filter(|n| *n >= 1024)
+                .filter(|n| (1024..=MAX_MAX_LINE_BYTES).contains(n))
                 .ok_or_else(|| {
-                    format!("PATCHDIFF_MCP_MAX_LINE_BYTES={v:?} is not a number of bytes >= 1024")
+                    format!(
+                        "PATCHDIFF_MCP_MAX_LINE_BYTES={v:?} is not a number of bytes from 1024 to {MAX_MAX_LINE_BYTES}"
+                    )
                 })?,
         };
         let workspace_root = set("PATCHDIFF_WORKSPACE_ROOT").map(PathBuf::from);
@@ -443,6 +482,28 @@ mod tests {
         .unwrap();
         assert!(c.workspace_sync_on_save);
         assert!(Config::from_env(env(&[("PATCHDIFF_WORKSPACE_ROOT", "rel")])).is_err());
+        // helper-44: no limit at all, and values that are not UTF-8, are refused by name.
+        for n in ["18446744073709551615", "1073741825"] {
+            let e = Config::from_env(env(&[("PATCHDIFF_MCP_MAX_LINE_BYTES", n)])).unwrap_err();
+            assert!(e.contains("PATCHDIFF_MCP_MAX_LINE_BYTES"), "{e}");
+        }
+        assert!(Config::from_env(env(&[("PATCHDIFF_MCP_MAX_LINE_BYTES", "1073741824")])).is_ok());
+        {
+            use std::os::unix::ffi::OsStringExt;
+            let bad = std::ffi::OsString::from_vec(b"1\xff".to_vec());
+            let e = check_utf8_environment([
+                ("PATH".into(), bad.clone()),
+                ("PATCHDIFF_STRICT_OBSERVATION_MODE".into(), bad),
+            ])
+            .unwrap_err();
+            assert!(
+                e.starts_with("PATCHDIFF_STRICT_OBSERVATION_MODE is not valid UTF-8"),
+                "{e}"
+            );
+            assert!(
+                check_utf8_environment([("PATCHDIFF_MCP_PROFILE".into(), "full".into())]).is_ok()
+            );
+        }
         assert!(Config::from_env(env(&[("PATCHDIFF_WORKSPACE_SYNC_ON_SAVE", "maybe")])).is_err());
     }
 

@@ -135,11 +135,12 @@ impl Db {
             Database::Url(url) => url.clone(),
             Database::Embedded { data_dir } => {
                 let dir = data_dir.clone();
-                let conninfo =
+                let (conninfo, lock) =
                     tokio::task::spawn_blocking(move || crate::embedded::ensure_cluster(&dir))
                         .await
                         .map_err(|e| e.to_string())??;
-                prepare_embedded(&conninfo).await?;
+                prepare_embedded(&conninfo, data_dir).await?;
+                drop(lock);
                 conninfo
             }
         };
@@ -533,12 +534,19 @@ pub(crate) fn describe(e: &tokio_postgres::Error) -> String {
 
 /// Creates the `patchdiff` database and the extension in a fresh embedded cluster, and updates
 /// the extension of an existing one.
-async fn prepare_embedded(conninfo: &str) -> Result<(), String> {
+async fn prepare_embedded(conninfo: &str, data_dir: &std::path::Path) -> Result<(), String> {
     let admin = conninfo.replace(
         &format!("dbname={}", crate::embedded::DATABASE),
         "dbname=postgres",
     );
     let client = open(&admin).await?;
+    // One statement each: ALTER SYSTEM runs outside any transaction block.
+    for setting in crate::embedded::closed_settings(data_dir)? {
+        client
+            .batch_execute(&setting)
+            .await
+            .map_err(|e| format!("cannot configure the embedded cluster: {}", describe(&e)))?;
+    }
     let exists = client
         .query_opt(
             "SELECT 1 FROM pg_database WHERE datname = $1",

@@ -85,7 +85,7 @@ fn finalize(args: &[String]) -> ! {
 
 async fn serve() {
     let started = async {
-        let config = patchdiff_mcp::config::Config::from_env(|k| std::env::var(k).ok())?;
+        let config = patchdiff_mcp::config::Config::from_process_env()?;
         // The root is opened before the database, so a bad root fails start-up at once.
         if config.workspace_root.is_some() {
             config.prepare_key_dir()?;
@@ -243,7 +243,7 @@ async fn serve_http(args: &[String]) {
             "serve needs a token file: --tokens FILE or PATCHDIFF_MCP_TOKENS_FILE (docs/http.md)",
         )?;
         let tokens = patchdiff_mcp::http::Tokens::load(std::path::Path::new(&tokens))?;
-        let config = patchdiff_mcp::config::Config::from_env(|k| std::env::var(k).ok())?;
+        let config = patchdiff_mcp::config::Config::from_process_env()?;
         if config.profile.needs_workspace() {
             return Err(format!(
                 "the {} profile publishes files on the machine the server runs on, which a remote client does not see: serve it over stdio",

@@ -31,23 +31,42 @@ pub enum Incoming {
 
 /// The wire shape; `params` stays raw so that argument strings reach SQL exactly as sent
 /// (an escaped lone surrogate must become an audited rejection there, not a parse error here).
+/// The other members stay raw too, and only a string or number is ever built into a value: a
+/// 32 MiB line whose `id` was an array of zeros took 2.4 GB as `serde_json::Value`s, to be
+/// refused anyway (helper-44). `result` and `error` are only looked at for being there.
 #[derive(Deserialize)]
-struct Wire {
-    jsonrpc: Option<Value>,
-    #[serde(default, deserialize_with = "present")]
-    id: Option<Value>,
-    method: Option<Value>,
+struct Wire<'a> {
+    #[serde(borrow, default, deserialize_with = "present")]
+    jsonrpc: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    id: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    method: Option<&'a RawValue>,
     params: Option<Box<RawValue>>,
     /// Present (even `null`) when the message is a response.
-    #[serde(default, deserialize_with = "present")]
-    result: Option<Value>,
-    #[serde(default, deserialize_with = "present")]
-    error: Option<Value>,
+    #[serde(default, deserialize_with = "present_only")]
+    result: bool,
+    #[serde(default, deserialize_with = "present_only")]
+    error: bool,
 }
 
 /// Distinguishes `"id": null` (present) from no `id` at all.
-fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
-    Value::deserialize(d).map(Some)
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::Error> {
+    <&RawValue>::deserialize(d).map(Some)
+}
+
+/// Whether a member is there (even `null`), its value skipped without being built.
+fn present_only<'de, D: serde::Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+    serde::de::IgnoredAny::deserialize(d).map(|_| true)
+}
+
+/// A member's value when it is a string or a number (or `null`), parsed; `None` for an array,
+/// an object or a boolean, which no member read here may be, without building it.
+fn scalar(raw: &RawValue) -> Option<Value> {
+    match raw.get().as_bytes().first() {
+        Some(b'"' | b'-' | b'0'..=b'9' | b'n') => serde_json::from_str(raw.get()).ok(),
+        _ => None,
+    }
 }
 
 /// An error answer to send back: `(id, code, message)`.
@@ -88,7 +107,8 @@ pub fn parse_line(line: &[u8]) -> Result<Incoming, Reject> {
             ),
         )
     })?;
-    let id = wire.id.clone().unwrap_or(Value::Null);
+    // An id that is not a string, a number or null is refused below; it is never echoed.
+    let id = wire.id.and_then(scalar).unwrap_or(Value::Null);
     let invalid = |why: &str| {
         (
             id.clone(),
@@ -96,17 +116,19 @@ pub fn parse_line(line: &[u8]) -> Result<Incoming, Reject> {
             format!("Invalid Request: {why}"),
         )
     };
-    if wire.method.is_none() && (wire.result.is_some() || wire.error.is_some()) {
+    if wire.method.is_none() && (wire.result || wire.error) {
         return Ok(Incoming::Response);
     }
-    if wire.jsonrpc != Some(json!("2.0")) {
+    if wire.jsonrpc.and_then(scalar) != Some(json!("2.0")) {
         return Err(invalid("jsonrpc must be \"2.0\""));
     }
-    let method = match wire.method {
+    let method = match wire.method.and_then(scalar) {
         Some(Value::String(m)) => m,
         _ => return Err(invalid("method must be a string")),
     };
-    match wire.id {
+    // An id that is not a string, a number or null is read as `false`, refused below.
+    let id = wire.id.map(|raw| scalar(raw).unwrap_or(Value::Bool(false)));
+    match id {
         None => Ok(Incoming::Notification {
             method,
             params: wire.params,

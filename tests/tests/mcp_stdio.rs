@@ -670,7 +670,11 @@ fn end_lock_waiters_behind_router(target: &str) {
 
 /// Issue 3, "The embedded default database": without PATCHDIFF_DATABASE_URL the server creates a
 /// private cluster on first use (as `postgres` when run as root), serves on its unix socket only,
-/// and reuses it on the next start.
+/// and reuses it on the next start. Three servers started at once on a new folder all serve
+/// (all but one used to fail creating the database, 23505); the start lock is the owner's alone
+/// (0600: any local user could take a 0644 one and hang every start); the cluster's own
+/// configuration keeps it socket-only, and its TCP lines reject, so a start by hand is as closed
+/// as the server's (helper-44).
 #[test]
 fn embedded_database_is_created_then_reused() {
     let base = std::env::temp_dir().join(format!("patchdiff-embedded-{}", std::process::id()));
@@ -685,13 +689,45 @@ fn embedded_database_is_created_then_reused() {
             .stderr(Stdio::null());
         cmd
     };
-    let mut first = Mcp::spawn(start());
-    first.initialize(Some("2025-11-25"));
+    let mut together: Vec<Mcp> = (0..3).map(|_| Mcp::spawn(start())).collect();
+    for m in &mut together {
+        m.initialize(Some("2025-11-25"));
+    }
+    let mut first = together.pop().unwrap();
     let target = initialize_target(&mut first, "embedded\n");
+    for mut m in together {
+        let (t, _) = m.call("patchdiff_read_target", json!({"target_file_id": target}));
+        assert_eq!(
+            t["text"], "embedded\n",
+            "every server started at once serves"
+        );
+    }
     drop(first);
     assert!(data.join("PG_VERSION").exists());
     let conf = std::fs::read_to_string(data.join("postmaster.opts")).unwrap();
     assert!(conf.contains("listen_addresses="), "{conf}");
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let lock = std::fs::metadata(base.join(".pg15.lock")).unwrap();
+        assert_eq!(lock.permissions().mode() & 0o777, 0o600);
+    }
+    let auto = std::fs::read_to_string(data.join("postgresql.auto.conf")).unwrap();
+    assert!(
+        auto.contains("listen_addresses = ''")
+            && auto.contains(&format!(
+                "unix_socket_directories = '\"{}\"'",
+                data.display()
+            ))
+            && auto.contains("unix_socket_permissions = '0700'"),
+        "{auto}"
+    );
+    let hba = std::fs::read_to_string(data.join("pg_hba.conf")).unwrap();
+    assert!(
+        hba.lines()
+            .filter(|l| l.starts_with("host"))
+            .all(|l| l.trim_end().ends_with("reject")),
+        "{hba}"
+    );
     let mut second = Mcp::spawn(start());
     second.initialize(Some("2025-11-25"));
     let (t, _) = second.call("patchdiff_read_target", json!({"target_file_id": target}));
@@ -955,6 +991,37 @@ fn oversized_lines_are_refused_and_serving_continues() {
     );
     m.send_raw(format!("{fits}\n").as_bytes());
     assert_eq!(m.reply()["id"], 10);
+}
+
+/// A line is never built into more than it holds: a 16 MiB line whose `id` is an array of
+/// zeros is refused (-32600, id null, as for any id that is not a string or a number) with the
+/// server's peak memory well under ten times the line. Before, every member but `params` was
+/// parsed into `serde_json::Value`s: a 32 MiB such line took the process to 2.4 GB (helper-44).
+#[test]
+fn a_line_is_not_amplified_into_values() {
+    let mut m = Mcp::start(&[]);
+    m.initialize(Some("2025-11-25"));
+    let zeros = vec!["0"; 8 << 20].join(",");
+    let line = format!(r#"{{"jsonrpc":"2.0","method":"tools/list","id":[{zeros}]}}"#);
+    assert!(line.len() > 16 << 20);
+    m.send_raw(format!("{line}\n").as_bytes());
+    let r = m.reply();
+    assert_eq!(
+        (&r["id"], &r["error"]["code"]),
+        (&Value::Null, &json!(-32600)),
+        "{r}"
+    );
+    let status = std::fs::read_to_string(format!("/proc/{}/status", m.pipes.pid())).unwrap();
+    let peak_kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap();
+    assert!(
+        peak_kib < 160 * 1024,
+        "the server's peak memory was {peak_kib} kB for a 16 MiB line"
+    );
+    assert_eq!(m.request("ping", json!({}))["result"], json!({}));
 }
 
 /// Contract "Discovery, argument errors and examples" ("A call with unknown or missing argument
