@@ -66,7 +66,16 @@ setup_pgrx() {
 
 # Installing writes into PostgreSQL's own folders, and so does `cargo pgrx test`: concurrent
 # builds on one machine take this lock so that one never replaces the other's library mid-run.
-PGRX_LOCK=/tmp/pg_patchdiff-install.lock
+# Not in /tmp: there any local user could hold it (a shared lock is enough) and hang every start
+# of the main job, or plant a link for root to create the file through (helper-44). Root's is in
+# a folder only root may enter, shared by every clone; another user's is its clone's own.
+if [ "$(id -u)" = 0 ]; then
+  mkdir -p /run/patchdiff && chmod 0700 /run/patchdiff
+  PGRX_LOCK=/run/patchdiff/install.lock
+else
+  mkdir -p "$ROOT/target"
+  PGRX_LOCK="$ROOT/target/.install.lock"
+fi
 
 install_extension() {
   log "building and installing pg_patchdiff"
