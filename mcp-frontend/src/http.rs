@@ -233,6 +233,9 @@ struct Shared {
     /// ([`LARGE_ANSWER_BYTES`]), as much as [`Shared::body_budget`]'s.
     answer_budget: Arc<Semaphore>,
     answer_budget_kib: usize,
+    /// The calls running in tasks of their own ([`call`]), which a graceful shutdown waits for
+    /// as it waits for connections: a call whose client hung up has no connection left.
+    in_flight: Arc<InFlight>,
 }
 
 /// How long what this server sent on a connection may stay unacknowledged before the kernel
@@ -316,7 +319,9 @@ pub async fn serve(config: Config, first: Db, options: Options) -> Result<(), St
         role_body_budgets,
         answer_budget: Arc::new(Semaphore::new(budget_kib)),
         answer_budget_kib: budget_kib,
+        in_flight: Arc::default(),
     });
+    let in_flight = shared.in_flight.clone();
     let app = Router::new()
         .route("/mcp", post(handle).get(not_allowed).delete(not_allowed))
         .with_state(shared);
@@ -392,7 +397,10 @@ pub async fn serve(config: Config, first: Db, options: Options) -> Result<(), St
     }
     drop(listener);
     tokio::select! {
-        () = graceful.shutdown() => {
+        () = async {
+            graceful.shutdown().await;
+            in_flight.finished().await;
+        } => {
             tracing::info!("stopped: every call in flight finished");
         }
         () = async {
@@ -403,6 +411,7 @@ pub async fn serve(config: Config, first: Db, options: Options) -> Result<(), St
             // commit (the backend notices the closed connection when it answers); what a call
             // committed is in the log, where a keyed resend recovers it.
             tracing::warn!(
+                calls = in_flight.count(),
                 "stopped: calls still in flight {:?} after the shutdown began were abandoned",
                 options.shutdown_grace
             );
@@ -432,8 +441,9 @@ impl Peers {
         }
     }
 
-    /// A place for one more connection from `peer`, or `None` at the cap.
+    /// A place for one more connection from `peer` ([`peer_key`]), or `None` at the cap.
     fn take(&self, peer: std::net::IpAddr) -> Option<PeerPlace> {
+        let peer = peer_key(peer);
         let mut open = self.open.lock().expect("the peers lock");
         let n = open.entry(peer).or_default();
         if *n >= self.cap {
@@ -447,6 +457,26 @@ impl Peers {
     }
 }
 
+/// The address a connection is counted under: an IPv4-mapped IPv6 address as its IPv4 one, every
+/// loopback address (127.0.0.0/8, ::1) as one, and an IPv6 address by its /64 (one host's usual
+/// share). Counted by exact address, one local process took every place from 127.0.0.2,
+/// 127.0.0.3, ... (helper-43).
+fn peer_key(peer: std::net::IpAddr) -> std::net::IpAddr {
+    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+    let peer = match peer {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(peer, IpAddr::V4),
+        v4 => v4,
+    };
+    match peer {
+        p if p.is_loopback() => IpAddr::V4(Ipv4Addr::LOCALHOST),
+        IpAddr::V6(v6) => {
+            let s = v6.segments();
+            IpAddr::V6(Ipv6Addr::new(s[0], s[1], s[2], s[3], 0, 0, 0, 0))
+        }
+        v4 => v4,
+    }
+}
+
 impl Drop for PeerPlace {
     fn drop(&mut self) {
         let mut open = self.peers.open.lock().expect("the peers lock");
@@ -456,6 +486,47 @@ impl Drop for PeerPlace {
                 open.remove(&self.peer);
             }
         }
+    }
+}
+
+/// The calls running in tasks of their own, counted so that a shutdown can wait for them.
+#[derive(Default)]
+struct InFlight {
+    count: std::sync::atomic::AtomicUsize,
+    changed: tokio::sync::Notify,
+}
+
+/// One call counted in [`InFlight`] for as long as it lives.
+struct Running(Arc<InFlight>);
+
+impl InFlight {
+    fn start(self: &Arc<Self>) -> Running {
+        self.count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Running(self.clone())
+    }
+
+    fn count(&self) -> usize {
+        self.count.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Returns once no call is running.
+    async fn finished(&self) {
+        loop {
+            let changed = self.changed.notified();
+            if self.count() == 0 {
+                return;
+            }
+            changed.await;
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.0
+            .count
+            .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        self.0.changed.notify_waiters();
     }
 }
 
@@ -1031,7 +1102,9 @@ async fn call(
     read_only: bool,
 ) -> Response {
     let shared = shared.clone();
+    let running = shared.in_flight.start();
     let task = tokio::spawn(async move {
+        let _running = running;
         let (permit, db) = match checkout(&shared, &role, shared.queue_wait).await {
             Ok(c) => c,
             Err(refused) => return refused,
@@ -1200,7 +1273,9 @@ async fn listen(
     // The acknowledgment runs to its end in a task of its own, as every call does ([`call`]).
     let acknowledging = {
         let (shared, role) = (shared.clone(), role.to_owned());
+        let running = shared.in_flight.start();
         tokio::spawn(async move {
+            let _running = running;
             let (permit, db) = checkout(&shared, &role, shared.queue_wait).await?;
             let mut server = server_for(&shared, &Era::Modern, db)
                 .for_stream(Subscriptions::default(), shared.feed.clone());
@@ -1494,6 +1569,27 @@ mod tests {
         ] {
             assert!(!is_loopback_host(h), "{h}");
         }
+    }
+
+    /// helper-43: a peer is counted by what it cannot vary at will: loopback as one address,
+    /// IPv4-mapped IPv6 as IPv4, IPv6 by its /64.
+    #[test]
+    fn peers_are_counted_by_what_they_cannot_vary() {
+        let key = |s: &str| peer_key(s.parse().unwrap()).to_string();
+        for local in [
+            "127.0.0.1",
+            "127.0.0.2",
+            "127.1.2.3",
+            "::1",
+            "::ffff:127.0.0.9",
+        ] {
+            assert_eq!(key(local), "127.0.0.1", "{local}");
+        }
+        assert_eq!(key("::ffff:192.0.2.7"), "192.0.2.7");
+        assert_eq!(key("192.0.2.7"), "192.0.2.7");
+        assert_eq!(key("2001:db8:1:2:aaaa::1"), "2001:db8:1:2::");
+        assert_eq!(key("2001:db8:1:2:bbbb::9"), "2001:db8:1:2::");
+        assert_ne!(key("2001:db8:1:3::1"), key("2001:db8:1:2::1"));
     }
 
     #[test]

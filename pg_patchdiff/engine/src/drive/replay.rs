@@ -65,9 +65,11 @@ pub fn replay(store: &mut impl History, args: &str) -> Value {
 /// grow in the log's order, so every row after that one is newer still. This needs no lock on
 /// the target (a reader holding one until its transaction ended could stop the owner's edits).
 /// An accepted row past a target that has not moved on is the log's own divergence: replay
-/// goes on and reports it, as in one snapshot.
+/// goes on and reports it, as in one snapshot. A target the caller may no longer read (its grant
+/// revoked meanwhile) counts as moved on: replay reports the version it read, rather than a
+/// divergence made of rows committed after it (helper-43).
 fn moved_on(store: &mut impl History, id: &str, version: i64) -> bool {
-    store.version_now(id).is_some_and(|now| now >= version)
+    store.version_now(id).is_none_or(|now| now >= version)
 }
 
 /// A stored state of `content` at `version`, as the replay and diff drivers' tests store it.
@@ -146,6 +148,8 @@ mod tests {
         /// The target's version as later statements see it, when it has moved on since
         /// `stored` was read.
         now: Option<i64>,
+        /// Later statements no longer see the target (the caller's grant was revoked).
+        revoked: bool,
     }
 
     impl History for Memory {
@@ -182,6 +186,9 @@ mod tests {
         }
         fn version_now(&mut self, _: &str) -> Option<i64> {
             self.reads.push("version_now".into());
+            if self.revoked {
+                return None;
+            }
             Some(self.now.unwrap_or(self.stored.version))
         }
     }
@@ -197,6 +204,7 @@ mod tests {
             rows,
             reads: Vec::new(),
             now: None,
+            revoked: false,
         }
     }
 
@@ -261,6 +269,21 @@ mod tests {
                 "version_now"
             ]
         );
+    }
+
+    /// A target the caller may no longer read when replay meets a row past the version it read
+    /// (a grant revoked meanwhile, with an acceptance): replay reports the version it read, not a
+    /// divergence made of the newer rows (helper-43).
+    #[test]
+    fn a_target_that_became_invisible_counts_as_moved_on() {
+        let mut h = history();
+        let (_, docs) = accepted_tx1_rows(T, "a\n", &[("a", "b"), ("b", "c"), ("c", "d")]);
+        h.stored = state(2, &docs[2]);
+        h.revoked = true;
+        let r = replay(&mut h, &json!({"target_file_id": T}).to_string());
+        assert_eq!(r["status"], "success", "{r}");
+        assert_eq!(r["accepted_transactions_replayed"], 2);
+        assert_eq!(r["materialized_state_matches"], true);
     }
 
     /// An accepted row past a stored target that has not moved on is the log's divergence, as
