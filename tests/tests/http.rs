@@ -957,16 +957,7 @@ async fn request_bodies_in_memory_are_bounded() {
     .await;
     let token = token.as_str();
     // Four unfinished bodies of 4 KiB take the whole room of 16 KiB.
-    let mut held = Vec::new();
-    for _ in 0..4 {
-        let (address, mut tcp) = raw(&e);
-        write!(
-            tcp,
-            "POST /mcp HTTP/1.1\r\nHost: {address}\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nMCP-Protocol-Version: {MODERN}\r\nContent-Length: 4096\r\n\r\n{{"
-        )
-        .unwrap();
-        held.push(tcp);
-    }
+    let held = unfinished_bodies(&e, token, 4);
     std::thread::sleep(Duration::from_millis(300));
     let (status, r) = e.modern(token, "tools/list", json!({}));
     assert_eq!(status, 503, "{r}");
@@ -984,13 +975,28 @@ async fn request_bodies_in_memory_are_bounded() {
     assert!(got.starts_with("HTTP/1.1 413"), "{got}");
 }
 
+/// `n` requests of `token` that declare a 4 KiB body and send one byte of it, held open.
+fn unfinished_bodies(e: &Endpoint, token: &str, n: usize) -> Vec<std::net::TcpStream> {
+    use std::io::Write;
+    (0..n)
+        .map(|_| {
+            let (address, mut tcp) = raw(e);
+            write!(
+                tcp,
+                "POST /mcp HTTP/1.1\r\nHost: {address}\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nMCP-Protocol-Version: {MODERN}\r\nContent-Length: 4096\r\n\r\n{{"
+            )
+            .unwrap();
+            tcp
+        })
+        .collect()
+}
+
 /// docs/http.md "Limits": with a token file that names several roles, one role's unfinished
 /// bodies hold at most half the room for bodies (8 of 16 KiB here). Alice starts four 4 KiB
 /// bodies and finishes none: two get room, and Bob is still served. Before, her four took the
 /// whole room and Bob got 503 for as long as she kept them up (helper-41: 30 s per round).
 #[tokio::test]
 async fn one_role_holds_at_most_its_share_of_the_room_for_bodies() {
-    use std::io::Write;
     let (login, tenants) = roles("bodyshare").await;
     let (alice, bob) = ("token-bodyshare-alice-0123", "token-bodyshare-bob-012345");
     let e = Endpoint::start(
@@ -999,16 +1005,7 @@ async fn one_role_holds_at_most_its_share_of_the_room_for_bodies() {
         &["--queue-ms", "200"],
         &[("PATCHDIFF_MCP_MAX_LINE_BYTES", "4096")],
     );
-    let mut held = Vec::new();
-    for _ in 0..4 {
-        let (address, mut tcp) = raw(&e);
-        write!(
-            tcp,
-            "POST /mcp HTTP/1.1\r\nHost: {address}\r\nAuthorization: Bearer {alice}\r\nContent-Type: application/json\r\nMCP-Protocol-Version: {MODERN}\r\nContent-Length: 4096\r\n\r\n{{"
-        )
-        .unwrap();
-        held.push(tcp);
-    }
+    let held = unfinished_bodies(&e, alice, 4);
     std::thread::sleep(Duration::from_millis(400));
     let (status, r) = e.modern(alice, "tools/list", json!({}));
     assert_eq!(status, 503, "alice, over her share: {r}");
