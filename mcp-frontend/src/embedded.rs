@@ -118,15 +118,16 @@ fn check_path(data_dir: &Path) -> Result<&str, String> {
     let plain = |b: u8| b.is_ascii_alphanumeric() || b"/._-+@,:".contains(&b);
     if !data_dir.is_absolute() || !dir.bytes().all(plain) || dir.contains("/../") {
         return Err(format!(
-            "the data folder {dir:?} must be an absolute path of letters, digits and / . _ - + @ , :              (set PATCHDIFF_DATA_DIR, or HOME to an absolute path)"
+            "the data folder {dir:?} must be an absolute path of letters, digits and / . _ - + @ , : \
+             (set PATCHDIFF_DATA_DIR, or HOME to an absolute path)"
         ));
     }
     Ok(dir)
 }
 
 /// Refuses a data folder that another user could swap or enter: every folder on the way to it
-/// (`path` is its parent) must belong to root or to this user and be writable by no one else (unless sticky, as /tmp
-/// is), and no symbolic link on the way may belong to anyone else. Under a folder of another
+/// (`path` is its parent) must belong to root or to this user and be writable by no one else
+/// (unless sticky, as /tmp is), and no symbolic link on the way may belong to anyone else. Under a folder of another
 /// user's, that user made this server truncate a root-owned file through a linked lock file,
 /// hand a root-owned folder to postgres, and serve a cluster of the attacker's own (helper-44).
 fn check_owners(path: &Path) -> Result<(), String> {
@@ -142,14 +143,16 @@ fn check_owners(path: &Path) -> Result<(), String> {
         let shown = walked.display();
         if meta.uid() != 0 && meta.uid() != me {
             return Err(format!(
-                "{shown} belongs to another user (uid {}): the data folder must be reached only                  through folders of root or of this user",
+                "{shown} belongs to another user (uid {}): the data folder must be reached only \
+                 through folders of root or of this user",
                 meta.uid()
             ));
         }
         let mode = meta.mode();
         if meta.is_dir() && mode & 0o022 != 0 && mode & 0o1000 == 0 {
             return Err(format!(
-                "{shown} may be written by other users (mode {:o}): the data folder must be                  reached only through folders no one else may change",
+                "{shown} may be written by other users (mode {:o}): the data folder must be \
+                 reached only through folders no one else may change",
                 mode & 0o7777
             ));
         }
@@ -193,7 +196,8 @@ fn take_lock(lock_path: &Path) -> Result<File, String> {
             }
             Err(fs::TryLockError::WouldBlock) => {
                 return Err(format!(
-                    "another process has held {shown} for {}s (another patchdiff-mcp starting                      this cluster, or something else): try again, or find it with `fuser {shown}`",
+                    "another process has held {shown} for {}s (another patchdiff-mcp starting \
+                     this cluster, or something else): try again, or find it with `fuser {shown}`",
                     LOCK_WAIT.as_secs()
                 ));
             }
