@@ -280,25 +280,9 @@ pub async fn serve(config: Config, first: Db, options: Options) -> Result<(), St
     let budget_kib = (BODY_BUDGET_FACTOR * config.max_line_bytes.max(1)).div_ceil(1024);
     let connections = options.connections.max(1);
     let roles = options.tokens.roles();
-    let share = if roles.len() > 1 {
-        (connections / 2).max(1)
-    } else {
-        connections
-    };
-    let role_permits = roles
-        .iter()
-        .map(|r| (r.to_string(), Arc::new(Semaphore::new(share))))
-        .collect();
+    let role_permits = role_shares(&roles, connections, (connections / 2).max(1));
     let budget_kib = budget_kib.min(Semaphore::MAX_PERMITS);
-    let body_share = if roles.len() > 1 {
-        budget_kib / 2
-    } else {
-        budget_kib
-    };
-    let role_body_budgets = roles
-        .iter()
-        .map(|r| (r.to_string(), Arc::new(Semaphore::new(body_share))))
-        .collect();
+    let role_body_budgets = role_shares(&roles, budget_kib, budget_kib / 2);
     let shared = Arc::new(Shared {
         config,
         tools,
@@ -487,6 +471,20 @@ impl Drop for PeerPlace {
             }
         }
     }
+}
+
+/// Each token role's share of a server's `total`: `half` when the token file names more than one
+/// role, all of it otherwise.
+fn role_shares(
+    roles: &std::collections::BTreeSet<&str>,
+    total: usize,
+    half: usize,
+) -> HashMap<String, Arc<Semaphore>> {
+    let share = if roles.len() > 1 { half } else { total };
+    roles
+        .iter()
+        .map(|r| (r.to_string(), Arc::new(Semaphore::new(share))))
+        .collect()
 }
 
 /// The calls running in tasks of their own, counted so that a shutdown can wait for them.
@@ -882,12 +880,6 @@ async fn answer(shared: &Arc<Shared>, request: Request, log: &mut CallLog) -> Re
     let declared = header_str(&headers, "content-length").and_then(|v| v.parse::<usize>().ok());
     let kib = declared.unwrap_or(limit).min(limit).div_ceil(1024).max(1);
     let room = u32::try_from(kib).unwrap_or(u32::MAX);
-    let busy = |why: &str| {
-        let mut r = plain(StatusCode::SERVICE_UNAVAILABLE, why);
-        r.headers_mut()
-            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-        r
-    };
     // The role's share first (half the room when the token file names several roles), then the
     // server's: one tenant's unfinished bodies no longer hold every other tenant's room.
     let deadline = tokio::time::Instant::now() + shared.queue_wait;
@@ -1025,12 +1017,6 @@ type BodyRoom = (OwnedSemaphorePermit, OwnedSemaphorePermit);
 /// A pooled connection as `role` and its permits: a free connection within `wait`, within the
 /// role's share of them, else the refusal to answer (503).
 async fn checkout(shared: &Shared, role: &str, wait: Duration) -> Result<(Permits, Db), Response> {
-    let busy = |why: &str| {
-        let mut r = plain(StatusCode::SERVICE_UNAVAILABLE, why);
-        r.headers_mut()
-            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-        r
-    };
     let deadline = tokio::time::Instant::now() + wait;
     let Some(share) = shared.role_permits.get(role) else {
         return Err(unavailable("no share of the connections for this role"));
@@ -1140,13 +1126,9 @@ async fn call(
                     bytes = line.len(),
                     "a large answer was dropped: the answer budget is held by answers not yet read"
                 );
-                let mut r = plain(
-                    StatusCode::SERVICE_UNAVAILABLE,
+                busy(
                     "large answers not yet read by their clients hold this server's room for answers; nothing was written: retry shortly",
-                );
-                r.headers_mut()
-                    .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-                r
+                )
             }
         }
     });
@@ -1473,12 +1455,14 @@ fn status_of(era: &Era, line: &str) -> StatusCode {
 }
 
 fn unavailable(why: &str) -> Response {
-    let mut r = plain(
-        StatusCode::SERVICE_UNAVAILABLE,
-        &format!(
-            "the database cannot serve this call now ({why}); nothing was done: retry shortly"
-        ),
-    );
+    busy(&format!(
+        "the database cannot serve this call now ({why}); nothing was done: retry shortly"
+    ))
+}
+
+/// `503 Service Unavailable` saying `why`, with `Retry-After: 1`.
+fn busy(why: &str) -> Response {
+    let mut r = plain(StatusCode::SERVICE_UNAVAILABLE, why);
     r.headers_mut()
         .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
     r
