@@ -586,6 +586,12 @@ async fn prepare_embedded(conninfo: &str, data_dir: &std::path::Path) -> Result<
         .batch_execute(INVOKER_FUNCTIONS)
         .await
         .map_err(|e| format!("cannot update the pg_patchdiff functions: {}", describe(&e)))?;
+    // Nor does an update give such a database's functions their generic plans (a memory bound
+    // of every call on a large target: docs/reliability.md, "Resource bounds").
+    client
+        .batch_execute(GENERIC_PLANS)
+        .await
+        .map_err(|e| format!("cannot update the pg_patchdiff functions: {}", describe(&e)))?;
     Ok(())
 }
 
@@ -598,6 +604,21 @@ const INVOKER_FUNCTIONS: &str = "DO $invoker$ DECLARE f regprocedure; BEGIN \
       JOIN pg_catalog.pg_extension e ON e.oid = d.refobjid \
      WHERE e.extname = 'pg_patchdiff' AND p.prosecdef \
     LOOP EXECUTE pg_catalog.format('ALTER FUNCTION %s SECURITY INVOKER', f); END LOOP; END $invoker$";
+
+/// Gives every API function of pg_patchdiff that lacks it `plan_cache_mode =
+/// force_generic_plan` (as a fresh install and the 0.1.0 to 0.2.0 upgrade script do); a function
+/// that has it is not touched, so a start-up rewrites no catalog row once it is in line.
+const GENERIC_PLANS: &str = "DO $generic$ DECLARE f regprocedure; BEGIN \
+    FOR f IN SELECT p.oid::regprocedure FROM pg_catalog.pg_proc p \
+      JOIN pg_catalog.pg_depend d ON d.classid = 'pg_catalog.pg_proc'::pg_catalog.regclass \
+           AND d.objid = p.oid AND d.deptype = 'e' \
+      JOIN pg_catalog.pg_extension e ON e.oid = d.refobjid \
+      JOIN pg_catalog.pg_language l ON l.oid = p.prolang \
+     WHERE e.extname = 'pg_patchdiff' AND l.lanname = 'c' \
+       AND p.prorettype <> 'pg_catalog.trigger'::pg_catalog.regtype \
+       AND NOT COALESCE('plan_cache_mode=force_generic_plan' = ANY (p.proconfig), false) \
+    LOOP EXECUTE pg_catalog.format('ALTER FUNCTION %s SET plan_cache_mode = force_generic_plan', f); \
+    END LOOP; END $generic$";
 
 async fn inspect(client: &Client) -> Result<(String, BTreeSet<String>), String> {
     let row = client

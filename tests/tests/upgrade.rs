@@ -547,6 +547,44 @@ fn embedded_database_updates_its_extension_at_start_up() {
         0,
         "the start-up left a SECURITY DEFINER function"
     );
+    // Nor did such a build give the functions generic plans: the start-up does, and leaves
+    // the functions that have them as they are.
+    let generic = || {
+        rt.block_on(async {
+            let c = patchdiff_tests::connect(&conninfo).await.unwrap();
+            c.query_one(
+                "SELECT count(*) FILTER (WHERE 'plan_cache_mode=force_generic_plan' = ANY (proconfig)), \
+                        count(*), pg_catalog.max(xmin::text::int8) \
+                 FROM pg_catalog.pg_proc WHERE proname LIKE 'patchdiff\\_%' AND prolang = \
+                   (SELECT oid FROM pg_catalog.pg_language WHERE lanname = 'c') \
+                   AND prorettype <> 'pg_catalog.trigger'::pg_catalog.regtype",
+                &[],
+            )
+            .await
+            .map(|r| (r.get::<_, i64>(0), r.get::<_, i64>(1), r.get::<_, i64>(2)))
+            .unwrap()
+        })
+    };
+    rt.block_on(async {
+        let c = patchdiff_tests::connect(&conninfo).await.unwrap();
+        c.batch_execute("ALTER FUNCTION patchdiff_get_target(json) RESET plan_cache_mode")
+            .await
+            .unwrap();
+    });
+    let (with, all, _) = generic();
+    assert_eq!(with, all - 1);
+    start();
+    let (with, all, rewritten) = generic();
+    assert_eq!(
+        with, all,
+        "the start-up left a function without generic plans"
+    );
+    start();
+    assert_eq!(
+        generic().2,
+        rewritten,
+        "a start-up rewrote functions that were already in line"
+    );
     let pg_ctl = "/usr/lib/postgresql/15/bin/pg_ctl";
     let stopped = if root {
         Command::new("runuser")
