@@ -6,6 +6,7 @@
 //! it with `pg_ctl -D <data dir> stop`.
 
 use std::fs::{self, File};
+use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -269,7 +270,9 @@ pub fn ensure_cluster(data_dir: &Path) -> Result<(String, File), String> {
     let running = run(&bin, "pg_ctl", &["-D", dir, "status"])?
         .status
         .success();
-    if !running {
+    if running {
+        stale_lock_file(data_dir)?;
+    } else {
         tracing::info!(data_dir = dir, "starting the embedded PostgreSQL cluster");
         // A socket inside the data folder (mode 0700) and no TCP listener: only this user
         // (and root) can connect, which is what makes trust authentication safe here.
@@ -299,6 +302,29 @@ pub fn ensure_cluster(data_dir: &Path) -> Result<(String, File), String> {
     Ok((
         format!("host={dir} port={PORT} user={user} dbname={DATABASE}"),
         lock,
+    ))
+}
+
+/// Refuses a cluster that `pg_ctl status` calls running but whose server never made its socket:
+/// after a crash or a reboot, `postmaster.pid` can name a process that has nothing to do with
+/// PostgreSQL but now has the same number (helper-44 F9). Neither `pg_ctl start` nor the server
+/// removes such a file, and connecting would only fail with "error connecting to server".
+fn stale_lock_file(data_dir: &Path) -> Result<(), String> {
+    let socket = data_dir.join(format!(".s.PGSQL.{PORT}"));
+    if fs::symlink_metadata(&socket).is_ok_and(|m| m.file_type().is_socket()) {
+        return Ok(());
+    }
+    let lock = data_dir.join("postmaster.pid");
+    let pid = fs::read_to_string(&lock)
+        .ok()
+        .and_then(|t| t.lines().next().map(str::trim).map(str::to_owned))
+        .unwrap_or_default();
+    Err(format!(
+        "{} names process {pid}, which is running, but the cluster's socket {} does not exist: that process is not this cluster's server (most likely the file outlived a crash and its number was reused). If no PostgreSQL server runs on {}, remove {} and start again",
+        lock.display(),
+        socket.display(),
+        data_dir.display(),
+        lock.display()
     ))
 }
 

@@ -735,18 +735,60 @@ fn embedded_database_is_created_then_reused() {
     drop(second);
     let pg_ctl = "/usr/lib/postgresql/15/bin/pg_ctl";
     let dir = data.to_str().unwrap();
-    let stopped = if is_root() {
-        Command::new("runuser")
-            .args([
-                "-u", "postgres", "--", pg_ctl, "-D", dir, "-m", "fast", "stop",
-            ])
-            .status()
-    } else {
-        Command::new(pg_ctl)
-            .args(["-D", dir, "-m", "fast", "stop"])
-            .status()
+    let stop = || {
+        let stopped = if is_root() {
+            Command::new("runuser")
+                .args([
+                    "-u", "postgres", "--", pg_ctl, "-D", dir, "-m", "fast", "stop",
+                ])
+                .status()
+        } else {
+            Command::new(pg_ctl)
+                .args(["-D", dir, "-m", "fast", "stop"])
+                .status()
+        };
+        assert!(stopped.unwrap().success());
     };
-    assert!(stopped.unwrap().success());
+    stop();
+    // After a crash, postmaster.pid can name a process that now has the same number but is not
+    // the server (helper-44 F9): the start says so and how to recover, instead of failing to
+    // connect with "error connecting to server".
+    // A process of the cluster's owner: PostgreSQL takes one it may not signal for gone.
+    let mut other = {
+        use std::os::unix::fs::MetadataExt;
+        use std::os::unix::process::CommandExt;
+        Command::new("sleep")
+            .arg("60")
+            .uid(std::fs::metadata(&data).unwrap().uid())
+            .spawn()
+            .unwrap()
+    };
+    let lock = data.join("postmaster.pid");
+    std::fs::write(&lock, format!("{}\n", other.id())).unwrap();
+    let out = start()
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    let _ = other.kill();
+    let _ = other.wait();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains(&format!(
+            "{} names process {}, which is running",
+            lock.display(),
+            other.id()
+        )) && err.contains(&format!("remove {} and start again", lock.display())),
+        "{err}"
+    );
+    std::fs::remove_file(&lock).unwrap();
+    let mut third = Mcp::spawn(start());
+    third.initialize(Some("2025-11-25"));
+    let (t, _) = third.call("patchdiff_read_target", json!({"target_file_id": target}));
+    assert_eq!(t["text"], "embedded\n");
+    drop(third);
+    stop();
     let _ = std::fs::remove_dir_all(&base);
 }
 
