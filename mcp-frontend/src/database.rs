@@ -28,10 +28,11 @@ pub struct Db {
     session: String,
     /// The database is a sharded deployment's PL/Proxy router (sql/router), not one database.
     router: bool,
-    /// Through a router, the open publication's own session on the target's partition and the
-    /// extension's schema there: the SAVE must stay in the publisher's transaction while the file
-    /// is installed, which a call through PL/Proxy cannot do (docs/scale-out.md).
-    publication: Option<(Client, String)>,
+    /// Through a router, the open publication's own session on the target's partition, the
+    /// extension's schema there, and the partition's number and the count of partitions: the
+    /// SAVE must stay in the publisher's transaction while the file is installed, which a call
+    /// through PL/Proxy cannot do (docs/scale-out.md).
+    publication: Option<(Client, String, (i32, i32))>,
 }
 
 /// The failure of a call. Its outcome is unknown unless `cancelled` says PostgreSQL cancelled
@@ -367,8 +368,33 @@ impl Db {
             cancelled: cancelled(&e),
             unavailable: false,
         })?;
-        self.publication = Some((client, schema));
+        self.publication = Some((client, schema, (number, count)));
         Ok(())
+    }
+
+    /// Whether a workspace binding's `nonce` chooses the partition the open publication runs on
+    /// (`patchdiff_router.binding_partition`'s rule); always on one database. A shard refuses a
+    /// nonce that already binds another of its targets, so that one proof serves one target, but
+    /// it sees only its own database: a real import's nonce and proof copied to a target made on
+    /// another partition (by the router's internal creation function, which every role may call,
+    /// or over a direct connection to that partition) would bind there too (helper-45). Every
+    /// binding the front end makes lives on its nonce's partition, so no other is published.
+    pub async fn binding_on_its_partition(&self, nonce: &str) -> Result<bool, CallError> {
+        let Some((client, _, (number, count))) = &self.publication else {
+            return Ok(true);
+        };
+        client
+            .query_one(
+                "SELECT (pg_catalog.hashtext($1::text) & 2147483647) % $2::int4 = $3::int4",
+                &[&nonce, count, number],
+            )
+            .await
+            .map(|row| row.get(0))
+            .map_err(|e| CallError {
+                message: describe(&e),
+                cancelled: cancelled(&e),
+                unavailable: false,
+            })
     }
 
     /// A call inside the open transaction: never reconnects (a new session would run outside it).
@@ -377,7 +403,7 @@ impl Db {
         function: &str,
         args: &str,
     ) -> Result<String, CallError> {
-        if let Some((client, schema)) = &self.publication {
+        if let Some((client, schema, _)) = &self.publication {
             let sql = format!("SELECT {schema}.{function}($1::text::json)::text");
             let row = client
                 .query_one(&sql, &[&args])
@@ -401,7 +427,7 @@ impl Db {
     }
 
     pub async fn commit(&mut self) -> Result<(), CallError> {
-        if let Some((client, _)) = self.publication.take() {
+        if let Some((client, _, _)) = self.publication.take() {
             return client.batch_execute("COMMIT").await.map_err(|e| CallError {
                 message: describe(&e),
                 cancelled: cancelled(&e),
@@ -416,7 +442,7 @@ impl Db {
 
     /// Rolls back; a lost connection rolls back by itself, so its error is only logged.
     pub async fn rollback(&mut self) {
-        if let Some((client, _)) = self.publication.take() {
+        if let Some((client, _, _)) = self.publication.take() {
             if let Err(e) = client.batch_execute("ROLLBACK").await {
                 tracing::warn!("rollback on the partition: {}", describe(&e));
             }

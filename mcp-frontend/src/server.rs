@@ -803,6 +803,34 @@ pub(crate) async fn publish_in_transaction(
     };
     p.may_create = may_create;
     let target_file_id = value["target_file_id"].clone();
+    let rejected = |code: &str, detail: &str| {
+        PublishAnswer::answer(json!({
+            "status": "rejected", "target_file_id": value["target_file_id"], "failure_reason": code,
+            "failure_detail": format!("{detail} No checkpoint was created."),
+            "current_version": value["version"], "current_hash": value["current_hash"],
+        }))
+    };
+    if let Some(nonce) = &p.binding_nonce {
+        match db.binding_on_its_partition(nonce).await {
+            Ok(true) => {}
+            Ok(false) => {
+                db.rollback().await;
+                return rejected(
+                    "workspace_binding_unverified",
+                    "the target's workspace binding was made on a partition its nonce does not choose, which no import of this front end does (its nonce and proof were copied from another target's); nothing was written. Initialize a new target from the file (from_workspace: true) and redo the edits there.",
+                );
+            }
+            Err(e) => {
+                db.rollback().await;
+                return PublishAnswer::error(call_failure(
+                    name,
+                    &e,
+                    "Read the target before saving again.",
+                    ", no file was installed and no checkpoint was created",
+                ));
+            }
+        }
+    }
     let partial = |code: &str, receipt: Value, detail: String| {
         PublishAnswer::answer(json!({
             "status": "partial", "target_file_id": target_file_id, "code": code,
@@ -813,11 +841,7 @@ pub(crate) async fn publish_in_transaction(
     let installed = match ws.publish(&p) {
         Outcome::Rejected(r) => {
             db.rollback().await;
-            return PublishAnswer::answer(json!({
-                "status": "rejected", "target_file_id": value["target_file_id"], "failure_reason": r.code,
-                "failure_detail": format!("{} No checkpoint was created.", r.detail),
-                "current_version": value["version"], "current_hash": value["current_hash"],
-            }));
+            return rejected(r.code, &r.detail);
         }
         Outcome::DurabilityUncertain(receipt, why) => {
             db.rollback().await;

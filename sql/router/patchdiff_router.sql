@@ -14,6 +14,45 @@ CREATE SCHEMA IF NOT EXISTS patchdiff_router;
 -- Every role calls through the router as itself; the shards decide what it may touch.
 GRANT USAGE ON SCHEMA patchdiff_router TO PUBLIC;
 
+-- Who a call reaches its shard as. PL/Proxy connects with the user (and password) of the
+-- caller's user mapping of the server `patchdiff`, and PostgreSQL lets every role that may use a
+-- foreign server create, alter and drop its own mapping: any role could give itself
+-- `OPTIONS (user 'postgres')` and reach every shard as the superuser, or as another tenant
+-- (helper-45). So in the router database only superusers may change user mappings; a role's own
+-- mapping, with its own password, is a DBA's to make (docs/scale-out.md, "Roles").
+CREATE OR REPLACE FUNCTION patchdiff_router.refuse_user_mappings() RETURNS event_trigger
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+  IF NOT COALESCE((SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.rolname = current_user), false) THEN
+    RAISE EXCEPTION 'patchdiff: only a superuser may % in the router database (role %)',
+      lower(tg_tag), current_user
+      USING ERRCODE = '42501',
+            DETAIL = 'PL/Proxy reaches each shard as the user a role''s user mapping names, so a mapping a role makes for itself could name any role.',
+            HINT = 'A superuser makes each role''s mapping, with that role''s own user name and password (docs/scale-out.md, "Roles").';
+  END IF;
+END $$;
+DROP EVENT TRIGGER IF EXISTS patchdiff_router_user_mappings;
+CREATE EVENT TRIGGER patchdiff_router_user_mappings ON ddl_command_start
+  WHEN TAG IN ('CREATE USER MAPPING', 'ALTER USER MAPPING', 'DROP USER MAPPING')
+  EXECUTE FUNCTION patchdiff_router.refuse_user_mappings();
+
+-- A mapping made before that (by the role itself, or by a DBA) that names another user than its
+-- role is reported each time this script runs: it decides who that role is on every shard.
+DO $$
+DECLARE
+  m record;
+BEGIN
+  FOR m IN SELECT u.usename::text AS role, substr(o, 6) AS named
+             FROM pg_catalog.pg_user_mappings u, pg_catalog.unnest(u.umoptions) o
+            WHERE u.srvname = 'patchdiff' AND u.usename <> 'public' AND o LIKE 'user=%'
+              AND substr(o, 6) <> u.usename::text
+  LOOP
+    RAISE WARNING 'patchdiff: the user mapping of role % on server patchdiff connects to the shards as %',
+      m.role, m.named
+      USING HINT = 'Unless a superuser meant that, drop it: DROP USER MAPPING FOR ' || quote_ident(m.role) || ' SERVER patchdiff (docs/scale-out.md, "Roles").';
+  END LOOP;
+END $$;
+
 -- The partition of a target ID (before PL/Proxy masks it with n - 1): the ID's first 32 bits,
 -- its first eight hex digits as a big-endian integer (pg_patchdiff's target::partition rule).
 -- An argument that names no such ID goes to partition 0, whose shard answers it as any shard
@@ -72,7 +111,7 @@ LANGUAGE plpgsql STABLE AS $$
 DECLARE n int4;
 BEGIN
   SELECT count(*) INTO n
-    FROM pg_foreign_server s, unnest(s.srvoptions) o
+    FROM pg_catalog.pg_foreign_server s, unnest(s.srvoptions) o
    WHERE s.srvname = 'patchdiff' AND o ~ '^p[0-9]+=';
   RETURN n;
 END $$;
@@ -107,7 +146,7 @@ BEGIN
                     THEN patchdiff_router.partition_of(args) & (partitions - 1)
                     ELSE COALESCE(patchdiff_router.binding_partition(args), 0) END;
   SELECT substr(o, strpos(o, '=') + 1) INTO conninfo
-    FROM pg_foreign_server s, unnest(s.srvoptions) o
+    FROM pg_catalog.pg_foreign_server s, unnest(s.srvoptions) o
    WHERE s.srvname = 'patchdiff' AND o LIKE 'p' || partition || '=%';
 END $$;
 
@@ -119,7 +158,7 @@ LANGUAGE sql STABLE AS $$
   SELECT conninfo FROM (
     SELECT substr(o, strpos(o, '=') + 1) AS conninfo,
            min(substr(o, 2, strpos(o, '=') - 2)::int4) AS first
-      FROM pg_foreign_server s, unnest(s.srvoptions) o
+      FROM pg_catalog.pg_foreign_server s, unnest(s.srvoptions) o
      WHERE s.srvname = 'patchdiff' AND o ~ '^p[0-9]+='
      GROUP BY 1) c
   ORDER BY first
@@ -191,6 +230,17 @@ BEGIN
   RETURN COALESCE(parts[1], 0);
 END $b$;
 
+-- The caller's patchdiff.strict_observation_mode as the shard is sent it: 'true' or 'false', or
+-- NULL when the caller set none (or RESET it: a reset placeholder reads as ''). The router has no
+-- pg_patchdiff, so any value may be SET here; a value that is not a boolean is refused here
+-- (SQLSTATE 22P02) instead of reaching a shard session before the library is loaded there, where
+-- it would be dropped with a WARNING and strict mode would be off (helper-45). An SQL function,
+-- inlined: no call of its own on every routed call.
+CREATE OR REPLACE FUNCTION patchdiff_router.strict_mode() RETURNS text
+LANGUAGE sql STABLE AS $$
+  SELECT NULLIF(pg_catalog.current_setting('patchdiff.strict_observation_mode', true), '')::bool::text
+$$;
+
 -- Every function of one target: a PL/Proxy function that runs it on the target's partition, and
 -- the public function of the API, which calls it and names the partition when it cannot be
 -- reached. The caller's patchdiff.strict_observation_mode, when it set one on the router, holds
@@ -228,7 +278,7 @@ BEGIN
       CREATE OR REPLACE FUNCTION public.%1$s(args json) RETURNS json
       LANGUAGE plpgsql AS $b$
       DECLARE
-        strict_mode text := current_setting('patchdiff.strict_observation_mode', true);
+        strict_mode text := patchdiff_router.strict_mode();
       BEGIN
         FOR try IN 1 .. 2 LOOP
           BEGIN
@@ -273,7 +323,7 @@ LANGUAGE plpgsql AS $b$
 BEGIN
   RETURN patchdiff_router.patchdiff_submit(target_file_id, intent, edits, expected_target_version,
     expected_current_hash, client_request_id, parent_pdcp_log_id, attempt, source,
-    include_correlation_id, current_setting('patchdiff.strict_observation_mode', true));
+    include_correlation_id, patchdiff_router.strict_mode());
 EXCEPTION WHEN OTHERS THEN
   IF patchdiff_router.not_connected(SQLERRM) THEN
     PERFORM patchdiff_router.unavailable(

@@ -479,6 +479,38 @@ async fn tenancy_holds_through_the_router() {
     )
     .await;
     assert_eq!(now["text"], "alpha\n", "{now}");
+    // PL/Proxy reaches the shards as the user of the caller's user mapping, and PostgreSQL lets
+    // a role that may use the server make its own: bob could have named postgres, or alice, and
+    // read her target (helper-45). Only a superuser may change mappings in the router database.
+    for ddl in [
+        format!("CREATE USER MAPPING FOR {bob_role} SERVER patchdiff OPTIONS (user 'postgres')"),
+        format!(
+            "CREATE USER MAPPING FOR CURRENT_USER SERVER patchdiff OPTIONS (user '{alice_role}')"
+        ),
+        format!("ALTER USER MAPPING FOR {bob_role} SERVER patchdiff OPTIONS (ADD user 'postgres')"),
+        format!("DROP USER MAPPING IF EXISTS FOR {bob_role} SERVER patchdiff"),
+    ] {
+        let e = bob.batch_execute(&ddl).await.expect_err(&ddl);
+        assert_eq!(
+            e.code(),
+            Some(&tokio_postgres::error::SqlState::INSUFFICIENT_PRIVILEGE),
+            "{ddl}: {e:?}"
+        );
+        assert!(
+            e.as_db_error()
+                .is_some_and(|d| d.message().contains("only a superuser may")),
+            "{ddl}: {e:?}"
+        );
+    }
+    let mappings: i64 = router
+        .query_one(
+            "SELECT count(*) FROM pg_catalog.pg_user_mappings WHERE srvname = 'patchdiff' AND usename <> 'public'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(mappings, 0, "no role has a mapping of its own");
 }
 
 /// Starts a stopped shard again when dropped, whatever the test did in between.
@@ -741,6 +773,74 @@ async fn hostile_arguments_are_answered_as_one_database_answers_them() {
             "{function} {args}"
         );
     }
+}
+
+/// docs/scale-out.md, "What a role can do with the router's own functions": strict observation
+/// mode reaches the shard as a boolean. The router has no pg_patchdiff, so any value may be SET
+/// there; one that is not a boolean used to reach a fresh shard session before the library was
+/// loaded, where it was dropped with a WARNING and the edit went through unobserved (helper-45).
+/// Now it is refused on the router and nothing is written; `on` holds; a RESET (which leaves
+/// the empty string) sends nothing, with no warning.
+#[tokio::test]
+async fn strict_mode_reaches_the_shard_as_a_boolean() {
+    let _turn = SHARDS.read().await;
+    let setup = connect(&router_dsn()).await;
+    let id = create(&setup, "strict.md", "alpha\n").await;
+    let edit = |v: i64| {
+        json!({"target_file_id": id, "intent": "strict", "expected_target_version": v,
+               "edits": [{"match": if v == 0 { "alpha" } else { "omega" },
+                          "replace": if v == 0 { "omega" } else { "alpha" }}]})
+    };
+    // A fresh router session: fresh shard sessions, whose library is not loaded yet.
+    let (router, mut connection) = tokio_postgres::connect(&router_dsn(), NoTls).await.unwrap();
+    let (tx, mut notices) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while let Some(Ok(m)) = std::future::poll_fn(|cx| connection.poll_message(cx)).await {
+            if let tokio_postgres::AsyncMessage::Notice(n) = m {
+                let _ = tx.send(n.message().to_owned());
+            }
+        }
+    });
+    router
+        .batch_execute("SET patchdiff.strict_observation_mode = maybe")
+        .await
+        .unwrap();
+    let e = router
+        .query_one(
+            "SELECT patchdiff_submit_edits($1::text::json)::text",
+            &[&edit(0).to_string()],
+        )
+        .await
+        .expect_err("a value that is not a boolean is refused");
+    assert_eq!(
+        e.code(),
+        Some(&tokio_postgres::error::SqlState::INVALID_TEXT_REPRESENTATION),
+        "{e:?}"
+    );
+    let read = call(
+        &setup,
+        "patchdiff_read_target",
+        &json!({"target_file_id": id}),
+    )
+    .await;
+    assert_eq!(read["version"], 0, "nothing was written: {read}");
+    router
+        .batch_execute("SET patchdiff.strict_observation_mode = on")
+        .await
+        .unwrap();
+    let r = call(&router, "patchdiff_submit_edits", &edit(0)).await;
+    assert_eq!(r["code"], "OBSERVATION_REQUIRED", "{r}");
+    router
+        .batch_execute("RESET patchdiff.strict_observation_mode")
+        .await
+        .unwrap();
+    let r = call(&router, "patchdiff_submit_edits", &edit(0)).await;
+    assert_eq!(r["status"], "accepted", "{r}");
+    let mut warned = Vec::new();
+    while let Ok(n) = notices.try_recv() {
+        warned.push(n);
+    }
+    assert!(warned.is_empty(), "{warned:?}");
 }
 
 /// Issue 19 item 1 through the router (docs/scale-out.md, "Changesets"): a changeset whose

@@ -712,6 +712,50 @@ fn a_binding_forged_over_sql_is_never_published() {
     assert!(nonce.len() == 32 && proof.len() == 64, "{nonce} {proof}");
     let r = forge("real.txt", "real\n", Some((&nonce, &proof)));
     assert_eq!(r["code"], "invalid_workspace_binding", "{r}");
+    // Through a router a shard sees only its own database: the same copy, made on a partition
+    // its nonce does not choose (with the router's internal creation function, which every role
+    // may call, or over a direct connection to that partition), binds there, and the front end
+    // refuses to publish it (helper-45).
+    let binding = json!({"root_device": dev, "root_inode": ino, "relative_path": "real.txt",
+                         "nonce": nonce, "proof": proof});
+    let args = json!({"filename": "real.txt", "content": "real\n", "workspace_binding": binding})
+        .to_string();
+    let elsewhere = with_sql(async |c| {
+        if !patchdiff_tests::is_router(c).await {
+            return None;
+        }
+        let row = c
+            .query_one(
+                "SELECT patchdiff_router.partitions(), patchdiff_router.binding_partition($1::text::json)",
+                &[&args],
+            )
+            .await
+            .unwrap();
+        let (n, p): (i32, i32) = (row.get(0), row.get(1));
+        let made = c
+            .query_one(
+                "SELECT patchdiff_router.initialize_target_on($1, $2, $3::text::json)::text",
+                &[&((p + 1) % n), &n, &args],
+            )
+            .await
+            .unwrap();
+        Some(serde_json::from_str::<Value>(&made.get::<_, String>(0)).unwrap())
+    });
+    if let Some(r) = elsewhere {
+        let copy = id(&r);
+        edit_over_sql(&copy, "real", "forged");
+        let s = m.save(&copy);
+        assert_eq!(
+            (&s["status"], &s["failure_reason"]),
+            (&json!("rejected"), &json!("workspace_binding_unverified")),
+            "{s}"
+        );
+        assert_eq!(checkpoints_and_baseline(&copy).0, "0");
+        assert_eq!(
+            std::fs::read_to_string(root.join("real.txt")).unwrap(),
+            "real\n"
+        );
+    }
     // The same proof under a fresh nonce does not verify.
     let t3 = id(&forge(
         "real.txt",
