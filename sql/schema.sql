@@ -349,3 +349,13 @@ ALTER TABLE patchdiff.target_scope_observations ENABLE ALWAYS TRIGGER append_onl
 ALTER TABLE patchdiff.observation_consumptions ENABLE ALWAYS TRIGGER append_only, ENABLE ALWAYS TRIGGER append_only_truncate;
 SELECT pg_catalog.pg_extension_config_dump('patchdiff.target_scope_observations', '');
 SELECT pg_catalog.pg_extension_config_dump('patchdiff.observation_consumptions', '');
+
+-- The change feed's silences (pg_patchdiff/src/storage/feed.rs): a change committed without its
+-- announcement, because PostgreSQL's notification queue was at or over
+-- patchdiff.notify_queue_limit, first takes a number here. Listeners read the last one
+-- (pg_sequence_last_value, which needs no access to the schema) to learn that they may have
+-- missed changes, and tell their subscribers so once those writers have ended. The number says
+-- how many changes went unannounced, never whose.
+CREATE SEQUENCE patchdiff.feed_silences;
+GRANT SELECT ON SEQUENCE patchdiff.feed_silences TO PUBLIC;
+COMMENT ON SEQUENCE patchdiff.feed_silences IS 'Changes committed without their announcement because the notification queue was at or over patchdiff.notify_queue_limit: listeners watch pg_sequence_last_value of it to learn that they may have missed changes.';

@@ -55,6 +55,33 @@ const REGISTERED_WITHIN: Duration = Duration::from_secs(2);
 /// How long the listener waits before it reconnects a lost session.
 const RECONNECT: Duration = Duration::from_secs(1);
 
+/// How often a listening session reads the count of changes committed without their
+/// announcement ([`SILENCES`]).
+const SILENCE_POLL: Duration = Duration::from_secs(1);
+
+/// The count of changes committed without their announcement because PostgreSQL's notification
+/// queue was at or over `patchdiff.notify_queue_limit` (the sequence `patchdiff.feed_silences`,
+/// read through `pg_sequence_last_value`, which needs no access to the extension's schema; NULL
+/// until the first), and a snapshot of the transactions in progress now. No row where the
+/// extension predates the count (an earlier build of 0.2.0): the session then does not watch it.
+const SILENCES: &str = "SELECT pg_catalog.pg_sequence_last_value(c.oid), \
+       pg_catalog.pg_current_snapshot()::text \
+  FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace \
+ WHERE n.nspname = 'patchdiff' AND c.relname = 'feed_silences' AND c.relkind = 'S'";
+
+/// Whether every transaction in progress at a snapshot ([`SILENCES`]'s) has ended.
+const ENDED: &str = "SELECT NOT EXISTS (SELECT FROM \
+    pg_catalog.pg_snapshot_xip($1::text::pg_catalog.pg_snapshot) x \
+   WHERE pg_catalog.pg_xact_status(x) = 'in progress')";
+
+/// What a listening session knows of the changes committed without their announcement: the last
+/// count it read, and the snapshot taken when the count last moved, while some of the
+/// transactions in progress then (the unannounced writers among them) may not have ended.
+struct Silences {
+    last: i64,
+    pending: Option<String>,
+}
+
 /// A target's resource URI.
 pub fn uri(target_file_id: &str) -> String {
     format!("{URI_PREFIX}{target_file_id}")
@@ -397,6 +424,14 @@ async fn listen_once(
     polling(&mut connection, &mut early, client.batch_execute(&sql))
         .await?
         .map_err(|e| format!("cannot LISTEN {}: {}", feed::CHANNEL, describe(&e)))?;
+    // Read before registering: a writer that finds this session registered and the queue over
+    // the limit counts itself after this, so every such change moves the count seen later.
+    let mut silences = read_silences(&client, &mut connection, &mut early)
+        .await?
+        .map(|(last, _)| Silences {
+            last,
+            pending: None,
+        });
     let keys = format!("{}, {}", feed::LISTENER_LOCK_KEY1, feed::LISTENER_LOCK_KEY2);
     let registered = try_key(&client, &mut connection, &mut early, &keys).await?;
     // After a reconnection the gap is covered at once (and again once registered, below).
@@ -468,9 +503,11 @@ async fn listen_once(
     if (ready.is_some() || !registered) && !answer(ready, tx).await {
         return Ok(());
     }
+    let mut poll = tokio::time::interval(SILENCE_POLL);
+    poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         let message = tokio::select! {
-            m = std::future::poll_fn(|cx| connection.poll_message(cx)) => m,
+            m = std::future::poll_fn(|cx| connection.poll_message(cx)) => Some(m),
             m = async {
                 match holder.as_mut() {
                     Some((_, c)) => std::future::poll_fn(|cx| c.poll_message(cx)).await,
@@ -481,12 +518,79 @@ async fn listen_once(
                 said(m, "registering")?;
                 continue;
             }
+            _ = poll.tick(), if silences.is_some() => None,
             () = tx.closed() => return Ok(()),
         };
-        if !forward(message, watched, tx).await? {
+        let go_on = match (message, silences.as_mut()) {
+            (Some(m), _) => forward(m, watched, tx).await?,
+            (None, Some(s)) => watch_silences(&client, &mut connection, watched, tx, s).await?,
+            (None, None) => true,
+        };
+        if !go_on {
             return Ok(());
         }
     }
+}
+
+/// [`SILENCES`]: the count (0 before the first) and the snapshot, or `None` without the count.
+async fn read_silences(
+    client: &tokio_postgres::Client,
+    connection: &mut Session,
+    heard: &mut Vec<tokio_postgres::Notification>,
+) -> Result<Option<(i64, String)>, String> {
+    let row = polling(connection, heard, client.query_opt(SILENCES, &[]))
+        .await?
+        .map_err(|e| format!("cannot read patchdiff.feed_silences: {}", describe(&e)))?;
+    Ok(row.map(|r| (r.get::<_, Option<i64>>(0).unwrap_or(0), r.get(1))))
+}
+
+/// Changes committed without their announcement (`patchdiff.notify_queue_limit`; docs/sql-api.md
+/// "The change feed") are counted, never announced. When the count has moved, every subscriber
+/// is told that its targets may have changed at once (for the writers that have committed), and
+/// again once every transaction in progress at that moment has ended (for those that had not:
+/// their commits come later, and nothing else would tell of them). `false` once nobody is there
+/// to tell.
+async fn watch_silences(
+    client: &tokio_postgres::Client,
+    connection: &mut Session,
+    watched: &Mutex<BTreeSet<String>>,
+    tx: &mpsc::Sender<Signal>,
+    s: &mut Silences,
+) -> Result<bool, String> {
+    let mut heard = Vec::new();
+    let now = read_silences(client, connection, &mut heard).await?;
+    let mut resync = false;
+    match now {
+        Some((count, snapshot)) if count > s.last => {
+            tracing::warn!(
+                unannounced = count - s.last,
+                "change feed: changes were committed without their announcement (PostgreSQL's \
+                 notification queue is at or over patchdiff.notify_queue_limit); subscribers are \
+                 told to read their targets again"
+            );
+            s.last = count;
+            s.pending = Some(snapshot);
+            resync = true;
+        }
+        _ => {
+            if let Some(snapshot) = &s.pending {
+                let ended = polling(connection, &mut heard, client.query_one(ENDED, &[snapshot]))
+                    .await?
+                    .map_err(|e| format!("cannot read the writers' state: {}", describe(&e)))?
+                    .get::<_, bool>(0);
+                if ended {
+                    s.pending = None;
+                    resync = true;
+                }
+            }
+        }
+    }
+    for n in heard.drain(..) {
+        if !pass_on(&n, watched, tx).await {
+            return Ok(false);
+        }
+    }
+    Ok(!resync || tx.send(Signal::Resync).await.is_ok())
 }
 
 /// Tells [`Listener::start`] that this session listens, or, once it was told, every subscriber

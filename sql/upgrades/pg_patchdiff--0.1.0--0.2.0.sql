@@ -162,3 +162,14 @@ BEGIN
     END LOOP;
 END
 $generic$;
+
+-- The change feed's silences, as a fresh install has them (sql/schema.sql;
+-- pg_patchdiff/src/storage/feed.rs): a change committed without its
+-- announcement, because PostgreSQL's notification queue was at or over
+-- patchdiff.notify_queue_limit, first takes a number here. Listeners read the last one
+-- (pg_sequence_last_value, which needs no access to the schema) to learn that they may have
+-- missed changes, and tell their subscribers so once those writers have ended. The number says
+-- how many changes went unannounced, never whose.
+CREATE SEQUENCE patchdiff.feed_silences;
+GRANT SELECT ON SEQUENCE patchdiff.feed_silences TO PUBLIC;
+COMMENT ON SEQUENCE patchdiff.feed_silences IS 'Changes committed without their announcement because the notification queue was at or over patchdiff.notify_queue_limit: listeners watch pg_sequence_last_value of it to learn that they may have missed changes.';

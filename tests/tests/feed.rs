@@ -29,6 +29,7 @@ use patchdiff_tests::stdio::{Pipes, mcp_bin};
 use patchdiff_tests::{call, connect, initialize_target};
 use serde_json::{Value, json};
 use std::process::{Command, Stdio};
+use std::str::FromStr;
 use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio_postgres::{AsyncMessage, Client, NoTls};
@@ -259,13 +260,30 @@ async fn sql_listeners_hear_commits_never_rollbacks_or_rejections() {
 /// then fails at COMMIT, and every acceptance and SAVE used to. At or above
 /// `patchdiff.notify_queue_limit` of the queue (superuser-only), a change commits without its
 /// announcement and the writer is warned. The limit at 0 stands for a queue over it here (filling
-/// 8 GB is a manual run: docs/reliability.md).
+/// 8 GB is a manual run: docs/reliability.md). Each such change is counted in
+/// `patchdiff.feed_silences`, which every role may read. On a database of its own: listeners
+/// of other tests would hear the count move (and resync their subscribers).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_notification_queue_never_fails_a_commit() {
-    let dsn = dsn();
-    if patchdiff_tests::not_through_a_router(&dsn, "NOTIFY is one database's").await {
+    if patchdiff_tests::not_through_a_router(&dsn(), "NOTIFY is one database's").await {
         return;
     }
+    let (result, _) = own_database("feed_full", |db| async move {
+        full_queue(format!("{} dbname={db}", dsn())).await
+    })
+    .await;
+    if let Err(e) = result {
+        std::panic::resume_unwind(e.into_panic());
+    }
+}
+
+async fn full_queue(dsn: String) {
+    connect(&dsn)
+        .await
+        .unwrap()
+        .batch_execute("CREATE EXTENSION pg_patchdiff")
+        .await
+        .unwrap();
     let (_l, mut rx) = listener(&dsn).await;
     // The writer's connection, keeping the notices (warnings) it is sent.
     let (w, mut connection) = tokio_postgres::connect(&dsn, NoTls)
@@ -293,6 +311,33 @@ async fn a_full_notification_queue_never_fails_a_commit() {
     let ours = [a.as_str()];
     let ours = &ours[..];
 
+    // Every role may read how many changes went unannounced (and only that), as listeners do:
+    // here one that may do nothing else.
+    let reader = unique("feed_silences_reader");
+    w.batch_execute(&format!("CREATE ROLE {reader} LOGIN"))
+        .await
+        .unwrap();
+    let dbname = tokio_postgres::Config::from_str(&dsn)
+        .unwrap()
+        .get_dbname()
+        .unwrap()
+        .to_owned();
+    let r = open(&config_for(&dbname, Some((&reader, "unused"))))
+        .await
+        .unwrap();
+    let silences = async || {
+        r.query_one(
+            "SELECT pg_catalog.pg_sequence_last_value(c.oid) FROM pg_catalog.pg_class c \
+               JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace \
+              WHERE n.nspname = 'patchdiff' AND c.relname = 'feed_silences'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get::<_, Option<i64>>(0)
+        .unwrap_or(0)
+    };
+    let before = silences().await;
     w.batch_execute("SET patchdiff.notify_queue_limit = 0")
         .await
         .unwrap();
@@ -335,6 +380,7 @@ async fn a_full_notification_queue_never_fails_a_commit() {
         1,
         "the acceptance committed"
     );
+    assert_eq!(silences().await, before + 2, "both changes were counted");
 
     // Under the limit (the default, half the queue), changes are announced again.
     w.batch_execute("RESET patchdiff.notify_queue_limit")
@@ -345,6 +391,11 @@ async fn a_full_notification_queue_never_fails_a_commit() {
         .unwrap();
     assert_eq!(r["status"], "accepted", "{r}");
     assert_eq!(heard(&mut rx, ours).await["version"], 2);
+    assert_eq!(
+        silences().await,
+        before + 2,
+        "an announced change is not counted"
+    );
     let context: String = w
         .query_one(
             "SELECT context FROM pg_catalog.pg_settings WHERE name = 'patchdiff.notify_queue_limit'",
@@ -1036,6 +1087,77 @@ async fn legacy_subscribers_hear_updates_over_stdio() {
         .unwrap();
     m.quiet("after unsubscribe");
     assert_eq!(m.request("ping", json!({}))["result"], json!({}));
+}
+
+/// docs/sql-api.md "The change feed": a change committed without its announcement (the queue at
+/// or over `patchdiff.notify_queue_limit`; 0 stands for that here) is counted, and a subscriber
+/// of `patchdiff-mcp` hears that its target may have changed: at once, and again once the
+/// writer's transaction has ended, for the change was still uncommitted the first time. On a
+/// database of its own (the count is the database's; other tests' subscribers would hear it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn subscribers_hear_of_changes_committed_unannounced() {
+    if patchdiff_tests::not_through_a_router(&dsn(), "it makes a database of its own").await {
+        return;
+    }
+    let (result, _) = own_database("feed_unannounced", |db| async move {
+        let dsn = format!("{} dbname={db}", dsn());
+        let w = connect(&dsn).await.unwrap();
+        w.batch_execute("CREATE EXTENSION pg_patchdiff")
+            .await
+            .unwrap();
+        let id = initialize_target(&w, "feed-unannounced.md", "one two\n")
+            .await
+            .unwrap();
+        let mut m = tokio::task::spawn_blocking({
+            let dsn = dsn.clone();
+            let id = id.clone();
+            move || {
+                let (mut m, _) = Mcp::legacy(&dsn, "extended");
+                let s = m.request("resources/subscribe", json!({"uri": uri(&id)}));
+                assert_eq!(s["result"], json!({}), "{s}");
+                m
+            }
+        })
+        .await
+        .unwrap();
+        let updated = json!({"jsonrpc": "2.0", "method": "notifications/resources/updated",
+                             "params": {"uri": uri(&id)}});
+        w.batch_execute("BEGIN; SET LOCAL patchdiff.notify_queue_limit = 0")
+            .await
+            .unwrap();
+        let r = call(&w, "patchdiff_submit_edits", &edit(&id, 0, "one", "ONE"))
+            .await
+            .unwrap();
+        assert_eq!(r["status"], "accepted", "{r}");
+        m = tokio::task::spawn_blocking(move || {
+            // At once (within the 1 s poll), though the change is not committed yet.
+            assert_eq!(m.notification(), updated, "the count moved");
+            m.quiet("the writer has not ended");
+            m
+        })
+        .await
+        .unwrap();
+        w.batch_execute("COMMIT").await.unwrap();
+        tokio::task::spawn_blocking(move || {
+            let n = m
+                .next(Duration::from_secs(30))
+                .expect("no notification within 30 s of the writer's COMMIT");
+            assert_eq!(
+                n["params"]["uri"],
+                uri(&id),
+                "once the writer has ended: {n}"
+            );
+            let read = m.request("resources/read", json!({"uri": uri(&id)}));
+            assert_eq!(read["result"]["contents"][0]["text"], "ONE two\n");
+            m.quiet("nothing more");
+        })
+        .await
+        .unwrap();
+    })
+    .await;
+    if let Err(e) = result {
+        std::panic::resume_unwind(e.into_panic());
+    }
 }
 
 /// Item 2, the 2026-07-28 era: subscriptions/listen, its acknowledgment, tagged updates,

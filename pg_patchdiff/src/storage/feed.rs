@@ -35,7 +35,10 @@
 //! and so every other tenant's acceptances and SAVEs did. At or above
 //! `patchdiff.notify_queue_limit` of the queue (default half, where PostgreSQL starts warning in
 //! the server log), a change is committed without its announcement and the writer gets a
-//! WARNING: the feed is a wake-up, the log is the record.
+//! WARNING: the feed is a wake-up, the log is the record. Such a change first counts itself in
+//! the sequence `patchdiff.feed_silences`, which every role may read: a listener that sees it
+//! move waits for the transactions then in progress to end, and then tells its subscribers that
+//! every target they watch may have changed (patchdiff-mcp's `feed::listen_once`).
 
 use super::{fault, read, write};
 use crate::Notify;
@@ -67,6 +70,18 @@ pub fn announce(client: &mut SpiClient, e: &Event) {
     .unwrap_or(0.0);
     let limit = crate::notify_queue_limit();
     if usage >= limit {
+        // Counted, so that listeners learn they may have missed a change (the sequence's
+        // comment in sql/schema.sql; patchdiff-mcp's feed resyncs its subscribers). Found
+        // through the catalog: a database made by an earlier build of 0.2.0 has no such
+        // sequence, and its changes must still commit.
+        write(
+            client,
+            "SELECT pg_catalog.nextval(c.oid::pg_catalog.regclass) FROM pg_catalog.pg_class c \
+               JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace \
+              WHERE n.nspname = 'patchdiff' AND c.relname = 'feed_silences' AND c.relkind = 'S'",
+            &[],
+            "counting an unannounced change",
+        );
         let message = format!(
             "pg_patchdiff: change of target {} (version {}) is committed without its announcement: PostgreSQL's notification queue is {:.1}% full, at or over patchdiff.notify_queue_limit ({:.1}%)",
             e.target_file_id,
@@ -78,7 +93,7 @@ pub fn announce(client: &mut SpiClient, e: &Event) {
             WARNING,
             pgrx::PgSqlErrorCode::ERRCODE_WARNING,
             message,
-            "A session that listens is not reading, most likely inside an open transaction; the server log names it. The queue drains once its transaction ends. Listeners learn of this change only when they read the target again."
+            "A session that listens is not reading, most likely inside an open transaction; the server log names it. The queue drains once its transaction ends. The change is counted in the sequence patchdiff.feed_silences, from which listeners learn that they may have missed it."
         );
         return;
     }
