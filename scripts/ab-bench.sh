@@ -46,8 +46,8 @@ if [ ! -x "$WORK/py/bin/python" ]; then python3 -m venv "$WORK/py"; fi
 "$WORK/py/bin/pip" install -q --disable-pip-version-check "psycopg[binary]==3.3.9"
 
 use() { # base | new
-  install -m 0755 "$WORK/$1/pg_patchdiff.so" "$LIB_DIR/"
-  install -m 0644 "$WORK/$1"/pg_patchdiff.control "$WORK/$1"/pg_patchdiff--*.sql "$EXT_DIR/"
+  replace_files 0755 "$LIB_DIR" "$WORK/$1/pg_patchdiff.so"
+  replace_files 0644 "$EXT_DIR" "$WORK/$1"/pg_patchdiff.control "$WORK/$1"/pg_patchdiff--*.sql
 }
 prepare() { # dir port build
   use "$3"

@@ -77,9 +77,34 @@ else
   PGRX_LOCK="$ROOT/target/.install.lock"
 fi
 
+# replace_files MODE DIR FILE...: puts each FILE into DIR with MODE, as a new file renamed over
+# the old one. Neither cp nor install(1) does that: both write into the existing file, and a
+# library that running backends have mapped (pg_patchdiff.so, under the embedded database or
+# any other cluster) would change under them or fault (SIGBUS), and PostgreSQL would restart
+# every session of that server. After a rename, running processes keep the old file and new
+# ones load the new; a script is never seen half written.
+replace_files() {
+  local mode="$1" dir="$2" f tmp
+  shift 2
+  for f in "$@"; do
+    tmp="$dir/.$(basename "$f").new.$$"
+    install -m "$mode" "$f" "$tmp" && mv -f "$tmp" "$dir/$(basename "$f")" || { rm -f "$tmp"; return 1; }
+  done
+}
+
+# Built with `cargo pgrx package` and put in place by replace_files, not `cargo pgrx install`,
+# which copies over the installed library in place (see replace_files).
 install_extension() {
   log "building and installing pg_patchdiff"
-  (cd "$ROOT" && flock "$PGRX_LOCK" cargo pgrx install --release -p pg_patchdiff --pg-config "$PG_CONFIG")
+  local pkg="$ROOT/target/release/pg_patchdiff-pg15" libdir sharedir
+  libdir="$("$PG_CONFIG" --pkglibdir)"
+  sharedir="$("$PG_CONFIG" --sharedir)"
+  (cd "$ROOT" && flock "$PGRX_LOCK" cargo pgrx package -p pg_patchdiff --pg-config "$PG_CONFIG" --out-dir "$pkg")
+  (
+    flock 9
+    replace_files 0755 "$libdir" "$pkg$libdir/pg_patchdiff.so"
+    replace_files 0644 "$sharedir/extension" "$pkg$sharedir/extension/"pg_patchdiff*
+  ) 9>>"$PGRX_LOCK"
   install_upgrade_scripts
   install_parser_helper
 }
@@ -93,7 +118,10 @@ install_upgrade_scripts() {
   local dir
   dir="$("$PG_CONFIG" --sharedir)/extension"
   log "installing pg_patchdiff's released and upgrade scripts into $dir"
-  flock "$PGRX_LOCK" install -m 0644 "$ROOT"/sql/releases/pg_patchdiff--*.sql "$ROOT"/sql/upgrades/pg_patchdiff--*.sql "$dir/"
+  (
+    flock 9
+    replace_files 0644 "$dir" "$ROOT"/sql/releases/pg_patchdiff--*.sql "$ROOT"/sql/upgrades/pg_patchdiff--*.sql
+  ) 9>>"$PGRX_LOCK"
 }
 
 # The Waymark parser helper: tree-sitter runs in this program, which each backend starts, never
@@ -101,8 +129,10 @@ install_upgrade_scripts() {
 install_parser_helper() {
   log "building and installing patchdiff-waymark-helper"
   (cd "$ROOT" && cargo build --locked --release -p patchdiff-waymark --bin patchdiff-waymark-helper)
-  flock "$PGRX_LOCK" install -m 0755 "$ROOT/target/release/patchdiff-waymark-helper" \
-    "$("$PG_CONFIG" --pkglibdir)/patchdiff-waymark-helper"
+  (
+    flock 9
+    replace_files 0755 "$("$PG_CONFIG" --pkglibdir)" "$ROOT/target/release/patchdiff-waymark-helper"
+  ) 9>>"$PGRX_LOCK"
 }
 
 setup_all() {
