@@ -276,6 +276,12 @@ impl Db {
         Ok(())
     }
 
+    /// What cancels the statement the session runs now (PostgreSQL's cancel request, sent on a
+    /// connection of its own).
+    pub fn cancel_token(&self) -> tokio_postgres::CancelToken {
+        self.client.cancel_token()
+    }
+
     /// Calls `function(args::json)` and returns its JSON text. Reconnects first when the
     /// previous connection was lost; an error during the call is reported, never retried.
     pub async fn call(&mut self, function: &str, args: &str) -> Result<String, CallError> {

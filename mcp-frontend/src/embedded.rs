@@ -126,12 +126,14 @@ fn check_path(data_dir: &Path) -> Result<&str, String> {
     Ok(dir)
 }
 
-/// Refuses a data folder that another user could swap or enter: every folder on the way to it
-/// (`path` is its parent) must belong to root or to this user and be writable by no one else
-/// (unless sticky, as /tmp is), and no symbolic link on the way may belong to anyone else. Under a folder of another
-/// user's, that user made this server truncate a root-owned file through a linked lock file,
-/// hand a root-owned folder to postgres, and serve a cluster of the attacker's own (helper-44).
-fn check_owners(path: &Path) -> Result<(), String> {
+/// Refuses a folder (`what`: the data folder, the finalizer's output directory) that another
+/// user could swap or enter: every folder on the way to it (`path` is its parent) must belong to
+/// root or to this user and be writable by no one else (unless sticky, as /tmp is), and no
+/// symbolic link on the way may belong to anyone else. Under a folder of another user's, that
+/// user made this server truncate a root-owned file through a linked lock file, hand a
+/// root-owned folder to postgres, and serve a cluster of the attacker's own (helper-44), and
+/// made the finalizer write a document into a folder of root's (helper-46).
+pub fn check_owners(path: &Path, what: &str) -> Result<(), String> {
     use std::os::unix::fs::MetadataExt;
     // SAFETY: geteuid has no preconditions and cannot fail.
     let me = unsafe { libc::geteuid() };
@@ -144,23 +146,23 @@ fn check_owners(path: &Path) -> Result<(), String> {
         let shown = walked.display();
         if meta.uid() != 0 && meta.uid() != me {
             return Err(format!(
-                "{shown} belongs to another user (uid {}): the data folder must be reached only \
-                 through folders of root or of this user",
+                "{shown} belongs to another user (uid {}): {what} must be reached only through \
+                 folders of root or of this user",
                 meta.uid()
             ));
         }
         let mode = meta.mode();
         if meta.is_dir() && mode & 0o022 != 0 && mode & 0o1000 == 0 {
             return Err(format!(
-                "{shown} may be written by other users (mode {:o}): the data folder must be \
-                 reached only through folders no one else may change",
+                "{shown} may be written by other users (mode {:o}): {what} must be reached only \
+                 through folders no one else may change",
                 mode & 0o7777
             ));
         }
         if meta.file_type().is_symlink() {
             let target =
                 fs::canonicalize(&walked).map_err(|e| format!("cannot resolve {shown}: {e}"))?;
-            check_owners(&target)?;
+            check_owners(&target, what)?;
         }
     }
     Ok(())
@@ -216,7 +218,7 @@ pub fn ensure_cluster(data_dir: &Path) -> Result<(String, File), String> {
     check_extension_installed(&bin)?;
     let dir = check_path(data_dir)?;
     let parent = data_dir.parent().unwrap_or(Path::new("/"));
-    check_owners(parent)?;
+    check_owners(parent, "the data folder")?;
     fs::create_dir_all(parent).map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
     if fs::symlink_metadata(data_dir).is_ok_and(|m| m.file_type().is_symlink()) {
         return Err(format!(
@@ -388,12 +390,18 @@ mod tests {
         let open = base.join("open");
         fs::create_dir_all(&open).unwrap();
         fs::set_permissions(&open, fs::Permissions::from_mode(0o777)).unwrap();
-        let e = check_owners(&open.join("patchdiff")).unwrap_err();
+        let e = check_owners(&open.join("patchdiff"), "the data folder").unwrap_err();
         assert!(e.contains("may be written by other users"), "{e}");
         fs::set_permissions(&open, fs::Permissions::from_mode(0o1777)).unwrap();
-        assert_eq!(check_owners(&open.join("patchdiff")), Ok(()));
+        assert_eq!(
+            check_owners(&open.join("patchdiff"), "the data folder"),
+            Ok(())
+        );
         fs::set_permissions(&open, fs::Permissions::from_mode(0o755)).unwrap();
-        assert_eq!(check_owners(&open.join("patchdiff")), Ok(()));
+        assert_eq!(
+            check_owners(&open.join("patchdiff"), "the data folder"),
+            Ok(())
+        );
         let _ = fs::remove_dir_all(&base);
     }
 }

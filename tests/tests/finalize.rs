@@ -322,6 +322,19 @@ async fn complete_run_over_two_targets() {
     }
     let seqs: Vec<i64> = ev.iter().map(|e| e["seq"].as_i64().unwrap()).collect();
     assert_eq!(seqs, (1..=ev.len() as i64).collect::<Vec<_>>());
+    // The evidence is the finalizer's user's alone (helper-46: it was world-readable), and no
+    // `.partial/` is left.
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        for d in [out.clone(), out.join("exports"), out.join("exports/docs")] {
+            assert_eq!(mode(&d), 0o700, "{}", d.display());
+        }
+        for f in files(&out) {
+            assert_eq!(mode(&out.join(&f)), 0o600, "{f}");
+        }
+        assert!(!out.join(".partial").exists());
+    }
     // results.json is the outcome (less the pointer to itself); manifest.json the manifest.
     let results = read_json(&out.join("results.json"));
     let mut printed = outcome.clone();
@@ -429,6 +442,73 @@ async fn existing_output_directory_is_refused_before_any_save() {
         "{\"earlier\": true}"
     );
     assert!(checkpoints(&r.target_file_id).await.is_empty());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// helper-46: an output directory another user could swap between two writes, and an export
+/// path the file system would refuse, are refused before any SAVE (exit status 2), with nothing
+/// created. Under a folder others may write (and not sticky), the finalizer wrote a document
+/// where that user pointed it; a name too long for the file system used to fail after its
+/// target's SAVE, and stop the run there.
+#[tokio::test]
+async fn unsafe_or_impossible_output_paths_are_refused_before_any_save() {
+    use std::os::unix::fs::PermissionsExt;
+    let c = client().await;
+    let dir = scratch("unsafe");
+    let r = edited(&c, "kept.md", "keep me\n", "keep", "KEEP").await;
+    let manifest = write_manifest(&dir, &[&r]);
+    let open = dir.join("open");
+    std::fs::create_dir(&open).unwrap();
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let (code, outcome) = run(finalizer(&manifest, &open.join("out"), &dsn(), &[])).await;
+    assert_eq!(code, 2, "{outcome}");
+    assert_eq!(
+        outcome["refused"]["reason"], "output_dir_unsafe",
+        "{outcome}"
+    );
+    assert!(
+        outcome["refused"]["detail"]
+            .as_str()
+            .unwrap()
+            .contains("may be written by other users"),
+        "{outcome}"
+    );
+    assert!(!open.join("out").exists());
+    // Sticky, as /tmp is: no one else may rename what the finalizer creates there.
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    // Every component within NAME_MAX and the name within the manifest's 4096 bytes (4,078),
+    // but the path under the output directory is over PATH_MAX.
+    let long_name = format!(
+        "{}/{}.md",
+        vec!["n".repeat(254); 15].join("/"),
+        "n".repeat(250)
+    );
+    let long = edited(&c, &long_name, "long\n", "long", "LONG").await;
+    let manifest = write_manifest(&dir, &[&r, &long]);
+    let (code, outcome) = run(finalizer(&manifest, &open.join("out"), &dsn(), &[])).await;
+    assert_eq!(code, 2, "{outcome}");
+    assert_eq!(
+        outcome["refused"]["reason"], "output_path_too_long",
+        "{outcome}"
+    );
+    assert!(
+        outcome["refused"]["problems"][0]
+            .as_str()
+            .unwrap()
+            .contains("bytes with its NUL (at most 4096)"),
+        "{outcome}"
+    );
+    assert!(!open.join("out").exists());
+    assert!(checkpoints(&r.target_file_id).await.is_empty());
+    assert!(checkpoints(&long.target_file_id).await.is_empty());
+    // The same run into the sticky folder, without the long name, is complete.
+    let manifest = write_manifest(&dir, &[&r]);
+    let (code, outcome) = run(finalizer(&manifest, &open.join("out"), &dsn(), &[])).await;
+    assert_eq!(
+        (code, &outcome["status"]),
+        (0, &json!("complete")),
+        "{outcome}"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -741,17 +821,26 @@ async fn timed_out_save_is_uncertain() {
     let holder = hold_row_lock(&first.target_file_id).await;
     let (code, outcome) = run(finalizer(&manifest, &out, &url, &["--call-timeout", "1"])).await;
     assert_stopped_with_save_pending(code, &outcome, &out, &first, &second);
+    let detail = outcome["stopped"]["detail"].as_str().unwrap();
     assert!(
-        outcome["stopped"]["detail"]
-            .as_str()
-            .unwrap()
-            .contains("did not answer"),
+        detail.contains("did not answer within 1 s; it was cancelled on the server and ended")
+            && detail.contains("canceling statement due to user request"),
         "{outcome}"
     );
-    // The abandoned SAVE may still be waiting in its backend: end it before releasing the lock,
-    // so that this test's checkpoint count does not depend on the server noticing the exit.
-    terminate(&first.target_file_id, &app).await;
+    // The SAVE did not go on waiting once the finalizer had stopped (helper-46: it committed
+    // seconds after the finalizer had exited): nothing of it runs once the lock is let go.
+    let waiting: i64 = tables(&first.target_file_id)
+        .await
+        .query_one(
+            "SELECT count(*) FROM pg_catalog.pg_stat_activity WHERE application_name = $1 AND state = 'active'",
+            &[&app],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(waiting, 0, "the timed-out SAVE still runs on the server");
     holder.batch_execute("ROLLBACK").await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(checkpoints(&first.target_file_id).await.is_empty());
     assert!(checkpoints(&second.target_file_id).await.is_empty());
     std::fs::remove_dir_all(&dir).unwrap();

@@ -1,11 +1,15 @@
 //! The output directory: manifest.json, events.jsonl, exports/ and results.json, each
-//! created new and fsynced before the run relies on it.
+//! created new and fsynced before the run relies on it. The directory and everything in it are
+//! the finalizer's user's alone (0700 and 0600). An export and results.json are written whole
+//! under `.partial/` first and then linked into place, so a failure (a full disk, a name the
+//! file system refuses) never leaves part of a document where a whole one belongs (helper-46).
 
 use crate::manifest::Target;
 use patchdiff_engine::wire::{LITERAL, sha256_hex, to_string};
 use serde_json::{Value, json};
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, DirBuilder, File, OpenOptions};
 use std::io::{self, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -19,6 +23,8 @@ pub const EXPORT_FORMAT: &str = "canonical_lf";
 pub(crate) struct Evidence {
     pub(crate) root: PathBuf,
     exports: PathBuf,
+    /// Where a file is written whole before it is linked into place; removed at the end.
+    partial: PathBuf,
     events: File,
     seq: u64,
     pub(crate) manifest_sha256: String,
@@ -37,7 +43,7 @@ impl Evidence {
         targets: &[Target],
     ) -> Result<Evidence, Refusal> {
         let io = |what: &str, e: io::Error| Refusal::Io(format!("{what}: {e}"));
-        match fs::create_dir(root) {
+        match new_dir(root) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
                 return Err(Refusal::Exists(format!(
@@ -50,7 +56,9 @@ impl Evidence {
         let parent = root.parent().unwrap_or(Path::new("/"));
         sync_dir(parent).map_err(|e| io("cannot fsync the output directory's parent", e))?;
         let exports = root.join("exports");
-        fs::create_dir(&exports).map_err(|e| io("cannot create exports/", e))?;
+        new_dir(&exports).map_err(|e| io("cannot create exports/", e))?;
+        let partial = root.join(".partial");
+        new_dir(&partial).map_err(|e| io("cannot create .partial/", e))?;
         let manifest_sha256 = sha256_hex(manifest_text);
         let manifest = json!({
             "format": FORMAT,
@@ -64,12 +72,14 @@ impl Evidence {
         let events = OpenOptions::new()
             .create_new(true)
             .append(true)
+            .mode(0o600)
             .open(root.join("events.jsonl"))
             .map_err(|e| io("cannot create events.jsonl", e))?;
         sync_dir(root).map_err(|e| io("cannot fsync the output directory", e))?;
         Ok(Evidence {
             root: root.to_owned(),
             exports,
+            partial,
             events,
             seq: 0,
             manifest_sha256,
@@ -89,34 +99,91 @@ impl Evidence {
         self.events.sync_data()
     }
 
-    /// Writes `exports/<filename>`, reads it back and checks the bytes, and fsyncs the file and
-    /// every directory from its parent up to the output directory. Returns the relative path.
+    /// Writes `exports/<filename>`: whole under `.partial/`, read back and checked, fsynced,
+    /// then linked into place (never replacing a file), and every directory from its parent up
+    /// to the output directory fsynced. Returns the relative path. On failure nothing of it is
+    /// left: not the file, not the directories made for it.
     pub(crate) fn export(&self, filename: &str, content: &str) -> io::Result<String> {
         let path = self.exports.join(filename);
         let parent = path.parent().unwrap_or(&self.exports).to_owned();
-        fs::create_dir_all(&parent)?;
-        write_new(&path, content)?;
-        if fs::read(&path)? != content.as_bytes() {
-            return Err(io::Error::other(
-                "the file read back differs from the bytes written",
-            ));
+        let mut made = Vec::new();
+        if let Err(e) = self.place(&path, &parent, content, &mut made) {
+            for dir in made.iter().rev() {
+                let _ = fs::remove_dir(dir);
+            }
+            return Err(e);
         }
-        let mut dir = parent.as_path();
+        Ok(format!("exports/{filename}"))
+    }
+
+    fn place(
+        &self,
+        path: &Path,
+        parent: &Path,
+        content: &str,
+        made: &mut Vec<PathBuf>,
+    ) -> io::Result<()> {
+        // The directories under exports/ that do not exist yet, made one by one (0700), so that
+        // a failure removes exactly those.
+        let mut missing = Vec::new();
+        let mut dir = parent;
+        while dir != self.exports && fs::symlink_metadata(dir).is_err() {
+            missing.push(dir.to_owned());
+            dir = dir.parent().unwrap_or(&self.exports);
+        }
+        for dir in missing.into_iter().rev() {
+            new_dir(&dir)?;
+            made.push(dir);
+        }
+        self.link_whole(path, content, "export")?;
+        let mut dir = parent;
         loop {
-            sync_dir(dir)?;
+            sync_dir(dir).inspect_err(|_| {
+                let _ = fs::remove_file(path);
+            })?;
             if dir == self.root {
                 break;
             }
             dir = dir.parent().unwrap_or(&self.root);
         }
-        Ok(format!("exports/{filename}"))
+        Ok(())
     }
 
+    /// Writes `content` whole to `.partial/<tag>`, reads it back and checks it, fsyncs it, and
+    /// links it to `path` (which must not exist); the partial name is removed either way.
+    fn link_whole(&self, path: &Path, content: &str, tag: &str) -> io::Result<()> {
+        let partial = self.partial.join(tag);
+        let linked = write_new(&partial, content)
+            .and_then(|()| {
+                if fs::read(&partial)? != content.as_bytes() {
+                    return Err(io::Error::other(
+                        "the file read back differs from the bytes written",
+                    ));
+                }
+                Ok(())
+            })
+            .and_then(|()| fs::hard_link(&partial, path));
+        let _ = fs::remove_file(&partial);
+        linked
+    }
+
+    /// Writes results.json whole and links it into place, then fsyncs the evidence and the
+    /// directories, and removes `.partial/`. A results.json that could not be written whole is
+    /// not there at all.
     pub(crate) fn results(&self, results: &Value) -> io::Result<()> {
-        write_new(&self.root.join("results.json"), &pretty(results))?;
-        self.events.sync_all()?;
-        sync_dir(&self.exports)?;
-        sync_dir(&self.root)
+        let path = self.root.join("results.json");
+        self.link_whole(&path, &pretty(results), "results.json")?;
+        let synced = self
+            .events
+            .sync_all()
+            .and_then(|()| fs::remove_dir(&self.partial))
+            .and_then(|()| sync_dir(&self.exports))
+            .and_then(|()| sync_dir(&self.root));
+        if synced.is_err() {
+            let _ = fs::remove_file(&path);
+            let _ = sync_dir(&self.root);
+        }
+        synced
     }
 }
 
@@ -132,11 +199,20 @@ fn unix_ms() -> u128 {
         .map_or(0, |d| d.as_millis())
 }
 
-/// Creates `path` (never replacing a file) with `content`, fsynced.
+/// Creates `path` (never replacing a file, mode 0600) with `content`, fsynced.
 fn write_new(path: &Path, content: &str) -> io::Result<()> {
-    let mut f = OpenOptions::new().write(true).create_new(true).open(path)?;
+    let mut f = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)?;
     f.write_all(content.as_bytes())?;
     f.sync_all()
+}
+
+/// Creates directory `path` (never an existing one), mode 0700.
+fn new_dir(path: &Path) -> io::Result<()> {
+    DirBuilder::new().mode(0o700).create(path)
 }
 
 fn sync_dir(dir: &Path) -> io::Result<()> {

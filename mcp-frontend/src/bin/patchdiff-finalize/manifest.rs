@@ -40,6 +40,9 @@ impl Target {
 pub fn parse_manifest(text: &str) -> Result<Vec<Target>, Vec<String>> {
     let value: Value =
         serde_json::from_str(text).map_err(|e| vec![format!("the manifest is not JSON: {e}")])?;
+    // A key given twice in one object would be read as its last value: a guard given twice, one
+    // of them wrong, would go unnoticed (helper-46).
+    serde_json::from_str::<NoRepeatedKeys>(text).map_err(|e| vec![e.to_string()])?;
     let items = match value {
         Value::Array(items) => items,
         Value::Object(mut o)
@@ -205,4 +208,64 @@ fn is_sha256(s: &str) -> bool {
     s.len() == 64
         && s.bytes()
             .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+/// Reads JSON and keeps nothing, refusing an object that names a key twice.
+struct NoRepeatedKeys;
+
+impl<'de> serde::Deserialize<'de> for NoRepeatedKeys {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(NoRepeatedKeys)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for NoRepeatedKeys {
+    type Value = NoRepeatedKeys;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("JSON")
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<Self, E> {
+        Ok(self)
+    }
+
+    fn visit_i64<E>(self, _: i64) -> Result<Self, E> {
+        Ok(self)
+    }
+
+    fn visit_u64<E>(self, _: u64) -> Result<Self, E> {
+        Ok(self)
+    }
+
+    fn visit_f64<E>(self, _: f64) -> Result<Self, E> {
+        Ok(self)
+    }
+
+    fn visit_str<E>(self, _: &str) -> Result<Self, E> {
+        Ok(self)
+    }
+
+    fn visit_unit<E>(self) -> Result<Self, E> {
+        Ok(self)
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self, A::Error> {
+        while seq.next_element::<NoRepeatedKeys>()?.is_some() {}
+        Ok(self)
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self, A::Error> {
+        let mut seen = BTreeSet::new();
+        while let Some(key) = map.next_key::<String>()? {
+            if seen.contains(&key) {
+                return Err(serde::de::Error::custom(format!(
+                    "the key {key:?} appears twice in one object of the manifest"
+                )));
+            }
+            map.next_value::<NoRepeatedKeys>()?;
+            seen.insert(key);
+        }
+        Ok(self)
+    }
 }

@@ -77,6 +77,35 @@ pub async fn run(options: &Options, var: impl Fn(&str) -> Option<String>) -> Out
     if let Err((reason, detail)) = check_fresh(&options.out) {
         return refused(reason, detail, vec![], &targets);
     }
+    let out = fs::canonicalize(
+        options
+            .out
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new(".")),
+    )
+    .map(|p| p.join(options.out.file_name().unwrap_or_default()))
+    .unwrap_or_else(|_| options.out.clone());
+    // The directory is created 0700 and everything in it 0600, but it is reached by its path: a
+    // user who may rename entries in a folder on the way could swap it for another directory
+    // between two writes, and the finalizer would write a document where that user chose, as
+    // the user it runs as (helper-46).
+    if let Err(detail) = patchdiff_mcp::embedded::check_owners(
+        out.parent().unwrap_or(Path::new("/")),
+        "the output directory",
+    ) {
+        return refused("output_dir_unsafe", detail, vec![], &targets);
+    }
+    // Every export's path must be one the file system takes, before any SAVE: a name it refuses
+    // used to fail after its target's SAVE and stop the run there (helper-46).
+    let long: Vec<String> = targets
+        .iter()
+        .filter_map(|t| path_problem(&out, &t.filename))
+        .collect();
+    if !long.is_empty() {
+        let detail = "some exports' paths are longer than the file system allows".to_string();
+        return refused("output_path_too_long", detail, long, &targets);
+    }
     let config = match Config::from_env(var) {
         Ok(c) => c,
         Err(e) => return refused("configuration_invalid", e, vec![], &targets),
@@ -118,15 +147,6 @@ pub async fn run(options: &Options, var: impl Fn(&str) -> Option<String>) -> Out
         let detail = "the manifest does not name these targets and receipts".to_string();
         return refused("target_identity_mismatch", detail, problems, &targets);
     }
-    let out = fs::canonicalize(
-        options
-            .out
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-            .unwrap_or(Path::new(".")),
-    )
-    .map(|p| p.join(options.out.file_name().unwrap_or_default()))
-    .unwrap_or_else(|_| options.out.clone());
     let evidence = match Evidence::create(&out, &options.manifest, &text, &targets) {
         Ok(e) => e,
         Err(Refusal::Exists(detail)) => {
@@ -137,6 +157,24 @@ pub async fn run(options: &Options, var: impl Fn(&str) -> Option<String>) -> Out
         }
     };
     Finalizer::new(caller, evidence, &targets).run().await
+}
+
+/// The longest path, with its terminating NUL, that Linux takes (PATH_MAX). (The manifest's own
+/// check refuses a component over NAME_MAX.)
+const PATH_MAX: usize = 4096;
+
+/// Why `exports/<filename>` under `out` cannot be written, if it cannot: the whole path (and
+/// the NUL after it) over PATH_MAX, which depends on where the output directory is.
+fn path_problem(out: &Path, filename: &str) -> Option<String> {
+    let path = out.join("exports").join(filename);
+    let bytes = path.as_os_str().len() + 1;
+    (bytes > PATH_MAX).then(|| {
+        format!(
+            "{filename:?}: {} is {} bytes with its NUL (at most {PATH_MAX})",
+            path.display(),
+            bytes
+        )
+    })
 }
 
 /// The output directory must be new, in an existing directory.

@@ -95,3 +95,31 @@ fn replay_needs_all_four_checks_and_the_guards() {
     bad["reconstructed_version"] = json!(2);
     assert!(check_replay(&obj(bad), &t).is_err());
 }
+
+/// docs/finalize.md "The manifest": a key given twice in one object is refused (it would be
+/// read as its last value, so a guard given twice, one of them wrong, would go unnoticed),
+/// whatever the object (helper-46).
+#[test]
+fn repeated_keys_are_refused() {
+    let one = target("a.md", ID).to_string();
+    let twice = one.replacen(
+        "\"expected_current_hash\":",
+        &format!(
+            "\"expected_current_hash\":\"{}\",\"expected_current_hash\":",
+            "0".repeat(64)
+        ),
+        1,
+    );
+    assert_ne!(twice, one);
+    for text in [
+        format!("[{twice}]"),
+        format!("{{\"targets\":[],\"targets\":[{one}]}}"),
+    ] {
+        let problems = parse_manifest(&text).unwrap_err();
+        assert!(
+            problems[0].contains("appears twice in one object"),
+            "{text}: {problems:?}"
+        );
+    }
+    assert!(parse_manifest(&format!("[{one}]")).is_ok());
+}
