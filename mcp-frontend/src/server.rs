@@ -752,18 +752,21 @@ pub(crate) async fn publish_in_transaction(
         PublishAnswer::error(json!({"status": "outcome_unknown", "tool": name,
             "failure_detail": format!("The database call failed ({why}); whether it committed is unknown. Read the target before saving again.")}))
     };
+    // Before installation a failed statement leaves the transaction to roll back: a cancelled
+    // one (57014) certainly wrote nothing and installed nothing.
+    let failed_before_installing = |e: &CallError| {
+        PublishAnswer::error(call_failure(
+            name,
+            e,
+            "Read the target before saving again.",
+            ", no file was installed and no checkpoint was created",
+        ))
+    };
     let text = match db.call_in_transaction("patchdiff_save", args).await {
         Ok(t) => t,
         Err(e) => {
             db.rollback().await;
-            // Before installation a failed statement leaves the transaction to roll back: a
-            // cancelled one (57014) certainly wrote nothing and installed nothing.
-            return PublishAnswer::error(call_failure(
-                name,
-                &e,
-                "Read the target before saving again.",
-                ", no file was installed and no checkpoint was created",
-            ));
+            return failed_before_installing(&e);
         }
     };
     let mut value: Value = match serde_json::from_str(&text) {
@@ -822,12 +825,7 @@ pub(crate) async fn publish_in_transaction(
             }
             Err(e) => {
                 db.rollback().await;
-                return PublishAnswer::error(call_failure(
-                    name,
-                    &e,
-                    "Read the target before saving again.",
-                    ", no file was installed and no checkpoint was created",
-                ));
+                return failed_before_installing(&e);
             }
         }
     }
