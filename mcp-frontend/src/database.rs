@@ -254,7 +254,7 @@ impl Db {
 
     /// A new session when the previous one was lost, with the session settings applied; a
     /// failure to apply them fails the call, so no call runs without them.
-    async fn reconnect_if_lost(&mut self) -> Result<(), CallError> {
+    pub async fn reconnect_if_lost(&mut self) -> Result<(), CallError> {
         if !(self.broken || self.client.is_closed()) {
             return Ok(());
         }

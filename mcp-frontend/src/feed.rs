@@ -59,27 +59,48 @@ const RECONNECT: Duration = Duration::from_secs(1);
 /// announcement ([`SILENCES`]).
 const SILENCE_POLL: Duration = Duration::from_secs(1);
 
+/// The least time between two resyncs a listening session sends because of that count: each
+/// makes every subscriber read every target it watches again (up to [`MAX_WATCHED`] per
+/// connection), and a role that holds the notification queue over the limit moves the count at
+/// every write of anyone's (helper-47).
+const SILENCE_RESYNC_EVERY: Duration = Duration::from_secs(5);
+
 /// The count of changes committed without their announcement because PostgreSQL's notification
-/// queue was at or over `patchdiff.notify_queue_limit` (the sequence `patchdiff.feed_silences`,
-/// read through `pg_sequence_last_value`, which needs no access to the extension's schema; NULL
-/// until the first), and a snapshot of the transactions in progress now. No row where the
-/// extension predates the count (an earlier build of 0.2.0): the session then does not watch it.
-const SILENCES: &str = "SELECT pg_catalog.pg_sequence_last_value(c.oid), \
-       pg_catalog.pg_current_snapshot()::text \
+/// queue was at or over `patchdiff.notify_queue_limit`: the sequence `patchdiff.feed_silences`,
+/// read through `pg_sequence_last_value`, which needs no access to the extension's schema (NULL
+/// until the first). No row where the extension predates the count (an earlier build of 0.2.0):
+/// the session then does not watch it.
+const SILENCES: &str = "SELECT pg_catalog.pg_sequence_last_value(c.oid) \
   FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace \
  WHERE n.nspname = 'patchdiff' AND c.relname = 'feed_silences' AND c.relkind = 'S'";
 
-/// Whether every transaction in progress at a snapshot ([`SILENCES`]'s) has ended.
-const ENDED: &str = "SELECT NOT EXISTS (SELECT FROM \
-    pg_catalog.pg_snapshot_xip($1::text::pg_catalog.pg_snapshot) x \
-   WHERE pg_catalog.pg_xact_status(x) = 'in progress')";
+/// The transactions in progress now, which an unannounced writer counted before (it has its
+/// transaction ID before it counts) may still be among, as 64-bit IDs: those of the statement's
+/// snapshot, and every ID from the snapshot's `xmax` up to an ID this statement takes for itself
+/// afterwards (a snapshot lists none at or past its `xmax`, and the newest writer is there:
+/// helper-47). Run after the count was read.
+const IN_PROGRESS: &str = "SELECT x::text::int8 FROM \
+  (SELECT pg_catalog.pg_current_xact_id()::text::int8 AS mine, \
+          pg_catalog.pg_current_snapshot() AS s) a, \
+  LATERAL (SELECT x FROM pg_catalog.pg_snapshot_xip(a.s) x \
+           UNION ALL \
+           SELECT g::text::pg_catalog.xid8 \
+             FROM pg_catalog.generate_series(pg_catalog.pg_snapshot_xmax(a.s)::text::int8, a.mine - 1) g) y \
+ WHERE pg_catalog.pg_xact_status(y.x) = 'in progress'";
+
+/// Of the given transaction IDs, those still in progress.
+const STILL_IN_PROGRESS: &str = "SELECT x FROM pg_catalog.unnest($1::int8[]) x \
+ WHERE pg_catalog.pg_xact_status(x::text::pg_catalog.xid8) = 'in progress'";
 
 /// What a listening session knows of the changes committed without their announcement: the last
-/// count it read, and the snapshot taken when the count last moved, while some of the
-/// transactions in progress then (the unannounced writers among them) may not have ended.
+/// count it read; the transactions that were in progress when it moved and have not ended (the
+/// unannounced writers may be among them, and their commits come later); whether a resync is
+/// due; and when the last one was sent.
 struct Silences {
     last: i64,
-    pending: Option<String>,
+    pending: Vec<i64>,
+    owed: bool,
+    told: Option<tokio::time::Instant>,
 }
 
 /// A target's resource URI.
@@ -428,9 +449,11 @@ async fn listen_once(
     // the limit counts itself after this, so every such change moves the count seen later.
     let mut silences = read_silences(&client, &mut connection, &mut early)
         .await?
-        .map(|(last, _)| Silences {
+        .map(|last| Silences {
             last,
-            pending: None,
+            pending: Vec::new(),
+            owed: false,
+            told: None,
         });
     let keys = format!("{}, {}", feed::LISTENER_LOCK_KEY1, feed::LISTENER_LOCK_KEY2);
     let registered = try_key(&client, &mut connection, &mut early, &keys).await?;
@@ -532,24 +555,42 @@ async fn listen_once(
     }
 }
 
-/// [`SILENCES`]: the count (0 before the first) and the snapshot, or `None` without the count.
+/// [`SILENCES`]: the count (0 before the first), or `None` without the count.
 async fn read_silences(
     client: &tokio_postgres::Client,
     connection: &mut Session,
     heard: &mut Vec<tokio_postgres::Notification>,
-) -> Result<Option<(i64, String)>, String> {
+) -> Result<Option<i64>, String> {
     let row = polling(connection, heard, client.query_opt(SILENCES, &[]))
         .await?
         .map_err(|e| format!("cannot read patchdiff.feed_silences: {}", describe(&e)))?;
-    Ok(row.map(|r| (r.get::<_, Option<i64>>(0).unwrap_or(0), r.get(1))))
+    Ok(row.map(|r| r.get::<_, Option<i64>>(0).unwrap_or(0)))
+}
+
+/// Runs `sql` (with `ids` as its one parameter, if any) and returns its transaction IDs.
+async fn transaction_ids(
+    client: &tokio_postgres::Client,
+    connection: &mut Session,
+    heard: &mut Vec<tokio_postgres::Notification>,
+    sql: &str,
+    ids: Option<&Vec<i64>>,
+) -> Result<Vec<i64>, String> {
+    let rows = match ids {
+        Some(ids) => polling(connection, heard, client.query(sql, &[ids])).await?,
+        None => polling(connection, heard, client.query(sql, &[])).await?,
+    }
+    .map_err(|e| format!("cannot read the writers' state: {}", describe(&e)))?;
+    Ok(rows.iter().map(|r| r.get(0)).collect())
 }
 
 /// Changes committed without their announcement (`patchdiff.notify_queue_limit`; docs/sql-api.md
 /// "The change feed") are counted, never announced. When the count has moved, every subscriber
-/// is told that its targets may have changed at once (for the writers that have committed), and
-/// again once every transaction in progress at that moment has ended (for those that had not:
-/// their commits come later, and nothing else would tell of them). `false` once nobody is there
-/// to tell.
+/// is told that its targets may have changed (for the writers that have committed), and again
+/// whenever some of the transactions that were in progress at that moment have ended since (the
+/// unannounced writers among them commit later, and nothing else would tell of them; waiting for
+/// all of them would let one transaction left open hold back the news of every other's). At most
+/// one such resync every [`SILENCE_RESYNC_EVERY`]; one that is due then is sent late, never
+/// dropped. `false` once nobody is there to tell.
 async fn watch_silences(
     client: &tokio_postgres::Client,
     connection: &mut Session,
@@ -558,39 +599,45 @@ async fn watch_silences(
     s: &mut Silences,
 ) -> Result<bool, String> {
     let mut heard = Vec::new();
-    let now = read_silences(client, connection, &mut heard).await?;
-    let mut resync = false;
-    match now {
-        Some((count, snapshot)) if count > s.last => {
-            tracing::warn!(
-                unannounced = count - s.last,
-                "change feed: changes were committed without their announcement (PostgreSQL's \
-                 notification queue is at or over patchdiff.notify_queue_limit); subscribers are \
-                 told to read their targets again"
-            );
-            s.last = count;
-            s.pending = Some(snapshot);
-            resync = true;
-        }
-        _ => {
-            if let Some(snapshot) = &s.pending {
-                let ended = polling(connection, &mut heard, client.query_one(ENDED, &[snapshot]))
-                    .await?
-                    .map_err(|e| format!("cannot read the writers' state: {}", describe(&e)))?
-                    .get::<_, bool>(0);
-                if ended {
-                    s.pending = None;
-                    resync = true;
-                }
-            }
-        }
+    if !s.pending.is_empty() {
+        let still = transaction_ids(
+            client,
+            connection,
+            &mut heard,
+            STILL_IN_PROGRESS,
+            Some(&s.pending),
+        )
+        .await?;
+        s.owed |= still.len() < s.pending.len();
+        s.pending = still;
+    }
+    if let Some(count) = read_silences(client, connection, &mut heard).await?
+        && count > s.last
+    {
+        tracing::warn!(
+            unannounced = count - s.last,
+            "change feed: changes were committed without their announcement (PostgreSQL's \
+             notification queue is at or over patchdiff.notify_queue_limit); subscribers are \
+             told to read their targets again"
+        );
+        s.last = count;
+        s.owed = true;
+        let open = transaction_ids(client, connection, &mut heard, IN_PROGRESS, None).await?;
+        s.pending.extend(open);
+        s.pending.sort_unstable();
+        s.pending.dedup();
     }
     for n in heard.drain(..) {
         if !pass_on(&n, watched, tx).await {
             return Ok(false);
         }
     }
-    Ok(!resync || tx.send(Signal::Resync).await.is_ok())
+    if !s.owed || s.told.is_some_and(|t| t.elapsed() < SILENCE_RESYNC_EVERY) {
+        return Ok(true);
+    }
+    s.owed = false;
+    s.told = Some(tokio::time::Instant::now());
+    Ok(tx.send(Signal::Resync).await.is_ok())
 }
 
 /// Tells [`Listener::start`] that this session listens, or, once it was told, every subscriber

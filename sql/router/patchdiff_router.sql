@@ -19,7 +19,8 @@ GRANT USAGE ON SCHEMA patchdiff_router TO PUBLIC;
 -- foreign server create, alter and drop its own mapping: any role could give itself
 -- `OPTIONS (user 'postgres')` and reach every shard as the superuser, or as another tenant
 -- (helper-45). So in the router database only superusers may change user mappings; a role's own
--- mapping, with its own password, is a DBA's to make (docs/scale-out.md, "Roles").
+-- mapping, with its own password, is a DBA's to make (docs/scale-out.md, "Roles"). DROP OWNED
+-- drops the role's mappings too (helper-47): a role could have shed the one a DBA gave it.
 CREATE OR REPLACE FUNCTION patchdiff_router.refuse_user_mappings() RETURNS event_trigger
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
@@ -33,7 +34,7 @@ BEGIN
 END $$;
 DROP EVENT TRIGGER IF EXISTS patchdiff_router_user_mappings;
 CREATE EVENT TRIGGER patchdiff_router_user_mappings ON ddl_command_start
-  WHEN TAG IN ('CREATE USER MAPPING', 'ALTER USER MAPPING', 'DROP USER MAPPING')
+  WHEN TAG IN ('CREATE USER MAPPING', 'ALTER USER MAPPING', 'DROP USER MAPPING', 'DROP OWNED')
   EXECUTE FUNCTION patchdiff_router.refuse_user_mappings();
 
 -- A mapping made before that (by the role itself, or by a DBA) that names another user than its
@@ -235,10 +236,13 @@ END $b$;
 -- pg_patchdiff, so any value may be SET here; a value that is not a boolean is refused here
 -- (SQLSTATE 22P02) instead of reaching a shard session before the library is loaded there, where
 -- it would be dropped with a WARNING and strict mode would be off (helper-45). An SQL function,
--- inlined: no call of its own on every routed call.
+-- inlined into the caller's expression (no call of its own on every routed call), so every name
+-- in it is qualified: it runs with the caller's search_path, where a type `bool` of its own
+-- could come first (helper-47).
 CREATE OR REPLACE FUNCTION patchdiff_router.strict_mode() RETURNS text
 LANGUAGE sql STABLE AS $$
-  SELECT NULLIF(pg_catalog.current_setting('patchdiff.strict_observation_mode', true), '')::bool::text
+  SELECT NULLIF(pg_catalog.current_setting('patchdiff.strict_observation_mode', true),
+                ''::pg_catalog.text)::pg_catalog.bool::pg_catalog.text
 $$;
 
 -- Every function of one target: a PL/Proxy function that runs it on the target's partition, and

@@ -489,6 +489,8 @@ async fn tenancy_holds_through_the_router() {
         ),
         format!("ALTER USER MAPPING FOR {bob_role} SERVER patchdiff OPTIONS (ADD user 'postgres')"),
         format!("DROP USER MAPPING IF EXISTS FOR {bob_role} SERVER patchdiff"),
+        // It drops the role's mappings too (helper-47).
+        "DROP OWNED BY CURRENT_USER".to_owned(),
     ] {
         let e = bob.batch_execute(&ddl).await.expect_err(&ddl);
         assert_eq!(
@@ -502,6 +504,23 @@ async fn tenancy_holds_through_the_router() {
             "{ddl}: {e:?}"
         );
     }
+    // A role whose type of its own named `bool` comes first on its search_path still sends a
+    // boolean: strict_mode() is inlined into the caller's expression (helper-47).
+    bob.batch_execute(
+        "CREATE DOMAIN pg_temp.bool AS text; SET search_path = pg_temp, pg_catalog; \
+         SET patchdiff.strict_observation_mode = garbage",
+    )
+    .await
+    .unwrap();
+    let e = bob
+        .query_one("SELECT patchdiff_router.strict_mode()", &[])
+        .await
+        .expect_err("not a boolean");
+    assert_eq!(
+        e.code(),
+        Some(&tokio_postgres::error::SqlState::INVALID_TEXT_REPRESENTATION),
+        "{e:?}"
+    );
     let mappings: i64 = router
         .query_one(
             "SELECT count(*) FROM pg_catalog.pg_user_mappings WHERE srvname = 'patchdiff' AND usename <> 'public'",

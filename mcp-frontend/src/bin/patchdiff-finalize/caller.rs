@@ -32,6 +32,11 @@ impl Caller<'_> {
     /// that answer is the outcome.
     pub(crate) async fn call(&mut self, function: &str, args: &Value) -> Result<Answer, String> {
         let args = to_string(args, LITERAL);
+        // The session the call will run on: a lost one is replaced first, so that the cancel
+        // below reaches the backend that runs it (helper-47).
+        if let Err(CallError { message, .. }) = self.db.reconnect_if_lost().await {
+            return Err(format!("{function} failed: {message}"));
+        }
         let cancel = self.db.cancel_token();
         let call = self.db.call(function, &args);
         tokio::pin!(call);
@@ -48,9 +53,18 @@ impl Caller<'_> {
                     ));
                 }
                 match tokio::time::timeout(CANCEL_WAIT, &mut call).await {
-                    Ok(Err(CallError { message, .. })) => {
+                    Ok(Err(CallError {
+                        message,
+                        cancelled: Some(_),
+                        ..
+                    })) => {
                         return Err(format!(
                             "{late}; it was cancelled on the server and ended ({message})"
+                        ));
+                    }
+                    Ok(Err(CallError { message, .. })) => {
+                        return Err(format!(
+                            "{late}; after a request to cancel it, it ended with another error ({message})"
                         ));
                     }
                     Ok(answered) => answered,
