@@ -74,19 +74,29 @@ const SILENCES: &str = "SELECT pg_catalog.pg_sequence_last_value(c.oid) \
   FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace \
  WHERE n.nspname = 'patchdiff' AND c.relname = 'feed_silences' AND c.relkind = 'S'";
 
+/// The most transactions a listening session keeps track of one by one ([`IN_PROGRESS`]);
+/// beyond, it waits for every transaction older than its own ID instead. A role can open as many
+/// subtransactions as it likes, each with an ID of its own.
+const MAX_TRACKED: usize = 10_000;
+
 /// The transactions in progress now, which an unannounced writer counted before (it has its
 /// transaction ID before it counts) may still be among, as 64-bit IDs: those of the statement's
 /// snapshot, and every ID from the snapshot's `xmax` up to an ID this statement takes for itself
 /// afterwards (a snapshot lists none at or past its `xmax`, and the newest writer is there:
-/// helper-47). Run after the count was read.
-const IN_PROGRESS: &str = "SELECT x::text::int8 FROM \
+/// helper-47), at most [`MAX_TRACKED`] and one more; and that ID of its own, on every row. Run
+/// after the count was read.
+const IN_PROGRESS: &str = "SELECT a.mine, y.x::text::int8 FROM \
   (SELECT pg_catalog.pg_current_xact_id()::text::int8 AS mine, \
-          pg_catalog.pg_current_snapshot() AS s) a, \
-  LATERAL (SELECT x FROM pg_catalog.pg_snapshot_xip(a.s) x \
+          pg_catalog.pg_current_snapshot() AS s) a \
+  LEFT JOIN LATERAL (SELECT x FROM (SELECT x FROM pg_catalog.pg_snapshot_xip(a.s) x \
            UNION ALL \
            SELECT g::text::pg_catalog.xid8 \
-             FROM pg_catalog.generate_series(pg_catalog.pg_snapshot_xmax(a.s)::text::int8, a.mine - 1) g) y \
- WHERE pg_catalog.pg_xact_status(y.x) = 'in progress'";
+             FROM pg_catalog.generate_series(pg_catalog.pg_snapshot_xmax(a.s)::text::int8, a.mine - 1) g) z \
+   WHERE pg_catalog.pg_xact_status(z.x) = 'in progress' LIMIT $1) y ON true";
+
+/// Whether every transaction older than the given ID has ended.
+const ALL_OLDER_ENDED: &str =
+    "SELECT pg_catalog.pg_snapshot_xmin(pg_catalog.pg_current_snapshot())::text::int8 > $1";
 
 /// Of the given transaction IDs, those still in progress.
 const STILL_IN_PROGRESS: &str = "SELECT x FROM pg_catalog.unnest($1::int8[]) x \
@@ -99,6 +109,9 @@ const STILL_IN_PROGRESS: &str = "SELECT x FROM pg_catalog.unnest($1::int8[]) x \
 struct Silences {
     last: i64,
     pending: Vec<i64>,
+    /// Too many to track one by one: the ID the session took when the count last moved, once
+    /// every older transaction has ended.
+    older_than: Option<i64>,
     owed: bool,
     told: Option<tokio::time::Instant>,
 }
@@ -452,6 +465,7 @@ async fn listen_once(
         .map(|last| Silences {
             last,
             pending: Vec::new(),
+            older_than: None,
             owed: false,
             told: None,
         });
@@ -567,20 +581,17 @@ async fn read_silences(
     Ok(row.map(|r| r.get::<_, Option<i64>>(0).unwrap_or(0)))
 }
 
-/// Runs `sql` (with `ids` as its one parameter, if any) and returns its transaction IDs.
-async fn transaction_ids(
+/// Runs one of the statements on the writers' transactions with `params`.
+async fn writers_state(
     client: &tokio_postgres::Client,
     connection: &mut Session,
     heard: &mut Vec<tokio_postgres::Notification>,
     sql: &str,
-    ids: Option<&Vec<i64>>,
-) -> Result<Vec<i64>, String> {
-    let rows = match ids {
-        Some(ids) => polling(connection, heard, client.query(sql, &[ids])).await?,
-        None => polling(connection, heard, client.query(sql, &[])).await?,
-    }
-    .map_err(|e| format!("cannot read the writers' state: {}", describe(&e)))?;
-    Ok(rows.iter().map(|r| r.get(0)).collect())
+    params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+) -> Result<Vec<tokio_postgres::Row>, String> {
+    polling(connection, heard, client.query(sql, params))
+        .await?
+        .map_err(|e| format!("cannot read the writers' state: {}", describe(&e)))
 }
 
 /// Changes committed without their announcement (`patchdiff.notify_queue_limit`; docs/sql-api.md
@@ -600,16 +611,23 @@ async fn watch_silences(
 ) -> Result<bool, String> {
     let mut heard = Vec::new();
     if !s.pending.is_empty() {
-        let still = transaction_ids(
+        let rows = writers_state(
             client,
             connection,
             &mut heard,
             STILL_IN_PROGRESS,
-            Some(&s.pending),
+            &[&s.pending],
         )
         .await?;
-        s.owed |= still.len() < s.pending.len();
-        s.pending = still;
+        s.owed |= rows.len() < s.pending.len();
+        s.pending = rows.iter().map(|r| r.get(0)).collect();
+    }
+    if let Some(mine) = s.older_than {
+        let rows = writers_state(client, connection, &mut heard, ALL_OLDER_ENDED, &[&mine]).await?;
+        if rows.first().is_some_and(|r| r.get::<_, bool>(0)) {
+            s.owed = true;
+            s.older_than = None;
+        }
     }
     if let Some(count) = read_silences(client, connection, &mut heard).await?
         && count > s.last
@@ -622,10 +640,17 @@ async fn watch_silences(
         );
         s.last = count;
         s.owed = true;
-        let open = transaction_ids(client, connection, &mut heard, IN_PROGRESS, None).await?;
-        s.pending.extend(open);
-        s.pending.sort_unstable();
-        s.pending.dedup();
+        let limit = MAX_TRACKED as i64 + 1;
+        let rows = writers_state(client, connection, &mut heard, IN_PROGRESS, &[&limit]).await?;
+        let open: Vec<i64> = rows.iter().filter_map(|r| r.get(1)).collect();
+        if open.len() + s.pending.len() > MAX_TRACKED {
+            s.pending.clear();
+            s.older_than = rows.first().map(|r| r.get(0));
+        } else {
+            s.pending.extend(open);
+            s.pending.sort_unstable();
+            s.pending.dedup();
+        }
     }
     for n in heard.drain(..) {
         if !pass_on(&n, watched, tx).await {
