@@ -168,7 +168,7 @@ $generic$;
 -- announcement, because PostgreSQL's notification queue was at or over
 -- patchdiff.notify_queue_limit, first takes a number here. Listeners read the last one
 -- (pg_sequence_last_value, which needs no access to the schema) to learn that they may have
--- missed changes, and tell their subscribers so once those writers have ended. The number says
+-- missed changes, and tell their subscribers so, again as those writers end. The number says
 -- how many changes went unannounced, never whose.
 CREATE SEQUENCE patchdiff.feed_silences;
 GRANT SELECT ON SEQUENCE patchdiff.feed_silences TO PUBLIC;

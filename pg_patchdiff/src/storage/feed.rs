@@ -37,8 +37,8 @@
 //! the server log), a change is committed without its announcement and the writer gets a
 //! WARNING: the feed is a wake-up, the log is the record. Such a change first counts itself in
 //! the sequence `patchdiff.feed_silences`, which every role may read: a listener that sees it
-//! move waits for the transactions then in progress to end, and then tells its subscribers that
-//! every target they watch may have changed (patchdiff-mcp's `feed::listen_once`).
+//! move tells its subscribers that every target they watch may have changed, at once and again
+//! as the transactions then in progress end (patchdiff-mcp's `feed::watch_silences`).
 
 use super::{fault, read, write};
 use crate::Notify;
