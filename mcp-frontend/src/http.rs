@@ -463,12 +463,20 @@ fn peer_key(peer: std::net::IpAddr) -> std::net::IpAddr {
 
 impl Drop for PeerPlace {
     fn drop(&mut self) {
-        let mut open = self.peers.open.lock().expect("the peers lock");
-        if let Some(n) = open.get_mut(&self.peer) {
-            *n -= 1;
-            if *n == 0 {
-                open.remove(&self.peer);
-            }
+        give_back(
+            &mut self.peers.open.lock().expect("the peers lock"),
+            &self.peer,
+        );
+    }
+}
+
+/// Gives back one place of `key` among those counted in `open` (a peer's connections, a role's
+/// streams), forgetting a key that holds none.
+fn give_back<K: std::hash::Hash + Eq>(open: &mut HashMap<K, usize>, key: &K) {
+    if let Some(n) = open.get_mut(key) {
+        *n -= 1;
+        if *n == 0 {
+            open.remove(key);
         }
     }
 }
@@ -1146,13 +1154,10 @@ struct StreamSlot {
 
 impl Drop for StreamSlot {
     fn drop(&mut self) {
-        let mut open = self.shared.streams.lock().expect("the streams lock");
-        if let Some(n) = open.get_mut(&self.role) {
-            *n -= 1;
-            if *n == 0 {
-                open.remove(&self.role);
-            }
-        }
+        give_back(
+            &mut self.shared.streams.lock().expect("the streams lock"),
+            &self.role,
+        );
     }
 }
 
