@@ -31,9 +31,50 @@ install_parser_helper
 PGRX_TEST_DATA="${PATCHDIFF_TEST_DIR:-/tmp/patchdiff-test}/pgrx"
 mkdir -p "$PGRX_TEST_DATA"
 chown -R postgres:postgres "$(dirname "$PGRX_TEST_DATA")"
-counted flock "$PGRX_LOCK" cargo pgrx test pg15 -p pg_patchdiff --runas postgres --pgdata "$PGRX_TEST_DATA"
+# `cargo pgrx test` installs its test build where pg_config says, by writing into the installed
+# files (pgrx has no other way): a backend of any running cluster that has pg_patchdiff.so
+# mapped (the embedded database's, for one) would run changed bytes or fault, and PostgreSQL
+# would restart every session of that server. As root it therefore runs in a mount namespace of
+# its own, where PostgreSQL's library and extension folders are private copies in target/: the
+# test build and the cluster pgrx starts for it see the copies, every other process the
+# system's files, unchanged (checked below). Elsewhere it falls back to installing in place.
+pgrx_test() {
+  local libdir sharedir copy="$ROOT/target/pgrx-test-install"
+  libdir="$("$PG_CONFIG" --pkglibdir)"
+  sharedir="$("$PG_CONFIG" --sharedir)/extension"
+  if [ "$PGRX_PRIVATE" = 1 ]; then
+    rm -rf "$copy"
+    mkdir -p "$copy"
+    cp -a "$libdir" "$copy/lib"
+    cp -a "$sharedir" "$copy/extension"
+    unshare --mount --propagation private bash -c \
+      'mount --bind "$1" "$2" && mount --bind "$3" "$4" && shift 4 && exec "$@"' \
+      pgrx-test "$copy/lib" "$libdir" "$copy/extension" "$sharedir" \
+      cargo pgrx test pg15 -p pg_patchdiff --runas postgres --pgdata "$PGRX_TEST_DATA"
+  else
+    log "no private mount namespace here (needs root): cargo pgrx test installs its build into $libdir in place"
+    flock "$PGRX_LOCK" cargo pgrx test pg15 -p pg_patchdiff --runas postgres --pgdata "$PGRX_TEST_DATA"
+  fi
+}
+installed_library() {
+  local lib
+  lib="$("$PG_CONFIG" --pkglibdir)/pg_patchdiff.so"
+  if [ -e "$lib" ]; then
+    echo "$(stat -c '%i %s %Y' "$lib") $(sha256sum <"$lib")"
+  fi
+}
+PGRX_PRIVATE=0
+if [ "$(id -u)" = 0 ] && unshare --mount --propagation private true 2>/dev/null; then
+  PGRX_PRIVATE=1
+fi
+BEFORE_PGRX_TEST="$(installed_library)"
+counted pgrx_test
+if [ "$PGRX_PRIVATE" = 1 ] && [ "$(installed_library)" != "$BEFORE_PGRX_TEST" ]; then
+  echo "test command: cargo pgrx test changed the installed pg_patchdiff.so in place" >&2
+  exit 1
+fi
 
-# `cargo pgrx test` installed its test build; the end-to-end suite runs the release build.
+# The end-to-end suite runs the release build, installed by renaming (lib.sh, replace_files).
 install_extension
 
 log "end-to-end tests against a private cluster"
