@@ -224,8 +224,9 @@ create_database() {
     || cluster_psql "$dir" "$port" -d postgres -c "CREATE DATABASE $db ENCODING 'UTF8' TEMPLATE template0"
   cluster_psql "$dir" "$port" -d "$db" -c "CREATE EXTENSION IF NOT EXISTS pg_patchdiff" -c "
     DO \$\$ BEGIN
+      SET LOCAL search_path = pg_catalog, pg_temp;
       IF EXISTS (SELECT FROM pg_extension e JOIN pg_available_extensions a ON a.name = e.extname
-                   JOIN pg_extension_update_paths('pg_patchdiff') p
+                   JOIN pg_extension_update_paths('pg_patchdiff'::name) p
                      ON p.source = e.extversion AND p.target = a.default_version AND p.path IS NOT NULL
                   WHERE e.extname = 'pg_patchdiff') THEN
         ALTER EXTENSION pg_patchdiff UPDATE;

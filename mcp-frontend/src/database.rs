@@ -79,12 +79,32 @@ impl CallError {
 }
 
 async fn open(conninfo: &str) -> Result<Client, String> {
-    spawned(connect(conninfo).await?)
+    pinned(spawned(connect(conninfo).await?)?).await
 }
 
 /// A new session on `config` (a router's partition), driven in the background.
 async fn connect_config(config: tokio_postgres::Config) -> Result<Client, String> {
-    spawned(connect_with(config).await?)
+    pinned(spawned(connect_with(config).await?)?).await
+}
+
+/// Run first on every session of this front end, before anything else: names resolve in
+/// pg_catalog, and relations then in pg_temp, never in a schema of the login role's search_path.
+/// Otherwise a function or operator of exactly the argument types a statement uses, which
+/// pg_catalog lacks (`=` of `oid` and `regclass`; `quote_ident` of `name`), created in `public`
+/// by any role that may create there (every role, in a database made before PostgreSQL 15),
+/// would run as the role this front end logs in as, at every start-up: a superuser's rights, or
+/// the tenant's documents and the power to forge every answer (helper-49). The statements below
+/// name pg_catalog's objects as well, for a session this setting cannot reach (a transaction
+/// pooler that hands each transaction another server session).
+pub(crate) const PIN_SEARCH_PATH: &str =
+    "SELECT pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', false)";
+
+async fn pinned(client: Client) -> Result<Client, String> {
+    client
+        .batch_execute(PIN_SEARCH_PATH)
+        .await
+        .map_err(|e| format!("cannot set the session's search_path: {}", describe(&e)))?;
+    Ok(client)
 }
 
 type Connection =
@@ -201,7 +221,7 @@ impl Db {
         as_role: bool,
     ) -> Result<(Vec<tokio_postgres::Config>, String), String> {
         let role = if as_role { self.role_sql.as_str() } else { "" };
-        let setup = [self.session.as_str(), role]
+        let setup = [PIN_SEARCH_PATH, self.session.as_str(), role]
             .into_iter()
             .filter(|s| !s.is_empty())
             .collect::<Vec<_>>()
@@ -581,7 +601,8 @@ async fn prepare_embedded(conninfo: &str, data_dir: &std::path::Path) -> Result<
     }
     let exists = client
         .query_opt(
-            "SELECT 1 FROM pg_database WHERE datname = $1",
+            "SELECT 1 FROM pg_catalog.pg_database \
+              WHERE datname OPERATOR(pg_catalog.=) $1::pg_catalog.text::pg_catalog.name",
             &[&crate::embedded::DATABASE],
         )
         .await
@@ -631,7 +652,7 @@ async fn prepare_embedded(conninfo: &str, data_dir: &std::path::Path) -> Result<
 /// upgrade script does).
 const INVOKER_FUNCTIONS: &str = "DO $invoker$ DECLARE f regprocedure; BEGIN \
     FOR f IN SELECT p.oid::regprocedure FROM pg_catalog.pg_proc p \
-      JOIN pg_catalog.pg_depend d ON d.classid = 'pg_catalog.pg_proc'::pg_catalog.regclass \
+      JOIN pg_catalog.pg_depend d ON d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass \
            AND d.objid = p.oid AND d.deptype = 'e' \
       JOIN pg_catalog.pg_extension e ON e.oid = d.refobjid \
      WHERE e.extname = 'pg_patchdiff' AND p.prosecdef \
@@ -642,27 +663,39 @@ const INVOKER_FUNCTIONS: &str = "DO $invoker$ DECLARE f regprocedure; BEGIN \
 /// that has it is not touched, so a start-up rewrites no catalog row once it is in line.
 const GENERIC_PLANS: &str = "DO $generic$ DECLARE f regprocedure; BEGIN \
     FOR f IN SELECT p.oid::regprocedure FROM pg_catalog.pg_proc p \
-      JOIN pg_catalog.pg_depend d ON d.classid = 'pg_catalog.pg_proc'::pg_catalog.regclass \
+      JOIN pg_catalog.pg_depend d ON d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass \
            AND d.objid = p.oid AND d.deptype = 'e' \
       JOIN pg_catalog.pg_extension e ON e.oid = d.refobjid \
       JOIN pg_catalog.pg_language l ON l.oid = p.prolang \
      WHERE e.extname = 'pg_patchdiff' AND l.lanname = 'c' \
-       AND p.prorettype <> 'pg_catalog.trigger'::pg_catalog.regtype \
+       AND p.prorettype OPERATOR(pg_catalog.<>) 'pg_catalog.trigger'::pg_catalog.regtype \
        AND NOT COALESCE('plan_cache_mode=force_generic_plan' = ANY (p.proconfig), false) \
     LOOP EXECUTE pg_catalog.format('ALTER FUNCTION %s SET plan_cache_mode = force_generic_plan', f); \
     END LOOP; END $generic$";
 
+/// The extension's schema, quoted here (its name is pasted into every call's statement), and
+/// the names of its functions.
 async fn inspect(client: &Client) -> Result<(String, BTreeSet<String>), String> {
     let row = client
-        .query_opt("SELECT quote_ident(n.nspname) FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'pg_patchdiff'", &[])
+        .query_opt(
+            "SELECT n.nspname::pg_catalog.text FROM pg_catalog.pg_extension e \
+             JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) e.extnamespace \
+             WHERE e.extname OPERATOR(pg_catalog.=) 'pg_patchdiff'::pg_catalog.name",
+            &[],
+        )
         .await
         .map_err(|e| describe(&e))?
         .ok_or("the database has no pg_patchdiff extension: run CREATE EXTENSION pg_patchdiff in it (as a superuser)")?;
-    let schema: String = row.get(0);
+    let schema = quote_ident(row.get::<_, &str>(0));
     let rows = client
         .query(
-            "SELECT p.proname::text FROM pg_proc p JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid \
-             AND d.deptype = 'e' JOIN pg_extension e ON e.oid = d.refobjid WHERE e.extname = 'pg_patchdiff'",
+            "SELECT p.proname::pg_catalog.text FROM pg_catalog.pg_proc p \
+             JOIN pg_catalog.pg_depend d \
+               ON d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass \
+              AND d.objid OPERATOR(pg_catalog.=) p.oid \
+              AND d.deptype OPERATOR(pg_catalog.=) 'e'::pg_catalog.char \
+             JOIN pg_catalog.pg_extension e ON e.oid OPERATOR(pg_catalog.=) d.refobjid \
+             WHERE e.extname OPERATOR(pg_catalog.=) 'pg_patchdiff'::pg_catalog.name",
             &[],
         )
         .await
@@ -759,8 +792,10 @@ async fn router_facts(
 ) -> Result<Option<(String, BTreeSet<String>, Versions)>, String> {
     let is_router = client
         .query_one(
-            "SELECT to_regprocedure('patchdiff_router.shard_facts()') IS NOT NULL \
-             AND NOT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'pg_patchdiff')",
+            "SELECT pg_catalog.to_regprocedure('patchdiff_router.shard_facts()'::pg_catalog.text) \
+               IS NOT NULL \
+             AND NOT EXISTS (SELECT FROM pg_catalog.pg_extension \
+                              WHERE extname OPERATOR(pg_catalog.=) 'pg_patchdiff'::pg_catalog.name)",
             &[],
         )
         .await
@@ -783,8 +818,9 @@ async fn router_facts(
         .ok_or("the router's partition 0 has no pg_patchdiff extension")?;
     let routed: BTreeSet<String> = client
         .query(
-            "SELECT p.proname::text FROM pg_proc p WHERE p.pronamespace = 'public'::regnamespace \
-             AND p.proname LIKE 'patchdiff\\_%'",
+            "SELECT p.proname::pg_catalog.text FROM pg_catalog.pg_proc p \
+             WHERE p.pronamespace OPERATOR(pg_catalog.=) 'public'::pg_catalog.regnamespace \
+               AND p.proname::pg_catalog.text OPERATOR(pg_catalog.~~) 'patchdiff\\_%'::pg_catalog.text",
             &[],
         )
         .await
@@ -813,13 +849,19 @@ async fn router_facts(
 async fn versions(client: &Client, functions: &BTreeSet<String>) -> Result<Versions, String> {
     let row = client
         .query_one(
-            "SELECT e.extversion, a.default_version, EXISTS (SELECT 1 FROM pg_depend d \
-             JOIN pg_class c ON d.classid = 'pg_class'::regclass AND d.objid = c.oid \
-             JOIN pg_namespace n ON n.oid = c.relnamespace \
-             WHERE d.refclassid = 'pg_extension'::regclass AND d.refobjid = e.oid AND d.deptype = 'e' \
-             AND n.nspname = 'patchdiff' AND c.relname = 'target_directory') \
-             FROM pg_extension e LEFT JOIN pg_available_extensions a ON a.name = e.extname \
-             WHERE e.extname = 'pg_patchdiff'",
+            "SELECT e.extversion, a.default_version, EXISTS (SELECT FROM pg_catalog.pg_depend d \
+             JOIN pg_catalog.pg_class c \
+               ON d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass \
+              AND d.objid OPERATOR(pg_catalog.=) c.oid \
+             JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace \
+             WHERE d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass \
+               AND d.refobjid OPERATOR(pg_catalog.=) e.oid \
+               AND d.deptype OPERATOR(pg_catalog.=) 'e'::pg_catalog.char \
+               AND n.nspname OPERATOR(pg_catalog.=) 'patchdiff'::pg_catalog.name \
+               AND c.relname OPERATOR(pg_catalog.=) 'target_directory'::pg_catalog.name) \
+             FROM pg_catalog.pg_extension e LEFT JOIN pg_catalog.pg_available_extensions a \
+               ON a.name OPERATOR(pg_catalog.=) e.extname \
+             WHERE e.extname OPERATOR(pg_catalog.=) 'pg_patchdiff'::pg_catalog.name",
             &[],
         )
         .await
@@ -831,8 +873,10 @@ async fn versions(client: &Client, functions: &BTreeSet<String>) -> Result<Versi
     let update_path = match &available {
         Some(available) if *available != installed => client
             .query_one(
-                "SELECT EXISTS (SELECT 1 FROM pg_extension_update_paths('pg_patchdiff') \
-                 WHERE source = $1 AND target = $2 AND path IS NOT NULL)",
+                "SELECT EXISTS (SELECT \
+                   FROM pg_catalog.pg_extension_update_paths('pg_patchdiff'::pg_catalog.name) \
+                  WHERE source OPERATOR(pg_catalog.=) $1::pg_catalog.text \
+                    AND target OPERATOR(pg_catalog.=) $2::pg_catalog.text AND path IS NOT NULL)",
                 &[&installed, available],
             )
             .await

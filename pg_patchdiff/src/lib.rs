@@ -504,12 +504,12 @@ DO $generic$
 DECLARE f regprocedure;
 BEGIN
     FOR f IN SELECT p.oid::regprocedure FROM pg_catalog.pg_proc p
-               JOIN pg_catalog.pg_depend d ON d.classid = 'pg_catalog.pg_proc'::pg_catalog.regclass
+               JOIN pg_catalog.pg_depend d ON d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass
                     AND d.objid = p.oid AND d.deptype = 'e'
                JOIN pg_catalog.pg_extension e ON e.oid = d.refobjid
                JOIN pg_catalog.pg_language l ON l.oid = p.prolang
               WHERE e.extname = 'pg_patchdiff' AND l.lanname = 'c'
-                AND p.prorettype <> 'pg_catalog.trigger'::pg_catalog.regtype
+                AND p.prorettype OPERATOR(pg_catalog.<>) 'pg_catalog.trigger'::pg_catalog.regtype
     LOOP
         EXECUTE pg_catalog.format('ALTER FUNCTION %s SET plan_cache_mode = force_generic_plan', f);
     END LOOP;

@@ -10,6 +10,41 @@
 -- created on a partition the router chooses, with an ID that routes back to it; the list of
 -- targets is merged from every partition. The shards answer; the router decides only where.
 
+-- Names resolve in pg_catalog only, while this script runs and in every function it makes that
+-- is not inlined into its caller's query (those name pg_catalog's objects themselves): PostgreSQL
+-- prefers a function or operator of exactly the argument types a call uses over pg_catalog's
+-- polymorphic or variadic one (unnest, array ||, format, to_json, a float8 * int4), so one
+-- created in `public` by any role that may create there (every role, in a database made before
+-- PostgreSQL 15) would run as the superuser running this script, or as every tenant calling
+-- through the router (helper-49).
+SET search_path = pg_catalog, pg_temp;
+
+-- CREATE OR REPLACE keeps the owner of a function that exists, and CREATE SCHEMA IF NOT EXISTS
+-- takes a schema as it is: a role that made `public.patchdiff_read_target(json)` or the schema
+-- `patchdiff_router` first would own what every tenant's call runs (helper-49). So the script
+-- refuses to run over any such object that a role other than a superuser owns.
+DO $$
+DECLARE
+  planted text;
+BEGIN
+  SELECT string_agg(what, '; ' ORDER BY what) INTO planted FROM (
+    SELECT 'schema ' || quote_ident(n.nspname) || ' (owner ' || quote_ident(r.rolname) || ')' AS what
+      FROM pg_namespace n JOIN pg_roles r ON r.oid = n.nspowner
+     WHERE n.nspname = 'patchdiff_router' AND NOT r.rolsuper
+    UNION ALL
+    SELECT 'function ' || p.oid::regprocedure::text || ' (owner ' || quote_ident(r.rolname) || ')'
+      FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+      JOIN pg_roles r ON r.oid = p.proowner
+     WHERE n.nspname IN ('public', 'patchdiff_router') AND p.proname LIKE 'patchdiff%'
+       AND NOT r.rolsuper) o;
+  IF planted IS NOT NULL THEN
+    RAISE EXCEPTION 'patchdiff: the router''s objects exist already, owned by a role that is not a superuser: %', planted
+      USING ERRCODE = '42501',
+            DETAIL = 'Installing over them would leave that role the owner of what every call through the router runs.',
+            HINT = 'Drop them (and find out who made them), then run this script again.';
+  END IF;
+END $$;
+
 CREATE SCHEMA IF NOT EXISTS patchdiff_router;
 -- Every role calls through the router as itself; the shards decide what it may touch.
 GRANT USAGE ON SCHEMA patchdiff_router TO PUBLIC;
@@ -60,7 +95,10 @@ END $$;
 -- would (invalid_target_id, not_found).
 CREATE OR REPLACE FUNCTION patchdiff_router.partition_of_id(id text) RETURNS int4
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-  SELECT CASE WHEN id ~ '^[0-9A-Fa-f]{8}' THEN ('x' || substr(id, 1, 8))::bit(32)::int4 ELSE 0 END
+  SELECT CASE WHEN id OPERATOR(pg_catalog.~) '^[0-9A-Fa-f]{8}'::pg_catalog.text
+              THEN ('x'::pg_catalog.text OPERATOR(pg_catalog.||) pg_catalog.substr(id, 1, 8))
+                   ::pg_catalog.bit(32)::pg_catalog.int4
+              ELSE 0 END
 $$;
 
 -- The arguments as the router reads them. PostgreSQL's json operators decode every string of
@@ -70,7 +108,7 @@ $$;
 -- are \u0020 (still valid JSON; the copy is only read, the shard gets the arguments as sent).
 -- Arguments without any \u escape are read as they are.
 CREATE OR REPLACE FUNCTION patchdiff_router.readable(args json) RETURNS json
-LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
   IF strpos(args::text, '\u') = 0 THEN
     RETURN args;
@@ -81,7 +119,7 @@ END $$;
 
 -- A top-level string field of the arguments, or NULL.
 CREATE OR REPLACE FUNCTION patchdiff_router.field(args json, key text) RETURNS text
-LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   r json;
 BEGIN
@@ -100,15 +138,20 @@ END $$;
 CREATE OR REPLACE FUNCTION patchdiff_router.partition_of(args json) RETURNS int4
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
   SELECT patchdiff_router.partition_of_id(
-    CASE WHEN json_typeof(args) IS DISTINCT FROM 'object' THEN NULL
-         WHEN strpos(args::text, '\u') = 0 THEN
-           CASE WHEN json_typeof(args->'target_file_id') = 'string' THEN args->>'target_file_id' END
-         ELSE patchdiff_router.field(args, 'target_file_id') END)
+    CASE WHEN pg_catalog.json_typeof(args) IS NULL
+           OR NOT pg_catalog.json_typeof(args) OPERATOR(pg_catalog.=) 'object'::pg_catalog.text
+         THEN NULL
+         WHEN pg_catalog.strpos(args::pg_catalog.text, '\u'::pg_catalog.text) OPERATOR(pg_catalog.=) 0
+         THEN
+           CASE WHEN pg_catalog.json_typeof(args OPERATOR(pg_catalog.->) 'target_file_id'::pg_catalog.text)
+                     OPERATOR(pg_catalog.=) 'string'::pg_catalog.text
+                THEN args OPERATOR(pg_catalog.->>) 'target_file_id'::pg_catalog.text END
+         ELSE patchdiff_router.field(args, 'target_file_id'::pg_catalog.text) END)
 $$;
 
 -- How many partitions the cluster has (PL/Proxy's own count of its connection strings).
 CREATE OR REPLACE FUNCTION patchdiff_router.partitions() RETURNS int4
-LANGUAGE plpgsql STABLE AS $$
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE n int4;
 BEGIN
   SELECT count(*) INTO n
@@ -120,7 +163,7 @@ END $$;
 -- The partition a workspace binding's nonce chooses for a new target (patchdiff_router.
 -- create_target), or NULL for arguments without one.
 CREATE OR REPLACE FUNCTION patchdiff_router.binding_partition(args json) RETURNS int4
-LANGUAGE plpgsql STABLE AS $$
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   binding json := CASE WHEN json_typeof(args) = 'object'
                        THEN patchdiff_router.readable(args)->'workspace_binding' END;
@@ -140,7 +183,7 @@ END $$;
 -- is the SQL/MED option p<k>, which holds no password (the user mapping names none).
 CREATE OR REPLACE FUNCTION patchdiff_router.publication_partition(
     args json, OUT conninfo text, OUT partition int4, OUT partitions int4)
-LANGUAGE plpgsql STABLE AS $$
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
   partitions := patchdiff_router.partitions();
   partition := CASE WHEN patchdiff_router.field(args, 'target_file_id') IS NOT NULL
@@ -155,7 +198,7 @@ END $$;
 -- once, in partition order: patchdiff-mcp's change feed LISTENs on each of those databases, since
 -- a shard announces its own commits (NOTIFY is per database) and the router has none.
 CREATE OR REPLACE FUNCTION patchdiff_router.partition_conninfos() RETURNS SETOF text
-LANGUAGE sql STABLE AS $$
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
   SELECT conninfo FROM (
     SELECT substr(o, strpos(o, '=') + 1) AS conninfo,
            min(substr(o, 2, strpos(o, '=') - 2)::int4) AS first
@@ -171,7 +214,7 @@ $$;
 -- `unavailable`. Any other failure (a shard that went away during the call) is raised as it came:
 -- its outcome is unknown.
 CREATE OR REPLACE FUNCTION patchdiff_router.unavailable(partition int4, message text) RETURNS void
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
   -- A call on every partition (the list) names the one PL/Proxy could not reach.
   partition := COALESCE(partition, substring(message FROM '\[patchdiff_p([0-9]+)\]')::int4);
@@ -187,13 +230,13 @@ END $$;
 -- read, or a write with a client_request_id (the shard recovers its recorded outcome, or runs
 -- it once). The second try reconnects: it answers, or finds the shard unavailable.
 CREATE OR REPLACE FUNCTION patchdiff_router.lost(state text, message text) RETURNS bool
-LANGUAGE sql IMMUTABLE AS $$
+LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $$
   SELECT state IN ('57P01', '57P02', '57P03')
       OR message ~* '(server closed the connection|connection to server was lost|could not send data|could not receive data|no connection to the server)'
 $$;
 
 CREATE OR REPLACE FUNCTION patchdiff_router.not_connected(message text) RETURNS bool
-LANGUAGE sql IMMUTABLE AS $$
+LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $$
   SELECT message ~* '(could not connect|connection refused|no such file or directory|PQconnectPoll|connect failed|timeout expired|the database system is (starting up|shutting down|in recovery mode))'
 $$;
 
@@ -205,7 +248,7 @@ $$;
 -- refuses anyway (no members array, over 32 members) go to partition 0, which answers them as
 -- any shard would.
 CREATE OR REPLACE FUNCTION patchdiff_router.changeset_partition(args json) RETURNS int4
-LANGUAGE plpgsql STABLE AS $b$
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $b$
 DECLARE
   r json;
   n int4 := patchdiff_router.partitions();
@@ -276,11 +319,11 @@ BEGIN
         RUN ON %2$s;
         SELECT public.%1$s(args)
          WHERE CASE WHEN strict IS NULL THEN true
-                    ELSE set_config('patchdiff.strict_observation_mode', strict, true) IS NOT NULL END;
+                    ELSE pg_catalog.set_config('patchdiff.strict_observation_mode', strict, true) IS NOT NULL END;
       $b$$q$, f, route);
     EXECUTE format($q$
       CREATE OR REPLACE FUNCTION public.%1$s(args json) RETURNS json
-      LANGUAGE plpgsql AS $b$
+      LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $b$
       DECLARE
         strict_mode text := patchdiff_router.strict_mode();
       BEGIN
@@ -315,7 +358,7 @@ LANGUAGE plproxy AS $b$
            expected_current_hash, client_request_id, parent_pdcp_log_id, attempt, source,
            include_correlation_id)
    WHERE CASE WHEN strict IS NULL THEN true
-              ELSE set_config('patchdiff.strict_observation_mode', strict, true) IS NOT NULL END;
+              ELSE pg_catalog.set_config('patchdiff.strict_observation_mode', strict, true) IS NOT NULL END;
 $b$;
 
 CREATE OR REPLACE FUNCTION public.patchdiff_submit(
@@ -323,7 +366,7 @@ CREATE OR REPLACE FUNCTION public.patchdiff_submit(
     expected_current_hash text DEFAULT NULL, client_request_id text DEFAULT NULL,
     parent_pdcp_log_id uuid DEFAULT NULL, attempt bigint DEFAULT NULL, source text DEFAULT 'sql',
     include_correlation_id boolean DEFAULT false) RETURNS json
-LANGUAGE plpgsql AS $b$
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $b$
 BEGIN
   RETURN patchdiff_router.patchdiff_submit(target_file_id, intent, edits, expected_target_version,
     expected_current_hash, client_request_id, parent_pdcp_log_id, attempt, source,
@@ -345,8 +388,8 @@ RETURNS json LANGUAGE plproxy AS $b$
   CLUSTER 'patchdiff';
   RUN ON p;
   SELECT public.patchdiff_initialize_target(args)
-   WHERE set_config('patchdiff.target_partition', p::text, true) IS NOT NULL
-     AND set_config('patchdiff.target_partitions', n::text, true) IS NOT NULL;
+   WHERE pg_catalog.set_config('patchdiff.target_partition', p::text, true) IS NOT NULL
+     AND pg_catalog.set_config('patchdiff.target_partitions', n::text, true) IS NOT NULL;
 $b$;
 
 CREATE OR REPLACE FUNCTION patchdiff_router.handle_upload_on(p int4, n int4, args json)
@@ -354,8 +397,8 @@ RETURNS json LANGUAGE plproxy AS $b$
   CLUSTER 'patchdiff';
   RUN ON p;
   SELECT public.patchdiff_handle_upload(args)
-   WHERE set_config('patchdiff.target_partition', p::text, true) IS NOT NULL
-     AND set_config('patchdiff.target_partitions', n::text, true) IS NOT NULL;
+   WHERE pg_catalog.set_config('patchdiff.target_partition', p::text, true) IS NOT NULL
+     AND pg_catalog.set_config('patchdiff.target_partitions', n::text, true) IS NOT NULL;
 $b$;
 
 -- One round trip to partition `p` on the router's connection to it.
@@ -371,7 +414,7 @@ $b$;
 -- So a creation, which has no request key and cannot be sent twice, never runs on a connection
 -- already known to be dead.
 CREATE OR REPLACE FUNCTION patchdiff_router.reachable(p int4) RETURNS bool
-LANGUAGE plpgsql AS $b$
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $b$
 BEGIN
   FOR try IN 1 .. 2 LOOP
     BEGIN
@@ -398,7 +441,7 @@ END $b$;
 -- one proof serves exactly one target (docs/workspace.md, "The binding proof"); with the nonce
 -- deciding where, a nonce copied from a real import always meets its original there.
 CREATE OR REPLACE FUNCTION patchdiff_router.create_target(upload bool, args json) RETURNS json
-LANGUAGE plpgsql AS $b$
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $b$
 DECLARE
   n int4 := patchdiff_router.partitions();
   first int4 := floor(random() * n)::int4;
@@ -449,10 +492,10 @@ BEGIN
 END $b$;
 
 CREATE OR REPLACE FUNCTION public.patchdiff_initialize_target(args json) RETURNS json
-LANGUAGE sql AS $$ SELECT patchdiff_router.create_target(false, args) $$;
+LANGUAGE sql SET search_path = pg_catalog, pg_temp AS $$ SELECT patchdiff_router.create_target(false, args) $$;
 
 CREATE OR REPLACE FUNCTION public.patchdiff_handle_upload(args json) RETURNS json
-LANGUAGE sql AS $$ SELECT patchdiff_router.create_target(true, args) $$;
+LANGUAGE sql SET search_path = pg_catalog, pg_temp AS $$ SELECT patchdiff_router.create_target(true, args) $$;
 
 -- The list of targets, from every partition: each answers its own first page after the same
 -- cursor, newest first; the router keeps the newest `limit` of all (the same order: created_at,
@@ -467,7 +510,7 @@ LANGUAGE plproxy AS $b$
 $b$;
 
 CREATE OR REPLACE FUNCTION public.patchdiff_list_targets(args json) RETURNS json
-LANGUAGE plpgsql AS $b$
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $b$
 DECLARE
   pages json[];
   page json;
@@ -530,23 +573,35 @@ END $b$;
 -- installed and available versions, whether an update path leads from one to the other, whether
 -- the objects are at least release 0.1.0's, and the extension's functions. patchdiff-mcp lists
 -- the tools whose functions both the shards and this router have.
+-- The query runs on partition 0 as the calling role, with that role's search_path there: every
+-- name in it is pg_catalog's, qualified.
 CREATE OR REPLACE FUNCTION patchdiff_router.shard_facts() RETURNS json
 LANGUAGE plproxy AS $b$
   CLUSTER 'patchdiff';
   RUN ON 0;
-  SELECT json_build_object(
-      'installed', e.extversion,
-      'available', a.default_version,
-      'update_path', a.default_version IS DISTINCT FROM e.extversion AND EXISTS (
-          SELECT 1 FROM pg_extension_update_paths('pg_patchdiff') u
-           WHERE u.source = e.extversion AND u.target = a.default_version AND u.path IS NOT NULL),
+  SELECT pg_catalog.json_build_object(
+      'installed'::pg_catalog.text, e.extversion,
+      'available'::pg_catalog.text, a.default_version,
+      'update_path'::pg_catalog.text,
+      COALESCE(NOT a.default_version OPERATOR(pg_catalog.=) e.extversion, false) AND EXISTS (
+          SELECT FROM pg_catalog.pg_extension_update_paths('pg_patchdiff'::pg_catalog.name) u
+           WHERE u.source OPERATOR(pg_catalog.=) e.extversion
+             AND u.target OPERATOR(pg_catalog.=) a.default_version AND u.path IS NOT NULL),
       -- From the catalog: to_regclass would need USAGE on the extension's private schema, which
       -- a login role that is not a superuser does not have.
-      'since_0_1_0', EXISTS (SELECT 1 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-                              WHERE n.nspname = 'patchdiff' AND c.relname = 'target_directory'),
-      'functions', (SELECT json_agg(p.proname::text ORDER BY p.proname)
-                      FROM pg_proc p JOIN pg_depend d ON d.classid = 'pg_proc'::regclass
-                       AND d.objid = p.oid AND d.deptype = 'e' AND d.refobjid = e.oid))
-    FROM pg_extension e LEFT JOIN pg_available_extensions a ON a.name = e.extname
-   WHERE e.extname = 'pg_patchdiff';
+      'since_0_1_0'::pg_catalog.text, EXISTS (
+          SELECT FROM pg_catalog.pg_class c
+            JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace
+           WHERE n.nspname OPERATOR(pg_catalog.=) 'patchdiff'::pg_catalog.name
+             AND c.relname OPERATOR(pg_catalog.=) 'target_directory'::pg_catalog.name),
+      'functions'::pg_catalog.text, (
+          SELECT pg_catalog.json_agg(p.proname::pg_catalog.text ORDER BY p.proname)
+            FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_depend d
+              ON d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass
+             AND d.objid OPERATOR(pg_catalog.=) p.oid
+             AND d.deptype OPERATOR(pg_catalog.=) 'e'::pg_catalog.char
+             AND d.refobjid OPERATOR(pg_catalog.=) e.oid))
+    FROM pg_catalog.pg_extension e LEFT JOIN pg_catalog.pg_available_extensions a
+      ON a.name OPERATOR(pg_catalog.=) e.extname
+   WHERE e.extname OPERATOR(pg_catalog.=) 'pg_patchdiff'::pg_catalog.name;
 $b$;

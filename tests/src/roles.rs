@@ -27,7 +27,7 @@ BEGIN
     EXECUTE pg_catalog.format('GRANT USAGE ON SCHEMA %I TO {role}', api_schema);
     FOR f IN
         SELECT p.oid::regprocedure FROM pg_catalog.pg_proc p
-          JOIN pg_catalog.pg_depend d ON d.classid = 'pg_catalog.pg_proc'::regclass
+          JOIN pg_catalog.pg_depend d ON d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass
            AND d.objid = p.oid AND d.deptype = 'e'
           JOIN pg_catalog.pg_extension e ON e.oid = d.refobjid
          WHERE e.extname = 'pg_patchdiff' AND p.proname LIKE 'patchdiff\_%'

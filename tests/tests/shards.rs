@@ -1018,3 +1018,164 @@ async fn the_change_feed_is_heard_from_every_shard() {
         "the resync after shard 1's sessions were lost",
     );
 }
+
+/// What a hostile role plants in the router database's `public` (helper-49): operators and
+/// functions of exactly the argument types the router's functions pass where pg_catalog's are
+/// polymorphic or need a coercion (`unnest`, `to_json`, `float8 * int4`), and, for a caller whose
+/// search_path puts `public` first, ones of pg_catalog's own types (`~`, `||` of text). Each
+/// records who ran it, then does what pg_catalog's would.
+const PLANTED_IN_ROUTER: &str = r#"
+CREATE TABLE public.planted_ran (who text, what text);
+GRANT INSERT ON public.planted_ran TO PUBLIC;
+CREATE FUNCTION public.unnest(text[]) RETURNS SETOF text LANGUAGE plpgsql AS $$
+BEGIN INSERT INTO public.planted_ran VALUES (current_user, 'unnest(text[])');
+      RETURN QUERY SELECT * FROM pg_catalog.unnest($1); END $$;
+CREATE FUNCTION public.to_json(text) RETURNS json LANGUAGE plpgsql AS $$
+BEGIN INSERT INTO public.planted_ran VALUES (current_user, 'to_json(text)');
+      RETURN pg_catalog.to_json($1); END $$;
+CREATE FUNCTION public.planted_mul(float8, int4) RETURNS float8 LANGUAGE plpgsql AS $$
+BEGIN INSERT INTO public.planted_ran VALUES (current_user, '*(float8,int4)');
+      RETURN $1 OPERATOR(pg_catalog.*) $2::float8; END $$;
+CREATE OPERATOR public.* (LEFTARG = float8, RIGHTARG = int4, FUNCTION = public.planted_mul);
+CREATE FUNCTION public.planted_match(text, text) RETURNS bool LANGUAGE plpgsql AS $$
+BEGIN INSERT INTO public.planted_ran VALUES (current_user, '~(text,text)');
+      RETURN $1 OPERATOR(pg_catalog.~) $2; END $$;
+CREATE OPERATOR public.~ (LEFTARG = text, RIGHTARG = text, FUNCTION = public.planted_match);
+CREATE FUNCTION public.planted_cat(text, text) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN INSERT INTO public.planted_ran VALUES (current_user, '||(text,text)');
+      RETURN $1 OPERATOR(pg_catalog.||) $2; END $$;
+CREATE OPERATOR public.|| (LEFTARG = text, RIGHTARG = text, FUNCTION = public.planted_cat);
+"#;
+
+/// docs/scale-out.md "Roles": objects planted in the router database's `public` (where every
+/// role may create in a database made before PostgreSQL 15) never run in a tenant's call
+/// through the router, and the router's script refuses to install over a function of the
+/// router's names that such a role made first (CREATE OR REPLACE would keep that role its owner).
+#[tokio::test]
+async fn objects_planted_in_the_router_database_never_run() {
+    let _turn = SHARDS.write().await;
+    let router = connect(&router_dsn()).await;
+    let layout = layout(&router).await;
+    let planter_role = patchdiff_tests::roles::unique("shards_planter");
+    let tenant_role = patchdiff_tests::roles::unique("shards_planted");
+    let planter = connect(&role_everywhere(&layout, &planter_role).await).await;
+    let tenant_dsn = role_everywhere(&layout, &tenant_role).await;
+    router
+        .batch_execute(&format!(
+            "GRANT CREATE ON SCHEMA public TO {planter_role}; \
+             ALTER ROLE {tenant_role} IN DATABASE patchdiff SET search_path = public, pg_catalog"
+        ))
+        .await
+        .unwrap();
+    planter.batch_execute(PLANTED_IN_ROUTER).await.unwrap();
+    let ran = || async {
+        router
+            .query("SELECT who, what FROM public.planted_ran", &[])
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| (r.get::<_, String>(0), r.get::<_, String>(1)))
+            .collect::<Vec<_>>()
+    };
+    // Not vacuous: the tenant's own statements reach the planted objects.
+    let tenant = connect(&tenant_dsn).await;
+    tenant
+        .batch_execute("SELECT 'a' ~ 'a', pg_catalog.random() * 2")
+        .await
+        .unwrap();
+    assert_eq!(ran().await.len(), 2, "{:?}", ran().await);
+    router
+        .batch_execute("TRUNCATE public.planted_ran")
+        .await
+        .unwrap();
+    // Every kind of call through the router, as the tenant.
+    let id = create(&tenant, "planted.md", "one\n").await;
+    let edited = call(
+        &tenant,
+        "patchdiff_submit_edits",
+        &json!({"target_file_id": id, "expected_target_version": 0, "intent": "planted",
+                "edits": [{"match": "one", "replace": "two"}]}),
+    )
+    .await;
+    assert_eq!(edited["status"], "accepted", "{edited}");
+    let listed = call(&tenant, "patchdiff_list_targets", &json!({"limit": 1})).await;
+    assert_eq!(listed["count"], 1, "{listed}");
+    let read = call(
+        &tenant,
+        "patchdiff_read_target",
+        &json!({"target_file_id": id, "client_request_id": "\u{0}"}),
+    )
+    .await;
+    assert!(read.get("status").is_some(), "{read}");
+    for sql in [
+        "SELECT * FROM patchdiff_router.publication_partition('{\"workspace_binding\": {\"nonce\": \"n\"}}'::json)",
+        "SELECT patchdiff_router.partition_conninfos()",
+        "SELECT patchdiff_router.changeset_partition('{\"members\": []}'::json)",
+    ] {
+        tenant.batch_execute(sql).await.unwrap();
+    }
+    let seen = ran().await;
+    assert!(seen.is_empty(), "the router ran planted objects: {seen:?}");
+    // A function of the router's names made first by a role that is not a superuser: the
+    // script stops before it changes anything.
+    planter
+        .batch_execute(
+            "CREATE FUNCTION public.patchdiff_read_target(args json, planted int4) RETURNS json \
+             LANGUAGE sql AS $$ SELECT args $$",
+        )
+        .await
+        .unwrap();
+    let script = format!(
+        "{}/../sql/router/patchdiff_router.sql",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let out = Command::new("psql")
+        .args([
+            "-X",
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-d",
+            &router_dsn(),
+            "-f",
+            &script,
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "the script ran over a planted function: {err}"
+    );
+    assert!(
+        err.contains("owned by a role that is not a superuser")
+            && err.contains("public.patchdiff_read_target(json,integer)")
+            && err.contains(&planter_role),
+        "{err}"
+    );
+    router
+        .batch_execute(&format!(
+            "DROP OWNED BY {planter_role}; REVOKE CREATE ON SCHEMA public FROM {planter_role}; \
+             ALTER ROLE {tenant_role} IN DATABASE patchdiff RESET search_path"
+        ))
+        .await
+        .unwrap();
+    // And runs again once it is gone.
+    let out = Command::new("psql")
+        .args([
+            "-X",
+            "-q",
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-d",
+            &router_dsn(),
+            "-f",
+            &script,
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -12,6 +12,12 @@
 //!    ([`storage_from_before_0_1_0_is_told_there_is_no_upgrade_path`]).
 //! 4. The embedded database, the server's own, is updated at start-up instead
 //!    ([`embedded_database_updates_its_extension_at_start_up`]).
+//! 5. Functions and operators a role planted in the extension's schema (`public`, where every
+//!    role may create in a database made before PostgreSQL 15) never run: not during `CREATE
+//!    EXTENSION`, nor `ALTER EXTENSION pg_patchdiff UPDATE`, nor patchdiff-mcp's start-up and
+//!    calls, as a superuser or as a tenant whose search_path puts `public` first
+//!    ([`objects_planted_in_the_extensions_schema_never_run`]; docs/security.md, "Objects
+//!    planted in a schema").
 //!
 //! Environment: `PATCHDIFF_TEST_DSN` (a superuser connection string; the cluster's server runs
 //! on this machine, with pg_patchdiff installed by `install_extension` of scripts/lib.sh) and
@@ -599,4 +605,151 @@ fn embedded_database_updates_its_extension_at_start_up() {
     };
     assert!(stopped.unwrap().success());
     let _ = std::fs::remove_dir_all(&base);
+}
+
+/// What a hostile role plants in `public` (helper-49): an operator or function of exactly the
+/// argument types a statement of the install or update scripts, or of patchdiff-mcp's start-up,
+/// passes, where pg_catalog has only one that needs a coercion (`=` of `oid` and `regclass`,
+/// `quote_ident` of `name`) or is polymorphic (`unnest`). Each records who ran it, and then does
+/// what pg_catalog's would.
+const PLANTED: &str = r#"
+CREATE TABLE public.planted_ran (who text, what text);
+GRANT INSERT ON public.planted_ran TO PUBLIC;
+CREATE FUNCTION public.planted_eq_regclass(oid, regclass) RETURNS bool LANGUAGE plpgsql AS $$
+BEGIN INSERT INTO public.planted_ran VALUES (current_user, '=(oid,regclass)');
+      RETURN $1 OPERATOR(pg_catalog.=) $2::oid; END $$;
+CREATE OPERATOR public.= (LEFTARG = oid, RIGHTARG = regclass, FUNCTION = public.planted_eq_regclass);
+CREATE FUNCTION public.planted_ne_regtype(oid, regtype) RETURNS bool LANGUAGE plpgsql AS $$
+BEGIN INSERT INTO public.planted_ran VALUES (current_user, '<>(oid,regtype)');
+      RETURN $1 OPERATOR(pg_catalog.<>) $2::oid; END $$;
+CREATE OPERATOR public.<> (LEFTARG = oid, RIGHTARG = regtype, FUNCTION = public.planted_ne_regtype);
+CREATE FUNCTION public.planted_eq_regnamespace(oid, regnamespace) RETURNS bool LANGUAGE plpgsql AS $$
+BEGIN INSERT INTO public.planted_ran VALUES (current_user, '=(oid,regnamespace)');
+      RETURN $1 OPERATOR(pg_catalog.=) $2::oid; END $$;
+CREATE OPERATOR public.= (LEFTARG = oid, RIGHTARG = regnamespace, FUNCTION = public.planted_eq_regnamespace);
+CREATE FUNCTION public.quote_ident(name) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN INSERT INTO public.planted_ran VALUES (current_user, 'quote_ident(name)');
+      RETURN pg_catalog.quote_ident($1::text); END $$;
+CREATE FUNCTION public.pg_extension_update_paths(text)
+RETURNS TABLE (source text, target text, path text) LANGUAGE plpgsql AS $$
+BEGIN INSERT INTO public.planted_ran VALUES (current_user, 'pg_extension_update_paths(text)');
+      RETURN QUERY SELECT * FROM pg_catalog.pg_extension_update_paths($1::name); END $$;
+CREATE FUNCTION public.unnest(text[]) RETURNS SETOF text LANGUAGE plpgsql AS $$
+BEGIN INSERT INTO public.planted_ran VALUES (current_user, 'unnest(text[])');
+      RETURN QUERY SELECT * FROM pg_catalog.unnest($1); END $$;
+"#;
+
+/// Clause 5 of this file's list.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn objects_planted_in_the_extensions_schema_never_run() {
+    installed_scripts_are_this_trees();
+    let oldest = released_versions().remove(0);
+    let evil = unique("planter");
+    let tenant = unique("planted_tenant");
+    let admin = open(&config_for("postgres", None)).await.unwrap();
+    admin
+        .batch_execute(&format!("CREATE ROLE {evil} LOGIN PASSWORD 'planter'"))
+        .await
+        .unwrap();
+    let mut tenants = Vec::new();
+    // `fresh`: planted, then CREATE EXTENSION. `updated`: the oldest release installed (before
+    // the role could plant: its frozen script is not this build's), planted, then updated.
+    let fresh = Database::create("patchdiff_planted_fresh").await;
+    let updated = Database::create("patchdiff_planted_updated").await;
+    for db in [&fresh, &updated] {
+        let c = db.connect().await;
+        if std::ptr::eq(db, &updated) {
+            c.batch_execute(&format!("CREATE EXTENSION pg_patchdiff VERSION '{oldest}'"))
+                .await
+                .unwrap();
+        }
+        // As in every database made before PostgreSQL 15.
+        c.batch_execute("GRANT CREATE ON SCHEMA public TO PUBLIC")
+            .await
+            .unwrap();
+        let planter = open(&config_for(&db.name, Some((&evil, "planter"))))
+            .await
+            .unwrap();
+        planter.batch_execute(PLANTED).await.unwrap();
+        // The planted objects are reached where nothing guards against them: not a vacuous test.
+        c.batch_execute(
+            "SELECT count(*) FROM pg_catalog.pg_depend d \
+              WHERE d.classid = 'pg_catalog.pg_proc'::pg_catalog.regclass",
+        )
+        .await
+        .unwrap();
+        let ran: i64 = c
+            .query_one(
+                "SELECT count(*) FROM public.planted_ran WHERE what = '=(oid,regclass)'",
+                &[],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        assert!(
+            ran > 0,
+            "the planted operator is not chosen over pg_catalog's"
+        );
+        c.batch_execute("TRUNCATE public.planted_ran")
+            .await
+            .unwrap();
+        let ddl = if std::ptr::eq(db, &updated) {
+            "ALTER EXTENSION pg_patchdiff UPDATE"
+        } else {
+            "CREATE EXTENSION pg_patchdiff"
+        };
+        c.batch_execute(ddl)
+            .await
+            .unwrap_or_else(|e| panic!("{ddl}: {e:?}"));
+        assert_eq!(
+            extversion(&c).await,
+            default_version(&c).await,
+            "after {ddl}"
+        );
+        // A tenant by the documented recipe, whose search_path a DBA set to put public first.
+        let tenant = format!("{tenant}_{}", tenants.len());
+        c.batch_execute(&patchdiff_tests::roles::recipe(&db.name, &tenant, "tenant"))
+            .await
+            .unwrap();
+        tenants.push(tenant.clone());
+        c.batch_execute(&format!(
+            "ALTER ROLE {tenant} IN DATABASE {} SET search_path = public, pg_catalog",
+            db.name
+        ))
+        .await
+        .unwrap();
+        let as_tenant = format!("{} user={tenant} password=tenant", db.dsn());
+        for dsn in [db.dsn(), as_tenant] {
+            serves(&dsn, &[]);
+        }
+        let ran: Vec<(String, String)> = c
+            .query("SELECT who, what FROM public.planted_ran", &[])
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| (r.get(0), r.get(1)))
+            .collect();
+        assert!(
+            ran.is_empty(),
+            "{ddl} and patchdiff-mcp ran planted objects: {ran:?}"
+        );
+        let evil_super: bool = c
+            .query_one(
+                "SELECT rolsuper FROM pg_catalog.pg_roles WHERE rolname = $1",
+                &[&evil],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        assert!(!evil_super);
+        drop((c, planter));
+    }
+    fresh.drop().await;
+    updated.drop().await;
+    for role in tenants.iter().chain([&evil]) {
+        admin
+            .batch_execute(&format!("DROP ROLE {role}"))
+            .await
+            .unwrap();
+    }
 }
