@@ -18,6 +18,8 @@
 //!    calls, as a superuser or as a tenant whose search_path puts `public` first
 //!    ([`objects_planted_in_the_extensions_schema_never_run`]; docs/security.md, "Objects
 //!    planted in a schema").
+//! 6. A `pg_dump` restored in one transaction gives back every row and the same documents
+//!    ([`a_dump_restores_whole_in_one_transaction`]; docs/sql-api.md, "Backup and restore").
 //!
 //! Environment: `PATCHDIFF_TEST_DSN` (a superuser connection string; the cluster's server runs
 //! on this machine, with pg_patchdiff installed by `install_extension` of scripts/lib.sh) and
@@ -752,4 +754,94 @@ async fn objects_planted_in_the_extensions_schema_never_run() {
             .await
             .unwrap();
     }
+}
+
+/// docs/sql-api.md, "Backup and restore": `pg_dump` of a database with targets, restored into a
+/// new database in one transaction, gives back every row and the same documents.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dump_restores_whole_in_one_transaction() {
+    let source = Database::create("patchdiff_dumped").await;
+    let c = source.connect().await;
+    c.batch_execute("CREATE EXTENSION pg_patchdiff")
+        .await
+        .unwrap();
+    let target = patchdiff_tests::initialize_target(&c, "dumped.md", "alpha beta alpha\r\n")
+        .await
+        .unwrap();
+    let edited = patchdiff_tests::call(
+        &c,
+        "patchdiff_submit_edits",
+        &json!({"target_file_id": target, "expected_target_version": 0, "intent": "dump",
+                "edits": [{"match": "beta", "replace": "gamma"}]}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(edited["status"], "accepted", "{edited}");
+    let saved = patchdiff_tests::call(
+        &c,
+        "patchdiff_save",
+        &json!({"target_file_id": target, "expected_target_version": 1}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(saved["status"], "saved", "{saved}");
+    const COUNTS: &str = "SELECT (SELECT count(*) FROM patchdiff.targets), \
+        (SELECT count(*) FROM patchdiff.editing_cycles), (SELECT count(*) FROM patchdiff.snapshots), \
+        (SELECT count(*) FROM patchdiff.pdcp_logs), (SELECT count(*) FROM patchdiff.manifest_ledger)";
+    let before: Vec<i64> = {
+        let row = c.query_one(COUNTS, &[]).await.unwrap();
+        (0..5).map(|i| row.get(i)).collect()
+    };
+    assert_eq!(before, [1, 2, 2, 1, 1]);
+    let dump = Command::new("pg_dump")
+        .args(["--dbname", &source.dsn()])
+        .output()
+        .unwrap();
+    assert!(
+        dump.status.success(),
+        "{}",
+        String::from_utf8_lossy(&dump.stderr)
+    );
+    let restored = Database::create("patchdiff_restored").await;
+    let mut psql = Command::new("psql")
+        .args([
+            "-X",
+            "-q",
+            "--single-transaction",
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-d",
+            &restored.dsn(),
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        psql.stdin.take().unwrap().write_all(&dump.stdout).unwrap();
+    }
+    let out = psql.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r = restored.connect().await;
+    let row = r.query_one(COUNTS, &[]).await.unwrap();
+    let after: Vec<i64> = (0..5).map(|i| row.get(i)).collect();
+    assert_eq!(after, before);
+    let args = json!({"target_file_id": target, "format": "original_eol"});
+    let from_source = patchdiff_tests::call(&c, "patchdiff_export_target", &args)
+        .await
+        .unwrap();
+    let from_restored = patchdiff_tests::call(&r, "patchdiff_export_target", &args)
+        .await
+        .unwrap();
+    assert_eq!(from_source["status"], "ok", "{from_source}");
+    assert_eq!(from_restored, from_source);
+    drop((c, r));
+    source.drop().await;
+    restored.drop().await;
 }
