@@ -809,7 +809,10 @@ pub(crate) async fn publish_in_transaction(
     let rejected = |code: &str, detail: &str| {
         PublishAnswer::answer(json!({
             "status": "rejected", "target_file_id": value["target_file_id"], "failure_reason": code,
-            "failure_detail": format!("{detail} No checkpoint was created."),
+            "failure_detail": format!(
+                "{detail}{} No checkpoint was created.",
+                if detail.ends_with('.') { "" } else { "." }
+            ),
             "current_version": value["version"], "current_hash": value["current_hash"],
         }))
     };

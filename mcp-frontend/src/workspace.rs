@@ -175,7 +175,8 @@ fn io_refusal(what: &str, e: std::io::Error) -> Refusal {
 /// A test hook (`PATCHDIFF_WORKSPACE_TEST_HOOK=<point>`, `PATCHDIFF_WORKSPACE_TEST_HOOK_DIR`):
 /// at the named point the process creates `<dir>/paused` and waits until `<dir>/resume` exists,
 /// so a test can change the file system, or kill the process, at exactly that point. Points:
-/// `after_walk`, `after_lease`, `before_commit`. It fires once per process.
+/// `after_walk`, `after_lease`, `after_staging` (the staged file written and the disk checked
+/// again, before the rename or link), `before_commit`. It fires once per process.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Hook {
     pub point: String,
@@ -338,6 +339,24 @@ fn fstat(fd: RawFd) -> std::io::Result<libc::stat> {
     }
 }
 
+/// `fstatat` of `name` in `dir`, not following a link.
+fn stat_at(dir: &OwnedFd, name: &CString) -> std::io::Result<libc::stat> {
+    // SAFETY: `st` is written before it is read; name is NUL-terminated; dir is open.
+    unsafe {
+        let mut st: libc::stat = std::mem::zeroed();
+        if libc::fstatat(
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            &mut st,
+            libc::AT_SYMLINK_NOFOLLOW,
+        ) != 0
+        {
+            return Err(last_error());
+        }
+        Ok(st)
+    }
+}
+
 fn is_symlink_at(dir: RawFd, name: &CString) -> bool {
     // SAFETY: as in fstat; AT_SYMLINK_NOFOLLOW inspects the link itself.
     unsafe {
@@ -382,7 +401,7 @@ impl Lease {
                 return Err(refuse(
                     "workspace_busy",
                     format!(
-                        "another import or publication holds this directory's lease (waited {} ms); retry later",
+                        "another import or publication, or any process that may read this directory, holds a lock on it (its lease; waited {} ms); retry later",
                         LEASE_WAIT.as_millis()
                     ),
                 ));
@@ -399,6 +418,8 @@ struct DiskFile {
     mode: u32,
     uid: libc::uid_t,
     gid: libc::gid_t,
+    /// The extended attributes a replacement keeps ([`kept_xattrs`]).
+    xattrs: Vec<(CString, Vec<u8>)>,
 }
 
 /// The current bytes of `name` in `dir`: `None` when absent. Symlinks, non-regular files,
@@ -411,6 +432,32 @@ fn read_at(
     limit: u64,
     reserved: (u64, u64),
 ) -> Result<Option<DiskFile>, Refusal> {
+    let symlink = || {
+        refuse(
+            "workspace_path_symlink",
+            "the file is a symbolic link; managed files must be regular files inside the workspace",
+        )
+    };
+    let not_regular = || {
+        refuse(
+            "workspace_not_regular_file",
+            "the path names something other than a regular file",
+        )
+    };
+    // What the name is, before it is opened for reading: opening a device, a FIFO or a socket
+    // is itself an action (a device's driver runs; a socket cannot be opened: ENXIO), so only a
+    // regular file is opened (helper-50). O_PATH with O_NOFOLLOW opens a link itself.
+    let probe = match openat(dir.as_raw_fd(), name, libc::O_PATH | libc::O_NOFOLLOW, 0) {
+        Ok(f) => f,
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Ok(None),
+        Err(e) => return Err(io_refusal("opening the file", e)),
+    };
+    let seen = fstat(probe.as_raw_fd()).map_err(|e| io_refusal("inspecting the file", e))?;
+    match seen.st_mode & libc::S_IFMT {
+        libc::S_IFREG => {}
+        libc::S_IFLNK => return Err(symlink()),
+        _ => return Err(not_regular()),
+    }
     let f = match openat(
         dir.as_raw_fd(),
         name,
@@ -420,18 +467,18 @@ fn read_at(
         Ok(f) => f,
         Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Ok(None),
         Err(e) if e.raw_os_error() == Some(libc::ELOOP) || is_symlink_at(dir.as_raw_fd(), name) => {
-            return Err(refuse(
-                "workspace_path_symlink",
-                "the file is a symbolic link; managed files must be regular files inside the workspace",
-            ));
+            return Err(symlink());
         }
         Err(e) => return Err(io_refusal("opening the file", e)),
     };
     let st = fstat(f.as_raw_fd()).map_err(|e| io_refusal("inspecting the file", e))?;
     if (st.st_mode & libc::S_IFMT) != libc::S_IFREG {
+        return Err(not_regular());
+    }
+    if (st.st_dev, st.st_ino) != (seen.st_dev, seen.st_ino) {
         return Err(refuse(
-            "workspace_not_regular_file",
-            "the path names something other than a regular file",
+            "workspace_io_error",
+            "the file was replaced while it was being opened; nothing was read or written. Retry.",
         ));
     }
     if (st.st_dev, st.st_ino) == reserved {
@@ -471,12 +518,90 @@ fn read_at(
             "the file grew past the limit while being read",
         ));
     }
+    let xattrs = kept_xattrs(file.as_raw_fd())
+        .map_err(|e| io_refusal("reading the file's extended attributes", e))?;
     Ok(Some(DiskFile {
         bytes,
         mode: st.st_mode & 0o7777,
         uid: st.st_uid,
         gid: st.st_gid,
+        xattrs,
     }))
+}
+
+/// The POSIX access ACL (`system.posix_acl_access`).
+const ACCESS_ACL: &[u8] = b"system.posix_acl_access";
+
+/// The extended attributes a replaced file keeps: its access ACL and the `user.` ones. A file
+/// with an ACL has the ACL's mask in its mode's group bits, so a copy given only the mode would
+/// open the file to its owning group and close it to the users the ACL named (helper-50).
+/// `security.` attributes (a capability, a label) are not carried over, as set-ID bits are not;
+/// `trusted.` ones need a privilege the front end should not use for them.
+fn kept_xattrs(fd: RawFd) -> std::io::Result<Vec<(CString, Vec<u8>)>> {
+    let unsupported = |e: &std::io::Error| e.raw_os_error() == Some(libc::ENOTSUP);
+    let names = match xattr_read(|buf, len| {
+        // SAFETY: buf is valid for len bytes (or null with len 0); fd is open.
+        unsafe { libc::flistxattr(fd, buf.cast(), len) }
+    }) {
+        Err(e) if unsupported(&e) => return Ok(Vec::new()),
+        r => r?,
+    };
+    let mut kept = Vec::new();
+    for n in names.split(|b| *b == 0).filter(|n| !n.is_empty()) {
+        if n != ACCESS_ACL && !n.starts_with(b"user.") {
+            continue;
+        }
+        let name = CString::new(n).map_err(std::io::Error::other)?;
+        let value = xattr_read(|buf, len| {
+            // SAFETY: as above; name is NUL-terminated.
+            unsafe { libc::fgetxattr(fd, name.as_ptr(), buf.cast(), len) }
+        })?;
+        kept.push((name, value));
+    }
+    Ok(kept)
+}
+
+/// A variable-length xattr call: its size first, then its bytes (again if it grew meanwhile).
+fn xattr_read(call: impl Fn(*mut u8, usize) -> libc::ssize_t) -> std::io::Result<Vec<u8>> {
+    loop {
+        let n = call(std::ptr::null_mut(), 0);
+        if n < 0 {
+            return Err(last_error());
+        }
+        let mut buf = vec![0u8; n as usize];
+        let m = call(buf.as_mut_ptr(), buf.len());
+        if m >= 0 {
+            buf.truncate(m as usize);
+            return Ok(buf);
+        }
+        let e = last_error();
+        if e.raw_os_error() != Some(libc::ERANGE) {
+            return Err(e);
+        }
+    }
+}
+
+/// Gives the staged file `fd` the replaced file's kept attributes, and no access ACL it did not
+/// have (a directory's default ACL gives a new file one).
+fn restore_xattrs(fd: RawFd, xattrs: &[(CString, Vec<u8>)]) -> std::io::Result<()> {
+    let acl = CString::new(ACCESS_ACL).expect("no NUL");
+    if !xattrs.iter().any(|(n, _)| n.as_bytes() == ACCESS_ACL) {
+        // SAFETY: fd is open; acl is NUL-terminated.
+        if unsafe { libc::fremovexattr(fd, acl.as_ptr()) } != 0 {
+            let e = last_error();
+            if !matches!(e.raw_os_error(), Some(libc::ENODATA | libc::ENOTSUP)) {
+                return Err(e);
+            }
+        }
+    }
+    for (name, value) in xattrs {
+        // SAFETY: fd is open; name is NUL-terminated; value is valid for its length.
+        if unsafe { libc::fsetxattr(fd, name.as_ptr(), value.as_ptr().cast(), value.len(), 0) } != 0
+        {
+            return Err(last_error());
+        }
+    }
+    Ok(())
 }
 
 /// Refuses to replace a file that is read-only on disk: its mode (`mode`, from the `fstat` of
@@ -484,6 +609,53 @@ fn read_at(
 /// when the front end runs as root; or this process may not write it (`faccessat` with the
 /// effective IDs: `EACCES`, `EPERM` for an immutable file, `EROFS`). An editor would fail to open
 /// such a file for writing, but `renameat` over it would succeed, so the publication asks first.
+/// Refuses to replace a file of another user when the front end does not run as root: the new
+/// file would be the front end's, and the file's owner could no longer write it (helper-50).
+/// A root front end gives the new file the old one's owner and group.
+fn check_owner(d: &DiskFile, rel: &str) -> Result<(), Refusal> {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let me = unsafe { libc::geteuid() };
+    if me == 0 {
+        return Ok(());
+    }
+    if d.uid != me {
+        return Err(refuse(
+            "workspace_file_read_only",
+            format!(
+                "{rel} belongs to user {} and this front end runs as user {me}: replacing it would make the file this front end's, and its owner could no longer write it; it was left as it is. Publish it from a front end running as its owner.",
+                d.uid
+            ),
+        ));
+    }
+    if !member_of(d.gid) {
+        return Err(refuse(
+            "workspace_file_read_only",
+            format!(
+                "{rel} belongs to group {}, which this front end (user {me}) is not a member of: the replacing file could not keep that group, and would give the group's rights to another; it was left as it is. Publish it from a front end in that group.",
+                d.gid
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Whether this process may give a file the group `gid` (its effective or a supplementary one).
+fn member_of(gid: libc::gid_t) -> bool {
+    // SAFETY: getegid has no preconditions and cannot fail.
+    if unsafe { libc::getegid() } == gid {
+        return true;
+    }
+    // SAFETY: a null list with size 0 asks for the count.
+    let n = unsafe { libc::getgroups(0, std::ptr::null_mut()) };
+    if n <= 0 {
+        return false;
+    }
+    let mut groups = vec![0 as libc::gid_t; n as usize];
+    // SAFETY: groups has room for n entries, and getgroups writes at most n.
+    let m = unsafe { libc::getgroups(n, groups.as_mut_ptr()) };
+    m > 0 && groups[..m as usize].contains(&gid)
+}
+
 fn check_writable(dir: &OwnedFd, name: &CString, mode: u32, rel: &str) -> Result<(), Refusal> {
     if mode & 0o222 == 0 {
         return Err(refuse(
@@ -785,9 +957,11 @@ impl Workspace {
         if existing.is_none() && !p.may_create {
             return Err(gone());
         }
-        // Before anything is staged: a read-only file is not replaced.
+        // Before anything is staged: a read-only file is not replaced, nor one that would
+        // change hands.
         if let Some(d) = &existing {
             check_writable(&parent, &name, d.mode, &p.relative_path)?;
+            check_owner(d, &p.relative_path)?;
         }
         let tmp = cstr(&staging_name()?)?;
         let staged = openat(
@@ -801,24 +975,36 @@ impl Workspace {
             // SAFETY: tmp is NUL-terminated; parent is open.
             unsafe { libc::unlinkat(parent.as_raw_fd(), tmp.as_ptr(), 0) };
         };
+        let mut staged = std::fs::File::from(staged);
         let staged_result = (|| -> std::io::Result<()> {
             use std::io::Write;
-            let mut f = std::fs::File::from(staged);
+            let f = &mut staged;
             f.write_all(bytes)?;
             let mode = existing
                 .as_ref()
                 .map_or(NEW_FILE_MODE, |d| d.mode & !SET_ID_BITS);
-            // A root front end would otherwise hand every replaced file to root.
-            if let Some(d) = existing
-                .as_ref()
+            // A root front end would otherwise hand every replaced file to root; any other one
+            // replaces only its own files (check_owner) and keeps their group, which it may set
+            // when it is one of its groups.
+            if let Some(d) = existing.as_ref() {
                 // SAFETY: geteuid has no preconditions and cannot fail.
-                .filter(|_| unsafe { libc::geteuid() } == 0)
+                let (uid, gid) = if unsafe { libc::geteuid() } == 0 {
+                    (d.uid, d.gid)
+                } else {
+                    (libc::uid_t::MAX, d.gid)
+                };
                 // SAFETY: f is open for the whole call; fchown only reads its descriptor.
-                && unsafe { libc::fchown(f.as_raw_fd(), d.uid, d.gid) } != 0
-            {
-                return Err(last_error());
+                if unsafe { libc::fchown(f.as_raw_fd(), uid, gid) } != 0 {
+                    return Err(last_error());
+                }
             }
-            // After fchown, which may clear set-ID bits itself. SAFETY: f is open.
+            // The ACL before the mode: fchmod then sets the ACL's mask from the mode's group
+            // bits, which were the mask. After fchown, which may clear set-ID bits itself.
+            restore_xattrs(
+                f.as_raw_fd(),
+                existing.as_ref().map_or(&[][..], |d| &d.xattrs[..]),
+            )?;
+            // SAFETY: f is open.
             if unsafe { libc::fchmod(f.as_raw_fd(), mode as libc::mode_t) } != 0 {
                 return Err(last_error());
             }
@@ -826,8 +1012,14 @@ impl Workspace {
         })();
         if let Err(e) = staged_result {
             unlink_tmp();
-            return Err(io_refusal("writing the staged file", e));
+            let what = if e.raw_os_error() == Some(libc::EPERM) {
+                "giving the staged file the replaced file's group, attributes and mode"
+            } else {
+                "writing the staged file"
+            };
+            return Err(io_refusal(what, e));
         }
+        let staged_identity = fstat(staged.as_raw_fd()).map(|st| (st.st_dev, st.st_ino));
         let now = match check("checked again after staging") {
             Ok(d) => d,
             Err(r) => {
@@ -842,6 +1034,7 @@ impl Workspace {
             unlink_tmp();
             return Err(r);
         }
+        self.hook("after_staging");
         let installed = match (existing, now) {
             (Some(_), Some(_)) => {
                 // SAFETY: both names are NUL-terminated and relative to the open parent.
@@ -902,6 +1095,27 @@ impl Workspace {
             }
         };
         installed?;
+        // Whoever may write the directory could have put a file of its own under the staged
+        // name before the rename (helper-50: 26 of 30 SAVEs installed such a file and answered
+        // `saved`). The name must now be the file this publication wrote, or nothing it says
+        // about the disk holds: the caller rolls back, no checkpoint.
+        let installed_identity = stat_at(&parent, &name).map(|st| (st.st_dev, st.st_ino));
+        match (staged_identity, installed_identity) {
+            (Ok(a), Ok(b)) if a == b => {}
+            (Ok(_), Ok(_)) => {
+                return Err(refuse(
+                    "external_disk_drift",
+                    format!(
+                        "another process replaced the staged file before it was installed: {} now holds that process's bytes, not this publication's; no checkpoint was created. Check the file, re-initialize a target from it, and publish again.",
+                        p.relative_path
+                    ),
+                ));
+            }
+            (Err(e), _) | (_, Err(e)) => {
+                return Err(io_refusal("checking the installed file", e));
+            }
+        }
+        drop(staged);
         let receipt = Receipt {
             synced_path: p.relative_path.clone(),
             disk_sha256: p.content_sha256.clone(),
@@ -1522,6 +1736,285 @@ mod tests {
         assert_eq!(std::fs::read(root.join(&name)).unwrap(), b"two\n");
         // The file and the key's directory: no staged file is left behind.
         assert_eq!(std::fs::read_dir(&root).unwrap().count(), 2);
+        let _ = std::fs::remove_dir_all(&base);
+    }
+
+    /// A POSIX access ACL as its extended attribute holds it: version 2, then (tag, permissions,
+    /// id) per entry, in tag order.
+    fn acl_xattr(entries: &[(u16, u16, u32)]) -> Vec<u8> {
+        let mut v = 2u32.to_le_bytes().to_vec();
+        for (tag, perm, id) in entries {
+            v.extend(tag.to_le_bytes());
+            v.extend(perm.to_le_bytes());
+            v.extend(id.to_le_bytes());
+        }
+        v
+    }
+
+    fn xattr_of(path: &Path, name: &str) -> Option<Vec<u8>> {
+        let p = CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+        let n = CString::new(name).unwrap();
+        let mut buf = vec![0u8; 4096];
+        // SAFETY: both names are NUL-terminated; buf is valid for its length.
+        let len =
+            unsafe { libc::lgetxattr(p.as_ptr(), n.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+        (len >= 0).then(|| buf[..len as usize].to_vec())
+    }
+
+    fn set_xattr(path: &Path, name: &str, value: &[u8]) {
+        let p = CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+        let n = CString::new(name).unwrap();
+        // SAFETY: as above.
+        let rc = unsafe {
+            libc::lsetxattr(
+                p.as_ptr(),
+                n.as_ptr(),
+                value.as_ptr().cast(),
+                value.len(),
+                0,
+            )
+        };
+        assert_eq!(rc, 0, "setting {name}: {}", last_error());
+    }
+
+    /// docs/workspace.md, "Publication": a replaced file keeps its access ACL and its `user.`
+    /// attributes, so its rights neither widen nor narrow (helper-50: the ACL's mask, taken as
+    /// the group's bits, opened the file to its group and closed it to the user the ACL named),
+    /// and a file without an ACL gets none from its directory's default ACL.
+    #[test]
+    fn acls_and_user_attributes_are_kept() {
+        use std::os::unix::fs::PermissionsExt;
+        const UNDEFINED: u32 = u32::MAX;
+        let base = scratch("acl");
+        let root = base.join("root");
+        let f = root.join("acl.txt");
+        std::fs::write(&f, "v1\n").unwrap();
+        // user::rw- user:1234:rw- group::--- mask::rw- other::---
+        let acl = acl_xattr(&[
+            (0x01, 6, UNDEFINED),
+            (0x02, 6, 1234),
+            (0x04, 0, UNDEFINED),
+            (0x10, 6, UNDEFINED),
+            (0x20, 0, UNDEFINED),
+        ]);
+        set_xattr(&f, "system.posix_acl_access", &acl);
+        set_xattr(&f, "user.tag", b"kept");
+        let mode = std::fs::metadata(&f).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(mode, 0o660, "the ACL's mask is the mode's group bits");
+        let ws = open(&base, &DEFAULT_RESERVED);
+        assert_eq!(
+            publish_code(&ws, &publication(&ws, "acl.txt", b"v1\n", "v2\n")),
+            Ok(())
+        );
+        assert_eq!(std::fs::read(&f).unwrap(), b"v2\n");
+        assert_eq!(
+            xattr_of(&f, "system.posix_acl_access").as_deref(),
+            Some(&acl[..])
+        );
+        assert_eq!(xattr_of(&f, "user.tag").as_deref(), Some(&b"kept"[..]));
+        assert_eq!(
+            std::fs::metadata(&f).unwrap().permissions().mode() & 0o7777,
+            0o660
+        );
+        // A directory whose default ACL would give a new file rights of its own.
+        let d = root.join("inherits");
+        std::fs::create_dir(&d).unwrap();
+        let g = d.join("plain.txt");
+        std::fs::write(&g, "v1\n").unwrap();
+        std::fs::set_permissions(&g, std::fs::Permissions::from_mode(0o640)).unwrap();
+        set_xattr(
+            &d,
+            "system.posix_acl_default",
+            &acl_xattr(&[
+                (0x01, 7, UNDEFINED),
+                (0x02, 7, 4321),
+                (0x04, 7, UNDEFINED),
+                (0x10, 7, UNDEFINED),
+                (0x20, 7, UNDEFINED),
+            ]),
+        );
+        assert_eq!(
+            publish_code(
+                &ws,
+                &publication(&ws, "inherits/plain.txt", b"v1\n", "v2\n")
+            ),
+            Ok(())
+        );
+        assert_eq!(xattr_of(&g, "system.posix_acl_access"), None);
+        assert_eq!(
+            std::fs::metadata(&g).unwrap().permissions().mode() & 0o7777,
+            0o640
+        );
+        let _ = std::fs::remove_dir_all(&base);
+    }
+
+    /// docs/workspace.md, "Publication": a process that may write the directory and puts a file
+    /// of its own under the staged name before the rename does not get a `saved`: the
+    /// publication answers `external_disk_drift`, so the caller rolls back (helper-50).
+    #[test]
+    fn a_staged_file_replaced_before_the_rename_is_not_installed() {
+        let base = scratch("staged");
+        let root = base.join("root");
+        let hooks = base.join("hooks");
+        std::fs::create_dir_all(&hooks).unwrap();
+        std::fs::write(root.join("s.txt"), "v1\n").unwrap();
+        let key = BindingKey::load_or_create(&base.join("root/keys/workspace.key")).unwrap();
+        let reserved = DEFAULT_RESERVED.iter().map(|s| s.to_string()).collect();
+        let hook = Hook {
+            point: "after_staging".into(),
+            dir: hooks.clone(),
+        };
+        let ws = Workspace::open(&root, key, reserved, Some(hook)).unwrap();
+        let p = publication(&ws, "s.txt", b"v1\n", "v2\n");
+        let result = std::thread::scope(|scope| {
+            let publishing = scope.spawn(|| publish_code(&ws, &p));
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while !hooks.join("paused").exists() {
+                assert!(Instant::now() < deadline, "the hook never paused");
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            let staged = std::fs::read_dir(&root)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().into_string().unwrap())
+                .find(|n| is_staging_name(n))
+                .expect("a staged file");
+            std::fs::write(root.join("evil.tmp"), "EVIL\n").unwrap();
+            std::fs::rename(root.join("evil.tmp"), root.join(&staged)).unwrap();
+            std::fs::write(hooks.join("resume"), "").unwrap();
+            publishing.join().unwrap()
+        });
+        assert_eq!(result, Err("external_disk_drift"));
+        // What the other process wrote is what the disk holds: the answer says so.
+        assert_eq!(std::fs::read(root.join("s.txt")).unwrap(), b"EVIL\n");
+        let _ = std::fs::remove_dir_all(&base);
+    }
+
+    /// The uid and gid the non-root half of the next test runs as (nobody, nogroup).
+    const NOBODY: u32 = 65534;
+
+    /// docs/workspace.md, "Publication": a front end that does not run as root replaces only
+    /// its own files, in one of its groups; another user's file, or one of a group it is not in,
+    /// is refused with `workspace_file_read_only` before anything is staged, and left as it is
+    /// (helper-50: it used to become the front end's, and its owner lost write). Run as root,
+    /// this test prepares the files and runs its other half,
+    /// [`non_root_publications`], in a process of its own as nobody (setpriv).
+    #[test]
+    fn a_non_root_front_end_replaces_only_its_own_files() {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("skipped: preparing files of other users needs root");
+            return;
+        }
+        let base = scratch("nonroot");
+        let root = base.join("root");
+        let keys = base.join("keys");
+        std::fs::create_dir_all(&keys).unwrap();
+        for d in [&base, &root] {
+            std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o777)).unwrap();
+        }
+        let chown = |path: &Path, uid: u32, gid: u32| {
+            std::os::unix::fs::chown(path, Some(uid), Some(gid)).unwrap();
+        };
+        chown(&keys, NOBODY, NOBODY);
+        for (name, uid, gid, mode) in [
+            ("others.txt", 1235, NOBODY, 0o666),
+            ("groups.txt", NOBODY, 1236, 0o664),
+            ("own.txt", NOBODY, NOBODY, 0o644),
+        ] {
+            let f = root.join(name);
+            std::fs::write(&f, "v1\n").unwrap();
+            chown(&f, uid, gid);
+            std::fs::set_permissions(&f, std::fs::Permissions::from_mode(mode)).unwrap();
+        }
+        let before = |name: &str| {
+            let m = std::fs::metadata(root.join(name)).unwrap();
+            (m.ino(), m.uid(), m.gid(), m.mode())
+        };
+        let others = before("others.txt");
+        let groups = before("groups.txt");
+        let out = std::process::Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+            .arg(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "workspace::tests::non_root_publications",
+                "--ignored",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env("PATCHDIFF_TEST_NON_ROOT_BASE", &base)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{text}");
+        for expected in [
+            "others.txt: workspace_file_read_only: others.txt belongs to user 1235",
+            "groups.txt: workspace_file_read_only: groups.txt belongs to group 1236",
+            "own.txt: installed",
+        ] {
+            assert!(text.contains(expected), "{expected} in:\n{text}");
+        }
+        assert_eq!(before("others.txt"), others);
+        assert_eq!(before("groups.txt"), groups);
+        for name in ["others.txt", "groups.txt"] {
+            assert_eq!(std::fs::read(root.join(name)).unwrap(), b"v1\n", "{name}");
+        }
+        assert_eq!(std::fs::read(root.join("own.txt")).unwrap(), b"v2\n");
+        let _ = std::fs::remove_dir_all(&base);
+    }
+
+    /// The half of [`a_non_root_front_end_replaces_only_its_own_files`] that runs as nobody.
+    #[test]
+    #[ignore = "run by a_non_root_front_end_replaces_only_its_own_files, as another user"]
+    fn non_root_publications() {
+        let Some(base) = std::env::var_os("PATCHDIFF_TEST_NON_ROOT_BASE") else {
+            return;
+        };
+        let base = PathBuf::from(base);
+        let key = BindingKey::load_or_create(&base.join("keys/workspace.key")).unwrap();
+        let reserved = DEFAULT_RESERVED.iter().map(|s| s.to_string()).collect();
+        let ws = Workspace::open(&base.join("root"), key, reserved, None).unwrap();
+        for name in ["others.txt", "groups.txt", "own.txt"] {
+            let p = publication(&ws, name, b"v1\n", "v2\n");
+            match ws.publish(&p) {
+                Outcome::Installed(i) => {
+                    i.finish().unwrap();
+                    println!("{name}: installed");
+                }
+                Outcome::Rejected(r) => println!("{name}: {}: {}", r.code, r.detail),
+                Outcome::DurabilityUncertain(..) => println!("{name}: durability uncertain"),
+            }
+        }
+    }
+
+    /// docs/workspace.md, "Import": only a regular file is opened. A FIFO, a socket and a
+    /// directory are `workspace_not_regular_file` without being opened for reading (a FIFO
+    /// opened so would wait for a writer; a socket cannot be opened and used to answer
+    /// `workspace_io_error`), and a symbolic link `workspace_path_symlink`, at import and at
+    /// publication.
+    #[test]
+    fn only_regular_files_are_opened() {
+        let base = scratch("special");
+        let root = base.join("root");
+        let fifo = CString::new(root.join("pipe.txt").as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: the path is NUL-terminated.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
+        let _socket = std::os::unix::net::UnixListener::bind(root.join("sock.txt")).unwrap();
+        std::fs::create_dir(root.join("dir.txt")).unwrap();
+        std::os::unix::fs::symlink("/etc/hostname", root.join("link.txt")).unwrap();
+        let ws = open(&base, &DEFAULT_RESERVED);
+        for (name, code) in [
+            ("pipe.txt", "workspace_not_regular_file"),
+            ("sock.txt", "workspace_not_regular_file"),
+            ("dir.txt", "workspace_not_regular_file"),
+            ("link.txt", "workspace_path_symlink"),
+        ] {
+            assert_eq!(ws.import(name).err().map(|r| r.code), Some(code), "{name}");
+            let p = publication(&ws, name, b"", "x\n");
+            assert_eq!(publish_code(&ws, &p), Err(code), "{name}");
+        }
         let _ = std::fs::remove_dir_all(&base);
     }
 }
