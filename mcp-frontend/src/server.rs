@@ -618,7 +618,18 @@ impl Server {
         args.remove("from_workspace");
         args.insert("content".into(), Value::String(text));
         args.insert("workspace_binding".into(), binding);
-        Ok(Some(to_string(&Value::Object(args), LITERAL)))
+        let raw = to_string(&Value::Object(args), LITERAL);
+        if raw.len() > workspace::IMPORT_MAX_ARGUMENT_BYTES {
+            return Err(rejected(workspace::Refusal {
+                code: "workspace_file_too_large",
+                detail: format!(
+                    "the file's text is {} bytes once JSON-escaped for the database (control characters take six bytes each, quotes and backslashes two); the limit is {} bytes; nothing was written",
+                    raw.len(),
+                    workspace::IMPORT_MAX_ARGUMENT_BYTES
+                ),
+            }));
+        }
+        Ok(Some(raw))
     }
 
     /// Whether a SAVE publishes: `sync_workspace` true, or omitted/null with

@@ -28,6 +28,13 @@ use std::time::{Duration, Instant};
 /// `patchdiff.max_argument_bytes` (16 MiB) once JSON-escaped.
 pub const IMPORT_MAX_BYTES: u64 = 8 * 1024 * 1024;
 
+/// The extension's default `patchdiff.max_argument_bytes`: an import whose arguments (the file's
+/// text JSON-escaped, where a control character takes six bytes and a quote two) are longer is
+/// refused here, before the text is sent, as `workspace_file_too_large` (helper-50: 8 MiB of
+/// control characters were sent as 48 MB and refused as `arguments_too_large`, though the model
+/// had sent only a file name).
+pub const IMPORT_MAX_ARGUMENT_BYTES: usize = 16 * 1024 * 1024;
+
 /// How long an import or publication waits for another one to release the directory's lease
 /// before it answers `workspace_busy`.
 pub const LEASE_WAIT: Duration = Duration::from_millis(2000);

@@ -939,3 +939,30 @@ fn an_unsafe_key_file_stops_start_up() {
         );
     }
 }
+
+/// docs/workspace.md, "Import": a file within the 8 MiB limit whose text is longer than 16 MiB
+/// once JSON-escaped (control characters take six bytes each) is refused before anything is
+/// sent, as `workspace_file_too_large` naming that size (helper-50: it was sent, 48 MB, and
+/// refused as `arguments_too_large`, though the model had sent only a file name); nothing is
+/// written. A file of as many plain characters is imported.
+#[test]
+fn a_file_too_large_once_escaped_is_refused_before_it_is_sent() {
+    let root = scratch("escaped");
+    std::fs::write(root.join("controls.txt"), vec![1u8; 3 << 20]).unwrap();
+    std::fs::write(root.join("plain.txt"), vec![b'a'; 3 << 20]).unwrap();
+    let mut m = Mcp::start(&root, &[]);
+    let r = m.import("controls.txt");
+    assert_eq!(
+        (&r["status"], &r["failure_reason"]),
+        (&json!("rejected"), &json!("workspace_file_too_large")),
+        "{r}"
+    );
+    let detail = r["failure_detail"].as_str().unwrap();
+    assert!(
+        detail.contains("once JSON-escaped") && detail.contains("the limit is 16777216 bytes"),
+        "{detail}"
+    );
+    assert!(r.get("target_file_id").is_none(), "{r}");
+    let r = m.import("plain.txt");
+    assert_eq!(r["status"], "ok", "{}", r["failure_detail"]);
+}
