@@ -302,6 +302,18 @@ pub fn validate(rel: &str) -> Result<Vec<&str>, Refusal> {
             "the path must be relative to PATCHDIFF_WORKSPACE_ROOT, not absolute",
         ));
     }
+    // The extension's limit on a target's filename, checked before the walk: a longer path
+    // would be walked, and the file read, only for the import to be refused (helper-50).
+    let max = patchdiff_engine::wire::limits::FILENAME_MAX_BYTES;
+    if rel.len() > max {
+        return Err(refuse(
+            "workspace_path_invalid",
+            format!(
+                "the path is {} bytes; a target's filename is at most {max}",
+                rel.len()
+            ),
+        ));
+    }
     if rel.chars().any(|c| c.is_control()) || rel.contains('\\') {
         return Err(refuse(
             "workspace_path_invalid",
@@ -1179,6 +1191,11 @@ mod tests {
         assert_eq!(code("a/../../x"), Some("workspace_path_escape"));
         assert_eq!(code("/etc/passwd"), Some("workspace_path_absolute"));
         assert_eq!(code("a//b"), Some("workspace_path_ambiguous"));
+        // Components within NAME_MAX, the whole over the extension's filename limit.
+        let long = vec!["d".repeat(255); 17].join("/");
+        assert_eq!(long.len(), 4_351);
+        assert_eq!(code(&long), Some("workspace_path_invalid"));
+        assert!(validate(&long[..4_095]).is_ok());
         assert_eq!(code("./a"), Some("workspace_path_ambiguous"));
         assert_eq!(code("a/"), Some("workspace_path_ambiguous"));
         assert_eq!(code(""), Some("workspace_path_invalid"));
