@@ -619,7 +619,8 @@ async fn prepare_embedded(conninfo: &str, data_dir: &std::path::Path) -> Result<
     }
     let client = open(conninfo).await?;
     client
-        .batch_execute("CREATE EXTENSION IF NOT EXISTS pg_patchdiff")
+        // Named: the session's search_path (pinned) would put it in pg_catalog.
+        .batch_execute("CREATE EXTENSION IF NOT EXISTS pg_patchdiff SCHEMA public")
         .await
         .map_err(|e| format!("cannot create the pg_patchdiff extension: {}", describe(&e)))?;
     // The server made this database and is its one user, so it also brings the extension up to

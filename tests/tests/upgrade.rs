@@ -514,6 +514,17 @@ fn embedded_database_updates_its_extension_at_start_up() {
     let oldest = released_versions().remove(0);
     let (default, downgraded) = rt.block_on(async {
         let c = patchdiff_tests::connect(&conninfo).await.unwrap();
+        // In `public`, where the API's documentation calls it, never in pg_catalog.
+        let schema: String = c
+            .query_one(
+                "SELECT extnamespace::regnamespace::text FROM pg_catalog.pg_extension \
+                  WHERE extname = 'pg_patchdiff'",
+                &[],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(schema, "public");
         c.batch_execute(&format!(
             "DROP EXTENSION pg_patchdiff CASCADE; CREATE EXTENSION pg_patchdiff VERSION '{oldest}'"
         ))
