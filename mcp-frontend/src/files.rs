@@ -26,8 +26,9 @@ pub const DIFF_MAX_STEPS: usize = 1_000;
 pub const MAX_EDITS: usize = 1_000;
 /// The status of a refused argument (a status, not a code: docs/codes.md).
 const INVALID_ARGUMENT: &str = "invalid_argument";
-/// How many targets of one file's label a lookup pages through.
-const LOOKUP_LIMIT: u64 = 20;
+/// Targets per page of a lookup of one file's label, and how many pages it reads at most.
+const LOOKUP_LIMIT: u64 = 500;
+const LOOKUP_PAGES: usize = 8;
 
 /// What this front end knows of a file it has served: the target bound to it and the state
 /// the last read, import or publication left.
@@ -604,18 +605,31 @@ impl Server {
         if let Some(e) = self.files.entries.get(rel) {
             return Ok(Some(e.clone()));
         }
+        // Only a target of this role's own: any role can make a target with this label and
+        // grant it to another, which would then send its edits there (another tenant reads them
+        // in its log) or be refused on it for good (helper-48). Others' targets whose names
+        // start with the label can fill whole pages: a few pages are read, newest first.
         let label = label(ws, rel);
-        let v = self
-            .sql(
-                "patchdiff_list_targets",
-                &json!({"filename_prefix": label, "limit": LOOKUP_LIMIT}),
-            )
-            .await?;
-        let found = v["targets"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .find(|t| t["filename"].as_str() == Some(label.as_str()));
+        let mut found = None;
+        let mut cursor = Value::Null;
+        for _ in 0..LOOKUP_PAGES {
+            let v = self
+                .sql(
+                    "patchdiff_list_targets",
+                    &json!({"filename_prefix": label, "limit": LOOKUP_LIMIT, "cursor": cursor}),
+                )
+                .await?;
+            found = v["targets"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|t| t["filename"].as_str() == Some(label.as_str()) && t["access"] == "owner")
+                .cloned();
+            cursor = v["next_cursor"].clone();
+            if found.is_some() || !cursor.is_string() {
+                break;
+            }
+        }
         let entry = found.map(|t| Entry {
             target_file_id: t["target_file_id"].as_str().unwrap_or_default().to_owned(),
             version: t["version"].as_i64().unwrap_or(0),

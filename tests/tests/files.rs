@@ -390,3 +390,111 @@ fn new_files_written_are_found_by_later_calls() {
         assert_eq!(state(&id).0, "1", "{path}");
     }
 }
+
+/// docs/files.md, "Finding the file's target", and docs/security.md: a target another role made
+/// with this file's label and granted to the front end's role is never taken for the file
+/// (helper-48: the victim's edit was logged in the other role's target, where that role read
+/// the new text, and a planted copy of the file's bytes refused every later edit for good). The
+/// front end imports the file as a target of its own and publishes from it.
+#[test]
+fn a_target_of_another_role_with_the_files_label_is_never_used() {
+    use std::os::unix::fs::MetadataExt;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    if rt.block_on(patchdiff_tests::not_through_a_router(
+        &dsn(),
+        "roles of its own in a database of its own",
+    )) {
+        return;
+    }
+    let db = patchdiff_tests::roles::unique("patchdiff_files_label");
+    let (victim, planter) = (format!("{db}_victim"), format!("{db}_planter"));
+    let root = scratch("foreign_label");
+    std::fs::write(root.join("s.txt"), "password=old\n").unwrap();
+    let meta = std::fs::metadata(&root).unwrap();
+    let label = format!("files:{}:{}:s.txt", meta.dev(), meta.ino());
+    let admin_config = patchdiff_tests::roles::config_for("postgres", None);
+    let planted = rt.block_on(async {
+        let admin = patchdiff_tests::roles::open(&admin_config).await.unwrap();
+        admin
+            .batch_execute(&format!(
+                "CREATE DATABASE {db} ENCODING 'UTF8' TEMPLATE template0"
+            ))
+            .await
+            .unwrap();
+        let c = patchdiff_tests::roles::open(&patchdiff_tests::roles::config_for(&db, None))
+            .await
+            .unwrap();
+        c.batch_execute("CREATE EXTENSION pg_patchdiff")
+            .await
+            .unwrap();
+        for role in [&victim, &planter] {
+            c.batch_execute(&patchdiff_tests::roles::recipe(&db, role, "pw"))
+                .await
+                .unwrap();
+        }
+        let p = patchdiff_tests::roles::open(&patchdiff_tests::roles::config_for(
+            &db,
+            Some((&planter, "pw")),
+        ))
+        .await
+        .unwrap();
+        let t = patchdiff_tests::initialize_target(&p, &label, "password=old\n")
+            .await
+            .unwrap();
+        let granted = patchdiff_tests::call(
+            &p,
+            "patchdiff_grant",
+            &json!({"target_file_id": t, "role": victim, "privilege": "write"}),
+        )
+        .await
+        .unwrap();
+        assert_eq!(granted["status"], "ok", "{granted}");
+        t
+    });
+    let as_victim = format!("{} dbname={db} user={victim} password=pw", dsn());
+    let root_text = root.to_string_lossy().into_owned();
+    let key = key_file();
+    let mut s = Session::start(
+        &as_victim,
+        &[
+            ("PATCHDIFF_MCP_PROFILE", "files"),
+            ("PATCHDIFF_WORKSPACE_ROOT", root_text.as_str()),
+            ("PATCHDIFF_WORKSPACE_KEY_FILE", key.as_str()),
+        ],
+        "2025-06-18",
+    );
+    let (text, v, err) = edit(&mut s, "s.txt", "password=old", "password=NEWSECRET");
+    assert!(!err, "{text}");
+    assert_ne!(v["target_file_id"], planted.as_str(), "{v}");
+    assert_eq!(
+        std::fs::read(root.join("s.txt")).unwrap(),
+        b"password=NEWSECRET\n"
+    );
+    drop(s);
+    rt.block_on(async {
+        let c = patchdiff_tests::roles::open(&patchdiff_tests::roles::config_for(&db, None))
+            .await
+            .unwrap();
+        let attempts: i64 = c
+            .query_one(
+                "SELECT count(*) FROM patchdiff.pdcp_logs WHERE target_file_id = $1::text::uuid",
+                &[&planted],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(attempts, 0, "the victim's edit reached the planted target");
+        drop(c);
+        let admin = patchdiff_tests::roles::open(&admin_config).await.unwrap();
+        for sql in [
+            format!("DROP DATABASE {db} WITH (FORCE)"),
+            format!("DROP ROLE {victim}"),
+            format!("DROP ROLE {planter}"),
+        ] {
+            admin.batch_execute(&sql).await.unwrap();
+        }
+    });
+}
