@@ -119,16 +119,31 @@ pub struct Announcement {
     pub snapshot_id: Option<String>,
 }
 
-/// Reads a payload of the channel; `None` for anything that is not one of ours (any role may
-/// NOTIFY on any channel, so a listener trusts nothing it did not check: the target ID must be
-/// a UUID, and a listener still checks access through the API before it tells anyone).
-pub fn parse(payload: &str) -> Option<Announcement> {
-    if payload.len() > MAX_PAYLOAD_BYTES {
+/// Reads a payload of the channel; `None` for anything that is not one of ours, byte for byte
+/// as [`payload`] writes it: every key present and in order, IDs in their canonical lowercase
+/// form, a 64-digit hash, and the fields of its kind (an acceptance names its attempt, a SAVE its
+/// snapshot). Any role may NOTIFY on any channel, so a listener trusts nothing it did not check,
+/// and still checks access through the API before it tells anyone.
+pub fn parse(text: &str) -> Option<Announcement> {
+    if text.len() > MAX_PAYLOAD_BYTES {
         return None;
     }
-    let mut a: Announcement = serde_json::from_str(payload).ok()?;
-    a.target_file_id = canonical_uuid(&a.target_file_id)?;
-    Some(a)
+    let a: Announcement = serde_json::from_str(text).ok()?;
+    let kind = match a.kind.as_str() {
+        "accepted" if a.snapshot_id.is_none() && a.pdcp_log_id.is_some() => Kind::Accepted,
+        "saved" if a.pdcp_log_id.is_none() && a.log_sequence.is_none() => Kind::Saved,
+        _ => return None,
+    };
+    let written = payload(&Event {
+        kind,
+        target_file_id: &a.target_file_id,
+        version: a.version,
+        hash: &a.hash,
+        pdcp_log_id: a.pdcp_log_id.as_deref(),
+        log_sequence: a.log_sequence,
+        snapshot_id: a.snapshot_id.as_deref(),
+    })?;
+    (written == text).then_some(a)
 }
 
 #[cfg(test)]
@@ -157,8 +172,20 @@ mod tests {
                 };
                 let p = payload(&e).expect("a well-formed event");
                 longest = longest.max(p.len());
-                let back = parse(&p).unwrap();
-                assert_eq!((back.version, back.log_sequence), (n, Some(n)));
+                // Read back in the shape of its kind, the one the extension announces.
+                let e = match kind {
+                    Kind::Accepted => Event {
+                        snapshot_id: None,
+                        ..e
+                    },
+                    Kind::Saved => Event {
+                        pdcp_log_id: None,
+                        log_sequence: None,
+                        ..e
+                    },
+                };
+                let back = parse(&payload(&e).unwrap()).unwrap();
+                assert_eq!((back.version, back.log_sequence), (n, e.log_sequence));
                 assert_eq!(back.kind, kind.as_str());
             }
         }
@@ -222,9 +249,19 @@ mod tests {
         );
         assert_eq!(parse(&p).unwrap().snapshot_id.as_deref(), Some(ID));
         assert_eq!(parse(&p.replace(ID, "../etc")), None);
-        // Any case in, the canonical form out: a listener compares IDs as text.
-        let upper = parse(&p.replace(ID, &ID.to_ascii_uppercase())).unwrap();
-        assert_eq!(upper.target_file_id, ID);
+        // Only what the extension writes (helper-48: these were read as announcements): IDs in
+        // their canonical form, a hash of 64 hexadecimal digits, no other key, the fields of
+        // the kind, compact and in order.
+        for forged in [
+            p.replace(ID, &ID.to_ascii_uppercase()),
+            p.replace(&hash, "x"),
+            p.replace('}', r#","extra":1}"#),
+            p.replace(r#""pdcp_log_id":null"#, &format!(r#""pdcp_log_id":"{ID}""#)),
+            p.replace(r#""snapshot_id":"#, r#" "snapshot_id":"#),
+            p.replace(r#""kind":"saved""#, r#""kind":"accepted""#),
+        ] {
+            assert_eq!(parse(&forged), None, "{forged}");
+        }
         assert_eq!(
             parse(&format!("{p}{}", " ".repeat(MAX_PAYLOAD_BYTES))),
             None
