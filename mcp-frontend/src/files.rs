@@ -558,6 +558,11 @@ impl Server {
             );
         };
         let answer = match relative(&ws, path) {
+            _ if args.get("path").is_some_and(|p| !p.is_string()) => invalid(
+                path,
+                "workspace_path_invalid",
+                "path must be a string: a path under the workspace root, or relative to it",
+            ),
             Err((code, why)) => invalid(path, code, &why),
             Ok(rel) => match tool {
                 Tool::ReadFile => self.read_file(&ws, path, &rel, &args).await,

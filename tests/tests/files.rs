@@ -356,6 +356,10 @@ fn non_utf8_and_outside_paths_are_refused() {
     let (_, v, err) = edit(&mut s, "../x", "a", "b");
     assert!(err);
     assert_eq!(v["failure_reason"], "workspace_path_escape");
+    // A path that is not a string is named as such, not as an empty one (helper-48).
+    let (text, v, err) = call(&mut s, "read_file", json!({"path": 5}));
+    assert!(err && text.contains("path must be a string"), "{text}");
+    assert_eq!(v["code"], "workspace_path_invalid", "{v}");
     assert_eq!(
         std::fs::read(root.join("latin1.txt")).unwrap(),
         b"caf\xe9\n"
