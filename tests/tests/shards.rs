@@ -1129,18 +1129,22 @@ async fn objects_planted_in_the_router_database_never_run() {
         "{}/../sql/router/patchdiff_router.sql",
         env!("CARGO_MANIFEST_DIR")
     );
-    let out = Command::new("psql")
-        .args([
-            "-X",
-            "-v",
-            "ON_ERROR_STOP=1",
-            "-d",
-            &router_dsn(),
-            "-f",
-            &script,
-        ])
-        .output()
-        .unwrap();
+    let run_script = || {
+        Command::new("psql")
+            .args([
+                "-X",
+                "-q",
+                "-v",
+                "ON_ERROR_STOP=1",
+                "-d",
+                &router_dsn(),
+                "-f",
+                &script,
+            ])
+            .output()
+            .unwrap()
+    };
+    let out = run_script();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         !out.status.success(),
@@ -1160,19 +1164,7 @@ async fn objects_planted_in_the_router_database_never_run() {
         .await
         .unwrap();
     // And runs again once it is gone.
-    let out = Command::new("psql")
-        .args([
-            "-X",
-            "-q",
-            "-v",
-            "ON_ERROR_STOP=1",
-            "-d",
-            &router_dsn(),
-            "-f",
-            &script,
-        ])
-        .output()
-        .unwrap();
+    let out = run_script();
     assert!(
         out.status.success(),
         "{}",
