@@ -47,7 +47,9 @@ up() {
   for ((p = 0; p < PARTITIONS; p++)); do
     s=$((p % n))
     create_database "$DIR/shard$s" $((PORT + 1 + s)) "patchdiff_p$p" >&2
-    servers+=("p$p 'host=127.0.0.1 port=$((PORT + 1 + s)) dbname=patchdiff_p$p'")
+    # The search_path pinned on every routed session: PL/Proxy names argument types unqualified
+    # and logs in as the calling role (sql/router/patchdiff_router.sql).
+    servers+=("p$p 'host=127.0.0.1 port=$((PORT + 1 + s)) dbname=patchdiff_p$p options=-csearch_path=pg_catalog,pg_temp'")
   done
   start_cluster "$DIR/router" "$PORT"
   cluster_psql "$DIR/router" "$PORT" -d postgres -tAc "SELECT 1 FROM pg_database WHERE datname = 'patchdiff'" | grep -q 1 \

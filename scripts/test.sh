@@ -43,13 +43,16 @@ pgrx_test() {
   libdir="$("$PG_CONFIG" --pkglibdir)"
   sharedir="$("$PG_CONFIG" --sharedir)/extension"
   if [ "$PGRX_PRIVATE" = 1 ]; then
-    rm -rf "$copy"
-    mkdir -p "$copy"
-    cp -a "$libdir" "$copy/lib"
-    cp -a "$sharedir" "$copy/extension"
-    unshare --mount --propagation private bash -c \
-      'mount --bind "$1" "$2" && mount --bind "$3" "$4" && shift 4 && exec "$@"' \
-      pgrx-test "$copy/lib" "$libdir" "$copy/extension" "$sharedir" \
+    # Under the lock: two runs of one clone would replace each other's copies.
+    flock "$PGRX_LOCK" bash -c '
+      copy="$1" libdir="$2" sharedir="$3"
+      shift 3
+      rm -rf "$copy" && mkdir -p "$copy" && cp -a "$libdir" "$copy/lib" &&
+        cp -a "$sharedir" "$copy/extension" &&
+        exec unshare --mount --propagation private bash -c \
+          "mount --bind \"\$1\" \"\$2\" && mount --bind \"\$3\" \"\$4\" && shift 4 && exec \"\$@\"" \
+          pgrx-test "$copy/lib" "$libdir" "$copy/extension" "$sharedir" "$@"' \
+      pgrx-test "$copy" "$libdir" "$sharedir" \
       cargo pgrx test pg15 -p pg_patchdiff --runas postgres --pgdata "$PGRX_TEST_DATA"
   else
     log "no private mount namespace here (needs root): cargo pgrx test installs its build into $libdir in place"

@@ -805,6 +805,36 @@ async fn router_facts(
     if !is_router {
         return Ok(None);
     }
+    // What start-up calls, and every routed call runs, must be a superuser's, as
+    // sql/router/patchdiff_router.sql makes them: a database another role owns, or a schema it
+    // made first, would otherwise run its code as this front end's login role (helper-51).
+    let foreign: Option<String> = client
+        .query_one(
+            "SELECT pg_catalog.string_agg(o.what, '; ') FROM ( \
+               SELECT 'schema patchdiff_router'::pg_catalog.text AS what \
+                 FROM pg_catalog.pg_namespace n JOIN pg_catalog.pg_roles r \
+                   ON r.oid OPERATOR(pg_catalog.=) n.nspowner \
+                WHERE n.nspname OPERATOR(pg_catalog.=) 'patchdiff_router'::pg_catalog.name \
+                  AND NOT r.rolsuper \
+               UNION ALL \
+               SELECT 'function patchdiff_router.shard_facts()'::pg_catalog.text \
+                 FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_roles r \
+                   ON r.oid OPERATOR(pg_catalog.=) p.proowner \
+                WHERE p.oid OPERATOR(pg_catalog.=) \
+                      pg_catalog.to_regprocedure('patchdiff_router.shard_facts()'::pg_catalog.text) \
+                  AND NOT r.rolsuper) o",
+            &[],
+        )
+        .await
+        .map_err(|e| describe(&e))?
+        .get(0);
+    if let Some(foreign) = foreign {
+        return Err(format!(
+            "the database has a pg_patchdiff router's objects, but these are owned by a role that \
+             is not a superuser: {foreign}; this front end calls none of them. Drop them, and \
+             install the router as a superuser (sql/router/patchdiff_router.sql, docs/scale-out.md)"
+        ));
+    }
     let facts: serde_json::Value = client
         .query_one("SELECT patchdiff_router.shard_facts()::text", &[])
         .await
@@ -817,11 +847,15 @@ async fn router_facts(
         .get::<_, Option<String>>(0)
         .and_then(|t| serde_json::from_str(&t).ok())
         .ok_or("the router's partition 0 has no pg_patchdiff extension")?;
+    // Only the router's own functions (a superuser's): one of these names that another role
+    // made is never advertised, nor called.
     let routed: BTreeSet<String> = client
         .query(
             "SELECT p.proname::pg_catalog.text FROM pg_catalog.pg_proc p \
+               JOIN pg_catalog.pg_roles r ON r.oid OPERATOR(pg_catalog.=) p.proowner \
              WHERE p.pronamespace OPERATOR(pg_catalog.=) 'public'::pg_catalog.regnamespace \
-               AND p.proname::pg_catalog.text OPERATOR(pg_catalog.~~) 'patchdiff\\_%'::pg_catalog.text",
+               AND p.proname::pg_catalog.text OPERATOR(pg_catalog.~~) 'patchdiff\\_%'::pg_catalog.text \
+               AND r.rolsuper",
             &[],
         )
         .await

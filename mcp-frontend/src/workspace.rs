@@ -477,12 +477,17 @@ fn read_at(
         libc::S_IFLNK => return Err(symlink()),
         _ => return Err(not_regular()),
     }
-    let f = match openat(
-        dir.as_raw_fd(),
-        name,
-        libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY,
-        0,
-    ) {
+    // Opened for reading through the probe itself, so the name cannot be swapped for a FIFO or
+    // a device in between (helper-51); by its name again where /proc is not mounted, the
+    // identity then compared below.
+    const READ: libc::c_int = libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY;
+    let through_probe =
+        CString::new(format!("/proc/self/fd/{}", probe.as_raw_fd())).expect("no NUL in a number");
+    let reopened = match openat(libc::AT_FDCWD, &through_probe, READ & !libc::O_NOFOLLOW, 0) {
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => openat(dir.as_raw_fd(), name, READ, 0),
+        r => r,
+    };
+    let f = match reopened {
         Ok(f) => f,
         Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Ok(None),
         Err(e) if e.raw_os_error() == Some(libc::ELOOP) || is_symlink_at(dir.as_raw_fd(), name) => {
@@ -557,6 +562,10 @@ const ACCESS_ACL: &[u8] = b"system.posix_acl_access";
 /// `security.` attributes (a capability, a label) are not carried over, as set-ID bits are not;
 /// `trusted.` ones need a privilege the front end should not use for them.
 fn kept_xattrs(fd: RawFd) -> std::io::Result<Vec<(CString, Vec<u8>)>> {
+    // What a file's owner may attach is bounded by the file system, not by much: up to 64 KiB
+    // of names, each value up to 64 KiB (XFS, btrfs), read on every check of the file. More
+    // than this in all is refused (helper-51).
+    const MAX_KEPT: usize = 64 * 1024;
     let unsupported = |e: &std::io::Error| e.raw_os_error() == Some(libc::ENOTSUP);
     let names = match xattr_read(|buf, len| {
         // SAFETY: buf is valid for len bytes (or null with len 0); fd is open.
@@ -566,6 +575,7 @@ fn kept_xattrs(fd: RawFd) -> std::io::Result<Vec<(CString, Vec<u8>)>> {
         r => r?,
     };
     let mut kept = Vec::new();
+    let mut total = 0;
     for n in names.split(|b| *b == 0).filter(|n| !n.is_empty()) {
         if n != ACCESS_ACL && !n.starts_with(b"user.") {
             continue;
@@ -575,6 +585,12 @@ fn kept_xattrs(fd: RawFd) -> std::io::Result<Vec<(CString, Vec<u8>)>> {
             // SAFETY: as above; name is NUL-terminated.
             unsafe { libc::fgetxattr(fd, name.as_ptr(), buf.cast(), len) }
         })?;
+        total += n.len() + value.len();
+        if total > MAX_KEPT {
+            return Err(std::io::Error::other(format!(
+                "the file's ACL and user. extended attributes exceed {MAX_KEPT} bytes"
+            )));
+        }
         kept.push((name, value));
     }
     Ok(kept)

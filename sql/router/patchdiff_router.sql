@@ -10,6 +10,11 @@
 -- created on a partition the router chooses, with an ID that routes back to it; the list of
 -- targets is merged from every partition. The shards answer; the router decides only where.
 
+-- The whole script is one transaction: a role that creates one of the router's names while it
+-- runs (it can watch the schema appear) waits for the script's own object of that name and then
+-- fails, or its object is found by the last check below and the script rolls back (helper-51).
+BEGIN;
+
 -- Names resolve in pg_catalog only, while this script runs and in every function it makes that
 -- is not inlined into its caller's query (those name pg_catalog's objects themselves): PostgreSQL
 -- prefers a function or operator of exactly the argument types a call uses over pg_catalog's
@@ -17,13 +22,15 @@
 -- created in `public` by any role that may create there (every role, in a database made before
 -- PostgreSQL 15) would run as the superuser running this script, or as every tenant calling
 -- through the router (helper-49).
-SET search_path = pg_catalog, pg_temp;
+SET LOCAL search_path = pg_catalog, pg_temp;
 
 -- CREATE OR REPLACE keeps the owner of a function that exists, and CREATE SCHEMA IF NOT EXISTS
 -- takes a schema as it is: a role that made `public.patchdiff_read_target(json)` or the schema
 -- `patchdiff_router` first would own what every tenant's call runs (helper-49). So the script
--- refuses to run over any such object that a role other than a superuser owns.
-DO $$
+-- refuses to run over any such object that a role other than a superuser owns, before it
+-- changes anything and again as its last step.
+CREATE FUNCTION pg_temp.refuse_planted() RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   planted text;
 BEGIN
@@ -43,6 +50,26 @@ BEGIN
             DETAIL = 'Installing over them would leave that role the owner of what every call through the router runs.',
             HINT = 'Drop them (and find out who made them), then run this script again.';
   END IF;
+END $$;
+SELECT pg_temp.refuse_planted();
+
+-- PL/Proxy runs each call on its shard as the calling role, in a session with that role's
+-- settings there, and names the argument types unqualified (`SELECT public.patchdiff_x($1::json)`):
+-- with a search_path that puts `public` first (ALTER ROLE ... SET search_path), a domain `json`
+-- and a function of that name planted there would answer every routed call (helper-51). Each
+-- partition's connection string must therefore pin it (`options=-csearch_path=pg_catalog,pg_temp`;
+-- scripts/shards.sh writes it so; docs/scale-out.md). Reported for each one that does not.
+DO $$
+DECLARE
+  o text;
+BEGIN
+  FOR o IN SELECT x FROM pg_foreign_server s, unnest(s.srvoptions) x
+            WHERE s.srvname = 'patchdiff' AND x ~ '^p[0-9]+='
+              AND x !~ 'options=[^ ]*search_path=pg_catalog'
+  LOOP
+    RAISE WARNING 'patchdiff: partition % connects without a pinned search_path', split_part(o, '=', 1)
+      USING HINT = 'Add options=-csearch_path=pg_catalog,pg_temp to its connection string (docs/scale-out.md, "Roles").';
+  END LOOP;
 END $$;
 
 CREATE SCHEMA IF NOT EXISTS patchdiff_router;
@@ -284,8 +311,10 @@ END $b$;
 -- could come first (helper-47).
 CREATE OR REPLACE FUNCTION patchdiff_router.strict_mode() RETURNS text
 LANGUAGE sql STABLE AS $$
-  SELECT NULLIF(pg_catalog.current_setting('patchdiff.strict_observation_mode', true),
-                ''::pg_catalog.text)::pg_catalog.bool::pg_catalog.text
+  SELECT CASE WHEN pg_catalog.current_setting('patchdiff.strict_observation_mode', true)
+                   OPERATOR(pg_catalog.=) ''::pg_catalog.text THEN NULL
+              ELSE pg_catalog.current_setting('patchdiff.strict_observation_mode', true)
+                   ::pg_catalog.bool::pg_catalog.text END
 $$;
 
 -- Every function of one target: a PL/Proxy function that runs it on the target's partition, and
@@ -605,3 +634,6 @@ LANGUAGE plproxy AS $b$
       ON a.name OPERATOR(pg_catalog.=) e.extname
    WHERE e.extname OPERATOR(pg_catalog.=) 'pg_patchdiff'::pg_catalog.name;
 $b$;
+
+SELECT pg_temp.refuse_planted();
+COMMIT;

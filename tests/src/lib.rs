@@ -68,8 +68,19 @@ pub async fn table_dsns(dsn: &str) -> Vec<String> {
     .await
     .expect("reading the router's partitions")
     .iter()
-    .map(|r| as_caller(dsn, r.get(0)))
+    .map(|r| as_caller(dsn, &direct(r.get(0))))
     .collect()
+}
+
+/// A partition's connection string as a direct client uses it: without the search path that
+/// the router's string pins for PL/Proxy's sessions (`options=-csearch_path=...`, docs/scale-out.md
+/// "Roles"), under which the API's unqualified names would not be found.
+pub fn direct(partition: &str) -> String {
+    partition
+        .split_whitespace()
+        .filter(|w| !w.starts_with("options="))
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// The server's settings that change what a benchmark or load run measures, for printing with
@@ -153,7 +164,7 @@ pub async fn table_dsn_for(dsn: &str, target: &str) -> String {
         .await
         .expect("asking the router for the target's partition")
         .get(0);
-    as_caller(dsn, &partition)
+    as_caller(dsn, &direct(&partition))
 }
 
 /// A connection to the database that holds `target`'s rows (tables, row locks, sessions):

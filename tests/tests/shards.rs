@@ -61,7 +61,7 @@ async fn layout(router: &Client) -> Layout {
         .filter_map(|o| {
             let (k, v) = o.split_once('=')?;
             let p: usize = k.strip_prefix('p')?.parse().ok()?;
-            Some((p, format!("{v} user=postgres")))
+            Some((p, format!("{} user=postgres", patchdiff_tests::direct(v))))
         })
         .collect();
     partitions.sort();
@@ -1047,6 +1047,18 @@ BEGIN INSERT INTO public.planted_ran VALUES (current_user, '||(text,text)');
 CREATE OPERATOR public.|| (LEFTARG = text, RIGHTARG = text, FUNCTION = public.planted_cat);
 "#;
 
+/// What a hostile role plants in each partition's `public`: a domain `json` and an overload of
+/// the API taking it, which a routed call would resolve to with `public` first on its path.
+const PLANTED_ON_SHARD: &str = r#"
+CREATE TABLE public.planted_ran (who text, what text);
+GRANT INSERT ON public.planted_ran TO PUBLIC;
+CREATE DOMAIN public.json AS pg_catalog.json;
+CREATE FUNCTION public.patchdiff_read_target(args public.json) RETURNS pg_catalog.json
+LANGUAGE plpgsql AS $$
+BEGIN INSERT INTO public.planted_ran VALUES (current_user, 'patchdiff_read_target(public.json)');
+      RETURN '{"status": "ok", "text": "forged"}'; END $$;
+"#;
+
 /// docs/scale-out.md "Roles": objects planted in the router database's `public` (where every
 /// role may create in a database made before PostgreSQL 15) never run in a tenant's call
 /// through the router, and the router's script refuses to install over a function of the
@@ -1068,6 +1080,23 @@ async fn objects_planted_in_the_router_database_never_run() {
         .await
         .unwrap();
     planter.batch_execute(PLANTED_IN_ROUTER).await.unwrap();
+    // On every partition: a domain `json` and an overload of the API taking it, where PL/Proxy's
+    // remote query (`SELECT public.patchdiff_read_target($1::json)`) would meet them with a
+    // search_path that puts `public` first (helper-51). The partitions' connection strings pin it.
+    let mut partitions = Vec::new();
+    for dsn in &layout.partitions {
+        let admin = connect(dsn).await;
+        admin
+            .batch_execute(&format!(
+                "GRANT CREATE ON SCHEMA public TO {planter_role}; \
+                 ALTER ROLE {tenant_role} SET search_path = public, pg_catalog"
+            ))
+            .await
+            .unwrap();
+        let p = connect(&dsn.replace("user=postgres", &format!("user={planter_role}"))).await;
+        p.batch_execute(PLANTED_ON_SHARD).await.unwrap();
+        partitions.push(admin);
+    }
     let ran = || async {
         router
             .query("SELECT who, what FROM public.planted_ran", &[])
@@ -1116,6 +1145,77 @@ async fn objects_planted_in_the_router_database_never_run() {
     }
     let seen = ran().await;
     assert!(seen.is_empty(), "the router ran planted objects: {seen:?}");
+    let read = call(
+        &tenant,
+        "patchdiff_read_target",
+        &json!({"target_file_id": id}),
+    )
+    .await;
+    assert_eq!(read["text"], "two\n", "{read}");
+    for shard in &partitions {
+        let n: i64 = shard
+            .query_one("SELECT count(*) FROM public.planted_ran", &[])
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(n, 0, "a shard ran the planted overload");
+    }
+    // A routed name that another role made in the router's `public`, and the router's own
+    // start-up function owned by such a role: patchdiff-mcp neither advertises nor calls the one,
+    // and refuses to start on the other (helper-51).
+    router
+        .batch_execute("DROP FUNCTION public.patchdiff_diff(json)")
+        .await
+        .unwrap();
+    planter
+        .batch_execute(
+            "CREATE FUNCTION public.patchdiff_diff(args json) RETURNS json LANGUAGE plpgsql AS $$ \
+             BEGIN INSERT INTO public.planted_ran VALUES (current_user, 'patchdiff_diff'); \
+             RETURN '{\"status\": \"ok\"}'; END $$",
+        )
+        .await
+        .unwrap();
+    let listed_tools = || {
+        let mut cmd = Command::new(mcp_bin());
+        cmd.env("PATCHDIFF_DATABASE_URL", router_dsn())
+            .env("PATCHDIFF_MCP_PROFILE", "extended")
+            .stderr(Stdio::null());
+        let mut p = Pipes::spawn(cmd);
+        p.send(b"{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"initialize\",\"params\":{\"protocolVersion\":\"2025-11-25\"}}\n");
+        p.line(Duration::from_secs(20)).expect("initialize");
+        list(&mut p).to_string()
+    };
+    let tools = listed_tools();
+    assert!(tools.contains("patchdiff_read_target"), "{tools}");
+    assert!(!tools.contains("patchdiff_diff"), "{tools}");
+    router
+        .batch_execute(&format!(
+            "ALTER FUNCTION patchdiff_router.shard_facts() OWNER TO {planter_role}"
+        ))
+        .await
+        .unwrap();
+    let out = Command::new(mcp_bin())
+        .env("PATCHDIFF_DATABASE_URL", router_dsn())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    router
+        .batch_execute("ALTER FUNCTION patchdiff_router.shard_facts() OWNER TO postgres")
+        .await
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains(
+            "owned by a role that is not a superuser: function patchdiff_router.shard_facts()"
+        ),
+        "{err}"
+    );
+    let seen = ran().await;
+    assert!(
+        seen.is_empty(),
+        "patchdiff-mcp ran planted objects: {seen:?}"
+    );
     // A function of the router's names made first by a role that is not a superuser: the
     // script stops before it changes anything.
     planter
@@ -1163,6 +1263,15 @@ async fn objects_planted_in_the_router_database_never_run() {
         ))
         .await
         .unwrap();
+    for shard in &partitions {
+        shard
+            .batch_execute(&format!(
+                "DROP OWNED BY {planter_role}; REVOKE CREATE ON SCHEMA public FROM {planter_role}; \
+                 ALTER ROLE {tenant_role} RESET search_path"
+            ))
+            .await
+            .unwrap();
+    }
     // And runs again once it is gone.
     let out = run_script();
     assert!(
@@ -1170,4 +1279,6 @@ async fn objects_planted_in_the_router_database_never_run() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // The router's own patchdiff_diff is back, and advertised (the check above is not vacuous).
+    assert!(listed_tools().contains("patchdiff_diff"));
 }
