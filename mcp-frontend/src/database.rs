@@ -296,6 +296,18 @@ impl Db {
         Ok(())
     }
 
+    /// The role calls of this connection act as, as the API names owners (an identifier,
+    /// quoted where it needs to be).
+    pub async fn current_role(&mut self) -> Result<String, CallError> {
+        self.reconnect_if_lost().await?;
+        let row = self
+            .client
+            .query_one("SELECT pg_catalog.quote_ident(CURRENT_USER)", &[])
+            .await
+            .map_err(|e| self.failed(&e))?;
+        Ok(row.get(0))
+    }
+
     /// What cancels the statement the session runs now (PostgreSQL's cancel request, sent on a
     /// connection of its own).
     pub fn cancel_token(&self) -> tokio_postgres::CancelToken {
@@ -817,11 +829,11 @@ async fn router_facts(
                 WHERE n.nspname OPERATOR(pg_catalog.=) 'patchdiff_router'::pg_catalog.name \
                   AND NOT r.rolsuper \
                UNION ALL \
-               SELECT 'function patchdiff_router.shard_facts()'::pg_catalog.text \
+               SELECT 'function ' OPERATOR(pg_catalog.||) p.oid::pg_catalog.regprocedure::pg_catalog.text \
                  FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_roles r \
                    ON r.oid OPERATOR(pg_catalog.=) p.proowner \
-                WHERE p.oid OPERATOR(pg_catalog.=) \
-                      pg_catalog.to_regprocedure('patchdiff_router.shard_facts()'::pg_catalog.text) \
+                WHERE p.pronamespace OPERATOR(pg_catalog.=) \
+                      'patchdiff_router'::pg_catalog.regnamespace \
                   AND NOT r.rolsuper) o",
             &[],
         )
@@ -847,15 +859,16 @@ async fn router_facts(
         .get::<_, Option<String>>(0)
         .and_then(|t| serde_json::from_str(&t).ok())
         .ok_or("the router's partition 0 has no pg_patchdiff extension")?;
-    // Only the router's own functions (a superuser's): one of these names that another role
-    // made is never advertised, nor called.
+    // Only the router's own functions (a superuser's): a name of which another role made a
+    // function, or an overload (which makes every call of the name ambiguous: helper-52), is
+    // never advertised, nor called.
     let routed: BTreeSet<String> = client
         .query(
             "SELECT p.proname::pg_catalog.text FROM pg_catalog.pg_proc p \
                JOIN pg_catalog.pg_roles r ON r.oid OPERATOR(pg_catalog.=) p.proowner \
              WHERE p.pronamespace OPERATOR(pg_catalog.=) 'public'::pg_catalog.regnamespace \
                AND p.proname::pg_catalog.text OPERATOR(pg_catalog.~~) 'patchdiff\\_%'::pg_catalog.text \
-               AND r.rolsuper",
+             GROUP BY p.proname HAVING pg_catalog.bool_and(r.rolsuper)",
             &[],
         )
         .await

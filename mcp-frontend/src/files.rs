@@ -55,6 +55,9 @@ pub struct Files {
     /// can still equal the disk's when only the line endings changed on disk, and then only the
     /// raw bytes (which the publication compares) tell them apart.
     reimport: std::collections::HashSet<String>,
+    /// The role this front end calls as, as `patchdiff_list_targets` names owners (quoted where
+    /// an identifier needs it); read once.
+    me: Option<String>,
 }
 
 /// A line-ending style of a file.
@@ -610,10 +613,21 @@ impl Server {
         if let Some(e) = self.files.entries.get(rel) {
             return Ok(Some(e.clone()));
         }
-        // Only a target of this role's own: any role can make a target with this label and
+        // Only a target this very role owns: any role can make a target with this label and
         // grant it to another, which would then send its edits there (another tenant reads them
-        // in its log) or be refused on it for good (helper-48). Others' targets whose names
-        // start with the label can fill whole pages: a few pages are read, newest first.
+        // in its log) or be refused on it for good (helper-48); `access: "owner"` would also
+        // take one of a group role the front end's role inherits, which another member may have
+        // made (helper-52). Others' targets whose names start with the label can fill whole
+        // pages: a few pages are read, newest first, and when they run out with more left, the
+        // call is refused rather than the file imported again as a second target.
+        let me = match &self.files.me {
+            Some(me) => me.clone(),
+            None => {
+                let me = self.db.current_role().await.map_err(|e| e.message)?;
+                self.files.me = Some(me.clone());
+                me
+            }
+        };
         let label = label(ws, rel);
         let mut found = None;
         let mut cursor = Value::Null;
@@ -628,12 +642,24 @@ impl Server {
                 .as_array()
                 .into_iter()
                 .flatten()
-                .find(|t| t["filename"].as_str() == Some(label.as_str()) && t["access"] == "owner")
+                .find(|t| {
+                    t["filename"].as_str() == Some(label.as_str())
+                        && t["owner"].as_str() == Some(me.as_str())
+                })
                 .cloned();
             cursor = v["next_cursor"].clone();
             if found.is_some() || !cursor.is_string() {
                 break;
             }
+        }
+        if found.is_none() && cursor.is_string() {
+            return Err(format!(
+                "this role may see more than {} targets whose names start with this file's label \
+                 ({label}), and its own target, if it has one, was not among them; a second one is \
+                 not made. Revoke or drop the other roles' targets named so (patchdiff_list_targets \
+                 with filename_prefix lists them)",
+                LOOKUP_PAGES as u64 * LOOKUP_LIMIT
+            ));
         }
         let entry = found.map(|t| Entry {
             target_file_id: t["target_file_id"].as_str().unwrap_or_default().to_owned(),

@@ -39,38 +39,37 @@ BEGIN
       FROM pg_namespace n JOIN pg_roles r ON r.oid = n.nspowner
      WHERE n.nspname = 'patchdiff_router' AND NOT r.rolsuper
     UNION ALL
+    -- Every function of the router's schema, whatever its name (patchdiff-mcp calls
+    -- partition_conninfos and publication_partition; refuse_user_mappings guards the mappings:
+    -- helper-52), and those of the API's names in public.
     SELECT 'function ' || p.oid::regprocedure::text || ' (owner ' || quote_ident(r.rolname) || ')'
       FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
       JOIN pg_roles r ON r.oid = p.proowner
-     WHERE n.nspname IN ('public', 'patchdiff_router') AND p.proname LIKE 'patchdiff%'
-       AND NOT r.rolsuper) o;
+     WHERE (n.nspname = 'patchdiff_router' OR (n.nspname = 'public' AND p.proname LIKE 'patchdiff%'))
+       AND NOT r.rolsuper
+    UNION ALL
+    SELECT 'relation ' || c.oid::regclass::text || ' (owner ' || quote_ident(r.rolname) || ')'
+      FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+      JOIN pg_roles r ON r.oid = c.relowner
+     WHERE n.nspname = 'patchdiff_router' AND NOT r.rolsuper
+    UNION ALL
+    SELECT 'type ' || t.oid::regtype::text || ' (owner ' || quote_ident(r.rolname) || ')'
+      FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace
+      JOIN pg_roles r ON r.oid = t.typowner
+     WHERE n.nspname = 'patchdiff_router' AND NOT r.rolsuper
+    UNION ALL
+    SELECT 'operator ' || o.oid::regoperator::text || ' (owner ' || quote_ident(r.rolname) || ')'
+      FROM pg_operator o JOIN pg_namespace n ON n.oid = o.oprnamespace
+      JOIN pg_roles r ON r.oid = o.oprowner
+     WHERE n.nspname = 'patchdiff_router' AND NOT r.rolsuper) o;
   IF planted IS NOT NULL THEN
     RAISE EXCEPTION 'patchdiff: the router''s objects exist already, owned by a role that is not a superuser: %', planted
       USING ERRCODE = '42501',
             DETAIL = 'Installing over them would leave that role the owner of what every call through the router runs.',
-            HINT = 'Drop them (and find out who made them), then run this script again.';
+            HINT = 'Drop them (and find out who made them), then run this script again; an object given to a superuser with ALTER ... OWNER keeps what its maker set on it.';
   END IF;
 END $$;
-SELECT pg_temp.refuse_planted();
-
--- PL/Proxy runs each call on its shard as the calling role, in a session with that role's
--- settings there, and names the argument types unqualified (`SELECT public.patchdiff_x($1::json)`):
--- with a search_path that puts `public` first (ALTER ROLE ... SET search_path), a domain `json`
--- and a function of that name planted there would answer every routed call (helper-51). Each
--- partition's connection string must therefore pin it (`options=-csearch_path=pg_catalog,pg_temp`;
--- scripts/shards.sh writes it so; docs/scale-out.md). Reported for each one that does not.
-DO $$
-DECLARE
-  o text;
-BEGIN
-  FOR o IN SELECT x FROM pg_foreign_server s, unnest(s.srvoptions) x
-            WHERE s.srvname = 'patchdiff' AND x ~ '^p[0-9]+='
-              AND x !~ 'options=[^ ]*search_path=pg_catalog'
-  LOOP
-    RAISE WARNING 'patchdiff: partition % connects without a pinned search_path', split_part(o, '=', 1)
-      USING HINT = 'Add options=-csearch_path=pg_catalog,pg_temp to its connection string (docs/scale-out.md, "Roles").';
-  END LOOP;
-END $$;
+DO $$ BEGIN PERFORM pg_temp.refuse_planted(); END $$;
 
 CREATE SCHEMA IF NOT EXISTS patchdiff_router;
 -- Every role calls through the router as itself; the shards decide what it may touch.
@@ -635,5 +634,37 @@ LANGUAGE plproxy AS $b$
    WHERE e.extname OPERATOR(pg_catalog.=) 'pg_patchdiff'::pg_catalog.name;
 $b$;
 
-SELECT pg_temp.refuse_planted();
+-- The search_path each partition's session really has. PL/Proxy runs each call on its shard as
+-- the calling role, in a session with that role's settings there, and names the argument types
+-- unqualified (`SELECT public.patchdiff_x($1::json)`): with a search_path that puts `public`
+-- first (ALTER ROLE ... SET search_path), a domain `json` and a function of that name planted
+-- there would answer every routed call (helper-51). So each partition's connection string pins
+-- it (`options=-csearch_path=pg_catalog,pg_temp`, which no role setting overrides;
+-- scripts/shards.sh writes them so; docs/scale-out.md "Roles"). The string alone does not say
+-- what a shard's session gets (a pooler may drop `options`; a later -c wins: helper-52), so the
+-- script asks every partition, and warns for each one whose path does not start with
+-- pg_catalog, or that it cannot ask.
+CREATE OR REPLACE FUNCTION patchdiff_router.partition_search_paths() RETURNS SETOF text
+LANGUAGE plproxy AS $b$
+  CLUSTER 'patchdiff';
+  RUN ON ALL;
+  SELECT pg_catalog.current_database()::pg_catalog.text OPERATOR(pg_catalog.||) ': '
+         OPERATOR(pg_catalog.||) pg_catalog.current_setting('search_path');
+$b$;
+DO $$
+DECLARE
+  seen text;
+BEGIN
+  FOR seen IN SELECT * FROM patchdiff_router.partition_search_paths() LOOP
+    IF split_part(replace(split_part(seen, ': ', 2), '"', ''), ',', 1) <> 'pg_catalog' THEN
+      RAISE WARNING 'patchdiff: the routed sessions of %, not pg_catalog first', seen
+        USING HINT = 'Add options=-csearch_path=pg_catalog,pg_temp to its connection string, and let a pooler pass options through (docs/scale-out.md, "Roles").';
+    END IF;
+  END LOOP;
+EXCEPTION WHEN OTHERS THEN
+  RAISE WARNING 'patchdiff: could not ask the partitions for their search_path: %', SQLERRM
+    USING HINT = 'Run this script again once every partition answers (docs/scale-out.md, "Roles").';
+END $$;
+
+DO $$ BEGIN PERFORM pg_temp.refuse_planted(); END $$;
 COMMIT;

@@ -445,6 +445,21 @@ fn a_target_of_another_role_with_the_files_label_is_never_used() {
         ))
         .await
         .unwrap();
+        // A target of a group role both are members of, which the victim's role reaches as an
+        // owner (`access: "owner"`) though another member made it (helper-52).
+        let team = format!("{db}_team");
+        c.batch_execute(&format!(
+            "CREATE ROLE {team} NOLOGIN; GRANT {team} TO {victim}, {planter}; \
+             ALTER ROLE {victim} INHERIT; \
+             GRANT EXECUTE ON FUNCTION patchdiff_initialize_target(json) TO {team}"
+        ))
+        .await
+        .unwrap();
+        p.batch_execute(&format!("SET ROLE {team}")).await.unwrap();
+        let of_group = patchdiff_tests::initialize_target(&p, &label, "password=old\n")
+            .await
+            .unwrap();
+        p.batch_execute("RESET ROLE").await.unwrap();
         let t = patchdiff_tests::initialize_target(&p, &label, "password=old\n")
             .await
             .unwrap();
@@ -456,7 +471,7 @@ fn a_target_of_another_role_with_the_files_label_is_never_used() {
         .await
         .unwrap();
         assert_eq!(granted["status"], "ok", "{granted}");
-        t
+        [t, of_group]
     });
     let as_victim = format!("{} dbname={db} user={victim} password=pw", dsn());
     let root_text = root.to_string_lossy().into_owned();
@@ -472,7 +487,9 @@ fn a_target_of_another_role_with_the_files_label_is_never_used() {
     );
     let (text, v, err) = edit(&mut s, "s.txt", "password=old", "password=NEWSECRET");
     assert!(!err, "{text}");
-    assert_ne!(v["target_file_id"], planted.as_str(), "{v}");
+    for t in &planted {
+        assert_ne!(v["target_file_id"], t.as_str(), "{v}");
+    }
     assert_eq!(
         std::fs::read(root.join("s.txt")).unwrap(),
         b"password=NEWSECRET\n"
@@ -482,19 +499,22 @@ fn a_target_of_another_role_with_the_files_label_is_never_used() {
         let c = patchdiff_tests::roles::open(&patchdiff_tests::roles::config_for(&db, None))
             .await
             .unwrap();
-        let attempts: i64 = c
-            .query_one(
-                "SELECT count(*) FROM patchdiff.pdcp_logs WHERE target_file_id = $1::text::uuid",
-                &[&planted],
-            )
-            .await
-            .unwrap()
-            .get(0);
-        assert_eq!(attempts, 0, "the victim's edit reached the planted target");
+        for t in &planted {
+            let attempts: i64 = c
+                .query_one(
+                    "SELECT count(*) FROM patchdiff.pdcp_logs WHERE target_file_id = $1::text::uuid",
+                    &[t],
+                )
+                .await
+                .unwrap()
+                .get(0);
+            assert_eq!(attempts, 0, "the victim's edit reached a planted target");
+        }
         drop(c);
         let admin = patchdiff_tests::roles::open(&admin_config).await.unwrap();
         for sql in [
             format!("DROP DATABASE {db} WITH (FORCE)"),
+            format!("DROP ROLE {db}_team"),
             format!("DROP ROLE {victim}"),
             format!("DROP ROLE {planter}"),
         ] {

@@ -1185,12 +1185,13 @@ async fn objects_planted_in_the_router_database_never_run() {
         p.line(Duration::from_secs(20)).expect("initialize");
         list(&mut p).to_string()
     };
+    let advertised = |tools: &str, name: &str| tools.contains(&format!("\"name\":\"{name}\""));
     let tools = listed_tools();
-    assert!(tools.contains("patchdiff_read_target"), "{tools}");
-    assert!(!tools.contains("patchdiff_diff"), "{tools}");
+    assert!(advertised(&tools, "patchdiff_read_target"), "{tools}");
+    assert!(!advertised(&tools, "patchdiff_diff"), "{tools}");
     router
         .batch_execute(&format!(
-            "ALTER FUNCTION patchdiff_router.shard_facts() OWNER TO {planter_role}"
+            "ALTER FUNCTION patchdiff_router.partition_conninfos() OWNER TO {planter_role}"
         ))
         .await
         .unwrap();
@@ -1200,14 +1201,14 @@ async fn objects_planted_in_the_router_database_never_run() {
         .output()
         .unwrap();
     router
-        .batch_execute("ALTER FUNCTION patchdiff_router.shard_facts() OWNER TO postgres")
+        .batch_execute("ALTER FUNCTION patchdiff_router.partition_conninfos() OWNER TO postgres")
         .await
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{err}");
     assert!(
         err.contains(
-            "owned by a role that is not a superuser: function patchdiff_router.shard_facts()"
+            "owned by a role that is not a superuser: function patchdiff_router.partition_conninfos()"
         ),
         "{err}"
     );
@@ -1225,6 +1226,8 @@ async fn objects_planted_in_the_router_database_never_run() {
         )
         .await
         .unwrap();
+    // An overload of the name: no longer advertised (its calls would be ambiguous).
+    assert!(!advertised(&listed_tools(), "patchdiff_read_target"));
     let script = format!(
         "{}/../sql/router/patchdiff_router.sql",
         env!("CARGO_MANIFEST_DIR")
@@ -1280,5 +1283,7 @@ async fn objects_planted_in_the_router_database_never_run() {
         String::from_utf8_lossy(&out.stderr)
     );
     // The router's own patchdiff_diff is back, and advertised (the check above is not vacuous).
-    assert!(listed_tools().contains("patchdiff_diff"));
+    let tools = listed_tools();
+    assert!(advertised(&tools, "patchdiff_diff"), "{tools}");
+    assert!(advertised(&tools, "patchdiff_read_target"), "{tools}");
 }
