@@ -64,7 +64,7 @@ async fn main() -> Result<(), Err> {
             .iter()
             .find_map(|o| o.strip_prefix(&format!("p{p}=")))
             .ok_or("no connection string for the target's partition")?;
-        (p, format!("{dsn} user=postgres"))
+        (p, format!("{} user=postgres", patchdiff_tests::direct(dsn)))
     };
     let shard = connect(&shard_dsn).await?;
     let read_args = json!({"target_file_id": target, "start": 0, "length": 4000}).to_string();

@@ -242,6 +242,7 @@ async fn main() -> Result<(), Err> {
         let mut partitions = Vec::new();
         for o in options.iter().filter(|o| o.starts_with('p')) {
             if let Some((_, dsn)) = o.split_once('=') {
+                let dsn = patchdiff_tests::direct(dsn);
                 partitions.push(connect(&format!("{dsn} user={user}")).await?);
             }
         }
