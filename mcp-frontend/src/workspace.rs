@@ -1034,11 +1034,11 @@ impl Workspace {
                 }
             }
             // The ACL before the mode: fchmod then sets the ACL's mask from the mode's group
-            // bits, which were the mask. After fchown, which may clear set-ID bits itself.
-            restore_xattrs(
-                f.as_raw_fd(),
-                existing.as_ref().map_or(&[][..], |d| &d.xattrs[..]),
-            )?;
+            // bits, which were the mask. After fchown, which may clear set-ID bits itself. A new
+            // file keeps what its directory gives every new file.
+            if let Some(d) = existing.as_ref() {
+                restore_xattrs(f.as_raw_fd(), &d.xattrs)?;
+            }
             // SAFETY: f is open.
             if unsafe { libc::fchmod(f.as_raw_fd(), mode as libc::mode_t) } != 0 {
                 return Err(last_error());
