@@ -29,7 +29,7 @@ SET LOCAL search_path = pg_catalog, pg_temp;
 -- `patchdiff_router` first would own what every tenant's call runs (helper-49). So the script
 -- refuses to run over any such object that a role other than a superuser owns, before it
 -- changes anything and again as its last step.
-CREATE FUNCTION pg_temp.refuse_planted() RETURNS void
+CREATE OR REPLACE FUNCTION pg_temp.refuse_planted() RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   planted text;
@@ -61,7 +61,13 @@ BEGIN
     SELECT 'operator ' || o.oid::regoperator::text || ' (owner ' || quote_ident(r.rolname) || ')'
       FROM pg_operator o JOIN pg_namespace n ON n.oid = o.oprnamespace
       JOIN pg_roles r ON r.oid = o.oprowner
-     WHERE n.nspname = 'patchdiff_router' AND NOT r.rolsuper) o;
+     WHERE n.nspname = 'patchdiff_router' AND NOT r.rolsuper
+    UNION ALL
+    -- Its owner may change the partitions' connection strings: send calls anywhere, or drop
+    -- the pinned search path (helper-53).
+    SELECT 'foreign server ' || quote_ident(f.srvname) || ' (owner ' || quote_ident(r.rolname) || ')'
+      FROM pg_foreign_server f JOIN pg_roles r ON r.oid = f.srvowner
+     WHERE f.srvname = 'patchdiff' AND NOT r.rolsuper) o;
   IF planted IS NOT NULL THEN
     RAISE EXCEPTION 'patchdiff: the router''s objects exist already, owned by a role that is not a superuser: %', planted
       USING ERRCODE = '42501',
@@ -653,27 +659,39 @@ $b$;
 -- what a shard's session gets (a pooler may drop `options`; a later -c wins: helper-52), so the
 -- script asks every partition, and warns for each one whose path does not start with
 -- pg_catalog, or that it cannot ask.
+-- A setting that came with the connection (source `client`) is one no role or database setting
+-- overrides; the installer's own path says nothing about a tenant's role settings (helper-53).
 CREATE OR REPLACE FUNCTION patchdiff_router.partition_search_paths() RETURNS SETOF text
 LANGUAGE plproxy AS $b$
   CLUSTER 'patchdiff';
   RUN ON ALL;
   SELECT pg_catalog.current_database()::pg_catalog.text OPERATOR(pg_catalog.||) ': '
-         OPERATOR(pg_catalog.||) pg_catalog.current_setting('search_path');
+         OPERATOR(pg_catalog.||) s.setting OPERATOR(pg_catalog.||) ' (from '
+         OPERATOR(pg_catalog.||) s.source OPERATOR(pg_catalog.||) ')'
+    FROM pg_catalog.pg_settings s WHERE s.name OPERATOR(pg_catalog.=) 'search_path';
 $b$;
+-- Bounded: PL/Proxy waits without end for a partition that accepts and never answers, and this
+-- transaction holds the router's objects meanwhile (helper-53).
+SET LOCAL statement_timeout = '30s';
 DO $$
 DECLARE
   seen text;
 BEGIN
   FOR seen IN SELECT * FROM patchdiff_router.partition_search_paths() LOOP
-    IF split_part(replace(split_part(seen, ': ', 2), '"', ''), ',', 1) <> 'pg_catalog' THEN
-      RAISE WARNING 'patchdiff: the routed sessions of %, not pg_catalog first', seen
+    IF seen !~ ': "?pg_catalog"?,.* \(from client\)$' THEN
+      RAISE WARNING 'patchdiff: the routed sessions of %, not pinned to pg_catalog first by the connection', seen
         USING HINT = 'Add options=-csearch_path=pg_catalog,pg_temp to its connection string, and let a pooler pass options through (docs/scale-out.md, "Roles").';
     END IF;
   END LOOP;
-EXCEPTION WHEN OTHERS THEN
-  RAISE WARNING 'patchdiff: could not ask the partitions for their search_path: %', SQLERRM
-    USING HINT = 'Run this script again once every partition answers (docs/scale-out.md, "Roles").';
+EXCEPTION
+  WHEN query_canceled THEN
+    RAISE WARNING 'patchdiff: the partitions did not all answer within 30 s when asked for their search_path'
+      USING HINT = 'Run this script again once every partition answers (docs/scale-out.md, "Roles").';
+  WHEN OTHERS THEN
+    RAISE WARNING 'patchdiff: could not ask the partitions for their search_path: %', SQLERRM
+      USING HINT = 'Run this script again once every partition answers (docs/scale-out.md, "Roles").';
 END $$;
+SET LOCAL statement_timeout = 0;
 
 DO $$ BEGIN PERFORM pg_temp.refuse_planted(); END $$;
 COMMIT;

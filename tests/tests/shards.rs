@@ -1189,29 +1189,42 @@ async fn objects_planted_in_the_router_database_never_run() {
     let tools = listed_tools();
     assert!(advertised(&tools, "patchdiff_read_target"), "{tools}");
     assert!(!advertised(&tools, "patchdiff_diff"), "{tools}");
-    router
-        .batch_execute(&format!(
-            "ALTER FUNCTION patchdiff_router.partition_conninfos() OWNER TO {planter_role}"
-        ))
-        .await
-        .unwrap();
-    let out = Command::new(mcp_bin())
-        .env("PATCHDIFF_DATABASE_URL", router_dsn())
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    router
-        .batch_execute("ALTER FUNCTION patchdiff_router.partition_conninfos() OWNER TO postgres")
-        .await
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "{err}");
-    assert!(
-        err.contains(
-            "owned by a role that is not a superuser: function patchdiff_router.partition_conninfos()"
+    // A router function, or the foreign server (whose owner may rewrite where calls go), given
+    // to another role: start-up refuses, naming it.
+    for (give, back, named) in [
+        (
+            format!(
+                "ALTER FUNCTION patchdiff_router.partition_conninfos() OWNER TO {planter_role}"
+            ),
+            "ALTER FUNCTION patchdiff_router.partition_conninfos() OWNER TO postgres".to_owned(),
+            "function patchdiff_router.partition_conninfos()",
         ),
-        "{err}"
-    );
+        (
+            format!(
+                "GRANT USAGE ON FOREIGN DATA WRAPPER plproxy TO {planter_role}; \
+                 ALTER SERVER patchdiff OWNER TO {planter_role}"
+            ),
+            format!(
+                "ALTER SERVER patchdiff OWNER TO postgres; \
+                 REVOKE USAGE ON FOREIGN DATA WRAPPER plproxy FROM {planter_role}"
+            ),
+            "foreign server patchdiff",
+        ),
+    ] {
+        router.batch_execute(&give).await.unwrap();
+        let out = Command::new(mcp_bin())
+            .env("PATCHDIFF_DATABASE_URL", router_dsn())
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        router.batch_execute(&back).await.unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{err}");
+        assert!(
+            err.contains(&format!("owned by a role that is not a superuser: {named}")),
+            "{err}"
+        );
+    }
     let seen = ran().await;
     assert!(
         seen.is_empty(),
@@ -1226,8 +1239,9 @@ async fn objects_planted_in_the_router_database_never_run() {
         )
         .await
         .unwrap();
-    // An overload of the name: no longer advertised (its calls would be ambiguous).
-    assert!(!advertised(&listed_tools(), "patchdiff_read_target"));
+    // An overload of the name that another role added takes no tool away (helper-53: it used to
+    // stop start-up): the front end's typed call still reaches the router's function.
+    assert!(advertised(&listed_tools(), "patchdiff_read_target"));
     let script = format!(
         "{}/../sql/router/patchdiff_router.sql",
         env!("CARGO_MANIFEST_DIR")
