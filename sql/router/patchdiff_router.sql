@@ -77,6 +77,20 @@ BEGIN
 END $$;
 DO $$ BEGIN PERFORM pg_temp.refuse_planted(); END $$;
 
+-- The database's owner owns its schema `public` (PostgreSQL 15): it may drop the API's functions
+-- there and make its own, which patchdiff-mcp then refuses or leaves out (helper-53).
+DO $$
+DECLARE
+  owner name;
+BEGIN
+  SELECT r.rolname INTO owner FROM pg_database d JOIN pg_roles r ON r.oid = d.datdba
+   WHERE d.datname = current_database() AND NOT r.rolsuper;
+  IF owner IS NOT NULL THEN
+    RAISE WARNING 'patchdiff: the router database belongs to role %, which is not a superuser', owner
+      USING HINT = 'It may replace the router''s functions in public. ALTER DATABASE ... OWNER TO a superuser (docs/scale-out.md, "Roles").';
+  END IF;
+END $$;
+
 CREATE SCHEMA IF NOT EXISTS patchdiff_router;
 -- Every role calls through the router as itself; the shards decide what it may touch.
 GRANT USAGE ON SCHEMA patchdiff_router TO PUBLIC;
