@@ -1457,6 +1457,12 @@ async fn tenancy(db: &str, a: &str, b: &str, password: &str) {
         .map(|r| &r["uri"])
         .collect();
     assert_eq!(uris, [&json!(uri(&shared))], "{l}");
+    // Marked as another role's, shared with this one (docs/profiles.md, resources/list).
+    assert_eq!(
+        l["result"]["resources"][0]["description"],
+        format!("Another role's target: owned by role {b}; this role has read access to it."),
+        "{l}"
+    );
     let r = legacy.request("resources/subscribe", json!({"uri": uri(&secret)}));
     assert_eq!(r["error"]["code"], -32002, "{r}");
     let r = legacy.request("resources/read", json!({"uri": uri(&secret)}));

@@ -185,12 +185,25 @@ impl Server {
             .flatten()
             .filter_map(|t| {
                 let id = t.get("target_file_id")?.as_str()?;
-                Some(json!({
+                let mut r = json!({
                     "uri": feed::uri(id),
                     "name": t.get("filename").cloned().unwrap_or(Value::Null),
                     "mimeType": t.get("target_type").cloned().unwrap_or(Value::Null),
                     "size": t.get("size_bytes").cloned().unwrap_or(Value::Null),
-                }))
+                });
+                // Any role may grant its targets to another, unasked: a host must be able to
+                // tell a document another role wrote (and shared, perhaps to steer the agent)
+                // from the role's own (helper-48).
+                if let (Some(access), Some(owner)) = (
+                    t.get("access").and_then(Value::as_str),
+                    t.get("owner").and_then(Value::as_str),
+                ) && access != "owner"
+                {
+                    r["description"] = json!(format!(
+                        "Another role's target: owned by role {owner}; this role has {access} access to it."
+                    ));
+                }
+                Some(r)
             })
             .collect();
         let mut r = json!({"resources": resources});
