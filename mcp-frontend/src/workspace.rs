@@ -376,13 +376,8 @@ fn stat_at(dir: &OwnedFd, name: &CString) -> std::io::Result<libc::stat> {
     }
 }
 
-fn is_symlink_at(dir: RawFd, name: &CString) -> bool {
-    // SAFETY: as in fstat; AT_SYMLINK_NOFOLLOW inspects the link itself.
-    unsafe {
-        let mut st: libc::stat = std::mem::zeroed();
-        libc::fstatat(dir, name.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) == 0
-            && (st.st_mode & libc::S_IFMT) == libc::S_IFLNK
-    }
+fn is_symlink_at(dir: &OwnedFd, name: &CString) -> bool {
+    stat_at(dir, name).is_ok_and(|st| (st.st_mode & libc::S_IFMT) == libc::S_IFLNK)
 }
 
 fn openat(dir: RawFd, name: &CString, flags: libc::c_int, mode: u32) -> std::io::Result<OwnedFd> {
@@ -490,7 +485,7 @@ fn read_at(
     let f = match reopened {
         Ok(f) => f,
         Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Ok(None),
-        Err(e) if e.raw_os_error() == Some(libc::ELOOP) || is_symlink_at(dir.as_raw_fd(), name) => {
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) || is_symlink_at(dir, name) => {
             return Err(symlink());
         }
         Err(e) => return Err(io_refusal("opening the file", e)),
@@ -861,7 +856,7 @@ impl Workspace {
     }
 
     fn walk_error(&self, dir: &OwnedFd, name: &CString, e: std::io::Error) -> Refusal {
-        if is_symlink_at(dir.as_raw_fd(), name) || e.raw_os_error() == Some(libc::ELOOP) {
+        if is_symlink_at(dir, name) || e.raw_os_error() == Some(libc::ELOOP) {
             return refuse(
                 "workspace_path_symlink",
                 "a directory on the path is a symbolic link; the workspace is walked without following links",
