@@ -146,7 +146,8 @@ pub const MAX_MAX_LINE_BYTES: usize = 1 << 30;
 
 /// 32 MiB: twice the extension's default `patchdiff.max_argument_bytes`, so the database's limit
 /// is the one a normal request meets first.
-pub const DEFAULT_MAX_LINE_BYTES: usize = 32 * 1024 * 1024;
+pub const DEFAULT_MAX_LINE_BYTES: usize =
+    2 * patchdiff_engine::wire::limits::DEFAULT_MAX_ARGUMENT_BYTES;
 
 /// Issue 14 item 5, "the front end bounds every call": 30 s, far above any call the contract's
 /// caps allow on a healthy server, so it only ends calls stuck behind a lock or a sick server.

@@ -33,7 +33,8 @@ pub const IMPORT_MAX_BYTES: u64 = 8 * 1024 * 1024;
 /// refused here, before the text is sent, as `workspace_file_too_large` (helper-50: 8 MiB of
 /// control characters were sent as 48 MB and refused as `arguments_too_large`, though the model
 /// had sent only a file name).
-pub const IMPORT_MAX_ARGUMENT_BYTES: usize = 16 * 1024 * 1024;
+pub const IMPORT_MAX_ARGUMENT_BYTES: usize =
+    patchdiff_engine::wire::limits::DEFAULT_MAX_ARGUMENT_BYTES;
 
 /// How long an import or publication waits for another one to release the directory's lease
 /// before it answers `workspace_busy`.

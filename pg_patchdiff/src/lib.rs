@@ -32,9 +32,10 @@ mod storage;
 ::pgrx::pg_module_magic!(name, version);
 
 /// `patchdiff.max_argument_bytes`: the largest argument text any function reads. Superuser-only,
-/// so a client role cannot raise its own limit. 16 MiB holds a 1 MiB document even when every
-/// character arrives `\u`-escaped, with room for the rest of the request.
-static MAX_ARGUMENT_BYTES: GucSetting<i32> = GucSetting::<i32>::new(16 * 1024 * 1024);
+/// so a client role cannot raise its own limit. Its default (16 MiB) holds a 1 MiB document even
+/// when every character arrives `\u`-escaped, with room for the rest of the request.
+static MAX_ARGUMENT_BYTES: GucSetting<i32> =
+    GucSetting::<i32>::new(patchdiff_engine::api::limits::DEFAULT_MAX_ARGUMENT_BYTES as i32);
 
 pub(crate) fn max_argument_bytes() -> usize {
     usize::try_from(MAX_ARGUMENT_BYTES.get()).unwrap_or(0)

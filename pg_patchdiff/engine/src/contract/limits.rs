@@ -32,6 +32,11 @@ pub const CHANGE_ID_MAX: usize = 64;
 /// Filenames are labels, not paths to open; bounded like a POSIX PATH_MAX.
 pub const FILENAME_MAX_BYTES: usize = 4_096;
 
+/// The default of the extension's `patchdiff.max_argument_bytes` (its GUC), which the front end
+/// sizes its own limits by: 16 MiB holds a 1 MiB document even when every character arrives
+/// `\u`-escaped, with room for the rest of the request.
+pub const DEFAULT_MAX_ARGUMENT_BYTES: usize = 16 * 1024 * 1024;
+
 /// "patchdiff_submit_replacement": fresh admission of the raw replacement and of its canonical
 /// result, at most 1,000,000 code points and 1,048,576 UTF-8 bytes each, inclusive.
 pub const REPLACEMENT_MAX_CODE_POINTS: usize = 1_000_000;
