@@ -1615,7 +1615,7 @@ mod tests {
         };
         for round in 0..60 {
             let len = if round % 3 == 0 { 3_000 } else { 40 };
-            let mut line = |i: u64, next: &mut dyn FnMut(u64) -> u64| match next(4) {
+            let line = |i: u64, next: &mut dyn FnMut(u64) -> u64| match next(4) {
                 0 => "same\n".to_owned(),
                 1 => format!("rep {}\n", next(5)),
                 _ => format!("unique {i} {}\n", next(3)),
