@@ -8,6 +8,21 @@ cd "$ROOT"
 setup_system
 setup_pgrx
 
+# The clusters, sockets, logs and HTTP tokens of this run live under one directory, which root
+# hands to the postgres user. In /tmp any local user could make it first (or make it a symlink)
+# and then plant a cluster's configuration, which its server would run, or swap files under it:
+# a directory that is a symlink, or is not root's or postgres's, or that others may write to, is
+# refused.
+TEST_DIR="${PATCHDIFF_TEST_DIR:-/tmp/patchdiff-test}"
+mkdir -p "$(dirname "$TEST_DIR")" && mkdir -m 0755 "$TEST_DIR" 2>/dev/null || true
+read -r test_dir_owner test_dir_mode < <(stat -c '%U %a' "$TEST_DIR" 2>/dev/null || echo '? 0')
+if [ -L "$TEST_DIR" ] || [ ! -d "$TEST_DIR" ] ||
+  { [ "$test_dir_owner" != root ] && [ "$test_dir_owner" != postgres ] && [ "$test_dir_owner" != "$(id -un)" ]; } ||
+  (( 8#$test_dir_mode & 8#022 )); then
+  log "refusing $TEST_DIR: it must be a directory (not a symlink) owned by root or postgres that only its owner may write to; it is ${test_dir_owner}'s, mode $test_dir_mode. Remove it, or set PATCHDIFF_TEST_DIR."
+  exit 1
+fi
+
 # Every cargo test run is also copied here, so the closing line can count them all.
 RESULTS="$(mktemp)"
 counted() { "$@" 2>&1 | tee -a "$RESULTS"; }
@@ -28,7 +43,7 @@ log "SQL API tests inside PostgreSQL (cargo pgrx test)"
 # Structural observation starts the parser helper from PostgreSQL's $libdir.
 install_parser_helper
 # pgrx's own cluster, owned by the unprivileged postgres user because initdb refuses root.
-PGRX_TEST_DATA="${PATCHDIFF_TEST_DIR:-/tmp/patchdiff-test}/pgrx"
+PGRX_TEST_DATA="$TEST_DIR/pgrx"
 mkdir -p "$PGRX_TEST_DATA"
 chown -R postgres:postgres "$(dirname "$PGRX_TEST_DATA")"
 # `cargo pgrx test` installs its test build where pg_config says, by writing into the installed
@@ -81,14 +96,14 @@ fi
 install_extension
 
 log "end-to-end tests against a private cluster"
-E2E_DATA="${PATCHDIFF_TEST_DIR:-/tmp/patchdiff-test}/e2e"
+E2E_DATA="$TEST_DIR/e2e"
 E2E_PORT="${PATCHDIFF_TEST_PORT:-54330}"
 stop_cluster "$E2E_DATA"
 rm -rf "$E2E_DATA"
 start_cluster "$E2E_DATA" "$E2E_PORT"
 # A PL/Proxy router over two shard clusters (issue 20; docs/scale-out.md): tests/tests/shards.rs
 # and the suites below that run through it.
-export PATCHDIFF_SHARDS_DIR="${PATCHDIFF_TEST_DIR:-/tmp/patchdiff-test}/shards"
+export PATCHDIFF_SHARDS_DIR="$TEST_DIR/shards"
 export PATCHDIFF_SHARDS_PORT="${PATCHDIFF_TEST_SHARDS_PORT:-$((E2E_PORT + 100))}"
 bash "$ROOT/scripts/shards.sh" down 2>/dev/null || true
 rm -rf "$PATCHDIFF_SHARDS_DIR"
@@ -120,7 +135,7 @@ counted cargo test --locked -p patchdiff-tests
 # with a token for the superuser: the official SDKs, the Inspector CLI and the conformance suite
 # drive it below.
 log "patchdiff-mcp serve: Streamable HTTP endpoints on the test database and on the router"
-HTTP_DIR="${PATCHDIFF_TEST_DIR:-/tmp/patchdiff-test}/http"
+HTTP_DIR="$TEST_DIR/http"
 rm -rf "$HTTP_DIR"
 mkdir -p "$HTTP_DIR"
 (umask 077; head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$HTTP_DIR/token")
