@@ -8,7 +8,7 @@
 //! treats the helper's death as an answer (`parser_crashed`, `parser_limit`).
 //!
 //! The helper limits itself before it reads any input: its address space (`RLIMIT_AS`), no core
-//! files, and, per request, its CPU time (`RLIMIT_CPU`, whose soft limit ends it with SIGXCPU);
+//! files, the kernel's OOM killer's first choice (`oom_score_adj` 1000), and, per request, its CPU time (`RLIMIT_CPU`, whose soft limit ends it with SIGXCPU);
 //! it dies with its parent (`PR_SET_PDEATHSIG`). An allocation that fails under the address
 //! space limit ends it with [`EXIT_MEMORY`], from Rust and from tree-sitter alike, so the
 //! backend can tell a memory limit from a crash.
@@ -115,6 +115,12 @@ pub fn confine(l: &Limits) -> Result<(), String> {
         }
     }
     set_limit(libc::RLIMIT_CORE, 0, 0).map_err(|e| format!("RLIMIT_CORE: {e}"))?;
+    // First in line for the kernel's OOM killer. Each helper may use its whole address-space
+    // limit, and every backend may have one parsing at once (helper-55: 8 parses of one 2 MB
+    // Markdown file took 7.5 GB of the host for 10 s); should the host run out, a helper must be
+    // what the kernel kills, not a backend (which makes the postmaster restart every session).
+    // Raising one's own score needs no privilege; a system that refuses it leaves the default.
+    let _ = std::fs::write("/proc/self/oom_score_adj", "1000");
     if l.memory_bytes > 0 {
         set_limit(libc::RLIMIT_AS, l.memory_bytes, l.memory_bytes)
             .map_err(|e| format!("RLIMIT_AS: {e}"))?;

@@ -91,6 +91,19 @@ fn one_warm_helper_answers_in_turn_and_equals_the_in_process_outline() {
 }
 
 /// The 509-byte file that aborted the whole PostgreSQL server: only the helper ends.
+/// Should the host run out of memory, the kernel's OOM killer takes a helper before any backend
+/// (helper-55): every helper sets its `oom_score_adj` to the maximum before it reads input.
+#[test]
+fn a_helper_is_the_oom_killers_first_choice() {
+    let mut h = start(&["--memory-bytes", "1073741824"]);
+    // One answered request: the helper has confined itself by then.
+    assert!(ask(&mut h, Language::Json, "{}").is_some());
+    let adj = std::fs::read_to_string(format!("/proc/{}/oom_score_adj", h.id())).unwrap();
+    assert_eq!(adj.trim(), "1000");
+    h.kill().unwrap();
+    h.wait().unwrap();
+}
+
 #[test]
 fn the_yaml_abort_ends_only_the_helper() {
     let mut h = start(&[]);
