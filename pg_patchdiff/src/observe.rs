@@ -22,10 +22,21 @@ const RESIDENT_OUTLINES: usize = 8;
 /// its own is used for its call and not kept.
 const RESIDENT_MAX_BYTES: usize = 64 << 20;
 
-type OutlineKey = (String, i64, String);
+/// A target version and the parser limits its outline was asked for under.
+type OutlineKey = (String, i64, String, parser::LimitsKey);
+
+/// What the backend keeps of a version: its outline, or why it has none.
+#[derive(Clone)]
+enum Kept {
+    Outline(Rc<Outline>),
+    /// A limit or a crash the text caused (never a helper stopped from outside): the same
+    /// version under the same limits gives the same answer, so asking again only spends the
+    /// parse again (helper-55: 10 s of CPU for each call on 100 KB of `\` lines of Python).
+    Unavailable(parser::Unavailable),
+}
 
 thread_local! {
-    static RESIDENT: RefCell<Vec<(OutlineKey, Rc<Outline>, usize)>> =
+    static RESIDENT: RefCell<Vec<(OutlineKey, Kept, usize)>> =
         const { RefCell::new(Vec::new()) };
 }
 
@@ -41,44 +52,60 @@ fn outline_bytes(o: &Outline) -> usize {
     )
 }
 
+/// Keeps `kept` for `key`, the least recently used going first past the count or the bytes.
+fn keep(key: OutlineKey, kept: Kept, size: usize) {
+    if size > RESIDENT_MAX_BYTES {
+        return;
+    }
+    RESIDENT.with(|r| {
+        let mut r = r.borrow_mut();
+        while !r.is_empty()
+            && (r.len() >= RESIDENT_OUTLINES
+                || r.iter().map(|e| e.2).sum::<usize>() + size > RESIDENT_MAX_BYTES)
+        {
+            r.remove(0);
+        }
+        r.push((key, kept, size));
+    });
+}
+
 /// The outline of this target version: from the backend's resident cache, or made now by the
 /// parser helper (crate::parser). Parsing holds no lock: other targets, and readers of this
-/// one, go on meanwhile.
+/// one, go on meanwhile. A version whose text passed a parser limit or crashed the helper is
+/// kept as that answer, and not parsed again while the limits stay as they were.
 fn outline_of(t: &TargetView, language: Language) -> Result<Rc<Outline>, parser::Unavailable> {
     let key: OutlineKey = (
         t.target_file_id.to_owned(),
         t.version,
         t.current_hash.to_owned(),
+        parser::limits_key(),
     );
     if let Some(hit) = RESIDENT.with(|r| {
         let mut r = r.borrow_mut();
         let at = r.iter().position(|(k, _, _)| *k == key)?;
         let entry = r.remove(at);
-        let o = entry.1.clone();
+        let kept = entry.1.clone();
         r.push(entry);
-        Some(o)
+        Some(kept)
     }) {
-        return Ok(hit);
+        return match hit {
+            Kept::Outline(o) => Ok(o),
+            Kept::Unavailable(why) => Err(why),
+        };
     }
-    let o = Rc::new(parser::outline(
-        language,
-        Some(t.target_file_id),
-        t.content,
-    )?);
-    let size = outline_bytes(&o);
-    if size <= RESIDENT_MAX_BYTES {
-        RESIDENT.with(|r| {
-            let mut r = r.borrow_mut();
-            while !r.is_empty()
-                && (r.len() >= RESIDENT_OUTLINES
-                    || r.iter().map(|e| e.2).sum::<usize>() + size > RESIDENT_MAX_BYTES)
-            {
-                r.remove(0);
+    match parser::outline(language, Some(t.target_file_id), t.content) {
+        Ok(o) => {
+            let o = Rc::new(o);
+            keep(key, Kept::Outline(o.clone()), outline_bytes(&o));
+            Ok(o)
+        }
+        Err(why) => {
+            if !matches!(why, parser::Unavailable::Stopped(_)) {
+                keep(key, Kept::Unavailable(why.clone()), 0);
             }
-            r.push((key, o.clone(), size));
-        });
+            Err(why)
+        }
     }
-    Ok(o)
 }
 
 /// The outline of this target version as the storage port offers it; a helper that crashed is
@@ -92,6 +119,14 @@ pub(crate) fn outline(t: &TargetView, language: Language) -> Result<Rc<Outline>,
                 language.grammar()
             );
             NoOutline::Crashed
+        }
+        parser::Unavailable::Stopped(detail) => {
+            pgrx::warning!(
+                "pg_patchdiff: {detail} (target {}, {})",
+                t.target_file_id,
+                language.grammar()
+            );
+            NoOutline::Stopped
         }
         parser::Unavailable::Limit(l) => NoOutline::Limit(l),
         parser::Unavailable::NotStarted(e) => NoOutline::NotStarted(e),

@@ -95,10 +95,27 @@ pub(crate) fn define_gucs() {
 pub(crate) enum Unavailable {
     /// The helper died (a signal such as SIGABRT from a grammar's assertion, a bad answer).
     Crashed(String),
+    /// The helper was stopped from outside: SIGKILL or SIGTERM (the kernel's OOM killer, an
+    /// operator), or its pipe failed. Not a property of the text.
+    Stopped(String),
     /// A limit was reached: an outline cap, memory, CPU or time.
     Limit(ParserLimit),
     /// The helper could not be started.
     NotStarted(String),
+}
+
+/// The limits an outline was made under (memory, CPU, wall clock): an answer at a limit holds
+/// only while they stay as they were.
+pub(crate) type LimitsKey = (u64, u64, u64);
+
+/// The current [`LimitsKey`].
+pub(crate) fn limits_key() -> LimitsKey {
+    let s = Settings::current();
+    (
+        s.memory_bytes,
+        s.cpu_seconds,
+        u64::try_from(TIMEOUT_MS.get()).unwrap_or(0),
+    )
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -148,9 +165,18 @@ impl Drop for Helper {
 thread_local! {
     /// The warm helper of this backend.
     static WARM: RefCell<Option<Helper>> = const { RefCell::new(None) };
+    /// Helpers this backend has started (tests count the parses a call caused).
+    static STARTED: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// How many helpers this backend has started.
+#[cfg(any(test, feature = "pg_test"))]
+pub(crate) fn helpers_started() -> u64 {
+    STARTED.with(std::cell::Cell::get)
 }
 
 fn start(settings: &Settings) -> Result<Helper, Unavailable> {
+    STARTED.with(|n| n.set(n.get() + 1));
     let mut child = Command::new(&settings.program)
         .arg("--memory-bytes")
         .arg(settings.memory_bytes.to_string())
@@ -330,6 +356,12 @@ fn death(mut h: Helper) -> Unavailable {
     match status {
         Ok(s) if s.signal() == Some(libc::SIGXCPU) => Unavailable::Limit(ParserLimit::Cpu),
         Ok(s) if s.code() == Some(wire::EXIT_MEMORY) => Unavailable::Limit(ParserLimit::Memory),
+        Ok(s) if matches!(s.signal(), Some(libc::SIGKILL | libc::SIGTERM)) => {
+            Unavailable::Stopped(format!(
+                "the parser helper was stopped by signal {} from outside (the OOM killer, an operator)",
+                s.signal().unwrap_or(0)
+            ))
+        }
         Ok(s) => Unavailable::Crashed(match s.signal() {
             // Worded unlike the postmaster's "server process ... was terminated by signal",
             // which the crash suite looks for in the server's log.
@@ -339,7 +371,7 @@ fn death(mut h: Helper) -> Unavailable {
                 s.code().unwrap_or(-1)
             ),
         }),
-        Err(e) => Unavailable::Crashed(format!("the parser helper could not be reaped: {e}")),
+        Err(e) => Unavailable::Stopped(format!("the parser helper could not be reaped: {e}")),
     }
 }
 
@@ -386,13 +418,13 @@ pub(crate) fn outline(
         }
         Ok(Exchange::Died) => {
             return Err(helper.map_or_else(
-                || Unavailable::Crashed("the parser helper was stopped".into()),
+                || Unavailable::Stopped("the parser helper was stopped".into()),
                 death,
             ));
         }
         Err(e) => {
             drop(helper);
-            return Err(Unavailable::Crashed(format!(
+            return Err(Unavailable::Stopped(format!(
                 "the parser helper's pipe failed: {e}"
             )));
         }

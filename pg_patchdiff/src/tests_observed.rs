@@ -569,6 +569,91 @@ mod tests {
         assert_eq!(r["status"], "observed", "{r}");
     }
 
+    /// helper-55: a version whose text crashed the helper or passed a parser limit is kept as
+    /// that answer, like an outline: asking again starts no helper and parses nothing (each call
+    /// on 100 KB of `\\` lines of Python cost 10 s of CPU). Changed limits parse again.
+    #[pg_test]
+    fn a_version_that_crashed_the_helper_or_passed_a_limit_is_not_parsed_again() {
+        use crate::parser::helpers_started;
+        let bad = init_file("again.yaml", &format!("{}x", "- ".repeat(254)));
+        let r = observe(&bad, json!({}));
+        assert_eq!(r["code"], "PARSER_CRASHED", "{r}");
+        let started = helpers_started();
+        for args in [
+            json!({}),
+            json!({"symbol_name": "x"}),
+            json!({"query": "x"}),
+        ] {
+            let again = observe(&bad, args);
+            assert_eq!(
+                (&again["code"], &again["failure_detail"]),
+                (&r["code"], &r["failure_detail"]),
+                "{again}"
+            );
+        }
+        assert_eq!(helpers_started(), started, "no helper was started again");
+
+        let text: String = (0..40_000)
+            .map(|i| format!("def handler_{i}(event):\n    return event\n"))
+            .collect();
+        let t = init_file("again.py", &text);
+        Spi::run("SET patchdiff.parser_timeout = 1").unwrap();
+        let r = observe(&t, json!({}));
+        assert_eq!(r["limit"], "time", "{r}");
+        let started = helpers_started();
+        let again = observe(&t, json!({"query": "handler_7"}));
+        assert_eq!(again["limit"], "time", "{again}");
+        assert_eq!(helpers_started(), started, "no helper was started again");
+        // Other limits: parsed again (and here at the same timeout, answered the same).
+        Spi::run("SET patchdiff.parser_timeout = 2").unwrap();
+        let r = observe(&t, json!({}));
+        assert_eq!(r["limit"], "time", "{r}");
+        assert_eq!(helpers_started(), started + 1);
+        Spi::run("RESET patchdiff.parser_timeout").unwrap();
+        let r = observe(&t, json!({"query": "handler_3999"}));
+        assert_eq!(r["status"], "candidates", "{r}");
+    }
+
+    /// helper-55: a helper stopped from outside (SIGKILL, as the kernel's OOM killer sends) is
+    /// not the text's fault: the answer says a resend may succeed, and the version is not kept
+    /// as unavailable (the next call parses it again).
+    #[pg_test]
+    fn a_helper_killed_from_outside_is_not_blamed_on_the_text() {
+        use crate::parser::helpers_started;
+        // About 2 s of tree-sitter-python's time on this machine (helper-55).
+        let t = init_file("killed.py", &"\\\n".repeat(16_000));
+        let backend = std::process::id();
+        let killer = std::thread::spawn(move || {
+            let children = format!("/proc/{backend}/task/{backend}/children");
+            for _ in 0..500 {
+                let pids = std::fs::read_to_string(&children).unwrap_or_default();
+                if !pids.trim().is_empty() {
+                    std::thread::sleep(std::time::Duration::from_millis(200));
+                    for pid in pids.split_whitespace() {
+                        let pid: i32 = pid.parse().unwrap();
+                        // SAFETY: kill(2) of this backend's own child.
+                        unsafe { libc::kill(pid, libc::SIGKILL) };
+                    }
+                    return true;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            false
+        });
+        let r = observe(&t, json!({}));
+        assert!(killer.join().unwrap(), "the helper was seen and killed");
+        assert_eq!(r["code"], "PARSER_CRASHED", "{r}");
+        let detail = r["failure_detail"].as_str().unwrap();
+        assert!(detail.contains("stopped from outside"), "{detail}");
+        assert!(detail.contains("resending may succeed"), "{detail}");
+        let started = helpers_started();
+        Spi::run("SET patchdiff.parser_timeout = 50").unwrap();
+        let r = observe(&t, json!({}));
+        Spi::run("RESET patchdiff.parser_timeout").unwrap();
+        assert_eq!(r["limit"], "time", "{r}");
+        assert_eq!(helpers_started(), started + 1, "parsed again");
+    }
+
     /// Issue 14: "Outline memory is bounded by the input": a key of 256 KiB above a thousand
     /// arrays would repeat the key in every child's path (gigabytes from 265 KB); the cap on
     /// an outline's name bytes refuses it while it is built, as `parser_limit`.

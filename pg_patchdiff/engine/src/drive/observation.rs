@@ -55,6 +55,7 @@ pub fn observe_scope(store: &mut impl Observations, args: &str) -> Value {
         Err(why) => {
             let why = match &why {
                 NoOutline::Crashed => observe::Unavailable::ParserCrashed,
+                NoOutline::Stopped => observe::Unavailable::ParserStopped,
                 NoOutline::Limit(l) => observe::Unavailable::ParserLimit(*l),
                 NoOutline::NotStarted(e) => observe::Unavailable::ParserNotStarted(e),
             };

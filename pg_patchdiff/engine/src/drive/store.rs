@@ -257,6 +257,9 @@ pub trait Grants {
 pub enum NoOutline {
     /// The parser helper died or answered garbage (the store has logged its detail).
     Crashed,
+    /// The parser helper was stopped from outside (killed by the kernel's OOM killer or an
+    /// operator, its pipe broken): not a property of the text, so a resend may succeed.
+    Stopped,
     /// A documented limit: outline symbols or name bytes, memory, CPU, time, input size.
     Limit(ParserLimit),
     /// The parser helper could not be started.

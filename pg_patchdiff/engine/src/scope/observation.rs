@@ -891,6 +891,9 @@ pub fn unsupported(t: &TargetView, filename: &str, target_type: &str) -> Value {
 pub enum Unavailable<'a> {
     /// The helper died (a grammar's assertion, a signal) or answered garbage.
     ParserCrashed,
+    /// The helper was stopped from outside (the kernel's OOM killer, an operator's signal, a
+    /// broken pipe): answered like a crash, but the text is not the cause.
+    ParserStopped,
     /// A documented limit: outline symbols or name bytes, memory, CPU, time, input size.
     ParserLimit(crate::scope::ParserLimit),
     /// The helper program could not be started (an installation fault).
@@ -898,8 +901,9 @@ pub enum Unavailable<'a> {
 }
 
 /// `structure_unavailable`: no outline of this version could be made; nothing was issued or
-/// written. The same text gives the same answer, so a resend does not help: the agent reads
-/// and searches the target instead.
+/// written. The same text gives the same answer (the backend keeps it for the version), so a
+/// resend does not help: the agent reads and searches the target instead. Only a helper stopped
+/// from outside says that a resend may succeed.
 pub fn structure_unavailable(
     t: &TargetView,
     language: crate::scope::Language,
@@ -912,6 +916,15 @@ pub fn structure_unavailable(
             Value::Null,
             format!(
                 "The {} parser stopped on this version of the target (its helper process ended; the database is unaffected). Structural observation is unavailable for this text: use patchdiff_read_target, patchdiff_read_lines and patchdiff_find_occurrences.",
+                language.grammar()
+            ),
+        ),
+        Unavailable::ParserStopped => (
+            "parser_crashed",
+            "PARSER_CRASHED",
+            Value::Null,
+            format!(
+                "The {} parser helper was stopped from outside while it read this version of the target (for example by the kernel's OOM killer; the database is unaffected). The text is not known to be the cause: resending may succeed. Meanwhile use patchdiff_read_target, patchdiff_read_lines and patchdiff_find_occurrences.",
                 language.grammar()
             ),
         ),
