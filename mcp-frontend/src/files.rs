@@ -49,9 +49,9 @@ struct Entry {
     /// The version the agent last read with `read_file`: an identical `edit_file` after a
     /// read is a new request, not a retry.
     read_at_version: Option<i64>,
-    /// The request key of the last `edit_file` this process had accepted and the version it
-    /// produced.
-    last_call: Option<(String, i64)>,
+    /// The request key of the last `edit_file` this process had accepted, the version it
+    /// produced and the hash of the text it was based on.
+    last_call: Option<(String, i64, String)>,
 }
 
 /// The files profile's state for one connection.
@@ -107,15 +107,24 @@ pub fn canonical(text: &str) -> String {
     }
 }
 
-/// The request key of an `edit_file` call: the file, the edits (canonical LF) and the version
-/// they were based on. The same call resent while the file is at that version recovers the
-/// recorded outcome (the extension's keyed recovery); see [`Server::is_retry`] for a resend
-/// after the call succeeded.
-pub fn request_key(rel: &str, edits: &[(String, String)], base_version: i64) -> String {
-    let body = to_string(&json!([rel, edits, base_version]), LITERAL);
+/// The request key of an `edit_file` call: the file, the edits (canonical LF), the version
+/// they were based on and the hash of the file's text they were sent against (the submission's
+/// `expected_current_hash`). The same call resent while the file is at that version and text
+/// recovers the recorded outcome (the extension's keyed recovery); see [`Server::is_retry`] for
+/// a resend after the call succeeded. Without the hash (before 2026-12-06, `files1-`), a call
+/// refused because the file had changed on disk held its key under the changed text's hash, and
+/// the same edit sent once the file was back to that version's text was a `request_key_conflict`
+/// for good, even after a `read_file` (helper-54).
+pub fn request_key(
+    rel: &str,
+    edits: &[(String, String)],
+    base_version: i64,
+    base_hash: &str,
+) -> String {
+    let body = to_string(&json!([rel, edits, base_version, base_hash]), LITERAL);
     format!(
-        "files1-{}",
-        sha256_hex(format!("patchdiff-files/1\0{body}").as_bytes())
+        "files2-{}",
+        sha256_hex(format!("patchdiff-files/2\0{body}").as_bytes())
     )
 }
 
@@ -689,12 +698,43 @@ impl Server {
         path: &str,
         rel: &str,
         disk: &str,
+        hd: &str,
     ) -> Result<Entry, (String, Value, bool)> {
         match self.find_target(ws, rel).await {
-            Ok(Some(e)) => Ok(e),
+            Ok(Some(e)) => self
+                .refreshed(rel, e, hd)
+                .await
+                .map_err(|e| unknown(path, "looking the file up", e)),
             Ok(None) => Server::import(&mut self.db, ws, rel, disk).await,
             Err(e) => Err(unknown(path, "looking the file up", e)),
         }
+    }
+
+    /// `e` as the database has it now when its text is not `hd`, the disk's: this process may
+    /// know an older version (another process, or a call whose answer it never had, made the
+    /// newer one). Without this the file was imported again as a new target, its history split
+    /// in two (helper-54), or an edit was refused as stale against a version long gone.
+    async fn refreshed(&mut self, rel: &str, mut e: Entry, hd: &str) -> Result<Entry, String> {
+        if e.hash == hd {
+            return Ok(e);
+        }
+        let v = self
+            .sql(
+                "patchdiff_read_target",
+                &json!({"target_file_id": e.target_file_id, "start": 0, "length": 1}),
+            )
+            .await?;
+        if let (Some("ok"), Some(version), Some(hash)) = (
+            v["status"].as_str(),
+            v["version"].as_i64(),
+            v["current_hash"].as_str(),
+        ) && (version, hash) != (e.version, e.hash.as_str())
+        {
+            e.version = version;
+            e.hash = hash.to_owned();
+            self.files.entries.insert(rel.to_owned(), e.clone());
+        }
+        Ok(e)
     }
 
     /// The target bound to `rel`, if this process or an earlier one imported it: the cache,
@@ -864,6 +904,14 @@ impl Server {
             .find_target(ws, rel)
             .await
             .map_err(|e| unknown(rel, "looking the file up", e))?;
+        let found = match found {
+            Some(e) => Some(
+                self.refreshed(rel, e, hd)
+                    .await
+                    .map_err(|e| unknown(rel, "looking the file up", e))?,
+            ),
+            None => None,
+        };
         match found {
             Some(e) if e.hash == hd => Ok(e),
             _ => Server::import(&mut self.db, ws, rel, disk).await,
@@ -919,30 +967,45 @@ impl Server {
         (text, v, false)
     }
 
-    /// Whether an `edit_file` whose request key at the file's previous version is `prev_key`
-    /// is the resend of the call that made the current version: the last accepted call this
-    /// process knows of, or, when it knows none, the attempt log's record of that key.
-    async fn is_retry(&mut self, entry: &Entry, prev_key: &str) -> Result<Option<Value>, String> {
+    /// Whether an `edit_file` of `edits` is the resend of the call that made the current
+    /// version: the last accepted call this process knows of, or, when it knows none, the
+    /// attempt log's newest acceptance, whose key must be these edits' key at the version and
+    /// text it was based on. Its record (with its `client_request_id`) when it is.
+    async fn is_retry(
+        &mut self,
+        entry: &Entry,
+        rel: &str,
+        edits: &[(String, String)],
+    ) -> Result<Option<Value>, String> {
         if entry.version < 1 || entry.read_at_version == Some(entry.version) {
             return Ok(None);
         }
         match &entry.last_call {
-            Some((k, v)) if *v == entry.version => {
-                return Ok((k == prev_key).then(|| json!({"client_request_id": k})));
+            Some((k, v, base_hash)) if *v == entry.version => {
+                let prev = request_key(rel, edits, v - 1, base_hash);
+                return Ok((*k == prev).then(|| json!({"client_request_id": k})));
             }
             _ => {}
         }
         let v = self
             .sql(
                 "patchdiff_get_pdcp_log",
-                &json!({"target_file_id": entry.target_file_id, "client_request_id": prev_key, "limit": 1}),
+                &json!({"target_file_id": entry.target_file_id, "status": "accepted", "limit": 1}),
             )
             .await?;
         Ok(v["entries"]
             .as_array()
             .and_then(|e| e.first())
             .filter(|e| {
-                e["status"] == "accepted" && e["after_version"].as_i64() == Some(entry.version)
+                e["after_version"].as_i64() == Some(entry.version)
+                    && e["after_hash"].as_str() == Some(entry.hash.as_str())
+                    && e["client_request_id"].as_str()
+                        == Some(&request_key(
+                            rel,
+                            edits,
+                            entry.version - 1,
+                            e["before_hash"].as_str().unwrap_or_default(),
+                        ))
             })
             .cloned())
     }
@@ -980,11 +1043,11 @@ impl Server {
         let hd = sha256_hex(before.as_bytes());
         // Import on first use; a known target whose text is not the disk's is stale: the
         // submission's hash guard refuses it, and the refusal is logged.
-        let entry = match self.target_for_write(ws, path, rel, &disk).await {
+        let entry = match self.target_for_write(ws, path, rel, &disk, &hd).await {
             Ok(e) => e,
             Err(a) => return a,
         };
-        let key = request_key(rel, &edits, entry.version);
+        let key = request_key(rel, &edits, entry.version, &hd);
         let mut submission = json!({
             "target_file_id": entry.target_file_id,
             "intent": format!("edit_file {rel}"),
@@ -999,9 +1062,9 @@ impl Server {
             return self.dry_run(path, &before, &edits, &submission).await;
         }
         if entry.hash == hd && entry.version >= 1 {
-            let prev = request_key(rel, &edits, entry.version - 1);
-            match self.is_retry(&entry, &prev).await {
+            match self.is_retry(&entry, rel, &edits).await {
                 Ok(Some(rec)) => {
+                    let prev = rec["client_request_id"].clone();
                     let text = format!(
                         "These edits were already applied to {path} by an identical earlier call (version {}); they were not applied again.\n",
                         entry.version
@@ -1043,7 +1106,7 @@ impl Server {
         let diff = apply_facts(&before, &edits, &facts, &after.hash)
             .map(|new| unified_diff(path, &before, &new));
         let mut e = after;
-        e.last_call = Some((key, e.version));
+        e.last_call = Some((key, e.version, hd));
         self.files.entries.insert(rel.to_owned(), e);
         let text = match &diff {
             Some(d) => fenced(d),
@@ -1170,7 +1233,7 @@ impl Server {
                     );
                 }
                 let hd = sha256_hex(canonical(&disk).as_bytes());
-                let entry = match self.target_for_write(ws, path, rel, &disk).await {
+                let entry = match self.target_for_write(ws, path, rel, &disk, &hd).await {
                     Ok(e) => e,
                     Err(a) => return a,
                 };
@@ -1674,18 +1737,20 @@ mod tests {
         }
     }
 
-    /// Issue 19 item 4: the request key covers the path, the edits and the base version.
+    /// Issue 19 item 4: the request key covers the path, the edits, the base version and the
+    /// hash of the text they were sent against (helper-54).
     #[test]
     fn request_keys() {
         let e = vec![("a".to_owned(), "b".to_owned())];
-        let k = request_key("x.txt", &e, 3);
-        assert!(k.len() <= 128 && k.starts_with("files1-"));
-        assert_eq!(k, request_key("x.txt", &e, 3));
-        assert_ne!(k, request_key("x.txt", &e, 4));
-        assert_ne!(k, request_key("y.txt", &e, 3));
+        let k = request_key("x.txt", &e, 3, "h");
+        assert!(k.len() <= 128 && k.starts_with("files2-"));
+        assert_eq!(k, request_key("x.txt", &e, 3, "h"));
+        assert_ne!(k, request_key("x.txt", &e, 4, "h"));
+        assert_ne!(k, request_key("x.txt", &e, 3, "g"));
+        assert_ne!(k, request_key("y.txt", &e, 3, "h"));
         assert_ne!(
             k,
-            request_key("x.txt", &[("a".to_owned(), "c".to_owned())], 3)
+            request_key("x.txt", &[("a".to_owned(), "c".to_owned())], 3, "h")
         );
     }
 

@@ -178,7 +178,7 @@ fn every_attempt_is_logged_and_each_accepted_call_is_published_with_a_checkpoint
             ("rejected", "target_hash_mismatch"),
         ]
     );
-    assert!(l.iter().all(|r| r.2.starts_with("files1-")), "{l:?}");
+    assert!(l.iter().all(|r| r.2.starts_with("files2-")), "{l:?}");
     assert_eq!(state(&target).0, "1");
 }
 
@@ -206,6 +206,68 @@ fn a_resent_call_is_applied_once_and_a_new_process_finds_the_same_target() {
     assert_eq!(std::fs::read(&file).unwrap(), b"version = 10\n");
     assert_eq!(log(&target).len(), 1);
     assert_eq!(state(&target).0, "1");
+}
+
+/// docs/files.md "Retries" (helper-54): an edit refused because the file changed on disk applies
+/// once the file is back to its version's text and read again (the request key names the text
+/// the edit was sent against; before, the same edit was a request_key_conflict for good). And a
+/// second process that knows an older version carries on with the same target: its read finds
+/// the newer version another process made instead of importing the file as a new target.
+#[test]
+fn an_edit_refused_as_stale_applies_later_and_two_processes_share_one_target() {
+    let root = scratch("stale-key");
+    let file = root.join("f3.txt");
+    std::fs::write(&file, "alpha beta alpha\n").unwrap();
+    let mut a = start(&root, &[]);
+    let (_, read, _) = call(&mut a, "read_file", json!({"path": "f3.txt"}));
+    let target = read["target_file_id"].as_str().unwrap().to_owned();
+    std::fs::write(&file, "alpha beta alpha \n").unwrap();
+    let (text, v, err) = edit(&mut a, "f3.txt", "beta", "BETA");
+    assert!(err && text.contains("changed on disk"), "{text}");
+    assert_eq!(v["failure_reason"], "target_hash_mismatch", "{v}");
+    // Undone outside (git checkout): the version's text again.
+    std::fs::write(&file, "alpha beta alpha\n").unwrap();
+    let (_, read, err) = call(&mut a, "read_file", json!({"path": "f3.txt"}));
+    assert!(!err);
+    assert_eq!(read["version"], 0);
+    let (text, v, err) = edit(&mut a, "f3.txt", "beta", "BETA");
+    assert!(!err, "{text} {v}");
+    assert_eq!(v["version"], 1);
+    assert_eq!(std::fs::read(&file).unwrap(), b"alpha BETA alpha\n");
+
+    // A second process read version 1; the first makes version 2.
+    let mut b = start(&root, &[]);
+    let (_, read, _) = call(&mut b, "read_file", json!({"path": "f3.txt"}));
+    assert_eq!(
+        (read["target_file_id"].as_str(), read["version"].as_i64()),
+        (Some(target.as_str()), Some(1))
+    );
+    let (text, _, err) = edit(&mut a, "f3.txt", "alpha BETA", "ALPHA BETA");
+    assert!(!err, "{text}");
+    let (_, read, err) = call(&mut b, "read_file", json!({"path": "f3.txt"}));
+    assert!(!err);
+    assert_eq!(
+        (read["target_file_id"].as_str(), read["version"].as_i64()),
+        (Some(target.as_str()), Some(2)),
+        "the same target, at the version the other process made"
+    );
+    let (text, v, err) = edit(&mut b, "f3.txt", "alpha\n", "omega\n");
+    assert!(!err, "{text}");
+    assert_eq!(
+        (v["target_file_id"].as_str(), v["version"].as_i64()),
+        (Some(target.as_str()), Some(3))
+    );
+    assert_eq!(std::fs::read(&file).unwrap(), b"ALPHA BETA omega\n");
+    let kinds: Vec<(String, String)> = log(&target).into_iter().map(|r| (r.0, r.1)).collect();
+    assert_eq!(
+        kinds,
+        [
+            ("rejected".into(), "target_hash_mismatch".into()),
+            ("accepted".into(), "".into()),
+            ("accepted".into(), "".into()),
+            ("accepted".into(), "".into()),
+        ]
+    );
 }
 
 /// Issue 19 item 4 "all edits of one call atomic" and "publication under the workspace rules":
