@@ -164,23 +164,39 @@ fn segment(k: &str, sentinel: Option<char>) -> String {
 
 /// Writes `v` as canonical JSON (sorted keys, ASCII-escaped) with each sentinel + hex turned
 /// back into the lone-surrogate escape that was sent. NUL is already written as `\u0000`.
+///
+/// Only an escape is a marker: the text is read escape by escape, so a backslash that was sent
+/// as text and followed by the marker's letters (written `\\ufdd0...`) stays as it was. Before
+/// 2026-12-06 the marker was looked for as a substring: a backslash and `ufdd0d800` (sent as
+/// `\u005cufdd0d800`, which the sentinel's check of the raw request does not see, and written
+/// `\\ufdd0d800`) was stored as `\\ud800`, the text of another request, which then had the
+/// same fingerprint and was answered with this one's recorded outcome (helper-54).
 pub fn restore(v: &Value, sentinel: Option<char>) -> String {
     let text = to_string(v, CANONICAL);
     let Some(c) = sentinel else {
         return text;
     };
-    let marker = format!("\\u{:04x}", c as u32);
+    let marker = format!("u{:04x}", c as u32);
+    let b = text.as_bytes();
     let mut out = String::with_capacity(text.len());
-    let mut rest = text.as_str();
-    while let Some(at) = rest.find(&marker) {
-        out.push_str(&rest[..at]);
-        out.push_str("\\u");
-        let after = &rest[at + marker.len()..];
-        // The four hex digits follow as plain ASCII (the marker's own escape ended before them).
-        out.push_str(&after[..4]);
-        rest = &after[4..];
+    let (mut last, mut i) = (0, 0);
+    while let Some(n) = memchr::memchr(b'\\', &b[i..]) {
+        let at = i + n;
+        let hex = at + 1 + marker.len();
+        if text[at + 1..].starts_with(&marker) && b.get(hex..hex + 4).is_some() {
+            out.push_str(&text[last..at]);
+            out.push_str("\\u");
+            // The four hex digits follow as plain ASCII (the marker's own escape ended before).
+            out.push_str(&text[hex..hex + 4]);
+            i = hex + 4;
+            last = i;
+        } else {
+            // Any other escape: `\\`, `\"`, `\n`, ... or `\uXXXX`, whose digits hold no
+            // backslash.
+            i = (at + 2).min(b.len());
+        }
     }
-    out.push_str(rest);
+    out.push_str(&text[last..]);
     out
 }
 
@@ -245,6 +261,23 @@ mod tests {
         let back = restore(&v, s);
         assert!(back.contains(r#""match":"a\ud800b""#), "{back}");
         assert!(back.contains(r#""replace":"\ud83c\udf1f""#), "{back}");
+    }
+
+    /// helper-54: a backslash sent as text (`\u005c`) and followed by the sentinel's letters is
+    /// text, not a marker: the envelope spells it as sent, and differs from the request that
+    /// sends the lone surrogate the marker would stand for.
+    #[test]
+    fn an_escaped_backslash_before_the_markers_letters_is_text() {
+        let x = r#"{"i":"\udc00","m":"\u005cufdd0d800"}"#;
+        let y = r#"{"i":"\udc00","m":"\\ud800"}"#;
+        let (vx, sx) = parse(x);
+        let (vy, sy) = parse(y);
+        assert_eq!(sx, Some('\u{FDD0}'));
+        assert_eq!(vx["m"], "\\ufdd0d800");
+        let (rx, ry) = (restore(&vx, sx), restore(&vy, sy));
+        assert_eq!(rx, r#"{"i":"\udc00","m":"\\ufdd0d800"}"#);
+        assert_eq!(ry, r#"{"i":"\udc00","m":"\\ud800"}"#);
+        assert_ne!(rx, ry);
     }
 
     /// One defect per string location, however many surrogates it holds.
