@@ -73,7 +73,11 @@ fn keep(key: OutlineKey, kept: Kept, size: usize) {
 /// parser helper (crate::parser). Parsing holds no lock: other targets, and readers of this
 /// one, go on meanwhile. A version whose text passed a parser limit or crashed the helper is
 /// kept as that answer, and not parsed again while the limits stay as they were.
-fn outline_of(t: &TargetView, language: Language) -> Result<Rc<Outline>, parser::Unavailable> {
+fn outline_of(
+    t: &TargetView,
+    language: Language,
+    role: pg_sys::Oid,
+) -> Result<Rc<Outline>, parser::Unavailable> {
     let key: OutlineKey = (
         t.target_file_id.to_owned(),
         t.version,
@@ -93,14 +97,17 @@ fn outline_of(t: &TargetView, language: Language) -> Result<Rc<Outline>, parser:
             Kept::Unavailable(why) => Err(why),
         };
     }
-    match parser::outline(language, Some(t.target_file_id), t.content) {
+    match parser::outline(language, Some(t.target_file_id), t.content, role) {
         Ok(o) => {
             let o = Rc::new(o);
             keep(key, Kept::Outline(o.clone()), outline_bytes(&o));
             Ok(o)
         }
         Err(why) => {
-            if !matches!(why, parser::Unavailable::Stopped(_)) {
+            if !matches!(
+                why,
+                parser::Unavailable::Stopped(_) | parser::Unavailable::Busy
+            ) {
                 keep(key, Kept::Unavailable(why.clone()), 0);
             }
             Err(why)
@@ -110,8 +117,12 @@ fn outline_of(t: &TargetView, language: Language) -> Result<Rc<Outline>, parser:
 
 /// The outline of this target version as the storage port offers it; a helper that crashed is
 /// logged here, with the target and the grammar, and answered as [`NoOutline::Crashed`].
-pub(crate) fn outline(t: &TargetView, language: Language) -> Result<Rc<Outline>, NoOutline> {
-    outline_of(t, language).map_err(|why| match why {
+pub(crate) fn outline(
+    t: &TargetView,
+    language: Language,
+    role: pg_sys::Oid,
+) -> Result<Rc<Outline>, NoOutline> {
+    outline_of(t, language, role).map_err(|why| match why {
         parser::Unavailable::Crashed(detail) => {
             pgrx::warning!(
                 "pg_patchdiff: {detail} (target {}, {})",
@@ -130,6 +141,7 @@ pub(crate) fn outline(t: &TargetView, language: Language) -> Result<Rc<Outline>,
         }
         parser::Unavailable::Limit(l) => NoOutline::Limit(l),
         parser::Unavailable::NotStarted(e) => NoOutline::NotStarted(e),
+        parser::Unavailable::Busy => NoOutline::Busy,
     })
 }
 

@@ -36,6 +36,7 @@ static MEMORY_LIMIT_KB: GucSetting<i32> = GucSetting::<i32>::new(1024 * 1024);
 static CPU_LIMIT_S: GucSetting<i32> = GucSetting::<i32>::new(10);
 static TIMEOUT_MS: GucSetting<i32> = GucSetting::<i32>::new(10_000);
 static KEPT_MEMORY_KB: GucSetting<i32> = GucSetting::<i32>::new(128 * 1024);
+static MAX_CONCURRENT: GucSetting<i32> = GucSetting::<i32>::new(8);
 
 /// Registers the helper's settings. All are superuser-only: the path names a program the
 /// server runs, and a client role must not be able to raise its own limits.
@@ -79,6 +80,16 @@ pub(crate) fn define_gucs() {
         GucFlags::UNIT_KB,
     );
     GucRegistry::define_int_guc(
+        c"patchdiff.parser_max_concurrent",
+        c"Outlines the parser helpers of the whole server may make at once; one role at most half of them.",
+        c"Each parse may use patchdiff.parser_memory_limit, so this times that bounds the memory of every parse running at once. A call that finds none free waits up to patchdiff.parser_timeout, then answers structure_unavailable / parser_busy.",
+        &MAX_CONCURRENT,
+        1,
+        1024,
+        GucContext::Suset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
         c"patchdiff.parser_timeout",
         c"Wall-clock time the backend waits for one outline from the parser helper.",
         c"Past this limit the helper is killed and the call answers structure_unavailable / parser_limit (time). A statement_timeout, query cancel or terminate that comes first kills the helper and raises its ERROR, as for any statement.",
@@ -102,6 +113,9 @@ pub(crate) enum Unavailable {
     Limit(ParserLimit),
     /// The helper could not be started.
     NotStarted(String),
+    /// Every parse slot of the server (or the role's share of them) stayed taken for
+    /// `patchdiff.parser_timeout`; nothing was parsed.
+    Busy,
 }
 
 /// The limits an outline was made under (memory, CPU, wall clock): an answer at a limit holds
@@ -332,6 +346,76 @@ fn exchange(h: &mut Option<Helper>, request: &[u8], deadline: Instant) -> io::Re
     }
 }
 
+/// The lock tags of the parse slots: PostgreSQL advisory locks, but with no database (field 1
+/// is 0, which SQL's advisory locks never use), so they count across the whole server.
+const SLOTS_OF_SERVER: u32 = 0x7064_5701;
+const SLOTS_OF_ROLE: u32 = 0x7064_5702;
+
+fn slot_tag(kind: u32, role: pg_sys::Oid, index: u16) -> pg_sys::LOCKTAG {
+    pg_sys::LOCKTAG {
+        locktag_field1: 0,
+        locktag_field2: kind,
+        locktag_field3: role.to_u32(),
+        locktag_field4: index,
+        locktag_type: pg_sys::LockTagType::LOCKTAG_ADVISORY as u8,
+        locktag_lockmethodid: pg_sys::USER_LOCKMETHOD as u8,
+    }
+}
+
+/// A parse slot held: the role's lock and the server's, transaction locks released when this is
+/// dropped (or, on an ERROR, with the transaction).
+struct Slot(Vec<pg_sys::LOCKTAG>);
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        for tag in &self.0 {
+            // SAFETY: releases a lock this backend took with the same tag and mode in this
+            // transaction (Slot lives within one call).
+            unsafe { pg_sys::LockRelease(tag, pg_sys::ExclusiveLock as pg_sys::LOCKMODE, false) };
+        }
+    }
+}
+
+/// The first of `count` slots of `kind` free now, taken.
+fn take_free(kind: u32, role: pg_sys::Oid, count: u16) -> Option<pg_sys::LOCKTAG> {
+    (0..count).map(|i| slot_tag(kind, role, i)).find(|tag| {
+        // SAFETY: a transaction-level lock in the lock manager, without waiting; an ERROR (the
+        // lock table full) is raised as usual.
+        let r = unsafe {
+            pg_sys::LockAcquire(tag, pg_sys::ExclusiveLock as pg_sys::LOCKMODE, false, true)
+        };
+        r != pg_sys::LockAcquireResult::LOCKACQUIRE_NOT_AVAIL
+    })
+}
+
+/// A parse slot for `role`: one of the role's share (half of `patchdiff.parser_max_concurrent`,
+/// rounded up) and one of the server's, waited for in short steps until `deadline`, serving
+/// interrupts. Without it every backend could have a helper parsing at its memory limit at
+/// once (helper-55: eight parses of a 2 MB Markdown file took 7.5 GB of the host).
+fn take_slot(role: pg_sys::Oid, deadline: Instant) -> Option<Slot> {
+    let all = u16::try_from(MAX_CONCURRENT.get().max(1)).unwrap_or(u16::MAX);
+    let share = all.div_ceil(2);
+    let mut slot = Slot(Vec::with_capacity(2));
+    loop {
+        if slot.0.is_empty()
+            && let Some(tag) = take_free(SLOTS_OF_ROLE, role, share)
+        {
+            slot.0.push(tag);
+        }
+        if slot.0.len() == 1
+            && let Some(tag) = take_free(SLOTS_OF_SERVER, pg_sys::InvalidOid, all)
+        {
+            slot.0.push(tag);
+            return Some(slot);
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        crate::check_for_interrupts();
+        std::thread::sleep(POLL_STEP);
+    }
+}
+
 /// How long a helper that closed its output may take to exit before it is killed.
 const EXIT_GRACE: Duration = Duration::from_secs(1);
 
@@ -382,12 +466,18 @@ pub(crate) fn outline(
     language: Language,
     lineage: Option<&str>,
     text: &str,
+    role: pg_sys::Oid,
 ) -> Result<Outline, Unavailable> {
     if text.len() as u64 > wire::MAX_TEXT_BYTES {
         return Err(Unavailable::Limit(ParserLimit::Input));
     }
     let settings = Settings::current();
     let timeout = Duration::from_millis(u64::try_from(TIMEOUT_MS.get()).unwrap_or(1));
+    // Held until the answer is read (or the call unwinds): a slot waited for no longer than the
+    // parse itself may take.
+    let Some(_slot) = take_slot(role, Instant::now() + timeout) else {
+        return Err(Unavailable::Busy);
+    };
     // Only this limit answers `time`. A statement_timeout that comes first is the statement's
     // to raise, as for any statement (the poll below sees it and kills the helper first): a
     // deadline set to the same instant raced it, and the answer was either.

@@ -543,7 +543,12 @@ mod tests {
             pg_sys::InterruptPending = 1;
         }
         // Straight into the parse: no statement in between could process the interrupt first.
-        let _ = crate::parser::outline(patchdiff_engine::api::scope::Language::Python, None, &text);
+        let _ = crate::parser::outline(
+            patchdiff_engine::api::scope::Language::Python,
+            None,
+            &text,
+            pg_sys::InvalidOid,
+        );
     }
 
     /// Issue 14: "No third-party C parser runs inside a PostgreSQL backend". The 509-byte YAML

@@ -449,3 +449,108 @@ async fn a_terminated_backend_takes_its_parser_helper_with_it() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
+
+/// helper-55: every backend could have a helper parsing at its memory limit at once (eight
+/// parses of one 2 MB Markdown file took 7.5 GB of the host). Parses running at once are now
+/// bounded across the server (`patchdiff.parser_max_concurrent`), one role at most half of them:
+/// with 2 slots, a role's second parse waits and, past `patchdiff.parser_timeout`, answers
+/// `structure_unavailable` / `parser_busy` (not kept: the next call parses); another role gets
+/// the other slot meanwhile; once the first parse ends, the same call is answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parses_at_once_are_bounded_and_one_role_holds_at_most_half() {
+    if patchdiff_tests::not_through_a_router(
+        &dsn(),
+        "the settings are the shard session's (PL/Proxy's), which SET on the router does not reach",
+    )
+    .await
+    {
+        return;
+    }
+    let a = connect(&dsn()).await.unwrap();
+    let b = connect(&dsn()).await.unwrap();
+    let c = connect(&dsn()).await.unwrap();
+    // About 2 s of tree-sitter-python's time here (helper-55's quadratic shape, 32 KB).
+    let slow = initialize_target(&a, "slots-slow.py", &"\\\n".repeat(16_000))
+        .await
+        .unwrap();
+    let small = initialize_target(&b, "slots-small.py", "def f():\n    pass\n")
+        .await
+        .unwrap();
+    // Superuser settings: set before the third session takes the tenant's role.
+    for s in [&a, &b, &c] {
+        s.batch_execute("SET patchdiff.parser_max_concurrent = 2")
+            .await
+            .unwrap();
+    }
+    let tenant = patchdiff_tests::roles::unique("pd_slots");
+    c.batch_execute(&format!(
+        "CREATE ROLE {tenant} NOLOGIN; \
+         GRANT EXECUTE ON FUNCTION patchdiff_initialize_target(json), patchdiff_observe_scope(json) TO {tenant}; \
+         SET ROLE {tenant}"
+    ))
+    .await
+    .unwrap();
+    let theirs = initialize_target(&c, "slots-tenant.py", "def g():\n    pass\n")
+        .await
+        .unwrap();
+    let observing = tokio::spawn(async move {
+        let r = call(
+            &a,
+            "patchdiff_observe_scope",
+            &json!({"target_file_id": slow}),
+        )
+        .await;
+        (a, r)
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!observing.is_finished(), "the slow parse ended too soon");
+    b.batch_execute("SET patchdiff.parser_timeout = 300")
+        .await
+        .unwrap();
+    let t = Instant::now();
+    let r = call(
+        &b,
+        "patchdiff_observe_scope",
+        &json!({"target_file_id": small}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        (&r["status"], &r["reason"], &r["code"]),
+        (
+            &json!("structure_unavailable"),
+            &json!("parser_busy"),
+            &json!("PARSER_BUSY")
+        ),
+        "{r}"
+    );
+    assert!(
+        t.elapsed() >= Duration::from_millis(300),
+        "{:?}",
+        t.elapsed()
+    );
+    assert!(!observing.is_finished(), "the slow parse ended too soon");
+    // Another role: the server's second slot.
+    let r = call(
+        &c,
+        "patchdiff_observe_scope",
+        &json!({"target_file_id": theirs}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r["status"], "candidates", "{r}");
+    let (a, first) = observing.await.unwrap();
+    assert_ne!(first.unwrap()["status"], "error");
+    let r = call(
+        &b,
+        "patchdiff_observe_scope",
+        &json!({"target_file_id": small}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r["status"], "candidates", "{r}");
+    c.batch_execute(&format!("RESET ROLE; DROP OWNED BY {tenant}"))
+        .await
+        .unwrap();
+    drop(a);
+}

@@ -261,7 +261,7 @@ impl Observations for SpiStore<'_, '_> {
         target: &TargetView,
         language: Language,
     ) -> Result<Rc<Outline>, NoOutline> {
-        crate::observe::outline(target, language)
+        crate::observe::outline(target, language, self.caller.role)
     }
 
     fn insert_observation(&mut self, observation: &NewObservation) {

@@ -58,6 +58,7 @@ pub fn observe_scope(store: &mut impl Observations, args: &str) -> Value {
                 NoOutline::Stopped => observe::Unavailable::ParserStopped,
                 NoOutline::Limit(l) => observe::Unavailable::ParserLimit(*l),
                 NoOutline::NotStarted(e) => observe::Unavailable::ParserNotStarted(e),
+                NoOutline::Busy => observe::Unavailable::ParserBusy,
             };
             return observe::structure_unavailable(&v, language, why);
         }

@@ -898,6 +898,8 @@ pub enum Unavailable<'a> {
     ParserLimit(crate::scope::ParserLimit),
     /// The helper program could not be started (an installation fault).
     ParserNotStarted(&'a str),
+    /// Every parse slot of the server (or the role's share) stayed taken: nothing was parsed.
+    ParserBusy,
 }
 
 /// `structure_unavailable`: no outline of this version could be made; nothing was issued or
@@ -936,6 +938,12 @@ pub fn structure_unavailable(
                 "The outline of this version of the target passes the parser's {} limit (docs/structural.md, \"Limits\"). Structural observation is unavailable for this text: use patchdiff_read_target, patchdiff_read_lines and patchdiff_find_occurrences.",
                 l.label()
             ),
+        ),
+        Unavailable::ParserBusy => (
+            "parser_busy",
+            "PARSER_BUSY",
+            Value::Null,
+            "Every parse this server allows at once (patchdiff.parser_max_concurrent, at most half of them for one role) stayed taken for as long as patchdiff.parser_timeout; nothing was parsed, and the text is not the cause: resending later may succeed. Meanwhile use patchdiff_read_target, patchdiff_read_lines and patchdiff_find_occurrences.".to_owned(),
         ),
         Unavailable::ParserNotStarted(why) => (
             "parser_not_started",
