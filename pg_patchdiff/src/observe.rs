@@ -5,7 +5,7 @@
 use crate::json_text::JsonText as JsonString;
 use crate::{parser, with_store};
 use patchdiff_engine::api::drive;
-use patchdiff_engine::api::scope::{Language, Outline};
+use patchdiff_engine::api::scope::{Language, Outline, ParserLimit};
 use patchdiff_engine::api::store::NoOutline;
 use patchdiff_engine::api::target::TargetView;
 use pgrx::prelude::*;
@@ -29,9 +29,11 @@ type OutlineKey = (String, i64, String, parser::LimitsKey);
 #[derive(Clone)]
 enum Kept {
     Outline(Rc<Outline>),
-    /// A limit or a crash the text caused (never a helper stopped from outside): the same
-    /// version under the same limits gives the same answer, so asking again only spends the
-    /// parse again (helper-55: 10 s of CPU for each call on 100 KB of `\` lines of Python).
+    /// A limit or a crash the text caused (never a helper stopped from outside, a call that
+    /// found no parse slot, or a `time` limit reached while the helper had less than half a
+    /// CPU: helper-56): the same version under the same limits gives the same answer, so asking
+    /// again only spends the parse again (helper-55: 10 s of CPU for each call on 100 KB of `\`
+    /// lines of Python).
     Unavailable(parser::Unavailable),
 }
 
@@ -106,7 +108,9 @@ fn outline_of(
         Err(why) => {
             if !matches!(
                 why,
-                parser::Unavailable::Stopped(_) | parser::Unavailable::Busy
+                parser::Unavailable::Stopped(_)
+                    | parser::Unavailable::Busy
+                    | parser::Unavailable::Starved
             ) {
                 keep(key, Kept::Unavailable(why.clone()), 0);
             }
@@ -142,6 +146,7 @@ pub(crate) fn outline(
         parser::Unavailable::Limit(l) => NoOutline::Limit(l),
         parser::Unavailable::NotStarted(e) => NoOutline::NotStarted(e),
         parser::Unavailable::Busy => NoOutline::Busy,
+        parser::Unavailable::Starved => NoOutline::Limit(ParserLimit::Time),
     })
 }
 

@@ -116,6 +116,10 @@ pub(crate) enum Unavailable {
     /// Every parse slot of the server (or the role's share of them) stayed taken for
     /// `patchdiff.parser_timeout`; nothing was parsed.
     Busy,
+    /// The wall-clock limit passed while the helper had less than half a CPU for the parse: the
+    /// host was busy, so the text is not known to need that long. Answered as the `time` limit,
+    /// but not kept with the version.
+    Starved,
 }
 
 /// The limits an outline was made under (memory, CPU, wall clock): an answer at a limit holds
@@ -416,6 +420,22 @@ fn take_slot(role: pg_sys::Oid, deadline: Instant) -> Option<Slot> {
     }
 }
 
+/// The CPU time (user and system, in clock ticks) process `pid` has used, from /proc; 0 when it
+/// cannot be read.
+fn cpu_ticks(pid: u32) -> u64 {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return 0;
+    };
+    // After the command name, which may hold spaces, in parentheses: state is field 3, utime
+    // and stime fields 14 and 15.
+    let Some((_, rest)) = stat.rsplit_once(')') else {
+        return 0;
+    };
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let field = |n: usize| fields.get(n - 3).and_then(|f| f.parse::<u64>().ok());
+    field(14).unwrap_or(0) + field(15).unwrap_or(0)
+}
+
 /// How long a helper that closed its output may take to exit before it is killed.
 const EXIT_GRACE: Duration = Duration::from_secs(1);
 
@@ -498,13 +518,28 @@ pub(crate) fn outline(
         Some(l) => wire::request_in_lineage(language, l.as_bytes(), text),
         None => wire::request(language, text),
     };
+    let cpu_before = helper.as_ref().map_or(0, |h| cpu_ticks(h.child.id()));
+    let sent_at = Instant::now();
     let exchanged = exchange(&mut helper, &request, deadline);
     drop(request);
     let answer = match exchanged {
         Ok(Exchange::Answer(body)) => body,
         Ok(Exchange::Late) => {
+            let cpu = helper
+                .as_ref()
+                .map_or(0, |h| cpu_ticks(h.child.id()))
+                .saturating_sub(cpu_before);
             drop(helper);
-            return Err(Unavailable::Limit(ParserLimit::Time));
+            // SAFETY: sysconf has no preconditions.
+            let per_second = u64::try_from(unsafe { libc::sysconf(libc::_SC_CLK_TCK) })
+                .unwrap_or(100)
+                .max(1);
+            let waited = sent_at.elapsed().as_millis() as u64;
+            return Err(if cpu * 1000 / per_second * 2 >= waited {
+                Unavailable::Limit(ParserLimit::Time)
+            } else {
+                Unavailable::Starved
+            });
         }
         Ok(Exchange::Died) => {
             return Err(helper.map_or_else(
