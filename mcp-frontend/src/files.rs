@@ -970,7 +970,8 @@ impl Server {
     /// Whether an `edit_file` of `edits` is the resend of the call that made the current
     /// version: the last accepted call this process knows of, or, when it knows none, the
     /// attempt log's newest acceptance, whose key must be these edits' key at the version and
-    /// text it was based on. Its record (with its `client_request_id`) when it is.
+    /// text it was based on, and whose record must hold these very edits. Its record (with its
+    /// `client_request_id`) when it is.
     async fn is_retry(
         &mut self,
         entry: &Entry,
@@ -987,27 +988,45 @@ impl Server {
             }
             _ => {}
         }
-        let v = self
-            .sql(
-                "patchdiff_get_pdcp_log",
-                &json!({"target_file_id": entry.target_file_id, "status": "accepted", "limit": 1}),
-            )
-            .await?;
-        Ok(v["entries"]
-            .as_array()
-            .and_then(|e| e.first())
-            .filter(|e| {
-                e["after_version"].as_i64() == Some(entry.version)
-                    && e["after_hash"].as_str() == Some(entry.hash.as_str())
-                    && e["client_request_id"].as_str()
-                        == Some(&request_key(
-                            rel,
-                            edits,
-                            entry.version - 1,
-                            e["before_hash"].as_str().unwrap_or_default(),
-                        ))
-            })
-            .cloned())
+        let newest = |v: &Value| v["entries"].as_array().and_then(|e| e.first()).cloned();
+        let args =
+            json!({"target_file_id": entry.target_file_id, "status": "accepted", "limit": 1});
+        let Some(row) = newest(&self.sql("patchdiff_get_pdcp_log", &args).await?) else {
+            return Ok(None);
+        };
+        let key = request_key(
+            rel,
+            edits,
+            entry.version - 1,
+            row["before_hash"].as_str().unwrap_or_default(),
+        );
+        if row["after_version"].as_i64() != Some(entry.version)
+            || row["after_hash"].as_str() != Some(entry.hash.as_str())
+            || row["client_request_id"].as_str() != Some(key.as_str())
+        {
+            return Ok(None);
+        }
+        // The key is only a claim: any role that may write the target can send it with other
+        // edits (helper-56: another role's different edit, sent with the key this call would
+        // have, made it answer "already applied" for edits never made). The record must hold
+        // these edits, as this front end sends them.
+        let mut args = args;
+        args["include_content"] = json!(true);
+        let Some(full) = newest(&self.sql("patchdiff_get_pdcp_log", &args).await?) else {
+            return Ok(None);
+        };
+        let sent: Vec<Value> = edits
+            .iter()
+            .map(|(o, n)| json!({"match": o, "replace": n}))
+            .collect();
+        let record: Value = full["pdcp_content"]
+            .as_str()
+            .and_then(|t| serde_json::from_str(t).ok())
+            .unwrap_or(Value::Null);
+        let same = full["pdcp_log_id"] == row["pdcp_log_id"]
+            && record["protocol_version"] == "patchdiff-tx/1"
+            && record["edits"].as_array() == Some(&sent);
+        Ok(same.then_some(row))
     }
 
     async fn edit_file(

@@ -270,6 +270,69 @@ fn an_edit_refused_as_stale_applies_later_and_two_processes_share_one_target() {
     );
 }
 
+/// The `edit_file` request key (mcp-frontend/src/files.rs `request_key`), computed here as any
+/// role that may write a target could.
+fn files_key(rel: &str, edits: &[(&str, &str)], version: i64, hash: &str) -> String {
+    let body = patchdiff_engine::wire::to_string(
+        &json!([rel, edits, version, hash]),
+        patchdiff_engine::wire::LITERAL,
+    );
+    format!(
+        "files2-{}",
+        sha(format!("patchdiff-files/2\0{body}").as_bytes())
+    )
+}
+
+/// docs/files.md "Retries" (helper-56): the log's newest acceptance carrying the key a resend
+/// would have is not enough to answer "already applied": any role that may write the target
+/// can send that key with other edits. Its record must hold these edits; here it does not, so
+/// the call is a new one (before, it answered "already applied" for edits never made).
+#[test]
+fn another_edit_sent_with_this_calls_key_is_not_taken_for_it() {
+    let root = scratch("forged-key");
+    let file = root.join("c.txt");
+    std::fs::write(&file, "x = 1\ny = 2\n").unwrap();
+    let mut s = start(&root, &[]);
+    let (text, v, err) = edit(&mut s, "c.txt", "y = 2", "y = 3");
+    assert!(!err, "{text}");
+    let target = v["target_file_id"].as_str().unwrap().to_owned();
+    // The key as computed here is the front end's.
+    assert_eq!(
+        log(&target)[0].2,
+        files_key("c.txt", &[("y = 2", "y = 3")], 0, &sha(b"x = 1\ny = 2\n"))
+    );
+    drop(s);
+    // Another writer makes version 2 with a different edit and the key that the edit
+    // x = 1 -> x = 10 would have at version 1; the file on disk follows.
+    let forged = files_key("c.txt", &[("x = 1", "x = 10")], 1, &sha(b"x = 1\ny = 3\n"));
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let r = rt.block_on(async {
+        let c = patchdiff_tests::connect(&dsn()).await.unwrap();
+        patchdiff_tests::call(
+            &c,
+            "patchdiff_submit_edits",
+            &json!({"target_file_id": target, "expected_target_version": 1, "client_request_id": forged, "intent": "another edit",
+                    "edits": [{"match": "y = 3", "replace": "y = 4"}]}),
+        )
+        .await
+        .unwrap()
+    });
+    assert_eq!(r["status"], "accepted", "{r}");
+    std::fs::write(&file, "x = 1\ny = 4\n").unwrap();
+    let mut s = start(&root, &[]);
+    let (text, v, _) = edit(&mut s, "c.txt", "x = 1", "x = 10");
+    assert_ne!(v["status"], "deduplicated", "{text}");
+    assert!(!text.contains("already applied"), "{text}");
+    // Sent as a new call: here refused at publication, since the other writer changed the file
+    // without publishing it (its bytes are not the last publication's), and nothing written.
+    assert_eq!(v["failure_reason"], "external_disk_drift", "{v}");
+    assert_eq!(std::fs::read(&file).unwrap(), b"x = 1\ny = 4\n");
+    assert_eq!(state(&target).0, "2");
+}
+
 /// Issue 19 item 4 "all edits of one call atomic" and "publication under the workspace rules":
 /// the file changed between the submission and the installation (paused at the test hook): the
 /// publication is refused as external_disk_drift and the call's transaction rolls back, so the
