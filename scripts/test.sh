@@ -10,18 +10,37 @@ setup_pgrx
 
 # The clusters, sockets, logs and HTTP tokens of this run live under one directory, which root
 # hands to the postgres user. In /tmp any local user could make it first (or make it a symlink)
-# and then plant a cluster's configuration, which its server would run, or swap files under it:
-# a directory that is a symlink, or is not root's or postgres's, or that others may write to, is
-# refused.
+# and then plant a cluster's configuration, which its server would run, or swap files under it.
+# So the directory and every directory above it must be real directories, not symlinks (the
+# path is taken as written: no component may be a symlink), and each owned by root, postgres or
+# this user, and writable by no one else, unless sticky and root's, like /tmp (helper-56: another
+# user's parent directory let that user move the test directory aside and put a symlink there).
 TEST_DIR="${PATCHDIFF_TEST_DIR:-/tmp/patchdiff-test}"
+case "$TEST_DIR" in
+  /*) ;;
+  *) TEST_DIR="$PWD/$TEST_DIR" ;;
+esac
 mkdir -p "$(dirname "$TEST_DIR")" && mkdir -m 0755 "$TEST_DIR" 2>/dev/null || true
-read -r test_dir_owner test_dir_mode < <(stat -c '%U %a' "$TEST_DIR" 2>/dev/null || echo '? 0')
-if [ -L "$TEST_DIR" ] || [ ! -d "$TEST_DIR" ] ||
-  { [ "$test_dir_owner" != root ] && [ "$test_dir_owner" != postgres ] && [ "$test_dir_owner" != "$(id -un)" ]; } ||
-  (( 8#$test_dir_mode & 8#022 )); then
-  log "refusing $TEST_DIR: it must be a directory (not a symlink) owned by root or postgres that only its owner may write to; it is ${test_dir_owner}'s, mode $test_dir_mode. Remove it, or set PATCHDIFF_TEST_DIR."
+test_dir_refused() {
+  log "refusing PATCHDIFF_TEST_DIR $TEST_DIR: $1. Every directory on its path must be a real directory (not a symlink) owned by root, postgres or $(id -un), and writable by no one else (unless sticky and root's, like /tmp). Choose another directory."
   exit 1
-fi
+}
+test_dir_path=""
+IFS=/ read -r -a test_dir_parts <<< "${TEST_DIR#/}"
+for test_dir_part in "${test_dir_parts[@]}"; do
+  [ -n "$test_dir_part" ] || continue
+  test_dir_path="$test_dir_path/$test_dir_part"
+  [ -L "$test_dir_path" ] && test_dir_refused "$test_dir_path is a symlink"
+  [ -d "$test_dir_path" ] || test_dir_refused "$test_dir_path is not a directory"
+  read -r test_dir_owner test_dir_mode < <(stat -c '%U %a' "$test_dir_path")
+  case "$test_dir_owner" in
+    root | postgres | "$(id -un)") ;;
+    *) test_dir_refused "$test_dir_path belongs to $test_dir_owner" ;;
+  esac
+  if (( 8#$test_dir_mode & 8#022 )) && ! { (( 8#$test_dir_mode & 8#1000 )) && [ "$test_dir_owner" = root ] && [ "$test_dir_path" != "$TEST_DIR" ]; }; then
+    test_dir_refused "$test_dir_path is writable by others (mode $test_dir_mode)"
+  fi
+done
 
 # Every cargo test run is also copied here, so the closing line can count them all.
 RESULTS="$(mktemp)"
