@@ -366,8 +366,8 @@ fn slot_tag(kind: u32, role: pg_sys::Oid, index: u16) -> pg_sys::LOCKTAG {
     }
 }
 
-/// A parse slot held: the role's lock and the server's, transaction locks released when this is
-/// dropped (or, on an ERROR, with the transaction).
+/// A parse slot held: the role's lock (and the session user's) and the server's, transaction
+/// locks released when this is dropped (or, on an ERROR, with the transaction).
 struct Slot(Vec<pg_sys::LOCKTAG>);
 
 impl Drop for Slot {
@@ -393,23 +393,33 @@ fn take_free(kind: u32, role: pg_sys::Oid, count: u16) -> Option<pg_sys::LOCKTAG
 }
 
 /// A parse slot for `role`: one of the role's share (half of `patchdiff.parser_max_concurrent`,
-/// rounded up) and one of the server's, waited for in short steps until `deadline`, serving
-/// interrupts. Without it every backend could have a helper parsing at its memory limit at
-/// once (helper-55: eight parses of a 2 MB Markdown file took 7.5 GB of the host).
+/// rounded up), one of the session user's share when that is another role, and one of the
+/// server's, waited for in short steps until `deadline`, serving interrupts. Without it every
+/// backend could have a helper parsing at its memory limit at once (helper-55: eight parses of
+/// a 2 MB Markdown file took 7.5 GB of the host). The session user's share keeps a login that
+/// acts as several roles (`SET ROLE` to a group it belongs to, or to roles it made) to half of
+/// the slots in all (helper-56: two roles of one login took all eight); behind the HTTP front
+/// end, whose login acts as each tenant, the tenants share the login's half, each at most half
+/// of that.
 fn take_slot(role: pg_sys::Oid, deadline: Instant) -> Option<Slot> {
     let all = u16::try_from(MAX_CONCURRENT.get().max(1)).unwrap_or(u16::MAX);
     let share = all.div_ceil(2);
-    let mut slot = Slot(Vec::with_capacity(2));
+    // SAFETY: reads the backend's session user, set at connection start.
+    let login = unsafe { pg_sys::GetSessionUserId() };
+    let mut wanted: Vec<(u32, pg_sys::Oid, u16)> = vec![(SLOTS_OF_ROLE, role, share)];
+    if login != role {
+        wanted.push((SLOTS_OF_ROLE, login, share));
+    }
+    wanted.push((SLOTS_OF_SERVER, pg_sys::InvalidOid, all));
+    let mut slot = Slot(Vec::with_capacity(wanted.len()));
     loop {
-        if slot.0.is_empty()
-            && let Some(tag) = take_free(SLOTS_OF_ROLE, role, share)
-        {
-            slot.0.push(tag);
+        while let Some(&(kind, owner, count)) = wanted.get(slot.0.len()) {
+            match take_free(kind, owner, count) {
+                Some(tag) => slot.0.push(tag),
+                None => break,
+            }
         }
-        if slot.0.len() == 1
-            && let Some(tag) = take_free(SLOTS_OF_SERVER, pg_sys::InvalidOid, all)
-        {
-            slot.0.push(tag);
+        if slot.0.len() == wanted.len() {
             return Some(slot);
         }
         if Instant::now() >= deadline {

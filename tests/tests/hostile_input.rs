@@ -452,10 +452,12 @@ async fn a_terminated_backend_takes_its_parser_helper_with_it() {
 
 /// helper-55: every backend could have a helper parsing at its memory limit at once (eight
 /// parses of one 2 MB Markdown file took 7.5 GB of the host). Parses running at once are now
-/// bounded across the server (`patchdiff.parser_max_concurrent`), one role at most half of them:
-/// with 2 slots, a role's second parse waits and, past `patchdiff.parser_timeout`, answers
-/// `structure_unavailable` / `parser_busy` (not kept: the next call parses); another role gets
-/// the other slot meanwhile; once the first parse ends, the same call is answered.
+/// bounded across the server (`patchdiff.parser_max_concurrent`), one role, and one login, at
+/// most half of them: with 2 slots, a login's second parse waits and, past
+/// `patchdiff.parser_timeout`, answers `structure_unavailable` / `parser_busy` (not kept: the
+/// next call parses), also under `SET ROLE` to another role (helper-56: two roles of one login
+/// took every slot); another login gets the other slot meanwhile; once the first parse ends,
+/// the same call is answered.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn parses_at_once_are_bounded_and_one_role_holds_at_most_half() {
     if patchdiff_tests::not_through_a_router(
@@ -468,7 +470,7 @@ async fn parses_at_once_are_bounded_and_one_role_holds_at_most_half() {
     }
     let a = connect(&dsn()).await.unwrap();
     let b = connect(&dsn()).await.unwrap();
-    let c = connect(&dsn()).await.unwrap();
+    let admin = connect(&dsn()).await.unwrap();
     // About 2 s of tree-sitter-python's time here (helper-55's quadratic shape, 32 KB).
     let slow = initialize_target(&a, "slots-slow.py", &"\\\n".repeat(16_000))
         .await
@@ -476,21 +478,48 @@ async fn parses_at_once_are_bounded_and_one_role_holds_at_most_half() {
     let small = initialize_target(&b, "slots-small.py", "def f():\n    pass\n")
         .await
         .unwrap();
-    // Superuser settings: set before the third session takes the tenant's role.
-    for s in [&a, &b, &c] {
-        s.batch_execute("SET patchdiff.parser_max_concurrent = 2")
-            .await
-            .unwrap();
-    }
-    let tenant = patchdiff_tests::roles::unique("pd_slots");
-    c.batch_execute(&format!(
-        "CREATE ROLE {tenant} NOLOGIN; \
-         GRANT EXECUTE ON FUNCTION patchdiff_initialize_target(json), patchdiff_observe_scope(json) TO {tenant}; \
-         SET ROLE {tenant}"
-    ))
-    .await
-    .unwrap();
+    let (group, tenant) = (
+        patchdiff_tests::roles::unique("pd_slots_group"),
+        patchdiff_tests::roles::unique("pd_slots_login"),
+    );
+    admin
+        .batch_execute(&format!(
+            "CREATE ROLE {group} NOLOGIN; CREATE ROLE {tenant} LOGIN; \
+             GRANT EXECUTE ON FUNCTION patchdiff_initialize_target(json), patchdiff_observe_scope(json) \
+               TO {group}, {tenant}"
+        ))
+        .await
+        .unwrap();
+    let config = {
+        let mut c: tokio_postgres::Config = dsn().parse().unwrap();
+        c.user(&tenant);
+        c
+    };
+    let c = patchdiff_tests::roles::open(&config).await.unwrap();
     let theirs = initialize_target(&c, "slots-tenant.py", "def g():\n    pass\n")
+        .await
+        .unwrap();
+    // Superuser settings: set before b takes the group's role. The tenant's session gets it
+    // from its role.
+    admin
+        .batch_execute(&format!(
+            "ALTER ROLE {tenant} SET patchdiff.parser_max_concurrent = 2"
+        ))
+        .await
+        .unwrap();
+    let c = patchdiff_tests::roles::open(&config).await.unwrap();
+    for s in [&a, &b] {
+        s.batch_execute(
+            "SET patchdiff.parser_max_concurrent = 2; SET patchdiff.parser_timeout = 300",
+        )
+        .await
+        .unwrap();
+    }
+    b.batch_execute(&format!("SET ROLE {group}")).await.unwrap();
+    let grouped = initialize_target(&b, "slots-group.py", "def h():\n    pass\n")
+        .await
+        .unwrap();
+    a.batch_execute("RESET patchdiff.parser_timeout")
         .await
         .unwrap();
     let observing = tokio::spawn(async move {
@@ -504,14 +533,12 @@ async fn parses_at_once_are_bounded_and_one_role_holds_at_most_half() {
     });
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(!observing.is_finished(), "the slow parse ended too soon");
-    b.batch_execute("SET patchdiff.parser_timeout = 300")
-        .await
-        .unwrap();
+    // The same login, as another role: its login's half is taken.
     let t = Instant::now();
     let r = call(
         &b,
         "patchdiff_observe_scope",
-        &json!({"target_file_id": small}),
+        &json!({"target_file_id": grouped}),
     )
     .await
     .unwrap();
@@ -529,8 +556,18 @@ async fn parses_at_once_are_bounded_and_one_role_holds_at_most_half() {
         "{:?}",
         t.elapsed()
     );
+    // The same role.
+    b.batch_execute("RESET ROLE").await.unwrap();
+    let r = call(
+        &b,
+        "patchdiff_observe_scope",
+        &json!({"target_file_id": small}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r["code"], "PARSER_BUSY", "{r}");
     assert!(!observing.is_finished(), "the slow parse ended too soon");
-    // Another role: the server's second slot.
+    // Another login: the server's second slot.
     let r = call(
         &c,
         "patchdiff_observe_scope",
@@ -549,8 +586,11 @@ async fn parses_at_once_are_bounded_and_one_role_holds_at_most_half() {
     .await
     .unwrap();
     assert_eq!(r["status"], "candidates", "{r}");
-    c.batch_execute(&format!("RESET ROLE; DROP OWNED BY {tenant}"))
+    drop((a, c));
+    admin
+        .batch_execute(&format!(
+            "DROP OWNED BY {group}, {tenant}; ALTER ROLE {tenant} RESET ALL"
+        ))
         .await
         .unwrap();
-    drop(a);
 }
