@@ -5,7 +5,7 @@
 use crate::json_text::JsonText as JsonString;
 use crate::{parser, with_store};
 use patchdiff_engine::api::drive;
-use patchdiff_engine::api::scope::{Language, Outline, ParserLimit};
+use patchdiff_engine::api::scope::{Language, Outline};
 use patchdiff_engine::api::store::NoOutline;
 use patchdiff_engine::api::target::TargetView;
 use pgrx::prelude::*;
@@ -30,10 +30,10 @@ type OutlineKey = (String, i64, String, parser::LimitsKey);
 enum Kept {
     Outline(Rc<Outline>),
     /// A limit or a crash the text caused (never a helper stopped from outside, a call that
-    /// found no parse slot, or a `time` limit reached while the helper had less than half a
-    /// CPU: helper-56): the same version under the same limits gives the same answer, so asking
-    /// again only spends the parse again (helper-55: 10 s of CPU for each call on 100 KB of `\`
-    /// lines of Python).
+    /// found no parse slot, nor a limit that may be the host's or the helper's history:
+    /// [`parser::Unavailable::NotKept`]): the same version under the same limits gives the same
+    /// answer, so asking again only spends the parse again (helper-55: 10 s of CPU for each call
+    /// on 100 KB of `\` lines of Python).
     Unavailable(parser::Unavailable),
 }
 
@@ -110,7 +110,7 @@ fn outline_of(
                 why,
                 parser::Unavailable::Stopped(_)
                     | parser::Unavailable::Busy
-                    | parser::Unavailable::Starved
+                    | parser::Unavailable::NotKept(_)
             ) {
                 keep(key, Kept::Unavailable(why.clone()), 0);
             }
@@ -146,7 +146,7 @@ pub(crate) fn outline(
         parser::Unavailable::Limit(l) => NoOutline::Limit(l),
         parser::Unavailable::NotStarted(e) => NoOutline::NotStarted(e),
         parser::Unavailable::Busy => NoOutline::Busy,
-        parser::Unavailable::Starved => NoOutline::Limit(ParserLimit::Time),
+        parser::Unavailable::NotKept(l) => NoOutline::Limit(l),
     })
 }
 

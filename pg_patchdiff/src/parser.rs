@@ -116,10 +116,12 @@ pub(crate) enum Unavailable {
     /// Every parse slot of the server (or the role's share of them) stayed taken for
     /// `patchdiff.parser_timeout`; nothing was parsed.
     Busy,
-    /// The wall-clock limit passed while the helper had less than half a CPU for the parse: the
-    /// host was busy, so the text is not known to need that long. Answered as the `time` limit,
-    /// but not kept with the version.
-    Starved,
+    /// A limit that may not be the text's alone, answered as that limit but not kept with the
+    /// version: `time` reached while the helper had less than nine tenths of a CPU for the wait
+    /// (a busy host, or other tenants' parses: helper-56, helper-57), or `memory` in a helper that
+    /// had served earlier requests (its kept trees of other targets, up to an eighth of its
+    /// limit, count against it: helper-57).
+    NotKept(ParserLimit),
 }
 
 /// The limits an outline was made under (memory, CPU, wall clock): an answer at a limit holds
@@ -183,18 +185,17 @@ impl Drop for Helper {
 thread_local! {
     /// The warm helper of this backend.
     static WARM: RefCell<Option<Helper>> = const { RefCell::new(None) };
-    /// Helpers this backend has started (tests count the parses a call caused).
-    static STARTED: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+    /// Outline requests this backend has sent to a helper (tests count the parses a call caused).
+    static SENT: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
-/// How many helpers this backend has started.
+/// How many outline requests this backend has sent to a helper.
 #[cfg(any(test, feature = "pg_test"))]
-pub(crate) fn helpers_started() -> u64 {
-    STARTED.with(std::cell::Cell::get)
+pub(crate) fn parses_sent() -> u64 {
+    SENT.with(std::cell::Cell::get)
 }
 
 fn start(settings: &Settings) -> Result<Helper, Unavailable> {
-    STARTED.with(|n| n.set(n.get() + 1));
     let mut child = Command::new(&settings.program)
         .arg("--memory-bytes")
         .arg(settings.memory_bytes.to_string())
@@ -353,7 +354,8 @@ fn exchange(h: &mut Option<Helper>, request: &[u8], deadline: Instant) -> io::Re
 /// The lock tags of the parse slots: PostgreSQL advisory locks, but with no database (field 1
 /// is 0, which SQL's advisory locks never use), so they count across the whole server.
 const SLOTS_OF_SERVER: u32 = 0x7064_5701;
-const SLOTS_OF_ROLE: u32 = 0x7064_5702;
+const SLOTS_OF_LOGIN: u32 = 0x7064_5702;
+const SLOTS_OF_TENANT: u32 = 0x7064_5703;
 
 fn slot_tag(kind: u32, role: pg_sys::Oid, index: u16) -> pg_sys::LOCKTAG {
     pg_sys::LOCKTAG {
@@ -366,7 +368,7 @@ fn slot_tag(kind: u32, role: pg_sys::Oid, index: u16) -> pg_sys::LOCKTAG {
     }
 }
 
-/// A parse slot held: the role's lock (and the session user's) and the server's, transaction
+/// A parse slot held: the login's lock (and the acting role's) and the server's, transaction
 /// locks released when this is dropped (or, on an ERROR, with the transaction).
 struct Slot(Vec<pg_sys::LOCKTAG>);
 
@@ -392,23 +394,26 @@ fn take_free(kind: u32, role: pg_sys::Oid, count: u16) -> Option<pg_sys::LOCKTAG
     })
 }
 
-/// A parse slot for `role`: one of the role's share (half of `patchdiff.parser_max_concurrent`,
-/// rounded up), one of the session user's share when that is another role, and one of the
-/// server's, waited for in short steps until `deadline`, serving interrupts. Without it every
-/// backend could have a helper parsing at its memory limit at once (helper-55: eight parses of
-/// a 2 MB Markdown file took 7.5 GB of the host). The session user's share keeps a login that
-/// acts as several roles (`SET ROLE` to a group it belongs to, or to roles it made) to half of
-/// the slots in all (helper-56: two roles of one login took all eight); behind the HTTP front
-/// end, whose login acts as each tenant, the tenants share the login's half, each at most half
-/// of that.
+/// A parse slot for `role`, waited for in short steps until `deadline`, serving interrupts: one
+/// of the server's `patchdiff.parser_max_concurrent`, one of the login's (the session user's)
+/// half of them, rounded up, and, when the call acts as another role than the login (`SET
+/// ROLE`, a SECURITY DEFINER function), one of that role's half of the login's share. Without
+/// slots every backend could have a helper parsing at its memory limit at once (helper-55: eight
+/// parses of a 2 MB Markdown file took 7.5 GB of the host). The login's half keeps a login that
+/// acts as several roles to half of the server (helper-56: a login acting as a group role too
+/// took all eight); the acting role's half of that keeps one tenant of a login that acts for
+/// many, as the HTTP front end's does, from taking all of the login's (helper-57: one tenant
+/// took the login's four, and the others waited 10 s for nothing).
 fn take_slot(role: pg_sys::Oid, deadline: Instant) -> Option<Slot> {
     let all = u16::try_from(MAX_CONCURRENT.get().max(1)).unwrap_or(u16::MAX);
-    let share = all.div_ceil(2);
+    let login_share = all.div_ceil(2);
     // SAFETY: reads the backend's session user, set at connection start.
     let login = unsafe { pg_sys::GetSessionUserId() };
-    let mut wanted: Vec<(u32, pg_sys::Oid, u16)> = vec![(SLOTS_OF_ROLE, role, share)];
+    let mut wanted: Vec<(u32, pg_sys::Oid, u16)> = vec![(SLOTS_OF_LOGIN, login, login_share)];
     if login != role {
-        wanted.push((SLOTS_OF_ROLE, login, share));
+        // Counted apart from the role's own logins: a SECURITY DEFINER function of one role,
+        // called by others, does not take that role's share as a login (helper-57).
+        wanted.push((SLOTS_OF_TENANT, role, login_share.div_ceil(2)));
     }
     wanted.push((SLOTS_OF_SERVER, pg_sys::InvalidOid, all));
     let mut slot = Slot(Vec::with_capacity(wanted.len()));
@@ -521,14 +526,23 @@ pub(crate) fn outline(
     {
         helper = None;
     }
-    if helper.is_none() {
+    let fresh = helper.is_none();
+    if fresh {
         helper = Some(start(&settings)?);
     }
+    // A memory limit in a helper that held kept trees is not known to be the text's alone.
+    let memory = |why: Unavailable| match why {
+        Unavailable::Limit(ParserLimit::Memory) if !fresh => {
+            Unavailable::NotKept(ParserLimit::Memory)
+        }
+        other => other,
+    };
     let request = match lineage {
         Some(l) => wire::request_in_lineage(language, l.as_bytes(), text),
         None => wire::request(language, text),
     };
     let cpu_before = helper.as_ref().map_or(0, |h| cpu_ticks(h.child.id()));
+    SENT.with(|n| n.set(n.get() + 1));
     let sent_at = Instant::now();
     let exchanged = exchange(&mut helper, &request, deadline);
     drop(request);
@@ -545,17 +559,17 @@ pub(crate) fn outline(
                 .unwrap_or(100)
                 .max(1);
             let waited = sent_at.elapsed().as_millis() as u64;
-            return Err(if cpu * 1000 / per_second * 2 >= waited {
+            return Err(if cpu * 1000 / per_second * 10 >= waited * 9 {
                 Unavailable::Limit(ParserLimit::Time)
             } else {
-                Unavailable::Starved
+                Unavailable::NotKept(ParserLimit::Time)
             });
         }
         Ok(Exchange::Died) => {
-            return Err(helper.map_or_else(
+            return Err(memory(helper.map_or_else(
                 || Unavailable::Stopped("the parser helper was stopped".into()),
                 death,
-            ));
+            )));
         }
         Err(e) => {
             drop(helper);
@@ -570,7 +584,7 @@ pub(crate) fn outline(
         Ok(result) => {
             // Still healthy: kept warm for the next call.
             WARM.with(|w| *w.borrow_mut() = helper);
-            result.map_err(Unavailable::Limit)
+            result.map_err(|l| memory(Unavailable::Limit(l)))
         }
         Err(e) => {
             drop(helper);

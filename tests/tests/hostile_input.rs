@@ -452,8 +452,8 @@ async fn a_terminated_backend_takes_its_parser_helper_with_it() {
 
 /// helper-55: every backend could have a helper parsing at its memory limit at once (eight
 /// parses of one 2 MB Markdown file took 7.5 GB of the host). Parses running at once are now
-/// bounded across the server (`patchdiff.parser_max_concurrent`), one role, and one login, at
-/// most half of them: with 2 slots, a login's second parse waits and, past
+/// bounded across the server (`patchdiff.parser_max_concurrent`), one login at most half of
+/// them: with 2 slots, a login's second parse waits and, past
 /// `patchdiff.parser_timeout`, answers `structure_unavailable` / `parser_busy` (not kept: the
 /// next call parses), also under `SET ROLE` to another role (helper-56: two roles of one login
 /// took every slot); another login gets the other slot meanwhile; once the first parse ends,
@@ -591,6 +591,102 @@ async fn parses_at_once_are_bounded_and_one_role_holds_at_most_half() {
         .batch_execute(&format!(
             "DROP OWNED BY {group}, {tenant}; ALTER ROLE {tenant} RESET ALL"
         ))
+        .await
+        .unwrap();
+}
+
+/// helper-57: behind one login that acts for many tenants (the HTTP front end's `SET ROLE`),
+/// one tenant holds at most half of the login's share: with 4 slots the login has 2, and a
+/// tenant 1, so while one tenant parses, its second parse is busy and another tenant of the same
+/// login is answered (before, one tenant took all of the login's slots and the others waited
+/// 10 s with server slots free).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_tenant_of_a_login_leaves_room_for_the_others() {
+    if patchdiff_tests::not_through_a_router(
+        &dsn(),
+        "the settings are the shard session's (PL/Proxy's), which SET on the router does not reach",
+    )
+    .await
+    {
+        return;
+    }
+    let admin = connect(&dsn()).await.unwrap();
+    let (t1, t2) = (
+        patchdiff_tests::roles::unique("pd_tenant_one"),
+        patchdiff_tests::roles::unique("pd_tenant_two"),
+    );
+    admin
+        .batch_execute(&format!(
+            "CREATE ROLE {t1} NOLOGIN; CREATE ROLE {t2} NOLOGIN; \
+             GRANT EXECUTE ON FUNCTION patchdiff_initialize_target(json), patchdiff_observe_scope(json) \
+               TO {t1}, {t2}"
+        ))
+        .await
+        .unwrap();
+    let mut sessions = Vec::new();
+    for role in [&t1, &t1, &t2] {
+        let s = connect(&dsn()).await.unwrap();
+        s.batch_execute(&format!(
+            "SET patchdiff.parser_max_concurrent = 4; SET patchdiff.parser_timeout = 300; SET ROLE {role}"
+        ))
+        .await
+        .unwrap();
+        sessions.push(s);
+    }
+    let slow = initialize_target(&sessions[0], "tenant-slow.py", &"\\\n".repeat(16_000))
+        .await
+        .unwrap();
+    let small1 = initialize_target(&sessions[1], "tenant-one.py", "def f():\n    pass\n")
+        .await
+        .unwrap();
+    let small2 = initialize_target(&sessions[2], "tenant-two.py", "def g():\n    pass\n")
+        .await
+        .unwrap();
+    let mut sessions = sessions.into_iter();
+    let first = sessions.next().unwrap();
+    let (second, other) = (sessions.next().unwrap(), sessions.next().unwrap());
+    first
+        .batch_execute(&format!(
+            "RESET ROLE; SET patchdiff.parser_timeout = 10000; SET ROLE {t1}"
+        ))
+        .await
+        .unwrap();
+    let observing = tokio::spawn(async move {
+        let r = call(
+            &first,
+            "patchdiff_observe_scope",
+            &json!({"target_file_id": slow}),
+        )
+        .await;
+        (first, r)
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!observing.is_finished(), "the slow parse ended too soon");
+    let r = call(
+        &second,
+        "patchdiff_observe_scope",
+        &json!({"target_file_id": small1}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r["code"], "PARSER_BUSY", "the same tenant: {r}");
+    let r = call(
+        &other,
+        "patchdiff_observe_scope",
+        &json!({"target_file_id": small2}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        r["status"], "candidates",
+        "another tenant of the login: {r}"
+    );
+    assert!(!observing.is_finished(), "the slow parse ended too soon");
+    let (first, answer) = observing.await.unwrap();
+    assert_ne!(answer.unwrap()["status"], "error");
+    drop((first, second, other));
+    admin
+        .batch_execute(&format!("DROP OWNED BY {t1}, {t2}"))
         .await
         .unwrap();
 }
