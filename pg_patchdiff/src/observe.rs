@@ -29,9 +29,9 @@ type OutlineKey = (String, i64, String, parser::LimitsKey);
 #[derive(Clone)]
 enum Kept {
     Outline(Rc<Outline>),
-    /// A limit or a crash the text caused (never a helper stopped from outside, a call that
-    /// found no parse slot, nor a limit that may be the host's or the helper's history:
-    /// [`parser::Unavailable::NotKept`]): the same version under the same limits gives the same
+    /// A limit or a crash the text caused (never a helper stopped from outside or that could
+    /// not be started, a call that found no parse slot, nor a limit that may be the host's or the
+    /// helper's history: [`parser::Unavailable::NotKept`]): the same version under the same limits gives the same
     /// answer, so asking again only spends the parse again (helper-55: 10 s of CPU for each call
     /// on 100 KB of `\` lines of Python).
     Unavailable(parser::Unavailable),
@@ -111,6 +111,7 @@ fn outline_of(
                 parser::Unavailable::Stopped(_)
                     | parser::Unavailable::Busy
                     | parser::Unavailable::NotKept(_)
+                    | parser::Unavailable::NotStarted(_)
             ) {
                 keep(key, Kept::Unavailable(why.clone()), 0);
             }

@@ -81,7 +81,7 @@ pub(crate) fn define_gucs() {
     );
     GucRegistry::define_int_guc(
         c"patchdiff.parser_max_concurrent",
-        c"Outlines the parser helpers of the whole server may make at once; one role at most half of them.",
+        c"Outlines the parser helpers of the whole server may make at once; one login at most half of them, a role it acts as half of that.",
         c"Each parse may use patchdiff.parser_memory_limit, so this times that bounds the memory of every parse running at once. A call that finds none free waits up to patchdiff.parser_timeout, then answers structure_unavailable / parser_busy.",
         &MAX_CONCURRENT,
         1,
@@ -113,7 +113,7 @@ pub(crate) enum Unavailable {
     Limit(ParserLimit),
     /// The helper could not be started.
     NotStarted(String),
-    /// Every parse slot of the server (or the role's share of them) stayed taken for
+    /// Every parse slot of the server (or the login's or role's share of them) stayed taken for
     /// `patchdiff.parser_timeout`; nothing was parsed.
     Busy,
     /// A limit that may not be the text's alone, answered as that limit but not kept with the

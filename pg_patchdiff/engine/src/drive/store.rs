@@ -264,7 +264,7 @@ pub enum NoOutline {
     Limit(ParserLimit),
     /// The parser helper could not be started.
     NotStarted(String),
-    /// Every parse slot of the server, or the role's share of them, stayed taken for as long as
+    /// Every parse slot of the server, or the login's or role's share, stayed taken for as long as
     /// the parser's wall-clock limit; nothing was parsed, and a resend may succeed.
     Busy,
 }

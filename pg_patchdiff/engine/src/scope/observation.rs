@@ -898,7 +898,8 @@ pub enum Unavailable<'a> {
     ParserLimit(crate::scope::ParserLimit),
     /// The helper program could not be started (an installation fault).
     ParserNotStarted(&'a str),
-    /// Every parse slot of the server (or the role's share) stayed taken: nothing was parsed.
+    /// Every parse slot of the server (or the login's or role's share) stayed taken: nothing
+    /// was parsed.
     ParserBusy,
 }
 
@@ -943,7 +944,7 @@ pub fn structure_unavailable(
             "parser_busy",
             "PARSER_BUSY",
             Value::Null,
-            "Every parse this server allows at once (patchdiff.parser_max_concurrent, at most half of them for one role) stayed taken for as long as patchdiff.parser_timeout; nothing was parsed, and the text is not the cause: resending later may succeed. Meanwhile use patchdiff_read_target, patchdiff_read_lines and patchdiff_find_occurrences.".to_owned(),
+            "Every parse this server allows at once (patchdiff.parser_max_concurrent; one login at most half of them, a role it acts as half of that) stayed taken for as long as patchdiff.parser_timeout; nothing was parsed, and the text is not the cause: resending later may succeed. Meanwhile use patchdiff_read_target, patchdiff_read_lines and patchdiff_find_occurrences.".to_owned(),
         ),
         Unavailable::ParserNotStarted(why) => (
             "parser_not_started",
