@@ -450,6 +450,22 @@ async fn a_terminated_backend_takes_its_parser_helper_with_it() {
     }
 }
 
+/// Observes `target` (a slow parse) on `client` in a task of its own, and returns once the parse
+/// has held its slot for 300 ms; the task gives the client back with the answer.
+async fn holding_a_slot(
+    client: Client,
+    target: String,
+) -> tokio::task::JoinHandle<(Client, Result<Value, tokio_postgres::Error>)> {
+    let observing = tokio::spawn(async move {
+        let args = json!({"target_file_id": target});
+        let r = call(&client, "patchdiff_observe_scope", &args).await;
+        (client, r)
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!observing.is_finished(), "the slow parse ended too soon");
+    observing
+}
+
 /// helper-55: every backend could have a helper parsing at its memory limit at once (eight
 /// parses of one 2 MB Markdown file took 7.5 GB of the host). Parses running at once are now
 /// bounded across the server (`patchdiff.parser_max_concurrent`), one login at most half of
@@ -522,17 +538,7 @@ async fn parses_at_once_are_bounded_and_one_role_holds_at_most_half() {
     a.batch_execute("RESET patchdiff.parser_timeout")
         .await
         .unwrap();
-    let observing = tokio::spawn(async move {
-        let r = call(
-            &a,
-            "patchdiff_observe_scope",
-            &json!({"target_file_id": slow}),
-        )
-        .await;
-        (a, r)
-    });
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(!observing.is_finished(), "the slow parse ended too soon");
+    let observing = holding_a_slot(a, slow).await;
     // The same login, as another role: its login's half is taken.
     let t = Instant::now();
     let r = call(
@@ -651,17 +657,7 @@ async fn one_tenant_of_a_login_leaves_room_for_the_others() {
         ))
         .await
         .unwrap();
-    let observing = tokio::spawn(async move {
-        let r = call(
-            &first,
-            "patchdiff_observe_scope",
-            &json!({"target_file_id": slow}),
-        )
-        .await;
-        (first, r)
-    });
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(!observing.is_finished(), "the slow parse ended too soon");
+    let observing = holding_a_slot(first, slow).await;
     let r = call(
         &second,
         "patchdiff_observe_scope",
