@@ -108,6 +108,11 @@ fn server_log() -> String {
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 
+/// Parse slots are the server's, so the tests that parse take turns: one test's parses would
+/// take or free another's slots (CI's run of 7a2e293: a slot test, run beside the other, found
+/// free a slot its own slow parse should have held).
+static PARSING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 async fn backend_pid(c: &Client) -> i32 {
     c.query_one("SELECT pg_backend_pid()", &[])
         .await
@@ -117,6 +122,7 @@ async fn backend_pid(c: &Client) -> i32 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pathological_files_never_take_the_server_down() {
+    let _turn = PARSING.lock().await;
     if patchdiff_tests::not_through_a_router(&dsn(), "the server log and backends under test are a shard's, whose parser settings a router does not forward").await {
         return;
     }
@@ -255,6 +261,7 @@ async fn unlocked(id: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn long_calls_end_within_600ms_of_statement_timeout_and_leave_nothing() {
+    let _turn = PARSING.lock().await;
     const LIMIT: Duration = Duration::from_millis(600);
     let c = connect(&dsn()).await.unwrap();
 
@@ -312,6 +319,7 @@ async fn long_calls_end_within_600ms_of_statement_timeout_and_leave_nothing() {
 /// pg_cancel_backend from another session ends a long call the same way.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pg_cancel_backend_ends_a_long_submission() {
+    let _turn = PARSING.lock().await;
     let c = connect(&dsn()).await.unwrap();
     let other = connect(&dsn()).await.unwrap();
     let pid = backend_pid(&c).await;
@@ -380,6 +388,7 @@ fn running(pid: i32) -> bool {
 /// helper with it (PR_SET_PDEATHSIG): no orphan parser keeps burning CPU.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_terminated_backend_takes_its_parser_helper_with_it() {
+    let _turn = PARSING.lock().await;
     if patchdiff_tests::not_through_a_router(
         &dsn(),
         "the backend that parses is the shard's session of PL/Proxy, not the caller's",
@@ -476,6 +485,7 @@ async fn holding_a_slot(
 /// the same call is answered.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn parses_at_once_are_bounded_and_one_role_holds_at_most_half() {
+    let _turn = PARSING.lock().await;
     if patchdiff_tests::not_through_a_router(
         &dsn(),
         "the settings are the shard session's (PL/Proxy's), which SET on the router does not reach",
@@ -608,6 +618,7 @@ async fn parses_at_once_are_bounded_and_one_role_holds_at_most_half() {
 /// 10 s with server slots free).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_tenant_of_a_login_leaves_room_for_the_others() {
+    let _turn = PARSING.lock().await;
     if patchdiff_tests::not_through_a_router(
         &dsn(),
         "the settings are the shard session's (PL/Proxy's), which SET on the router does not reach",
