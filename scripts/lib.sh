@@ -174,7 +174,23 @@ setup_node() {
     log "installing the Node MCP clients and Node 22 (npm ci into $NODE_PREFIX)"
     mkdir -p "$NODE_PREFIX"
     cp "$src/package.json" "$src/package-lock.json" "$NODE_PREFIX/"
-    (cd "$NODE_PREFIX" && npm ci --no-audit --no-fund --loglevel=error)
+    # The registry is across a network: CI's run of 57e2f25 failed here once, on a clean
+    # clone, where the same lock installed in 10 s by hand minutes later. Three tries, each
+    # from a clean node_modules, and npm's own account of a failure shown.
+    local try
+    for try in 1 2 3; do
+      if (cd "$NODE_PREFIX" && npm ci --no-audit --no-fund --loglevel=error); then
+        break
+      fi
+      local npm_log
+      npm_log=$(ls -t "${HOME:-/root}"/.npm/_logs/*-debug-*.log 2>/dev/null | head -n 1)
+      if [ -n "$npm_log" ]; then
+        log "npm ci failed (try $try of 3); from $npm_log:"
+        grep -E " error | failed with | verbose stack " "$npm_log" | tail -n 15 >&2 || true
+      fi
+      if [ "$try" = 3 ]; then return 1; fi
+      sleep $((try * 15))
+    done
     "$NODE_BIN" --version | grep -q '^v22\.'
   fi
 }
