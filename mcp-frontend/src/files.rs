@@ -11,6 +11,7 @@ use crate::database::Db;
 use crate::server::{PublishAnswer, Server, publish_in_transaction};
 use crate::tool::Tool;
 use crate::workspace::{Workspace, sha256_hex};
+use patchdiff_engine::wire::unified::{self, Budget, Change, DiffError};
 use patchdiff_engine::wire::{LITERAL, to_string};
 use serde_json::{Map, Value, json};
 use std::collections::HashMap;
@@ -18,17 +19,11 @@ use std::collections::HashMap;
 /// Context lines around each hunk of a diff: the reference server's (jsdiff's
 /// `createTwoFilesPatch` default).
 pub const DIFF_CONTEXT: usize = 4;
-/// The most edit steps the line diff searches in one region. Beyond it the region is split at
-/// the lines that occur exactly once on each side (patience anchors) and each part is diffed
-/// on its own; a part that still has none is shown removed and added whole (a correct diff, only
-/// a longer one).
-pub const DIFF_MAX_STEPS: usize = 1_000;
-/// How many times a region is split at its anchors before a part is shown whole.
-const DIFF_MAX_SPLITS: usize = 16;
-/// The most line comparisons (and diagonals visited) one diff's Myers searches make in all;
-/// past it every part not yet diffed is shown removed and added whole. A safety net for text
-/// that makes the search's snakes long: 1,000 scattered edits of an 8 MB file spend 0.6 million.
-const DIFF_MAX_WORK: usize = 100_000_000;
+/// The most search steps one `edit_file` diff may take (the engine's GNU diff counts every
+/// diagonal and snake step); past it the changed middle, between the texts' common first and
+/// last lines, is shown removed and added whole: a correct diff, only a longer one. 1,000
+/// scattered edits of an 8 MB file take about 0.2 million.
+pub const DIFF_MAX_STEPS: u64 = 100_000_000;
 /// The most `edits` one `edit_file` call may carry (the engine's tx/1 limit is 10,000; the
 /// front end refuses beyond this before any SQL).
 pub const MAX_EDITS: usize = 1_000;
@@ -231,254 +226,98 @@ pub fn apply_facts(
     (sha256_hex(after.as_bytes()) == after_hash).then_some(after)
 }
 
-/// Lines with their terminators, the units of the diff.
-fn lines(text: &str) -> Vec<&str> {
-    text.split_inclusive('\n').collect()
-}
-
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Op {
-    Equal,
-    Delete,
-    Insert,
-}
-
-/// Myers' O((N+M)D) line diff of `a` and `b` (already stripped of their common ends), as a
-/// shortest edit script; `None` past [`DIFF_MAX_STEPS`] or once it has compared more lines
-/// than `work` has left (what it compared is taken from `work` either way).
-fn myers(a: &[&str], b: &[&str], work: &mut usize) -> Option<Vec<Op>> {
-    let (n, m) = (a.len() as isize, b.len() as isize);
-    let max = (n + m).min(DIFF_MAX_STEPS as isize);
-    let off = max + 1;
-    let mut v = vec![0isize; (2 * off + 1) as usize];
-    let mut trace: Vec<Vec<isize>> = Vec::new();
-    let mut found = None;
-    let mut spent = 0usize;
-    'outer: for d in 0..=max {
-        trace.push(v[(off - d) as usize..=(off + d) as usize].to_vec());
-        for k in (-d..=d).step_by(2) {
-            let i = (off + k) as usize;
-            let mut x = if k == -d || (k != d && v[i - 1] < v[i + 1]) {
-                v[i + 1]
-            } else {
-                v[i - 1] + 1
-            };
-            let mut y = x - k;
-            let from = x;
-            while x < n && y < m && a[x as usize] == b[y as usize] {
-                x += 1;
-                y += 1;
-            }
-            spent += 1 + (x - from) as usize;
-            if spent > *work {
-                *work = 0;
-                return None;
-            }
-            v[i] = x;
-            if x >= n && y >= m {
-                found = Some(d);
-                break 'outer;
-            }
-        }
-    }
-    *work -= spent;
-    let dmax = found?;
-    // Backtrack through the saved frontiers (trace[d] holds v before step d, over -d..=d).
-    let mut ops = Vec::new();
-    let (mut x, mut y) = (n, m);
-    for d in (1..=dmax).rev() {
-        let prev = &trace[d as usize];
-        let at = |k: isize| prev[(k + d) as usize];
-        let k = x - y;
-        let prev_k = if k == -d || (k != d && at(k - 1) < at(k + 1)) {
-            k + 1
-        } else {
-            k - 1
-        };
-        let prev_x = at(prev_k);
-        let prev_y = prev_x - prev_k;
-        while x > prev_x && y > prev_y {
-            ops.push(Op::Equal);
-            x -= 1;
-            y -= 1;
-        }
-        ops.push(if x == prev_x { Op::Insert } else { Op::Delete });
-        x = prev_x;
-        y = prev_y;
-    }
-    while x > 0 && y > 0 {
-        ops.push(Op::Equal);
-        x -= 1;
-        y -= 1;
-    }
-    ops.reverse();
-    Some(ops)
-}
-
-/// The pairs `(i, j)` with `a[i] == b[j]` where that line occurs exactly once in `a` and once in
-/// `b`, the longest chain of them increasing on both sides (patience diff's anchors).
-fn unique_anchors(a: &[&str], b: &[&str]) -> Vec<(usize, usize)> {
-    // line -> (count in a, count in b, index in a, index in b)
-    let mut seen: HashMap<&str, (u32, u32, usize, usize)> = HashMap::new();
-    for (i, l) in a.iter().enumerate() {
-        let e = seen.entry(l).or_insert((0, 0, i, 0));
-        e.0 = e.0.saturating_add(1);
-    }
-    for (j, l) in b.iter().enumerate() {
-        if let Some(e) = seen.get_mut(l) {
-            e.1 = e.1.saturating_add(1);
-            e.3 = j;
-        }
-    }
-    let mut pairs: Vec<(usize, usize)> = seen
-        .into_values()
-        .filter(|e| e.0 == 1 && e.1 == 1)
-        .map(|e| (e.2, e.3))
-        .collect();
-    pairs.sort_unstable();
-    // Longest increasing subsequence of the b indices (patience sorting with back links).
-    let mut tails: Vec<usize> = Vec::new();
-    let mut back = vec![usize::MAX; pairs.len()];
-    for (k, &(_, j)) in pairs.iter().enumerate() {
-        let at = tails.partition_point(|&t| pairs[t].1 < j);
-        if at > 0 {
-            back[k] = tails[at - 1];
-        }
-        if at == tails.len() {
-            tails.push(k);
-        } else {
-            tails[at] = k;
-        }
-    }
-    let mut chain = Vec::with_capacity(tails.len());
-    let mut k = tails.last().copied().unwrap_or(usize::MAX);
-    while k != usize::MAX {
-        chain.push(pairs[k]);
-        k = back[k];
-    }
-    chain.reverse();
-    chain
-}
-
-/// Appends an edit script from `a` to `b`: their common ends are equal, the middle is Myers'
-/// shortest script, or, when that needs more than [`DIFF_MAX_STEPS`], the middle is split at
-/// its unique anchors and each part diffed the same way (up to [`DIFF_MAX_SPLITS`] deep), so a
-/// call with many scattered edits shows each changed line, not the whole file removed and added.
-fn line_ops(a: &[&str], b: &[&str], splits: usize, work: &mut usize, ops: &mut Vec<Op>) {
+/// The changes of a diff that shows everything between the texts' common first and last lines
+/// removed and added (at most one change).
+fn whole_middle(a: &[&str], b: &[&str]) -> Vec<Change> {
     let pre = a.iter().zip(b).take_while(|(x, y)| x == y).count();
-    let max_suf = a.len().min(b.len()) - pre;
-    let suf = a
+    let suf = a[pre..]
         .iter()
         .rev()
-        .zip(b.iter().rev())
-        .take(max_suf)
+        .zip(b[pre..].iter().rev())
         .take_while(|(x, y)| x == y)
         .count();
-    let (ma, mb) = (&a[pre..a.len() - suf], &b[pre..b.len() - suf]);
-    ops.extend(std::iter::repeat_n(Op::Equal, pre));
-    let whole = |ops: &mut Vec<Op>| {
-        ops.extend(std::iter::repeat_n(Op::Delete, ma.len()));
-        ops.extend(std::iter::repeat_n(Op::Insert, mb.len()));
-    };
-    if ma.is_empty() || mb.is_empty() {
-        whole(ops);
-    } else if let Some(script) = myers(ma, mb, work) {
-        ops.extend(script);
-    } else {
-        let anchors = if splits < DIFF_MAX_SPLITS {
-            unique_anchors(ma, mb)
-        } else {
-            Vec::new()
-        };
-        if anchors.is_empty() {
-            whole(ops);
-        } else {
-            let (mut i, mut j) = (0, 0);
-            for (x, y) in anchors {
-                line_ops(&ma[i..x], &mb[j..y], splits + 1, work, ops);
-                ops.push(Op::Equal);
-                (i, j) = (x + 1, y + 1);
-            }
-            line_ops(&ma[i..], &mb[j..], splits + 1, work, ops);
-        }
+    let (deleted, inserted) = (a.len() - pre - suf, b.len() - pre - suf);
+    if deleted == 0 && inserted == 0 {
+        return Vec::new();
     }
-    ops.extend(std::iter::repeat_n(Op::Equal, suf));
+    vec![Change {
+        line0: pre,
+        line1: pre,
+        deleted,
+        inserted,
+    }]
 }
 
 /// A git-style unified diff of two canonical-LF texts, shaped like the reference server's
-/// (`Index:` line, `original`/`modified` labels, 4 lines of context). Empty when equal.
+/// (`Index:` line, `original`/`modified` labels, 4 lines of context, every range with its
+/// count). Empty when equal. The changes are the engine's GNU diff (`patchdiff_diff`'s), within
+/// [`DIFF_MAX_STEPS`].
 pub fn unified_diff(path: &str, before: &str, after: &str) -> String {
-    let (a, b) = (lines(before), lines(after));
-    let mut ops = Vec::with_capacity(a.len().max(b.len()));
-    let mut work = DIFF_MAX_WORK;
-    line_ops(&a, &b, 0, &mut work, &mut ops);
-    if ops.iter().all(|o| *o == Op::Equal) {
+    unified_diff_within(path, before, after, DIFF_MAX_STEPS)
+}
+
+fn unified_diff_within(path: &str, before: &str, after: &str, max_steps: u64) -> String {
+    let (a, b) = (unified::lines(before), unified::lines(after));
+    let script = unified::changes(before, after, DIFF_CONTEXT, &mut Budget::new(max_steps))
+        .unwrap_or_else(|DiffError::TooExpensive { .. }| whole_middle(&a, &b));
+    if script.is_empty() {
         return String::new();
-    }
-    // Positions (line index in a and b) of each op.
-    let mut pos = Vec::with_capacity(ops.len());
-    let (mut i, mut j) = (0usize, 0usize);
-    for o in &ops {
-        pos.push((i, j));
-        match o {
-            Op::Equal => {
-                i += 1;
-                j += 1;
-            }
-            Op::Delete => i += 1,
-            Op::Insert => j += 1,
-        }
     }
     let mut out = format!(
         "Index: {path}\n===================================================================\n--- {path}\toriginal\n+++ {path}\tmodified\n"
     );
-    let changed: Vec<usize> = (0..ops.len()).filter(|&k| ops[k] != Op::Equal).collect();
-    let mut h = 0;
-    while h < changed.len() {
-        // Changes whose context overlaps join one hunk.
-        let mut end = h;
-        while end + 1 < changed.len() && changed[end + 1] - changed[end] <= 2 * DIFF_CONTEXT + 1 {
-            end += 1;
-        }
-        let from = changed[h].saturating_sub(DIFF_CONTEXT);
-        let to = (changed[end] + DIFF_CONTEXT + 1).min(ops.len());
-        let (mut ol, mut nl) = (0, 0);
-        let mut body = String::new();
-        for k in from..to {
-            let (line, sign) = match ops[k] {
-                Op::Equal => {
-                    ol += 1;
-                    nl += 1;
-                    (a[pos[k].0], ' ')
-                }
-                Op::Delete => {
-                    ol += 1;
-                    (a[pos[k].0], '-')
-                }
-                Op::Insert => {
-                    nl += 1;
-                    (b[pos[k].1], '+')
-                }
-            };
-            body.push(sign);
-            match line.strip_suffix('\n') {
-                Some(l) => {
-                    body.push_str(l);
-                    body.push('\n');
-                }
-                None => {
-                    body.push_str(line);
-                    body.push_str("\n\\ No newline at end of file\n");
-                }
+    let push = |out: &mut String, sign: char, line: &str| {
+        out.push(sign);
+        match line.strip_suffix('\n') {
+            Some(l) => {
+                out.push_str(l);
+                out.push('\n');
+            }
+            None => {
+                out.push_str(line);
+                out.push_str("\n\\ No newline at end of file\n");
             }
         }
-        let start = |first: usize, count: usize| if count == 0 { first } else { first + 1 };
+    };
+    let mut k = 0;
+    while k < script.len() {
+        // Changes whose context overlaps (fewer than 2 * context + 1 unchanged lines between
+        // them) join one hunk, as in GNU diff and jsdiff.
+        let mut end = k;
+        while end + 1 < script.len()
+            && script[end + 1].line0 - (script[end].line0 + script[end].deleted)
+                < 2 * DIFF_CONTEXT + 1
+        {
+            end += 1;
+        }
+        let (first, last) = (script[k], script[end]);
+        // Before a change, as many lines are unchanged on each side since the last one.
+        let pre = first.line0.min(DIFF_CONTEXT);
+        let (end0, end1) = (last.line0 + last.deleted, last.line1 + last.inserted);
+        let post = (a.len() - end0).min(DIFF_CONTEXT);
+        let (from0, from1) = (first.line0 - pre, first.line1 - pre);
+        let (count0, count1) = (end0 + post - from0, end1 + post - from1);
+        let start = |from: usize, count: usize| if count == 0 { from } else { from + 1 };
         out.push_str(&format!(
-            "@@ -{},{ol} +{},{nl} @@\n{body}",
-            start(pos[from].0, ol),
-            start(pos[from].1, nl)
+            "@@ -{},{count0} +{},{count1} @@\n",
+            start(from0, count0),
+            start(from1, count1)
         ));
-        h = end + 1;
+        let mut at = from0;
+        for c in &script[k..=end] {
+            a[at..c.line0].iter().for_each(|l| push(&mut out, ' ', l));
+            a[c.line0..c.line0 + c.deleted]
+                .iter()
+                .for_each(|l| push(&mut out, '-', l));
+            b[c.line1..c.line1 + c.inserted]
+                .iter()
+                .for_each(|l| push(&mut out, '+', l));
+            at = c.line0 + c.deleted;
+        }
+        a[at..end0 + post]
+            .iter()
+            .for_each(|l| push(&mut out, ' ', l));
+        k = end + 1;
     }
     out
 }
@@ -1563,62 +1402,10 @@ mod tests {
         assert_eq!(d.matches("@@ -").count(), 2, "{d}");
     }
 
-    /// The line diff is an edit script from a to b of the least length: its equal lines are a
-    /// longest common subsequence (checked against the dynamic program on small random inputs).
-    #[test]
-    fn myers_is_a_shortest_edit_script() {
-        let mut seed = 0x2545_f491_4f6c_dd1d_u64;
-        let mut next = |n: u64| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed % n
-        };
-        let words = ["a\n", "b\n", "c\n", "d\n"];
-        for _ in 0..500 {
-            let la = next(9) as usize;
-            let lb = next(9) as usize;
-            let a: Vec<&str> = (0..la).map(|_| words[next(4) as usize]).collect();
-            let b: Vec<&str> = (0..lb).map(|_| words[next(4) as usize]).collect();
-            let mut work = usize::MAX;
-            let ops = myers(&a, &b, &mut work).expect("within the step limit");
-            let (mut i, mut j, mut rebuilt, mut equal) = (0, 0, vec![], 0);
-            for o in &ops {
-                match o {
-                    Op::Equal => {
-                        assert_eq!(a[i], b[j]);
-                        rebuilt.push(b[j]);
-                        i += 1;
-                        j += 1;
-                        equal += 1;
-                    }
-                    Op::Delete => i += 1,
-                    Op::Insert => {
-                        rebuilt.push(b[j]);
-                        j += 1;
-                    }
-                }
-            }
-            assert_eq!((i, j), (a.len(), b.len()));
-            assert_eq!(rebuilt, b);
-            let mut dp = vec![vec![0usize; lb + 1]; la + 1];
-            for x in (0..la).rev() {
-                for y in (0..lb).rev() {
-                    dp[x][y] = if a[x] == b[y] {
-                        dp[x + 1][y + 1] + 1
-                    } else {
-                        dp[x + 1][y].max(dp[x][y + 1])
-                    };
-                }
-            }
-            assert_eq!(equal, dp[0][0], "{a:?} {b:?}");
-        }
-    }
-
     /// Applies a unified diff of [`unified_diff`]'s shape to `before`, as `patch` would: every
     /// hunk's context and removed lines must be there, at the line its header names.
     fn patch(before: &str, diff: &str) -> String {
-        let old = lines(before);
+        let old = unified::lines(before);
         let mut out = String::new();
         let mut at = 0usize; // next line of `old` not yet copied
         let mut rows = diff.split_inclusive('\n').skip(4).peekable();
@@ -1683,9 +1470,8 @@ mod tests {
         assert!(d.len() < before.len() * 2 / 3, "{} bytes", d.len());
     }
 
-    /// Whatever the texts, the diff applies to `before` and gives `after`: random texts of
-    /// repeated and unique lines, some larger than one Myers search allows (so split at anchors,
-    /// or shown whole where a part has none), some without a final newline.
+    /// Whatever the texts, the diff applies to `before` and gives `after`, and its hunks are GNU
+    /// diff's: random texts of repeated and unique lines, some without a final newline.
     #[test]
     fn every_diff_applies() {
         let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
@@ -1722,37 +1508,49 @@ mod tests {
             };
             let d = unified_diff("r.txt", &a, &b);
             assert_eq!(patch(&a, &d), b, "round {round}");
+            // Below the header, GNU diff's (`patchdiff_diff`'s) hunks, but that a range of one
+            // line keeps its count, as jsdiff prints it.
+            let gnu = patchdiff_engine::api::unified::hunks(
+                &a,
+                &b,
+                DIFF_CONTEXT,
+                &mut Budget::new(u64::MAX),
+            )
+            .expect("no budget");
+            let ours: String = d
+                .split_inclusive('\n')
+                .skip(4)
+                .map(|l| match l.strip_prefix("@@ ") {
+                    Some(_) => l.replace(",1 ", " "),
+                    None => l.to_owned(),
+                })
+                .collect();
+            assert_eq!(ours, gnu, "round {round}");
         }
     }
 
-    /// With the search's work used up (a budget of 0 to 5,000 comparisons here), each part is
-    /// shown whole, and the script is still one from `a` to `b`.
+    /// With the search's steps used up (a budget of 0 to 5,000 here, where the diff needs
+    /// more), the middle between the common first and last lines is shown removed and added
+    /// whole, and the diff still applies.
     #[test]
-    fn an_exhausted_search_still_gives_a_correct_script() {
-        let a: Vec<String> = (0..3_000).map(|i| format!("l{}\n", i % 700)).collect();
-        let b: Vec<String> = (0..3_000)
+    fn an_exhausted_search_still_gives_a_correct_diff() {
+        let a: String = (0..3_000).map(|i| format!("l{}\n", i % 700)).collect();
+        let b: String = (0..3_000)
             .map(|i| format!("l{}\n", (i * 7) % 900))
             .collect();
-        let (a, b): (Vec<&str>, Vec<&str>) = (
-            a.iter().map(String::as_str).collect(),
-            b.iter().map(String::as_str).collect(),
-        );
+        let (a, b) = (format!("top\n{a}end\n"), format!("top\n{b}end\n"));
+        let full = unified_diff("x", &a, &b);
+        assert_eq!(patch(&a, &full), b);
         for budget in [0, 10, 5_000] {
-            let (mut ops, mut work) = (Vec::new(), budget);
-            line_ops(&a, &b, 0, &mut work, &mut ops);
-            let (mut i, mut j) = (0, 0);
-            for o in ops {
-                match o {
-                    Op::Equal => {
-                        assert_eq!(a[i], b[j]);
-                        i += 1;
-                        j += 1;
-                    }
-                    Op::Delete => i += 1,
-                    Op::Insert => j += 1,
-                }
-            }
-            assert_eq!((i, j), (a.len(), b.len()), "budget {budget}");
+            let d = unified_diff_within("x", &a, &b, budget);
+            assert_eq!(patch(&a, &d), b, "budget {budget}");
+            assert_ne!(d, full, "budget {budget}");
+            // One hunk: the common first and last lines are its only context.
+            assert_eq!(d.matches("@@ -").count(), 1, "budget {budget}");
+            assert!(
+                d.contains("@@ -1,3002 +1,3002 @@\n top\n"),
+                "budget {budget}"
+            );
         }
     }
 

@@ -77,6 +77,11 @@ pub mod wire {
     pub mod history {
         pub use crate::history::pages::{LEDGER_ARGS, LOG_ARGS};
     }
+    /// GNU diff's edit script, as `patchdiff_diff` prints it: the files profile's `edit_file`
+    /// renders its own hunks from it.
+    pub mod unified {
+        pub use crate::history::unified::{Budget, Change, DiffError, changes, lines};
+    }
     /// `patchdiff_observe_scope`: issuing observations.
     pub mod observation {
         pub use crate::scope::observation::{
