@@ -11,7 +11,7 @@ use crate::database::Db;
 use crate::server::{PublishAnswer, Server, publish_in_transaction};
 use crate::tool::Tool;
 use crate::workspace::{Workspace, sha256_hex};
-use patchdiff_engine::wire::unified::{self, Budget, Change, DiffError};
+use patchdiff_engine::wire::unified::{self, Budget, Change, DiffError, Ranges};
 use patchdiff_engine::wire::{LITERAL, to_string};
 use serde_json::{Map, Value, json};
 use std::collections::HashMap;
@@ -257,69 +257,17 @@ pub fn unified_diff(path: &str, before: &str, after: &str) -> String {
 }
 
 fn unified_diff_within(path: &str, before: &str, after: &str, max_steps: u64) -> String {
-    let (a, b) = (unified::lines(before), unified::lines(after));
     let script = unified::changes(before, after, DIFF_CONTEXT, &mut Budget::new(max_steps))
-        .unwrap_or_else(|DiffError::TooExpensive { .. }| whole_middle(&a, &b));
+        .unwrap_or_else(|DiffError::TooExpensive { .. }| {
+            whole_middle(&unified::lines(before), &unified::lines(after))
+        });
     if script.is_empty() {
         return String::new();
     }
-    let mut out = format!(
-        "Index: {path}\n===================================================================\n--- {path}\toriginal\n+++ {path}\tmodified\n"
-    );
-    let push = |out: &mut String, sign: char, line: &str| {
-        out.push(sign);
-        match line.strip_suffix('\n') {
-            Some(l) => {
-                out.push_str(l);
-                out.push('\n');
-            }
-            None => {
-                out.push_str(line);
-                out.push_str("\n\\ No newline at end of file\n");
-            }
-        }
-    };
-    let mut k = 0;
-    while k < script.len() {
-        // Changes whose context overlaps (fewer than 2 * context + 1 unchanged lines between
-        // them) join one hunk, as in GNU diff and jsdiff.
-        let mut end = k;
-        while end + 1 < script.len()
-            && script[end + 1].line0 - (script[end].line0 + script[end].deleted)
-                < 2 * DIFF_CONTEXT + 1
-        {
-            end += 1;
-        }
-        let (first, last) = (script[k], script[end]);
-        // Before a change, as many lines are unchanged on each side since the last one.
-        let pre = first.line0.min(DIFF_CONTEXT);
-        let (end0, end1) = (last.line0 + last.deleted, last.line1 + last.inserted);
-        let post = (a.len() - end0).min(DIFF_CONTEXT);
-        let (from0, from1) = (first.line0 - pre, first.line1 - pre);
-        let (count0, count1) = (end0 + post - from0, end1 + post - from1);
-        let start = |from: usize, count: usize| if count == 0 { from } else { from + 1 };
-        out.push_str(&format!(
-            "@@ -{},{count0} +{},{count1} @@\n",
-            start(from0, count0),
-            start(from1, count1)
-        ));
-        let mut at = from0;
-        for c in &script[k..=end] {
-            a[at..c.line0].iter().for_each(|l| push(&mut out, ' ', l));
-            a[c.line0..c.line0 + c.deleted]
-                .iter()
-                .for_each(|l| push(&mut out, '-', l));
-            b[c.line1..c.line1 + c.inserted]
-                .iter()
-                .for_each(|l| push(&mut out, '+', l));
-            at = c.line0 + c.deleted;
-        }
-        a[at..end0 + post]
-            .iter()
-            .for_each(|l| push(&mut out, ' ', l));
-        k = end + 1;
-    }
-    out
+    let hunks = unified::print_hunks(&script, before, after, DIFF_CONTEXT, Ranges::Counted);
+    format!(
+        "Index: {path}\n===================================================================\n--- {path}\toriginal\n+++ {path}\tmodified\n{hunks}"
+    )
 }
 
 /// The reference server's presentation of a diff: a fenced `diff` block whose fence is longer

@@ -77,10 +77,12 @@ pub mod wire {
     pub mod history {
         pub use crate::history::pages::{LEDGER_ARGS, LOG_ARGS};
     }
-    /// GNU diff's edit script, as `patchdiff_diff` prints it: the files profile's `edit_file`
-    /// renders its own hunks from it.
+    /// GNU diff's edit script and hunks, as `patchdiff_diff` prints them: the files profile's
+    /// `edit_file` prints them with jsdiff's ranges.
     pub mod unified {
-        pub use crate::history::unified::{Budget, Change, DiffError, changes, lines};
+        pub use crate::history::unified::{
+            Budget, Change, DiffError, Ranges, changes, lines, print_hunks,
+        };
     }
     /// `patchdiff_observe_scope`: issuing observations.
     pub mod observation {

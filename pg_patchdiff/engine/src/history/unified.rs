@@ -757,6 +757,29 @@ pub fn hunks(
     budget: &mut Budget,
 ) -> Result<String, DiffError> {
     let script = changes(old, new, context, budget)?;
+    Ok(print_hunks(&script, old, new, context, Ranges::Gnu))
+}
+
+/// How a hunk header prints a line range.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ranges {
+    /// GNU diff's: a range of one line without its count (`@@ -6 +6 @@`).
+    Gnu,
+    /// jsdiff's (`createTwoFilesPatch`, the reference filesystem server's): every range with
+    /// its count (`@@ -6,1 +6,1 @@`).
+    Counted,
+}
+
+/// The hunks of an edit script from `old` to `new` (such as [`changes`] gives), with `context`
+/// lines around each change; changes fewer than `2 * context + 1` unchanged lines apart share a
+/// hunk.
+pub fn print_hunks(
+    script: &[Change],
+    old: &str,
+    new: &str,
+    context: usize,
+    ranges: Ranges,
+) -> String {
     let (a, b) = (lines(old), lines(new));
     let mut out = String::new();
     let mut k = 0;
@@ -771,10 +794,10 @@ pub fn hunks(
                 break;
             }
         }
-        write_hunk(&script[k..=end], &a, &b, context, &mut out);
+        write_hunk(&script[k..=end], &a, &b, context, ranges, &mut out);
         k = end + 1;
     }
-    Ok(out)
+    out
 }
 
 fn push_line(out: &mut String, mark: char, line: &str) {
@@ -785,12 +808,15 @@ fn push_line(out: &mut String, mark: char, line: &str) {
     }
 }
 
-/// `a`..=`b` (0-based, `b` may be `a - 1` for an empty range) as GNU prints a unified range.
-fn range(out: &mut String, a: usize, b_plus_1: usize) {
+/// `a`..=`b` (0-based, `b` may be `a - 1` for an empty range) as GNU prints a unified range,
+/// or with its count always.
+fn range(out: &mut String, a: usize, b_plus_1: usize, ranges: Ranges) {
     use std::fmt::Write as _;
     let (ta, tb) = (a + 1, b_plus_1);
     let _ = if tb < ta {
         write!(out, "{tb},0")
+    } else if ranges == Ranges::Counted {
+        write!(out, "{ta},{}", tb - ta + 1)
     } else if tb == ta {
         write!(out, "{tb}")
     } else {
@@ -798,7 +824,14 @@ fn range(out: &mut String, a: usize, b_plus_1: usize) {
     };
 }
 
-fn write_hunk(changes: &[Change], a: &[&str], b: &[&str], context: usize, out: &mut String) {
+fn write_hunk(
+    changes: &[Change],
+    a: &[&str],
+    b: &[&str],
+    context: usize,
+    ranges: Ranges,
+    out: &mut String,
+) {
     let (first, last) = (changes[0], changes[changes.len() - 1]);
     let first0 = first.line0.saturating_sub(context);
     let first1 = first.line1.saturating_sub(context);
@@ -806,9 +839,9 @@ fn write_hunk(changes: &[Change], a: &[&str], b: &[&str], context: usize, out: &
     let end0 = (last.line0 + last.deleted + context).min(a.len());
     let end1 = (last.line1 + last.inserted + context).min(b.len());
     out.push_str("@@ -");
-    range(out, first0, end0);
+    range(out, first0, end0, ranges);
     out.push_str(" +");
-    range(out, first1, end1);
+    range(out, first1, end1, ranges);
     out.push_str(" @@\n");
     let (mut i, mut j) = (first0, first1);
     let mut next = changes.iter().peekable();
