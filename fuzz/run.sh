@@ -11,7 +11,7 @@
 # afl-fuzz runs at a time, without CPU pinning, so other work keeps the other core.
 set -euo pipefail
 cd "$(dirname "$0")"
-ALL=(args submit canonical near_miss replay wire waymark)
+ALL=(args submit canonical near_miss replay wire waymark diff)
 
 if [ "${1:-}" = smoke ]; then
     exec cargo test --quiet --locked

@@ -30,6 +30,7 @@ use patchdiff_engine::api::target::{self, TargetMeta, TargetView};
 use patchdiff_engine::api::text::{
     SourceLineEndings, byte_offset, canonicalize, char_len, sha256_hex, slice_chars,
 };
+use patchdiff_engine::api::unified;
 use patchdiff_engine::api::words::Status;
 use patchdiff_engine::wire::{CANONICAL, ascii_len, to_string};
 use patchdiff_waymark::Language;
@@ -505,4 +506,101 @@ pub fn wire(data: &[u8]) {
             }
         }
     }
+}
+
+/// `diff`: the line diff of `patchdiff_diff` and of the files profile's `edit_file`
+/// (`unified::changes` and `print_hunks`). Input: `context NUL old NUL new` (byte 0 is the
+/// context, 0 to 7 lines; a missing NUL leaves a text empty). Within a budget of 2 million
+/// steps, or `TooExpensive` past it; what it answers is an edit script from `old` to `new`
+/// (in order, within both texts, only equal lines left out) whose hunks apply to `old` and give
+/// `new`, in both range styles.
+pub fn diff(data: &[u8]) {
+    let [c, rest @ ..] = data else { return };
+    let context = (*c % 8) as usize;
+    let mut parts = rest.splitn(2, |b| *b == 0);
+    let old = text(parts.next().unwrap_or_default());
+    let new = text(parts.next().unwrap_or_default());
+    let mut budget = unified::Budget::new(2_000_000);
+    let Ok(script) = unified::changes(&old, &new, context, &mut budget) else {
+        assert!(budget.used > budget.max, "refused within its budget");
+        return;
+    };
+    let (a, b) = (unified::lines(&old), unified::lines(&new));
+    // The script rebuilds `new` from `old`: the lines between changes are equal.
+    let (mut i, mut j) = (0usize, 0usize);
+    for ch in &script {
+        assert!(ch.deleted + ch.inserted > 0, "an empty change");
+        assert!(ch.line0 >= i && ch.line1 >= j, "changes out of order");
+        assert_eq!(ch.line0 - i, ch.line1 - j, "unequal runs between changes");
+        assert_eq!(a[i..ch.line0], b[j..ch.line1], "a kept line differs");
+        i = ch.line0 + ch.deleted;
+        j = ch.line1 + ch.inserted;
+        assert!(i <= a.len() && j <= b.len(), "a change past the end");
+    }
+    assert_eq!(a[i..], b[j..], "a kept last line differs");
+    assert_eq!(script.is_empty(), old == new);
+    for ranges in [unified::Ranges::Gnu, unified::Ranges::Counted] {
+        let hunks = unified::print_hunks(&script, &old, &new, context, ranges);
+        assert_eq!(
+            apply_hunks(&old, &hunks),
+            new,
+            "{ranges:?} hunks do not apply"
+        );
+    }
+}
+
+/// Applies unified hunks to `old` as `patch` does, checking every context and removed line
+/// against the line its header names.
+fn apply_hunks(old: &str, hunks: &str) -> String {
+    let a = unified::lines(old);
+    let mut out = String::new();
+    let mut at = 0usize;
+    let mut rows = hunks.split_inclusive('\n').peekable();
+    while let Some(h) = rows.next() {
+        let start: usize = h
+            .strip_prefix("@@ -")
+            .and_then(|r| r.split([',', ' ']).next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("not a hunk header: {h:?}"));
+        // An empty range names the line before it; a non-empty one its first line.
+        let first = if h
+            .strip_prefix("@@ -")
+            .is_some_and(|r| r.split(' ').next().is_some_and(|x| x.ends_with(",0")))
+        {
+            start
+        } else {
+            start - 1
+        };
+        assert!(first >= at, "hunks overlap or go backwards: {h:?}");
+        a[at..first].iter().for_each(|l| out.push_str(l));
+        at = first;
+        let mut last_plus = false;
+        while let Some(r) = rows.next_if(|r| !r.starts_with("@@ -")) {
+            if r == "\\ No newline at end of file\n" {
+                if last_plus {
+                    out.pop();
+                }
+                continue;
+            }
+            let (sign, line) = r.split_at(1);
+            last_plus = sign == "+";
+            match sign {
+                " " | "-" => {
+                    assert_eq!(
+                        a[at].trim_end_matches('\n'),
+                        line.trim_end_matches('\n'),
+                        "context or removed line differs"
+                    );
+                    if sign == " " {
+                        out.push_str(a[at]);
+                    }
+                    at += 1;
+                }
+                "+" => out.push_str(line),
+                _ => panic!("not a diff line: {r:?}"),
+            }
+        }
+    }
+    a[at..].iter().for_each(|l| out.push_str(l));
+    out
 }

@@ -61,3 +61,8 @@ fn waymark() {
 fn wire() {
     replay_corpus("wire", patchdiff_fuzz::wire);
 }
+
+#[test]
+fn diff() {
+    replay_corpus("diff", patchdiff_fuzz::diff);
+}

@@ -1,0 +1,6 @@
+//! AFL++ target `diff`: see [`patchdiff_fuzz::diff`].
+fn main() {
+    afl::fuzz!(|data: &[u8]| {
+        patchdiff_fuzz::diff(data);
+    });
+}
