@@ -1394,8 +1394,9 @@ mod tests {
     }
 
     /// Many scattered edits (here a rename on 1,000 of 20,000 lines, 2,000 edit steps, twice
-    /// DIFF_MAX_STEPS) answer a diff of the changed lines, not the whole file removed and added:
-    /// the 44 MB answer helper-48 got for 1,000 edits of a 7.2 MB file. The diff still applies.
+    /// what the front end's own diff searched before 2026-12-06) answer a diff of the changed
+    /// lines, not the whole file removed and added: the 44 MB answer helper-48 got for 1,000
+    /// edits of a 7.2 MB file. The diff still applies.
     #[test]
     fn many_scattered_edits_give_a_diff_of_the_changed_lines() {
         let before: String = (0..20_000)
