@@ -21,7 +21,9 @@
 //!    owner ([`a_call_acts_as_the_role_postgresql_runs_it_as`]);
 //! 8. a reader cannot hold up the owner: a replay inside the reader's open transaction that has
 //!    written takes no lock the owner's edit waits for
-//!    ([`a_readers_replay_never_holds_up_the_owner`]).
+//!    ([`a_readers_replay_never_holds_up_the_owner`]), and neither does an observation of the
+//!    owner's target sent with a submission on another target
+//!    ([`a_readers_mismatched_observation_never_holds_up_the_owner`]).
 //!
 //! The test works in a database of its own (created, given the extension, and dropped again
 //! WITH (FORCE)) with login roles of its own (dropped again). The cluster-wide role
@@ -184,10 +186,11 @@ async fn tenants_see_and_touch_only_what_they_may() {
         the_log_and_the_snapshots_name_the_acting_role(&su, &a, &b, &member, &s).await;
         a_call_acts_as_the_role_postgresql_runs_it_as(&su, &a, &b, &s).await;
         a_readers_replay_never_holds_up_the_owner(&su, &a, &b, &s).await;
+        a_readers_mismatched_observation_never_holds_up_the_owner(&su, &a, &b, &s).await;
         let served = front_end_answers_as_for_an_unknown_target(&su, &s, &world).await;
         let _ = writeln!(
             std::io::stderr(),
-            "tenancy: {sweep}; {listed}; {grants}; SET ROLE honoured (owner = the role in effect), single-role install unchanged; attempts and snapshots name the acting role; SECURITY DEFINER wrappers and ANALYZE's index expressions act as their owner; a reader's replay holds up no edit; {served}"
+            "tenancy: {sweep}; {listed}; {grants}; SET ROLE honoured (owner = the role in effect), single-role install unchanged; attempts and snapshots name the acting role; SECURITY DEFINER wrappers and ANALYZE's index expressions act as their owner; a reader's replay and a reader's mismatched observation hold up no edit; {served}"
         );
     })
     .await;
@@ -1738,6 +1741,105 @@ async fn the_log_and_the_snapshots_name_the_acting_role(
 
 // ---------------------------------------------------------------------------------------------
 // 7. Who a call acts for
+
+/// docs/security.md, "Locks": an observed submission locks only the observations of the target
+/// it writes. Tenant B may read a target of A's and so learn an observation of it that A has not
+/// spent yet (its ID is in A's rejected attempt's record). B sends it with a submission on B's
+/// own target and keeps that transaction open: B's answer is `OBSERVATION_TARGET_MISMATCH`, and
+/// A's observed submission with it goes through at once. (That observation used to be locked
+/// `FOR UPDATE` by B's statement until B's transaction ended: A's submission waited until its
+/// `statement_timeout`, holding A's target's row lock, so every other edit of the target waited
+/// too; helper-58.)
+async fn a_readers_mismatched_observation_never_holds_up_the_owner(
+    su: &Client,
+    a: &Client,
+    b: &Client,
+    s: &Setup,
+) {
+    let made = call(
+        a,
+        "patchdiff_initialize_target",
+        &json!({"filename": "observed.py", "content": "def top():\n    return 1\n"}),
+    )
+    .await
+    .unwrap();
+    let t = id_of(&made, "target_file_id");
+    granted(
+        &grant(a, "patchdiff_grant", &t, &s.b, Some("read")).await,
+        &t,
+        &s.b,
+        Some("read"),
+    );
+    let observed = call(
+        a,
+        "patchdiff_observe_scope",
+        &json!({"target_file_id": t, "symbol_name": "top"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(observed["status"], "observed", "A observes: {observed}");
+    let o = id_of(&observed, "observation_id");
+    let theirs = call(
+        b,
+        "patchdiff_initialize_target",
+        &json!({"filename": "own.txt", "content": "x 1\n"}),
+    )
+    .await
+    .unwrap();
+    let tb = id_of(&theirs, "target_file_id");
+    let submit = |target: &str, version: &Value, hash: &Value| {
+        json!({"target_file_id": target, "observation_id": o, "intent": "observed edit",
+               "expected_target_version": version, "expected_current_hash": hash,
+               "operations": [{"op": "match", "match": "1", "replace": "2"}]})
+    };
+
+    b.batch_execute("BEGIN").await.unwrap();
+    let r = call(
+        b,
+        "patchdiff_submit_observed_operations",
+        &submit(&tb, &theirs["version"], &theirs["current_hash"]),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r["status"], "rejected", "B's submission: {r}");
+    assert_eq!(
+        r["diagnostic"]["code"], "OBSERVATION_TARGET_MISMATCH",
+        "B's submission: {r}"
+    );
+
+    a.batch_execute("SET statement_timeout = '5s'")
+        .await
+        .unwrap();
+    let started = std::time::Instant::now();
+    let v = call(
+        a,
+        "patchdiff_submit_observed_operations",
+        &submit(
+            &t,
+            &observed["target_version"],
+            &observed["target_current_hash"],
+        ),
+    )
+    .await;
+    let waited = started.elapsed();
+    a.batch_execute("RESET statement_timeout").await.unwrap();
+    let v = v.unwrap_or_else(|e| panic!("A's observed submission after {waited:?}: {e}"));
+    assert_eq!(v["status"], "accepted", "A's observed submission: {v}");
+    assert!(
+        waited < std::time::Duration::from_secs(2),
+        "A's observed submission waited {waited:?} for the reader"
+    );
+    b.batch_execute("ROLLBACK").await.unwrap();
+    let version: i64 = su
+        .query_one(
+            "SELECT version FROM patchdiff.targets WHERE target_file_id = $1::text::uuid",
+            &[&t],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(version, 1, "A's edit is committed");
+}
 
 /// The `json` value of a SQL expression.
 /// docs/history.md, "Replay ... takes no lock": tenant B may read a target of A's. B's

@@ -83,8 +83,14 @@ const OBSERVATION_SQL: [&str; 3] = tiered!(
 const LOCK_OBSERVATIONS_SQL: [&str; 3] = tiered!(
     visible_observation_select,
     "t",
-    "WHERE o.observation_id = ANY ($1::text[]::uuid[])",
+    "WHERE o.observation_id = ANY ($1::text[]::uuid[]) AND o.target_file_id = $4::uuid",
     " FOR UPDATE OF o"
+);
+const OTHER_TARGETS_OBSERVATIONS_SQL: [&str; 3] = tiered!(
+    visible_observation_select,
+    "t",
+    "WHERE o.observation_id = ANY ($1::text[]::uuid[]) AND o.target_file_id <> $4::uuid",
+    ""
 );
 
 fn observation_rows(rows: SpiTupleTable, what: &str) -> Vec<StoredObservation> {
@@ -136,9 +142,15 @@ pub fn observation(client: &mut SpiClient, id: &str, caller: Caller) -> Option<S
     observation_rows(rows, "reading observation").pop()
 }
 
-/// Locks and reads the named observations (`FOR UPDATE`), in no particular order.
+/// Reads the named observations, in no particular order, locking (`FOR UPDATE`) those of
+/// `target_file_id`, the target the calling transaction has locked for writing. Those of other
+/// targets the caller may read are read without a lock (read in a second statement, only when
+/// the first did not find every one): they only make the submission `OBSERVATION_TARGET_MISMATCH`,
+/// and a lock on them would let a role with a read grant hold up the owner's submissions for as
+/// long as its own transaction stays open (helper-58).
 pub fn lock_observations(
     client: &mut SpiClient,
+    target_file_id: &str,
     ids: &[String],
     caller: Caller,
 ) -> Vec<patchdiff_engine::api::observation::ObservationRow> {
@@ -146,13 +158,28 @@ pub fn lock_observations(
     let rows = write(
         client,
         LOCK_OBSERVATIONS_SQL[caller.widest()],
-        &[ids.to_vec().into(), a, n],
+        &[ids.to_vec().into(), a, n, target_file_id.into()],
         "locking observations",
     );
-    observation_rows(rows, "locking observations")
+    let mut out: Vec<_> = observation_rows(rows, "locking observations")
         .into_iter()
         .map(|o| o.row)
-        .collect()
+        .collect();
+    if out.len() < ids.len() {
+        let [a, n] = access_args(caller, Need::Read);
+        let rows = write(
+            client,
+            OTHER_TARGETS_OBSERVATIONS_SQL[caller.widest()],
+            &[ids.to_vec().into(), a, n, target_file_id.into()],
+            "reading observations",
+        );
+        out.extend(
+            observation_rows(rows, "reading observations")
+                .into_iter()
+                .map(|o| o.row),
+        );
+    }
+    out
 }
 
 /// The observations an accepted attempt consumed, in group order (single form: one row).

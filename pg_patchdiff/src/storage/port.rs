@@ -61,8 +61,12 @@ impl Store for SpiStore<'_, '_> {
         attempts::keyed_attempt(self.client, target_file_id, client_request_id)
     }
 
-    fn lock_observations(&mut self, observation_ids: &[String]) -> Vec<ObservationRow> {
-        observations::lock_observations(self.client, observation_ids, self.caller)
+    fn lock_observations(
+        &mut self,
+        target_file_id: &str,
+        observation_ids: &[String],
+    ) -> Vec<ObservationRow> {
+        observations::lock_observations(self.client, target_file_id, observation_ids, self.caller)
     }
 
     fn consumed_by(&mut self, pdcp_log_id: &str) -> Vec<ObservationRow> {

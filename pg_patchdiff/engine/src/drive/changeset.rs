@@ -418,7 +418,7 @@ mod tests {
                 })
                 .map(|(l, _, a)| AttemptRow::of(a, l))
         }
-        fn lock_observations(&mut self, _: &[String]) -> Vec<ObservationRow> {
+        fn lock_observations(&mut self, _: &str, _: &[String]) -> Vec<ObservationRow> {
             Vec::new()
         }
         fn consumed_by(&mut self, _: &str) -> Vec<ObservationRow> {

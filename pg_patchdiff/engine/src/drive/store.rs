@@ -97,9 +97,16 @@ pub trait Store: Session {
         target_file_id: &str,
         client_request_id: &str,
     ) -> Option<AttemptRow>;
-    /// Locks (`FOR UPDATE`) and reads the named observations the caller may read, with their
-    /// consumption, in no particular order; unknown ones are absent.
-    fn lock_observations(&mut self, observation_ids: &[String]) -> Vec<ObservationRow>;
+    /// Reads the named observations the caller may read, with their consumption, in no
+    /// particular order; unknown ones are absent. Those of `target_file_id` (the target this
+    /// transaction has locked) are locked (`FOR UPDATE`); those of other targets are only read,
+    /// to be refused as `OBSERVATION_TARGET_MISMATCH`: a role that may only read them must not
+    /// hold a lock its owner's submissions wait on (helper-58).
+    fn lock_observations(
+        &mut self,
+        target_file_id: &str,
+        observation_ids: &[String],
+    ) -> Vec<ObservationRow>;
     /// The observations an accepted attempt consumed, in group order.
     fn consumed_by(&mut self, pdcp_log_id: &str) -> Vec<ObservationRow>;
     /// Writes the attempt row, its ledger rows and, for an acceptance, the new target state.

@@ -294,7 +294,8 @@ impl Locked<'_> {
                 }
             }
             None if self.route == Route::Observed => {
-                rows = store.lock_observations(&observed::requested_observations(sub));
+                rows = store
+                    .lock_observations(&sub.target_file_id, &observed::requested_observations(sub));
                 observed::evaluate(
                     sub,
                     identity,
@@ -565,7 +566,7 @@ mod tests {
             assert_eq!(id, T);
             Some(AttemptRow::of(a, log))
         }
-        fn lock_observations(&mut self, ids: &[String]) -> Vec<ObservationRow> {
+        fn lock_observations(&mut self, _: &str, ids: &[String]) -> Vec<ObservationRow> {
             self.calls.push("lock_observations");
             self.observations
                 .iter()
