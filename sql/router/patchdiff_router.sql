@@ -286,6 +286,33 @@ LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $$
   SELECT message ~* '(could not connect|connection refused|no such file or directory|PQconnectPoll|connect failed|timeout expired|the database system is (starting up|shutting down|in recovery mode))'
 $$;
 
+-- Whether a write whose connection was lost (patchdiff_router.lost) may have run on its shard,
+-- and committed there: unless the shard ended the session with a message first (57P01-57P03,
+-- an administrator's shutdown or termination: a session ended before its commit rolls back, and
+-- one found ended when the call was sent never ran it) or the call could not be sent at all.
+-- A connection that simply broke (it closed, or an answer never came) may have carried the call
+-- to its commit.
+CREATE OR REPLACE FUNCTION patchdiff_router.may_have_run(state text, message text) RETURNS bool
+LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $$
+  SELECT NOT (state IN ('57P01', '57P02', '57P03') OR message ~* 'could not send data')
+$$;
+
+-- A write whose outcome on its shard is unknown: it was cancelled on the router (a
+-- statement_timeout, a cancel request) while its shard ran it, or its connection broke during
+-- the call and the partition could not be reached again. PL/Proxy runs the call in a transaction
+-- of its own on the shard, which may have committed before the cancel reached it (one waiting for
+-- a synchronous standby has), so the router's cancel or a failed second try does not mean that
+-- nothing was written (helper-59). SQLSTATE 40003 (statement_completion_unknown): patchdiff-mcp
+-- answers it `outcome_unknown`, never `cancelled` or `unavailable`.
+CREATE OR REPLACE FUNCTION patchdiff_router.completion_unknown(partition int4, message text) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+  RAISE EXCEPTION 'patchdiff: the call on partition % may have run and committed there, so its outcome is unknown: %',
+    partition, message
+    USING ERRCODE = '40003',
+          HINT = 'Resend it with the same client_request_id: the shard answers its recorded outcome, or runs it once. Without a key, read the target (its version, patchdiff_get_pdcp_log) before sending it again.';
+END $$;
+
 -- A changeset (issue 19: patchdiff_submit_changeset) is atomic on one database only: PL/Proxy
 -- runs each call in its own transaction on one partition and cannot commit several partitions
 -- together. So a changeset whose member targets all live on one partition runs there, and one
@@ -379,23 +406,50 @@ BEGIN
       LANGUAGE plpgsql AS $b$
       DECLARE
         strict_mode pg_catalog.text := patchdiff_router.strict_mode();
+        -- A first try of a write that may have run before its connection broke.
+        may_have_run pg_catalog.bool := false;
       BEGIN
         FOR try IN 1 .. 2 LOOP
           BEGIN
             RETURN patchdiff_router.%1$s(args, strict_mode);
-          EXCEPTION WHEN OTHERS THEN
-            IF patchdiff_router.not_connected(SQLERRM) THEN
-              PERFORM patchdiff_router.unavailable(
-                %3$s OPERATOR(pg_catalog.&)
-                  (patchdiff_router.partitions() OPERATOR(pg_catalog.-) 1), SQLERRM);
-            END IF;
-            -- Sent once more only where that is safe (patchdiff_router.lost).
-            IF try OPERATOR(pg_catalog.=) 2 OR NOT patchdiff_router.lost(SQLSTATE, SQLERRM)
-               OR NOT (%2$L
-                       OR patchdiff_router.field(args, 'client_request_id'::pg_catalog.text)
-                          IS NOT NULL) THEN
+          EXCEPTION
+            WHEN query_canceled THEN
+              -- A write cancelled here may have committed on its shard.
+              IF NOT %2$L THEN
+                PERFORM patchdiff_router.completion_unknown(
+                  %3$s OPERATOR(pg_catalog.&)
+                    (patchdiff_router.partitions() OPERATOR(pg_catalog.-) 1), SQLERRM);
+              END IF;
               RAISE;
-            END IF;
+            WHEN OTHERS THEN
+              -- The server's query_timeout (scripts/shards.sh): the shard never answered.
+              IF NOT %2$L AND SQLERRM OPERATOR(pg_catalog.~) 'query timeout$' THEN
+                PERFORM patchdiff_router.completion_unknown(
+                  %3$s OPERATOR(pg_catalog.&)
+                    (patchdiff_router.partitions() OPERATOR(pg_catalog.-) 1),
+                  'its shard did not answer within the router''s query_timeout: '
+                    OPERATOR(pg_catalog.||) SQLERRM);
+              END IF;
+              IF patchdiff_router.not_connected(SQLERRM) THEN
+                IF may_have_run THEN
+                  PERFORM patchdiff_router.completion_unknown(
+                    %3$s OPERATOR(pg_catalog.&)
+                      (patchdiff_router.partitions() OPERATOR(pg_catalog.-) 1),
+                    'its connection broke during the call and the partition could not be reached again: '
+                      OPERATOR(pg_catalog.||) SQLERRM);
+                END IF;
+                PERFORM patchdiff_router.unavailable(
+                  %3$s OPERATOR(pg_catalog.&)
+                    (patchdiff_router.partitions() OPERATOR(pg_catalog.-) 1), SQLERRM);
+              END IF;
+              -- Sent once more only where that is safe (patchdiff_router.lost).
+              IF try OPERATOR(pg_catalog.=) 2 OR NOT patchdiff_router.lost(SQLSTATE, SQLERRM)
+                 OR NOT (%2$L
+                         OR patchdiff_router.field(args, 'client_request_id'::pg_catalog.text)
+                            IS NOT NULL) THEN
+                RAISE;
+              END IF;
+              may_have_run := NOT %2$L AND patchdiff_router.may_have_run(SQLSTATE, SQLERRM);
           END;
         END LOOP;
       END $b$$q$, f, f = ANY (reads), route);
@@ -427,7 +481,15 @@ BEGIN
   RETURN patchdiff_router.patchdiff_submit(target_file_id, intent, edits, expected_target_version,
     expected_current_hash, client_request_id, parent_pdcp_log_id, attempt, source,
     include_correlation_id, patchdiff_router.strict_mode());
-EXCEPTION WHEN OTHERS THEN
+EXCEPTION
+  WHEN query_canceled THEN
+    -- A write cancelled here may have committed on its shard.
+    PERFORM patchdiff_router.completion_unknown(
+      patchdiff_router.partition_of_id(target_file_id::pg_catalog.text) OPERATOR(pg_catalog.&)
+        (patchdiff_router.partitions() OPERATOR(pg_catalog.-) 1),
+      SQLERRM);
+    RAISE;
+  WHEN OTHERS THEN
   IF patchdiff_router.not_connected(SQLERRM) THEN
     PERFORM patchdiff_router.unavailable(
       patchdiff_router.partition_of_id(target_file_id::pg_catalog.text) OPERATOR(pg_catalog.&)
@@ -524,7 +586,11 @@ BEGIN
       ELSE
         answer := patchdiff_router.initialize_target_on(p, n, args);
       END IF;
-    EXCEPTION WHEN OTHERS THEN
+    EXCEPTION
+      WHEN query_canceled THEN
+        -- The shard may have made the target before the cancel reached it.
+        PERFORM patchdiff_router.completion_unknown(p, SQLERRM);
+      WHEN OTHERS THEN
       IF NOT patchdiff_router.not_connected(SQLERRM) THEN
         RAISE;
       END IF;

@@ -1301,3 +1301,345 @@ async fn objects_planted_in_the_router_database_never_run() {
     assert!(advertised(&tools, "patchdiff_diff"), "{tools}");
     assert!(advertised(&tools, "patchdiff_read_target"), "{tools}");
 }
+
+/// The router server's `query_timeout` as scripts/shards.sh sets it (seconds).
+const QUERY_TIMEOUT: &str = "120";
+
+/// What a TCP proxy in front of a shard does to the shard's answers once a call's text has gone
+/// through it ([`proxy`]).
+#[derive(Clone, Copy)]
+enum Fault {
+    /// The shard's answers are held this long each.
+    Delay(Duration),
+    /// The shard's answer is dropped, the connection closed 0.7 s later, and the proxy takes no
+    /// connection after that (a connection refused).
+    Cut,
+}
+
+/// A TCP proxy on a free port in front of the shard at `shard_port`, for the router's
+/// connections to one partition (its `p<k>` option pointed at the proxy). Traffic passes as it
+/// is until the client has sent `marker` (a call's text); then `fault` happens to what the
+/// shard sends back on that connection. The shard runs the call as it would without the proxy.
+async fn proxy(
+    shard_port: u16,
+    marker: &'static [u8],
+    fault: Fault,
+) -> (u16, tokio::task::JoinHandle<()>) {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::{TcpListener, TcpStream};
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let task = tokio::spawn(async move {
+        let refuse = Arc::new(tokio::sync::Notify::new());
+        loop {
+            let (client, _) = tokio::select! {
+                _ = refuse.notified() => return,
+                r = listener.accept() => r.unwrap(),
+            };
+            let refuse = refuse.clone();
+            tokio::spawn(async move {
+                let server = TcpStream::connect(("127.0.0.1", shard_port)).await.unwrap();
+                let (mut cr, mut cw) = client.into_split();
+                let (mut sr, mut sw) = server.into_split();
+                let seen = Arc::new(AtomicBool::new(false));
+                let sent = seen.clone();
+                let up = async move {
+                    let mut buf = vec![0u8; 65_536];
+                    loop {
+                        let n = cr.read(&mut buf).await?;
+                        if n == 0 {
+                            return Ok::<_, std::io::Error>(());
+                        }
+                        if buf[..n].windows(marker.len()).any(|w| w == marker) {
+                            sent.store(true, Ordering::SeqCst);
+                        }
+                        sw.write_all(&buf[..n]).await?;
+                    }
+                };
+                let down = async move {
+                    let mut buf = vec![0u8; 65_536];
+                    loop {
+                        let n = sr.read(&mut buf).await?;
+                        if n == 0 {
+                            return Ok::<_, std::io::Error>(());
+                        }
+                        if seen.load(Ordering::SeqCst) {
+                            match fault {
+                                Fault::Delay(d) => tokio::time::sleep(d).await,
+                                Fault::Cut => {
+                                    tokio::time::sleep(Duration::from_millis(700)).await;
+                                    refuse.notify_one();
+                                    return Ok(());
+                                }
+                            }
+                        }
+                        cw.write_all(&buf[..n]).await?;
+                    }
+                };
+                // Either direction ending ends both: dropping the halves closes both sockets.
+                tokio::select! {
+                    _ = up => {}
+                    _ = down => {}
+                }
+            });
+        }
+    });
+    (port, task)
+}
+
+/// The router's connection option of partition `p`, and sets it (superuser, on the router).
+async fn partition_option(router: &Client, p: usize) -> String {
+    let row = router
+        .query_one(
+            "SELECT substr(o, strpos(o, '=') + 1) FROM pg_foreign_server s, unnest(s.srvoptions) o \
+             WHERE s.srvname = 'patchdiff' AND o LIKE $1",
+            &[&format!("p{p}=%")],
+        )
+        .await
+        .unwrap();
+    row.get(0)
+}
+
+async fn set_partition_option(router: &Client, p: usize, value: &str) {
+    router
+        .batch_execute(&format!(
+            "ALTER SERVER patchdiff OPTIONS (SET p{p} '{}')",
+            value.replace('\'', "''")
+        ))
+        .await
+        .unwrap();
+}
+
+/// The same connection option with another port.
+fn with_port(option: &str, port: u16) -> String {
+    option
+        .split_whitespace()
+        .map(|w| {
+            if w.starts_with("port=") {
+                format!("port={port}")
+            } else {
+                w.to_owned()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn port_of(option: &str) -> u16 {
+    option
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("port="))
+        .expect("a port in the partition's option")
+        .parse()
+        .unwrap()
+}
+
+/// docs/scale-out.md, "When a call's outcome is unknown": PL/Proxy runs a call in a transaction
+/// of its own on the shard, so a write cancelled on the router (its `statement_timeout`), or whose
+/// connection broke during the call and whose partition could not be reached again, may have
+/// committed there. Both are SQLSTATE 40003 (`outcome_unknown` from patchdiff-mcp), never
+/// "cancelled ... nothing was written" or `unavailable`, and the shard holds the acceptance, which
+/// a resend with the same key recovers. (helper-59: both used to say that nothing was written.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_the_shard_may_have_committed_is_never_answered_nothing_written() {
+    let _turn = SHARDS.write().await;
+    let router = connect(&router_dsn()).await;
+    let layout = layout(&router).await;
+    let id = create(&router, "unknown.md", "alpha beta gamma delta\n").await;
+    let p = partition_of(&id, layout.partitions.len());
+    let original = partition_option(&router, p).await;
+    let shard = connect(&layout.partitions[p]).await;
+    let body = {
+        let (id, original) = (id.clone(), original.clone());
+        tokio::spawn(async move {
+            let router = connect(&router_dsn()).await;
+            let submit = |key: &str, version: i64, from: &str, to: &str| {
+                json!({"target_file_id": id, "intent": "x", "expected_target_version": version,
+                       "client_request_id": key, "edits": [{"match": from, "replace": to}]})
+                .to_string()
+            };
+            // 1. Cancelled on the router while the shard has already committed: the answer is
+            // held 3 s, the router's statement_timeout is 1 s.
+            let (port, task) = proxy(
+                port_of(&original),
+                b"patchdiff_submit_edits",
+                Fault::Delay(Duration::from_secs(3)),
+            )
+            .await;
+            set_partition_option(&router, p, &with_port(&original, port)).await;
+            let session = connect(&router_dsn()).await;
+            session
+                .batch_execute("SET statement_timeout = '1s'")
+                .await
+                .unwrap();
+            let e = session
+                .query_one(
+                    "SELECT patchdiff_submit_edits($1::text::json)::text",
+                    &[&submit("cancelled-here", 0, "alpha", "ALPHA")],
+                )
+                .await
+                .unwrap_err();
+            let db = e.as_db_error().expect("a server error");
+            assert_eq!(db.code().code(), "40003", "{db:?}");
+            assert!(
+                db.message().starts_with(&format!(
+                    "patchdiff: the call on partition {p} may have run and committed there"
+                )),
+                "{}",
+                db.message()
+            );
+            task.abort();
+            drop(session);
+
+            // 2. The connection breaks after the shard committed, and the partition refuses
+            // the second try: over SQL, and through patchdiff-mcp.
+            let mut m = tokio::task::block_in_place(|| mcp(&router_dsn()));
+            for (key, version, from, to) in [
+                ("cut-sql", 1, "beta", "BETA"),
+                ("cut-mcp", 2, "gamma", "GAMMA"),
+            ] {
+                let (port, task) =
+                    proxy(port_of(&original), b"patchdiff_submit_edits", Fault::Cut).await;
+                set_partition_option(&router, p, &with_port(&original, port)).await;
+                if key == "cut-sql" {
+                    let session = connect(&router_dsn()).await;
+                    let e = session
+                        .query_one(
+                            "SELECT patchdiff_submit_edits($1::text::json)::text",
+                            &[&submit(key, version, from, to)],
+                        )
+                        .await
+                        .unwrap_err();
+                    let db = e.as_db_error().expect("a server error");
+                    assert_eq!(db.code().code(), "40003", "{db:?}");
+                    assert!(
+                        db.message()
+                            .contains("its connection broke during the call"),
+                        "{}",
+                        db.message()
+                    );
+                } else {
+                    let args: Value =
+                        serde_json::from_str(&submit(key, version, from, to)).unwrap();
+                    // The pipes block: off the runtime's workers, which run the proxy.
+                    let r = tokio::task::block_in_place(|| {
+                        tool(&mut m, "patchdiff_submit_edits", args)
+                    });
+                    assert_eq!(r["status"], "outcome_unknown", "{r}");
+                    assert_ne!(r["nothing_written"], true, "{r}");
+                }
+                task.abort();
+            }
+
+            // 3. A shard whose answer never comes: the router's statement_timeout cannot end the
+            // call (PL/Proxy waits for the shard to answer its cancel); the server's
+            // query_timeout does (scripts/shards.sh sets one; 3 s here). Its outcome is unknown.
+            let (port, task) = proxy(
+                port_of(&original),
+                b"patchdiff_submit_edits",
+                Fault::Delay(Duration::from_secs(600)),
+            )
+            .await;
+            set_partition_option(&router, p, &with_port(&original, port)).await;
+            router
+                .batch_execute("ALTER SERVER patchdiff OPTIONS (SET query_timeout '3')")
+                .await
+                .unwrap();
+            let session = connect(&router_dsn()).await;
+            session
+                .batch_execute("SET statement_timeout = '1s'")
+                .await
+                .unwrap();
+            let started = std::time::Instant::now();
+            let e = session
+                .query_one(
+                    "SELECT patchdiff_submit_edits($1::text::json)::text",
+                    &[&submit("never-answered", 3, "delta", "DELTA")],
+                )
+                .await
+                .unwrap_err();
+            let waited = started.elapsed();
+            router
+                .batch_execute(&format!(
+                    "ALTER SERVER patchdiff OPTIONS (SET query_timeout '{QUERY_TIMEOUT}')"
+                ))
+                .await
+                .unwrap();
+            task.abort();
+            let db = e.as_db_error().expect("a server error");
+            assert!(
+                waited < Duration::from_secs(15),
+                "the call ended after {waited:?}: {db:?}"
+            );
+            assert_eq!(db.code().code(), "40003", "{db:?}");
+            assert!(
+                db.message().contains("did not answer within the router's query_timeout"),
+                "{}",
+                db.message()
+            );
+            eprintln!(
+                "a shard that never answers: {} after {waited:?} ({})",
+                db.code().code(),
+                db.message()
+            );
+            set_partition_option(&router, p, &original).await;
+
+            // Each committed on the shard, and a resend with its key recovers it.
+            for (key, version, from, to) in [
+                ("cancelled-here", 0, "alpha", "ALPHA"),
+                ("cut-sql", 1, "beta", "BETA"),
+                ("cut-mcp", 2, "gamma", "GAMMA"),
+            ] {
+                let again = raw_call(
+                    &router,
+                    "patchdiff_submit_edits",
+                    &submit(key, version, from, to),
+                )
+                .await;
+                assert_eq!(
+                    (&again["status"], &again["deduplicated"]),
+                    (&json!("accepted"), &json!(true)),
+                    "{key}: {again}"
+                );
+            }
+            let again = raw_call(
+                &router,
+                "patchdiff_submit_edits",
+                &submit("never-answered", 3, "delta", "DELTA"),
+            )
+            .await;
+            assert_eq!(
+                (&again["status"], &again["deduplicated"]),
+                (&json!("accepted"), &json!(true)),
+                "never-answered: {again}"
+            );
+            let read = call(
+                &router,
+                "patchdiff_read_target",
+                &json!({"target_file_id": id}),
+            )
+            .await;
+            assert_eq!(read["text"], "ALPHA BETA GAMMA DELTA\n", "{read}");
+        })
+        .await
+    };
+    // Whatever happened, the partition's option is the real one again.
+    set_partition_option(&router, p, &original).await;
+    let accepted: i64 = shard
+        .query_one(
+            "SELECT count(*) FROM patchdiff.pdcp_logs WHERE target_file_id = $1::text::uuid AND status = 'accepted'",
+            &[&id],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    if let Err(e) = body {
+        std::panic::resume_unwind(e.into_panic());
+    }
+    assert_eq!(
+        accepted, 4,
+        "the shard holds the four acceptances, once each"
+    );
+}
