@@ -4,6 +4,7 @@
 //! separators=(",", ":")`); stored records and fingerprints use sorted keys so that wire
 //! whitespace, key order and escape spelling never change an identity.
 
+use crate::contract::interrupt;
 use crate::contract::utf8::decode_wide;
 use serde_json::{Map, Value};
 use std::fmt::Write;
@@ -184,6 +185,10 @@ pub fn write_str(s: &str, ascii: bool, out: &mut String) {
     buf.push(b'"');
     // `bytes[run..i]` are plain bytes not yet copied; they go in one piece before an escape.
     let (mut run, mut i) = (0, 0);
+    // Escapes are counted for interrupt checks: a 64 MiB text of control characters is 64
+    // million of them (2.5 s for `patchdiff_get_target`, which a cancel could not stop:
+    // helper-58). Plain runs go eight bytes a step, a 64 MiB one in milliseconds, uncounted.
+    let mut ticks = interrupt::Every::new(interrupt::SEARCH_INTERVAL);
     while i < bytes.len() {
         let b = match bytes.get(i..i + 8) {
             Some(w) => {
@@ -205,6 +210,7 @@ pub fn write_str(s: &str, ascii: bool, out: &mut String) {
             }
         };
         buf.extend_from_slice(&bytes[run..i]);
+        ticks.tick();
         if b < 0x80 {
             match b {
                 b'"' => buf.extend_from_slice(b"\\\""),
@@ -495,6 +501,34 @@ pub fn type_name(v: &Value) -> &'static str {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// DESIGN.md, "Every loop whose length depends on input checks for interrupts": writing a
+    /// string of escapes (a text of control characters or line feeds) checks, in both modes, so
+    /// a cancel stops `patchdiff_get_target` of such a text (helper-58); a plain string writes
+    /// without checks.
+    #[test]
+    fn a_long_run_of_escapes_checks_for_interrupts() {
+        for text in ["\u{1}", "\n", "é"] {
+            let long = text.repeat(1 << 20);
+            for ascii in [false, true] {
+                if text == "é" && !ascii {
+                    continue; // not escaped in literal mode
+                }
+                assert!(
+                    crate::contract::interrupt::testing::interrupted_after(3, || {
+                        let mut out = String::new();
+                        write_str(&long, ascii, &mut out);
+                    }),
+                    "{text:?}, ascii {ascii}"
+                );
+            }
+        }
+        let plain = "a".repeat(1 << 20);
+        crate::contract::interrupt::testing::arm(None);
+        let mut out = String::new();
+        write_str(&plain, true, &mut out);
+        assert_eq!(crate::contract::interrupt::testing::calls(), 0);
+    }
 
     #[test]
     fn ascii_escapes_like_python_ensure_ascii() {
