@@ -1575,7 +1575,8 @@ async fn a_write_the_shard_may_have_committed_is_never_answered_nothing_written(
             );
             assert_eq!(db.code().code(), "40003", "{db:?}");
             assert!(
-                db.message().contains("did not answer within the router's query_timeout"),
+                db.message()
+                    .contains("did not answer within the router's query_timeout"),
                 "{}",
                 db.message()
             );
