@@ -1756,20 +1756,7 @@ async fn a_readers_mismatched_observation_never_holds_up_the_owner(
     b: &Client,
     s: &Setup,
 ) {
-    let made = call(
-        a,
-        "patchdiff_initialize_target",
-        &json!({"filename": "observed.py", "content": "def top():\n    return 1\n"}),
-    )
-    .await
-    .unwrap();
-    let t = id_of(&made, "target_file_id");
-    granted(
-        &grant(a, "patchdiff_grant", &t, &s.b, Some("read")).await,
-        &t,
-        &s.b,
-        Some("read"),
-    );
+    let t = read_by_b(a, s, "observed.py", "def top():\n    return 1\n").await;
     let observed = call(
         a,
         "patchdiff_observe_scope",
@@ -1842,17 +1829,12 @@ async fn a_readers_mismatched_observation_never_holds_up_the_owner(
 }
 
 /// The `json` value of a SQL expression.
-/// docs/history.md, "Replay ... takes no lock": tenant B may read a target of A's. B's
-/// transaction has written (`txid_current()`), so its statements read fresh snapshots, and B
-/// replays A's target and keeps the transaction open. A's edit of the target goes through at
-/// once, and B's next replay in the same transaction reconstructs the new version. (Replay used to
-/// take a share lock on the target row there, held until B's transaction ended: A's edit waited
-/// until its `statement_timeout`.)
-async fn a_readers_replay_never_holds_up_the_owner(su: &Client, a: &Client, b: &Client, s: &Setup) {
+/// A new target of A's (`a`) that B may read.
+async fn read_by_b(a: &Client, s: &Setup, filename: &str, content: &str) -> String {
     let made = call(
         a,
         "patchdiff_initialize_target",
-        &json!({"filename": "replayed.txt", "content": "one two three\n"}),
+        &json!({"filename": filename, "content": content}),
     )
     .await
     .unwrap();
@@ -1863,6 +1845,17 @@ async fn a_readers_replay_never_holds_up_the_owner(su: &Client, a: &Client, b: &
         &s.b,
         Some("read"),
     );
+    t
+}
+
+/// docs/history.md, "Replay ... takes no lock": tenant B may read a target of A's. B's
+/// transaction has written (`txid_current()`), so its statements read fresh snapshots, and B
+/// replays A's target and keeps the transaction open. A's edit of the target goes through at
+/// once, and B's next replay in the same transaction reconstructs the new version. (Replay used to
+/// take a share lock on the target row there, held until B's transaction ended: A's edit waited
+/// until its `statement_timeout`.)
+async fn a_readers_replay_never_holds_up_the_owner(su: &Client, a: &Client, b: &Client, s: &Setup) {
+    let t = read_by_b(a, s, "replayed.txt", "one two three\n").await;
     let accepted = |v: &Value, what: &str| assert_eq!(v["status"], "accepted", "{what}: {v}");
     accepted(
         &edit(a, su, &t, "one", "ONE").await,
