@@ -253,6 +253,36 @@ impl Db {
         Ok((configs, setup))
     }
 
+    /// Through a router, a probe that reads the partitions' connection strings again on a
+    /// session of its own (as this front end's user, as its listening sessions connect), for
+    /// the change feed to follow a partition that moved ([`crate::feed::LayoutProbe`]).
+    pub fn layout_probe(&self) -> Option<crate::feed::LayoutProbe> {
+        if !self.router {
+            return None;
+        }
+        let own = self.conninfo.clone();
+        Some(std::sync::Arc::new(move || {
+            let own = own.clone();
+            Box::pin(async move {
+                let (client, connection) = connect_with(own_config(&own)?).await?;
+                let driven = tokio::spawn(connection);
+                let rows = client
+                    .query(
+                        "SELECT conninfo FROM patchdiff_router.partition_conninfos() AS conninfo",
+                        &[],
+                    )
+                    .await
+                    .map_err(|e| format!("cannot read the router's partitions: {}", describe(&e)));
+                drop(client);
+                let _ = driven.await;
+                rows?
+                    .iter()
+                    .map(|r| partition_config(&own, r.get(0)))
+                    .collect()
+            })
+        }))
+    }
+
     /// Fixes the session settings of this connection and of every later reconnection, and
     /// applies them now. Values are the front end's own constants, quoted as literals anyway.
     pub async fn set_session<V: AsRef<str>>(

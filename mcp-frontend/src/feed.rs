@@ -54,6 +54,30 @@ const REGISTERED_WITHIN: Duration = Duration::from_secs(2);
 
 /// How long the listener waits before it reconnects a lost session.
 const RECONNECT: Duration = Duration::from_secs(1);
+/// How often listening sessions through a router read the partitions' connection strings again
+/// ([`LayoutProbe`]). A partition moved to another database (docs/scale-out.md, "Splitting a
+/// shard") is then listened to at its new address within this time: before, the sessions kept
+/// the strings they were opened with, and a moved partition's commits went unheard for as long
+/// as any subscription stayed open (helper-59).
+const LAYOUT_EVERY: Duration = Duration::from_secs(10);
+
+/// Reads the partitions' connection strings again, through the router (see [`LAYOUT_EVERY`]).
+pub type LayoutProbe = Arc<
+    dyn Fn() -> std::pin::Pin<
+            Box<dyn Future<Output = Result<Vec<tokio_postgres::Config>, String>> + Send>,
+        > + Send
+        + Sync,
+>;
+
+/// Where a session connects, to compare two layouts.
+fn address(c: &tokio_postgres::Config) -> String {
+    format!(
+        "{:?} {:?} {:?}",
+        c.get_hosts(),
+        c.get_ports(),
+        c.get_dbname()
+    )
+}
 
 /// How often a listening session reads the count of changes committed without their
 /// announcement ([`SILENCES`]).
@@ -179,14 +203,22 @@ impl Listener {
     /// change committed after this returns is missed on a database that was reachable. It fails
     /// only if none was: a partition that is down is retried every second, and once it listens
     /// every subscriber hears that its targets may have changed (as after a lost session).
+    ///
+    /// With a `layout` probe (through a router), the partitions' connection strings are read
+    /// again every [`LAYOUT_EVERY`]; when they differ from the ones the sessions were opened
+    /// with, the sessions end and the listener with them (`recv` answers `None`), so that its
+    /// owner listens afresh at the new addresses and resyncs.
     pub async fn start(
         databases: Vec<tokio_postgres::Config>,
         setup: String,
+        layout: Option<LayoutProbe>,
     ) -> Result<Listener, String> {
         let watched = Arc::new(Mutex::new(BTreeSet::new()));
         let (tx, signals) = mpsc::channel(QUEUE);
         let mut waits = Vec::with_capacity(databases.len());
-        let mut tasks = Vec::with_capacity(databases.len());
+        let mut tasks = Vec::with_capacity(databases.len() + 1);
+        let mut opened: Vec<String> = databases.iter().map(address).collect();
+        opened.sort();
         for config in databases {
             let (ready, listening) = oneshot::channel();
             waits.push(listening);
@@ -197,6 +229,31 @@ impl Listener {
                 tx.clone(),
                 ready,
             )));
+        }
+        if let Some(probe) = layout {
+            let sessions: Vec<tokio::task::AbortHandle> =
+                tasks.iter().map(|t| t.abort_handle()).collect();
+            tasks.push(tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(LAYOUT_EVERY).await;
+                    match probe().await {
+                        Ok(now) => {
+                            let mut now: Vec<String> = now.iter().map(address).collect();
+                            now.sort();
+                            if now != opened {
+                                tracing::warn!(
+                                    "change feed: the router's partitions moved; listening afresh"
+                                );
+                                // The sessions' senders go with them: the listener ends.
+                                sessions.iter().for_each(tokio::task::AbortHandle::abort);
+                                return;
+                            }
+                        }
+                        // The router is away: the sessions go on; asked again next time.
+                        Err(why) => tracing::debug!("change feed: {why}"),
+                    }
+                }
+            }));
         }
         let listener = Listener {
             watched,
@@ -297,8 +354,15 @@ impl Hub {
     pub async fn start(
         databases: Vec<tokio_postgres::Config>,
         setup: String,
+        layout: Option<LayoutProbe>,
     ) -> Result<Arc<Hub>, String> {
-        Ok(Hub::over(Listener::start(databases, setup).await?))
+        Ok(Hub::over(Listener::start(databases, setup, layout).await?))
+    }
+
+    /// Whether its sessions still listen: a hub whose sessions ended (the partitions moved) is
+    /// not given new subscribers; the next stream starts another.
+    pub fn is_running(&self) -> bool {
+        !self.task.is_finished()
     }
 
     /// A hub over `base`, whose signals it passes on.

@@ -1309,6 +1309,8 @@ const QUERY_TIMEOUT: &str = "120";
 /// through it ([`proxy`]).
 #[derive(Clone, Copy)]
 enum Fault {
+    /// Nothing: the proxy is only another address of the shard.
+    Pass,
     /// The shard's answers are held this long each.
     Delay(Duration),
     /// The shard's answer is dropped, the connection closed 0.7 s later, and the proxy takes no
@@ -1320,25 +1322,32 @@ enum Fault {
 /// connections to one partition (its `p<k>` option pointed at the proxy). Traffic passes as it
 /// is until the client has sent `marker` (a call's text); then `fault` happens to what the
 /// shard sends back on that connection. The shard runs the call as it would without the proxy.
-async fn proxy(
-    shard_port: u16,
-    marker: &'static [u8],
-    fault: Fault,
-) -> (u16, tokio::task::JoinHandle<()>) {
+/// The proxy's port, and what stops it: dropped (or sent `true`), it takes no connection and
+/// closes every one it carries.
+struct Proxy {
+    port: u16,
+    _stop: tokio::sync::watch::Sender<bool>,
+}
+
+async fn proxy(shard_port: u16, marker: &'static [u8], fault: Fault) -> Proxy {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, Ordering};
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio::net::{TcpListener, TcpStream};
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
-    let task = tokio::spawn(async move {
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
         let refuse = Arc::new(tokio::sync::Notify::new());
+        let mut told = stopped.clone();
         loop {
             let (client, _) = tokio::select! {
                 _ = refuse.notified() => return,
+                _ = told.changed() => return,
                 r = listener.accept() => r.unwrap(),
             };
             let refuse = refuse.clone();
+            let mut told = stopped.clone();
             tokio::spawn(async move {
                 let server = TcpStream::connect(("127.0.0.1", shard_port)).await.unwrap();
                 let (mut cr, mut cw) = client.into_split();
@@ -1352,7 +1361,8 @@ async fn proxy(
                         if n == 0 {
                             return Ok::<_, std::io::Error>(());
                         }
-                        if buf[..n].windows(marker.len()).any(|w| w == marker) {
+                        if !marker.is_empty() && buf[..n].windows(marker.len()).any(|w| w == marker)
+                        {
                             sent.store(true, Ordering::SeqCst);
                         }
                         sw.write_all(&buf[..n]).await?;
@@ -1367,6 +1377,7 @@ async fn proxy(
                         }
                         if seen.load(Ordering::SeqCst) {
                             match fault {
+                                Fault::Pass => {}
                                 Fault::Delay(d) => tokio::time::sleep(d).await,
                                 Fault::Cut => {
                                     tokio::time::sleep(Duration::from_millis(700)).await;
@@ -1382,11 +1393,12 @@ async fn proxy(
                 tokio::select! {
                     _ = up => {}
                     _ = down => {}
+                    _ = told.changed() => {}
                 }
             });
         }
     });
-    (port, task)
+    Proxy { port, _stop: stop }
 }
 
 /// The router's connection option of partition `p`, and sets it (superuser, on the router).
@@ -1462,13 +1474,13 @@ async fn a_write_the_shard_may_have_committed_is_never_answered_nothing_written(
             };
             // 1. Cancelled on the router while the shard has already committed: the answer is
             // held 3 s, the router's statement_timeout is 1 s.
-            let (port, task) = proxy(
+            let held = proxy(
                 port_of(&original),
                 b"patchdiff_submit_edits",
                 Fault::Delay(Duration::from_secs(3)),
             )
             .await;
-            set_partition_option(&router, p, &with_port(&original, port)).await;
+            set_partition_option(&router, p, &with_port(&original, held.port)).await;
             let session = connect(&router_dsn()).await;
             session
                 .batch_execute("SET statement_timeout = '1s'")
@@ -1490,7 +1502,7 @@ async fn a_write_the_shard_may_have_committed_is_never_answered_nothing_written(
                 "{}",
                 db.message()
             );
-            task.abort();
+            drop(held);
             drop(session);
 
             // 2. The connection breaks after the shard committed, and the partition refuses
@@ -1500,9 +1512,8 @@ async fn a_write_the_shard_may_have_committed_is_never_answered_nothing_written(
                 ("cut-sql", 1, "beta", "BETA"),
                 ("cut-mcp", 2, "gamma", "GAMMA"),
             ] {
-                let (port, task) =
-                    proxy(port_of(&original), b"patchdiff_submit_edits", Fault::Cut).await;
-                set_partition_option(&router, p, &with_port(&original, port)).await;
+                let cut = proxy(port_of(&original), b"patchdiff_submit_edits", Fault::Cut).await;
+                set_partition_option(&router, p, &with_port(&original, cut.port)).await;
                 if key == "cut-sql" {
                     let session = connect(&router_dsn()).await;
                     let e = session
@@ -1530,19 +1541,19 @@ async fn a_write_the_shard_may_have_committed_is_never_answered_nothing_written(
                     assert_eq!(r["status"], "outcome_unknown", "{r}");
                     assert_ne!(r["nothing_written"], true, "{r}");
                 }
-                task.abort();
+                drop(cut);
             }
 
             // 3. A shard whose answer never comes: the router's statement_timeout cannot end the
             // call (PL/Proxy waits for the shard to answer its cancel); the server's
             // query_timeout does (scripts/shards.sh sets one; 3 s here). Its outcome is unknown.
-            let (port, task) = proxy(
+            let silent = proxy(
                 port_of(&original),
                 b"patchdiff_submit_edits",
                 Fault::Delay(Duration::from_secs(600)),
             )
             .await;
-            set_partition_option(&router, p, &with_port(&original, port)).await;
+            set_partition_option(&router, p, &with_port(&original, silent.port)).await;
             router
                 .batch_execute("ALTER SERVER patchdiff OPTIONS (SET query_timeout '3')")
                 .await
@@ -1567,7 +1578,7 @@ async fn a_write_the_shard_may_have_committed_is_never_answered_nothing_written(
                 ))
                 .await
                 .unwrap();
-            task.abort();
+            drop(silent);
             let db = e.as_db_error().expect("a server error");
             assert!(
                 waited < Duration::from_secs(15),
@@ -1643,4 +1654,83 @@ async fn a_write_the_shard_may_have_committed_is_never_answered_nothing_written(
         accepted, 4,
         "the shard holds the four acceptances, once each"
     );
+}
+
+/// docs/scale-out.md, "Splitting a shard": a partition that moves to another address is
+/// listened to there. patchdiff-mcp subscribes to a target while its partition's address is a
+/// proxy of the shard; then the partition is pointed back at the shard and the proxy closed (the
+/// old address refuses). Within the feed's layout check (10 s) the subscriber hears a resync of
+/// the target, and the next edit. (helper-59: the listening sessions kept the old address, and
+/// the partition's commits went unheard for as long as the subscription stayed open.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_moved_partition_is_listened_to_at_its_new_address() {
+    let _turn = SHARDS.write().await;
+    let router = connect(&router_dsn()).await;
+    let layout = layout(&router).await;
+    let id = create(&router, "moved.md", "v0\n").await;
+    let p = partition_of(&id, layout.partitions.len());
+    let original = partition_option(&router, p).await;
+    let old_address = proxy(port_of(&original), b"", Fault::Pass).await;
+    set_partition_option(&router, p, &with_port(&original, old_address.port)).await;
+    let body = {
+        let (id, original) = (id.clone(), original.clone());
+        tokio::spawn(async move {
+            let router = connect(&router_dsn()).await;
+            let uri = format!("patchdiff://targets/{id}");
+            let mut m = tokio::task::block_in_place(|| {
+                let mut cmd = Command::new(mcp_bin());
+                cmd.env("PATCHDIFF_DATABASE_URL", router_dsn())
+                    .env("PATCHDIFF_MCP_PROFILE", "extended")
+                    .stderr(Stdio::null());
+                let mut m = Pipes::spawn(cmd);
+                m.send(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{\"protocolVersion\":\"2025-11-25\",\"capabilities\":{},\"clientInfo\":{\"name\":\"shards\",\"version\":\"1\"}}}\n");
+                m.line(Duration::from_secs(20)).expect("initialize");
+                m.send(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n");
+                let line = json!({"jsonrpc": "2.0", "id": 2, "method": "resources/subscribe",
+                                  "params": {"uri": uri}});
+                m.send(format!("{line}\n").as_bytes());
+                let v: Value =
+                    serde_json::from_slice(&m.line(Duration::from_secs(20)).unwrap()).unwrap();
+                assert_eq!(v["result"], json!({}), "{v}");
+                m
+            });
+            // Every line until the update of the target, within `within`.
+            let heard = |m: &mut Pipes, within: Duration, what: &str| {
+                tokio::task::block_in_place(|| {
+                    let deadline = std::time::Instant::now() + within;
+                    loop {
+                        let left = deadline.saturating_duration_since(std::time::Instant::now());
+                        let line = m
+                            .line(left)
+                            .unwrap_or_else(|e| panic!("{what}: no update ({e})"));
+                        let v: Value = serde_json::from_slice(&line).unwrap();
+                        if v["params"]["uri"] == uri {
+                            return;
+                        }
+                    }
+                })
+            };
+            let edit = |v: i64| {
+                json!({"target_file_id": id, "intent": "moved", "expected_target_version": v,
+                       "client_request_id": format!("moved-{v}"),
+                       "edits": [{"match": format!("v{v}"), "replace": format!("v{}", v + 1)}]})
+            };
+            let r = call(&router, "patchdiff_submit_edits", &edit(0)).await;
+            assert_eq!(r["status"], "accepted", "{r}");
+            heard(&mut m, Duration::from_secs(15), "at the old address");
+
+            // The move: the router points at the shard itself, and the old address is gone.
+            set_partition_option(&router, p, &original).await;
+            drop(old_address);
+            heard(&mut m, Duration::from_secs(25), "the resync after the move");
+            let r = call(&router, "patchdiff_submit_edits", &edit(1)).await;
+            assert_eq!(r["status"], "accepted", "{r}");
+            heard(&mut m, Duration::from_secs(15), "an edit after the move");
+        })
+        .await
+    };
+    set_partition_option(&router, p, &original).await;
+    if let Err(e) = body {
+        std::panic::resume_unwind(e.into_panic());
+    }
 }

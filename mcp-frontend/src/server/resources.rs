@@ -305,12 +305,14 @@ impl Server {
                 // is checked as its own role before it is sent).
                 Some(slot) => {
                     let mut held = slot.lock().await;
-                    let hub = match held.upgrade() {
+                    let hub = match held.upgrade().filter(|h| h.is_running()) {
                         Some(hub) => hub,
                         None => {
                             let (databases, setup) =
                                 self.db.listen_sessions(false).await.map_err(failed)?;
-                            let hub = Hub::start(databases, setup).await.map_err(failed)?;
+                            let hub = Hub::start(databases, setup, self.db.layout_probe())
+                                .await
+                                .map_err(failed)?;
                             *held = Arc::downgrade(&hub);
                             hub
                         }
@@ -319,7 +321,9 @@ impl Server {
                 }
                 None => {
                     let (databases, setup) = self.db.listen_sessions(true).await.map_err(failed)?;
-                    Listener::start(databases, setup).await.map_err(failed)?
+                    Listener::start(databases, setup, self.db.layout_probe())
+                        .await
+                        .map_err(failed)?
                 }
             };
             self.subs.listener = Some(listener);
@@ -512,11 +516,17 @@ impl Server {
             signal = self.subs.listener().and_then(Listener::try_recv);
         }
         if listener_gone {
-            // The listener task ended for good (it retries lost sessions itself): start afresh
-            // on the next subscription change.
-            tracing::warn!("change feed: the listener stopped");
+            // The listener ended (it retries lost sessions itself, so this is a router's
+            // partitions that moved): listen afresh at once, and tell every subscriber that its
+            // targets may have changed, since what happened meanwhile may not have been heard.
             self.subs.listener = None;
-            return Ok(());
+            match self.watch().await {
+                Ok(()) => changed = self.subs.watched(),
+                Err((_, why, _)) => {
+                    tracing::warn!("change feed: the listener stopped ({why})");
+                    return Ok(());
+                }
+            }
         }
         for target in changed {
             let legacy = self.subs.legacy.contains(&target);
