@@ -53,6 +53,18 @@ pub async fn is_router(client: &impl GenericClient) -> bool {
         .get(0)
 }
 
+/// Whether `e` is the error of a call PostgreSQL cancelled (a `statement_timeout`, a cancel
+/// request): SQLSTATE 57014, or through a router, for a write, 40003: the router cannot tell
+/// whether the shard committed first (docs/scale-out.md, "When a call's outcome is unknown").
+pub async fn is_cancelled(client: &impl GenericClient, e: &tokio_postgres::Error) -> bool {
+    use tokio_postgres::error::SqlState;
+    match e.code() {
+        Some(c) if *c == SqlState::QUERY_CANCELED => true,
+        Some(c) if *c == SqlState::T_R_STATEMENT_COMPLETION_UNKNOWN => is_router(client).await,
+        _ => false,
+    }
+}
+
 /// The connection strings of the databases that hold targets' rows behind `dsn`: `dsn` itself,
 /// or through a router every partition's (as the same user).
 pub async fn table_dsns(dsn: &str) -> Vec<String> {

@@ -221,11 +221,7 @@ async fn timed_out(c: &Client, sql: &str, args: &Value) -> Duration {
     let took = t.elapsed();
     eprintln!("{sql}: cancelled after {took:?}");
     c.batch_execute("RESET statement_timeout").await.unwrap();
-    assert_eq!(
-        e.code(),
-        Some(&tokio_postgres::error::SqlState::QUERY_CANCELED),
-        "{e}"
-    );
+    assert!(patchdiff_tests::is_cancelled(c, &e).await, "{e}");
     took
 }
 
@@ -347,11 +343,7 @@ async fn pg_cancel_backend_ends_a_long_submission() {
     // later on a loaded machine, is not part of it.
     let ended = Instant::now();
     let sent = canceller.await.unwrap();
-    assert_eq!(
-        e.code(),
-        Some(&tokio_postgres::error::SqlState::QUERY_CANCELED),
-        "{e}"
-    );
+    assert!(patchdiff_tests::is_cancelled(&c, &e).await, "{e}");
     let took = ended.saturating_duration_since(sent);
     assert!(took < Duration::from_millis(100), "cancel took {took:?}");
     assert_eq!(rows(&id).await, (0, 0, 0));
