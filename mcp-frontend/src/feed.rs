@@ -236,7 +236,14 @@ impl Listener {
             tasks.push(tokio::spawn(async move {
                 loop {
                     tokio::time::sleep(LAYOUT_EVERY).await;
-                    match probe().await {
+                    // A router that does not answer is asked again next time, not waited for.
+                    let Ok(read) = tokio::time::timeout(LAYOUT_EVERY, probe()).await else {
+                        tracing::debug!(
+                            "change feed: the router did not answer for its partitions"
+                        );
+                        continue;
+                    };
+                    match read {
                         Ok(now) => {
                             let mut now: Vec<String> = now.iter().map(address).collect();
                             now.sort();
