@@ -62,7 +62,7 @@ up() {
 CREATE EXTENSION IF NOT EXISTS plproxy;
 DROP SERVER IF EXISTS patchdiff CASCADE;
 CREATE SERVER patchdiff FOREIGN DATA WRAPPER plproxy
-  OPTIONS (connection_lifetime '1800', query_timeout '120', $options);
+  OPTIONS (connection_lifetime '1800', query_timeout '10', $options);
 CREATE USER MAPPING FOR PUBLIC SERVER patchdiff;
 GRANT USAGE ON FOREIGN SERVER patchdiff TO PUBLIC;
 \i $ROOT/sql/router/patchdiff_router.sql

@@ -61,6 +61,10 @@ const RECONNECT: Duration = Duration::from_secs(1);
 /// as any subscription stayed open (helper-59).
 const LAYOUT_EVERY: Duration = Duration::from_secs(10);
 
+/// How long [`Listener::start`] waits for its sessions to listen: a connection's own timeout
+/// (10 s for a partition) and registration ([`REGISTERED_WITHIN`]), and a little more.
+const READY_WITHIN: Duration = Duration::from_secs(15);
+
 /// Reads the partitions' connection strings again, through the router (see [`LAYOUT_EVERY`]).
 pub type LayoutProbe = Arc<
     dyn Fn() -> std::pin::Pin<
@@ -234,17 +238,18 @@ impl Listener {
             let sessions: Vec<tokio::task::AbortHandle> =
                 tasks.iter().map(|t| t.abort_handle()).collect();
             tasks.push(tokio::spawn(async move {
+                // A probe that keeps failing is reported once, not every time.
+                let mut answered = true;
                 loop {
                     tokio::time::sleep(LAYOUT_EVERY).await;
                     // A router that does not answer is asked again next time, not waited for.
-                    let Ok(read) = tokio::time::timeout(LAYOUT_EVERY, probe()).await else {
-                        tracing::debug!(
-                            "change feed: the router did not answer for its partitions"
-                        );
-                        continue;
+                    let read = match tokio::time::timeout(LAYOUT_EVERY, probe()).await {
+                        Ok(read) => read,
+                        Err(_) => Err("the router did not answer within 10 s".to_owned()),
                     };
                     match read {
                         Ok(now) => {
+                            answered = true;
                             let mut now: Vec<String> = now.iter().map(address).collect();
                             now.sort();
                             if now != opened {
@@ -257,6 +262,12 @@ impl Listener {
                             }
                         }
                         // The router is away: the sessions go on; asked again next time.
+                        Err(why) if answered => {
+                            answered = false;
+                            tracing::warn!(
+                                "change feed: cannot read the router's partitions ({why}); a partition that moves meanwhile goes unheard"
+                            );
+                        }
                         Err(why) => tracing::debug!("change feed: {why}"),
                     }
                 }
@@ -269,11 +280,24 @@ impl Listener {
         };
         let mut failed = None;
         let mut listening = 0;
+        // All the sessions are waited for together, each at most READY_WITHIN: a database that
+        // takes a connection and never answers must not hold up the others (helper-60: a
+        // partition moved to such an address stopped the whole feed, and over stdio the server's
+        // answers too).
+        let deadline = tokio::time::Instant::now() + READY_WITHIN;
         for wait in waits {
-            match wait.await {
-                Ok(Ok(())) => listening += 1,
-                Ok(Err(why)) => failed = failed.or(Some(why)),
-                Err(_) => failed = failed.or(Some("the listener ended before it listened".into())),
+            match tokio::time::timeout_at(deadline, wait).await {
+                Ok(Ok(Ok(()))) => listening += 1,
+                Ok(Ok(Err(why))) => failed = failed.or(Some(why)),
+                Ok(Err(_)) => {
+                    failed = failed.or(Some("the listener ended before it listened".into()))
+                }
+                Err(_) => {
+                    failed = failed.or(Some(format!(
+                        "a database did not let a session listen within {} s",
+                        READY_WITHIN.as_secs()
+                    )))
+                }
             }
         }
         match failed {
@@ -743,7 +767,9 @@ async fn answer(
     tx: &mpsc::Sender<Signal>,
 ) -> bool {
     match ready.take() {
-        Some(r) => r.send(Ok(())).is_ok(),
+        // Told in time. [`Listener::start`] stops waiting for a session after [`READY_WITHIN`]:
+        // one that listens later resyncs, since changes may have been missed meanwhile.
+        Some(r) => r.send(Ok(())).is_ok() || tx.send(Signal::Resync).await.is_ok(),
         None => tx.send(Signal::Resync).await.is_ok(),
     }
 }

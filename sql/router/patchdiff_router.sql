@@ -490,6 +490,13 @@ EXCEPTION
       SQLERRM);
     RAISE;
   WHEN OTHERS THEN
+  -- The server's query_timeout: the shard never answered (helper-60).
+  IF SQLERRM OPERATOR(pg_catalog.~) 'query timeout$' THEN
+    PERFORM patchdiff_router.completion_unknown(
+      patchdiff_router.partition_of_id(target_file_id::pg_catalog.text) OPERATOR(pg_catalog.&)
+        (patchdiff_router.partitions() OPERATOR(pg_catalog.-) 1),
+      'its shard did not answer within the router''s query_timeout: ' OPERATOR(pg_catalog.||) SQLERRM);
+  END IF;
   IF patchdiff_router.not_connected(SQLERRM) THEN
     PERFORM patchdiff_router.unavailable(
       patchdiff_router.partition_of_id(target_file_id::pg_catalog.text) OPERATOR(pg_catalog.&)

@@ -1303,7 +1303,7 @@ async fn objects_planted_in_the_router_database_never_run() {
 }
 
 /// The router server's `query_timeout` as scripts/shards.sh sets it (seconds).
-const QUERY_TIMEOUT: &str = "120";
+const QUERY_TIMEOUT: &str = "10";
 
 /// What a TCP proxy in front of a shard does to the shard's answers once a call's text has gone
 /// through it ([`proxy`]).
@@ -1311,6 +1311,9 @@ const QUERY_TIMEOUT: &str = "120";
 enum Fault {
     /// Nothing: the proxy is only another address of the shard.
     Pass,
+    /// Nothing the shard sends ever arrives, from the first byte (a database that takes a
+    /// connection and never answers).
+    Silent,
     /// The shard's answers are held this long each.
     Delay(Duration),
     /// The shard's answer is dropped, the connection closed 0.7 s later, and the proxy takes no
@@ -1375,9 +1378,12 @@ async fn proxy(shard_port: u16, marker: &'static [u8], fault: Fault) -> Proxy {
                         if n == 0 {
                             return Ok::<_, std::io::Error>(());
                         }
+                        if matches!(fault, Fault::Silent) {
+                            continue;
+                        }
                         if seen.load(Ordering::SeqCst) {
                             match fault {
-                                Fault::Pass => {}
+                                Fault::Pass | Fault::Silent => {}
                                 Fault::Delay(d) => tokio::time::sleep(d).await,
                                 Fault::Cut => {
                                     tokio::time::sleep(Duration::from_millis(700)).await;
@@ -1549,7 +1555,7 @@ async fn a_write_the_shard_may_have_committed_is_never_answered_nothing_written(
             // query_timeout does (scripts/shards.sh sets one; 3 s here). Its outcome is unknown.
             let silent = proxy(
                 port_of(&original),
-                b"patchdiff_submit_edits",
+                b"public.patchdiff_submit",
                 Fault::Delay(Duration::from_secs(600)),
             )
             .await;
@@ -1572,6 +1578,16 @@ async fn a_write_the_shard_may_have_committed_is_never_answered_nothing_written(
                 .await
                 .unwrap_err();
             let waited = started.elapsed();
+            // The typed function too (helper-60: it raised PL/Proxy's XX000).
+            let typed = session
+                .query_one(
+                    "SELECT patchdiff_submit($1::text::uuid, 'x', $2::text::json, 4, NULL, 'typed-never-answered')::text",
+                    &[&id, &r#"[{"match": "ALPHA", "replace": "Alpha"}]"#],
+                )
+                .await
+                .unwrap_err();
+            let typed = typed.as_db_error().expect("a server error");
+            assert_eq!(typed.code().code(), "40003", "{typed:?}");
             router
                 .batch_execute(&format!(
                     "ALTER SERVER patchdiff OPTIONS (SET query_timeout '{QUERY_TIMEOUT}')"
@@ -1633,7 +1649,7 @@ async fn a_write_the_shard_may_have_committed_is_never_answered_nothing_written(
                 &json!({"target_file_id": id}),
             )
             .await;
-            assert_eq!(read["text"], "ALPHA BETA GAMMA DELTA\n", "{read}");
+            assert_eq!(read["text"], "Alpha BETA GAMMA DELTA\n", "{read}");
         })
         .await
     };
@@ -1651,8 +1667,8 @@ async fn a_write_the_shard_may_have_committed_is_never_answered_nothing_written(
         std::panic::resume_unwind(e.into_panic());
     }
     assert_eq!(
-        accepted, 4,
-        "the shard holds the four acceptances, once each"
+        accepted, 5,
+        "the shard holds the five acceptances, once each"
     );
 }
 
@@ -1677,39 +1693,9 @@ async fn a_moved_partition_is_listened_to_at_its_new_address() {
         tokio::spawn(async move {
             let router = connect(&router_dsn()).await;
             let uri = format!("patchdiff://targets/{id}");
-            let mut m = tokio::task::block_in_place(|| {
-                let mut cmd = Command::new(mcp_bin());
-                cmd.env("PATCHDIFF_DATABASE_URL", router_dsn())
-                    .env("PATCHDIFF_MCP_PROFILE", "extended")
-                    .stderr(Stdio::null());
-                let mut m = Pipes::spawn(cmd);
-                m.send(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{\"protocolVersion\":\"2025-11-25\",\"capabilities\":{},\"clientInfo\":{\"name\":\"shards\",\"version\":\"1\"}}}\n");
-                m.line(Duration::from_secs(20)).expect("initialize");
-                m.send(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n");
-                let line = json!({"jsonrpc": "2.0", "id": 2, "method": "resources/subscribe",
-                                  "params": {"uri": uri}});
-                m.send(format!("{line}\n").as_bytes());
-                let v: Value =
-                    serde_json::from_slice(&m.line(Duration::from_secs(20)).unwrap()).unwrap();
-                assert_eq!(v["result"], json!({}), "{v}");
-                m
-            });
-            // Every line until the update of the target, within `within`.
-            let heard = |m: &mut Pipes, within: Duration, what: &str| {
-                tokio::task::block_in_place(|| {
-                    let deadline = std::time::Instant::now() + within;
-                    loop {
-                        let left = deadline.saturating_duration_since(std::time::Instant::now());
-                        let line = m
-                            .line(left)
-                            .unwrap_or_else(|e| panic!("{what}: no update ({e})"));
-                        let v: Value = serde_json::from_slice(&line).unwrap();
-                        if v["params"]["uri"] == uri {
-                            return;
-                        }
-                    }
-                })
-            };
+            let mut m = subscriber(&[&id]);
+            let heard =
+                |m: &mut Pipes, within: Duration, what: &str| updated(m, &uri, within, what);
             let edit = |v: i64| {
                 json!({"target_file_id": id, "intent": "moved", "expected_target_version": v,
                        "client_request_id": format!("moved-{v}"),
@@ -1730,6 +1716,110 @@ async fn a_moved_partition_is_listened_to_at_its_new_address() {
         .await
     };
     set_partition_option(&router, p, &original).await;
+    if let Err(e) = body {
+        std::panic::resume_unwind(e.into_panic());
+    }
+}
+
+/// A patchdiff-mcp (stdio, extended profile) on the router, subscribed to `targets`.
+fn subscriber(targets: &[&str]) -> Pipes {
+    tokio::task::block_in_place(|| {
+        let mut cmd = Command::new(mcp_bin());
+        cmd.env("PATCHDIFF_DATABASE_URL", router_dsn())
+            .env("PATCHDIFF_MCP_PROFILE", "extended")
+            .stderr(Stdio::null());
+        let mut m = Pipes::spawn(cmd);
+        m.send(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{\"protocolVersion\":\"2025-11-25\",\"capabilities\":{},\"clientInfo\":{\"name\":\"shards\",\"version\":\"1\"}}}\n");
+        m.line(Duration::from_secs(20)).expect("initialize");
+        m.send(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n");
+        for (k, id) in targets.iter().enumerate() {
+            let line = json!({"jsonrpc": "2.0", "id": 2 + k, "method": "resources/subscribe",
+                              "params": {"uri": format!("patchdiff://targets/{id}")}});
+            m.send(format!("{line}\n").as_bytes());
+            let v: Value =
+                serde_json::from_slice(&m.line(Duration::from_secs(20)).unwrap()).unwrap();
+            assert_eq!(v["result"], json!({}), "{v}");
+        }
+        m
+    })
+}
+
+/// Reads `m`'s lines until an update of `uri`, within `within`.
+fn updated(m: &mut Pipes, uri: &str, within: Duration, what: &str) {
+    tokio::task::block_in_place(|| {
+        let deadline = std::time::Instant::now() + within;
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            let line = m
+                .line(left)
+                .unwrap_or_else(|e| panic!("{what}: no update of {uri} ({e})"));
+            let v: Value = serde_json::from_slice(&line).unwrap();
+            if v["params"]["uri"] == uri {
+                return;
+            }
+        }
+    })
+}
+
+/// A partition moved to an address that takes connections and never answers costs only its own
+/// changes: patchdiff-mcp's feed notices the move, gives that partition's session 15 s, and
+/// listens on the others again (with a resync), so a target on another partition is still heard.
+/// (helper-60: the restarted feed waited for that session without end, and heard nothing at all.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partition_that_never_answers_costs_only_its_own_changes() {
+    let _turn = SHARDS.write().await;
+    let router = connect(&router_dsn()).await;
+    let layout = layout(&router).await;
+    let n = layout.partitions.len();
+    let silent_id = create(&router, "silent.md", "s0\n").await;
+    let ps = partition_of(&silent_id, n);
+    let heard_id = loop {
+        let id = create(&router, "heard.md", "v0\n").await;
+        if partition_of(&id, n) != ps {
+            break id;
+        }
+    };
+    let original = partition_option(&router, ps).await;
+    let body = {
+        let (heard_id, original) = (heard_id.clone(), original.clone());
+        tokio::spawn(async move {
+            let router = connect(&router_dsn()).await;
+            let uri = format!("patchdiff://targets/{heard_id}");
+            // Subscribed to the healthy partition's target only: a resync checks each watched
+            // target's access through the router, which would wait on the silent partition for
+            // the front end's statement_timeout.
+            let mut m = subscriber(&[&heard_id]);
+            let edit = |v: i64| {
+                json!({"target_file_id": heard_id, "intent": "heard",
+                       "expected_target_version": v, "client_request_id": format!("heard-{v}"),
+                       "edits": [{"match": format!("v{v}"), "replace": format!("v{}", v + 1)}]})
+            };
+            let r = call(&router, "patchdiff_submit_edits", &edit(0)).await;
+            assert_eq!(r["status"], "accepted", "{r}");
+            updated(&mut m, &uri, Duration::from_secs(15), "before the move");
+
+            let silent = proxy(port_of(&original), b"", Fault::Silent).await;
+            set_partition_option(&router, ps, &with_port(&original, silent.port)).await;
+            // The layout check (10 s), the silent partition's 15 s, then the resync.
+            updated(
+                &mut m,
+                &uri,
+                Duration::from_secs(45),
+                "the resync after the move",
+            );
+            let r = call(&router, "patchdiff_submit_edits", &edit(1)).await;
+            assert_eq!(r["status"], "accepted", "{r}");
+            updated(
+                &mut m,
+                &uri,
+                Duration::from_secs(15),
+                "an edit after the move",
+            );
+            drop(silent);
+        })
+        .await
+    };
+    set_partition_option(&router, ps, &original).await;
     if let Err(e) = body {
         std::panic::resume_unwind(e.into_panic());
     }

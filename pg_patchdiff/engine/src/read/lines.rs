@@ -127,7 +127,10 @@ pub fn read_lines(t: &TargetView, r: LinesRequest) -> Result<Value, ArgError> {
             && line >= r.start_line
             && r.end_line.is_none_or(|e| line <= e)
             && let Some(rs) = range_start
-            && (rs + r.offset..=rs + r.offset + r.max_chars).contains(&at)
+            // Saturating: `offset` is checked against the range only after this pass, and
+            // may be as large as usize (helper-60).
+            && (rs.saturating_add(r.offset)..=rs.saturating_add(r.offset).saturating_add(r.max_chars))
+                .contains(&at)
         {
             page_starts.push((line, at));
         }
@@ -318,7 +321,7 @@ mod tests {
             last_lf in proptest::bool::ANY,
             start_line in 1usize..15,
             end in proptest::option::of(0usize..15),
-            offset in 0usize..20,
+            offset in proptest::prop_oneof![0usize..20, proptest::strategy::Just(usize::MAX), (usize::MAX - 30)..=usize::MAX],
             max_chars in 1usize..12,
             include_line_starts in proptest::bool::ANY,
         ) {
