@@ -201,7 +201,10 @@ pub fn head_tail(text: &str, head: Option<u64>, tail: Option<u64>) -> String {
 
 /// The text after the edits, rebuilt by the engine from the acceptance's change facts (span of
 /// each edit in the buffer after the earlier ones, code points) and checked against its
-/// `after_hash`.
+/// `after_hash`. A preview carries the facts of 32 edits at most (the contract's cap); for more,
+/// each edit is applied in turn where its text occurs in the buffer after the earlier ones (the
+/// one place it occurs: the edits were accepted), and the result is checked against the hash
+/// all the same (helper-60: a dry run of 33 edits had no diff).
 pub fn apply_facts(
     before: &str,
     edits: &[(String, String)],
@@ -209,7 +212,12 @@ pub fn apply_facts(
     after_hash: &str,
 ) -> Option<String> {
     if facts.len() != edits.len() {
-        return None;
+        let mut text = before.to_owned();
+        for (old, new) in edits {
+            let at = text.find(old.as_str()).filter(|_| !old.is_empty())?;
+            text.replace_range(at..at + old.len(), new);
+        }
+        return (sha256_hex(text.as_bytes()) == after_hash).then_some(text);
     }
     let spans = facts
         .iter()
@@ -1487,6 +1495,27 @@ mod tests {
         assert_ne!(
             k,
             request_key("x.txt", &[("a".to_owned(), "c".to_owned())], 3, "h")
+        );
+    }
+
+    /// A preview's facts stop at 32 edits: the text after more is rebuilt by applying each edit
+    /// where it occurs, and only when that gives the acceptance's hash.
+    #[test]
+    fn more_edits_than_facts_rebuild_the_text_in_order() {
+        let before: String = (0..40).map(|i| format!("line {i}\n")).collect();
+        let edits: Vec<(String, String)> = (0..40)
+            .map(|i| (format!("line {i}\n"), format!("LINE {i}\n")))
+            .collect();
+        let after = before.to_uppercase();
+        let facts = vec![json!({"span_start": 0, "span_end": 7}); 32];
+        assert_eq!(
+            apply_facts(&before, &edits, &facts, &sha256_hex(after.as_bytes())).as_deref(),
+            Some(after.as_str())
+        );
+        // Another hash: no text.
+        assert_eq!(
+            apply_facts(&before, &edits, &facts, &sha256_hex(b"x")),
+            None
         );
     }
 

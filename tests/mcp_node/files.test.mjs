@@ -160,6 +160,12 @@ test("files: real-world edit tasks, the bytes on disk checked after each", { ski
     assert.match(text(r), /\n\+import sys\n/);
     assert.equal(r.structuredContent.status, "preview");
     assert.ok(!disk(py).toString().includes("import sys"));
+    // dryRun of more edits than a preview's 32 change facts: still the diff (helper-60).
+    const many = task("many.txt", Array.from({ length: 40 }, (_, i) => `row ${i};\n`).join(""));
+    r = await edit(client, many, Array.from({ length: 40 }, (_, i) => ({ oldText: `row ${i};`, newText: `ROW ${i};` })), { dryRun: true });
+    assert.equal(r.isError, false, text(r));
+    assert.equal((text(r).match(/^\+ROW \d+;$/gm) || []).length, 40, text(r));
+    assert.ok(!disk(many).toString().includes("ROW"));
 
     // Non-UTF-8: refused clearly, the bytes untouched.
     const latin1 = task("legacy.txt", Buffer.from([0x63, 0x61, 0x66, 0xe9, 0x0a]));
