@@ -451,6 +451,37 @@ async fn a_terminated_backend_takes_its_parser_helper_with_it() {
     }
 }
 
+/// `patchdiff_observe_scope` of `target` on `c` (candidate mode), its answer.
+async fn observe(c: &Client, target: &str) -> Value {
+    call(
+        c,
+        "patchdiff_observe_scope",
+        &json!({"target_file_id": target}),
+    )
+    .await
+    .unwrap()
+}
+
+/// New roles (`prefix`es made unique, each `LOGIN` or not) that may make targets and observe
+/// them; drop them with `DROP OWNED BY`.
+async fn observing_roles(admin: &Client, roles: &[(&str, bool)]) -> Vec<String> {
+    let names: Vec<String> = roles
+        .iter()
+        .map(|(prefix, _)| patchdiff_tests::roles::unique(prefix))
+        .collect();
+    let mut sql = String::new();
+    for ((_, login), name) in roles.iter().zip(&names) {
+        let login = if *login { "LOGIN" } else { "NOLOGIN" };
+        sql.push_str(&format!("CREATE ROLE {name} {login}; "));
+    }
+    sql.push_str(&format!(
+        "GRANT EXECUTE ON FUNCTION patchdiff_initialize_target(json), patchdiff_observe_scope(json) TO {}",
+        names.join(", ")
+    ));
+    admin.batch_execute(&sql).await.unwrap();
+    names
+}
+
 /// Observes `target` (a slow parse) on `client` in a task of its own, and returns once the parse
 /// has held its slot for 300 ms; the task gives the client back with the answer.
 async fn holding_a_slot(
@@ -496,21 +527,15 @@ async fn parses_at_once_are_bounded_and_one_role_holds_at_most_half() {
     let small = initialize_target(&b, "slots-small.py", "def f():\n    pass\n")
         .await
         .unwrap();
-    let (group, tenant) = (
-        patchdiff_tests::roles::unique("pd_slots_group"),
-        patchdiff_tests::roles::unique("pd_slots_login"),
-    );
-    admin
-        .batch_execute(&format!(
-            "CREATE ROLE {group} NOLOGIN; CREATE ROLE {tenant} LOGIN; \
-             GRANT EXECUTE ON FUNCTION patchdiff_initialize_target(json), patchdiff_observe_scope(json) \
-               TO {group}, {tenant}"
-        ))
-        .await
-        .unwrap();
+    let roles = observing_roles(
+        &admin,
+        &[("pd_slots_group", false), ("pd_slots_login", true)],
+    )
+    .await;
+    let (group, tenant) = (&roles[0], &roles[1]);
     let config = {
         let mut c: tokio_postgres::Config = dsn().parse().unwrap();
-        c.user(&tenant);
+        c.user(tenant);
         c
     };
     let c = patchdiff_tests::roles::open(&config).await.unwrap();
@@ -543,13 +568,7 @@ async fn parses_at_once_are_bounded_and_one_role_holds_at_most_half() {
     let observing = holding_a_slot(a, slow).await;
     // The same login, as another role: its login's half is taken.
     let t = Instant::now();
-    let r = call(
-        &b,
-        "patchdiff_observe_scope",
-        &json!({"target_file_id": grouped}),
-    )
-    .await
-    .unwrap();
+    let r = observe(&b, &grouped).await;
     assert_eq!(
         (&r["status"], &r["reason"], &r["code"]),
         (
@@ -566,33 +585,15 @@ async fn parses_at_once_are_bounded_and_one_role_holds_at_most_half() {
     );
     // The same role.
     b.batch_execute("RESET ROLE").await.unwrap();
-    let r = call(
-        &b,
-        "patchdiff_observe_scope",
-        &json!({"target_file_id": small}),
-    )
-    .await
-    .unwrap();
+    let r = observe(&b, &small).await;
     assert_eq!(r["code"], "PARSER_BUSY", "{r}");
     assert!(!observing.is_finished(), "the slow parse ended too soon");
     // Another login: the server's second slot.
-    let r = call(
-        &c,
-        "patchdiff_observe_scope",
-        &json!({"target_file_id": theirs}),
-    )
-    .await
-    .unwrap();
+    let r = observe(&c, &theirs).await;
     assert_eq!(r["status"], "candidates", "{r}");
     let (a, first) = observing.await.unwrap();
     assert_ne!(first.unwrap()["status"], "error");
-    let r = call(
-        &b,
-        "patchdiff_observe_scope",
-        &json!({"target_file_id": small}),
-    )
-    .await
-    .unwrap();
+    let r = observe(&b, &small).await;
     assert_eq!(r["status"], "candidates", "{r}");
     drop((a, c));
     admin
@@ -620,20 +621,14 @@ async fn one_tenant_of_a_login_leaves_room_for_the_others() {
         return;
     }
     let admin = connect(&dsn()).await.unwrap();
-    let (t1, t2) = (
-        patchdiff_tests::roles::unique("pd_tenant_one"),
-        patchdiff_tests::roles::unique("pd_tenant_two"),
-    );
-    admin
-        .batch_execute(&format!(
-            "CREATE ROLE {t1} NOLOGIN; CREATE ROLE {t2} NOLOGIN; \
-             GRANT EXECUTE ON FUNCTION patchdiff_initialize_target(json), patchdiff_observe_scope(json) \
-               TO {t1}, {t2}"
-        ))
-        .await
-        .unwrap();
+    let roles = observing_roles(
+        &admin,
+        &[("pd_tenant_one", false), ("pd_tenant_two", false)],
+    )
+    .await;
+    let (t1, t2) = (&roles[0], &roles[1]);
     let mut sessions = Vec::new();
-    for role in [&t1, &t1, &t2] {
+    for role in [t1, t1, t2] {
         let s = connect(&dsn()).await.unwrap();
         s.batch_execute(&format!(
             "SET patchdiff.parser_max_concurrent = 4; SET patchdiff.parser_timeout = 300; SET ROLE {role}"
@@ -661,21 +656,9 @@ async fn one_tenant_of_a_login_leaves_room_for_the_others() {
         .await
         .unwrap();
     let observing = holding_a_slot(first, slow).await;
-    let r = call(
-        &second,
-        "patchdiff_observe_scope",
-        &json!({"target_file_id": small1}),
-    )
-    .await
-    .unwrap();
+    let r = observe(&second, &small1).await;
     assert_eq!(r["code"], "PARSER_BUSY", "the same tenant: {r}");
-    let r = call(
-        &other,
-        "patchdiff_observe_scope",
-        &json!({"target_file_id": small2}),
-    )
-    .await
-    .unwrap();
+    let r = observe(&other, &small2).await;
     assert_eq!(
         r["status"], "candidates",
         "another tenant of the login: {r}"
