@@ -202,9 +202,8 @@ pub fn head_tail(text: &str, head: Option<u64>, tail: Option<u64>) -> String {
 /// The text after the edits, rebuilt by the engine from the acceptance's change facts (span of
 /// each edit in the buffer after the earlier ones, code points) and checked against its
 /// `after_hash`. A preview carries the facts of 32 edits at most (the contract's cap); for more,
-/// each edit is applied in turn where its text occurs in the buffer after the earlier ones (the
-/// one place it occurs: the edits were accepted), and the result is checked against the hash
-/// all the same (helper-60: a dry run of 33 edits had no diff).
+/// the engine applies the edits to `before` as the preview did (`tx1::apply`), and the result
+/// is checked against the hash all the same (helper-60: a dry run of 33 edits had no diff).
 pub fn apply_facts(
     before: &str,
     edits: &[(String, String)],
@@ -212,11 +211,19 @@ pub fn apply_facts(
     after_hash: &str,
 ) -> Option<String> {
     if facts.len() != edits.len() {
-        let mut text = before.to_owned();
-        for (old, new) in edits {
-            let at = text.find(old.as_str()).filter(|_| !old.is_empty())?;
-            text.replace_range(at..at + old.len(), new);
-        }
+        use patchdiff_engine::api::{target::TargetView, tx1};
+        let sent: Vec<Value> = edits
+            .iter()
+            .map(|(o, n)| json!({"match": o, "replace": n}))
+            .collect();
+        let (_, parsed) = tx1::parse(Some(&json!("edit_file")), Some(&Value::Array(sent))).ok()?;
+        let view = TargetView {
+            target_file_id: "",
+            version: 0,
+            current_hash: "",
+            content: before,
+        };
+        let text = tx1::apply(&view, &parsed).ok()?.content;
         return (sha256_hex(text.as_bytes()) == after_hash).then_some(text);
     }
     let spans = facts
@@ -1498,8 +1505,8 @@ mod tests {
         );
     }
 
-    /// A preview's facts stop at 32 edits: the text after more is rebuilt by applying each edit
-    /// where it occurs, and only when that gives the acceptance's hash.
+    /// A preview's facts stop at 32 edits: the text after more is rebuilt by the engine's tx/1
+    /// application, and only when that gives the acceptance's hash.
     #[test]
     fn more_edits_than_facts_rebuild_the_text_in_order() {
         let before: String = (0..40).map(|i| format!("line {i}\n")).collect();
