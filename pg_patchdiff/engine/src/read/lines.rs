@@ -113,7 +113,8 @@ pub fn read_lines(t: &TargetView, r: LinesRequest) -> Result<Value, ArgError> {
     // `include_line_starts`, the starts that can fall on the page (at most `max_chars` + 1).
     // Not every line's start: a page of a text of 67 million empty lines held a 512 MiB vector
     // of them (helper-58).
-    let end_line_after = r.end_line.map(|e| e + 1);
+    // Checked: an `end_line` of usize::MAX is refused as past the last line after this pass.
+    let end_line_after = r.end_line.and_then(|e| e.checked_add(1));
     let (mut range_start, mut range_end_start) = (None, None);
     let mut page_starts: Vec<(usize, usize)> = Vec::new();
     let mut line_starts_at = |line: usize, at: usize| {
@@ -319,10 +320,10 @@ mod tests {
         fn pages_equal_those_of_the_vector_of_every_line_start(
             lines in proptest::collection::vec("(|a|é|🌍x|abc)", 0..12),
             last_lf in proptest::bool::ANY,
-            start_line in 1usize..15,
-            end in proptest::option::of(0usize..15),
+            start_line in proptest::prop_oneof![1usize..15, (usize::MAX - 2)..=usize::MAX],
+            end in proptest::option::of(proptest::prop_oneof![0usize..15, (usize::MAX - 2)..=usize::MAX]),
             offset in proptest::prop_oneof![0usize..20, proptest::strategy::Just(usize::MAX), (usize::MAX - 30)..=usize::MAX],
-            max_chars in 1usize..12,
+            max_chars in proptest::prop_oneof![1usize..12, (usize::MAX - 2)..=usize::MAX],
             include_line_starts in proptest::bool::ANY,
         ) {
             let mut content = lines.join("\n");
@@ -331,7 +332,7 @@ mod tests {
             }
             let r = LinesRequest {
                 start_line,
-                end_line: end.map(|e| start_line + e),
+                end_line: end.map(|e| start_line.saturating_add(e)),
                 offset,
                 max_chars,
                 include_line_starts,
