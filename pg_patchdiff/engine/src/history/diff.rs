@@ -75,7 +75,8 @@ impl Cursor {
             context: it.next()?.parse().ok()?,
             offset: it.next()?.parse().ok()?,
         };
-        it.next().is_none().then_some(c)
+        // Only the spelling `encode` gives: not `+1`, `01` or `-0` (helper-61).
+        (it.next().is_none() && c.encode() == s).then_some(c)
     }
 }
 
@@ -404,6 +405,27 @@ mod tests {
         };
         let e = answer(&query, "f", 2, &v(1), &v(2)).unwrap_err();
         assert_eq!(e.code, "invalid_cursor");
+    }
+
+    /// A cursor is read only in the spelling this tool hands out (helper-61: `+1` was read).
+    #[test]
+    fn only_the_spelling_of_a_handed_out_cursor_is_read() {
+        let c = Cursor {
+            from: 1,
+            to: 2,
+            context: 3,
+            offset: 0,
+        };
+        assert_eq!(Cursor::decode(&c.encode()), Some(c));
+        for forged in [
+            "d1:+1:2:3:0",
+            "d1:01:2:3:0",
+            "d1:1:2:3:-0",
+            "d1:1:2:3:+0",
+            "d1:1:2:3:0:",
+        ] {
+            assert_eq!(Cursor::decode(forged), None, "{forged}");
+        }
     }
 
     /// Bounded work: texts over the caps are refused before any search.

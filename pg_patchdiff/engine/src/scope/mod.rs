@@ -455,6 +455,13 @@ pub mod wire {
                 p => return Err(format!("symbol {i} names parent {p}")),
             };
             let (start, end, start_line, end_line) = (r.u64()?, r.u64()?, r.u64()?, r.u64()?);
+            // Checked here, once: every user of a symbol subtracts its start from its end
+            // (helper-61: a helper that answered `end < start` would have wrapped in release).
+            if start > end || start_line > end_line {
+                return Err(format!(
+                    "symbol {i} ends before it starts ({start}..{end}, lines {start_line}..{end_line})"
+                ));
+            }
             let name = r.string()?;
             let path = super::join_path(parent.as_deref(), &name);
             name_bytes += name.len() + path.len() + parent.as_ref().map_or(0, String::len);
@@ -556,6 +563,22 @@ mod tests {
         let last = utf.len() - 1;
         utf[last] = 0xFF;
         assert!(wire::decode(Language::Json, &utf).is_err());
+        // A symbol that ends before it starts, in code points or in lines: refused, so that no
+        // user of an outline subtracts its way past zero (helper-61).
+        for (start, end, start_line, end_line) in
+            [(5, 4, 1, 1), (4, 5, 2, 1), (usize::MAX, 0, 1, 1)]
+        {
+            let mut o = Language::Json.empty_outline(false);
+            o.symbols = vec![Symbol {
+                start,
+                end,
+                start_line,
+                end_line,
+                ..sym("object", "a", None, 0)
+            }];
+            let e = wire::decode(Language::Json, &wire::outline_response(&o)[8..]).unwrap_err();
+            assert!(e.contains("ends before it starts"), "{e}");
+        }
     }
 
     #[test]

@@ -1128,14 +1128,25 @@ fn recovered_near_misses(d: &Value, query: &str) -> Value {
     if fc["available"] != true {
         return near_miss::omitted("historical_context_unavailable");
     }
-    let start = start as usize;
-    let total = as_int(&fc["total_chars"]).map(|n| n as usize);
+    // The stored row's numbers are the engine's own, but a row is data: any that is negative
+    // or out of order is answered as unavailable history, never wrapped (helper-61).
+    let Ok(start) = usize::try_from(start) else {
+        return near_miss::omitted("historical_context_unavailable");
+    };
+    let total = match as_int(&fc["total_chars"]).map(usize::try_from) {
+        None => None,
+        Some(Ok(n)) => Some(n),
+        Some(Err(_)) => return near_miss::omitted("historical_context_unavailable"),
+    };
     let scope = match (as_int(&d["scope_start"]), as_int(&d["scope_end"])) {
         (Some(s), Some(e)) if d.get("span_basis").is_none() => {
             if as_int(&fc["prior_changes"]) != Some(0) {
                 return near_miss::omitted("historical_context_unavailable");
             }
-            Some((s as usize, e as usize))
+            match (usize::try_from(s), usize::try_from(e)) {
+                (Ok(s), Ok(e)) if s <= e => Some((s, e)),
+                _ => return near_miss::omitted("historical_context_unavailable"),
+            }
         }
         _ => None,
     };
@@ -1144,8 +1155,9 @@ fn recovered_near_misses(d: &Value, query: &str) -> Value {
         Some((lo, hi)) => {
             // The context's code points [from, to) that lie inside the scope.
             let len = text.chars().count();
-            let from = lo.clamp(start, start + len) - start;
-            let to = hi.clamp(start + from, start + len) - start;
+            let end = start.saturating_add(len);
+            let from = lo.clamp(start, end) - start;
+            let to = hi.clamp(start + from, end) - start;
             let b0 = text.char_indices().nth(from).map_or(text.len(), |(b, _)| b);
             let b1 = text.char_indices().nth(to).map_or(text.len(), |(b, _)| b);
             (&text[b0..b1], start + from, (lo, Some(hi)))
@@ -1319,6 +1331,31 @@ fn diff_paths(a: &Value, b: &Value, at: String, out: &mut Vec<String>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A stored diagnostic is data: a recovered near-miss search on one whose numbers are
+    /// negative or out of order is `historical_context_unavailable`, not a wrapped offset or a
+    /// panic (helper-61: start -1 with a scope overflowed `start + len`).
+    #[test]
+    fn recovered_near_misses_refuse_impossible_stored_numbers() {
+        let unavailable = near_miss::omitted("historical_context_unavailable");
+        for d in [
+            r#"{"failure_context":{"text":"abc","start":-1,"available":true,"prior_changes":0},"scope_start":0,"scope_end":2}"#,
+            r#"{"failure_context":{"text":"abc","start":-1,"available":true}}"#,
+            r#"{"failure_context":{"text":"abc","start":0,"total_chars":-3,"available":true}}"#,
+            r#"{"failure_context":{"text":"abc","start":0,"available":true,"prior_changes":0},"scope_start":-1,"scope_end":2}"#,
+            r#"{"failure_context":{"text":"abc","start":0,"available":true,"prior_changes":0},"scope_start":3,"scope_end":2}"#,
+        ] {
+            let d: Value = serde_json::from_str(d).unwrap();
+            assert_eq!(recovered_near_misses(&d, "abd"), unavailable, "{d}");
+        }
+        // The largest start a row can hold still answers (the scope is clamped to the context).
+        let d: Value = serde_json::from_str(&format!(
+            r#"{{"failure_context":{{"text":"abc","start":{},"available":true,"prior_changes":0}},"scope_start":0,"scope_end":2}}"#,
+            i64::MAX
+        ))
+        .unwrap();
+        assert_ne!(recovered_near_misses(&d, "abd"), unavailable);
+    }
 
     /// Contract "patchdiff_submit_replacement" ordering: invalid text first, then admission. An
     /// oversized replacement holding an escaped lone surrogate or NUL is not answered

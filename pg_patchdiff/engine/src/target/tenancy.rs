@@ -176,7 +176,9 @@ fn parse_cursor(s: &str) -> Option<(i64, String)> {
         .parse()
         .ok()
         .filter(|us| CURSOR_MICROSECONDS.contains(us))?;
-    Some((us, canonical_uuid(id)?))
+    let id = canonical_uuid(id)?;
+    // Only the spelling a page hands out: not `+5`, `05` or an upper-case ID (helper-61).
+    (cursor(us, &id) == s).then_some((us, id))
 }
 
 pub fn parse_list_targets(text: &str) -> Result<ListQuery, ArgError> {
@@ -373,6 +375,17 @@ mod tests {
         for us in ["4611686018427387904", "-210866803200000000", "0"] {
             let edge = json!({ "cursor": format!("{us}.{uuid}") }).to_string();
             assert!(parse_list_targets(&edge).is_ok(), "{us}");
+        }
+        // Only the spelling a page hands out (helper-61).
+        let upper = "0000000A-0000-0000-0000-000000000000";
+        for c in [
+            format!("+5.{uuid}"),
+            format!("05.{uuid}"),
+            format!("-0.{uuid}"),
+            format!("5.{upper}"),
+        ] {
+            let forged = json!({ "cursor": c }).to_string();
+            assert_eq!(code(parse_list_targets(&forged)), "invalid_cursor", "{c}");
         }
         assert_eq!(
             code(parse_list_targets(r#"{"filename_prefix":7}"#)),
