@@ -360,7 +360,11 @@ impl Args {
                     code,
                     format!("{k} must be an integer >= {min}, not {n}"),
                 )),
-                None if is_big_int(v) => Err(ArgError::new(code, format!("{k} is out of range"))),
+                // An integer past i64 is read as i64::MAX, the largest any of these arguments
+                // can mean: a cap clamps it and a position is past the end, as for any large
+                // value (contract: `context_chars` "clamped to 400"). It used to be refused as
+                // out of range while i64::MAX itself was clamped (helper-61).
+                None if is_big_int(v) => Ok(Some(i64::MAX)),
                 None => Err(ArgError::new(
                     code,
                     format!(
@@ -422,5 +426,13 @@ mod tests {
         assert_eq!(a.opt_int("d", 0, true, "x"), Ok(None));
         assert!(a.opt_int("d", 0, false, "x").is_err());
         assert_eq!(a.opt_int("e", 0, false, "x"), Ok(Some(7)));
+    }
+
+    /// Contract "patchdiff_find_occurrences": context_chars is "clamped to 400", whatever its
+    /// size: an integer past i64 reads as i64::MAX, never as a refusal.
+    #[test]
+    fn integers_past_i64_read_as_its_largest() {
+        let a = Args::parse(r#"{"a":18446744073709551615}"#, &["a"], &[]).unwrap();
+        assert_eq!(a.opt_int("a", 1, true, "x"), Ok(Some(i64::MAX)));
     }
 }

@@ -280,19 +280,22 @@ mod tests {
         ] {
             assert!(parse_find(&args(bad, FIND_ARGS)).is_err(), "{bad}");
         }
-        assert_eq!(
-            parse_find(&args(
-                r#"{"text":"a","context_chars":9999,"max_results":999}"#,
-                FIND_ARGS
-            ))
-            .unwrap(),
-            FindRequest {
-                text: "a".into(),
-                context_chars: 400,
-                start_occurrence: 1,
-                max_results: 200
-            }
-        );
+        // Clamped whatever their size, also past i64 (helper-61: those were refused).
+        for big in ["9999", "18446744073709551615"] {
+            assert_eq!(
+                parse_find(&args(
+                    &format!(r#"{{"text":"a","context_chars":{big},"max_results":{big}}}"#),
+                    FIND_ARGS
+                ))
+                .unwrap(),
+                FindRequest {
+                    text: "a".into(),
+                    context_chars: 400,
+                    start_occurrence: 1,
+                    max_results: 200
+                }
+            );
+        }
     }
 
     #[test]
