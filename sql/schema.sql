@@ -91,12 +91,20 @@ CREATE TABLE patchdiff.editing_cycles (
     opened_version   bigint NOT NULL,
     opened_at        timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
     closed_version   bigint,
-    closed_at        timestamptz
+    closed_at        timestamptz,
+    -- The largest ledger_sequence of the target when the cycle opened (0 for its first): the
+    -- cycle's ledger rows are exactly the target's rows above it, since every acceptance and
+    -- every SAVE of a target holds the target's row lock and the sequence only grows. The
+    -- active cycle's ledger page reads that range of (target_file_id, ledger_sequence), so the
+    -- ledger needs no index by cycle (issue 21, item 1: two index entries fewer per
+    -- acceptance of two changes).
+    ledger_floor     bigint NOT NULL
 );
 CREATE INDEX ON patchdiff.editing_cycles (target_file_id);
 ALTER TABLE patchdiff.targets
     ADD FOREIGN KEY (active_editing_cycle_id) REFERENCES patchdiff.editing_cycles DEFERRABLE INITIALLY DEFERRED;
 COMMENT ON TABLE patchdiff.editing_cycles IS 'Editing cycles: a save closes the active cycle and opens the next.';
+COMMENT ON COLUMN patchdiff.editing_cycles.ledger_floor IS 'The largest manifest_ledger.ledger_sequence of the target when the cycle opened (0 for its first cycle): the cycle''s ledger rows are the target''s rows above it.';
 
 CREATE TABLE patchdiff.snapshots (
     snapshot_id      uuid PRIMARY KEY,
@@ -207,8 +215,8 @@ CREATE TABLE patchdiff.manifest_ledger (
 -- Unique: ledger pages are keyset pages over (target, ledger_sequence); ledger_sequence is an
 -- identity GENERATED ALWAYS and has no index of its own, like pdcp_logs.log_sequence.
 CREATE UNIQUE INDEX ON patchdiff.manifest_ledger (target_file_id, ledger_sequence);
--- The default ledger page reads the active cycle only, even when it is empty after a SAVE.
-CREATE INDEX ON patchdiff.manifest_ledger (editing_cycle_id, ledger_sequence);
+-- The default ledger page, the active cycle only (even when it is empty after a SAVE), reads
+-- the range of this index above the cycle's ledger_floor (editing_cycles, above).
 COMMENT ON TABLE patchdiff.manifest_ledger IS 'Append-only ledger of accepted changes, one row per change, linked to its attempt. UPDATE, DELETE and TRUNCATE are refused.';
 
 -- Append-only, enforced by the database for every role, the owner included.

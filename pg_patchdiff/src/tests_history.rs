@@ -970,13 +970,24 @@ mod tests {
     }
 
     /// The ledger pages to exhaustion, with and without include_previous_cycles: after a SAVE
-    /// the default call returns only the new, possibly empty, active cycle.
+    /// the default call returns only the new, possibly empty, active cycle. Another target's
+    /// edits take sequence numbers in between. The active cycle is read above its
+    /// `ledger_floor` (issue 21, item 1), which a SAVE sets to what the upgrade script's formula
+    /// gives for a cycle of 0.1.0.
     #[pg_test]
     fn ledger_pages_by_cycle_to_exhaustion() {
         let t = init("a0 b0\n");
+        let other = init("o0\n");
         let mut v = 0;
         for round in 0..3 {
             for _ in 0..4 {
+                let o = edit(
+                    &other,
+                    v,
+                    "between",
+                    json!([{"match": format!("o{v}"), "replace": format!("o{}", v + 1)}]),
+                );
+                assert_eq!(o["status"], "accepted");
                 let r = edit(
                     &t,
                     v,
@@ -1050,6 +1061,16 @@ mod tests {
             p,
             json!({"entries": [], "has_more": false, "next_sequence": null})
         );
+        // Every cycle's floor, the first's 0 included, is what sql/upgrades/
+        // pg_patchdiff--0.1.0--0.2.0.sql computes for a cycle it updates.
+        let floors = sql_seqs(
+            "SELECT c.ledger_floor FROM patchdiff.editing_cycles c WHERE c.target_file_id = $1::uuid \
+             AND c.ledger_floor = COALESCE((SELECT max(l.ledger_sequence) FROM patchdiff.manifest_ledger l \
+               WHERE l.target_file_id = c.target_file_id AND l.after_version <= c.opened_version), 0) \
+             ORDER BY c.opened_version",
+            &t,
+        );
+        assert_eq!(floors, [0, all[7], all[15], all[23]]);
     }
 
     /// Contract "patchdiff_get_manifest_ledger": typed rows carry transaction_intent and the
@@ -1389,9 +1410,9 @@ mod tests {
             (
                 "ledger_cycle",
                 LEDGER_CYCLE_SQL,
-                "text, int8, int8",
-                format!("'{cycle}', 40, 51"),
-                "manifest_ledger_editing_cycle_id_ledger_sequence_idx",
+                "text, int8, int8, text",
+                format!("'{t}', 40, 51, '{cycle}'"),
+                "manifest_ledger_target_file_id_ledger_sequence_idx",
             ),
             (
                 "ledger_all",

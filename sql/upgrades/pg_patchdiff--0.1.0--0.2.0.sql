@@ -53,6 +53,19 @@ ALTER TABLE patchdiff.manifest_ledger
 DROP INDEX patchdiff.manifest_ledger_target_file_id_ledger_sequence_idx;
 CREATE UNIQUE INDEX ON patchdiff.manifest_ledger (target_file_id, ledger_sequence);
 
+-- The active cycle's ledger page reads the target's range above the cycle's ledger_floor
+-- instead of an index by cycle. Each cycle's floor is the largest ledger_sequence among the
+-- target's rows of earlier cycles, which are those at or below the version the cycle opened at
+-- (versions and sequences only grow, under the target's row lock): what a SAVE of 0.2.0 writes
+-- (storage::targets, SAVE_SQL; pg_patchdiff/src/tests_history.rs checks the two agree).
+ALTER TABLE patchdiff.editing_cycles ADD COLUMN ledger_floor bigint;
+UPDATE patchdiff.editing_cycles c SET ledger_floor = COALESCE(
+    (SELECT max(l.ledger_sequence) FROM patchdiff.manifest_ledger l
+      WHERE l.target_file_id = c.target_file_id AND l.after_version <= c.opened_version), 0);
+ALTER TABLE patchdiff.editing_cycles ALTER COLUMN ledger_floor SET NOT NULL;
+COMMENT ON COLUMN patchdiff.editing_cycles.ledger_floor IS 'The largest manifest_ledger.ledger_sequence of the target when the cycle opened (0 for its first cycle): the cycle''s ledger rows are the target''s rows above it.';
+DROP INDEX patchdiff.manifest_ledger_editing_cycle_id_ledger_sequence_idx;
+
 -- Issue 19 item 1: changesets. Every member's attempt names its changeset; a single
 -- submission's is NULL (sql/schema.sql).
 ALTER TABLE patchdiff.pdcp_logs ADD COLUMN changeset_id uuid;

@@ -5,23 +5,30 @@ use super::{Deformed, Row, read_rows};
 use patchdiff_engine::api::history::LedgerRow;
 use pgrx::spi::SpiClient;
 
+/// The columns of a ledger page and the attempt's intent beside them.
 macro_rules! ledger_page_sql {
-    ($scope:literal) => {
+    ($range:literal) => {
         concat!(
             "SELECT l.ledger_sequence, l.pdcp_log_id::text, l.log_sequence, l.before_version, l.after_version, ",
             "l.editing_cycle_id::text, l.change_index::int8, l.change_id, l.intent, p.intent, l.rationale, l.risk, ",
             "l.origin, l.derived::text, l.created_at ",
             "FROM patchdiff.manifest_ledger l LEFT JOIN patchdiff.pdcp_logs p ON p.pdcp_log_id = l.pdcp_log_id ",
-            "WHERE (l.", $scope, ", l.ledger_sequence) <= ($1::uuid, $2) AND (l.", $scope, ", l.ledger_sequence) > ($1::uuid, 0) ",
-            "ORDER BY l.", $scope, " DESC, l.ledger_sequence DESC LIMIT $3"
+            "WHERE (l.target_file_id, l.ledger_sequence) <= ($1::uuid, $2) AND ", $range,
+            " ORDER BY l.target_file_id DESC, l.ledger_sequence DESC LIMIT $3"
         )
     };
 }
 
-/// $1 is the active editing cycle (default) or the target (include_previous_cycles); each reads
-/// one range of the (editing_cycle_id | target_file_id, ledger_sequence) index (see [`read`]).
-pub(crate) const LEDGER_CYCLE_SQL: &str = ledger_page_sql!("editing_cycle_id");
-pub(crate) const LEDGER_ALL_SQL: &str = ledger_page_sql!("target_file_id");
+/// Both read one range of the (target_file_id, ledger_sequence) index (see [`read`]): every
+/// cycle's rows ($1 the target), or only the active cycle's ($4), the rows above its
+/// `ledger_floor` (sql/schema.sql, `editing_cycles.ledger_floor`). The cycle's own ID is checked
+/// on each row as well, so a floor could only ever hide rows, never show another cycle's.
+pub(crate) const LEDGER_CYCLE_SQL: &str = ledger_page_sql!(
+    "(l.target_file_id, l.ledger_sequence) > ($1::uuid, (SELECT c.ledger_floor FROM patchdiff.editing_cycles c \
+     WHERE c.editing_cycle_id = $4::uuid)) AND l.editing_cycle_id = $4::uuid"
+);
+pub(crate) const LEDGER_ALL_SQL: &str =
+    ledger_page_sql!("(l.target_file_id, l.ledger_sequence) > ($1::uuid, 0)");
 
 fn ledger_row(r: &Row<Deformed>) -> LedgerRow {
     LedgerRow {
@@ -43,25 +50,22 @@ fn ledger_row(r: &Row<Deformed>) -> LedgerRow {
     }
 }
 
-/// A page of ledger entries, newest first: at most `fetch` rows at or below `max_sequence` of
-/// the editing cycle `scope` or, with `all_cycles`, of the target `scope`.
+/// A page of ledger entries of the target, newest first: at most `fetch` rows at or below
+/// `max_sequence`, of the editing cycle `cycle` or, without one, of every cycle.
 pub fn ledger_page(
     c: &SpiClient,
-    scope: &str,
-    all_cycles: bool,
+    target_file_id: &str,
+    cycle: Option<&str>,
     max_sequence: i64,
     fetch: i64,
 ) -> Vec<LedgerRow> {
-    let sql = if all_cycles {
-        LEDGER_ALL_SQL
-    } else {
-        LEDGER_CYCLE_SQL
+    let mut args = vec![target_file_id.into(), max_sequence.into(), fetch.into()];
+    let sql = match cycle {
+        Some(cycle) => {
+            args.push(cycle.into());
+            LEDGER_CYCLE_SQL
+        }
+        None => LEDGER_ALL_SQL,
     };
-    read_rows(
-        c,
-        sql,
-        &[scope.into(), max_sequence.into(), fetch.into()],
-        "reading ledger page",
-        ledger_row,
-    )
+    read_rows(c, sql, &args, "reading ledger page", ledger_row)
 }

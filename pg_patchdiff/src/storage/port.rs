@@ -211,12 +211,12 @@ impl Reads for SpiStore<'_, '_> {
 
     fn ledger_page(
         &mut self,
-        scope: &str,
-        all_cycles: bool,
+        target_file_id: &str,
+        cycle: Option<&str>,
         max_sequence: i64,
         fetch: i64,
     ) -> Vec<LedgerRow> {
-        ledger::ledger_page(self.client, scope, all_cycles, max_sequence, fetch)
+        ledger::ledger_page(self.client, target_file_id, cycle, max_sequence, fetch)
     }
 }
 

@@ -184,8 +184,8 @@ pub fn insert_target(
              SELECT $1::uuid, $2::uuid, $3, $4, $5, $6, 0, $7::uuid, $8::json, $10, $11, $12, $13, $14::regrole, \
                $15, $16, $17, d.created_at, d.created_at FROM d \
              RETURNING target_file_id), \
-         c AS (INSERT INTO patchdiff.editing_cycles (editing_cycle_id, target_file_id, opened_version) \
-             SELECT $7::uuid, target_file_id, 0 FROM t RETURNING editing_cycle_id) \
+         c AS (INSERT INTO patchdiff.editing_cycles (editing_cycle_id, target_file_id, opened_version, ledger_floor) \
+             SELECT $7::uuid, target_file_id, 0, 0 FROM t RETURNING editing_cycle_id) \
          INSERT INTO patchdiff.snapshots (snapshot_id, target_file_id, editing_cycle_id, snapshot_reason, version, content_hash, content, \
              acting_role) \
              SELECT $9::uuid, t.target_file_id, c.editing_cycle_id, 'initial', 0, $6, $5, pg_catalog.pg_get_userbyid($14::oid)::text \
@@ -232,15 +232,20 @@ pub fn readable_cycle(c: &SpiClient, id: &str, caller: Caller) -> Option<String>
 // ---------------------------------------------------------------------------------------------
 // patchdiff_save
 
-/// Closes the active cycle at the current version, opens the next one, snapshots the current
+/// Closes the active cycle at the current version, opens the next one (its `ledger_floor` the
+/// target's largest `ledger_sequence`: the caller holds the target's row lock, so no ledger row
+/// of the target is being written meanwhile, and every later one gets a larger sequence number;
+/// the ledger page of the active cycle reads the rows above it), snapshots the current
 /// content into the closed cycle and points the target at the new cycle, in one statement.
 /// The snapshot copies the stored row, so the content never travels through the function.
 const SAVE_SQL: &str = "WITH closed AS ( \
        UPDATE patchdiff.editing_cycles SET closed_version = $4, closed_at = pg_catalog.clock_timestamp() \
        WHERE editing_cycle_id = $2::uuid AND target_file_id = $1::uuid RETURNING editing_cycle_id), \
      opened AS ( \
-       INSERT INTO patchdiff.editing_cycles (editing_cycle_id, target_file_id, opened_version) \
-       VALUES ($3::uuid, $1::uuid, $4) RETURNING editing_cycle_id), \
+       INSERT INTO patchdiff.editing_cycles (editing_cycle_id, target_file_id, opened_version, ledger_floor) \
+       VALUES ($3::uuid, $1::uuid, $4, COALESCE((SELECT pg_catalog.max(l.ledger_sequence) \
+         FROM patchdiff.manifest_ledger l WHERE l.target_file_id = $1::uuid), 0)) \
+       RETURNING editing_cycle_id), \
      snap AS ( \
        INSERT INTO patchdiff.snapshots (snapshot_id, target_file_id, editing_cycle_id, snapshot_reason, version, \
          content_hash, content, acting_role) \

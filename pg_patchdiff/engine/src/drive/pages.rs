@@ -44,14 +44,9 @@ pub fn ledger_page(store: &mut impl Reads, args: &str) -> String {
     let Some(cycle) = store.readable_cycle(id) else {
         return to_string(&history::not_found(id), LITERAL);
     };
-    let scope = if q.include_previous_cycles {
-        id
-    } else {
-        cycle.as_str()
-    };
     let rows = store.ledger_page(
-        scope,
-        q.include_previous_cycles,
+        id,
+        (!q.include_previous_cycles).then_some(cycle.as_str()),
         q.page.max_sequence,
         q.page.fetch(),
     );

@@ -230,12 +230,12 @@ pub trait Reads {
     fn log_page(&mut self, q: &LogQuery) -> Vec<AttemptRow>;
     /// One stored record.
     fn record(&mut self, pdcp_log_id: &str) -> String;
-    /// A page of ledger entries, newest first: at most `fetch` rows at or below `max_sequence`
-    /// of the editing cycle `scope` or, with `all_cycles`, of the target `scope`.
+    /// A page of the target's ledger entries, newest first: at most `fetch` rows at or below
+    /// `max_sequence`, of the editing cycle `cycle` or, without one, of every cycle.
     fn ledger_page(
         &mut self,
-        scope: &str,
-        all_cycles: bool,
+        target_file_id: &str,
+        cycle: Option<&str>,
         max_sequence: i64,
         fetch: i64,
     ) -> Vec<LedgerRow>;
