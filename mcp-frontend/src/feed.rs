@@ -173,19 +173,17 @@ pub enum Signal {
 pub struct Listener {
     watched: Arc<Mutex<BTreeSet<String>>>,
     signals: mpsc::Receiver<Signal>,
+    /// Whether a signal was dropped for it (its queue was full): the next receive is then a
+    /// resync. Set by its sessions ([`Tell`]) or its hub.
+    lagged: Arc<AtomicBool>,
     source: Source,
 }
 
 enum Source {
     /// Its own sessions' tasks.
     Own(Vec<tokio::task::JoinHandle<()>>),
-    /// Its place among a hub's subscribers, and whether the hub dropped a signal for it (its
-    /// queue was full): the next receive is then a resync.
-    Hub {
-        hub: Arc<Hub>,
-        key: u64,
-        lagged: Arc<AtomicBool>,
-    },
+    /// Its place among a hub's subscribers.
+    Hub { hub: Arc<Hub>, key: u64 },
 }
 
 impl Drop for Listener {
@@ -219,6 +217,11 @@ impl Listener {
     ) -> Result<Listener, String> {
         let watched = Arc::new(Mutex::new(BTreeSet::new()));
         let (tx, signals) = mpsc::channel(QUEUE);
+        let lagged = Arc::new(AtomicBool::new(false));
+        let tx = Tell {
+            tx,
+            lagged: lagged.clone(),
+        };
         let mut waits = Vec::with_capacity(databases.len());
         let mut tasks = Vec::with_capacity(databases.len() + 1);
         let mut opened: Vec<String> = databases.iter().map(address).collect();
@@ -276,6 +279,7 @@ impl Listener {
         let listener = Listener {
             watched,
             signals,
+            lagged,
             source: Source::Own(tasks),
         };
         let mut failed = None;
@@ -319,12 +323,9 @@ impl Listener {
         }
     }
 
-    /// Whether the hub dropped a signal for this listener since it last asked.
+    /// Whether a signal was dropped for this listener since it last asked.
     fn lagged(&self) -> bool {
-        match &self.source {
-            Source::Hub { lagged, .. } => lagged.swap(false, Ordering::AcqRel),
-            Source::Own(_) => false,
-        }
+        self.lagged.swap(false, Ordering::AcqRel)
     }
 
     /// The next signal; `None` if the listener is gone for good.
@@ -425,10 +426,10 @@ impl Hub {
         Listener {
             watched,
             signals,
+            lagged,
             source: Source::Hub {
                 hub: self.clone(),
                 key,
-                lagged,
             },
         }
     }
@@ -499,7 +500,7 @@ async fn run(
     config: tokio_postgres::Config,
     setup: String,
     watched: Arc<Mutex<BTreeSet<String>>>,
-    tx: mpsc::Sender<Signal>,
+    tx: Tell,
     ready: oneshot::Sender<Result<(), String>>,
 ) {
     let mut ready = Some(ready);
@@ -540,7 +541,7 @@ async fn listen_once(
     config: &tokio_postgres::Config,
     setup: &str,
     watched: &Mutex<BTreeSet<String>>,
-    tx: &mpsc::Sender<Signal>,
+    tx: &Tell,
     ready: &mut Option<oneshot::Sender<Result<(), String>>>,
 ) -> Result<(), String> {
     let (client, mut connection) = connect_with(config.clone()).await?;
@@ -567,11 +568,11 @@ async fn listen_once(
     let keys = format!("{}, {}", feed::LISTENER_LOCK_KEY1, feed::LISTENER_LOCK_KEY2);
     let registered = try_key(&client, &mut connection, &mut early, &keys).await?;
     // After a reconnection the gap is covered at once (and again once registered, below).
-    if ready.is_none() && tx.send(Signal::Resync).await.is_err() {
+    if ready.is_none() && !tx.send(Signal::Resync) {
         return Ok(());
     }
     for n in early.drain(..) {
-        if !pass_on(&n, watched, tx).await {
+        if !pass_on(&n, watched, tx) {
             return Ok(());
         }
     }
@@ -622,7 +623,7 @@ async fn listen_once(
         let mut heard = Vec::new();
         let mine = try_key(&client, &mut connection, &mut heard, &keys).await?;
         for n in heard.drain(..) {
-            if !pass_on(&n, watched, tx).await {
+            if !pass_on(&n, watched, tx) {
                 return Ok(());
             }
         }
@@ -701,7 +702,7 @@ async fn watch_silences(
     client: &tokio_postgres::Client,
     connection: &mut Session,
     watched: &Mutex<BTreeSet<String>>,
-    tx: &mpsc::Sender<Signal>,
+    tx: &Tell,
     s: &mut Silences,
 ) -> Result<bool, String> {
     let mut heard = Vec::new();
@@ -748,7 +749,7 @@ async fn watch_silences(
         }
     }
     for n in heard.drain(..) {
-        if !pass_on(&n, watched, tx).await {
+        if !pass_on(&n, watched, tx) {
             return Ok(false);
         }
     }
@@ -757,20 +758,17 @@ async fn watch_silences(
     }
     s.owed = false;
     s.told = Some(tokio::time::Instant::now());
-    Ok(tx.send(Signal::Resync).await.is_ok())
+    Ok(tx.send(Signal::Resync))
 }
 
 /// Tells [`Listener::start`] that this session listens, or, once it was told, every subscriber
 /// that each watched target may have changed; `false` once nobody is there to tell.
-async fn answer(
-    ready: &mut Option<oneshot::Sender<Result<(), String>>>,
-    tx: &mpsc::Sender<Signal>,
-) -> bool {
+async fn answer(ready: &mut Option<oneshot::Sender<Result<(), String>>>, tx: &Tell) -> bool {
     match ready.take() {
         // Told in time. [`Listener::start`] stops waiting for a session after [`READY_WITHIN`]:
         // one that listens later resyncs, since changes may have been missed meanwhile.
-        Some(r) => r.send(Ok(())).is_ok() || tx.send(Signal::Resync).await.is_ok(),
-        None => tx.send(Signal::Resync).await.is_ok(),
+        Some(r) => r.send(Ok(())).is_ok() || tx.send(Signal::Resync),
+        None => tx.send(Signal::Resync),
     }
 }
 
@@ -799,10 +797,10 @@ async fn try_key(
 async fn forward(
     m: Option<Result<AsyncMessage, tokio_postgres::Error>>,
     watched: &Mutex<BTreeSet<String>>,
-    tx: &mpsc::Sender<Signal>,
+    tx: &Tell,
 ) -> Result<bool, String> {
     match said(m, "listening")? {
-        Some(n) => Ok(pass_on(&n, watched, tx).await),
+        Some(n) => Ok(pass_on(&n, watched, tx)),
         None => Ok(true),
     }
 }
@@ -840,12 +838,8 @@ async fn polling<F: std::future::Future>(
 }
 
 /// Passes on one announcement if it is a well-formed one of a watched target; `false` once the
-/// server's loop is gone.
-async fn pass_on(
-    n: &tokio_postgres::Notification,
-    watched: &Mutex<BTreeSet<String>>,
-    tx: &mpsc::Sender<Signal>,
-) -> bool {
+/// server's loop is gone. Never waits (see [`Tell`]).
+fn pass_on(n: &tokio_postgres::Notification, watched: &Mutex<BTreeSet<String>>, tx: &Tell) -> bool {
     if n.channel() != feed::CHANNEL {
         return true;
     }
@@ -861,13 +855,46 @@ async fn pass_on(
     {
         return true;
     }
-    match tx.try_send(Signal::Changed(a.target_file_id)) {
-        Ok(()) => true,
-        Err(mpsc::error::TrySendError::Full(_)) => {
-            // Too many at once: the loop will tell every subscriber instead.
-            tx.send(Signal::Resync).await.is_ok()
+    tx.send(Signal::Changed(a.target_file_id))
+}
+
+/// Where a listening session's signals go: a bounded queue that is never waited on. A session
+/// that waited for room stopped reading its connection, so its backend stopped taking
+/// notifications, and PostgreSQL's notification queue, one for the whole database, stopped
+/// draining behind it: every tenant's announcements piled up toward
+/// `patchdiff.notify_queue_limit` (helper-63: a stdio host that stopped reading its stdout held
+/// the queue's tail while writers went on). When the queue is full the signal is dropped and
+/// the listener's next receive is a resync, as for a hub's subscriber.
+#[derive(Clone)]
+struct Tell {
+    tx: mpsc::Sender<Signal>,
+    lagged: Arc<AtomicBool>,
+}
+
+impl Tell {
+    /// Passes `signal` on, or marks the listener lagged; `false` once the receiver is gone.
+    fn send(&self, signal: Signal) -> bool {
+        match self.tx.try_send(signal) {
+            Ok(()) => true,
+            Err(mpsc::error::TrySendError::Closed(_)) => false,
+            Err(mpsc::error::TrySendError::Full(_)) => {
+                self.lagged.store(true, Ordering::Release);
+                // Had the receiver emptied the queue meanwhile, this wakes it (a receive looks at
+                // `lagged` first); still full, it looks at `lagged` on its next receive.
+                !matches!(
+                    self.tx.try_send(Signal::Resync),
+                    Err(mpsc::error::TrySendError::Closed(_))
+                )
+            }
         }
-        Err(mpsc::error::TrySendError::Closed(_)) => false,
+    }
+
+    fn is_closed(&self) -> bool {
+        self.tx.is_closed()
+    }
+
+    async fn closed(&self) {
+        self.tx.closed().await;
     }
 }
 
@@ -881,6 +908,7 @@ mod tests {
         let listener = Listener {
             watched: Arc::new(Mutex::new(BTreeSet::new())),
             signals,
+            lagged: Arc::new(AtomicBool::new(false)),
             source: Source::Own(Vec::new()),
         };
         (listener, tx)
@@ -937,6 +965,48 @@ mod tests {
         drop(a);
         assert!(hub.watched.lock().unwrap().is_empty());
         assert_eq!(hub.subscribers(), 0);
+    }
+
+    /// helper-63: a listening session never waits for its listener. Past a full queue its
+    /// signals are dropped at once and the listener's next receive is a resync, then what the
+    /// queue held; a receiver that is gone ends the session.
+    #[tokio::test]
+    async fn a_session_never_waits_for_a_listener_that_does_not_read() {
+        let (tx, signals) = mpsc::channel(QUEUE);
+        let lagged = Arc::new(AtomicBool::new(false));
+        let tell = Tell {
+            tx,
+            lagged: lagged.clone(),
+        };
+        let mut listener = Listener {
+            watched: Arc::new(Mutex::new(BTreeSet::new())),
+            signals,
+            lagged,
+            source: Source::Own(Vec::new()),
+        };
+        // Synchronous: nothing here can wait. 2 * QUEUE signals into a queue of QUEUE.
+        for _ in 0..2 * QUEUE {
+            assert!(tell.send(Signal::Changed("t".into())));
+        }
+        assert!(tell.send(Signal::Resync));
+        assert_eq!(
+            listener.try_recv(),
+            Some(Signal::Resync),
+            "the lag is told first"
+        );
+        let mut held = 0;
+        while let Some(s) = listener.try_recv() {
+            assert_eq!(s, Signal::Changed("t".into()));
+            held += 1;
+        }
+        assert_eq!(held, QUEUE);
+        // Room again: signals flow as before, with no resync owed.
+        assert!(tell.send(Signal::Changed("u".into())));
+        assert_eq!(listener.try_recv(), Some(Signal::Changed("u".into())));
+        assert_eq!(listener.try_recv(), None);
+        drop(listener);
+        assert!(!tell.send(Signal::Changed("t".into())), "nobody to tell");
+        assert!(tell.is_closed());
     }
 
     /// A resource URI names exactly one canonical target ID; anything else is not a target.
