@@ -1176,6 +1176,170 @@ async fn subscribers_hear_of_changes_committed_unannounced() {
     }
 }
 
+/// helper-63: a host that stops reading its stdout while its subscribed targets change
+/// thousands of times must not stall the server's listening session. Waiting for the host, the
+/// session stopped reading its connection; its backend then waited to send (`ClientWrite`) and
+/// stopped taking notifications, and PostgreSQL's notification queue, one for the whole
+/// cluster, stopped draining behind it (toward `patchdiff.notify_queue_limit`, past which every
+/// tenant's changes commit unannounced). The session now drops what its listener has no room
+/// for and owes it a resync: its backend keeps reading, and once the host reads again it hears
+/// of every target and reads its last text. (48,000 announcements: on the test machine the
+/// server before the fix stalled after 20,000 to 32,000, once the socket's buffers were full.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_that_stops_reading_never_holds_the_notification_queue() {
+    use std::io::{BufRead, BufReader, Write};
+    if patchdiff_tests::not_through_a_router(&dsn(), "it makes a database of its own").await {
+        return;
+    }
+    const WRITERS: usize = 4;
+    const EDITS: usize = 12_000;
+    let (result, _) = own_database("feed_unread", |db| async move {
+        let dsn = format!("{} dbname={db}", dsn());
+        let su = connect(&dsn).await.unwrap();
+        su.batch_execute("CREATE EXTENSION pg_patchdiff")
+            .await
+            .unwrap();
+        let mut ids = Vec::new();
+        for k in 0..WRITERS {
+            ids.push(
+                initialize_target(&su, &format!("unread-{k}.md"), "aaa\n")
+                    .await
+                    .unwrap(),
+            );
+        }
+        // The host: subscribes to every target, then reads nothing more.
+        let mut child = Command::new(mcp_bin())
+            .env("PATCHDIFF_DATABASE_URL", &dsn)
+            .env("PATCHDIFF_MCP_PROFILE", "extended")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawning patchdiff-mcp");
+        let mut stdin = child.stdin.take().unwrap();
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut say = move |line: Value| {
+            stdin.write_all(format!("{line}\n").as_bytes()).unwrap();
+            stdin.flush().unwrap();
+        };
+        let hear = |stdout: &mut BufReader<std::process::ChildStdout>| -> Value {
+            let mut line = String::new();
+            stdout.read_line(&mut line).unwrap();
+            serde_json::from_str(&line).expect("a JSON line")
+        };
+        say(json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params":
+            {"protocolVersion": LEGACY, "capabilities": {}, "clientInfo": {"name": "feed-test", "version": "1"}}}));
+        assert_eq!(hear(&mut stdout)["id"], 0);
+        say(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        for (k, id) in ids.iter().enumerate() {
+            say(json!({"jsonrpc": "2.0", "id": k + 1, "method": "resources/subscribe", "params": {"uri": uri(id)}}));
+            let r = hear(&mut stdout);
+            assert_eq!((&r["id"], &r["result"]), (&json!(k + 1), &json!({})), "{r}");
+        }
+        // The listening session: the feed's key holder in this database.
+        let listening: i32 = su
+            .query_one(
+                "SELECT pid FROM pg_catalog.pg_locks WHERE locktype = 'advisory' AND granted
+                   AND database = (SELECT oid FROM pg_catalog.pg_database WHERE datname = current_database())
+                   AND classid = $1::int8::oid AND objid = $2::int8::oid AND objsubid = 2",
+                &[&i64::from(LISTENER_LOCK_KEY1), &i64::from(LISTENER_LOCK_KEY2)],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        // Thousands of accepted edits, each announced, while the host reads nothing.
+        let mut writers = Vec::new();
+        for id in &ids {
+            let (dsn, id) = (dsn.clone(), id.clone());
+            writers.push(tokio::spawn(async move {
+                let w = connect(&dsn).await.unwrap();
+                w.batch_execute(&format!(
+                    "DO $$ DECLARE r json; BEGIN
+                       FOR v IN 0..{last} LOOP
+                         r := patchdiff_submit_edits(json_build_object('target_file_id', '{id}',
+                           'expected_target_version', v, 'intent', 'storm', 'edits', json_build_array(
+                             json_build_object('match', CASE WHEN v % 2 = 0 THEN 'aaa' ELSE 'ccc' END,
+                                               'replace', CASE WHEN v % 2 = 0 THEN 'ccc' ELSE 'aaa' END))));
+                         IF r->>'status' IS DISTINCT FROM 'accepted' THEN RAISE EXCEPTION '%', r; END IF;
+                         COMMIT;
+                       END LOOP;
+                     END $$",
+                    last = EDITS - 1
+                ))
+                .await
+                .unwrap();
+            }));
+        }
+        for w in writers {
+            w.await.unwrap();
+        }
+        // Given a moment, the listening backend is reading, not stuck sending to a session that
+        // waits for the host (it stayed in ClientWrite until the host read again).
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        for _ in 0..10 {
+            let (state, wait): (Option<String>, Option<String>) = {
+                let r = su
+                    .query_one(
+                        "SELECT state, wait_event FROM pg_catalog.pg_stat_activity WHERE pid = $1",
+                        &[&listening],
+                    )
+                    .await
+                    .unwrap();
+                (r.get(0), r.get(1))
+            };
+            assert_ne!(
+                wait.as_deref(),
+                Some("ClientWrite"),
+                "the listening session stopped reading (state {state:?})"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        // The host reads again: it hears of every target, and their last text is read.
+        tokio::task::spawn_blocking(move || {
+            let (tx, lines) = std::sync::mpsc::channel();
+            std::thread::spawn(move || {
+                let mut line = String::new();
+                while stdout.read_line(&mut line).unwrap_or(0) > 0 {
+                    if tx.send(std::mem::take(&mut line)).is_err() {
+                        break;
+                    }
+                }
+            });
+            let mut unheard: std::collections::BTreeSet<String> =
+                ids.iter().map(|id| uri(id)).collect();
+            let until = std::time::Instant::now() + Duration::from_secs(60);
+            while !unheard.is_empty() {
+                let left = until
+                    .checked_duration_since(std::time::Instant::now())
+                    .unwrap_or_else(|| panic!("no update within 60 s for {unheard:?}"));
+                let n: Value = serde_json::from_str(&lines.recv_timeout(left).unwrap()).unwrap();
+                assert_eq!(n["method"], "notifications/resources/updated", "{n}");
+                unheard.remove(n["params"]["uri"].as_str().unwrap());
+            }
+            say(json!({"jsonrpc": "2.0", "id": 100, "method": "resources/read", "params": {"uri": uri(&ids[0])}}));
+            loop {
+                let v: Value =
+                    serde_json::from_str(&lines.recv_timeout(Duration::from_secs(60)).unwrap())
+                        .unwrap();
+                if v["id"] == 100 {
+                    let last = if EDITS % 2 == 0 { "aaa\n" } else { "ccc\n" };
+                    assert_eq!(v["result"]["contents"][0]["text"], last, "{v}");
+                    break;
+                }
+                assert_eq!(v["method"], "notifications/resources/updated", "{v}");
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        })
+        .await
+        .unwrap();
+    })
+    .await;
+    if let Err(e) = result {
+        std::panic::resume_unwind(e.into_panic());
+    }
+}
+
 /// Item 2, the 2026-07-28 era: subscriptions/listen, its acknowledgment, tagged updates,
 /// notifications/cancelled.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
