@@ -125,7 +125,7 @@ async fn serve() {
             // The end of input is a clean end (status 0). A failed read or write is not: a
             // response may be lost (its call may have committed), so the host must be able to
             // tell, and resend keyed calls to recover their outcome (docs/profiles.md, "Exit status").
-            if let Err(e) = server.serve(input, output).await {
+            if let Err(e) = server.serve(input, output, stdout_reader_gone).await {
                 tracing::error!("stdio: {e}");
                 eprintln!("patchdiff-mcp: stdio failed ({e}); a response may have been lost");
                 std::process::exit(1);
@@ -292,4 +292,17 @@ async fn serve_http(args: &[String]) {
         eprintln!("patchdiff-mcp serve: {why}");
         std::process::exit(1);
     }
+}
+
+/// Whether nobody can read stdout any more: a pipe whose reading end is closed reports
+/// `POLLERR` on its writing end (a file or a terminal never does).
+fn stdout_reader_gone() -> bool {
+    let mut fd = libc::pollfd {
+        fd: libc::STDOUT_FILENO,
+        events: 0,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd, a timeout of 0: poll only looks at the descriptor.
+    let n = unsafe { libc::poll(&mut fd, 1, 0) };
+    n == 1 && fd.revents & (libc::POLLERR | libc::POLLHUP) != 0
 }

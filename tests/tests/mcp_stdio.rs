@@ -577,6 +577,211 @@ fn statement_timeout_is_a_retryable_cancel_with_nothing_written() {
     assert_eq!(t["text"], "xyz\n", "{t}");
 }
 
+/// How many sessions wait for a lock that the session with backend `holder` holds, on the
+/// database of `target`'s rows.
+fn waiting_behind(target: &str, holder: i32) -> impl FnMut() -> i64 {
+    let mut count = postgres_count_for(target);
+    move || {
+        count(&format!(
+            "SELECT count(*) FROM pg_catalog.pg_stat_activity WHERE {holder} = ANY(pg_catalog.pg_blocking_pids(pid))"
+        ))
+    }
+}
+
+/// The backend of a connection made by `postgres_admin_for`-like helpers: the holder's own pid,
+/// read with the same connection.
+fn holding_session(target: &str) -> (impl FnMut(&str), i32) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let client = rt.block_on(patchdiff_tests::tables_for(&dsn(), target));
+    let pid: i32 = rt
+        .block_on(client.query_one("SELECT pg_catalog.pg_backend_pid()", &[]))
+        .unwrap()
+        .get(0);
+    (
+        move |sql: &str| {
+            rt.block_on(client.batch_execute(sql)).unwrap();
+        },
+        pid,
+    )
+}
+
+fn wait_until(what: &str, within: Duration, mut done: impl FnMut() -> bool) {
+    let until = std::time::Instant::now() + within;
+    while !done() {
+        assert!(
+            std::time::Instant::now() < until,
+            "{what}: not within {within:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// helper-62 F2; MCP "Cancellation": `notifications/cancelled` naming the running call cancels
+/// its statement (a submission waiting for a target's row lock: nothing is written) and the call
+/// is not answered; one naming a request that waits behind it drops that request unanswered;
+/// the server answers what comes next at once, while the lock is still held.
+#[test]
+fn a_cancelled_call_ends_unanswered_with_nothing_written() {
+    let mut m = Mcp::start(&[]);
+    m.initialize(Some("2025-11-25"));
+    let target = initialize_target(&mut m, "abc\n");
+    let attempts =
+        format!("SELECT count(*) FROM patchdiff.pdcp_logs WHERE target_file_id = '{target}'");
+    let mut count = postgres_count_for(&target);
+    let (mut holder, holder_pid) = holding_session(&target);
+    holder(&format!(
+        "BEGIN; SELECT 1 FROM patchdiff.targets WHERE target_file_id = '{target}' FOR UPDATE"
+    ));
+    let mut waiting = waiting_behind(&target, holder_pid);
+    let submit = json!({"target_file_id": target, "expected_target_version": 0, "intent": "x",
+        "edits": [{"match": "abc", "replace": "xyz"}], "client_request_id": "cancelled-1"});
+    let line = |id: i64, method: &str, params: Value| {
+        format!(
+            "{}\n",
+            json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+        )
+    };
+    m.send_raw(
+        line(
+            100,
+            "tools/call",
+            json!({"name": "patchdiff_submit_edits", "arguments": submit}),
+        )
+        .as_bytes(),
+    );
+    wait_until(
+        "the submission waits for the lock",
+        Duration::from_secs(20),
+        || waiting() == 1,
+    );
+    // A request behind it, then cancels of both (the waiting one first), then a ping.
+    m.send_raw(
+        line(
+            101,
+            "tools/call",
+            json!({"name": "patchdiff_read_target", "arguments": {"target_file_id": target}}),
+        )
+        .as_bytes(),
+    );
+    for id in [101, 100] {
+        m.send_raw(
+            format!(
+                "{}\n",
+                json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": id, "reason": "test"}})
+            )
+            .as_bytes(),
+        );
+    }
+    m.send_raw(line(102, "ping", json!({})).as_bytes());
+    let started = std::time::Instant::now();
+    let r = m.reply();
+    assert_eq!(
+        r,
+        json!({"jsonrpc": "2.0", "id": 102, "result": {}}),
+        "neither 100 nor 101 is answered"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+    wait_until("the lock wait ends", Duration::from_secs(15), || {
+        waiting() == 0
+    });
+    holder("ROLLBACK");
+    assert_eq!(count(&attempts), 0, "nothing was written");
+    // The same session serves on; the identical keyed call is a fresh acceptance.
+    let (t, _) = m.call("patchdiff_submit_edits", submit);
+    assert_eq!(
+        (&t["status"], &t["deduplicated"]),
+        (&json!("accepted"), &json!(false)),
+        "{t}"
+    );
+}
+
+/// helper-62 F1; docs/profiles.md "Exit status": an input that ends while a call runs lets the
+/// call finish and be answered (a host may close stdin and still read: `printf ... |
+/// patchdiff-mcp`), but once nobody can read the answer either (the host died), the call is
+/// cancelled: a submission waiting for a row lock then never commits.
+#[test]
+fn a_call_whose_host_is_gone_is_cancelled_one_whose_input_ended_is_answered() {
+    use std::io::{BufRead, BufReader, Write};
+    let mut setup = Mcp::start(&[]);
+    setup.initialize(Some("2025-11-25"));
+    let target = initialize_target(&mut setup, "abc\n");
+    drop(setup);
+    let mut version = postgres_count_for(&target);
+    let current =
+        format!("SELECT version FROM patchdiff.targets WHERE target_file_id = '{target}'");
+    for host_dies in [false, true] {
+        let (mut holder, holder_pid) = holding_session(&target);
+        holder(&format!(
+            "BEGIN; SELECT 1 FROM patchdiff.targets WHERE target_file_id = '{target}' FOR UPDATE"
+        ));
+        let mut waiting = waiting_behind(&target, holder_pid);
+        let mut child = Command::new(mcp_bin())
+            .env("PATCHDIFF_DATABASE_URL", dsn())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let v = version(&current);
+        for line in [
+            json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}),
+            json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+            json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "patchdiff_submit_edits", "arguments":
+                {"target_file_id": target, "expected_target_version": v, "intent": "x",
+                 "edits": [{"match": if v % 2 == 0 { "abc" } else { "xyz" }, "replace": if v % 2 == 0 { "xyz" } else { "abc" }}]}}}),
+        ] {
+            stdin.write_all(format!("{line}\n").as_bytes()).unwrap();
+        }
+        stdin.flush().unwrap();
+        let mut first = String::new();
+        stdout.read_line(&mut first).unwrap();
+        wait_until(
+            "the submission waits for the lock",
+            Duration::from_secs(20),
+            || waiting() == 1,
+        );
+        drop(stdin);
+        if host_dies {
+            drop(stdout);
+            wait_until(
+                "the call of a host that is gone is cancelled",
+                Duration::from_secs(15),
+                || waiting() == 0,
+            );
+            holder("ROLLBACK");
+            assert_eq!(version(&current), v, "nothing was committed");
+            let status = child.wait().unwrap();
+            assert_eq!(status.code(), Some(1), "its answer was lost: {status:?}");
+        } else {
+            // The input ended, the host still reads: the call waits on, then commits and is answered.
+            std::thread::sleep(Duration::from_millis(500));
+            assert_eq!(waiting(), 1, "still waiting for the lock");
+            holder("ROLLBACK");
+            let mut answer = String::new();
+            stdout.read_line(&mut answer).unwrap();
+            let r: Value = serde_json::from_str(&answer).unwrap();
+            let t: Value =
+                serde_json::from_str(r["result"]["content"][0]["text"].as_str().unwrap()).unwrap();
+            assert_eq!(
+                (&r["id"], &t["status"]),
+                (&json!(2), &json!("accepted")),
+                "{r}"
+            );
+            assert_eq!(version(&current), v + 1);
+            assert_eq!(child.wait().unwrap().code(), Some(0));
+        }
+    }
+}
+
 /// Issue 14 item 5: a PATCHDIFF_MCP_STATEMENT_TIMEOUT that is not a duration stops start-up
 /// with a message naming the variable, before serving anything.
 #[test]
