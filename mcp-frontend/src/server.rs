@@ -354,6 +354,9 @@ impl Server {
                                     match cancellation(&next) {
                                         Some(id) if Some(&id) == in_flight.as_ref() => {
                                             cancelled = true;
+                                            // Handled again afterwards as well: if the running
+                                            // request opened a listen stream, that ends it.
+                                            ahead.push(Pending::Line(next));
                                             true
                                         }
                                         Some(id) if ahead.drop_request(&id) => false,
