@@ -69,6 +69,8 @@ fn scalar(raw: &RawValue) -> Option<Value> {
     }
 }
 
+const NUMERIC_ID: &str = "Invalid Request: a numeric id must be an integer from -2^63 to 2^64 - 1, written without a fraction or exponent";
+
 /// An error answer to send back: `(id, code, message)`.
 pub type Reject = (Value, i64, String);
 
@@ -126,8 +128,20 @@ pub fn parse_line(line: &[u8]) -> Result<Incoming, Reject> {
         Some(Value::String(m)) => m,
         _ => return Err(invalid("method must be a string")),
     };
-    // An id that is not a string, a number or null is read as `false`, refused below.
-    let id = wire.id.map(|raw| scalar(raw).unwrap_or(Value::Bool(false)));
+    // An id that is not a string, a number or null is refused below, with what it looked like
+    // (helper-62: `1e400`, an escaped lone surrogate and `{}` were all told "not null").
+    let id = wire.id.map(|raw| {
+        scalar(raw).ok_or(match raw.get().as_bytes().first() {
+            Some(b'-' | b'0'..=b'9') => NUMERIC_ID,
+            Some(b'"') => "Invalid Request: a string id must be text that JSON can carry (no lone surrogate)",
+            _ => "Invalid Request: id must be a string or a number, not an object, an array or a boolean",
+        })
+    });
+    let id = match id {
+        Some(Err(why)) => return Err((Value::Null, INVALID_REQUEST, why.into())),
+        Some(Ok(id)) => Some(id),
+        None => None,
+    };
     match id {
         None => Ok(Incoming::Notification {
             method,
@@ -137,11 +151,9 @@ pub fn parse_line(line: &[u8]) -> Result<Incoming, Reject> {
         // (`1E2`, `-0`, `1.5`, 2^64) would come back as a float, a different `id`
         // (`100.0`, `1.8446744073709552e+19`), so it is refused rather than answered under an
         // `id` the client never sent.
-        Some(Value::Number(n)) if !(n.is_i64() || n.is_u64()) => Err((
-            Value::Null,
-            INVALID_REQUEST,
-            "Invalid Request: a numeric id must be an integer from -2^63 to 2^64 - 1, written without a fraction or exponent".into(),
-        )),
+        Some(Value::Number(n)) if !(n.is_i64() || n.is_u64()) => {
+            Err((Value::Null, INVALID_REQUEST, NUMERIC_ID.into()))
+        }
         Some(id @ (Value::String(_) | Value::Number(_))) => Ok(Incoming::Request {
             id,
             method,
@@ -249,6 +261,21 @@ mod tests {
                 (&Value::Null, true),
                 "{line}: {e:?}"
             );
+        }
+        // Each refused id is told what it is (helper-62: all were told "not null").
+        for (id, says) in [
+            ("null", "not null"),
+            ("1e400", "numeric id must be an integer"),
+            ("1.5", "numeric id must be an integer"),
+            (r#""\ud800""#, "string id"),
+            (r#"{"a":1}"#, "not an object"),
+            ("true", "not an object, an array or a boolean"),
+            ("[1]", "not an object"),
+        ] {
+            let line = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"ping"}}"#);
+            let e = parse_line(line.as_bytes()).unwrap_err();
+            assert_eq!((&e.0, e.1), (&Value::Null, INVALID_REQUEST), "{line}");
+            assert!(e.2.contains(says), "{line}: {}", e.2);
         }
         assert_eq!(parse_line(b"[]").unwrap_err().1, INVALID_REQUEST);
         assert_eq!(
