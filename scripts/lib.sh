@@ -3,6 +3,9 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# Where cargo puts what it builds: CARGO_TARGET_DIR when set (helper-62: the parser helper was
+# looked for under target/ while cargo had built it elsewhere), else the tree's target/.
+BUILD_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
 # PATCHDIFF_PG_BIN runs the clusters of these scripts from another copy of PostgreSQL 15's
 # binaries (a private prefix with its own build of pg_patchdiff, for a benchmark or a check that
 # must not share the machine's installation).
@@ -96,7 +99,7 @@ replace_files() {
 # which copies over the installed library in place (see replace_files).
 install_extension() {
   log "building and installing pg_patchdiff"
-  local pkg="$ROOT/target/release/pg_patchdiff-pg15" libdir sharedir
+  local pkg="$BUILD_DIR/release/pg_patchdiff-pg15" libdir sharedir
   libdir="$("$PG_CONFIG" --pkglibdir)"
   sharedir="$("$PG_CONFIG" --sharedir)"
   (cd "$ROOT" && flock "$PGRX_LOCK" cargo pgrx package -p pg_patchdiff --pg-config "$PG_CONFIG" --out-dir "$pkg")
@@ -131,7 +134,7 @@ install_parser_helper() {
   (cd "$ROOT" && cargo build --locked --release -p patchdiff-waymark --bin patchdiff-waymark-helper)
   (
     flock 9
-    replace_files 0755 "$("$PG_CONFIG" --pkglibdir)" "$ROOT/target/release/patchdiff-waymark-helper"
+    replace_files 0755 "$("$PG_CONFIG" --pkglibdir)" "$BUILD_DIR/release/patchdiff-waymark-helper"
   ) 9>>"$PGRX_LOCK"
 }
 

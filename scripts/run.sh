@@ -17,9 +17,9 @@ fi
   setup_all
   log "building patchdiff-mcp"
   (cd "$ROOT" && cargo build --release --locked -p patchdiff-mcp)
-  install -m 0755 "$ROOT/target/release/patchdiff-mcp" /usr/local/bin/patchdiff-mcp
+  install -m 0755 "$BUILD_DIR/release/patchdiff-mcp" /usr/local/bin/patchdiff-mcp
   # `patchdiff-mcp finalize` runs the finalizer installed beside it.
-  install -m 0755 "$ROOT/target/release/patchdiff-finalize" /usr/local/bin/patchdiff-finalize
+  install -m 0755 "$BUILD_DIR/release/patchdiff-finalize" /usr/local/bin/patchdiff-finalize
   log "serving MCP on stdio (/usr/local/bin/patchdiff-mcp); logs on stderr"
 } >&2
 exec /usr/local/bin/patchdiff-mcp

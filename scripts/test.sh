@@ -136,11 +136,11 @@ bash "$ROOT/scripts/sql-golden.sh" "$E2E_DATA" "$E2E_PORT"
 export PATCHDIFF_TEST_DSN="host=127.0.0.1 port=$E2E_PORT user=postgres dbname=patchdiff_test"
 export PATCHDIFF_TEST_SERVER_LOG="$E2E_DATA/server.log"
 cargo build --locked -p patchdiff-mcp
-export PATCHDIFF_MCP_BIN="$ROOT/target/debug/patchdiff-mcp"
+export PATCHDIFF_MCP_BIN="$BUILD_DIR/debug/patchdiff-mcp"
 # The benchmark examples (scripts/bench.sh runs them), each run once with its smallest counts by
 # tests/tests/benchmark_commands.rs.
 cargo build --locked -p patchdiff-engine -p patchdiff-waymark -p patchdiff-mcp --examples
-export PATCHDIFF_EXAMPLES_DIR="$ROOT/target/debug/examples"
+export PATCHDIFF_EXAMPLES_DIR="$BUILD_DIR/debug/examples"
 # Every suite of tests/tests, among them issue 19's: changesets.rs (atomic changesets over SQL
 # and over MCP in the extended profile), diffs.rs (patchdiff_diff against GNU diff, which Debian
 # always installs), files.rs (the files profile), shards.rs (a changeset through the router) and
