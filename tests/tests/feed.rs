@@ -1322,7 +1322,7 @@ async fn a_host_that_stops_reading_never_holds_the_notification_queue() {
                     serde_json::from_str(&lines.recv_timeout(Duration::from_secs(60)).unwrap())
                         .unwrap();
                 if v["id"] == 100 {
-                    let last = if EDITS % 2 == 0 { "aaa\n" } else { "ccc\n" };
+                    let last = if EDITS.is_multiple_of(2) { "aaa\n" } else { "ccc\n" };
                     assert_eq!(v["result"]["contents"][0]["text"], last, "{v}");
                     break;
                 }
