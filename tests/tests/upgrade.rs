@@ -352,6 +352,123 @@ async fn update_from_every_release_equals_a_fresh_install() {
     fresh_db.drop().await;
 }
 
+/// Issue 21, item 1 (2026-12-06): the update gives every editing cycle of a 0.1.0 database its
+/// `ledger_floor`, the largest ledger sequence its target had when the cycle opened, so that the
+/// active cycle's ledger page, which now reads the target's rows above it, shows exactly the rows
+/// the dropped index by cycle showed. Rows of 0.1.0 made by hand: a target whose three cycles
+/// hold two, two and no ledger rows, with another target's rows in between.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_update_gives_each_cycle_of_a_release_its_ledger_floor() {
+    let db = Database::create("patchdiff_floor").await;
+    let c = db.connect().await;
+    c.batch_execute("CREATE EXTENSION pg_patchdiff VERSION '0.1.0'")
+        .await
+        .unwrap();
+    let (t, u) = (
+        "11111111-1111-4111-8111-111111111111",
+        "22222222-2222-4222-8222-222222222222",
+    );
+    let cycle = |n: u32| format!("{n:08x}-0000-4000-8000-000000000000");
+    let mut sql = format!(
+        "BEGIN;
+         INSERT INTO patchdiff.targets (target_file_id, filename, target_type, current_content, current_hash,
+                                        version, active_editing_cycle_id, owner_role)
+           VALUES ('{t}', 't.md', 'text/markdown', 'x', repeat('0', 64), 4, '{c3}', 'postgres'),
+                  ('{u}', 'u.md', 'text/markdown', 'x', repeat('0', 64), 2, '{u1}', 'postgres');
+         INSERT INTO patchdiff.editing_cycles (editing_cycle_id, target_file_id, opened_version, closed_version)
+           VALUES ('{c1}', '{t}', 0, 2), ('{c2}', '{t}', 2, 4), ('{c3}', '{t}', 4, NULL), ('{u1}', '{u}', 0, NULL);",
+        c1 = cycle(1),
+        c2 = cycle(2),
+        c3 = cycle(3),
+        u1 = cycle(9),
+    );
+    // Accepted attempts, each with one ledger row, in this order: t 0->1, u 0->1, t 1->2,
+    // t 2->3, u 1->2, t 3->4.
+    for (k, (target, cyc, before)) in [
+        (t, cycle(1), 0),
+        (u, cycle(9), 0),
+        (t, cycle(1), 1),
+        (t, cycle(2), 2),
+        (u, cycle(9), 1),
+        (t, cycle(2), 3),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let log = format!("{:08x}-0000-4000-8000-00000000000{k}", 0xabc);
+        sql.push_str(&format!(
+            "INSERT INTO patchdiff.pdcp_logs (pdcp_log_id, target_file_id, editing_cycle_id, status,
+               protocol_version, runtime_version, pdcp_content, pdcp_content_hash, request_fingerprint,
+               request_envelope, before_version, before_hash, after_version, after_hash, validity, source)
+             VALUES ('{log}', '{target}', '{cyc}', 'accepted', 'p', 'r', '{{}}', 'h', 'f', '{{}}',
+                     {before}, 'h', {after}, 'h', '{{}}', 'mcp');
+             INSERT INTO patchdiff.manifest_ledger (ledger_entry_id, pdcp_log_id, log_sequence, target_file_id,
+               editing_cycle_id, before_version, after_version, change_index, change_id, origin, derived)
+             SELECT gen_random_uuid(), '{log}', log_sequence, '{target}', '{cyc}', {before}, {after}, 1,
+                    'chg_001', 'patchdiff-tx/1', '{{}}'
+             FROM patchdiff.pdcp_logs WHERE pdcp_log_id = '{log}';",
+            after = before + 1
+        ));
+    }
+    sql.push_str("COMMIT;");
+    c.batch_execute(&sql).await.unwrap();
+    let seqs =
+        |rows: Vec<tokio_postgres::Row>| -> Vec<i64> { rows.iter().map(|r| r.get(0)).collect() };
+    let t_rows = seqs(
+        c.query(
+            "SELECT ledger_sequence FROM patchdiff.manifest_ledger WHERE target_file_id = $1::text::uuid ORDER BY 1",
+            &[&t],
+        )
+        .await
+        .unwrap(),
+    );
+    assert_eq!(t_rows.len(), 4);
+    c.batch_execute("ALTER EXTENSION pg_patchdiff UPDATE")
+        .await
+        .unwrap();
+    let floors = seqs(
+        c.query(
+            "SELECT ledger_floor FROM patchdiff.editing_cycles ORDER BY editing_cycle_id",
+            &[],
+        )
+        .await
+        .unwrap(),
+    );
+    // Cycles 1, 2, 3 of t, then u's only cycle.
+    assert_eq!(floors, [0, t_rows[1], t_rows[3], 0]);
+    // The active cycle of t is empty; its previous cycles hold the four rows, in order.
+    let page = |previous: bool| {
+        let c = &c;
+        async move {
+            patchdiff_tests::call(
+                c,
+                "patchdiff_get_manifest_ledger",
+                &json!({"target_file_id": t, "include_previous_cycles": previous}),
+            )
+            .await
+            .unwrap()
+        }
+    };
+    assert_eq!(page(false).await["entries"], json!([]));
+    let all: Vec<i64> = page(true).await["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["ledger_sequence"].as_i64().unwrap())
+        .collect();
+    assert_eq!(all, t_rows);
+    let u_page = patchdiff_tests::call(
+        &c,
+        "patchdiff_get_manifest_ledger",
+        &json!({"target_file_id": u}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(u_page["entries"].as_array().unwrap().len(), 2, "{u_page}");
+    drop(c);
+    db.drop().await;
+}
+
 /// patchdiff-mcp on `dsn` with `env`, expected to stop at start-up: its stderr.
 fn refused_start(dsn: &str, env: &[(&str, &str)]) -> String {
     let mut cmd = Command::new(mcp_bin());
