@@ -2,7 +2,7 @@
 //! read on a thread so that a hung server fails a test instead of hanging it.
 
 use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
+use std::process::{Child, ChildStdin, ChildStdout, Command, ExitStatus, Stdio};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
 use std::time::Duration;
 
@@ -11,6 +11,25 @@ pub fn mcp_bin() -> String {
     std::env::var("PATCHDIFF_MCP_BIN").unwrap_or_else(|_| {
         concat!(env!("CARGO_MANIFEST_DIR"), "/../target/debug/patchdiff-mcp").to_owned()
     })
+}
+
+/// A `patchdiff-mcp` whose stdout nothing reads unless the test does (unlike [`Pipes`]): for
+/// tests that stop reading, or close an end, on purpose. `env` comes on top of the inherited
+/// environment; stderr is discarded.
+pub fn spawn_unread(env: &[(&str, &str)]) -> (Child, ChildStdin, BufReader<ChildStdout>) {
+    let mut cmd = Command::new(mcp_bin());
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd
+        .spawn()
+        .expect("spawning patchdiff-mcp (build it first: cargo build -p patchdiff-mcp)");
+    let stdin = child.stdin.take().unwrap();
+    let stdout = BufReader::new(child.stdout.take().unwrap());
+    (child, stdin, stdout)
 }
 
 pub struct Pipes {

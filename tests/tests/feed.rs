@@ -1208,16 +1208,10 @@ async fn a_host_that_stops_reading_never_holds_the_notification_queue() {
             );
         }
         // The host: subscribes to every target, then reads nothing more.
-        let mut child = Command::new(mcp_bin())
-            .env("PATCHDIFF_DATABASE_URL", &dsn)
-            .env("PATCHDIFF_MCP_PROFILE", "extended")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawning patchdiff-mcp");
-        let mut stdin = child.stdin.take().unwrap();
-        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let (mut child, mut stdin, mut stdout) = patchdiff_tests::stdio::spawn_unread(&[
+            ("PATCHDIFF_DATABASE_URL", &dsn),
+            ("PATCHDIFF_MCP_PROFILE", "extended"),
+        ]);
         let mut say = move |line: Value| {
             stdin.write_all(format!("{line}\n").as_bytes()).unwrap();
             stdin.flush().unwrap();

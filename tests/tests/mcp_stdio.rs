@@ -708,7 +708,7 @@ fn a_cancelled_call_ends_unanswered_with_nothing_written() {
 /// cancelled: a submission waiting for a row lock then never commits.
 #[test]
 fn a_call_whose_host_is_gone_is_cancelled_one_whose_input_ended_is_answered() {
-    use std::io::{BufRead, BufReader, Write};
+    use std::io::{BufRead, Write};
     let mut setup = Mcp::start(&[]);
     setup.initialize(Some("2025-11-25"));
     let target = initialize_target(&mut setup, "abc\n");
@@ -722,15 +722,8 @@ fn a_call_whose_host_is_gone_is_cancelled_one_whose_input_ended_is_answered() {
             "BEGIN; SELECT 1 FROM patchdiff.targets WHERE target_file_id = '{target}' FOR UPDATE"
         ));
         let mut waiting = waiting_behind(&target, holder_pid);
-        let mut child = Command::new(mcp_bin())
-            .env("PATCHDIFF_DATABASE_URL", dsn())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut stdin = child.stdin.take().unwrap();
-        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let (mut child, mut stdin, mut stdout) =
+            patchdiff_tests::stdio::spawn_unread(&[("PATCHDIFF_DATABASE_URL", &dsn())]);
         let v = version(&current);
         for line in [
             json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}),

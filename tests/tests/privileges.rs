@@ -803,8 +803,7 @@ async fn hostile_strings_round_trip(su: &Client, fe: &Client) {
 /// The real `patchdiff-mcp` runs as the role: it finds the extension, lists every tool and
 /// serves a call. Skipped (and said so) without a built binary or with a URL-style DSN.
 async fn front_end_serves_as_the_role(db: &str, role: &str, password: &str) -> String {
-    use std::io::{BufRead, BufReader};
-    use std::process::{Command, Stdio};
+    use std::io::BufRead;
     let bin = std::env::var("PATCHDIFF_MCP_BIN").unwrap_or_else(|_| {
         concat!(env!("CARGO_MANIFEST_DIR"), "/../target/debug/patchdiff-mcp").to_owned()
     });
@@ -814,16 +813,10 @@ async fn front_end_serves_as_the_role(db: &str, role: &str, password: &str) -> S
     }
     // Later keys win in a key=value connection string.
     let conninfo = format!("{base} dbname={db} user={role} password={password}");
-    let mut child = Command::new(&bin)
-        .env("PATCHDIFF_DATABASE_URL", conninfo)
-        .env("PATCHDIFF_MCP_PROFILE", "full")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawning patchdiff-mcp");
-    let mut stdin = child.stdin.take().unwrap();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let (mut child, mut stdin, mut out) = patchdiff_tests::stdio::spawn_unread(&[
+        ("PATCHDIFF_DATABASE_URL", &conninfo),
+        ("PATCHDIFF_MCP_PROFILE", "full"),
+    ]);
     let lines = [
         r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"privileges","version":"1"}}}"#.to_owned(),
         r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#.to_owned(),
