@@ -233,167 +233,95 @@ impl Server {
     }
 
     /// Serves newline-delimited JSON-RPC until the input ends. `reader_gone` tells whether
-    /// nobody can read `output` any more (the host died): asked when the input ends while a
-    /// call runs.
-    ///
-    /// While a request is being answered the input is read ahead (at most [`AHEAD_LINES`] lines
-    /// or [`AHEAD_BYTES`] bytes wait), so that `notifications/cancelled` naming it reaches it:
-    /// its database statement is cancelled (as `pg_cancel_backend` would: a write cancelled
-    /// before its COMMIT rolls back; one cancelled too late has committed, as ever) and, as the
-    /// MCP specification asks, it is not answered. One naming a request that waits is dropped
-    /// with it. The other lines read ahead are answered in order afterwards. An input that ends
-    /// during a call lets the call finish and be answered (`printf ... | patchdiff-mcp` reads
-    /// its answers), unless nobody can read them any more: then the call is cancelled too
-    /// (helper-62: a call waiting for a row lock after the host had died committed when the lock
-    /// was released, an edit nobody would ever hear of).
+    /// nobody can read `output` any more (the host died): asked every [`HOST_CHECK`] while a
+    /// call runs. If so, the call's statement is cancelled (as `pg_cancel_backend` would: a
+    /// write cancelled before its COMMIT rolls back), since its answer can never be read
+    /// (helper-62: a call waiting for a row lock after its host had died committed when the lock
+    /// was released, an edit nobody would ever hear of); the server then fails to write the
+    /// answer and exits 1. An input that merely ends lets the call finish and be answered
+    /// (`printf ... | patchdiff-mcp` reads its answers).
     pub async fn serve<R: AsyncBufRead + Unpin, W: AsyncWrite + Unpin>(
         mut self,
         mut input: R,
         mut output: W,
         reader_gone: fn() -> bool,
     ) -> std::io::Result<()> {
-        let mut partial = Vec::with_capacity(8192);
+        let mut line = Vec::with_capacity(8192);
         let max = self.config.max_line_bytes;
         self.streaming = true;
         let mut seen = 0usize;
-        let mut ahead = Ahead::default();
-        let mut input_ended = false;
-        let mut input_failed = None;
         loop {
-            let next = match ahead.lines.pop_front() {
-                Some(next) => {
-                    ahead.bytes -= next.len();
-                    next
-                }
-                None if input_ended => return input_failed.map_or(Ok(()), Err),
-                None => {
-                    // The change feed's notifications are written here, between responses, by
-                    // the one writer of the output; a line half read stays in `partial` and
-                    // `seen` meanwhile. The client's input goes first when both are ready: a
-                    // `notifications/cancelled` the client sent before a change was announced
-                    // ends its stream before that change is delivered, however busy the
-                    // machine (a fair choice delivered it half the time). Only this client
-                    // waits on its own input.
-                    let read = tokio::select! {
-                        biased;
-                        read = read_bounded_line(&mut input, &mut partial, &mut seen, max) => read?,
-                        signal = next_signal(&mut self.subs) => {
-                            self.deliver(signal, &mut output).await?;
-                            continue;
-                        }
-                    };
-                    match read {
-                        Line::End => return Ok(()),
-                        Line::Read => Pending::Line(std::mem::take(&mut partial)),
-                        Line::TooLong(n) => {
-                            partial.clear();
-                            Pending::TooLong(n)
-                        }
-                    }
-                }
-            };
-            let mut line = match next {
-                Pending::TooLong(n) => {
-                    let mut reply = rpc::error_line(
-                        &Value::Null,
-                        rpc::INVALID_REQUEST,
-                        &format!(
-                            "Invalid Request: a line of {n} bytes or more is over this server's limit of {max} bytes (PATCHDIFF_MCP_MAX_LINE_BYTES); it was discarded unread"
-                        ),
-                    );
-                    reply.push('\n');
-                    output.write_all(reply.as_bytes()).await?;
-                    output.flush().await?;
+            // The change feed's notifications are written here, between responses, by the one
+            // writer of the output; a line half read stays in `line` and `seen` meanwhile. The
+            // client's input goes first when both are ready: a `notifications/cancelled` the
+            // client sent before a change was announced ends its stream before that change is
+            // delivered, however busy the machine (a fair choice delivered it half the time).
+            // Only this client waits on its own input.
+            let read = tokio::select! {
+                biased;
+                read = read_bounded_line(&mut input, &mut line, &mut seen, max) => read?,
+                signal = next_signal(&mut self.subs) => {
+                    self.deliver(signal, &mut output).await?;
                     continue;
                 }
-                Pending::Line(line) => line,
+            };
+            let oversized = match read {
+                Line::End => return Ok(()),
+                Line::Read => None,
+                Line::TooLong(n) => Some(n),
             };
             while matches!(line.last(), Some(b'\n' | b'\r')) {
                 line.pop();
             }
-            if line.iter().all(u8::is_ascii_whitespace) {
+            if oversized.is_none() && line.iter().all(u8::is_ascii_whitespace) {
+                line.clear();
                 continue;
             }
-            let parsed = rpc::parse_line(&line);
-            drop(line);
-            let in_flight = match &parsed {
-                Ok(Incoming::Request { id, .. }) => Some(id.clone()),
-                _ => None,
-            };
-            let cancel = self.db.cancel_token();
-            let mut cancelled = false;
-            let reply = {
-                let call = self.handle_parsed(parsed);
-                tokio::pin!(call);
-                loop {
-                    tokio::select! {
-                        biased;
-                        reply = &mut call => break reply,
-                        read = read_bounded_line(&mut input, &mut partial, &mut seen, max),
-                            if in_flight.is_some() && !input_ended && ahead.has_room() =>
-                        {
-                            let ask_cancel = match read {
-                                Ok(Line::End) => {
-                                    input_ended = true;
-                                    reader_gone()
-                                }
-                                // A failed read ends the input; the call goes on, and the
-                                // failure is the server's end once what was read is answered.
-                                Err(e) => {
-                                    input_ended = true;
-                                    input_failed = Some(e);
-                                    reader_gone()
-                                }
-                                Ok(Line::TooLong(n)) => {
-                                    partial.clear();
-                                    ahead.push(Pending::TooLong(n));
-                                    false
-                                }
-                                Ok(Line::Read) => {
-                                    let next = std::mem::take(&mut partial);
-                                    match cancellation(&next) {
-                                        Some(id) if Some(&id) == in_flight.as_ref() => {
-                                            cancelled = true;
-                                            // Handled again afterwards as well: if the running
-                                            // request opened a listen stream, that ends it.
-                                            ahead.push(Pending::Line(next));
-                                            true
-                                        }
-                                        Some(id) if ahead.drop_request(&id) => false,
-                                        _ => {
-                                            ahead.push(Pending::Line(next));
-                                            false
-                                        }
+            let reply = match oversized {
+                Some(n) => Some(rpc::error_line(
+                    &Value::Null,
+                    rpc::INVALID_REQUEST,
+                    &format!(
+                        "Invalid Request: a line of {n} bytes or more is over this server's limit of {max} bytes (PATCHDIFF_MCP_MAX_LINE_BYTES); it was discarded unread"
+                    ),
+                )),
+                None => {
+                    let cancel = self.db.cancel_token();
+                    let call = self.handle_message(&line);
+                    tokio::pin!(call);
+                    let mut check = tokio::time::interval(HOST_CHECK);
+                    check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                    let mut asked = false;
+                    loop {
+                        tokio::select! {
+                            biased;
+                            reply = &mut call => break reply,
+                            _ = check.tick(), if !asked => {
+                                if reader_gone() {
+                                    asked = true;
+                                    tracing::warn!("stdout has no reader any more: cancelling the running call");
+                                    if let Err(e) = cancel.cancel_query(tokio_postgres::NoTls).await {
+                                        tracing::warn!("the request to cancel the running call failed: {e}");
                                     }
-                                }
-                            };
-                            if ask_cancel {
-                                tracing::info!("cancelling the running call");
-                                if let Err(e) = cancel.cancel_query(tokio_postgres::NoTls).await {
-                                    tracing::warn!("the request to cancel the running call failed: {e}");
                                 }
                             }
                         }
                     }
                 }
             };
-            if let Some(mut reply) = reply.filter(|_| !cancelled) {
+            if let Some(mut reply) = reply {
                 reply.push('\n');
                 output.write_all(reply.as_bytes()).await?;
                 output.flush().await?;
             }
+            line.clear();
         }
     }
 
     /// One JSON-RPC message (a line without its newline): the answer line, or `None` for a
     /// notification.
     pub async fn handle_message(&mut self, message: &[u8]) -> Option<String> {
-        self.handle_parsed(rpc::parse_line(message)).await
-    }
-
-    /// One JSON-RPC message as [`rpc::parse_line`] read it.
-    async fn handle_parsed(&mut self, parsed: Result<Incoming, rpc::Reject>) -> Option<String> {
-        match parsed {
+        match rpc::parse_line(message) {
             Err((id, code, message)) => Some(rpc::error_line(&id, code, &message)),
             Ok(Incoming::Notification { method, params }) => {
                 tracing::debug!(method, "notification");
@@ -1307,72 +1235,8 @@ enum Line {
     TooLong(usize),
 }
 
-/// A line read, or one over the limit (this many bytes were seen before it was dropped).
-enum Pending {
-    Line(Vec<u8>),
-    TooLong(usize),
-}
-
-impl Pending {
-    fn len(&self) -> usize {
-        match self {
-            Pending::Line(l) => l.len(),
-            Pending::TooLong(_) => 0,
-        }
-    }
-}
-
-/// How many lines, and how many bytes of them, are read ahead while a call runs (see
-/// [`Server::serve`]); past either, the input waits in the pipe as before.
-const AHEAD_LINES: usize = 64;
-const AHEAD_BYTES: usize = 1 << 20;
-
-/// The lines read ahead while a call ran, in order.
-#[derive(Default)]
-struct Ahead {
-    lines: std::collections::VecDeque<Pending>,
-    bytes: usize,
-}
-
-impl Ahead {
-    fn has_room(&self) -> bool {
-        self.lines.len() < AHEAD_LINES && self.bytes < AHEAD_BYTES
-    }
-
-    fn push(&mut self, p: Pending) {
-        self.bytes += p.len();
-        self.lines.push_back(p);
-    }
-
-    /// Drops the waiting request `id`, if there is one.
-    fn drop_request(&mut self, id: &Value) -> bool {
-        let Some(at) = self.lines.iter().position(|p| match p {
-            Pending::Line(l) => {
-                matches!(rpc::parse_line(l), Ok(Incoming::Request { id: ref r, .. }) if r == id)
-            }
-            Pending::TooLong(_) => false,
-        }) else {
-            return false;
-        };
-        if let Some(p) = self.lines.remove(at) {
-            self.bytes -= p.len();
-        }
-        true
-    }
-}
-
-/// The `requestId` of a `notifications/cancelled` line, if it is one.
-fn cancellation(line: &[u8]) -> Option<Value> {
-    match rpc::parse_line(line) {
-        Ok(Incoming::Notification { method, params }) if method == "notifications/cancelled" => {
-            let p: Value = serde_json::from_str(params?.get()).ok()?;
-            p.get("requestId")
-                .filter(|id| id.is_string() || id.is_number())
-                .cloned()
-        }
-        _ => None,
-    }
-}
+/// How often a running call checks that its host can still read the answer ([`Server::serve`]).
+const HOST_CHECK: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// The change feed's next signal, or never when nothing is watched.
 pub(crate) async fn next_signal(subs: &mut resources::Subscriptions) -> Option<feed::Signal> {

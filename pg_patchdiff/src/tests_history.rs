@@ -972,8 +972,8 @@ mod tests {
     /// The ledger pages to exhaustion, with and without include_previous_cycles: after a SAVE
     /// the default call returns only the new, possibly empty, active cycle. Another target's
     /// edits take sequence numbers in between. The active cycle is read above its
-    /// `ledger_floor` (issue 21, item 1), which a SAVE sets to what the upgrade script's formula
-    /// gives for a cycle of 0.1.0.
+    /// `ledger_floor` (issue 21, item 1), which a SAVE sets to the largest sequence the target
+    /// had when the cycle opened.
     #[pg_test]
     fn ledger_pages_by_cycle_to_exhaustion() {
         let t = init("a0 b0\n");
@@ -1061,8 +1061,9 @@ mod tests {
             p,
             json!({"entries": [], "has_more": false, "next_sequence": null})
         );
-        // Every cycle's floor, the first's 0 included, is what sql/upgrades/
-        // pg_patchdiff--0.1.0--0.2.0.sql computes for a cycle it updates.
+        // Every cycle's floor, the first's 0 included, is the largest sequence among the
+        // target's rows at or below the version the cycle opened at (what the upgrade from
+        // 0.1.0 gives a cycle: tests/tests/upgrade.rs).
         let floors = sql_seqs(
             "SELECT c.ledger_floor FROM patchdiff.editing_cycles c WHERE c.target_file_id = $1::uuid \
              AND c.ledger_floor = COALESCE((SELECT max(l.ledger_sequence) FROM patchdiff.manifest_ledger l \

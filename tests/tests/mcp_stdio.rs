@@ -619,93 +619,11 @@ fn wait_until(what: &str, within: Duration, mut done: impl FnMut() -> bool) {
     }
 }
 
-/// helper-62 F2; MCP "Cancellation": `notifications/cancelled` naming the running call cancels
-/// its statement (a submission waiting for a target's row lock: nothing is written) and the call
-/// is not answered; one naming a request that waits behind it drops that request unanswered;
-/// the server answers what comes next at once, while the lock is still held.
-#[test]
-fn a_cancelled_call_ends_unanswered_with_nothing_written() {
-    let mut m = Mcp::start(&[]);
-    m.initialize(Some("2025-11-25"));
-    let target = initialize_target(&mut m, "abc\n");
-    let attempts =
-        format!("SELECT count(*) FROM patchdiff.pdcp_logs WHERE target_file_id = '{target}'");
-    let mut count = postgres_count_for(&target);
-    let (mut holder, holder_pid) = holding_session(&target);
-    holder(&format!(
-        "BEGIN; SELECT 1 FROM patchdiff.targets WHERE target_file_id = '{target}' FOR UPDATE"
-    ));
-    let mut waiting = waiting_behind(&target, holder_pid);
-    let submit = json!({"target_file_id": target, "expected_target_version": 0, "intent": "x",
-        "edits": [{"match": "abc", "replace": "xyz"}], "client_request_id": "cancelled-1"});
-    let line = |id: i64, method: &str, params: Value| {
-        format!(
-            "{}\n",
-            json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
-        )
-    };
-    m.send_raw(
-        line(
-            100,
-            "tools/call",
-            json!({"name": "patchdiff_submit_edits", "arguments": submit}),
-        )
-        .as_bytes(),
-    );
-    wait_until(
-        "the submission waits for the lock",
-        Duration::from_secs(20),
-        || waiting() == 1,
-    );
-    // A request behind it, then cancels of both (the waiting one first), then a ping.
-    m.send_raw(
-        line(
-            101,
-            "tools/call",
-            json!({"name": "patchdiff_read_target", "arguments": {"target_file_id": target}}),
-        )
-        .as_bytes(),
-    );
-    for id in [101, 100] {
-        m.send_raw(
-            format!(
-                "{}\n",
-                json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": id, "reason": "test"}})
-            )
-            .as_bytes(),
-        );
-    }
-    m.send_raw(line(102, "ping", json!({})).as_bytes());
-    let started = std::time::Instant::now();
-    let r = m.reply();
-    assert_eq!(
-        r,
-        json!({"jsonrpc": "2.0", "id": 102, "result": {}}),
-        "neither 100 nor 101 is answered"
-    );
-    assert!(
-        started.elapsed() < Duration::from_secs(10),
-        "{:?}",
-        started.elapsed()
-    );
-    wait_until("the lock wait ends", Duration::from_secs(15), || {
-        waiting() == 0
-    });
-    holder("ROLLBACK");
-    assert_eq!(count(&attempts), 0, "nothing was written");
-    // The same session serves on; the identical keyed call is a fresh acceptance.
-    let (t, _) = m.call("patchdiff_submit_edits", submit);
-    assert_eq!(
-        (&t["status"], &t["deduplicated"]),
-        (&json!("accepted"), &json!(false)),
-        "{t}"
-    );
-}
-
-/// helper-62 F1; docs/profiles.md "Exit status": an input that ends while a call runs lets the
-/// call finish and be answered (a host may close stdin and still read: `printf ... |
-/// patchdiff-mcp`), but once nobody can read the answer either (the host died), the call is
-/// cancelled: a submission waiting for a row lock then never commits.
+/// helper-62 F1, helper-64 F5; docs/profiles.md "Exit status": an input that ends while a call
+/// runs lets the call finish and be answered (a host may close stdin and still read: `printf ...
+/// | patchdiff-mcp`), but once nobody can read the answer (the host died: stdout's pipe has no
+/// reader, whether stdin closed with it or before), the call is cancelled within about a second:
+/// a submission waiting for a row lock then never commits, and the server exits 1.
 #[test]
 fn a_call_whose_host_is_gone_is_cancelled_one_whose_input_ended_is_answered() {
     use std::io::{BufRead, Write};
@@ -716,7 +634,16 @@ fn a_call_whose_host_is_gone_is_cancelled_one_whose_input_ended_is_answered() {
     let mut version = postgres_count_for(&target);
     let current =
         format!("SELECT version FROM patchdiff.targets WHERE target_file_id = '{target}'");
-    for host_dies in [false, true] {
+    #[derive(Debug, Clone, Copy, PartialEq)]
+    enum Host {
+        /// Closes stdin and goes on reading.
+        EndsInput,
+        /// Closes both at once.
+        Dies,
+        /// Closes stdin, then stdout half a second later.
+        EndsInputThenDies,
+    }
+    for host in [Host::EndsInput, Host::Dies, Host::EndsInputThenDies] {
         let (mut holder, holder_pid) = holding_session(&target);
         holder(&format!(
             "BEGIN; SELECT 1 FROM patchdiff.targets WHERE target_file_id = '{target}' FOR UPDATE"
@@ -743,20 +670,9 @@ fn a_call_whose_host_is_gone_is_cancelled_one_whose_input_ended_is_answered() {
             || waiting() == 1,
         );
         drop(stdin);
-        if host_dies {
-            drop(stdout);
-            wait_until(
-                "the call of a host that is gone is cancelled",
-                Duration::from_secs(15),
-                || waiting() == 0,
-            );
-            holder("ROLLBACK");
-            assert_eq!(version(&current), v, "nothing was committed");
-            let status = child.wait().unwrap();
-            assert_eq!(status.code(), Some(1), "its answer was lost: {status:?}");
-        } else {
-            // The input ended, the host still reads: the call waits on, then commits and is answered.
-            std::thread::sleep(Duration::from_millis(500));
+        if host == Host::EndsInput {
+            // The host still reads: the call waits on, then commits and is answered.
+            std::thread::sleep(Duration::from_millis(1500));
             assert_eq!(waiting(), 1, "still waiting for the lock");
             holder("ROLLBACK");
             let mut answer = String::new();
@@ -771,7 +687,26 @@ fn a_call_whose_host_is_gone_is_cancelled_one_whose_input_ended_is_answered() {
             );
             assert_eq!(version(&current), v + 1);
             assert_eq!(child.wait().unwrap().code(), Some(0));
+            continue;
         }
+        if host == Host::EndsInputThenDies {
+            std::thread::sleep(Duration::from_millis(500));
+            assert_eq!(waiting(), 1, "still waiting while the host reads");
+        }
+        drop(stdout);
+        wait_until(
+            &format!("{host:?}: the call of a host that is gone is cancelled"),
+            Duration::from_secs(15),
+            || waiting() == 0,
+        );
+        holder("ROLLBACK");
+        assert_eq!(version(&current), v, "{host:?}: nothing was committed");
+        let status = child.wait().unwrap();
+        assert_eq!(
+            status.code(),
+            Some(1),
+            "{host:?}: its answer was lost: {status:?}"
+        );
     }
 }
 
