@@ -96,8 +96,14 @@ async fn connect_config(config: tokio_postgres::Config) -> Result<Client, String
 /// the tenant's documents and the power to forge every answer (helper-49). The statements below
 /// name pg_catalog's objects as well, for a session this setting cannot reach (a transaction
 /// pooler that hands each transaction another server session).
-pub(crate) const PIN_SEARCH_PATH: &str =
-    "SELECT pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', false)";
+///
+/// The same statement sets `client_connection_check_interval`: while a statement runs, the
+/// server checks every second that this front end is still connected, and cancels the statement
+/// if not. A front end that was killed (SIGKILL, a crash, the machine) otherwise left its call
+/// running, and a write waiting for a row lock committed when the lock was released, though
+/// nobody would ever hear of it (helper-64).
+pub(crate) const PIN_SEARCH_PATH: &str = "SELECT pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', false), \
+     pg_catalog.set_config('client_connection_check_interval', '1s', false)";
 
 async fn pinned(client: Client) -> Result<Client, String> {
     client

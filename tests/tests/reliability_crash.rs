@@ -653,12 +653,16 @@ impl McpOnce {
     }
 }
 
-/// Kill `patchdiff-mcp` mid-call, twice, while its submission waits on the target's lock. The
-/// first time the lock is then released: the orphaned backend carries on and commits, and a new
-/// front end's keyed retry recovers that outcome (`deduplicated: true`). The second time the
-/// orphaned backend is terminated too: nothing committed, and the keyed retry commits once.
-/// Then a load of three SQL clients and two front ends that kill their `patchdiff-mcp` on a
-/// third of their submissions.
+/// Kill `patchdiff-mcp` mid-call, three times, while its submission waits on the target's lock.
+/// The first time the lock is released at once: the orphaned backend may carry on and commit
+/// before it notices its client is gone, and a new front end's keyed retry then recovers that
+/// outcome (`deduplicated: true`), else commits it once. The second time the orphaned backend is
+/// terminated too: nothing committed, and the keyed retry commits once. The third time the lock
+/// is held 2.5 s longer: the front end's sessions check every second that their client is still
+/// there (`client_connection_check_interval`, helper-64), so the orphan's statement is cancelled
+/// and nothing commits, where it used to commit once the lock was released. Then a load of three
+/// SQL clients and two front ends that kill their `patchdiff-mcp` on a third of their
+/// submissions.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_mcp_mid_call_is_recovered_by_a_keyed_retry() {
     let cluster = Cluster::start("crash_mcp").await;
@@ -669,12 +673,22 @@ async fn killed_mcp_mid_call_is_recovered_by_a_keyed_retry() {
     let app = "crash-mcp-once";
     let dsn = stress::with_application_name(&cluster.dsn, app);
 
-    for (round, terminate_orphan) in [(1, false), (2, true)] {
+    #[derive(Clone, Copy, PartialEq)]
+    enum Orphan {
+        LockReleasedAtOnce,
+        Terminated,
+        LockHeldLonger,
+    }
+    for (round, orphan_fate) in [
+        (1, Orphan::LockReleasedAtOnce),
+        (2, Orphan::Terminated),
+        (3, Orphan::LockHeldLonger),
+    ] {
         let version = round - 1;
-        let (from, to) = if round == 1 {
-            ("alpha", "ALPHA")
-        } else {
-            ("beta", "BETA")
+        let (from, to) = match round {
+            1 => ("alpha", "ALPHA"),
+            2 => ("beta", "BETA"),
+            _ => ("gamma", "GAMMA"),
         };
         let key = format!("mcp-{round}");
         let args = replace(&target, version, from, to, &key);
@@ -690,11 +704,15 @@ async fn killed_mcp_mid_call_is_recovered_by_a_keyed_retry() {
             .await;
         let orphan = blocked_backend(&observer, None, app).await;
         m.kill().await;
-        if terminate_orphan {
-            observer
-                .execute("SELECT pg_terminate_backend($1)", &[&orphan])
-                .await
-                .unwrap();
+        match orphan_fate {
+            Orphan::Terminated => {
+                observer
+                    .execute("SELECT pg_terminate_backend($1)", &[&orphan])
+                    .await
+                    .unwrap();
+            }
+            Orphan::LockHeldLonger => tokio::time::sleep(Duration::from_millis(2500)).await,
+            Orphan::LockReleasedAtOnce => {}
         }
         holder.batch_execute("ROLLBACK").await.unwrap();
         // The orphan finishes its statement (committing it, or not when terminated) and exits.
@@ -727,16 +745,19 @@ async fn killed_mcp_mid_call_is_recovered_by_a_keyed_retry() {
                 "accepted".into()
             )]
         );
-        if terminate_orphan {
-            assert!(before.is_empty(), "{before:?}");
-            assert_eq!(r["deduplicated"], false, "the retry is the one commit: {r}");
-        } else {
+        if orphan_fate == Orphan::LockReleasedAtOnce && !before.is_empty() {
             assert_eq!(before, after, "the orphan committed");
             assert_eq!(r["deduplicated"], true, "the retry recovers it: {r}");
+        } else {
+            assert!(
+                before.is_empty(),
+                "nothing committed for the dead client: {before:?}"
+            );
+            assert_eq!(r["deduplicated"], false, "the retry is the one commit: {r}");
         }
         again.kill().await;
     }
-    replays(&observer, &target, 2).await;
+    replays(&observer, &target, 3).await;
 
     let mut config = cluster.config("mcpkill");
     config.sql_clients = 3;
