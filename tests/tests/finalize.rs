@@ -862,17 +862,31 @@ async fn patchdiff_mcp_finalize_runs_the_finalizer_beside_it() {
     let server = PathBuf::from(mcp_bin());
     let copy = dir.join("patchdiff-mcp");
     std::fs::copy(&server, &copy).unwrap();
-    let help = |bin: &Path| {
-        let mut cmd = Command::new(bin);
-        cmd.args(["finalize", "--help"])
-            .stdin(Stdio::null())
-            .kill_on_drop(true);
-        cmd
+    // The copy was just written: a process another test thread forks meanwhile holds its
+    // writing descriptor until that child execs, and running the copy then fails with ETXTBSY
+    // ("Text file busy": CI, 2026-12-06). Tried again for up to 5 s.
+    let help = async |bin: &Path| -> Output {
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        loop {
+            let mut cmd = Command::new(bin);
+            cmd.args(["finalize", "--help"])
+                .stdin(Stdio::null())
+                .kill_on_drop(true);
+            match tokio::time::timeout(RUN_TIMEOUT, cmd.output())
+                .await
+                .unwrap()
+            {
+                Err(e)
+                    if e.raw_os_error() == Some(ETXTBSY)
+                        && std::time::Instant::now() < deadline =>
+                {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                r => return r.unwrap(),
+            }
+        }
     };
-    let alone = tokio::time::timeout(RUN_TIMEOUT, help(&copy).output())
-        .await
-        .unwrap()
-        .unwrap();
+    let alone = help(&copy).await;
     let stderr = String::from_utf8_lossy(&alone.stderr);
     assert_eq!(alone.status.code(), Some(2), "{stderr}");
     assert!(alone.stdout.is_empty());
@@ -886,10 +900,7 @@ async fn patchdiff_mcp_finalize_runs_the_finalizer_beside_it() {
         dir.join("patchdiff-finalize"),
     )
     .unwrap();
-    let both = tokio::time::timeout(RUN_TIMEOUT, help(&copy).output())
-        .await
-        .unwrap()
-        .unwrap();
+    let both = help(&copy).await;
     assert_eq!(both.status.code(), Some(0));
     assert!(
         String::from_utf8_lossy(&both.stdout)
@@ -897,3 +908,6 @@ async fn patchdiff_mcp_finalize_runs_the_finalizer_beside_it() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Linux's ETXTBSY ("Text file busy").
+const ETXTBSY: i32 = 26;
