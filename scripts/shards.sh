@@ -47,6 +47,11 @@ up() {
   for ((p = 0; p < PARTITIONS; p++)); do
     s=$((p % n))
     create_database "$DIR/shard$s" $((PORT + 1 + s)) "patchdiff_p$p" >&2
+    # A routed call's session on the shard ends its statement once its router session has gone
+    # (docs/scale-out.md "Sessions whose router session ended"): otherwise a call whose
+    # patchdiff-mcp or router backend died while it waited for a lock commits when it gets it.
+    cluster_psql "$DIR/shard$s" $((PORT + 1 + s)) -d postgres >&2 \
+      -c "ALTER DATABASE patchdiff_p$p SET client_connection_check_interval = '1s'"
     # The search_path pinned on every routed session: PL/Proxy names argument types unqualified
     # and logs in as the calling role (sql/router/patchdiff_router.sql).
     servers+=("p$p 'host=127.0.0.1 port=$((PORT + 1 + s)) dbname=patchdiff_p$p options=-csearch_path=pg_catalog,pg_temp'")

@@ -191,8 +191,9 @@ pub async fn tables_for(dsn: &str, target: &str) -> Client {
 /// Through a router, ends the sessions in `target`'s partition database that wait on a lock held
 /// by a session whose query names `target` (a test's `SELECT ... FOR UPDATE` of that target's
 /// row): the sessions PL/Proxy opened there for calls whose router sessions the test ended.
-/// Ending the router's session alone leaves such a call waiting, to commit once the lock is
-/// released. Other tests' waiters, blocked by other holders, are left alone. Nothing to do on one
+/// Ending the router's session alone leaves such a call waiting until its shard session notices
+/// (`client_connection_check_interval`, up to a second: docs/scale-out.md), to commit if the lock
+/// is released meanwhile. Other tests' waiters, blocked by other holders, are left alone. Nothing to do on one
 /// database, where the test ended the call's own session.
 pub async fn end_lock_waiters_behind_router(dsn: &str, target: &str) {
     if !is_router(&connect(dsn).await.expect("connecting")).await {

@@ -709,7 +709,8 @@ async fn wait_for_lock_wait(id: &str, app: &str) {
 
 /// Terminates the session named `app` and waits (up to 10 s) until it has exited. Through a
 /// router, also the session that runs its SAVE on the target's partition: ending the router's
-/// session alone would leave that SAVE waiting, to commit once the lock is released.
+/// session alone would leave that SAVE waiting for up to a second, to commit if the lock is
+/// released meanwhile (docs/scale-out.md, "Sessions whose router session ended").
 async fn terminate(id: &str, app: &str) {
     let c = client().await;
     c.execute(

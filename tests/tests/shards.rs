@@ -1824,3 +1824,87 @@ async fn a_partition_that_never_answers_costs_only_its_own_changes() {
         std::panic::resume_unwind(e.into_panic());
     }
 }
+
+/// docs/scale-out.md, "Sessions on the shards": a call through the router whose
+/// `patchdiff-mcp` was killed while its statement on the shard waited for a row lock commits
+/// nothing, however long the lock is held. The router's session checks every second that its
+/// client is still there (patchdiff-mcp sets `client_connection_check_interval` on its sessions)
+/// and ends, which closes PL/Proxy's session on the shard; that session checks too (the setting
+/// on each partition database, scripts/shards.sh) and its statement is cancelled while the lock
+/// is still held. Without the shard's setting it waited for the lock and then committed an edit
+/// nobody would hear of.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_whose_front_end_was_killed_commits_nothing_on_its_shard() {
+    let _shards = SHARDS.read().await;
+    let router = connect(&router_dsn()).await;
+    let layout = layout(&router).await;
+    let id = create(&router, "orphan.md", "alpha beta\n").await;
+    let partition = &layout.partitions[partition_of(&id, layout.partitions.len())];
+    let shard = connect(partition).await;
+    let holder = connect(partition).await;
+    holder
+        .batch_execute(&format!(
+            "BEGIN; SELECT 1 FROM patchdiff.targets WHERE target_file_id = '{id}' FOR UPDATE"
+        ))
+        .await
+        .unwrap();
+    let holder_pid: i32 = holder
+        .query_one("SELECT pg_backend_pid()", &[])
+        .await
+        .unwrap()
+        .get(0);
+    let mut m = mcp(&router_dsn());
+    let request = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "patchdiff_submit_edits", "arguments": {"target_file_id": id, "intent": "orphan",
+        "expected_target_version": 0, "edits": [{"match": "alpha", "replace": "ALPHA"}]}}});
+    m.send(format!("{request}\n").as_bytes());
+    let waiter = "SELECT pid FROM pg_stat_activity \
+                   WHERE datname = current_database() AND $1 = ANY (pg_blocking_pids(pid))";
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let orphan: i32 = loop {
+        if let Some(row) = shard.query_opt(waiter, &[&holder_pid]).await.unwrap() {
+            break row.get(0);
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the call never waited for the lock on its shard"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    m.kill();
+    // The lock stays held until the shard's session has ended.
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    while shard
+        .query_opt("SELECT 1 FROM pg_stat_activity WHERE pid = $1", &[&orphan])
+        .await
+        .unwrap()
+        .is_some()
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the shard's session of a killed front end's call still waits for the lock 15 s later"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    holder.batch_execute("ROLLBACK").await.unwrap();
+    let r = call(
+        &router,
+        "patchdiff_read_target",
+        &json!({"target_file_id": id}),
+    )
+    .await;
+    assert_eq!(
+        (&r["version"], &r["text"]),
+        (&json!(0), &json!("alpha beta\n")),
+        "{r}"
+    );
+    let attempts: i64 = shard
+        .query_one(
+            "SELECT count(*) FROM patchdiff.pdcp_logs WHERE target_file_id = $1::text::uuid",
+            &[&id],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(attempts, 0, "nothing was written for the killed call");
+}
