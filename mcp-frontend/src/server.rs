@@ -234,12 +234,16 @@ impl Server {
 
     /// Serves newline-delimited JSON-RPC until the input ends. `reader_gone` tells whether
     /// nobody can read `output` any more (the host died): asked every [`HOST_CHECK`] while a
-    /// call runs. If so, the call's statement is cancelled (as `pg_cancel_backend` would: a
-    /// write cancelled before its COMMIT rolls back), since its answer can never be read
-    /// (helper-62: a call waiting for a row lock after its host had died committed when the lock
-    /// was released, an edit nobody would ever hear of); the server then fails to write the
-    /// answer and exits 1. An input that merely ends lets the call finish and be answered
-    /// (`printf ... | patchdiff-mcp` reads its answers).
+    /// call runs. If so, the call's answer can never be read (helper-62: a call waiting for a
+    /// row lock after its host had died committed when the lock was released, an edit nobody
+    /// would ever hear of), so its statement is cancelled (as `pg_cancel_backend` would: a write
+    /// cancelled before its COMMIT rolls back) and serving ends at once with an error, on which
+    /// the process exits 1 without waiting for the call. Exiting closes every session the call
+    /// may be using, also those the cancel does not reach (one it reconnected, a publication's
+    /// session on its partition through a router): each sets `client_connection_check_interval`
+    /// (`database::PIN_SEARCH_PATH`), so PostgreSQL ends a statement still running or waiting
+    /// there within a second and rolls its transaction back. An input that merely ends lets the
+    /// call finish and be answered (`printf ... | patchdiff-mcp` reads its answers).
     pub async fn serve<R: AsyncBufRead + Unpin, W: AsyncWrite + Unpin>(
         mut self,
         mut input: R,
@@ -291,18 +295,20 @@ impl Server {
                     tokio::pin!(call);
                     let mut check = tokio::time::interval(HOST_CHECK);
                     check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-                    let mut asked = false;
                     loop {
                         tokio::select! {
                             biased;
                             reply = &mut call => break reply,
-                            _ = check.tick(), if !asked => {
+                            _ = check.tick() => {
                                 if reader_gone() {
-                                    asked = true;
-                                    tracing::warn!("stdout has no reader any more: cancelling the running call");
+                                    tracing::warn!("stdout has no reader any more: cancelling the running call and exiting");
                                     if let Err(e) = cancel.cancel_query(tokio_postgres::NoTls).await {
                                         tracing::warn!("the request to cancel the running call failed: {e}");
                                     }
+                                    return Err(std::io::Error::new(
+                                        std::io::ErrorKind::BrokenPipe,
+                                        "stdout has no reader any more: the running call was cancelled and its answer cannot be written",
+                                    ));
                                 }
                             }
                         }
