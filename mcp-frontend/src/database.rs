@@ -2,7 +2,9 @@
 
 use crate::config::Database;
 use std::collections::{BTreeSet, HashMap};
-use tokio_postgres::{Client, NoTls, Statement};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use tokio_postgres::{CancelToken, Client, NoTls, Statement};
 
 pub struct Db {
     conninfo: String,
@@ -32,7 +34,157 @@ pub struct Db {
     /// extension's schema there, and the partition's number and the count of partitions: the
     /// SAVE must stay in the publisher's transaction while the file is installed, which a call
     /// through PL/Proxy cannot do (docs/scale-out.md).
-    publication: Option<(Client, String, (i32, i32))>,
+    publication: Option<(Client, String, (i32, i32), tokio_postgres::Config)>,
+    /// What a client's `notifications/cancelled` reaches while a call holds this connection.
+    cancellation: Arc<Cancellation>,
+}
+
+/// The cancellation of the running call (`notifications/cancelled` over stdio, crate::server),
+/// shared with the server's loop while the call holds the [`Db`]: whether it was asked for, and
+/// how to reach the statement each session of the call may be running (the connection's own,
+/// and through a router a publication's session on its partition).
+///
+/// PostgreSQL acts on a cancel request a moment after it is sent, on whatever statement the
+/// session runs by then: tokio-postgres's `cancel_query` returns once the request is written,
+/// and helper-64 saw the next request cancelled instead in 19 of 100 rounds. So
+/// [`Cancellation::cancel`] sends the request on a socket of its own and reads that socket to
+/// its end, as libpq's `PQcancel` does: the server closes it only after it has signalled the
+/// backend, and a backend handles the signal before it reads anything more, cancelling the
+/// statement it runs or, when idle, dropping it. Once `cancel` returns, no later statement can
+/// be hit. And since a cancel that finds the session between two statements is dropped, every
+/// statement the call would send afterwards is refused here instead (`refused`), except COMMIT
+/// and ROLLBACK: a publication that has installed its file commits, so that the database agrees
+/// with the disk.
+#[derive(Default)]
+pub struct Cancellation {
+    requested: AtomicBool,
+    sessions: std::sync::Mutex<Vec<(CancelToken, Option<Endpoint>)>>,
+}
+
+/// Where a session's server takes cancel requests: its host and port, or its socket file.
+#[derive(Clone, Debug, PartialEq)]
+enum Endpoint {
+    Tcp(String, u16),
+    Unix(std::path::PathBuf),
+}
+
+/// The one server `config` connects to, or `None` when it names several (a cancel request sent
+/// to another server than the session's would reach nothing, or another session).
+fn endpoint(config: &tokio_postgres::Config) -> Option<Endpoint> {
+    let [host] = config.get_hosts() else {
+        return None;
+    };
+    let port = match config.get_ports() {
+        [] => 5432,
+        [port] => *port,
+        _ => return None,
+    };
+    if let [address] = config.get_hostaddrs() {
+        return Some(Endpoint::Tcp(address.to_string(), port));
+    }
+    match host {
+        tokio_postgres::config::Host::Tcp(name) => Some(Endpoint::Tcp(name.clone(), port)),
+        tokio_postgres::config::Host::Unix(dir) => {
+            Some(Endpoint::Unix(dir.join(format!(".s.PGSQL.{port}"))))
+        }
+    }
+}
+
+/// How long a cancel request may take before the server has closed its socket.
+const CANCEL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+impl Cancellation {
+    /// Whether the running call was cancelled.
+    pub fn requested(&self) -> bool {
+        self.requested.load(Ordering::SeqCst)
+    }
+
+    /// Before the next call.
+    pub fn clear(&self) {
+        self.requested.store(false, Ordering::SeqCst);
+    }
+
+    /// Marks the running call cancelled, then cancels the statement each of its sessions runs
+    /// and returns once the server has acted on every request (or [`CANCEL_TIMEOUT`] passed,
+    /// which is logged). A session whose server is not known exactly is not sent one: the call
+    /// then stops at its next statement.
+    pub async fn cancel(&self) {
+        self.requested.store(true, Ordering::SeqCst);
+        let sessions = self
+            .sessions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        for (token, endpoint) in sessions {
+            let Some(endpoint) = endpoint else {
+                tracing::warn!(
+                    "notifications/cancelled: the session's server is one of several hosts; the call stops at its next statement"
+                );
+                continue;
+            };
+            match tokio::time::timeout(CANCEL_TIMEOUT, cancel_and_wait(&token, &endpoint)).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => tracing::warn!("notifications/cancelled: {e}"),
+                Err(_) => tracing::warn!(
+                    "notifications/cancelled: the server did not close the cancel request's connection within {CANCEL_TIMEOUT:?}"
+                ),
+            }
+        }
+    }
+
+    fn set_sessions(&self, sessions: Vec<(CancelToken, Option<Endpoint>)>) {
+        *self.sessions.lock().unwrap_or_else(|e| e.into_inner()) = sessions;
+    }
+
+    /// The error of a statement the call would send after it was cancelled.
+    fn refused(&self) -> Result<(), CallError> {
+        if !self.requested() {
+            return Ok(());
+        }
+        Err(CallError {
+            message: "the client cancelled this call (notifications/cancelled): the rest of it was not run".into(),
+            cancelled: Some(Cancelled::QueryCanceled),
+            unavailable: false,
+        })
+    }
+}
+
+/// Sends `token`'s cancel request to `endpoint` and reads the socket until the server closes it.
+async fn cancel_and_wait(token: &CancelToken, endpoint: &Endpoint) -> Result<(), String> {
+    use tokio::io::AsyncReadExt;
+    async fn drain<S: tokio::io::AsyncRead + Unpin>(stream: &mut S) {
+        let mut buf = [0u8; 64];
+        while let Ok(n) = stream.read(&mut buf).await {
+            if n == 0 {
+                break;
+            }
+        }
+    }
+    let failed =
+        |e: &dyn std::fmt::Display| format!("the cancel request to {endpoint:?} failed: {e}");
+    match endpoint {
+        Endpoint::Tcp(host, port) => {
+            let mut stream = tokio::net::TcpStream::connect((host.as_str(), *port))
+                .await
+                .map_err(|e| failed(&e))?;
+            token
+                .cancel_query_raw(&mut stream, NoTls)
+                .await
+                .map_err(|e| failed(&e))?;
+            drain(&mut stream).await;
+        }
+        Endpoint::Unix(path) => {
+            let mut stream = tokio::net::UnixStream::connect(path)
+                .await
+                .map_err(|e| failed(&e))?;
+            token
+                .cancel_query_raw(&mut stream, NoTls)
+                .await
+                .map_err(|e| failed(&e))?;
+            drain(&mut stream).await;
+        }
+    }
+    Ok(())
 }
 
 /// The failure of a call. Its outcome is unknown unless `cancelled` says PostgreSQL cancelled
@@ -182,7 +334,7 @@ impl Db {
                 (schema, functions, versions)
             }
         };
-        Ok(Db {
+        let db = Db {
             conninfo,
             client,
             schema,
@@ -194,7 +346,31 @@ impl Db {
             session: String::new(),
             router,
             publication: None,
-        })
+            cancellation: Arc::default(),
+        };
+        db.sessions_changed();
+        Ok(db)
+    }
+
+    /// The running call's cancellation, for the server's loop.
+    pub fn cancellation(&self) -> Arc<Cancellation> {
+        self.cancellation.clone()
+    }
+
+    /// The error a cancelled call stops with before work the database cannot undo (installing a
+    /// publication's file), or nothing.
+    pub fn refuse_if_cancelled(&self) -> Result<(), CallError> {
+        self.cancellation.refused()
+    }
+
+    /// Tells the cancellation which sessions a call may now run statements on.
+    fn sessions_changed(&self) {
+        let own = own_config(&self.conninfo).ok();
+        let mut sessions = vec![(self.client.cancel_token(), own.as_ref().and_then(endpoint))];
+        if let Some((client, _, _, config)) = &self.publication {
+            sessions.push((client.cancel_token(), endpoint(config)));
+        }
+        self.cancellation.set_sessions(sessions);
     }
 
     /// Makes every later call of this connection run as `role` (`SET ROLE`), now and after any
@@ -329,12 +505,14 @@ impl Db {
         self.client = client;
         self.statements.clear();
         self.broken = false;
+        self.sessions_changed();
         Ok(())
     }
 
     /// The role calls of this connection act as, as the API names owners (an identifier,
     /// quoted where it needs to be).
     pub async fn current_role(&mut self) -> Result<String, CallError> {
+        self.cancellation.refused()?;
         self.reconnect_if_lost().await?;
         let row = self
             .client
@@ -353,6 +531,7 @@ impl Db {
     /// Calls `function(args::json)` and returns its JSON text. Reconnects first when the
     /// previous connection was lost; an error during the call is reported, never retried.
     pub async fn call(&mut self, function: &str, args: &str) -> Result<String, CallError> {
+        self.cancellation.refused()?;
         self.reconnect_if_lost().await?;
         let statement = match self.statements.get(function) {
             Some(s) => s.clone(),
@@ -388,6 +567,7 @@ impl Db {
     /// this front end's user, with the same session settings and role.
     pub async fn begin_publication(&mut self, args: &str) -> Result<(), CallError> {
         const BEGIN: &str = "BEGIN; SET LOCAL patchdiff.workspace_owned_transaction = on";
+        self.cancellation.refused()?;
         self.reconnect_if_lost().await?;
         if !self.router {
             return self
@@ -412,14 +592,16 @@ impl Db {
         })?;
         let config = partition_config(&self.conninfo, &partition).map_err(CallError::unknown)?;
         let database = config.get_dbname().unwrap_or("?").to_owned();
-        let client = connect_config(config).await.map_err(|why| CallError {
-            message: format!(
-                "patchdiff: partition database {database} is unavailable for the publication; \
+        let client = connect_config(config.clone())
+            .await
+            .map_err(|why| CallError {
+                message: format!(
+                    "patchdiff: partition database {database} is unavailable for the publication; \
                  nothing was written: {why}"
-            ),
-            cancelled: None,
-            unavailable: true,
-        })?;
+                ),
+                cancelled: None,
+                unavailable: true,
+            })?;
         for sql in [&self.session, &self.role_sql] {
             if !sql.is_empty() {
                 client.batch_execute(sql).await.map_err(|e| {
@@ -442,7 +624,8 @@ impl Db {
             cancelled: cancelled(&e),
             unavailable: false,
         })?;
-        self.publication = Some((client, schema, (number, count)));
+        self.publication = Some((client, schema, (number, count), config));
+        self.sessions_changed();
         Ok(())
     }
 
@@ -454,7 +637,7 @@ impl Db {
     /// or over a direct connection to that partition) would bind there too (helper-45). Every
     /// binding the front end makes lives on its nonce's partition, so no other is published.
     pub async fn binding_on_its_partition(&self, nonce: &str) -> Result<bool, CallError> {
-        let Some((client, _, (number, count))) = &self.publication else {
+        let Some((client, _, (number, count), _)) = &self.publication else {
             return Ok(true);
         };
         client
@@ -477,7 +660,8 @@ impl Db {
         function: &str,
         args: &str,
     ) -> Result<String, CallError> {
-        if let Some((client, schema, _)) = &self.publication {
+        self.cancellation.refused()?;
+        if let Some((client, schema, _, _)) = &self.publication {
             let sql = format!("SELECT {schema}.{function}($1::text::json)::text");
             let row = client
                 .query_one(&sql, &[&args])
@@ -501,7 +685,8 @@ impl Db {
     }
 
     pub async fn commit(&mut self) -> Result<(), CallError> {
-        if let Some((client, _, _)) = self.publication.take() {
+        if let Some((client, _, _, _)) = self.publication.take() {
+            self.sessions_changed();
             return client.batch_execute("COMMIT").await.map_err(|e| CallError {
                 message: describe(&e),
                 cancelled: cancelled(&e),
@@ -516,7 +701,8 @@ impl Db {
 
     /// Rolls back; a lost connection rolls back by itself, so its error is only logged.
     pub async fn rollback(&mut self) {
-        if let Some((client, _, _)) = self.publication.take() {
+        if let Some((client, _, _, _)) = self.publication.take() {
+            self.sessions_changed();
             if let Err(e) = client.batch_execute("ROLLBACK").await {
                 tracing::warn!("rollback on the partition: {}", describe(&e));
             }

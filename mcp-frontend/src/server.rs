@@ -232,41 +232,71 @@ impl Server {
         self
     }
 
-    /// Serves newline-delimited JSON-RPC until the input ends. `reader_gone` tells whether
-    /// nobody can read `output` any more (the host died): asked every [`HOST_CHECK`] while a
-    /// call runs. If so, the call's answer can never be read (helper-62: a call waiting for a
-    /// row lock after its host had died committed when the lock was released, an edit nobody
-    /// would ever hear of), so its statement is cancelled (as `pg_cancel_backend` would: a write
-    /// cancelled before its COMMIT rolls back) and serving ends at once with an error, on which
-    /// the process exits 1 without waiting for the call. Exiting closes every session the call
-    /// may be using, also those the cancel does not reach (one it reconnected, a publication's
-    /// session on its partition through a router): each sets `client_connection_check_interval`
-    /// (`database::PIN_SEARCH_PATH`), so PostgreSQL ends a statement still running or waiting
-    /// there within a second and rolls its transaction back. An input that merely ends lets the
-    /// call finish and be answered (`printf ... | patchdiff-mcp` reads its answers).
+    /// Serves newline-delimited JSON-RPC until the input ends. Requests are answered one at a
+    /// time, in order; while a call runs, the lines after it are read ahead (at most
+    /// [`AHEAD_LINES`] lines or [`AHEAD_BYTES`] bytes, then the pipe holds the rest), so that a
+    /// `notifications/cancelled` naming the running call cancels it: its statements are
+    /// cancelled and the rest of it is not run ([`crate::database::Cancellation`]), and it is
+    /// not answered, as the MCP specification asks. One naming a request read ahead and not yet
+    /// started removes that request unanswered. Every other line is handled after the call, in
+    /// the order it came.
+    ///
+    /// `reader_gone` tells whether nobody can read `output` any more (the host died): asked
+    /// every [`HOST_CHECK`] while a call runs. If so, the call's answer can never be read
+    /// (helper-62: a call waiting for a row lock after its host had died committed when the lock
+    /// was released, an edit nobody would ever hear of), so its statement is cancelled (as
+    /// `pg_cancel_backend` would: a write cancelled before its COMMIT rolls back) and serving
+    /// ends at once with an error, on which the process exits 1 without waiting for the call.
+    /// Exiting closes every session the call may be using, also those the cancel does not reach
+    /// (one it reconnected, a publication's session on its partition through a router): each
+    /// sets `client_connection_check_interval` (`database::PIN_SEARCH_PATH`), so PostgreSQL ends
+    /// a statement still running or waiting there within a second and rolls its transaction
+    /// back. An input that merely ends lets the call finish and be answered (`printf ... |
+    /// patchdiff-mcp` reads its answers).
     pub async fn serve<R: AsyncBufRead + Unpin, W: AsyncWrite + Unpin>(
         mut self,
         mut input: R,
         mut output: W,
         reader_gone: fn() -> bool,
     ) -> std::io::Result<()> {
+        // `buf` is where lines are read (a line half read stays there and in `seen`); `line` is
+        // the message being handled.
+        let mut buf = Vec::with_capacity(8192);
         let mut line = Vec::with_capacity(8192);
         let max = self.config.max_line_bytes;
         self.streaming = true;
         let mut seen = 0usize;
+        let mut ahead: std::collections::VecDeque<Ahead> = std::collections::VecDeque::new();
+        let mut input_ended = false;
+        let cancellation = self.db.cancellation();
         loop {
-            // The change feed's notifications are written here, between responses, by the one
-            // writer of the output; a line half read stays in `line` and `seen` meanwhile. The
-            // client's input goes first when both are ready: a `notifications/cancelled` the
-            // client sent before a change was announced ends its stream before that change is
-            // delivered, however busy the machine (a fair choice delivered it half the time).
-            // Only this client waits on its own input.
-            let read = tokio::select! {
-                biased;
-                read = read_bounded_line(&mut input, &mut line, &mut seen, max) => read?,
-                signal = next_signal(&mut self.subs) => {
-                    self.deliver(signal, &mut output).await?;
-                    continue;
+            let read = match ahead.pop_front() {
+                Some(Ahead::Line(l)) => {
+                    line = l;
+                    Line::Read
+                }
+                Some(Ahead::TooLong(n)) => Line::TooLong(n),
+                Some(Ahead::End) => Line::End,
+                None => {
+                    // The change feed's notifications are written here, between responses, by
+                    // the one writer of the output. The client's input goes first when both are
+                    // ready: a `notifications/cancelled` the client sent before a change was
+                    // announced ends its stream before that change is delivered, however busy
+                    // the machine (a fair choice delivered it half the time). Only this client
+                    // waits on its own input.
+                    let read = tokio::select! {
+                        biased;
+                        read = read_bounded_line(&mut input, &mut buf, &mut seen, max) => read?,
+                        signal = next_signal(&mut self.subs) => {
+                            self.deliver(signal, &mut output).await?;
+                            continue;
+                        }
+                    };
+                    if matches!(read, Line::Read) {
+                        std::mem::swap(&mut line, &mut buf);
+                        buf.clear();
+                    }
+                    read
                 }
             };
             let oversized = match read {
@@ -291,11 +321,18 @@ impl Server {
                 )),
                 None => {
                     let cancel = self.db.cancel_token();
+                    cancellation.clear();
                     let call = self.handle_message(&line);
                     tokio::pin!(call);
                     let mut check = tokio::time::interval(HOST_CHECK);
                     check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-                    loop {
+                    // The running request's id, read from its line when a cancellation comes.
+                    let mut running: Option<Option<Value>> = None;
+                    let mut cancelled = false;
+                    let reply = loop {
+                        let room = !input_ended
+                            && ahead.len() < AHEAD_LINES
+                            && ahead.iter().map(Ahead::len).sum::<usize>() < AHEAD_BYTES;
                         tokio::select! {
                             biased;
                             reply = &mut call => break reply,
@@ -311,7 +348,44 @@ impl Server {
                                     ));
                                 }
                             }
+                            read = read_bounded_line(&mut input, &mut buf, &mut seen, max), if room => {
+                                match read? {
+                                    Line::End => {
+                                        input_ended = true;
+                                        ahead.push_back(Ahead::End);
+                                    }
+                                    Line::TooLong(n) => ahead.push_back(Ahead::TooLong(n)),
+                                    Line::Read => {
+                                        let next = std::mem::take(&mut buf);
+                                        let Some(named) = cancellation_of(&next) else {
+                                            ahead.push_back(Ahead::Line(next));
+                                            continue;
+                                        };
+                                        let id = running.get_or_insert_with(|| request_id(&line));
+                                        if id.as_ref() == Some(&named) {
+                                            if !cancelled {
+                                                cancelled = true;
+                                                tracing::info!(id = %named, "notifications/cancelled: cancelling the running call");
+                                                cancellation.cancel().await;
+                                            }
+                                        } else {
+                                            ahead.retain(|a| match a {
+                                                Ahead::Line(l) => request_id(l).as_ref() != Some(&named),
+                                                _ => true,
+                                            });
+                                            ahead.push_back(Ahead::Line(next));
+                                        }
+                                    }
+                                }
+                            }
                         }
+                    };
+                    cancellation.clear();
+                    if cancelled {
+                        tracing::info!("the cancelled call ended; it is not answered");
+                        None
+                    } else {
+                        reply
                     }
                 }
             };
@@ -886,6 +960,11 @@ pub(crate) async fn publish_in_transaction(
             "workspace_sync": receipt, "failure_detail": detail,
         }))
     };
+    // A call the client cancelled (notifications/cancelled) installs nothing.
+    if let Err(e) = db.refuse_if_cancelled() {
+        db.rollback().await;
+        return failed_before_installing(&e);
+    }
     let installed = match ws.publish(&p) {
         Outcome::Rejected(r) => {
             db.rollback().await;
@@ -1239,6 +1318,52 @@ enum Line {
     Read,
     /// Over the limit: this many bytes were seen before the line was dropped.
     TooLong(usize),
+}
+
+/// What was read while a call ran, kept for after it ([`Server::serve`]).
+enum Ahead {
+    Line(Vec<u8>),
+    TooLong(usize),
+    End,
+}
+
+impl Ahead {
+    fn len(&self) -> usize {
+        match self {
+            Ahead::Line(l) => l.len(),
+            _ => 0,
+        }
+    }
+}
+
+/// At most this many lines are read ahead while a call runs.
+const AHEAD_LINES: usize = 64;
+/// Reading ahead stops once the lines read ahead hold this many bytes.
+const AHEAD_BYTES: usize = 1 << 20;
+
+/// The `requestId` a `notifications/cancelled` line names, or `None` for any other line. Only a
+/// short line is parsed: a cancellation is a few dozen bytes, and every line read ahead is
+/// parsed again when its turn comes.
+fn cancellation_of(line: &[u8]) -> Option<Value> {
+    const SHORT: usize = 4096;
+    if line.len() > SHORT {
+        return None;
+    }
+    match rpc::parse_line(line.trim_ascii_end()) {
+        Ok(Incoming::Notification { method, params }) if method == "notifications/cancelled" => {
+            let params: Value = serde_json::from_str(params?.get()).ok()?;
+            params.get("requestId").cloned()
+        }
+        _ => None,
+    }
+}
+
+/// The id of a request line, or `None` for any other line.
+fn request_id(line: &[u8]) -> Option<Value> {
+    match rpc::parse_line(line.trim_ascii_end()) {
+        Ok(Incoming::Request { id, .. }) => Some(id),
+        _ => None,
+    }
 }
 
 /// How often a running call checks that its host can still read the answer ([`Server::serve`]).

@@ -710,6 +710,98 @@ fn a_call_whose_host_is_gone_is_cancelled_one_whose_input_ended_is_answered() {
     }
 }
 
+/// MCP "Cancellation" (2025-11-25 basic/utilities/cancellation; docs/profiles.md,
+/// "Cancellation"): a `notifications/cancelled` naming the running tool call cancels it and it
+/// is not answered; a submission waiting for a row lock commits nothing, the requests sent after
+/// the notification are answered in order, and one it names that has not started yet is never
+/// run. Then the race helper-64 found when cancellation was first tried (2026-12-06): a call, its
+/// cancellation and a second call written back to back, a hundred times; the second call is
+/// never the one cancelled.
+#[test]
+fn notifications_cancelled_cancels_the_running_call_and_only_it() {
+    let mut m = Mcp::start(&[]);
+    m.initialize(Some("2025-11-25"));
+    let target = initialize_target(&mut m, "abc\n");
+    let mut version = postgres_count_for(&target);
+    let current =
+        format!("SELECT version FROM patchdiff.targets WHERE target_file_id = '{target}'");
+    let (mut holder, holder_pid) = holding_session(&target);
+    holder(&format!(
+        "BEGIN; SELECT 1 FROM patchdiff.targets WHERE target_file_id = '{target}' FOR UPDATE"
+    ));
+    let mut waiting = waiting_behind(&target, holder_pid);
+    let line = |v: Value| format!("{v}\n");
+    let submit = json!({"jsonrpc": "2.0", "id": 70, "method": "tools/call", "params": {"name": "patchdiff_submit_edits",
+        "arguments": {"target_file_id": target, "expected_target_version": 0, "intent": "x",
+                      "edits": [{"match": "abc", "replace": "xyz"}]}}});
+    m.send_raw(line(submit).as_bytes());
+    wait_until(
+        "the submission waits for the lock",
+        Duration::from_secs(20),
+        || waiting() == 1,
+    );
+    let read = |id: i64| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "patchdiff_read_target",
+            "arguments": {"target_file_id": target}}})
+    };
+    let cancel = |id: Value| json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": id, "reason": "the user pressed stop"}});
+    // A read sent behind the submission, cancelled before it starts; then a ping, then the
+    // submission's own cancellation, with an id of another type that must not match it first.
+    m.send_raw(
+        [
+            line(read(71)),
+            line(cancel(json!(71))),
+            line(json!({"jsonrpc": "2.0", "id": 72, "method": "ping"})),
+            line(cancel(json!("70"))),
+            line(cancel(json!(70))),
+            line(json!({"jsonrpc": "2.0", "id": 73, "method": "ping"})),
+        ]
+        .concat()
+        .as_bytes(),
+    );
+    let r = m.reply();
+    assert_eq!(r["id"], 72, "only the ping is answered first: {r}");
+    let r = m.reply();
+    assert_eq!(r["id"], 73, "{r}");
+    assert_eq!(waiting(), 0, "the cancelled submission no longer waits");
+    holder("ROLLBACK");
+    assert_eq!(version(&current), 0, "nothing was committed");
+    let (t, _) = m.call("patchdiff_read_target", json!({"target_file_id": target}));
+    assert_eq!(
+        (&t["version"], &t["text"]),
+        (&json!(0), &json!("abc\n")),
+        "{t}"
+    );
+    assert!(
+        m.pipes.line(Duration::from_millis(500)).is_err(),
+        "the cancelled requests are never answered"
+    );
+
+    // A hundred rounds of (call, its cancellation, another call) in one write.
+    let mut answered_first = 0;
+    for round in 0..100i64 {
+        let (a, b) = (1000 + 2 * round, 1001 + 2 * round);
+        m.send_raw(
+            [line(read(a)), line(cancel(json!(a))), line(read(b))]
+                .concat()
+                .as_bytes(),
+        );
+        let mut r = m.reply();
+        if r["id"] == a {
+            answered_first += 1;
+            r = m.reply();
+        }
+        assert_eq!(r["id"], b, "round {round}: {r}");
+        let t: Value =
+            serde_json::from_str(r["result"]["content"][0]["text"].as_str().unwrap()).unwrap();
+        assert_eq!(
+            t["status"], "ok",
+            "round {round}: the call after a cancelled one was not hit by its cancel: {t}"
+        );
+    }
+    eprintln!("{answered_first} of 100 calls finished before their cancellation was read");
+}
+
 /// Issue 14 item 5: a PATCHDIFF_MCP_STATEMENT_TIMEOUT that is not a duration stops start-up
 /// with a message naming the variable, before serving anything.
 #[test]

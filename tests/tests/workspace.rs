@@ -967,109 +967,139 @@ fn a_file_too_large_once_escaped_is_refused_before_it_is_sent() {
     assert_eq!(r["status"], "ok", "{}", r["failure_detail"]);
 }
 
-/// docs/profiles.md, "Exit status": a host that dies while its SAVE waits for the target's row
-/// lock publishes nothing and commits nothing, however long the lock is held: `patchdiff-mcp`
-/// sees that its stdout has no reader, cancels the call's statement and exits 1, which closes
-/// every session of the call; PostgreSQL ends the statement of one the cancel does not reach
-/// (through a router, a publication's SAVE runs in a session of its own on the target's
-/// partition) within a second (`client_connection_check_interval`). Before, that SAVE waited
-/// for the lock, then installed the file and committed for a host that was gone.
+/// A SAVE that waits for the target's row lock publishes nothing and commits nothing, however
+/// long the lock is held, when its host cancels it or dies:
+/// - docs/profiles.md, "Cancellation": `notifications/cancelled` naming it cancels the SAVE's
+///   statement, on the session it runs on (through a router, the publication's own session on
+///   the target's partition), and it is not answered; the next request is.
+/// - docs/profiles.md, "Exit status": `patchdiff-mcp` sees that its stdout has no reader,
+///   cancels the call's statement and exits 1, which closes every session of the call;
+///   PostgreSQL ends the statement of one the cancel does not reach (through a router, the
+///   publication's session) within a second (`client_connection_check_interval`). Before, that
+///   SAVE waited for the lock, then installed the file and committed for a host that was gone.
 #[test]
-fn a_save_whose_host_died_while_it_waited_publishes_nothing() {
+fn a_save_cancelled_or_whose_host_died_while_it_waited_publishes_nothing() {
     use std::io::{BufRead, Write};
-    let base = scratch("host-gone");
-    let root = base.join("root");
-    std::fs::create_dir_all(&root).unwrap();
-    std::fs::write(root.join("g.txt"), "g0\n").unwrap();
-    let mut setup = Mcp::start(&root, &[]);
-    let target = id(&setup.import("g.txt"));
-    setup.edit(&target, 0, "g0", "g1");
-    drop(setup);
-    let before = checkpoints_and_baseline(&target);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
-    let (holder, observer) = rt.block_on(async {
-        (
-            patchdiff_tests::tables_for(&dsn(), &target).await,
-            patchdiff_tests::tables_for(&dsn(), &target).await,
-        )
-    });
-    let holder_pid: i32 = rt.block_on(async {
-        holder
-            .batch_execute(&format!(
-                "BEGIN; SELECT 1 FROM patchdiff.targets WHERE target_file_id = '{target}' FOR UPDATE"
-            ))
-            .await
+    #[derive(Debug, Clone, Copy, PartialEq)]
+    enum Host {
+        Cancels,
+        Dies,
+    }
+    for host in [Host::Cancels, Host::Dies] {
+        let base = scratch(&format!("host-{host:?}"));
+        let root = base.join("root");
+        std::fs::create_dir_all(&root).unwrap();
+        std::fs::write(root.join("g.txt"), "g0\n").unwrap();
+        let mut setup = Mcp::start(&root, &[]);
+        let target = id(&setup.import("g.txt"));
+        setup.edit(&target, 0, "g0", "g1");
+        drop(setup);
+        let before = checkpoints_and_baseline(&target);
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
             .unwrap();
-        holder
-            .query_one("SELECT pg_backend_pid()", &[])
-            .await
-            .unwrap()
-            .get(0)
-    });
-    let waiting = || -> i64 {
-        rt.block_on(async {
-            observer
-                .query_one(
-                    "SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY (pg_blocking_pids(pid))",
-                    &[&holder_pid],
-                )
+        let (holder, observer) = rt.block_on(async {
+            (
+                patchdiff_tests::tables_for(&dsn(), &target).await,
+                patchdiff_tests::tables_for(&dsn(), &target).await,
+            )
+        });
+        let holder_pid: i32 = rt.block_on(async {
+            holder
+                .batch_execute(&format!(
+                    "BEGIN; SELECT 1 FROM patchdiff.targets WHERE target_file_id = '{target}' FOR UPDATE"
+                ))
+                .await
+                .unwrap();
+            holder
+                .query_one("SELECT pg_backend_pid()", &[])
                 .await
                 .unwrap()
                 .get(0)
-        })
-    };
-    let root_text = root.display().to_string();
-    let key_text = key_file().display().to_string();
-    let url = dsn();
-    let (mut child, mut stdin, mut stdout) = patchdiff_tests::stdio::spawn_unread(&[
-        ("PATCHDIFF_DATABASE_URL", &url),
-        ("PATCHDIFF_MCP_PROFILE", "workspace"),
-        ("PATCHDIFF_WORKSPACE_ROOT", &root_text),
-        ("PATCHDIFF_WORKSPACE_KEY_FILE", &key_text),
-    ]);
-    for line in [
-        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "ws", "version": "1"}}}),
-        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
-        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "patchdiff_save", "arguments": Mcp::save_args(&target)}}),
-    ] {
-        stdin.write_all(format!("{line}\n").as_bytes()).unwrap();
-    }
-    stdin.flush().unwrap();
-    let mut first = String::new();
-    stdout.read_line(&mut first).unwrap();
-    let deadline = Instant::now() + REPLY_TIMEOUT;
-    while waiting() == 0 {
-        assert!(
-            Instant::now() < deadline,
-            "the SAVE never waited for the target's lock"
+        });
+        let waiting = || -> i64 {
+            rt.block_on(async {
+                observer
+                    .query_one(
+                        "SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY (pg_blocking_pids(pid))",
+                        &[&holder_pid],
+                    )
+                    .await
+                    .unwrap()
+                    .get(0)
+            })
+        };
+        let root_text = root.display().to_string();
+        let key_text = key_file().display().to_string();
+        let url = dsn();
+        let (mut child, mut stdin, mut stdout) = patchdiff_tests::stdio::spawn_unread(&[
+            ("PATCHDIFF_DATABASE_URL", &url),
+            ("PATCHDIFF_MCP_PROFILE", "workspace"),
+            ("PATCHDIFF_WORKSPACE_ROOT", &root_text),
+            ("PATCHDIFF_WORKSPACE_KEY_FILE", &key_text),
+        ]);
+        let mut send = |lines: &[Value]| {
+            for line in lines {
+                stdin.write_all(format!("{line}\n").as_bytes()).unwrap();
+            }
+            stdin.flush().unwrap();
+        };
+        send(&[
+            json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "ws", "version": "1"}}}),
+            json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+            json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "patchdiff_save", "arguments": Mcp::save_args(&target)}}),
+        ]);
+        let mut first = String::new();
+        stdout.read_line(&mut first).unwrap();
+        let deadline = Instant::now() + REPLY_TIMEOUT;
+        while waiting() == 0 {
+            assert!(
+                Instant::now() < deadline,
+                "the SAVE never waited for the target's lock"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        if host == Host::Cancels {
+            send(&[
+                json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 2}}),
+                json!({"jsonrpc": "2.0", "id": 3, "method": "ping"}),
+            ]);
+            let mut next = String::new();
+            stdout.read_line(&mut next).unwrap();
+            let r: Value = serde_json::from_str(&next).unwrap();
+            assert_eq!(r["id"], 3, "the cancelled SAVE is not answered: {r}");
+            assert_eq!(waiting(), 0, "the cancelled SAVE no longer waits");
+            drop(stdin);
+            let mut rest = String::new();
+            stdout.read_line(&mut rest).unwrap();
+            assert_eq!(rest, "", "nothing more is answered");
+        } else {
+            drop(stdin);
+            drop(stdout);
+            let deadline = Instant::now() + Duration::from_secs(15);
+            while waiting() != 0 {
+                assert!(
+                    Instant::now() < deadline,
+                    "the SAVE of a host that is gone still waits for the lock 15 s later"
+                );
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+        let status = child.wait().unwrap();
+        rt.block_on(holder.batch_execute("ROLLBACK")).unwrap();
+        let expected = if host == Host::Dies { 1 } else { 0 };
+        assert_eq!(status.code(), Some(expected), "{host:?}: {status:?}");
+        assert_eq!(
+            std::fs::read_to_string(root.join("g.txt")).unwrap(),
+            "g0\n",
+            "{host:?}: nothing was published"
         );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    drop(stdin);
-    drop(stdout);
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while waiting() != 0 {
-        assert!(
-            Instant::now() < deadline,
-            "the SAVE of a host that is gone still waits for the lock 15 s later"
+        assert_eq!(
+            checkpoints_and_baseline(&target),
+            before,
+            "{host:?}: nothing was committed"
         );
-        std::thread::sleep(Duration::from_millis(50));
     }
-    let status = child.wait().unwrap();
-    rt.block_on(holder.batch_execute("ROLLBACK")).unwrap();
-    assert_eq!(status.code(), Some(1), "its answer was lost: {status:?}");
-    assert_eq!(
-        std::fs::read_to_string(root.join("g.txt")).unwrap(),
-        "g0\n",
-        "nothing was published"
-    );
-    assert_eq!(
-        checkpoints_and_baseline(&target),
-        before,
-        "nothing was committed"
-    );
 }
