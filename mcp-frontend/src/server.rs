@@ -648,11 +648,21 @@ impl Server {
         let text = match self.db.call(tool.function(), raw).await {
             Ok(text) => text,
             Err(e) => {
-                tracing::error!(
-                    tool = tool.name(),
-                    error = e.message,
-                    "database call failed"
-                );
+                if let Some(why) = e.cancelled {
+                    // A statement timeout, or the client's own notifications/cancelled.
+                    tracing::warn!(
+                        tool = tool.name(),
+                        reason = why.reason(),
+                        error = e.message,
+                        "database call cancelled"
+                    );
+                } else {
+                    tracing::error!(
+                        tool = tool.name(),
+                        error = e.message,
+                        "database call failed"
+                    );
+                }
                 return Ok(self.refuse(tool, call_failure(&name, &e,
                     "Read the target, or resend the identical call with the same client_request_id, before proposing again.", "")));
             }
