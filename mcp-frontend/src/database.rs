@@ -1173,7 +1173,36 @@ async fn versions(client: &Client, functions: &BTreeSet<String>) -> Result<Versi
 
 #[cfg(test)]
 mod tests {
-    use super::{Versions, partition_config, session_sql};
+    use super::{Endpoint, Versions, endpoint, partition_config, session_sql};
+
+    /// docs/profiles.md "Cancelled calls": a cancel request goes to the one server a session's
+    /// connection string names (its socket file for a Unix-domain host, as the embedded database
+    /// has), and to none when it names several: sent to another server it would reach nothing,
+    /// so the call then stops at its next statement instead.
+    #[test]
+    fn cancel_requests_go_to_the_one_server_a_session_names() {
+        let of = |conninfo: &str| endpoint(&conninfo.parse().unwrap());
+        assert_eq!(
+            of("host=db.example port=6543 user=u dbname=d"),
+            Some(Endpoint::Tcp("db.example".into(), 6543))
+        );
+        assert_eq!(
+            of("host=localhost user=u"),
+            Some(Endpoint::Tcp("localhost".into(), 5432))
+        );
+        assert_eq!(
+            of("host=/var/lib/patchdiff/data port=5432 user=u"),
+            Some(Endpoint::Unix(
+                "/var/lib/patchdiff/data/.s.PGSQL.5432".into()
+            ))
+        );
+        assert_eq!(
+            of("host=db.example hostaddr=10.1.2.3 port=5433 user=u"),
+            Some(Endpoint::Tcp("10.1.2.3".into(), 5433))
+        );
+        assert_eq!(of("host=a,b port=5432 user=u"), None);
+        assert_eq!(of("host=a port=5432,5433 user=u"), None);
+    }
 
     /// docs/scale-out.md: a publication through a router connects to the partition's host, port
     /// and database as this front end's user, with its password and application name, and never
