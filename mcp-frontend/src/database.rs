@@ -51,14 +51,23 @@ pub struct Db {
 /// its end, as libpq's `PQcancel` does: the server closes it only after it has signalled the
 /// backend, and a backend handles the signal before it reads anything more, cancelling the
 /// statement it runs or, when idle, dropping it. Once `cancel` returns, no later statement can
-/// be hit. And since a cancel that finds the session between two statements is dropped, every
-/// statement the call would send afterwards is refused here instead (`refused`), except COMMIT
-/// and ROLLBACK: a publication that has installed its file commits, so that the database agrees
-/// with the disk.
+/// be hit. A cancel request whose arrival is not confirmed so (the connection string names
+/// several servers, so the one to send it to is not known here; the server did not close the
+/// socket within [`CANCEL_TIMEOUT`]) is sent as tokio-postgres sends it, and the session is then
+/// not used again: the next call reconnects first, so a request that lands late finds a session
+/// nobody uses (helper-66 F4, F5). And since a cancel that finds the session between two
+/// statements is dropped, every statement the call would send afterwards is refused here instead
+/// (`refused`, checked again right before each statement is sent: helper-66 F1 saw a cancel
+/// dropped while the call prepared its statement, which then ran), except COMMIT and ROLLBACK; a
+/// COMMIT is not sent a cancel either (the sessions are withdrawn while it runs), so a
+/// publication that has installed its file commits and the database agrees with the disk.
 #[derive(Default)]
 pub struct Cancellation {
     requested: AtomicBool,
     sessions: std::sync::Mutex<Vec<(CancelToken, Option<Endpoint>)>>,
+    /// A cancel request was sent whose arrival was not confirmed: the session must be replaced
+    /// before the next call.
+    unconfirmed: AtomicBool,
 }
 
 /// Where a session's server takes cancel requests: its host and port, or its socket file.
@@ -71,22 +80,18 @@ enum Endpoint {
 /// The one server `config` connects to, or `None` when it names several (a cancel request sent
 /// to another server than the session's would reach nothing, or another session).
 fn endpoint(config: &tokio_postgres::Config) -> Option<Endpoint> {
-    let [host] = config.get_hosts() else {
-        return None;
-    };
     let port = match config.get_ports() {
         [] => 5432,
         [port] => *port,
         _ => return None,
     };
-    if let [address] = config.get_hostaddrs() {
-        return Some(Endpoint::Tcp(address.to_string(), port));
-    }
-    match host {
-        tokio_postgres::config::Host::Tcp(name) => Some(Endpoint::Tcp(name.clone(), port)),
-        tokio_postgres::config::Host::Unix(dir) => {
+    match (config.get_hosts(), config.get_hostaddrs()) {
+        (hosts, [address]) if hosts.len() <= 1 => Some(Endpoint::Tcp(address.to_string(), port)),
+        ([tokio_postgres::config::Host::Tcp(name)], []) => Some(Endpoint::Tcp(name.clone(), port)),
+        ([tokio_postgres::config::Host::Unix(dir)], []) => {
             Some(Endpoint::Unix(dir.join(format!(".s.PGSQL.{port}"))))
         }
+        _ => None,
     }
 }
 
@@ -116,20 +121,40 @@ impl Cancellation {
             .unwrap_or_else(|e| e.into_inner())
             .clone();
         for (token, endpoint) in sessions {
-            let Some(endpoint) = endpoint else {
-                tracing::warn!(
-                    "notifications/cancelled: the session's server is one of several hosts; the call stops at its next statement"
-                );
-                continue;
+            let confirmed = match &endpoint {
+                None => false,
+                Some(endpoint) => {
+                    match tokio::time::timeout(CANCEL_TIMEOUT, cancel_and_wait(&token, endpoint))
+                        .await
+                    {
+                        Ok(Ok(())) => true,
+                        Ok(Err(e)) => {
+                            tracing::warn!("notifications/cancelled: {e}");
+                            false
+                        }
+                        Err(_) => {
+                            tracing::warn!(
+                                "notifications/cancelled: the server did not close the cancel request's connection within {CANCEL_TIMEOUT:?}"
+                            );
+                            false
+                        }
+                    }
+                }
             };
-            match tokio::time::timeout(CANCEL_TIMEOUT, cancel_and_wait(&token, &endpoint)).await {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => tracing::warn!("notifications/cancelled: {e}"),
-                Err(_) => tracing::warn!(
-                    "notifications/cancelled: the server did not close the cancel request's connection within {CANCEL_TIMEOUT:?}"
-                ),
+            if !confirmed {
+                // The session is replaced before the next call, so wherever and whenever this
+                // request lands, no other call's statement is there.
+                self.unconfirmed.store(true, Ordering::SeqCst);
+                if let Err(e) = token.cancel_query(NoTls).await {
+                    tracing::warn!("notifications/cancelled: the cancel request failed: {e}");
+                }
             }
         }
+    }
+
+    /// Whether the session must be replaced before the next call (and that is now known).
+    fn take_unconfirmed(&self) -> bool {
+        self.unconfirmed.swap(false, Ordering::SeqCst)
     }
 
     fn set_sessions(&self, sessions: Vec<(CancelToken, Option<Endpoint>)>) {
@@ -487,6 +512,10 @@ impl Db {
     /// A new session when the previous one was lost, with the session settings applied; a
     /// failure to apply them fails the call, so no call runs without them.
     pub async fn reconnect_if_lost(&mut self) -> Result<(), CallError> {
+        if self.cancellation.take_unconfirmed() {
+            // A cancel request may still land on this session (Cancellation::cancel).
+            self.broken = true;
+        }
         if !(self.broken || self.client.is_closed()) {
             return Ok(());
         }
@@ -546,6 +575,8 @@ impl Db {
                 s
             }
         };
+        // Reconnecting and preparing took turns in which a cancellation may have come.
+        self.cancellation.refused()?;
         let row = self
             .client
             .query_one(&statement, &[&args])
@@ -684,34 +715,38 @@ impl Db {
         self.call(function, args).await
     }
 
+    /// Commits. No cancel request is sent while the COMMIT runs: a publication's COMMIT comes
+    /// after its file is installed, and the database must then record it.
     pub async fn commit(&mut self) -> Result<(), CallError> {
-        if let Some((client, _, _, _)) = self.publication.take() {
-            self.sessions_changed();
-            return client.batch_execute("COMMIT").await.map_err(|e| CallError {
+        self.cancellation.set_sessions(Vec::new());
+        let done = if let Some((client, _, _, _)) = self.publication.take() {
+            client.batch_execute("COMMIT").await.map_err(|e| CallError {
                 message: describe(&e),
                 cancelled: cancelled(&e),
                 unavailable: false,
-            });
-        }
-        self.client
-            .batch_execute("COMMIT")
-            .await
-            .map_err(|e| self.failed(&e))
+            })
+        } else {
+            let done = self.client.batch_execute("COMMIT").await;
+            done.map_err(|e| self.failed(&e))
+        };
+        self.sessions_changed();
+        done
     }
 
-    /// Rolls back; a lost connection rolls back by itself, so its error is only logged.
+    /// Rolls back; a lost connection rolls back by itself, so its error is only logged. No
+    /// cancel request is sent while it runs: a ROLLBACK cancelled would leave the session in a
+    /// failed transaction for the next call.
     pub async fn rollback(&mut self) {
+        self.cancellation.set_sessions(Vec::new());
         if let Some((client, _, _, _)) = self.publication.take() {
-            self.sessions_changed();
             if let Err(e) = client.batch_execute("ROLLBACK").await {
                 tracing::warn!("rollback on the partition: {}", describe(&e));
             }
-            return;
-        }
-        if let Err(e) = self.client.batch_execute("ROLLBACK").await {
+        } else if let Err(e) = self.client.batch_execute("ROLLBACK").await {
             let e = self.failed(&e);
             tracing::warn!("rollback: {}", e.message);
         }
+        self.sessions_changed();
     }
 }
 
@@ -1199,6 +1234,10 @@ mod tests {
         assert_eq!(
             of("host=db.example hostaddr=10.1.2.3 port=5433 user=u"),
             Some(Endpoint::Tcp("10.1.2.3".into(), 5433))
+        );
+        assert_eq!(
+            of("hostaddr=127.0.0.1 port=5433 user=u"),
+            Some(Endpoint::Tcp("127.0.0.1".into(), 5433))
         );
         assert_eq!(of("host=a,b port=5432 user=u"), None);
         assert_eq!(of("host=a port=5432,5433 user=u"), None);

@@ -235,9 +235,10 @@ impl Server {
     /// Serves newline-delimited JSON-RPC until the input ends. Requests are answered one at a
     /// time, in order; while a call runs, the lines after it are read ahead (at most
     /// [`AHEAD_LINES`] lines or [`AHEAD_BYTES`] bytes, then the pipe holds the rest), so that a
-    /// `notifications/cancelled` naming the running call cancels it: its statements are
+    /// `notifications/cancelled` naming the running tool call cancels it: its statements are
     /// cancelled and the rest of it is not run ([`crate::database::Cancellation`]), and it is
-    /// not answered, as the MCP specification asks. One naming a request read ahead and not yet
+    /// not answered, as the MCP specification asks. Any other request runs to its end and is
+    /// answered, and the notification is then handled in its turn. One naming a request read ahead and not yet
     /// started removes that request unanswered. Every other line is handled after the call, in
     /// the order it came.
     ///
@@ -326,9 +327,17 @@ impl Server {
                     tokio::pin!(call);
                     let mut check = tokio::time::interval(HOST_CHECK);
                     check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-                    // The running request's id, read from its line when a cancellation comes.
+                    // The running request's id when it is a tool call (the one kind a cancellation
+                    // stops: any other request finishes and is answered, and the cancellation is
+                    // then handled in its turn, which ends a listen stream it opened: helper-66
+                    // F2), read from its line when a cancellation comes.
                     let mut running: Option<Option<Value>> = None;
+                    // Whether the call was cancelled; its cancel requests are sent again while it
+                    // still runs: a statement sent after one reached an idle session (or whose
+                    // request was lost) is cancelled by the next.
                     let mut cancelled = false;
+                    let mut again = tokio::time::interval(CANCEL_AGAIN);
+                    again.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
                     let reply = loop {
                         let room = !input_ended
                             && ahead.len() < AHEAD_LINES
@@ -348,6 +357,9 @@ impl Server {
                                     ));
                                 }
                             }
+                            _ = again.tick(), if cancelled => {
+                                cancellation.cancel().await;
+                            }
                             read = read_bounded_line(&mut input, &mut buf, &mut seen, max), if room => {
                                 match read? {
                                     Line::End => {
@@ -361,12 +373,13 @@ impl Server {
                                             ahead.push_back(Ahead::Line(next));
                                             continue;
                                         };
-                                        let id = running.get_or_insert_with(|| request_id(&line));
+                                        let id = running.get_or_insert_with(|| tool_call_id(&line));
                                         if id.as_ref() == Some(&named) {
                                             if !cancelled {
                                                 cancelled = true;
                                                 tracing::info!(id = %named, "notifications/cancelled: cancelling the running call");
                                                 cancellation.cancel().await;
+                                                again.reset();
                                             }
                                         } else {
                                             ahead.retain(|a| match a {
@@ -1346,16 +1359,19 @@ impl Ahead {
     }
 }
 
+/// How often the cancel requests of a cancelled call that still runs are sent again.
+const CANCEL_AGAIN: std::time::Duration = std::time::Duration::from_millis(200);
+
 /// At most this many lines are read ahead while a call runs.
 const AHEAD_LINES: usize = 64;
 /// Reading ahead stops once the lines read ahead hold this many bytes.
 const AHEAD_BYTES: usize = 1 << 20;
 
 /// The `requestId` a `notifications/cancelled` line names, or `None` for any other line. Only a
-/// short line is parsed: a cancellation is a few dozen bytes, and every line read ahead is
-/// parsed again when its turn comes.
+/// line of at most 64 KiB is parsed (a cancellation is a few dozen bytes and a `reason`), since
+/// every line read ahead is parsed again when its turn comes.
 fn cancellation_of(line: &[u8]) -> Option<Value> {
-    const SHORT: usize = 4096;
+    const SHORT: usize = 64 << 10;
     if line.len() > SHORT {
         return None;
     }
@@ -1372,6 +1388,14 @@ fn cancellation_of(line: &[u8]) -> Option<Value> {
 fn request_id(line: &[u8]) -> Option<Value> {
     match rpc::parse_line(line.trim_ascii_end()) {
         Ok(Incoming::Request { id, .. }) => Some(id),
+        _ => None,
+    }
+}
+
+/// The id of a `tools/call` line, or `None` for any other line.
+fn tool_call_id(line: &[u8]) -> Option<Value> {
+    match rpc::parse_line(line.trim_ascii_end()) {
+        Ok(Incoming::Request { id, method, .. }) if method == "tools/call" => Some(id),
         _ => None,
     }
 }

@@ -1530,6 +1530,49 @@ async fn listen_streams_per_connection_and_their_ids_are_bounded() {
     );
 }
 
+/// docs/profiles.md "Cancelled calls" (helper-66 F2): a `notifications/cancelled` that arrives
+/// while its `subscriptions/listen` is still being set up does not leave the stream open: only
+/// tool calls are stopped by a cancellation, so the listen finishes (it is acknowledged) and the
+/// cancellation then ends it. Twenty listens cancelled at once leave none open: a new one is
+/// accepted (not "Subscription limit reached" at 16), and a change is told to it alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listen_cancelled_as_it_starts_leaves_no_stream() {
+    let dsn = dsn();
+    let w = connect(&dsn).await.unwrap();
+    let id = initialize_target(&w, "feed-cancelled-listen.md", "one\n")
+        .await
+        .unwrap();
+    let mut m = Mcp::start(&dsn, "extended");
+    m.modern_request("server/discover", json!({}));
+    let watch = json!({"notifications": {"resourceSubscriptions": [uri(&id)]}});
+    for _ in 0..20 {
+        let listen = m.send("subscriptions/listen", watch.clone(), true);
+        m.notify("notifications/cancelled", json!({"requestId": listen}));
+        let next = m.send("server/discover", json!({}), true);
+        let ack = m.notification();
+        assert_eq!(
+            ack["method"], "notifications/subscriptions/acknowledged",
+            "{ack}"
+        );
+        assert!(m.response(next)["result"].is_object());
+    }
+    let kept = m.send("subscriptions/listen", watch, true);
+    let ack = m.notification();
+    assert_eq!(
+        ack["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"], kept,
+        "{ack}"
+    );
+    call(&w, "patchdiff_submit_edits", &edit(&id, 0, "one", "two"))
+        .await
+        .unwrap();
+    let n = m.notification();
+    assert_eq!(
+        n["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"], kept,
+        "{n}"
+    );
+    m.quiet("only the stream that was not cancelled hears the change");
+}
+
 /// Item 2, tenancy: a subscriber never hears about a target it may not see.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn subscribers_hear_only_targets_they_may_see() {

@@ -802,6 +802,86 @@ fn notifications_cancelled_cancels_the_running_call_and_only_it() {
     eprintln!("{answered_first} of 100 calls finished before their cancellation was read");
 }
 
+/// docs/profiles.md "Cancelled calls" (helper-66 F1, F3, F4): a cancellation written together
+/// with a fresh server's first tool call, which the server reads while it still prepares that
+/// call's statement (a cancel request then finds the session idle and is dropped), still stops
+/// it: the statement is refused, or cancelled by the request sent again while the call runs. And
+/// with a connection string naming its server twice, where the server a cancel request must go
+/// to is not known, the cancel is sent as tokio-postgres sends it and the session is replaced
+/// before the next call. Either way a submission waiting for a row lock commits nothing, and the
+/// ping behind it is answered.
+#[test]
+fn a_cancelled_first_call_commits_nothing_whatever_the_connection_string() {
+    let mut setup = Mcp::start(&[]);
+    setup.initialize(Some("2025-11-25"));
+    let target = initialize_target(&mut setup, "abc\n");
+    drop(setup);
+    let mut version = postgres_count_for(&target);
+    let current =
+        format!("SELECT version FROM patchdiff.targets WHERE target_file_id = '{target}'");
+    let twice = {
+        let d = dsn();
+        let word = |key: &str| {
+            d.split_whitespace()
+                .find_map(|w| w.strip_prefix(key))
+                .map(str::to_owned)
+        };
+        match (word("host="), word("port=")) {
+            (Some(h), Some(p)) => Some(
+                d.replace(&format!("host={h}"), &format!("host={h},{h}"))
+                    .replace(&format!("port={p}"), &format!("port={p},{p}")),
+            ),
+            _ => None,
+        }
+    };
+    for url in std::iter::once(dsn()).chain(twice) {
+        for round in 0..3 {
+            let (mut holder, holder_pid) = holding_session(&target);
+            holder(&format!(
+                "BEGIN; SELECT 1 FROM patchdiff.targets WHERE target_file_id = '{target}' FOR UPDATE"
+            ));
+            let mut waiting = waiting_behind(&target, holder_pid);
+            let mut m = Mcp::start(&[("PATCHDIFF_DATABASE_URL", &url)]);
+            m.initialize(Some("2025-11-25"));
+            let lines = [
+                json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "patchdiff_submit_edits",
+                    "arguments": {"target_file_id": target, "expected_target_version": 0, "intent": "x",
+                                  "edits": [{"match": "abc", "replace": "xyz"}]}}}),
+                json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 5}}),
+                json!({"jsonrpc": "2.0", "id": 6, "method": "ping"}),
+            ];
+            m.send_raw(
+                lines
+                    .iter()
+                    .map(|l| format!("{l}\n"))
+                    .collect::<String>()
+                    .as_bytes(),
+            );
+            let r = m.reply();
+            assert_eq!(
+                r["id"], 6,
+                "{url} round {round}: only the ping is answered: {r}"
+            );
+            wait_until(
+                &format!("{url} round {round}: the cancelled submission no longer waits"),
+                Duration::from_secs(10),
+                || waiting() == 0,
+            );
+            holder("ROLLBACK");
+            assert_eq!(
+                version(&current),
+                0,
+                "{url} round {round}: nothing committed"
+            );
+            let (t, _) = m.call("patchdiff_read_target", json!({"target_file_id": target}));
+            assert_eq!(
+                t["version"], 0,
+                "{url} round {round}: the next call is served: {t}"
+            );
+        }
+    }
+}
+
 /// Issue 14 item 5: a PATCHDIFF_MCP_STATEMENT_TIMEOUT that is not a duration stops start-up
 /// with a message naming the variable, before serving anything.
 #[test]
