@@ -50,12 +50,16 @@ pub struct Db {
 /// [`Cancellation::cancel`] sends the request on a socket of its own and reads that socket to
 /// its end, as libpq's `PQcancel` does: the server closes it only after it has signalled the
 /// backend, and a backend handles the signal before it reads anything more, cancelling the
-/// statement it runs or, when idle, dropping it. Once `cancel` returns, no later statement can
-/// be hit. A cancel request whose arrival is not confirmed so (the connection string names
-/// several servers, so the one to send it to is not known here; the server did not close the
-/// socket within [`CANCEL_TIMEOUT`]) is sent as tokio-postgres sends it, and the session is then
-/// not used again: the next call reconnects first, so a request that lands late finds a session
-/// nobody uses (helper-66 F4, F5). And since a cancel that finds the session between two
+/// statement it runs or, when idle, dropping it. A host name is sent one at each of its
+/// addresses, since which of them the session reached is not known here (helper-67 A: sent only
+/// to the first that answered, it reached another server and the write committed); a server that
+/// knows no such session drops it. A cancel request whose arrival is not confirmed so (the
+/// connection string names several servers; a server did not close the socket within
+/// [`CANCEL_TIMEOUT`]) is sent as tokio-postgres sends it, to the address the session used. And
+/// whatever happened, a session that was sent a cancel request is not used again: the next call
+/// reconnects first, so a request that lands late (a proxy between this front end and the server
+/// may close the socket before the server has acted: helper-67 D) finds a session nobody uses
+/// (helper-66 F4, F5). And since a cancel that finds the session between two
 /// statements is dropped, every statement the call would send afterwards is refused here instead
 /// (`refused`, checked again right before each statement is sent: helper-66 F1 saw a cancel
 /// dropped while the call prepared its statement, which then ran), except COMMIT and ROLLBACK; a
@@ -65,9 +69,8 @@ pub struct Db {
 pub struct Cancellation {
     requested: AtomicBool,
     sessions: std::sync::Mutex<Vec<(CancelToken, Option<Endpoint>)>>,
-    /// A cancel request was sent whose arrival was not confirmed: the session must be replaced
-    /// before the next call.
-    unconfirmed: AtomicBool,
+    /// A cancel request was sent: the session must be replaced before the next call.
+    spent: AtomicBool,
 }
 
 /// Where a session's server takes cancel requests: its host and port, or its socket file.
@@ -111,10 +114,10 @@ impl Cancellation {
 
     /// Marks the running call cancelled, then cancels the statement each of its sessions runs
     /// and returns once the server has acted on every request (or [`CANCEL_TIMEOUT`] passed,
-    /// which is logged). A session whose server is not known exactly is not sent one: the call
-    /// then stops at its next statement.
+    /// which is logged, and the request is sent as tokio-postgres sends it).
     pub async fn cancel(&self) {
         self.requested.store(true, Ordering::SeqCst);
+        self.spent.store(true, Ordering::SeqCst);
         let sessions = self
             .sessions
             .lock()
@@ -142,9 +145,8 @@ impl Cancellation {
                 }
             };
             if !confirmed {
-                // The session is replaced before the next call, so wherever and whenever this
-                // request lands, no other call's statement is there.
-                self.unconfirmed.store(true, Ordering::SeqCst);
+                // The session is replaced before the next call (`spent`), so wherever and
+                // whenever this request lands, no other call's statement is there.
                 if let Err(e) = token.cancel_query(NoTls).await {
                     tracing::warn!("notifications/cancelled: the cancel request failed: {e}");
                 }
@@ -153,8 +155,8 @@ impl Cancellation {
     }
 
     /// Whether the session must be replaced before the next call (and that is now known).
-    fn take_unconfirmed(&self) -> bool {
-        self.unconfirmed.swap(false, Ordering::SeqCst)
+    fn take_spent(&self) -> bool {
+        self.spent.swap(false, Ordering::SeqCst)
     }
 
     fn set_sessions(&self, sessions: Vec<(CancelToken, Option<Endpoint>)>) {
@@ -174,7 +176,9 @@ impl Cancellation {
     }
 }
 
-/// Sends `token`'s cancel request to `endpoint` and reads the socket until the server closes it.
+/// Sends `token`'s cancel request to `endpoint` and reads the socket until the server closes it:
+/// to each address of a host name, of which one must take it (one that refuses the connection
+/// has no server listening, so it is not the session's).
 async fn cancel_and_wait(token: &CancelToken, endpoint: &Endpoint) -> Result<(), String> {
     use tokio::io::AsyncReadExt;
     async fn drain<S: tokio::io::AsyncRead + Unpin>(stream: &mut S) {
@@ -189,14 +193,28 @@ async fn cancel_and_wait(token: &CancelToken, endpoint: &Endpoint) -> Result<(),
         |e: &dyn std::fmt::Display| format!("the cancel request to {endpoint:?} failed: {e}");
     match endpoint {
         Endpoint::Tcp(host, port) => {
-            let mut stream = tokio::net::TcpStream::connect((host.as_str(), *port))
-                .await
-                .map_err(|e| failed(&e))?;
-            token
-                .cancel_query_raw(&mut stream, NoTls)
-                .await
-                .map_err(|e| failed(&e))?;
-            drain(&mut stream).await;
+            let addresses: Vec<std::net::SocketAddr> =
+                tokio::net::lookup_host((host.as_str(), *port))
+                    .await
+                    .map_err(|e| failed(&e))?
+                    .collect();
+            let mut reached = false;
+            for address in addresses {
+                let mut stream = match tokio::net::TcpStream::connect(address).await {
+                    Ok(stream) => stream,
+                    Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => continue,
+                    Err(e) => return Err(failed(&format!("{address}: {e}"))),
+                };
+                token
+                    .cancel_query_raw(&mut stream, NoTls)
+                    .await
+                    .map_err(|e| failed(&format!("{address}: {e}")))?;
+                drain(&mut stream).await;
+                reached = true;
+            }
+            if !reached {
+                return Err(failed(&"no address of the host took the connection"));
+            }
         }
         Endpoint::Unix(path) => {
             let mut stream = tokio::net::UnixStream::connect(path)
@@ -512,7 +530,7 @@ impl Db {
     /// A new session when the previous one was lost, with the session settings applied; a
     /// failure to apply them fails the call, so no call runs without them.
     pub async fn reconnect_if_lost(&mut self) -> Result<(), CallError> {
-        if self.cancellation.take_unconfirmed() {
+        if self.cancellation.take_spent() {
             // A cancel request may still land on this session (Cancellation::cancel).
             self.broken = true;
         }

@@ -1175,6 +1175,12 @@ impl Server {
         };
         let v: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
         if v["status"] != "accepted" {
+            // A call the client cancelled meanwhile (notifications/cancelled) writes nothing, its
+            // rejection included (helper-67 B).
+            if let Err(e) = self.db.refuse_if_cancelled() {
+                self.db.rollback().await;
+                return Submitted::Answer(unknown(path, "the submission", e.message));
+            }
             // The rejected attempt is logged: keep its row.
             let committed = self.db.commit().await;
             // A target that moved on without this process is looked up again on the next call.
