@@ -152,80 +152,29 @@ $$;
 -- \ud800-\udfff, which a shard answers with an audited rejection or invalid_argument): the
 -- router must still find the target of such a call, so it reads a copy in which those escapes
 -- are \u0020 (still valid JSON; the copy is only read, the shard gets the arguments as sent).
--- Arguments without such an escape are read as they are.
---
--- The copy is, character for character, what regexp_replace(args::text,
--- '\\u(0000|[dD][89abcdefABCDEF][0-9a-fA-F]{2})', '\\u0020', 'g') makes: a workspace binding's
--- nonce is hashed from it to choose a partition, so any other copy (\ud83d as \u203d, say)
--- would send an existing binding elsewhere. But that regexp costs about 1.5 us per escape it
--- replaces, which the caller chooses (32 MB of \u0000: 8.5 s of the router's CPU, before
--- anything checks its size), and a large answer of emoji, written as surrogate pairs, paid it
--- too (patchdiff_router.field(answer, 'status')). Each match of that pattern starts at a
--- backslash and holds no other, so the matches are exactly the places where its text begins
--- (whatever precedes them, even the first backslash of an escaped one: \\u0000 is \\u0020),
--- none overlaps another, and each is replaced on its own, in any order:
--- * \u0000 is one string: replace(), in C, with no cost per match worth counting;
--- * a surrogate escape is \ud or \uD, then one of [89a-fA-F] and two hex digits. A text of up
---   to 4 kB takes the regexp for them (its few matches cost less there than a query). A larger
---   one is split at every \ud (then \uD), which cannot overlap itself: each piece after the
---   first is what follows one \ud, up to the next, and its first three characters decide (a
---   piece shorter than three ends where the next \ud begins, and a backslash is no hex digit,
---   as in the pattern); the pieces are joined again with \u and 0020 or the d. About 0.5 us a
---   piece, and only for a text that holds such an escape (one regex search: the escapes of
---   \ud000-\ud7ff, Hangul, begin with \ud too). The pieces are unnested in the select list
---   (string_to_table or a function scan would store millions of them in a temporary file) and
---   string_agg takes them in the order unnest returns them (no sort).
--- Its strings are E'' literals: this body is parsed in the caller's session, and their
--- backslashes mean the same under any standard_conforming_strings it sets.
+-- Arguments without any \u escape are read as they are.
 CREATE OR REPLACE FUNCTION patchdiff_router.readable(args json) RETURNS json
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
-DECLARE
-  t text := args::text;
-  letter text;
-  k int4;
 BEGIN
-  IF strpos(t, E'\\u') = 0
-     OR (strpos(t, E'\\u0000') = 0 AND strpos(t, E'\\ud') = 0 AND strpos(t, E'\\uD') = 0) THEN
+  IF strpos(args::text, '\u') = 0 THEN
     RETURN args;
   END IF;
-  t := replace(t, E'\\u0000', E'\\u0020');
-  IF strpos(t, E'\\ud') = 0 AND strpos(t, E'\\uD') = 0 THEN
-    RETURN t::json;
-  END IF;
-  IF octet_length(t) <= 4096 THEN
-    RETURN regexp_replace(t, E'\\\\u[dD][89abcdefABCDEF][0-9a-fA-F]{2}', E'\\\\u0020', 'g')::json;
-  END IF;
-  FOREACH letter IN ARRAY ARRAY['d', 'D'] LOOP
-    k := strpos(t, E'\\u' || letter);
-    CONTINUE WHEN k = 0 OR t !~ (E'\\\\u' || letter || '[89abcdefABCDEF][0-9a-fA-F]{2}');
-    SELECT left(t, k - 1) || E'\\u' || COALESCE(string_agg(
-             CASE WHEN left(p, 1) IN ('8', '9', 'a', 'b', 'c', 'd', 'e', 'f',
-                                      'A', 'B', 'C', 'D', 'E', 'F')
-                   AND substr(p, 2, 1) IN ('0', '1', '2', '3', '4', '5', '6', '7', '8', '9',
-                                           'a', 'b', 'c', 'd', 'e', 'f', 'A', 'B', 'C', 'D', 'E', 'F')
-                   AND substr(p, 3, 1) IN ('0', '1', '2', '3', '4', '5', '6', '7', '8', '9',
-                                           'a', 'b', 'c', 'd', 'e', 'f', 'A', 'B', 'C', 'D', 'E', 'F')
-                  THEN '0020' || substr(p, 4)
-                  ELSE letter || p END, E'\\u'), letter)
-      INTO t
-      FROM (SELECT unnest(string_to_array(substr(t, k + 3), E'\\u' || letter)) AS p) AS piece;
-  END LOOP;
-  RETURN t::json;
+  RETURN regexp_replace(args::text, '\\u(0000|[dD][89abcdefABCDEF][0-9a-fA-F]{2})', '\\u0020',
+                        'g')::json;
 END $$;
 
--- A top-level string field of the arguments, or NULL. The copy is parsed once: (r->key) #>> '{}'
--- is r->>key for a string.
+-- A top-level string field of the arguments, or NULL.
 CREATE OR REPLACE FUNCTION patchdiff_router.field(args json, key text) RETURNS text
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-  v json;
+  r json;
 BEGIN
   IF json_typeof(args) IS DISTINCT FROM 'object' THEN
     RETURN NULL;
   END IF;
-  v := patchdiff_router.readable(args)->key;
-  IF json_typeof(v) = 'string' THEN
-    RETURN v #>> '{}';
+  r := patchdiff_router.readable(args);
+  IF json_typeof(r->key) = 'string' THEN
+    RETURN r->>key;
   END IF;
   RETURN NULL;
 END $$;
