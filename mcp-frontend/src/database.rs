@@ -34,71 +34,40 @@ pub struct Db {
     /// extension's schema there, and the partition's number and the count of partitions: the
     /// SAVE must stay in the publisher's transaction while the file is installed, which a call
     /// through PL/Proxy cannot do (docs/scale-out.md).
-    publication: Option<(Client, String, (i32, i32), tokio_postgres::Config)>,
+    publication: Option<(Client, String, (i32, i32))>,
     /// What a client's `notifications/cancelled` reaches while a call holds this connection.
     cancellation: Arc<Cancellation>,
 }
 
 /// The cancellation of the running call (`notifications/cancelled` over stdio, crate::server),
 /// shared with the server's loop while the call holds the [`Db`]: whether it was asked for, and
-/// how to reach the statement each session of the call may be running (the connection's own,
-/// and through a router a publication's session on its partition).
+/// the cancel tokens of the sessions the call may be running a statement on (the connection's
+/// own, and through a router a publication's session on its partition).
 ///
-/// PostgreSQL acts on a cancel request a moment after it is sent, on whatever statement the
-/// session runs by then: tokio-postgres's `cancel_query` returns once the request is written,
-/// and helper-64 saw the next request cancelled instead in 19 of 100 rounds. So
-/// [`Cancellation::cancel`] sends the request on a socket of its own and reads that socket to
-/// its end, as libpq's `PQcancel` does: the server closes it only after it has signalled the
-/// backend, and a backend handles the signal before it reads anything more, cancelling the
-/// statement it runs or, when idle, dropping it. A host name is sent one at each of its
-/// addresses, since which of them the session reached is not known here (helper-67 A: sent only
-/// to the first that answered, it reached another server and the write committed); a server that
-/// knows no such session drops it. A cancel request whose arrival is not confirmed so (the
-/// connection string names several servers; a server did not close the socket within
-/// [`CANCEL_TIMEOUT`]) is sent as tokio-postgres sends it, to the address the session used. And
-/// whatever happened, a session that was sent a cancel request is not used again: the next call
-/// reconnects first, so a request that lands late (a proxy between this front end and the server
-/// may close the socket before the server has acted: helper-67 D) finds a session nobody uses
-/// (helper-66 F4, F5). And since a cancel that finds the session between two
-/// statements is dropped, every statement the call would send afterwards is refused here instead
-/// (`refused`, checked again right before each statement is sent: helper-66 F1 saw a cancel
-/// dropped while the call prepared its statement, which then ran), except COMMIT and ROLLBACK; a
-/// COMMIT is not sent a cancel either (the sessions are withdrawn while it runs), so a
-/// publication that has installed its file commits and the database agrees with the disk.
+/// A cancel request is sent as tokio-postgres sends it, to the address each session connected
+/// to; PostgreSQL acts on it a moment later, on whatever statement the session runs by then
+/// (helper-64 saw the next request cancelled instead in 19 of 100 rounds, when the session was
+/// kept). So a session that was sent a cancel request is never used again: the next call
+/// reconnects first (`spent`), and a request that lands late finds a session nobody uses. A
+/// cancel that finds the session between two statements is dropped, so every statement the call
+/// would send afterwards is refused instead (`refused`, checked again right before each statement
+/// is sent: helper-66 F1 saw a cancel dropped while the call prepared its statement, which then
+/// ran), and the server's loop sends the requests again while the call still runs. COMMIT and
+/// ROLLBACK are not refused, and no request is sent while one runs (the sessions are withdrawn):
+/// a publication that has installed its file commits, so that the database agrees with the disk.
+/// (A first version read each request's socket until the server closed it, as libpq's `PQcancel`
+/// does, to know it had acted and keep the session: helper-67 and helper-68 showed that a proxy
+/// may close that socket first, that a host name's addresses may lead to other servers, and that
+/// a down address held the loop 5 s; replacing the session needs none of it.)
 #[derive(Default)]
 pub struct Cancellation {
     requested: AtomicBool,
-    sessions: std::sync::Mutex<Vec<(CancelToken, Option<Endpoint>)>>,
+    tokens: std::sync::Mutex<Vec<CancelToken>>,
     /// A cancel request was sent: the session must be replaced before the next call.
     spent: AtomicBool,
 }
 
-/// Where a session's server takes cancel requests: its host and port, or its socket file.
-#[derive(Clone, Debug, PartialEq)]
-enum Endpoint {
-    Tcp(String, u16),
-    Unix(std::path::PathBuf),
-}
-
-/// The one server `config` connects to, or `None` when it names several (a cancel request sent
-/// to another server than the session's would reach nothing, or another session).
-fn endpoint(config: &tokio_postgres::Config) -> Option<Endpoint> {
-    let port = match config.get_ports() {
-        [] => 5432,
-        [port] => *port,
-        _ => return None,
-    };
-    match (config.get_hosts(), config.get_hostaddrs()) {
-        (hosts, [address]) if hosts.len() <= 1 => Some(Endpoint::Tcp(address.to_string(), port)),
-        ([tokio_postgres::config::Host::Tcp(name)], []) => Some(Endpoint::Tcp(name.clone(), port)),
-        ([tokio_postgres::config::Host::Unix(dir)], []) => {
-            Some(Endpoint::Unix(dir.join(format!(".s.PGSQL.{port}"))))
-        }
-        _ => None,
-    }
-}
-
-/// How long a cancel request may take before the server has closed its socket.
+/// How long sending one cancel request may take (connecting to the server included).
 const CANCEL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
 impl Cancellation {
@@ -112,44 +81,25 @@ impl Cancellation {
         self.requested.store(false, Ordering::SeqCst);
     }
 
-    /// Marks the running call cancelled, then cancels the statement each of its sessions runs
-    /// and returns once the server has acted on every request (or [`CANCEL_TIMEOUT`] passed,
-    /// which is logged, and the request is sent as tokio-postgres sends it).
+    /// Marks the running call cancelled and sends a cancel request for the statement each of its
+    /// sessions runs; each of those sessions is replaced before the next call.
     pub async fn cancel(&self) {
         self.requested.store(true, Ordering::SeqCst);
         self.spent.store(true, Ordering::SeqCst);
-        let sessions = self
-            .sessions
+        let tokens = self
+            .tokens
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone();
-        for (token, endpoint) in sessions {
-            let confirmed = match &endpoint {
-                None => false,
-                Some(endpoint) => {
-                    match tokio::time::timeout(CANCEL_TIMEOUT, cancel_and_wait(&token, endpoint))
-                        .await
-                    {
-                        Ok(Ok(())) => true,
-                        Ok(Err(e)) => {
-                            tracing::warn!("notifications/cancelled: {e}");
-                            false
-                        }
-                        Err(_) => {
-                            tracing::warn!(
-                                "notifications/cancelled: the server did not close the cancel request's connection within {CANCEL_TIMEOUT:?}"
-                            );
-                            false
-                        }
-                    }
+        for token in tokens {
+            match tokio::time::timeout(CANCEL_TIMEOUT, token.cancel_query(NoTls)).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    tracing::warn!("notifications/cancelled: the cancel request failed: {e}")
                 }
-            };
-            if !confirmed {
-                // The session is replaced before the next call (`spent`), so wherever and
-                // whenever this request lands, no other call's statement is there.
-                if let Err(e) = token.cancel_query(NoTls).await {
-                    tracing::warn!("notifications/cancelled: the cancel request failed: {e}");
-                }
+                Err(_) => tracing::warn!(
+                    "notifications/cancelled: the cancel request was not sent within {CANCEL_TIMEOUT:?}"
+                ),
             }
         }
     }
@@ -159,8 +109,8 @@ impl Cancellation {
         self.spent.swap(false, Ordering::SeqCst)
     }
 
-    fn set_sessions(&self, sessions: Vec<(CancelToken, Option<Endpoint>)>) {
-        *self.sessions.lock().unwrap_or_else(|e| e.into_inner()) = sessions;
+    fn set_tokens(&self, tokens: Vec<CancelToken>) {
+        *self.tokens.lock().unwrap_or_else(|e| e.into_inner()) = tokens;
     }
 
     /// The error of a statement the call would send after it was cancelled.
@@ -174,60 +124,6 @@ impl Cancellation {
             unavailable: false,
         })
     }
-}
-
-/// Sends `token`'s cancel request to `endpoint` and reads the socket until the server closes it:
-/// to each address of a host name, of which one must take it (one that refuses the connection
-/// has no server listening, so it is not the session's).
-async fn cancel_and_wait(token: &CancelToken, endpoint: &Endpoint) -> Result<(), String> {
-    use tokio::io::AsyncReadExt;
-    async fn drain<S: tokio::io::AsyncRead + Unpin>(stream: &mut S) {
-        let mut buf = [0u8; 64];
-        while let Ok(n) = stream.read(&mut buf).await {
-            if n == 0 {
-                break;
-            }
-        }
-    }
-    let failed =
-        |e: &dyn std::fmt::Display| format!("the cancel request to {endpoint:?} failed: {e}");
-    match endpoint {
-        Endpoint::Tcp(host, port) => {
-            let addresses: Vec<std::net::SocketAddr> =
-                tokio::net::lookup_host((host.as_str(), *port))
-                    .await
-                    .map_err(|e| failed(&e))?
-                    .collect();
-            let mut reached = false;
-            for address in addresses {
-                let mut stream = match tokio::net::TcpStream::connect(address).await {
-                    Ok(stream) => stream,
-                    Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => continue,
-                    Err(e) => return Err(failed(&format!("{address}: {e}"))),
-                };
-                token
-                    .cancel_query_raw(&mut stream, NoTls)
-                    .await
-                    .map_err(|e| failed(&format!("{address}: {e}")))?;
-                drain(&mut stream).await;
-                reached = true;
-            }
-            if !reached {
-                return Err(failed(&"no address of the host took the connection"));
-            }
-        }
-        Endpoint::Unix(path) => {
-            let mut stream = tokio::net::UnixStream::connect(path)
-                .await
-                .map_err(|e| failed(&e))?;
-            token
-                .cancel_query_raw(&mut stream, NoTls)
-                .await
-                .map_err(|e| failed(&e))?;
-            drain(&mut stream).await;
-        }
-    }
-    Ok(())
 }
 
 /// The failure of a call. Its outcome is unknown unless `cancelled` says PostgreSQL cancelled
@@ -408,12 +304,11 @@ impl Db {
 
     /// Tells the cancellation which sessions a call may now run statements on.
     fn sessions_changed(&self) {
-        let own = own_config(&self.conninfo).ok();
-        let mut sessions = vec![(self.client.cancel_token(), own.as_ref().and_then(endpoint))];
-        if let Some((client, _, _, config)) = &self.publication {
-            sessions.push((client.cancel_token(), endpoint(config)));
+        let mut tokens = vec![self.client.cancel_token()];
+        if let Some((client, _, _)) = &self.publication {
+            tokens.push(client.cancel_token());
         }
-        self.cancellation.set_sessions(sessions);
+        self.cancellation.set_tokens(tokens);
     }
 
     /// Makes every later call of this connection run as `role` (`SET ROLE`), now and after any
@@ -641,16 +536,14 @@ impl Db {
         })?;
         let config = partition_config(&self.conninfo, &partition).map_err(CallError::unknown)?;
         let database = config.get_dbname().unwrap_or("?").to_owned();
-        let client = connect_config(config.clone())
-            .await
-            .map_err(|why| CallError {
-                message: format!(
-                    "patchdiff: partition database {database} is unavailable for the publication; \
+        let client = connect_config(config).await.map_err(|why| CallError {
+            message: format!(
+                "patchdiff: partition database {database} is unavailable for the publication; \
                  nothing was written: {why}"
-                ),
-                cancelled: None,
-                unavailable: true,
-            })?;
+            ),
+            cancelled: None,
+            unavailable: true,
+        })?;
         for sql in [&self.session, &self.role_sql] {
             if !sql.is_empty() {
                 client.batch_execute(sql).await.map_err(|e| {
@@ -673,7 +566,7 @@ impl Db {
             cancelled: cancelled(&e),
             unavailable: false,
         })?;
-        self.publication = Some((client, schema, (number, count), config));
+        self.publication = Some((client, schema, (number, count)));
         self.sessions_changed();
         Ok(())
     }
@@ -686,7 +579,7 @@ impl Db {
     /// or over a direct connection to that partition) would bind there too (helper-45). Every
     /// binding the front end makes lives on its nonce's partition, so no other is published.
     pub async fn binding_on_its_partition(&self, nonce: &str) -> Result<bool, CallError> {
-        let Some((client, _, (number, count), _)) = &self.publication else {
+        let Some((client, _, (number, count))) = &self.publication else {
             return Ok(true);
         };
         client
@@ -710,7 +603,7 @@ impl Db {
         args: &str,
     ) -> Result<String, CallError> {
         self.cancellation.refused()?;
-        if let Some((client, schema, _, _)) = &self.publication {
+        if let Some((client, schema, _)) = &self.publication {
             let sql = format!("SELECT {schema}.{function}($1::text::json)::text");
             let row = client
                 .query_one(&sql, &[&args])
@@ -736,8 +629,8 @@ impl Db {
     /// Commits. No cancel request is sent while the COMMIT runs: a publication's COMMIT comes
     /// after its file is installed, and the database must then record it.
     pub async fn commit(&mut self) -> Result<(), CallError> {
-        self.cancellation.set_sessions(Vec::new());
-        let done = if let Some((client, _, _, _)) = self.publication.take() {
+        self.cancellation.set_tokens(Vec::new());
+        let done = if let Some((client, _, _)) = self.publication.take() {
             client.batch_execute("COMMIT").await.map_err(|e| CallError {
                 message: describe(&e),
                 cancelled: cancelled(&e),
@@ -755,8 +648,8 @@ impl Db {
     /// cancel request is sent while it runs: a ROLLBACK cancelled would leave the session in a
     /// failed transaction for the next call.
     pub async fn rollback(&mut self) {
-        self.cancellation.set_sessions(Vec::new());
-        if let Some((client, _, _, _)) = self.publication.take() {
+        self.cancellation.set_tokens(Vec::new());
+        if let Some((client, _, _)) = self.publication.take() {
             if let Err(e) = client.batch_execute("ROLLBACK").await {
                 tracing::warn!("rollback on the partition: {}", describe(&e));
             }
@@ -1226,40 +1119,7 @@ async fn versions(client: &Client, functions: &BTreeSet<String>) -> Result<Versi
 
 #[cfg(test)]
 mod tests {
-    use super::{Endpoint, Versions, endpoint, partition_config, session_sql};
-
-    /// docs/profiles.md "Cancelled calls": a cancel request goes to the one server a session's
-    /// connection string names (its socket file for a Unix-domain host, as the embedded database
-    /// has), and to none when it names several: sent to another server it would reach nothing,
-    /// so the call then stops at its next statement instead.
-    #[test]
-    fn cancel_requests_go_to_the_one_server_a_session_names() {
-        let of = |conninfo: &str| endpoint(&conninfo.parse().unwrap());
-        assert_eq!(
-            of("host=db.example port=6543 user=u dbname=d"),
-            Some(Endpoint::Tcp("db.example".into(), 6543))
-        );
-        assert_eq!(
-            of("host=localhost user=u"),
-            Some(Endpoint::Tcp("localhost".into(), 5432))
-        );
-        assert_eq!(
-            of("host=/var/lib/patchdiff/data port=5432 user=u"),
-            Some(Endpoint::Unix(
-                "/var/lib/patchdiff/data/.s.PGSQL.5432".into()
-            ))
-        );
-        assert_eq!(
-            of("host=db.example hostaddr=10.1.2.3 port=5433 user=u"),
-            Some(Endpoint::Tcp("10.1.2.3".into(), 5433))
-        );
-        assert_eq!(
-            of("hostaddr=127.0.0.1 port=5433 user=u"),
-            Some(Endpoint::Tcp("127.0.0.1".into(), 5433))
-        );
-        assert_eq!(of("host=a,b port=5432 user=u"), None);
-        assert_eq!(of("host=a port=5432,5433 user=u"), None);
-    }
+    use super::{Versions, partition_config, session_sql};
 
     /// docs/scale-out.md: a publication through a router connects to the partition's host, port
     /// and database as this front end's user, with its password and application name, and never

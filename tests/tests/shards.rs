@@ -1510,6 +1510,9 @@ async fn a_write_the_shard_may_have_committed_is_never_answered_nothing_written(
             );
             drop(held);
             drop(session);
+            // patchdiff-mcp reads partition 0's facts as it starts: the partition must answer
+            // (it failed to start whenever the target lived on partition 0, 1 run in 8).
+            set_partition_option(&router, p, &original).await;
 
             // 2. The connection breaks after the shard committed, and the partition refuses
             // the second try: over SQL, and through patchdiff-mcp.
