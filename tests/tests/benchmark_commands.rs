@@ -436,13 +436,33 @@ fn the_router_bench_command_times_calls_on_the_shard_and_through_the_router() {
     );
     let stdout = succeeds(
         env!("CARGO_BIN_EXE_patchdiff-router-bench"),
-        &["--router", &router, "--iterations", "2"],
+        &[
+            "--router",
+            &router,
+            "--iterations",
+            "2",
+            "--escape-kib",
+            "16",
+            "--escape-iterations",
+            "1",
+        ],
     );
     assert_eq!(
         labels(&stdout, "| call | direct median ms", &[1, 2, 3, 4, 5, 6]),
         [
             "read_target, 4,000 code points",
             "one-edit submission (accepted)"
+        ]
+    );
+    // docs/benchmarks.md, "The router's copy of the arguments".
+    assert_eq!(
+        labels(&stdout, "| arguments | router median ms", &[1, 2, 3]),
+        [
+            r"\u0000",
+            r"\ud83d\ude00 (emoji, escaped)",
+            r"\ud55c (Hangul, escaped)",
+            r"\\ud8 (near misses)",
+            "prose"
         ]
     );
 }

@@ -794,6 +794,234 @@ async fn hostile_arguments_are_answered_as_one_database_answers_them() {
     }
 }
 
+/// The router's copy of the arguments (sql/router/patchdiff_router.sql, `readable`): what it
+/// routes by is read exactly as PostgreSQL's json operators decode it, whatever escapes the rest
+/// holds. The oracle is the regular expression the copy was made with before (which cost about
+/// 1.3-1.9 µs an escape, docs/benchmarks.md, "The router's copy of the arguments"): on texts mixing
+/// every escape that matters here (`\u0000`, lone and paired surrogates in either case, Hangul
+/// `\ud55c`, escaped backslashes before all of these, escaped hex digits and an escaped key),
+/// both copies give the same target partition, key presence, `limit`, workspace nonce and
+/// changeset members, and the router's own `partition_of` and `field` agree with the oracle.
+/// And a string without such an escape keeps its value in the copy exactly, near misses
+/// (`\\ud800`: an escaped backslash, then text) included, where the oracle changed some.
+#[tokio::test]
+async fn the_router_reads_what_it_routes_by_whatever_escapes_the_arguments_hold() {
+    let _turn = SHARDS.read().await;
+    let router = connect(&router_dsn()).await;
+    router
+        .batch_execute(
+            r#"CREATE FUNCTION pg_temp.readable_regexp(args json) RETURNS json
+               LANGUAGE plpgsql IMMUTABLE AS $$
+               BEGIN
+                 IF strpos(args::text, E'\\u') = 0 THEN RETURN args; END IF;
+                 RETURN regexp_replace(args::text,
+                   E'\\\\u(0000|[dD][89abcdefABCDEF][0-9a-fA-F]{2})', E'\\\\u0020', 'g')::json;
+               END $$;
+               CREATE FUNCTION pg_temp.facts(r json) RETURNS text LANGUAGE sql IMMUTABLE AS $$
+                 SELECT concat_ws(' | ',
+                   patchdiff_router.partition_of_id(CASE WHEN json_typeof(r->'target_file_id') = 'string'
+                                                         THEN r->>'target_file_id' END),
+                   json_typeof(r->'client_request_id') = 'string',
+                   CASE WHEN json_typeof(r->'limit') = 'number' THEN r->>'limit' END,
+                   CASE WHEN json_typeof(r->'workspace_binding'->'nonce') = 'string'
+                             AND (r->'workspace_binding'->>'nonce') ~ '^[0-9a-f]{32}$'
+                        THEN r->'workspace_binding'->>'nonce' END,
+                   CASE WHEN json_typeof(r->'members') = 'array' THEN
+                     (SELECT string_agg(coalesce(patchdiff_router.partition_of_id(
+                                CASE WHEN json_typeof(m->'target_file_id') = 'string'
+                                     THEN m->>'target_file_id' END)::text, '-'), ',')
+                        FROM json_array_elements(r->'members') m) END)
+               $$;"#,
+        )
+        .await
+        .unwrap();
+    // Fragments of JSON string text (each valid inside a string, alone or in any sequence).
+    const HOSTILE: &[&str] = &[
+        r"\u0000",
+        r"\ud800",
+        r"\uDBFF",
+        r"\udc00",
+        r"\uDc0F",
+        r"\ud83d\ude00",
+        r"\uD83D\uDE00",
+        r"\ud55c",
+        r"\uD55C",
+        r"\\",
+        r"\\u0000",
+        r"\\ud800",
+        r"\\\ud800",
+        r"\\\\u0000",
+        r#"\""#,
+        r"\n",
+        r"\u005c",
+        r"\u005cud800",
+        "ud800",
+        "u0000",
+        "x",
+        "\u{d55c}",
+        "é",
+    ];
+    // Hex digits as they may be spelled in an ID or a nonce.
+    fn hex_digit(seed: &mut u64) -> String {
+        let d = b"0123456789abcdef"[(next(seed) % 16) as usize] as char;
+        if next(seed).is_multiple_of(4) {
+            format!("\\u{:04x}", d as u32)
+        } else {
+            d.to_string()
+        }
+    }
+    fn next(seed: &mut u64) -> u64 {
+        // xorshift64*: deterministic, so a failure names a case that can be run again.
+        *seed ^= *seed >> 12;
+        *seed ^= *seed << 25;
+        *seed ^= *seed >> 27;
+        seed.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn hostile(seed: &mut u64) -> String {
+        (0..next(seed) % 6)
+            .map(|_| HOSTILE[(next(seed) % HOSTILE.len() as u64) as usize])
+            .collect()
+    }
+    fn id(seed: &mut u64) -> String {
+        let head: String = (0..8).map(|_| hex_digit(seed)).collect();
+        format!("{head}{}", hostile(seed))
+    }
+    // Fragments without an escape the copy rewrites, near misses among them: a string made of
+    // these keeps its value exactly in the copy.
+    const KEPT: &[&str] = &[
+        r"\\ud800",
+        r"\\u0000",
+        r"\\\\ud83d",
+        r"\\uD55C",
+        r"\u005cud800",
+        r"\\",
+        r#"x\"y"#,
+        "é",
+        r"\u00e9",
+        "ud800",
+        r"\u0030",
+    ];
+    let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut texts = Vec::new();
+    let mut kept = Vec::new();
+    for _ in 0..4000 {
+        let exact: String = (0..1 + next(&mut seed) % 4)
+            .map(|_| KEPT[(next(&mut seed) % KEPT.len() as u64) as usize])
+            .collect();
+        let mut fields = vec![format!(r#""exact":"{exact}""#)];
+        kept.push(exact);
+        for _ in 0..1 + next(&mut seed) % 5 {
+            let field = match next(&mut seed) % 8 {
+                0 | 1 => format!(r#""target_file_id":"{}""#, id(&mut seed)),
+                2 => format!(r#""target\u005ffile_id":"{}""#, id(&mut seed)),
+                3 => format!(r#""client_request_id":"{}""#, hostile(&mut seed)),
+                4 => format!(r#""limit":{}"#, next(&mut seed) % 600),
+                5 => {
+                    let nonce: String = (0..32).map(|_| hex_digit(&mut seed)).collect();
+                    let tail = if next(&mut seed).is_multiple_of(3) {
+                        hostile(&mut seed)
+                    } else {
+                        String::new()
+                    };
+                    format!(
+                        r#""workspace_binding":{{"nonce":"{nonce}{tail}","x":"{}"}}"#,
+                        hostile(&mut seed)
+                    )
+                }
+                6 => {
+                    let members: Vec<String> = (0..next(&mut seed) % 4)
+                        .map(|_| {
+                            format!(
+                                r#"{{"target_file_id":"{}","t":"{}"}}"#,
+                                id(&mut seed),
+                                hostile(&mut seed)
+                            )
+                        })
+                        .collect();
+                    format!(r#""members":[{}]"#, members.join(","))
+                }
+                _ => format!(r#""{}":"{}""#, hostile(&mut seed), hostile(&mut seed)),
+            };
+            fields.push(field);
+        }
+        texts.push(format!("{{{}}}", fields.join(",")));
+    }
+    let escapes_seen = |needle: &str| texts.iter().filter(|t| t.contains(needle)).count();
+    for needle in [
+        r"\u0000", r"\ud800", r"\\ud800", r"\ud55c", r"\uD83D", r"\u005f",
+    ] {
+        assert!(
+            escapes_seen(needle) > 100,
+            "{needle} in only {} texts",
+            escapes_seen(needle)
+        );
+    }
+    for (chunk, kept) in texts.chunks(500).zip(kept.chunks(500)) {
+        let (chunk, kept): (Vec<String>, Vec<String>) = (chunk.to_vec(), kept.to_vec());
+        let rows = router
+            .query(
+                "SELECT a, pg_temp.facts(pg_temp.readable_regexp(a::json)),
+                        pg_temp.facts(patchdiff_router.readable(a::json)),
+                        patchdiff_router.partition_of(a::json) IS NOT DISTINCT FROM
+                          patchdiff_router.partition_of_id(
+                            CASE WHEN json_typeof(pg_temp.readable_regexp(a::json)->'target_file_id') = 'string'
+                                 THEN pg_temp.readable_regexp(a::json)->>'target_file_id' END),
+                        (patchdiff_router.field(a::json, 'client_request_id') IS NULL) =
+                          (json_typeof(pg_temp.readable_regexp(a::json)->'client_request_id')
+                             IS DISTINCT FROM 'string'),
+                        patchdiff_router.readable(a::json)->>'exact' =
+                          (chr(34) || e || chr(34))::json #>> '{}'
+                   FROM unnest($1::text[], $2::text[]) AS x(a, e)",
+                &[&chunk, &kept],
+            )
+            .await
+            .unwrap();
+        for row in rows {
+            let (text, old, new): (String, String, String) = (row.get(0), row.get(1), row.get(2));
+            assert_eq!(new, old, "{text}");
+            assert!(row.get::<_, bool>(3), "partition_of of {text}");
+            assert!(row.get::<_, bool>(4), "field client_request_id of {text}");
+            assert!(
+                row.get::<_, bool>(5),
+                "the value of \"exact\" in the copy of {text}"
+            );
+        }
+    }
+}
+
+/// A session with `standard_conforming_strings = off` (an old application's setting, or a role's)
+/// is routed as any other: the router's literals with backslashes are E'' strings. Every routed
+/// call used to fail there ("invalid Unicode escape" in `partition_of`).
+#[tokio::test]
+async fn a_session_without_standard_conforming_strings_is_routed_too() {
+    let _turn = SHARDS.read().await;
+    let router = connect(&router_dsn()).await;
+    let id = create(&router, "scs.md", "alpha beta\n").await;
+    let args = [
+        format!(r#"{{"target_file_id":"{id}"}}"#),
+        format!(r#"{{"target_file_id":"{id}","text":"\u0000"}}"#),
+    ];
+    let mut answers = Vec::new();
+    for setting in ["on", "off"] {
+        router
+            .batch_execute(&format!("SET standard_conforming_strings = {setting}"))
+            .await
+            .unwrap();
+        for a in &args {
+            answers.push(
+                raw_call(&router, "patchdiff_read_target", a)
+                    .await
+                    .to_string(),
+            );
+        }
+        let list = raw_call(&router, "patchdiff_list_targets", r#"{"limit":1}"#).await;
+        assert_eq!(list["status"], "ok", "{list}");
+    }
+    assert_eq!(answers[0], answers[2]);
+    assert_eq!(answers[1], answers[3]);
+    assert!(answers[0].contains(r#""status":"ok""#), "{}", answers[0]);
+}
+
 /// docs/scale-out.md, "What a role can do with the router's own functions": strict observation
 /// mode reaches the shard as a boolean. The router has no pg_patchdiff, so any value may be SET
 /// there; one that is not a boolean used to reach a fresh shard session before the library was

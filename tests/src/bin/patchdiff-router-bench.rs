@@ -3,9 +3,16 @@
 //! interleaved call by call on one target, for a read of 4,000 code points and a one-edit
 //! submission (every one accepted).
 //!
+//! Then what the router spends finding the target of large arguments full of the escapes its
+//! json operators cannot decode (`patchdiff_router.readable`, docs/benchmarks.md, "The router's
+//! copy of the arguments"): `patchdiff_router.partition_of` on texts of `--escape-kib` KiB
+//! (default 4,096), next to the regular expression the router used before, installed for the
+//! comparison as a temporary function of the bench's own session.
+//!
 //! bash scripts/shards.sh up 2   # prints the router's connection string
 //! cargo run --release -p patchdiff-tests --bin patchdiff-router-bench -- \
-//!     --router 'host=127.0.0.1 port=54400 user=postgres dbname=patchdiff' [--iterations 2000]
+//!     --router 'host=127.0.0.1 port=54400 user=postgres dbname=patchdiff' [--iterations 2000] \
+//!     [--escape-kib 4096] [--escape-iterations 5]
 
 use patchdiff_tests::bench::{count, marker_edit, marker_text, percentile};
 use patchdiff_tests::{call_sql, connect, initialize_target};
@@ -35,11 +42,14 @@ fn row(name: &str, direct: &mut [f64], routed: &mut [f64]) {
 async fn main() -> Result<(), Err> {
     let mut args = std::env::args().skip(1);
     let (mut router_dsn, mut n) = (String::new(), 2000usize);
+    let (mut escape_kib, mut escape_n) = (4096usize, 5usize);
     while let Some(a) = args.next() {
         match a.as_str() {
             "--router" => router_dsn = args.next().ok_or("--router needs a value")?,
             "--iterations" => n = count(&a, args.next())?,
-            _ => return Err(format!("unknown option {a}; usage: patchdiff-router-bench --router CONNSTR [--iterations N]").into()),
+            "--escape-kib" => escape_kib = count(&a, args.next())?,
+            "--escape-iterations" => escape_n = count(&a, args.next())?,
+            _ => return Err(format!("unknown option {a}; usage: patchdiff-router-bench --router CONNSTR [--iterations N] [--escape-kib N] [--escape-iterations N]").into()),
         }
     }
     let router = connect(&router_dsn).await?;
@@ -117,5 +127,89 @@ async fn main() -> Result<(), Err> {
     println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: |");
     row("read_target, 4,000 code points", &mut rd, &mut rr);
     row("one-edit submission (accepted)", &mut sd, &mut sr);
+    escapes(&router, escape_kib, escape_n).await
+}
+
+/// The router's search for the target in arguments of `kib` KiB, each shape's string repeated
+/// to that size after a valid target ID, against the former regular expression (the functions
+/// as they were before, as temporary functions of this session), alternating, `n` calls each.
+async fn escapes(router: &tokio_postgres::Client, kib: usize, n: usize) -> Result<(), Err> {
+    router
+        .batch_execute(
+            r#"CREATE FUNCTION pg_temp.readable_regexp(args json) RETURNS json
+               LANGUAGE plpgsql IMMUTABLE AS $$
+               BEGIN
+                 IF strpos(args::text, E'\\u') = 0 THEN RETURN args; END IF;
+                 RETURN regexp_replace(args::text,
+                   E'\\\\u(0000|[dD][89abcdefABCDEF][0-9a-fA-F]{2})', E'\\\\u0020', 'g')::json;
+               END $$;
+               CREATE FUNCTION pg_temp.field_regexp(args json, key text) RETURNS text
+               LANGUAGE plpgsql IMMUTABLE AS $$
+               DECLARE r json;
+               BEGIN
+                 IF json_typeof(args) IS DISTINCT FROM 'object' THEN RETURN NULL; END IF;
+                 r := pg_temp.readable_regexp(args);
+                 IF json_typeof(r->key) = 'string' THEN RETURN r->>key; END IF;
+                 RETURN NULL;
+               END $$;
+               CREATE TEMP TABLE escape_texts (shape text, args json);"#,
+        )
+        .await?;
+    let shapes: [(&str, &str); 5] = [
+        (r"\u0000", "\\u0000"),
+        (r"\ud83d\ude00 (emoji, escaped)", "\\ud83d\\ude00"),
+        (r"\ud55c (Hangul, escaped)", "\\ud55c"),
+        (r"\\ud8 (near misses)", "\\\\ud8"),
+        ("prose", "lorem ipsum dolor "),
+    ];
+    let id = "00000000-0000-4000-8000-000000000000";
+    for (name, unit) in shapes {
+        let text = format!(
+            r#"{{"target_file_id":"{id}","text":"{}\u0000"}}"#,
+            unit.repeat(kib * 1024 / unit.len())
+        );
+        router
+            .execute(
+                "INSERT INTO escape_texts VALUES ($1, $2::text::json)",
+                &[&name, &text],
+            )
+            .await?;
+    }
+    let now = router
+        .prepare(
+            "SELECT patchdiff_router.partition_of(args)::text FROM escape_texts WHERE shape = $1",
+        )
+        .await?;
+    let before = router
+        .prepare(
+            "SELECT patchdiff_router.partition_of_id(pg_temp.field_regexp(args, 'target_file_id'))::text \
+               FROM escape_texts WHERE shape = $1",
+        )
+        .await?;
+    println!(
+        "\nfinding the target in {kib} KiB of arguments (patchdiff_router.partition_of), {n} calls each, alternating (client-side round trips; the texts are in a temporary table)\n"
+    );
+    println!(
+        "| arguments | router median ms | former regular expression median ms | router / former |"
+    );
+    println!("| --- | ---: | ---: | ---: |");
+    for (name, _) in shapes {
+        let (mut a, mut b) = (vec![], vec![]);
+        for _ in 0..n {
+            let t = Instant::now();
+            let p: String = router.query_one(&now, &[&name]).await?.get(0);
+            a.push(ms(t));
+            let t = Instant::now();
+            let q: String = router.query_one(&before, &[&name]).await?.get(0);
+            b.push(ms(t));
+            if p != q || p != "0" {
+                return Err(format!("{name}: partition {p}, formerly {q}; expected 0").into());
+            }
+        }
+        a.sort_by(f64::total_cmp);
+        b.sort_by(f64::total_cmp);
+        let (a, b) = (percentile(&a, 0.5), percentile(&b, 0.5));
+        println!("| {name} | {a:.1} | {b:.1} | {:.2} |", a / b);
+    }
     Ok(())
 }
