@@ -1044,7 +1044,7 @@ async fn router_facts(
             "SELECT p.proname::pg_catalog.text FROM pg_catalog.pg_proc p \
                JOIN pg_catalog.pg_roles r ON r.oid OPERATOR(pg_catalog.=) p.proowner \
              WHERE p.pronamespace OPERATOR(pg_catalog.=) 'public'::pg_catalog.regnamespace \
-               AND p.proname::pg_catalog.text OPERATOR(pg_catalog.~~) 'patchdiff\\_%'::pg_catalog.text \
+               AND pg_catalog.starts_with(p.proname::pg_catalog.text, 'patchdiff_'::pg_catalog.text) \
                AND r.rolsuper",
             &[],
         )

@@ -991,7 +991,8 @@ async fn the_router_reads_what_it_routes_by_whatever_escapes_the_arguments_hold(
 
 /// A session with `standard_conforming_strings = off` (an old application's setting, or a role's)
 /// is routed as any other: the router's literals with backslashes are E'' strings. Every routed
-/// call used to fail there ("invalid Unicode escape" in `partition_of`).
+/// call used to fail there ("invalid Unicode escape" in `partition_of`). So is `patchdiff-mcp`
+/// on such sessions.
 #[tokio::test]
 async fn a_session_without_standard_conforming_strings_is_routed_too() {
     let _turn = SHARDS.read().await;
@@ -1020,6 +1021,21 @@ async fn a_session_without_standard_conforming_strings_is_routed_too() {
     assert_eq!(answers[0], answers[2]);
     assert_eq!(answers[1], answers[3]);
     assert!(answers[0].contains(r#""status":"ok""#), "{}", answers[0]);
+    // patchdiff-mcp on a connection whose sessions start with the setting off: the same tools,
+    // and a tool call through the router is answered.
+    let tools = |p: &mut Pipes| list(p)["result"]["tools"].as_array().unwrap().len();
+    let mut on = mcp(&router_dsn());
+    let mut off = mcp(&format!(
+        "{} options='-c standard_conforming_strings=off'",
+        router_dsn()
+    ));
+    assert_eq!(tools(&mut off), tools(&mut on));
+    let read = tool(
+        &mut off,
+        "patchdiff_read_target",
+        json!({"target_file_id": id}),
+    );
+    assert_eq!(read["text"], "alpha beta\n", "{read}");
 }
 
 /// docs/scale-out.md, "What a role can do with the router's own functions": strict observation
