@@ -263,11 +263,14 @@ pub fn collapse_current_context(result: &mut Value) -> bool {
 }
 
 /// Exact candidates for an ambiguity failure: at most five, 20 code points of context per side,
-/// a match preview of at most 64 code points, 8,192 bytes with the wrapper.
+/// a match preview of at most 64 code points, 8,192 bytes with the wrapper. `occ` holds the
+/// first occurrences (at least the five listed, when there are that many) of the `count` there
+/// are.
 pub fn exact_candidates(
     buf: &str,
     needle: &str,
     occ: &[(usize, usize)],
+    count: usize,
     stage: &str,
     prior: usize,
     observed: &TargetView,
@@ -276,10 +279,10 @@ pub fn exact_candidates(
     let match_truncated = preview.len() < needle.len();
     let mut list: Vec<Value> = Vec::new();
     let wrap = |list: &[Value]| {
-        let cut = list.len() < occ.len();
+        let cut = list.len() < count;
         json!({
             "kind": "exact_occurrences",
-            "occurrence_count": occ.len(),
+            "occurrence_count": count,
             "returned_count": list.len(),
             "candidates": list,
             "truncated": cut,

@@ -620,6 +620,9 @@ fn check_observations<'a>(
         observation_rejection(reason, stage, code, detail, group_of(i))
             .field("observation_id", json!(found[i].0))
     };
+    // The other target is not named: this rejection is logged on the submission's target, whose
+    // every reader sees it, and the observed target may be one only the submitter can read
+    // (helper-71). The submitter knows which target it observed.
     for (i, (_, row)) in found.iter().enumerate() {
         if !ids_equal(&row.target_file_id, &sub.target_file_id) {
             return Err(fail(
@@ -628,8 +631,7 @@ fn check_observations<'a>(
                 pv,
                 DiagnosticCode::ObservationTargetMismatch,
                 "The observation was issued for another target.".into(),
-            )
-            .field("observation_target_file_id", json!(row.target_file_id)));
+            ));
         }
     }
     if let Some(bundle) = bundle {
