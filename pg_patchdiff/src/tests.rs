@@ -1293,6 +1293,53 @@ mod tests {
         }
     }
 
+    /// docs/security.md, "Side channels": `filename_prefix` is tested only on targets the caller
+    /// may read, so the time of a call does not depend on how many of another tenant's
+    /// filenames start with the prefix (helper-71: the planner ran the cheaper prefix test
+    /// first and the access check only on the names that matched). A CASE fixes the order:
+    /// PostgreSQL evaluates its condition first, and the prefix test only where it holds. The
+    /// plan's filter on `targets`, in both plan modes, is that CASE, with the prefix test only
+    /// in its THEN branch.
+    #[pg_test]
+    fn list_targets_checks_access_before_the_prefix() {
+        init("listed\n");
+        Spi::run("CREATE ROLE patchdiff_list_probe NOLOGIN").unwrap();
+        Spi::run(&format!(
+            "PREPARE list_probe(bool, oid, text, text, int8, uuid, int8) AS {}",
+            crate::storage::grants::LIST_SQL[2]
+        ))
+        .unwrap();
+        fn filters(plan: &Value, out: &mut Vec<String>) {
+            if plan["Relation Name"] == "targets" {
+                out.push(plan["Filter"].as_str().unwrap_or("").to_owned());
+            }
+            for p in plan["Plans"].as_array().into_iter().flatten() {
+                filters(p, out);
+            }
+        }
+        for mode in ["force_custom_plan", "force_generic_plan"] {
+            Spi::run(&format!("SET LOCAL plan_cache_mode = {mode}")).unwrap();
+            let plan: String = Spi::get_one(
+                "EXPLAIN (FORMAT JSON) EXECUTE list_probe(false, \
+                 'patchdiff_list_probe'::regrole::oid, 'read', 'zzz', NULL, NULL, 51)",
+            )
+            .unwrap()
+            .map(|j: pgrx::datum::JsonString| j.0)
+            .unwrap();
+            let plan: Value = serde_json::from_str(&plan).unwrap();
+            let mut found = Vec::new();
+            filters(&plan[0]["Plan"], &mut found);
+            assert_eq!(found.len(), 1, "{mode}: {plan}");
+            let f = &found[0];
+            let then = f.find(" THEN ").unwrap_or(0);
+            assert!(
+                f.starts_with("CASE WHEN ") && f.find("starts_with").is_some_and(|p| p > then),
+                "{mode}: {f}"
+            );
+        }
+        Spi::run("DEALLOCATE list_probe").unwrap();
+    }
+
     /// Issue 15 item 2 ("a forged cursor is refused"), in SQL: a cursor whose microseconds the
     /// page query cannot turn into a timestamp is `invalid_cursor`, not SQL error 22008
     /// (interval or timestamp out of range, which ended the caller's transaction); the edges

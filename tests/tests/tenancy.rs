@@ -23,7 +23,9 @@
 //!    written takes no lock the owner's edit waits for
 //!    ([`a_readers_replay_never_holds_up_the_owner`]), and neither does an observation of the
 //!    owner's target sent with a submission on another target
-//!    ([`a_readers_mismatched_observation_never_holds_up_the_owner`]).
+//!    ([`a_readers_mismatched_observation_never_holds_up_the_owner`]);
+//! 9. once a revoke has returned no write of the revoked role commits, whatever its transaction's
+//!    isolation ([`a_revoke_stops_writes_of_transactions_that_began_before_it`]).
 //!
 //! The test works in a database of its own (created, given the extension, and dropped again
 //! WITH (FORCE)) with login roles of its own (dropped again). The cluster-wide role
@@ -187,10 +189,11 @@ async fn tenants_see_and_touch_only_what_they_may() {
         a_call_acts_as_the_role_postgresql_runs_it_as(&su, &a, &b, &s).await;
         a_readers_replay_never_holds_up_the_owner(&su, &a, &b, &s).await;
         a_readers_mismatched_observation_never_holds_up_the_owner(&su, &a, &b, &s).await;
+        a_revoke_stops_writes_of_transactions_that_began_before_it(&su, &a, &b, &s).await;
         let served = front_end_answers_as_for_an_unknown_target(&su, &s, &world).await;
         let _ = writeln!(
             std::io::stderr(),
-            "tenancy: {sweep}; {listed}; {grants}; SET ROLE honoured (owner = the role in effect), single-role install unchanged; attempts and snapshots name the acting role; SECURITY DEFINER wrappers and ANALYZE's index expressions act as their owner; a reader's replay and a reader's mismatched observation hold up no edit; {served}"
+            "tenancy: {sweep}; {listed}; {grants}; SET ROLE honoured (owner = the role in effect), single-role install unchanged; attempts and snapshots name the acting role; SECURITY DEFINER wrappers and ANALYZE's index expressions act as their owner; a reader's replay and a reader's mismatched observation hold up no edit; a revoke stops every later write; {served}"
         );
     })
     .await;
@@ -1826,6 +1829,159 @@ async fn a_readers_mismatched_observation_never_holds_up_the_owner(
         .unwrap()
         .get(0);
     assert_eq!(version, 1, "A's edit is committed");
+}
+
+/// docs/security.md, "A revoke": once `patchdiff_revoke` has returned, no write of the revoked
+/// role commits. A transaction under REPEATABLE READ or SERIALIZABLE whose snapshot predates the
+/// revoke is refused with a serialization failure (40001) at its next write, SAVE or changeset,
+/// writing nothing (helper-71: its snapshot still showed the grant, and it wrote); a write taken
+/// down to read the same way. And under READ COMMITTED a writer that already holds its grant
+/// (waiting here for the target's row lock) makes the revoke wait until its transaction ends,
+/// so its write commits before the revoke, never after.
+async fn a_revoke_stops_writes_of_transactions_that_began_before_it(
+    su: &Client,
+    a: &Client,
+    b: &Client,
+    s: &Setup,
+) {
+    let made = call(
+        a,
+        "patchdiff_initialize_target",
+        &json!({"filename": "revoked.txt", "content": "alpha beta\n"}),
+    )
+    .await
+    .unwrap();
+    let t = id_of(&made, "target_file_id");
+    let attempts = || async {
+        let n: i64 = su
+            .query_one(
+                "SELECT count(*) FROM patchdiff.pdcp_logs WHERE target_file_id = $1::text::uuid",
+                &[&t],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        (n, state_version(su, &t).await)
+    };
+    let submit = |version: i64, to: &str| {
+        json!({"target_file_id": t, "expected_target_version": version, "intent": "after revoke",
+               "edits": [{"match": "beta", "replace": to}]})
+    };
+    let cases: [(&str, &str, Option<&str>); 4] = [
+        ("REPEATABLE READ", "patchdiff_submit_edits", None),
+        ("SERIALIZABLE", "patchdiff_save", None),
+        ("SERIALIZABLE", "patchdiff_submit_changeset", None),
+        ("REPEATABLE READ", "patchdiff_submit_edits", Some("write")),
+    ];
+    for (isolation, function, revoked) in cases {
+        granted(
+            &grant(a, "patchdiff_grant", &t, &s.b, Some("write")).await,
+            &t,
+            &s.b,
+            Some("write"),
+        );
+        let before = attempts().await;
+        b.batch_execute(&format!("BEGIN ISOLATION LEVEL {isolation}; SELECT 1"))
+            .await
+            .unwrap();
+        let left = grant(a, "patchdiff_revoke", &t, &s.b, revoked).await;
+        assert_eq!(left["privilege"], json!(revoked.map(|_| "read")), "{left}");
+        let args = match function {
+            "patchdiff_save" => json!({"target_file_id": t}),
+            "patchdiff_submit_changeset" => {
+                json!({"client_request_id": unique("k"), "members": [submit(before.1, "gamma")]})
+            }
+            _ => submit(before.1, "gamma"),
+        };
+        let err = call(b, function, &args)
+            .await
+            .expect_err(&format!("{function} in {isolation} after the revoke"));
+        assert_eq!(
+            err.code(),
+            Some(&SqlState::T_R_SERIALIZATION_FAILURE),
+            "{function} in {isolation} after the revoke: {err}"
+        );
+        b.batch_execute("ROLLBACK").await.unwrap();
+        assert_eq!(
+            attempts().await,
+            before,
+            "{function} wrote after the revoke"
+        );
+        if revoked.is_some() {
+            grant(a, "patchdiff_revoke", &t, &s.b, None).await;
+        }
+    }
+
+    // READ COMMITTED: A holds the target's row lock (a rejected submission in an open
+    // transaction); B's write waits for it, holding its grant; A's revoke, from another session,
+    // waits for B.
+    granted(
+        &grant(a, "patchdiff_grant", &t, &s.b, Some("write")).await,
+        &t,
+        &s.b,
+        Some("write"),
+    );
+    let (_, version) = attempts().await;
+    a.batch_execute("BEGIN").await.unwrap();
+    let stale = call(a, "patchdiff_submit_edits", &submit(version + 7, "delta"))
+        .await
+        .unwrap();
+    assert_eq!(stale["status"], "rejected", "{stale}");
+    let login = |role: &str| config_for(&s.db, Some((role, &s.password)));
+    let writer = open(&login(&s.b)).await.unwrap();
+    let writer_pid: i32 = writer
+        .query_one("SELECT pg_backend_pid()", &[])
+        .await
+        .unwrap()
+        .get(0);
+    let write = {
+        let args = submit(version, "gamma");
+        tokio::spawn(async move { call(&writer, "patchdiff_submit_edits", &args).await })
+    };
+    let waits = |pid: i32| async move {
+        for _ in 0..200 {
+            let waiting: bool = su
+                .query_one(
+                    "SELECT EXISTS (SELECT FROM pg_catalog.pg_stat_activity \
+                       WHERE pid = $1 AND wait_event_type = 'Lock')",
+                    &[&pid],
+                )
+                .await
+                .unwrap()
+                .get(0);
+            if waiting {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+        }
+        panic!("backend {pid} never waited for a lock");
+    };
+    waits(writer_pid).await;
+    let owner = open(&login(&s.a)).await.unwrap();
+    let owner_pid: i32 = owner
+        .query_one("SELECT pg_backend_pid()", &[])
+        .await
+        .unwrap()
+        .get(0);
+    let revoke = {
+        let (t, b) = (t.clone(), s.b.clone());
+        tokio::spawn(async move { grant(&owner, "patchdiff_revoke", &t, &b, None).await })
+    };
+    waits(owner_pid).await;
+    assert!(
+        !revoke.is_finished(),
+        "the revoke did not wait for the writer"
+    );
+    a.batch_execute("COMMIT").await.unwrap();
+    let written = write.await.unwrap().unwrap();
+    assert_eq!(
+        written["status"], "accepted",
+        "B's write, granted when it began: {written}"
+    );
+    let left = revoke.await.unwrap();
+    assert_eq!(left["privilege"], Value::Null, "{left}");
+    // And after it, B may neither write nor read the target.
+    unknown_to(su, b, &t, "a revoked target").await;
 }
 
 /// The `json` value of a SQL expression.

@@ -134,8 +134,12 @@ macro_rules! list_select {
             "AND g.privilege = 'write' AND pg_catalog.pg_has_role($2::oid, g.grantee::oid, 'USAGE')) THEN 'write' ",
             "ELSE 'read' END ",
             "FROM patchdiff.target_directory d JOIN patchdiff.targets t ON t.target_file_id = d.target_file_id ",
-            "WHERE ", $pred,
-            " AND ($4::text IS NULL OR pg_catalog.starts_with(t.filename, $4)) ",
+            // The access check first, then the prefix: a CASE fixes the order. Left to the
+            // planner, the cheaper prefix test ran first and the access check only on the
+            // names that matched, so timing the calls told which prefixes another tenant's
+            // filenames start with (helper-71: 0.71 ms against 0.51 for 200 of them).
+            "WHERE CASE WHEN ", $pred,
+            " THEN ($4::text IS NULL OR pg_catalog.starts_with(t.filename, $4)) ELSE false END ",
             "AND ($5::int8 IS NULL OR (d.created_at, d.target_file_id) < ",
             "('epoch'::timestamptz + $5::int8 * interval '1 microsecond', $6::uuid)) ",
             "ORDER BY d.created_at DESC, d.target_file_id DESC LIMIT $7"
@@ -145,7 +149,7 @@ macro_rules! list_select {
 
 /// $1 admin, $2 caller, $3 'read', $4 filename prefix, $5/$6 the cursor (created_at
 /// microseconds, id), $7 rows to fetch. One tier: every target the caller may read.
-const LIST_SQL: [&str; 3] = tiered!(list_select, "t");
+pub(crate) const LIST_SQL: [&str; 3] = tiered!(list_select, "t");
 
 /// The targets the caller may read, newest first: at most `q.limit + 1` of them.
 pub fn list_targets(c: &SpiClient, caller: Caller, q: &ListQuery) -> Vec<ListedTarget> {

@@ -1,6 +1,6 @@
 //! Target rows: reads, the write lock, creation, and the checkpoint (SAVE) statements.
 
-use super::access::tiered;
+use super::access::{tiered, tiered_lock};
 use super::{Caller, Need, Row, access_args, fault, first_row, fresh, read, write, write_once};
 use patchdiff_engine::api::feed::{Event, Kind};
 use patchdiff_engine::api::store::{PublishFacts, SaveLock, StoredState, StoredTarget};
@@ -21,7 +21,7 @@ macro_rules! target_select {
 }
 
 const TARGET_SQL: [&str; 3] = tiered!(target_select, "t", "");
-const LOCK_TARGET_SQL: [&str; 3] = tiered!(target_select, "t", " FOR UPDATE");
+const LOCK_TARGET_SQL: [&str; 3] = tiered_lock!(target_select, "t", " FOR UPDATE");
 
 /// Reads a target the caller may `need`, with a kept plan (a primary-key lookup: at most one
 /// row). Planning it per call took about 0.035 ms, a fifth of a small read's time end to end
@@ -268,11 +268,11 @@ macro_rules! save_lock_select {
     };
 }
 
-const SAVE_LOCK_SQL: [&str; 3] = tiered!(save_lock_select, "t", "");
+const SAVE_LOCK_SQL: [&str; 3] = tiered_lock!(save_lock_select, "t", "");
 
 /// A publishing SAVE also reads the content, its recorded line endings and the binding with its
 /// proof.
-const SAVE_LOCK_PUBLISH_SQL: [&str; 3] = tiered!(
+const SAVE_LOCK_PUBLISH_SQL: [&str; 3] = tiered_lock!(
     save_lock_select,
     "t",
     ", current_content, source_line_endings::text, workspace_root_device, workspace_root_inode, \
