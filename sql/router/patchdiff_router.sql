@@ -153,17 +153,18 @@ $$;
 -- router must still find the target of such a call, so it reads a copy in which no escape is
 -- left that could fail. The copy is only read; the shard gets the arguments as sent.
 --
--- Four plain replacements, each one pass over the text (the regular expression this replaced
--- took 1.3-1.9 µs an escape: 0.9-1.2 s of the router's CPU for 4 MB of \u0000; docs/benchmarks.md,
--- "The router's copy of the arguments"). First every escaped backslash becomes \u005c, the same
--- character, so that every backslash left begins another escape; then \u0000 becomes \u0020,
--- and every escape \ud... or \uD... (the surrogates, and U+D000-U+D7FF) becomes an escaped
--- backslash followed by its letters: the escape's own spelling, as text. What routing reads
--- keeps its value: a target ID's leading hex digits, a workspace binding's nonce (32 lowercase
--- hex digits, or the shard refuses it), a changeset's members' IDs, `limit`, whether
--- client_request_id is present; and so does every string that holds neither kind of escape.
--- The literals are E'' strings, which a session with standard_conforming_strings = off reads
--- the same way.
+-- Four plain replacements, each one pass over the text, none of which makes it longer (the
+-- regular expression this replaced took 1.3-1.9 µs an escape: 0.9-1.2 s of the router's CPU for
+-- 4 MB of \u0000; docs/benchmarks.md, "The router's copy of the arguments"). First every escaped
+-- backslash becomes two slashes, so that every backslash left begins another escape; then
+-- \u0000 becomes \u0020, and every escape \ud... or \uD... (the surrogates, and U+D000-U+D7FF)
+-- becomes an escaped backslash followed by the rest of its letters. No string of the copy holds
+-- an escape text cannot, and what routing reads keeps its value: a target ID's leading hex
+-- digits, a workspace binding's nonce (32 lowercase hex digits, or the shard refuses it), a
+-- changeset's members' IDs, `limit`, whether client_request_id is present. (An escaped
+-- backslash used to become \u005c: the copy of 342 MiB of them passed PostgreSQL's 1 GB limit,
+-- and the routed call failed with "out of memory", helper-69.) The literals are E'' strings,
+-- which a session with standard_conforming_strings = off reads the same way.
 CREATE OR REPLACE FUNCTION patchdiff_router.readable(args json) RETURNS json
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
@@ -172,10 +173,10 @@ BEGIN
   IF strpos(t, E'\\u') = 0 THEN
     RETURN args;
   END IF;
-  t := replace(t, E'\\\\', E'\\u005c');
+  t := replace(t, E'\\\\', '//');
   t := replace(t, E'\\u0000', E'\\u0020');
-  t := replace(t, E'\\ud', E'\\\\ud');
-  t := replace(t, E'\\uD', E'\\\\uD');
+  t := replace(t, E'\\ud', E'\\\\d');
+  t := replace(t, E'\\uD', E'\\\\D');
   RETURN t::json;
 END $$;
 
