@@ -537,6 +537,7 @@ fn the_hostile_bench_example_times_every_shape() {
             "tx/2 10,000 spans descending, 200K text ",
             "replay of the ascending tx/2 attempt ",
             "preview 10,000 spans, 200K text ",
+            "tx/1 consumed match after 10,000 edits, 100K ",
         ],
     );
     assert_eq!(rows.len(), 7, "{stdout}");

@@ -203,4 +203,48 @@ fn main() {
         1_148.0,
         "",
     );
+
+    // 5. A rejected tx/1 whose last match an earlier edit consumed (helper-70): 9,998 edits that
+    //    rewrite `Z` as itself, one that deletes every `a`, then a match of `a`, on `Z` and
+    //    100,000 `a`s: `sequential_match_invalid`, which names the first consumed occurrences of
+    //    `a` in the transaction-start text and the change that consumed each. Against the same
+    //    rejection after one edit. `before` is this shape on the engine of bfb6e1d.
+    let text = format!("Z{}", "a".repeat(100_000));
+    let t = view(&text);
+    let consumed = |zs: usize| -> Value {
+        let mut edits: Vec<Value> = (0..zs)
+            .map(|_| json!({"match": "Z", "replace": "Z", "occurrence_index": 1}))
+            .collect();
+        edits.push(json!({"match": "a".repeat(100_000), "replace": ""}));
+        edits.push(json!({"match": "a", "replace": "b"}));
+        Value::Array(edits)
+    };
+    let rejected = |edits: &Value| {
+        let args = json!({"target_file_id": ID, "intent": "bench",
+                          "expected_target_version": 0, "edits": edits});
+        let sub = submit::parse_submit_edits(&args.to_string()).unwrap();
+        let id = submit::prepare(&sub, &Parent::NotLookedUp);
+        let a = submit::evaluate(&sub, &id, &Parent::NotLookedUp, &t);
+        assert_eq!(
+            a.failure_reason.map(|r| r.as_str()),
+            Some("sequential_match_invalid")
+        );
+        submit::respond(&a, &sub, "p", &t, None).to_string().len()
+    };
+    let (many, few) = (consumed(MANY - 2), consumed(0));
+    let bytes = rejected(&many);
+    report(
+        "tx/1 consumed match after 10,000 edits, 100K",
+        median(|| {
+            rejected(&many);
+        }),
+        median(|| {
+            rejected(&few);
+        }),
+        BEFORE_CONSUMED_MS,
+        &format!("response {bytes} bytes; plain: after one edit"),
+    );
 }
+
+/// Shape 5 on the engine before helper-70's fix (bfb6e1d, this bench, release, medians of 3).
+const BEFORE_CONSUMED_MS: f64 = 2_409.0;
