@@ -353,3 +353,15 @@ pub fn one_match_per_group(
         "groups": groups,
     })
 }
+
+/// The PL/Proxy router's former copy of the arguments (before 2026-12-06: a regular expression
+/// that rewrote `\u0000` and surrogate escapes as `\u0020`), as a temporary function
+/// `pg_temp.readable_regexp(json)` of the session that runs it: the oracle `shards.rs` compares
+/// the router's copy with, and the baseline `patchdiff-router-bench` times it against.
+pub const FORMER_ROUTER_READABLE_SQL: &str = r#"CREATE FUNCTION pg_temp.readable_regexp(args json) RETURNS json
+LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+  IF strpos(args::text, E'\\u') = 0 THEN RETURN args; END IF;
+  RETURN regexp_replace(args::text,
+    E'\\\\u(0000|[dD][89abcdefABCDEF][0-9a-fA-F]{2})', E'\\\\u0020', 'g')::json;
+END $$;"#;

@@ -811,13 +811,8 @@ async fn the_router_reads_what_it_routes_by_whatever_escapes_the_arguments_hold(
     let router = connect(&router_dsn()).await;
     router
         .batch_execute(
-            r#"CREATE FUNCTION pg_temp.readable_regexp(args json) RETURNS json
-               LANGUAGE plpgsql IMMUTABLE AS $$
-               BEGIN
-                 IF strpos(args::text, E'\\u') = 0 THEN RETURN args; END IF;
-                 RETURN regexp_replace(args::text,
-                   E'\\\\u(0000|[dD][89abcdefABCDEF][0-9a-fA-F]{2})', E'\\\\u0020', 'g')::json;
-               END $$;
+            &(patchdiff_tests::FORMER_ROUTER_READABLE_SQL.to_owned()
+                + r#"
                CREATE FUNCTION pg_temp.facts(r json) RETURNS text LANGUAGE sql IMMUTABLE AS $$
                  SELECT concat_ws(' | ',
                    patchdiff_router.partition_of_id(CASE WHEN json_typeof(r->'target_file_id') = 'string'
@@ -832,7 +827,7 @@ async fn the_router_reads_what_it_routes_by_whatever_escapes_the_arguments_hold(
                                 CASE WHEN json_typeof(m->'target_file_id') = 'string'
                                      THEN m->>'target_file_id' END)::text, '-'), ',')
                         FROM json_array_elements(r->'members') m) END)
-               $$;"#,
+               $$;"#),
         )
         .await
         .unwrap();

@@ -163,9 +163,10 @@ macro_rules! owns {
 }
 pub(crate) use owns;
 
-/// "The caller owns target row `t`, or holds a grant on it that gives what it needs."
-macro_rules! owns_or_granted {
-    ($t:literal) => {
+/// "The caller owns target row `t`, or holds a grant on it that gives what it needs", with
+/// `$lock` after the grants subquery's WHERE clause ("" or a locking clause).
+macro_rules! owns_or_granted_with {
+    ($t:literal, $lock:literal) => {
         concat!(
             "(",
             crate::storage::access::owns!($t),
@@ -173,8 +174,18 @@ macro_rules! owns_or_granted {
             "WHERE g.target_file_id = ",
             $t,
             ".target_file_id AND (g.privilege = 'write' OR $3::text = 'read') ",
-            "AND pg_catalog.pg_has_role($2::oid, g.grantee::oid, 'USAGE')))"
+            "AND pg_catalog.pg_has_role($2::oid, g.grantee::oid, 'USAGE')",
+            $lock,
+            "))"
         )
+    };
+}
+pub(crate) use owns_or_granted_with;
+
+/// "The caller owns target row `t`, or holds a grant on it that gives what it needs."
+macro_rules! owns_or_granted {
+    ($t:literal) => {
+        crate::storage::access::owns_or_granted_with!($t, "")
     };
 }
 pub(crate) use owns_or_granted;
@@ -190,15 +201,7 @@ pub(crate) use owns_or_granted;
 /// and takes no such lock.
 macro_rules! owns_or_granted_locked {
     ($t:literal) => {
-        concat!(
-            "(",
-            crate::storage::access::owns!($t),
-            " OR EXISTS (SELECT FROM patchdiff.target_grants g ",
-            "WHERE g.target_file_id = ",
-            $t,
-            ".target_file_id AND (g.privilege = 'write' OR $3::text = 'read') ",
-            "AND pg_catalog.pg_has_role($2::oid, g.grantee::oid, 'USAGE') FOR SHARE OF g))"
-        )
+        crate::storage::access::owns_or_granted_with!($t, " FOR SHARE OF g")
     };
 }
 pub(crate) use owns_or_granted_locked;

@@ -136,13 +136,8 @@ async fn main() -> Result<(), Err> {
 async fn escapes(router: &tokio_postgres::Client, kib: usize, n: usize) -> Result<(), Err> {
     router
         .batch_execute(
-            r#"CREATE FUNCTION pg_temp.readable_regexp(args json) RETURNS json
-               LANGUAGE plpgsql IMMUTABLE AS $$
-               BEGIN
-                 IF strpos(args::text, E'\\u') = 0 THEN RETURN args; END IF;
-                 RETURN regexp_replace(args::text,
-                   E'\\\\u(0000|[dD][89abcdefABCDEF][0-9a-fA-F]{2})', E'\\\\u0020', 'g')::json;
-               END $$;
+            &(patchdiff_tests::FORMER_ROUTER_READABLE_SQL.to_owned()
+                + r#"
                CREATE FUNCTION pg_temp.field_regexp(args json, key text) RETURNS text
                LANGUAGE plpgsql IMMUTABLE AS $$
                DECLARE r json;
@@ -152,7 +147,7 @@ async fn escapes(router: &tokio_postgres::Client, kib: usize, n: usize) -> Resul
                  IF json_typeof(r->key) = 'string' THEN RETURN r->>key; END IF;
                  RETURN NULL;
                END $$;
-               CREATE TEMP TABLE escape_texts (shape text, args json);"#,
+               CREATE TEMP TABLE escape_texts (shape text, args json);"#),
         )
         .await?;
     let shapes: [(&str, &str); 5] = [
