@@ -23,7 +23,7 @@
 //! Nothing is ever applied: these are evidence, the agent resends the exact text.
 
 use crate::contract::interrupt;
-use memchr::memmem;
+use crate::text::occurrence;
 
 /// At most this many normalized occurrences are collected and ranked; more set
 /// `candidates_truncated` (the list is then a ranking of the first ones in buffer order).
@@ -332,24 +332,24 @@ pub(crate) fn candidates(n: &Normalized<'_>, query: &str) -> WsCandidates {
             .is_some_and(|&b| is_ws(b))
     };
     let hay = n.text.as_bytes();
-    let needle = q.text.as_bytes();
-    let finder = memmem::Finder::new(needle);
     let mut found: Vec<(usize, WsCandidate)> = Vec::new();
     let mut more = false;
-    let mut from = 0usize;
-    while let Some(i) = finder.find(&hay[from..]) {
-        interrupt::check();
-        let s = from + i;
-        let e = s + needle.len();
-        from = s + 1;
+    // Every occurrence, overlapping ones included, in one linear pass ([`occurrence::for_each`]):
+    // restarting a substring search one byte after each hit re-read the needle per hit, which on
+    // periodic text (a MATCH of a line break and 32,768 `a` in 65,536 `a`) took 1.4 s a
+    // rejection (helper-73). The occurrences that are the MATCH text itself (below) count
+    // against a cap of their own, since each costs a search of its region.
+    let mut itself = 0usize;
+    occurrence::for_each(&n.text, &q.text, |o| {
+        let (s, e) = (o.byte_start, o.byte_end);
         if (whole_first && s > 0 && hay[s - 1] != b'\n')
             || (whole_last && e < hay.len() && hay[e] != b'\n')
         {
-            continue;
+            return true;
         }
-        if found.len() == WHITESPACE_OCCURRENCES_MAX {
+        if found.len() == WHITESPACE_OCCURRENCES_MAX || itself == WHITESPACE_OCCURRENCES_MAX {
             more = true;
-            break;
+            return false;
         }
         let mut bs = n.map[s] as usize;
         let mut be = n.map[e - 1] as usize + 1;
@@ -367,7 +367,8 @@ pub(crate) fn candidates(n: &Normalized<'_>, query: &str) -> WsCandidates {
         if region.contains(query) {
             // The MATCH text itself (possible only when it was searched in a narrower scope
             // than this text): that is not drift.
-            continue;
+            itself += 1;
+            return true;
         }
         let drift = text_drift(query, region);
         let cost = pair_cost(query, region);
@@ -383,7 +384,8 @@ pub(crate) fn candidates(n: &Normalized<'_>, query: &str) -> WsCandidates {
                 drift,
             },
         ));
-    }
+        true
+    });
     found.sort_by_key(|(cost, c)| (*cost, c.start, c.end));
     let mut picked: Vec<WsCandidate> = Vec::new();
     for (_, c) in found {
@@ -529,5 +531,27 @@ mod tests {
         let d = text_drift("a:\n  b: 1\n  c: 2", "a:\n    b: 1\n   c: 2");
         assert_eq!(d.kinds, vec!["indentation"]);
         assert_eq!(d.indentation_delta, None);
+    }
+
+    /// helper-73 F3: the candidates are found in one linear pass over overlapping occurrences.
+    /// Periodic text with a MATCH that must start a line: every occurrence but the first fails
+    /// the line test, and the search used to restart one byte after each (1.4 s for 32,768
+    /// occurrences of 32 KiB). Same answer, and the search checks for interrupts.
+    #[test]
+    fn periodic_text_is_searched_once() {
+        let buf = "a".repeat(65_536);
+        let q = format!("\n{}", "a".repeat(32_768));
+        // The MATCH's leading line break makes its first line a whole line: only the occurrence
+        // at the start of the text qualifies.
+        let got = find(&buf, &q);
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].0.len(), 32_768);
+        // Every occurrence is still a candidate: "x  y" twice.
+        let pair = ("x  y".to_owned(), vec!["inner_whitespace"], Some(0));
+        assert_eq!(find("x  y x  y\n", "x y"), [pair.clone(), pair]);
+        assert!(crate::contract::interrupt::testing::interrupted_after(
+            3,
+            || find(&buf, &q)
+        ));
     }
 }

@@ -20,7 +20,6 @@ use crate::evidence::rejection::{NearMissInput, Rejection, Stage, exact_candidat
 use crate::format::common::{ChangeFact, Edit, SpanOp};
 use crate::target::TargetView;
 use crate::text::occurrence;
-use crate::text::occurrence::for_each_occurrence;
 use crate::text::warnings::{self, Warning, grapheme_split};
 use crate::text::{byte_offset, byte_range, char_len, head_chars, sha256_hex, tail_chars};
 use memchr::memmem;
@@ -372,30 +371,50 @@ pub(crate) fn no_op_transaction() -> Warning {
     )
 }
 
-/// Transaction-start occurrence indexes (for `occurrence_index_basis_shift`), with the starts
-/// of the last needle asked about kept: a run of same-string edits, the shape the warning is
-/// for, then costs one search of the transaction-start text instead of one per edit. One
-/// needle's starts at most (a `usize` per code point), so memory stays linear in the text.
+/// Transaction-start occurrence indexes (for `occurrence_index_basis_shift`), with every
+/// [`SAMPLE`]-th start of the last needle asked about kept (in code points and bytes): a run of
+/// same-string edits, the shape the warning is for, then costs one search of the
+/// transaction-start text, and each index a search of at most [`SAMPLE`] occurrences from the
+/// sample before it. It kept every start (8 bytes an occurrence: 500 MB for a one-letter needle
+/// in 64 MB of that letter, helper-73); now 16 bytes every [`SAMPLE`] occurrences.
 #[derive(Default)]
 struct StartIndex {
-    needle: String,
-    starts: Vec<usize>,
+    needle: Option<String>,
+    samples: Vec<(usize, usize)>,
 }
+
+/// One sampled start every `SAMPLE` occurrences.
+const SAMPLE: usize = 64;
 
 impl StartIndex {
     /// The 1-based index, among the overlapping occurrences of `needle` in `original`, of the
     /// one that starts at `at` (or of the first after it). `original` is the same text for every
     /// call on one value.
     fn index(&mut self, original: &str, needle: &str, at: usize) -> usize {
-        if self.needle != needle || self.starts.is_empty() {
-            self.needle = needle.to_owned();
-            self.starts.clear();
-            for_each_occurrence(original, needle, |s, _| {
-                self.starts.push(s);
+        if self.needle.as_deref() != Some(needle) {
+            self.needle = Some(needle.to_owned());
+            self.samples.clear();
+            let mut n = 0usize;
+            occurrence::for_each(original, needle, |o| {
+                if n % SAMPLE == 0 {
+                    self.samples.push((o.start, o.byte_start));
+                }
+                n += 1;
                 true
             });
         }
-        self.starts.partition_point(|&s| s < at) + 1
+        // The last sample that starts before `at`: every occurrence before it does too.
+        let k = self.samples.partition_point(|&(s, _)| s < at);
+        let Some(&(cp0, b0)) = k.checked_sub(1).and_then(|i| self.samples.get(i)) else {
+            return 1;
+        };
+        let mut before = (k - 1) * SAMPLE;
+        occurrence::for_each(&original[b0..], needle, |o| {
+            let starts_before = cp0 + o.start < at;
+            before += usize::from(starts_before);
+            starts_before
+        });
+        before + 1
     }
 }
 
@@ -1151,6 +1170,41 @@ mod tests {
                 swept, pairwise,
                 "case {case}: {text:?} {needle:?} {consumed:?}"
             );
+        }
+    }
+
+    /// helper-73 F2: the sampled transaction-start index answers what the full list of starts
+    /// answered, for needles that overlap, are absent, or change between calls, at every
+    /// position (`at` between starts and past the last).
+    #[test]
+    fn sampled_start_index_equals_the_full_list() {
+        let mut rng = crate::contract::rng::XorShift(0x5eed_0073);
+        let mut index = StartIndex::default();
+        for case in 0..400 {
+            let n = rng.below(700);
+            let text: String = (0..n)
+                .map(|_| ['a', 'a', 'b', 'é'][rng.below(4)])
+                .collect();
+            let needle = ["a", "aa", "ab", "é", "zz", "aé"][rng.below(6)];
+            let starts: Vec<usize> = {
+                let mut v = Vec::new();
+                each_occurrence(&text, needle, (0, 0, text.len()), |o| {
+                    v.push(o.s);
+                    true
+                });
+                v
+            };
+            for _ in 0..20 {
+                let at = rng.below(n + 2);
+                let want = starts.partition_point(|&s| s < at) + 1;
+                assert_eq!(
+                    index.index(&text, needle, at),
+                    want,
+                    "case {case}: {text:?} {needle:?} at {at}"
+                );
+            }
+            // The next case's text differs: forget it, as a new transaction's index would.
+            index = StartIndex::default();
         }
     }
 
