@@ -1182,9 +1182,7 @@ mod tests {
         let mut index = StartIndex::default();
         for case in 0..400 {
             let n = rng.below(700);
-            let text: String = (0..n)
-                .map(|_| ['a', 'a', 'b', 'é'][rng.below(4)])
-                .collect();
+            let text: String = (0..n).map(|_| ['a', 'a', 'b', 'é'][rng.below(4)]).collect();
             let needle = ["a", "aa", "ab", "é", "zz", "aé"][rng.below(6)];
             let starts: Vec<usize> = {
                 let mut v = Vec::new();
