@@ -396,7 +396,7 @@ impl StartIndex {
             self.samples.clear();
             let mut n = 0usize;
             occurrence::for_each(original, needle, |o| {
-                if n % SAMPLE == 0 {
+                if n.is_multiple_of(SAMPLE) {
                     self.samples.push((o.start, o.byte_start));
                 }
                 n += 1;
