@@ -1835,9 +1835,11 @@ async fn a_readers_mismatched_observation_never_holds_up_the_owner(
 /// role commits. A transaction under REPEATABLE READ or SERIALIZABLE whose snapshot predates the
 /// revoke is refused with a serialization failure (40001) at its next write, SAVE or changeset,
 /// writing nothing (helper-71: its snapshot still showed the grant, and it wrote); a write taken
-/// down to read the same way. And under READ COMMITTED a writer that already holds its grant
-/// (waiting here for the target's row lock) makes the revoke wait until its transaction ends,
-/// so its write commits before the revoke, never after.
+/// down to read the same way. Under READ COMMITTED a writer that holds the target's row lock
+/// makes the revoke wait until its transaction ends, so its write commits before the revoke,
+/// never after, and one that waited for the lock while the revoke committed finds its grant
+/// gone. A revoke inside the owner's transaction that holds the target does not deadlock with
+/// a grantee waiting for it, and grantees that keep writing do not hold a revoke off.
 async fn a_revoke_stops_writes_of_transactions_that_began_before_it(
     su: &Client,
     a: &Client,
@@ -1913,8 +1915,8 @@ async fn a_revoke_stops_writes_of_transactions_that_began_before_it(
     }
 
     // READ COMMITTED: A holds the target's row lock (a rejected submission in an open
-    // transaction); B's write waits for it, holding its grant; A's revoke, from another session,
-    // waits for B.
+    // transaction); B's write waits for it, and so does A's revoke, from another session, after
+    // B: B's write goes first, with its grant, and the revoke after it.
     granted(
         &grant(a, "patchdiff_grant", &t, &s.b, Some("write")).await,
         &t,
@@ -1982,6 +1984,98 @@ async fn a_revoke_stops_writes_of_transactions_that_began_before_it(
     assert_eq!(left["privilege"], Value::Null, "{left}");
     // And after it, B may neither write nor read the target.
     unknown_to(su, b, &t, "a revoked target").await;
+
+    // The owner's transaction holds the target (an accepted edit) while B's write waits for
+    // it; the owner then revokes in the same transaction. No deadlock (a lock on the grant row,
+    // taken by the waiting writer, made one: helper-72), and B's write, let through once the
+    // owner commits, finds its grant gone and writes nothing.
+    granted(
+        &grant(a, "patchdiff_grant", &t, &s.b, Some("write")).await,
+        &t,
+        &s.b,
+        Some("write"),
+    );
+    let (logged, version) = attempts().await;
+    a.batch_execute("BEGIN").await.unwrap();
+    let own = call(
+        a,
+        "patchdiff_submit_edits",
+        &json!({"target_file_id": t, "expected_target_version": version, "intent": "own",
+                "edits": [{"match": "alpha", "replace": "ALPHA"}]}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(own["status"], "accepted", "{own}");
+    let writer = open(&login(&s.b)).await.unwrap();
+    let writer_pid: i32 = writer
+        .query_one("SELECT pg_backend_pid()", &[])
+        .await
+        .unwrap()
+        .get(0);
+    let write = {
+        let args = submit(version + 1, "epsilon");
+        tokio::spawn(async move { call(&writer, "patchdiff_submit_edits", &args).await })
+    };
+    waits(writer_pid).await;
+    a.batch_execute("SET lock_timeout = '5s'").await.unwrap();
+    let left = grant(a, "patchdiff_revoke", &t, &s.b, None).await;
+    assert_eq!(left["privilege"], Value::Null, "{left}");
+    a.batch_execute("COMMIT; RESET lock_timeout").await.unwrap();
+    let refused = write.await.unwrap().unwrap();
+    assert_eq!(
+        refused["code"], "target_not_found",
+        "B's write after the revoke: {refused}"
+    );
+    assert_eq!(
+        attempts().await,
+        (logged + 1, version + 1),
+        "only the owner's edit"
+    );
+
+    // Grantees that keep writing do not hold a revoke off: it waits for one writer's
+    // transaction at most (a lock on the grant row, taken before each writer waited for the
+    // target, kept the revoke waiting as long as the writers went on: 11 minutes, helper-72).
+    granted(
+        &grant(a, "patchdiff_grant", &t, &s.b, Some("write")).await,
+        &t,
+        &s.b,
+        Some("write"),
+    );
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut loops = Vec::new();
+    for _ in 0..2 {
+        let writer = open(&login(&s.b)).await.unwrap();
+        let (stop, stale) = (stop.clone(), submit(1_000_000_000, "zeta"));
+        loops.push(tokio::spawn(async move {
+            let mut n = 0u32;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let _ = call(&writer, "patchdiff_submit_edits", &stale).await;
+                n += 1;
+            }
+            n
+        }));
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    a.batch_execute("SET statement_timeout = '10s'")
+        .await
+        .unwrap();
+    let started = std::time::Instant::now();
+    let left = call(
+        a,
+        "patchdiff_revoke",
+        &json!({"target_file_id": t, "role": s.b}),
+    )
+    .await;
+    let waited = started.elapsed();
+    a.batch_execute("RESET statement_timeout").await.unwrap();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut calls = 0;
+    for l in loops {
+        calls += l.await.unwrap();
+    }
+    let left = left.unwrap_or_else(|e| panic!("the revoke among writers, after {waited:?}: {e}"));
+    assert_eq!(left["privilege"], Value::Null, "{left}");
+    assert!(calls > 2, "the writers wrote {calls} times");
 }
 
 /// The `json` value of a SQL expression.

@@ -163,10 +163,9 @@ macro_rules! owns {
 }
 pub(crate) use owns;
 
-/// "The caller owns target row `t`, or holds a grant on it that gives what it needs", with
-/// `$lock` after the grants subquery's WHERE clause ("" or a locking clause).
-macro_rules! owns_or_granted_with {
-    ($t:literal, $lock:literal) => {
+/// "The caller owns target row `t`, or holds a grant on it that gives what it needs."
+macro_rules! owns_or_granted {
+    ($t:literal) => {
         concat!(
             "(",
             crate::storage::access::owns!($t),
@@ -174,37 +173,11 @@ macro_rules! owns_or_granted_with {
             "WHERE g.target_file_id = ",
             $t,
             ".target_file_id AND (g.privilege = 'write' OR $3::text = 'read') ",
-            "AND pg_catalog.pg_has_role($2::oid, g.grantee::oid, 'USAGE')",
-            $lock,
-            "))"
+            "AND pg_catalog.pg_has_role($2::oid, g.grantee::oid, 'USAGE')))"
         )
     };
 }
-pub(crate) use owns_or_granted_with;
-
-/// "The caller owns target row `t`, or holds a grant on it that gives what it needs."
-macro_rules! owns_or_granted {
-    ($t:literal) => {
-        crate::storage::access::owns_or_granted_with!($t, "")
-    };
-}
 pub(crate) use owns_or_granted;
-
-/// [`owns_or_granted!`] for a statement that locks the target row to write it: the grant that
-/// lets the caller write is locked too (`FOR SHARE`), so a revoke (which deletes or updates that
-/// row) waits for the writer's transaction to end, and a writer that comes after the revoke
-/// never writes on it. Under READ COMMITTED a grant deleted or taken down to read since the
-/// statement's snapshot is re-read (it no longer qualifies: no row, nothing locked but what the
-/// caller may write); under REPEATABLE READ or SERIALIZABLE, whose snapshot can predate the
-/// revoke by any time, locking it fails with a serialization error (40001) instead of writing
-/// (helper-71: a transaction opened before a revoke still wrote). The owner's arm is unchanged
-/// and takes no such lock.
-macro_rules! owns_or_granted_locked {
-    ($t:literal) => {
-        crate::storage::access::owns_or_granted_with!($t, " FOR SHARE OF g")
-    };
-}
-pub(crate) use owns_or_granted_locked;
 
 /// The three tiers of a statement: `$m!(predicate, args...)` for each predicate on row `$t`.
 macro_rules! tiered {
@@ -217,19 +190,6 @@ macro_rules! tiered {
     };
 }
 pub(crate) use tiered;
-
-/// [`tiered!`] for the statements that lock a target row to write it: the grantees' tier locks
-/// the grant it writes by ([`owns_or_granted_locked!`]).
-macro_rules! tiered_lock {
-    ($m:ident, $t:literal $(, $arg:tt)*) => {
-        [
-            $m!("TRUE" $(, $arg)*),
-            $m!(crate::storage::access::owns!($t) $(, $arg)*),
-            $m!(crate::storage::access::owns_or_granted_locked!($t) $(, $arg)*),
-        ]
-    };
-}
-pub(crate) use tiered_lock;
 
 impl Caller {
     /// The tiers of [`tiered!`] statements to try, in order.

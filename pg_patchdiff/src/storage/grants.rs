@@ -84,6 +84,26 @@ pub fn current_grant(c: &mut SpiClient, id: &str, role: pg_sys::Oid) -> Option<P
     }
 }
 
+/// Updates target `id`'s row without changing it, before a grant or revoke changes a grant of
+/// it: the change then waits for every writer that holds the target's row lock (its write
+/// commits first), and a REPEATABLE READ or SERIALIZABLE transaction whose snapshot predates the
+/// change fails with a serialization error (40001) when it next locks the target to write,
+/// instead of writing by a grant that is gone (helper-71). Writers lock only the target, then
+/// look at their grant again ([`super::targets::still_granted`]), so the order is always target
+/// then grant: a grantee that keeps writing cannot hold a revoke off for longer than one
+/// writer's transaction (a lock on the grant row itself did, helper-72), and an owner's
+/// transaction that holds the target and then revokes cannot deadlock with a grantee waiting for
+/// the target.
+pub fn touch_target(c: &mut SpiClient, id: &str) {
+    write_once(
+        c,
+        "UPDATE patchdiff.targets SET owner_role = owner_role WHERE target_file_id = $1::uuid",
+        None,
+        &[id.into()],
+        "locking target",
+    );
+}
+
 /// Gives `role` `privilege` on target `id`, replacing any grant it held.
 pub fn grant(
     c: &mut SpiClient,
@@ -92,6 +112,7 @@ pub fn grant(
     privilege: Privilege,
     granted_by: pg_sys::Oid,
 ) {
+    touch_target(c, id);
     write_once(
         c,
         "INSERT INTO patchdiff.target_grants (target_file_id, grantee, privilege, granted_by) \
@@ -118,6 +139,7 @@ pub fn revoke(c: &mut SpiClient, id: &str, role: pg_sys::Oid, write_only: bool) 
     } else {
         "DELETE FROM patchdiff.target_grants WHERE target_file_id = $1::uuid AND grantee = $2::regrole"
     };
+    touch_target(c, id);
     write_once(c, sql, None, &[id.into(), role.into()], "revoking");
 }
 

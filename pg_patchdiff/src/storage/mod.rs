@@ -188,8 +188,12 @@ fn first_row<'c>(
         if row.is_empty() {
             return None;
         }
-        row.get_heap_tuple()
-            .unwrap_or_else(|e| fault("reading target", e))
+        let tuple = row
+            .get_heap_tuple()
+            .unwrap_or_else(|e| fault("reading target", e))?;
+        // A grantee's lock to write: is the grant still there ([`targets::still_granted`])?
+        (!locking || need != Need::Write || targets::still_granted(c, id, caller, tier))
+            .then_some(tuple)
     })
 }
 

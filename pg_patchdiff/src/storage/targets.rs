@@ -1,6 +1,6 @@
 //! Target rows: reads, the write lock, creation, and the checkpoint (SAVE) statements.
 
-use super::access::{tiered, tiered_lock};
+use super::access::tiered;
 use super::{Caller, Need, Row, access_args, fault, first_row, fresh, read, write, write_once};
 use patchdiff_engine::api::feed::{Event, Kind};
 use patchdiff_engine::api::store::{PublishFacts, SaveLock, StoredState, StoredTarget};
@@ -21,7 +21,7 @@ macro_rules! target_select {
 }
 
 const TARGET_SQL: [&str; 3] = tiered!(target_select, "t", "");
-const LOCK_TARGET_SQL: [&str; 3] = tiered_lock!(target_select, "t", " FOR UPDATE");
+const LOCK_TARGET_SQL: [&str; 3] = tiered!(target_select, "t", " FOR UPDATE");
 
 /// Reads a target the caller may `need`, with a kept plan (a primary-key lookup: at most one
 /// row). Planning it per call took about 0.035 ms, a fifth of a small read's time end to end
@@ -70,9 +70,38 @@ pub fn lock_target(client: &mut SpiClient, id: &str, caller: Caller) -> Option<S
             &[id.into(), a, n],
             "locking target",
         );
-        target_row(id, rows)
+        let found = target_row(id, rows)?;
+        still_granted(client, id, caller, tier).then_some(found)
     })
 }
+
+/// After a grantee's statement locked a target to write it (the grantees' tier, 2), whether its
+/// grant still lets it write, read in a statement of its own: under READ COMMITTED that statement
+/// sees every commit up to now, where the locking statement's grants subquery saw its own,
+/// older snapshot even after waiting for the row (a revoke that committed while the writer
+/// waited for the target's lock let the write through, helper-71). Every change of a grant
+/// updates the target's row first ([`super::grants::touch_target`]), so a REPEATABLE READ or
+/// SERIALIZABLE writer whose snapshot predates it fails on the lock itself (40001). Owners and
+/// administrators (tiers 0 and 1) need no second look.
+pub(super) fn still_granted(client: &mut SpiClient, id: &str, caller: Caller, tier: usize) -> bool {
+    if tier < 2 {
+        return true;
+    }
+    write(
+        client,
+        STILL_GRANTED_SQL,
+        &[id.into(), caller.role.into()],
+        "checking the grant",
+    )
+    .first()
+    .get_one::<bool>()
+    .unwrap_or_else(|e| fault("checking the grant", e))
+    .unwrap_or(false)
+}
+
+const STILL_GRANTED_SQL: &str = "SELECT EXISTS (SELECT FROM patchdiff.target_grants g \
+     WHERE g.target_file_id = $1::uuid AND g.privilege = 'write' \
+     AND pg_catalog.pg_has_role($2::oid, g.grantee::oid, 'USAGE'))";
 
 macro_rules! target_bytes_select {
     ($pred:expr) => {
@@ -268,11 +297,11 @@ macro_rules! save_lock_select {
     };
 }
 
-const SAVE_LOCK_SQL: [&str; 3] = tiered_lock!(save_lock_select, "t", "");
+const SAVE_LOCK_SQL: [&str; 3] = tiered!(save_lock_select, "t", "");
 
 /// A publishing SAVE also reads the content, its recorded line endings and the binding with its
 /// proof.
-const SAVE_LOCK_PUBLISH_SQL: [&str; 3] = tiered_lock!(
+const SAVE_LOCK_PUBLISH_SQL: [&str; 3] = tiered!(
     save_lock_select,
     "t",
     ", current_content, source_line_endings::text, workspace_root_device, workspace_root_inode, \
