@@ -540,7 +540,7 @@ fn the_hostile_bench_example_times_every_shape() {
             "tx/1 consumed match after 10,000 edits, 100K ",
         ],
     );
-    assert_eq!(rows.len(), 7, "{stdout}");
+    assert_eq!(rows.len(), 8, "{stdout}");
     for row in rows {
         // `hostile N ms   plain N ms   ratio N   before N ms`
         let words: Vec<&str> = row.split_whitespace().collect();
