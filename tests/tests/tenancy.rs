@@ -1267,6 +1267,12 @@ fn granted(v: &Value, id: &str, role: &str, privilege: Option<&str>) {
     );
 }
 
+/// `owner` grants `role` `privilege` on `id`, and the answer says so.
+async fn grant_checked(owner: &Client, id: &str, role: &str, privilege: &str) {
+    let v = grant(owner, "patchdiff_grant", id, role, Some(privilege)).await;
+    granted(&v, id, role, Some(privilege));
+}
+
 /// `c`'s access to `id` as its list says: None when not listed.
 async fn listed_access(c: &Client, id: &str) -> Option<Value> {
     let l = call(c, "patchdiff_list_targets", &json!({"limit": 500}))
@@ -1672,12 +1678,7 @@ async fn the_log_and_the_snapshots_name_the_acting_role(
     .unwrap();
     ok(&v, "initialize by tenant A");
     let t = id_of(&v, "target_file_id");
-    granted(
-        &grant(a, "patchdiff_grant", &t, &s.b, Some("write")).await,
-        &t,
-        &s.b,
-        Some("write"),
-    );
+    grant_checked(a, &t, &s.b, "write").await;
     // Accepted: B (the grantee), A (the owner), the member under SET ROLE A.
     assert_eq!(edit(b, su, &t, "one", "1").await["status"], "accepted");
     assert_eq!(edit(a, su, &t, "two", "2").await["status"], "accepted");
@@ -1876,12 +1877,7 @@ async fn a_revoke_stops_writes_of_transactions_that_began_before_it(
         ("REPEATABLE READ", "patchdiff_submit_edits", Some("write")),
     ];
     for (isolation, function, revoked) in cases {
-        granted(
-            &grant(a, "patchdiff_grant", &t, &s.b, Some("write")).await,
-            &t,
-            &s.b,
-            Some("write"),
-        );
+        grant_checked(a, &t, &s.b, "write").await;
         let before = attempts().await;
         b.batch_execute(&format!("BEGIN ISOLATION LEVEL {isolation}; SELECT 1"))
             .await
@@ -1917,12 +1913,7 @@ async fn a_revoke_stops_writes_of_transactions_that_began_before_it(
     // READ COMMITTED: A holds the target's row lock (a rejected submission in an open
     // transaction); B's write waits for it, and so does A's revoke, from another session, after
     // B: B's write goes first, with its grant, and the revoke after it.
-    granted(
-        &grant(a, "patchdiff_grant", &t, &s.b, Some("write")).await,
-        &t,
-        &s.b,
-        Some("write"),
-    );
+    grant_checked(a, &t, &s.b, "write").await;
     let (_, version) = attempts().await;
     a.batch_execute("BEGIN").await.unwrap();
     let stale = call(a, "patchdiff_submit_edits", &submit(version + 7, "delta"))
@@ -1989,12 +1980,7 @@ async fn a_revoke_stops_writes_of_transactions_that_began_before_it(
     // it; the owner then revokes in the same transaction. No deadlock (a lock on the grant row,
     // taken by the waiting writer, made one: helper-72), and B's write, let through once the
     // owner commits, finds its grant gone and writes nothing.
-    granted(
-        &grant(a, "patchdiff_grant", &t, &s.b, Some("write")).await,
-        &t,
-        &s.b,
-        Some("write"),
-    );
+    grant_checked(a, &t, &s.b, "write").await;
     let (logged, version) = attempts().await;
     a.batch_execute("BEGIN").await.unwrap();
     let own = call(
@@ -2035,12 +2021,7 @@ async fn a_revoke_stops_writes_of_transactions_that_began_before_it(
     // Grantees that keep writing do not hold a revoke off: it waits for one writer's
     // transaction at most (a lock on the grant row, taken before each writer waited for the
     // target, kept the revoke waiting as long as the writers went on: 11 minutes, helper-72).
-    granted(
-        &grant(a, "patchdiff_grant", &t, &s.b, Some("write")).await,
-        &t,
-        &s.b,
-        Some("write"),
-    );
+    grant_checked(a, &t, &s.b, "write").await;
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let mut loops = Vec::new();
     for _ in 0..2 {
@@ -2089,12 +2070,7 @@ async fn read_by_b(a: &Client, s: &Setup, filename: &str, content: &str) -> Stri
     .await
     .unwrap();
     let t = id_of(&made, "target_file_id");
-    granted(
-        &grant(a, "patchdiff_grant", &t, &s.b, Some("read")).await,
-        &t,
-        &s.b,
-        Some("read"),
-    );
+    grant_checked(a, &t, &s.b, "read").await;
     t
 }
 
