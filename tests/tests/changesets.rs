@@ -222,6 +222,83 @@ async fn one_key_recovers_the_whole_outcome_and_refuses_another_body() {
     assert_eq!(rows(&c, &x).await[0].2.as_deref(), Some("cs-key-2"));
 }
 
+/// docs/security.md, "Changesets": a member's `request_fingerprint`, which every reader of that
+/// member's target sees on a log page, is salted per changeset, so it is no function of the other
+/// members' proposals that such a reader could test guesses against (helper-75: a reader of one
+/// member's target confirmed a guessed edit of a target it could not read). The same body sent
+/// twice without a key gets other fingerprints; under a key, the resend recovers (the salt is read
+/// back from the stored rows), and a single submission of a member's own proposal under the
+/// changeset's key is still a key conflict, not a recovery of the member.
+#[tokio::test]
+async fn a_members_fingerprint_depends_on_no_other_member_alone() {
+    let c = client().await;
+    let private = initialize_target(&c, "private.md", "secret=hunter3\n")
+        .await
+        .unwrap();
+    let shared = initialize_target(&c, "shared.md", "alpha\n").await.unwrap();
+    let fingerprints = || async {
+        let page = call(
+            &c,
+            "patchdiff_get_pdcp_log",
+            &json!({"target_file_id": shared, "limit": 200}),
+        )
+        .await
+        .unwrap();
+        page["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["request_fingerprint"].as_str().unwrap().to_owned())
+            .collect::<Vec<_>>()
+    };
+    // Rejected twice (the shared member's match is absent), so the same body can be sent again.
+    let body = json!({"members": [edit(&private, 0, "hunter3", "hunter4"),
+                                  edit(&shared, 0, "absent", "beta")]});
+    for _ in 0..2 {
+        let r = call(&c, F, &body).await.unwrap();
+        assert_eq!(r["status"], "rejected", "{r}");
+    }
+    let seen = fingerprints().await;
+    assert_eq!(seen.len(), 2);
+    assert_ne!(
+        seen[0], seen[1],
+        "the same changeset body, sent twice, must not give the same member fingerprint"
+    );
+    // Keyed: accepted, then recovered by an exact resend with the fingerprint it stored.
+    let keyed = json!({"client_request_id": "cs-salt",
+                       "members": [edit(&private, 0, "hunter3", "hunter4"),
+                                   edit(&shared, 0, "alpha", "beta")]});
+    let first = call(&c, F, &keyed).await.unwrap();
+    assert_eq!(first["status"], "accepted", "{first}");
+    let stored = fingerprints().await[0].clone();
+    let salts: Vec<Option<String>> = c
+        .query(
+            "SELECT request_envelope->>'changeset_salt' FROM patchdiff.pdcp_logs \
+             WHERE client_request_id = 'cs-salt' AND target_file_id = ANY ($1::text[]::uuid[])",
+            &[&vec![private.clone(), shared.clone()]],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(salts.len(), 2);
+    assert!(salts[0].is_some() && salts[0] == salts[1], "{salts:?}");
+    let n = total_rows(&c, &[&private, &shared]).await;
+    let again = call(&c, F, &keyed).await.unwrap();
+    assert_eq!(again["deduplicated"], true, "{again}");
+    assert_eq!(again["changeset_id"], first["changeset_id"]);
+    assert_eq!(total_rows(&c, &[&private, &shared]).await, n);
+    assert_eq!(fingerprints().await[0], stored);
+    // The shared member's own proposal alone, under the changeset's key: a conflict.
+    let mut single = edit(&shared, 0, "alpha", "beta");
+    single["client_request_id"] = json!("cs-salt");
+    let r = call(&c, "patchdiff_submit_edits", &single).await.unwrap();
+    assert_eq!(r["status"], "rejected", "{r}");
+    assert_eq!(r["diagnostic"]["code"], "request_key_conflict", "{r}");
+    assert_eq!(content(&c, &shared).await, (1, "beta\n".into()));
+}
+
 /// "It works in the caller's transaction over SQL": a ROLLBACK undoes every member and its
 /// log rows; a COMMIT keeps them, together with the caller's own work.
 #[tokio::test]

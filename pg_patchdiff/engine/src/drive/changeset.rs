@@ -92,10 +92,24 @@ pub fn submit_changeset(store: &mut impl Store, args: &str, settings: Settings) 
         .zip(&own)
         .map(|(m, id)| (m.sub.target_file_id.as_str(), id.fingerprint.as_str()))
         .collect();
-    let cs_fingerprint = changeset::fingerprint(&pairs);
+    let stored: Vec<Option<AttemptRow>> = match &cs.client_request_id {
+        Some(k) => cs
+            .members
+            .iter()
+            .map(|m| store.keyed_attempt(&m.sub.target_file_id, k))
+            .collect(),
+        None => vec![None; n],
+    };
+    let salt = changeset::stored_salt(
+        stored
+            .iter()
+            .map(|s| s.as_ref().map(|s| &s.request_envelope)),
+    )
+    .unwrap_or_else(|| store.new_id());
+    let cs_fingerprint = changeset::fingerprint(&pairs, &salt);
     let identities: Vec<submit::Identity> = own
         .iter()
-        .map(|id| changeset::member_identity(id, &cs_fingerprint))
+        .map(|id| changeset::member_identity(id, &cs_fingerprint, &salt))
         .collect();
     let locked: Vec<Locked> = (0..n)
         .map(|i| Locked {
@@ -108,14 +122,6 @@ pub fn submit_changeset(store: &mut impl Store, args: &str, settings: Settings) 
             settings,
         })
         .collect();
-    let stored: Vec<Option<AttemptRow>> = match &cs.client_request_id {
-        Some(k) => cs
-            .members
-            .iter()
-            .map(|m| store.keyed_attempt(&m.sub.target_file_id, k))
-            .collect(),
-        None => vec![None; n],
-    };
     let found = stored.iter().flatten().count();
     let all_match = stored.iter().zip(&identities).all(|(s, id)| {
         s.as_ref()

@@ -193,28 +193,56 @@ pub fn parse(text: &str) -> Result<Changeset, ArgError> {
 }
 
 /// The changeset's request identity: SHA-256 over its members' request fingerprints with their
-/// targets, in member order. Two changesets have the same one exactly when every member has the
-/// same identity at the same position.
-pub fn fingerprint(member_fingerprints: &[(&str, &str)]) -> String {
+/// targets, in member order, and the changeset's `salt`. Two changesets have the same one exactly
+/// when every member has the same identity at the same position and the salt is the same.
+///
+/// The salt is a random value chosen when the changeset is first written and kept in every
+/// member's stored envelope (`changeset_salt`), which no page shows; a keyed resend takes it from
+/// the rows its key finds. Without it, a member's `request_fingerprint`, which every reader of that
+/// member's target sees on a log page, was a function of the other members' proposals alone, and
+/// such a reader could test guesses of them (a password's new value, a flag) against it offline,
+/// for targets it may not read (helper-75; docs/security.md, "The rules").
+pub fn fingerprint(member_fingerprints: &[(&str, &str)], salt: &str) -> String {
     let members: Vec<Value> = member_fingerprints
         .iter()
         .map(|(t, f)| json!({"target_file_id": t, "request_fingerprint": f}))
         .collect();
-    let v = json!({"format": "patchdiff-changeset/1", "members": members});
+    let v = json!({"format": "patchdiff-changeset/1", "members": members, "salt": salt});
     sha256_hex(&to_string(&v, CANONICAL))
 }
 
-/// A member's stored request identity: its own envelope, plus the changeset's fingerprint, so
-/// that the key on its target recovers it only as a member of this very changeset (a single
-/// submission, or another changeset, under the same key is a conflict).
-pub fn member_identity(own: &submit::Identity, changeset_fingerprint: &str) -> submit::Identity {
+/// A member's stored request identity: its own envelope, plus the changeset's fingerprint and
+/// salt, so that the key on its target recovers it only as a member of this very changeset (a
+/// single submission, or another changeset, under the same key is a conflict).
+pub fn member_identity(
+    own: &submit::Identity,
+    changeset_fingerprint: &str,
+    salt: &str,
+) -> submit::Identity {
     let mut envelope = own.envelope.clone();
     if let Value::Object(m) = &mut envelope {
         m.insert("changeset_fingerprint".into(), json!(changeset_fingerprint));
+        m.insert("changeset_salt".into(), json!(salt));
     }
     submit::Identity {
         fingerprint: sha256_hex(&to_string(&envelope, CANONICAL)),
         envelope,
         parent: own.parent.clone(),
     }
+}
+
+/// The salt of the changeset whose member rows a keyed resend found: the one every row names, when
+/// there is one for every member. `None` otherwise (nothing found, a single submission's row, or
+/// rows of different changesets under the key): the resend cannot be that changeset, and a fresh
+/// salt makes every member's identity differ from what is stored, which is a key conflict.
+pub fn stored_salt<'a>(envelopes: impl IntoIterator<Item = Option<&'a Value>>) -> Option<String> {
+    let mut salt: Option<&str> = None;
+    for e in envelopes {
+        let s = e?.get("changeset_salt")?.as_str()?;
+        match salt {
+            Some(first) if first != s => return None,
+            _ => salt = Some(s),
+        }
+    }
+    salt.map(str::to_owned)
 }
