@@ -4,6 +4,7 @@ use crate::config::Database;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use tokio_postgres::error::SqlState;
 use tokio_postgres::{CancelToken, Client, NoTls, Statement};
 
 pub struct Db {
@@ -314,19 +315,28 @@ impl Db {
     /// Makes every later call of this connection run as `role` (`SET ROLE`), now and after any
     /// reconnection. Nothing to do when it already does. On failure the connection must not be
     /// used again.
-    pub async fn assume_role(&mut self, role: &str) -> Result<(), String> {
+    pub async fn assume_role(&mut self, role: &str) -> Result<(), RoleError> {
         let sql = format!("SET ROLE {}", quote_ident(role));
         if sql == self.role_sql && !(self.broken || self.client.is_closed()) {
             return Ok(());
         }
         self.role_sql.clear();
-        self.reconnect_if_lost()
-            .await
-            .map_err(|e| format!("cannot reach the database: {}", e.message))?;
-        self.client
-            .batch_execute(&sql)
-            .await
-            .map_err(|e| format!("cannot SET ROLE {role}: {}", describe(&e)))?;
+        self.reconnect_if_lost().await.map_err(|e| {
+            RoleError::Unreachable(format!("cannot reach the database: {}", e.message))
+        })?;
+        self.client.batch_execute(&sql).await.map_err(|e| {
+            let why = format!("cannot SET ROLE {role}: {}", describe(&e));
+            // The role does not exist (22023) or the login role may not become it (42501):
+            // asking again changes nothing until the DBA or the token file does.
+            let refused = e.code().is_some_and(|c| {
+                *c == SqlState::INVALID_PARAMETER_VALUE || *c == SqlState::INSUFFICIENT_PRIVILEGE
+            });
+            if refused {
+                RoleError::Refused(why)
+            } else {
+                RoleError::Unreachable(why)
+            }
+        })?;
         self.role_sql = sql;
         Ok(())
     }
@@ -755,6 +765,16 @@ fn session_sql<V: AsRef<str>>(settings: &[(&str, V)]) -> String {
         .map(|(name, value)| format!("SET {name} = '{}'", value.as_ref().replace('\'', "''")))
         .collect::<Vec<_>>()
         .join("; ")
+}
+
+/// Why [`Db::assume_role`] failed.
+#[derive(Debug)]
+pub enum RoleError {
+    /// The database refused the role itself: it does not exist, or the login role may not
+    /// become it. Permanent until the DBA or the token file changes.
+    Refused(String),
+    /// The database could not be reached, or failed otherwise: worth a retry.
+    Unreachable(String),
 }
 
 pub(crate) fn describe(e: &tokio_postgres::Error) -> String {

@@ -8,7 +8,7 @@
 
 use crate::catalog::REVISIONS;
 use crate::config::{Config, Profile};
-use crate::database::Db;
+use crate::database::{Db, RoleError};
 use crate::modern::{self, MODERN};
 use crate::rpc::{
     self, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, Incoming, METHOD_NOT_FOUND,
@@ -1053,10 +1053,25 @@ async fn checkout(shared: &Shared, role: &str, wait: Duration) -> Result<(Permit
             }
         },
     };
-    if let Err(why) = db.assume_role(role).await {
+    match db.assume_role(role).await {
+        Ok(()) => {}
         // Never used again: its role is not known to be the one asked for.
-        tracing::error!(role, error = why, "SET ROLE failed");
-        return Err(unavailable(&why));
+        Err(RoleError::Unreachable(why)) => {
+            tracing::error!(role, error = why, "SET ROLE failed");
+            return Err(unavailable(&why));
+        }
+        // The token names a role that does not exist (dropped since the token file was read) or
+        // that the login role may not become: no retry helps, so no `503` inviting one (each
+        // retry opened a new backend: helper-76).
+        Err(RoleError::Refused(why)) => {
+            tracing::error!(role, error = why, "this token's role cannot be taken");
+            return Err(plain(
+                StatusCode::FORBIDDEN,
+                &format!(
+                    "this token's role cannot be taken ({why}); nothing was done: the token file or the database's roles must change first"
+                ),
+            ));
+        }
     }
     Ok((permit, db))
 }

@@ -263,6 +263,53 @@ async fn both_eras_answer_the_contract_example_over_http() {
     }
 }
 
+/// docs/http.md, "Roles": a token whose role the server cannot take (dropped since the token file
+/// was read, or one the login role may not become) is answered `403`, without the `Retry-After`
+/// of a passing outage, since no retry helps (helper-76: it was `503` "retry shortly", and every
+/// retry opened a new backend); the other tokens are served meanwhile.
+#[tokio::test]
+async fn a_token_whose_role_cannot_be_taken_is_refused_for_good() {
+    let (login, tenants) = roles("gone").await;
+    let gone = patchdiff_tests::roles::unique("http_never_created");
+    let (good, dropped, foreign) = (
+        "token-good-0123456789",
+        "token-gone-0123456789",
+        "token-other-012345678",
+    );
+    let e = Endpoint::start(
+        &login,
+        &[(good, &tenants[0]), (dropped, &gone), (foreign, "postgres")],
+        &[],
+        &[],
+    );
+    let read = json!({"name": "patchdiff_get_target",
+        "arguments": {"target_file_id": "00000000-0000-4000-8000-000000000000"},
+        "_meta": {"io.modelcontextprotocol/protocolVersion": MODERN,
+                  "io.modelcontextprotocol/clientCapabilities": {}}});
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": read});
+    for (token, sqlstate) in [(dropped, "22023"), (foreign, "42501")] {
+        let resp = ureq::post(&e.url)
+            .set("Content-Type", "application/json")
+            .set("Authorization", &format!("Bearer {token}"))
+            .set("MCP-Protocol-Version", MODERN)
+            .set("Mcp-Method", "tools/call")
+            .set("Mcp-Name", "patchdiff_get_target")
+            .send_string(&body.to_string());
+        let Err(ureq::Error::Status(403, r)) = resp else {
+            panic!("{token}: not refused with 403: {resp:?}");
+        };
+        assert_eq!(r.header("Retry-After"), None, "{token}");
+        let text = r.into_string().unwrap();
+        assert!(
+            text.contains("this token's role cannot be taken") && text.contains(sqlstate),
+            "{token}: {text}"
+        );
+    }
+    let (status, answer) = e.modern(good, "tools/list", json!({}));
+    assert_eq!(status, 200, "{answer}");
+    assert!(answer["result"]["tools"].is_array(), "{answer}");
+}
+
 /// Issue 18 item 2 "Authentication": a missing or unknown token is 401 with WWW-Authenticate
 /// and touches nothing; each token's calls run as its role, so another tenant's target answers
 /// exactly like an unknown one and targets belong to the token's role, as over SQL.
