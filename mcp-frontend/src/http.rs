@@ -1334,7 +1334,7 @@ async fn listen(
 async fn put(tx: &mpsc::Sender<Bytes>, event: Bytes) -> Result<(), &'static str> {
     match tokio::time::timeout(KEEPALIVE, tx.send(event)).await {
         Ok(Ok(())) => Ok(()),
-        Ok(Err(_)) => Err("the client closed it"),
+        Ok(Err(_)) => Err("the connection ended"),
         Err(_) => Err("the client stopped reading"),
     }
 }
@@ -1353,7 +1353,9 @@ async fn stream(
         tokio::time::interval_at(tokio::time::Instant::now() + KEEPALIVE, KEEPALIVE);
     let ended: String = loop {
         tokio::select! {
-            () = tx.closed() => break "the client closed it".into(),
+            // The client closed it, or the kernel gave up on it (TCP_USER_TIMEOUT, after a
+            // client that stopped reading filled the socket's buffers): not told apart here.
+            () = tx.closed() => break "the connection ended".into(),
             _ = async { stopping.wait_for(|stop| *stop).await.is_ok() } => {
                 // Not awaited: a client that stopped reading must not hold up the shutdown.
                 let _ = tx.try_send(sse_event(&server::listen_ended(&id)));
