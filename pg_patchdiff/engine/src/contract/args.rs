@@ -87,16 +87,25 @@ pub fn quoted_names<'a>(names: impl ExactSizeIterator<Item = &'a str>) -> (Vec<S
     let mut cut = false;
     let quoted: Vec<String> = names
         .take(UNKNOWN_NAMES_MAX)
-        .map(|k| match k.char_indices().nth(UNKNOWN_NAME_MAX_CHARS) {
-            Some((at, _)) => {
-                cut = true;
-                format!("{}...", &k[..at])
-            }
-            None => k.to_owned(),
+        .map(|k| {
+            let (q, c) = quoted_name(k);
+            cut |= c;
+            q.into_owned()
         })
         .collect();
     let truncated = cut || total > quoted.len();
     (quoted, truncated)
+}
+
+/// One name as an answer or a stored diagnostic may quote it: at most `UNKNOWN_NAME_MAX_CHARS`
+/// code points, then `...`; `true` when it was cut. Every name the contract defines is far
+/// shorter; an unknown field's name can be megabytes, and was quoted whole in `failure_detail`
+/// and again in the diagnostic, stored and shown on every log page (helper-77).
+pub fn quoted_name(k: &str) -> (std::borrow::Cow<'_, str>, bool) {
+    match k.char_indices().nth(UNKNOWN_NAME_MAX_CHARS) {
+        Some((at, _)) => (format!("{}...", &k[..at]).into(), true),
+        None => (k.into(), false),
+    }
 }
 
 /// The answer for a well-formed target ID that names no target.

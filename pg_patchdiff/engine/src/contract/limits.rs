@@ -139,6 +139,15 @@ pub const TX2_MAX_OPERATIONS: usize = 10_000;
 /// call (a stale guard, say) stored whatever megabytes it carried. Code `intent_too_large`.
 pub const INTENT_MAX_BYTES: usize = 65_536;
 
+/// An edit's or operation's `rationale` ("per-edit explanation"): the intent's cap, for the same
+/// reason and one more. Each accepted change's ledger row stores its rationale, twice (as
+/// `rationale`, and as `intent` when present), and a ledger page repeats both for each of up to
+/// 200 rows, with no page budget in the contract: 80 accepted edits carrying 7 MB of rationale
+/// each (5 MB of table, compressed) made a default ledger page of 700 MB, 3.4 GB of backend memory
+/// and a cancel that waited 12 s, and 80 rows one of over 1 GB that failed (helper-77). At this
+/// cap a page's rationales are at most 200 x 2 x 64 KiB. Code `rationale_too_large`.
+pub const RATIONALE_MAX_BYTES: usize = 65_536;
+
 /// The stored record, `pdcp_content` (compact, ASCII-escaped JSON), of any submission or
 /// preview: the bound on what one call can add to the append-only log. 8 MiB holds every record
 /// the contract must accept: a whole-document replacement is at most 1,048,576 UTF-8 bytes,

@@ -3,6 +3,7 @@
 //! intent and list of changes. Kept here rather than in `tx1` so that the formats and the
 //! sequential buffer import it without importing each other.
 
+use crate::contract::args::quoted_name;
 use crate::contract::json::{as_int, is_big_int, type_name};
 use crate::contract::limits::CHANGE_ID_MAX;
 use crate::contract::words::{DiagnosticCode, FailureReason};
@@ -165,15 +166,23 @@ pub(crate) fn parse_list(list: List, v: Option<&Value>) -> Result<&Vec<Value>, R
     }
 }
 
+/// `field` is quoted at most `UNKNOWN_NAME_MAX_CHARS` code points long (an unknown field's name
+/// is the sender's), with `field_truncated: true` when it was cut.
 pub(crate) fn block(list: List, i: usize, field: &str, what: String) -> Rejection {
-    Rejection::coded(
+    let (field, cut) = quoted_name(field);
+    let r = Rejection::coded(
         FailureReason::BlockMalformed,
         Stage::ProtocolValidation,
         list.code,
         format!("{}[{i}].{field}: {what}.", list.name),
     )
     .field(list.index_key, json!(i))
-    .field("field", json!(field))
+    .field("field", json!(field));
+    if cut {
+        r.field("field_truncated", json!(true))
+    } else {
+        r
+    }
 }
 
 pub(crate) fn opt_text(

@@ -348,6 +348,31 @@ mod tests {
         );
     }
 
+    /// docs/sql-api.md, "Work is bounded": an unknown field's name is quoted at most 128 code
+    /// points long, in the detail and the diagnostic's `field`, flagged `field_truncated`; a name
+    /// at the limit is quoted whole (helper-77: a 1 MB name was stored twice in the rejection and
+    /// shown on every log page).
+    #[test]
+    fn an_unknown_fields_name_is_quoted_at_most_128_code_points_long() {
+        use crate::contract::args::UNKNOWN_NAME_MAX_CHARS;
+        let rejection = |name: &str| {
+            let mut op = json!({"op": "match", "match": "a", "replace": "b"});
+            op[name] = json!(1);
+            parse(Some(&json!("x")), Some(&json!([op])), RUNTIME).unwrap_err()
+        };
+        let whole = "é".repeat(UNKNOWN_NAME_MAX_CHARS);
+        let r = rejection(&whole);
+        assert_eq!(r.detail, format!("operations[0].{whole}: unknown field."));
+        assert_eq!(r.fields["field"], json!(whole));
+        assert_eq!(r.fields.get("field_truncated"), None);
+        let long = "z".repeat(1_000_000);
+        let r = rejection(&long);
+        let cut = format!("{}...", &long[..UNKNOWN_NAME_MAX_CHARS]);
+        assert_eq!(r.detail, format!("operations[0].{cut}: unknown field."));
+        assert_eq!(r.fields["field"], json!(cut));
+        assert_eq!(r.fields["field_truncated"], json!(true));
+    }
+
     /// Contract "Span": non-bool integers in 0..2^63-1, end >= start, required expected_text,
     /// selectors and unknown fields reject, context strings non-empty or null.
     #[test]

@@ -11,8 +11,8 @@ use crate::contract::args::{ArgError, Args};
 use crate::contract::invalid_text::{self, Defect};
 use crate::contract::json::{CANONICAL, as_int, object_to_string, to_string, type_name};
 use crate::contract::limits::{
-    CLIENT_REQUEST_ID_MAX, INTENT_MAX_BYTES, METADATA_VALUE_MAX_BYTES, RECORD_MAX_BYTES,
-    SOURCE_MAX_CHARS, TX1_MAX_EDITS, TX2_MAX_OPERATIONS,
+    CLIENT_REQUEST_ID_MAX, INTENT_MAX_BYTES, METADATA_VALUE_MAX_BYTES, RATIONALE_MAX_BYTES,
+    RECORD_MAX_BYTES, SOURCE_MAX_CHARS, TX1_MAX_EDITS, TX2_MAX_OPERATIONS,
 };
 use crate::contract::uuid::{canonical_uuid, is_sha256_hex};
 use crate::contract::words::{DiagnosticCode, FailureReason, Status};
@@ -282,6 +282,17 @@ fn check_caps(a: &Args, record: &Map<String, Value>) -> Result<(), ArgError> {
             INTENT_MAX_BYTES,
         ));
     }
+    if let Some((path, n)) = oversized_rationale(record) {
+        return Err(too_large(
+            "rationale_too_large",
+            format!(
+                "{path}.rationale is {n} UTF-8 bytes, over the limit of {RATIONALE_MAX_BYTES}; it explains one change, send a shorter one"
+            ),
+            n,
+            RATIONALE_MAX_BYTES,
+        )
+        .with("path", json!(path)));
+    }
     if let Some(Value::String(source)) = a.get("source") {
         let n = char_len(source);
         if n > SOURCE_MAX_CHARS {
@@ -315,6 +326,36 @@ fn check_caps(a: &Args, record: &Map<String, Value>) -> Result<(), ArgError> {
         }
     }
     Ok(())
+}
+
+/// The first change whose `rationale` is a string over [`RATIONALE_MAX_BYTES`], with its path
+/// (`edits[i]`, `operations[i]`, `groups[g].operations[i]`) and size. Any other rationale is left
+/// to the format's own checks.
+fn oversized_rationale(record: &Map<String, Value>) -> Option<(String, usize)> {
+    let over = |items: Option<&Value>, path: &dyn Fn(usize) -> String| {
+        let Some(Value::Array(items)) = items else {
+            return None;
+        };
+        items
+            .iter()
+            .enumerate()
+            .find_map(|(i, c)| match c.get("rationale") {
+                Some(Value::String(r)) if r.len() > RATIONALE_MAX_BYTES => Some((path(i), r.len())),
+                _ => None,
+            })
+    };
+    over(record.get("edits"), &|i| format!("edits[{i}]"))
+        .or_else(|| over(record.get("operations"), &|i| format!("operations[{i}]")))
+        .or_else(|| {
+            let Some(Value::Array(groups)) = record.get("groups") else {
+                return None;
+            };
+            groups.iter().enumerate().find_map(|(g, group)| {
+                over(group.get("operations"), &|i| {
+                    format!("groups[{g}].operations[{i}]")
+                })
+            })
+        })
 }
 
 /// Contract "Common input and request-key rules": 1..128 printable ASCII, no whitespace.
@@ -1467,6 +1508,38 @@ mod tests {
         assert_eq!(
             code(parse_submit_edits(&edits_args(1, &over))),
             Some("intent_too_large")
+        );
+    }
+
+    /// limits::RATIONALE_MAX_BYTES counts UTF-8 bytes, inclusive, on an edit and an operation,
+    /// and the refusal names the change (helper-77: ledger pages of 700 MB from 7 MB rationales).
+    #[test]
+    fn rationale_at_its_cap() {
+        use crate::contract::limits::RATIONALE_MAX_BYTES;
+        let at = "x".repeat(RATIONALE_MAX_BYTES - 2) + "é";
+        let over = "x".repeat(RATIONALE_MAX_BYTES - 1) + "é";
+        let edits = |r: &str| {
+            json!({"target_file_id": TARGET, "intent": "i", "expected_target_version": 0,
+                   "edits": [{"match": "a", "replace": "b"},
+                             {"match": "c", "replace": "d", "rationale": r}]})
+            .to_string()
+        };
+        assert_eq!(code(parse_submit_edits(&edits(&at))), None);
+        let e = parse_submit_edits(&edits(&over)).unwrap_err();
+        assert_eq!(e.code, "rationale_too_large");
+        assert_eq!(e.extra["path"], "edits[1]");
+        assert_eq!(e.extra["actual"], RATIONALE_MAX_BYTES + 1);
+        let ops = |r: &str| {
+            json!({"target_file_id": TARGET, "intent": "i", "expected_target_version": 0,
+                   "operations": [{"op": "span", "start": 0, "end": 1, "expected_text": "a",
+                                   "replace": "b", "rationale": r}]})
+            .to_string()
+        };
+        assert_eq!(code(parse_submit_operations(&ops(&at))), None);
+        let e = parse_submit_operations(&ops(&over)).unwrap_err();
+        assert_eq!(
+            (e.code, e.extra["path"].clone()),
+            ("rationale_too_large", json!("operations[0]"))
         );
     }
 
