@@ -672,3 +672,120 @@ async fn one_tenant_of_a_login_leaves_room_for_the_others() {
         .await
         .unwrap();
 }
+
+/// docs/sql-api.md, "Work is bounded": a log or ledger page reads at most 16 MiB of the text it
+/// shows whole (limits::HISTORY_PAGE_TEXT_BYTES), whatever its rows hold: rows written before
+/// the rationale's cap and the quoting of unknown names could be megabytes each, and 50 of them
+/// made a 700 MB ledger page and a 3.4 GB backend (helper-77). A page the budget ends early keeps
+/// its first row, says `has_more: true`, and paging on from its `next_sequence` reaches every
+/// row once. Such rows are written here as the earlier versions stored them, as a superuser.
+#[tokio::test]
+async fn history_pages_read_a_bounded_amount_of_text() {
+    const MIB: usize = 1_048_576;
+    let c = connect(&dsn()).await.unwrap();
+    let id = initialize_target(&c, "bounded-pages.md", "alpha beta\n")
+        .await
+        .unwrap();
+    let submit = |version: i64| {
+        json!({"target_file_id": id, "expected_target_version": version, "intent": "i",
+               "edits": [{"match": "alpha", "replace": "gamma", "rationale": "r"}]})
+    };
+    let r = call(&c, "patchdiff_submit_edits", &submit(0))
+        .await
+        .unwrap();
+    assert_eq!(r["status"], "accepted", "{r}");
+    let r = call(&c, "patchdiff_submit_edits", &submit(0))
+        .await
+        .unwrap();
+    assert_eq!(r["status"], "rejected", "{r}");
+    // Ten ledger rows of 3 MiB of rationale (6 MiB shown: as rationale and as intent) and ten
+    // rejected attempts of 3 MiB of failure_detail, copied from the rows above.
+    let tables = patchdiff_tests::tables_for(&dsn(), &id).await;
+    tables
+        .execute(
+            "INSERT INTO patchdiff.manifest_ledger (ledger_entry_id, pdcp_log_id, log_sequence, \
+               target_file_id, editing_cycle_id, before_version, after_version, change_index, change_id, \
+               origin, intent, rationale, risk, derived) \
+             SELECT gen_random_uuid(), pdcp_log_id, log_sequence, target_file_id, editing_cycle_id, \
+               before_version, after_version, change_index + g, change_id, origin, \
+               repeat('r', 3 * 1048576), repeat('r', 3 * 1048576), risk, derived \
+             FROM patchdiff.manifest_ledger, generate_series(1, 10) g \
+             WHERE target_file_id = $1::text::uuid",
+            &[&id],
+        )
+        .await
+        .unwrap();
+    tables
+        .execute(
+            "INSERT INTO patchdiff.pdcp_logs (pdcp_log_id, target_file_id, editing_cycle_id, status, \
+               protocol_version, runtime_version, pdcp_content, pdcp_content_hash, request_fingerprint, \
+               request_envelope, before_version, before_hash, failure_reason, failure_detail, validity, source) \
+             SELECT gen_random_uuid(), target_file_id, editing_cycle_id, status, protocol_version, \
+               runtime_version, pdcp_content, pdcp_content_hash, request_fingerprint, request_envelope, \
+               before_version, before_hash, failure_reason, repeat('d', 3 * 1048576), validity, source \
+             FROM patchdiff.pdcp_logs, generate_series(1, 10) g \
+             WHERE target_file_id = $1::text::uuid AND status = 'rejected'",
+            &[&id],
+        )
+        .await
+        .unwrap();
+    for (function, key, extra, rows) in [
+        (
+            "patchdiff_get_manifest_ledger",
+            "ledger_sequence",
+            json!({}),
+            11,
+        ),
+        ("patchdiff_get_pdcp_log", "log_sequence", json!({}), 12),
+        (
+            "patchdiff_get_pdcp_log",
+            "log_sequence",
+            json!({"status": "rejected"}),
+            11,
+        ),
+    ] {
+        let mut seen = Vec::new();
+        let mut before: Option<i64> = None;
+        loop {
+            let mut args = extra.clone();
+            args["target_file_id"] = json!(id);
+            args["limit"] = json!(200);
+            if let Some(b) = before {
+                args["before_sequence"] = json!(b);
+            }
+            let text: String = c
+                .query_one(
+                    &format!("SELECT {function}($1::text::json)::text"),
+                    &[&args.to_string()],
+                )
+                .await
+                .unwrap()
+                .get(0);
+            assert!(
+                text.len() < 20 * MIB,
+                "{function} {extra}: a page of {} bytes",
+                text.len()
+            );
+            let page: Value = serde_json::from_str(&text).unwrap();
+            let entries = page["entries"].as_array().unwrap();
+            assert!(!entries.is_empty(), "{function} {extra}: an empty page");
+            seen.extend(entries.iter().map(|e| e[key].as_i64().unwrap()));
+            if page["has_more"] == false {
+                break;
+            }
+            assert!(
+                entries.len() < rows,
+                "{function} {extra}: not ended by its budget"
+            );
+            before = page["next_sequence"].as_i64();
+        }
+        seen.sort_unstable();
+        let n = seen.len();
+        seen.dedup();
+        assert_eq!(
+            (n, seen.len()),
+            (rows, rows),
+            "{function} {extra}: every row once"
+        );
+    }
+}

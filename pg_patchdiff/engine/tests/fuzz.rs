@@ -1778,6 +1778,7 @@ fn answers(tool: Tool, text: &str, w: &World, g: &mut Gen) -> Result<Vec<Value>,
                 let v: Value = serde_json::from_str(&history::log_page(
                     &q.page,
                     rows,
+                    false,
                     q.include_content,
                     contents,
                 ))
@@ -1826,7 +1827,7 @@ fn answers(tool: Tool, text: &str, w: &World, g: &mut Gen) -> Result<Vec<Value>,
                         created_at_us: i as i64 * 1_000_003,
                     })
                     .collect();
-                let v: Value = serde_json::from_str(&history::ledger_page(&q.page, rows))
+                let v: Value = serde_json::from_str(&history::ledger_page(&q.page, rows, false))
                     .expect("a ledger page is JSON");
                 let seqs: Vec<i64> = v["entries"]
                     .as_array()

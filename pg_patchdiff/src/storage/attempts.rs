@@ -5,6 +5,7 @@ use super::access::tiered;
 use super::{Caller, Deformed, Need, Row, access_args, fault, fresh, read, read_rows, write};
 use crate::json_text::JsonText;
 use patchdiff_engine::api::feed::{Event, Kind};
+use patchdiff_engine::api::limits::HISTORY_PAGE_TEXT_BYTES;
 use patchdiff_engine::api::observation::{LinkedObservation, ObservationRow};
 use patchdiff_engine::api::submit::{Attempt, AttemptRow, Parent};
 use patchdiff_engine::api::words::Status;
@@ -428,7 +429,12 @@ macro_rules! log_page_sql {
             "p.conflicts_with_pdcp_log_id::text, p.before_version, p.before_hash, p.after_version, p.after_hash, ",
             "p.failure_reason, p.failure_detail, p.failure_stage, p.failed_change_id, p.parent_pdcp_log_id::text, ",
             "p.attempt, p.source, p.diagnostic::text, pg_catalog.left(p.intent, 257), ",
-            "pg_catalog.octet_length(p.pdcp_content)::int8, p.created_at ",
+            "pg_catalog.octet_length(p.pdcp_content)::int8, p.created_at, ",
+            // The text a page shows whole, by its stored size (no text read: [`PAGE_BYTES`]).
+            "(COALESCE(pg_catalog.octet_length(p.failure_detail), 0) ",
+            "+ COALESCE(pg_catalog.octet_length(p.diagnostic::text), 0) + pg_catalog.octet_length(p.source) ",
+            "+ COALESCE(pg_catalog.octet_length(p.failed_change_id), 0) ",
+            "+ COALESCE(pg_catalog.octet_length(p.client_request_id), 0))::int8 ",
             "FROM patchdiff.pdcp_logs p WHERE ",
             $where,
             " LIMIT $6"
@@ -496,9 +502,16 @@ fn log_row(r: &Row<Deformed>) -> AttemptRow {
     }
 }
 
+/// The column of a log page's row with the stored size of the text it shows whole, and the most
+/// a page reads of it ([`patchdiff_engine::api::limits::HISTORY_PAGE_TEXT_BYTES`]).
+const PAGE_BYTES: (usize, i64) = (27, HISTORY_PAGE_TEXT_BYTES as i64);
+
 /// A page of `q.target_file_id`'s attempts: at most `q.page.fetch()` rows, newest first, read
-/// by the statement of the query's leading filter.
-pub fn log_page(c: &SpiClient, q: &patchdiff_engine::api::history::LogQuery) -> Vec<AttemptRow> {
+/// by the statement of the query's leading filter; `true` when its text budget ended it early.
+pub fn log_page(
+    c: &SpiClient,
+    q: &patchdiff_engine::api::history::LogQuery,
+) -> (Vec<AttemptRow>, bool) {
     let sql = if q.client_request_id.is_some() {
         LOG_BY_KEY_SQL
     } else if q.content_hash.is_some() {
@@ -520,6 +533,7 @@ pub fn log_page(c: &SpiClient, q: &patchdiff_engine::api::history::LogQuery) -> 
             q.page.fetch().into(),
         ],
         "reading log page",
+        Some(PAGE_BYTES),
         log_row,
     )
 }

@@ -3,6 +3,7 @@
 
 use super::{Deformed, Row, read_rows};
 use patchdiff_engine::api::history::LedgerRow;
+use patchdiff_engine::api::limits::HISTORY_PAGE_TEXT_BYTES;
 use pgrx::spi::SpiClient;
 
 /// The columns of a ledger page and the attempt's intent beside them.
@@ -11,7 +12,12 @@ macro_rules! ledger_page_sql {
         concat!(
             "SELECT l.ledger_sequence, l.pdcp_log_id::text, l.log_sequence, l.before_version, l.after_version, ",
             "l.editing_cycle_id::text, l.change_index::int8, l.change_id, l.intent, p.intent, l.rationale, l.risk, ",
-            "l.origin, l.derived::text, l.created_at ",
+            "l.origin, l.derived::text, l.created_at, ",
+            // The text a page shows whole, by its stored size (no text read: [`PAGE_BYTES`]).
+            "(COALESCE(pg_catalog.octet_length(l.intent), 0) + COALESCE(pg_catalog.octet_length(p.intent), 0) ",
+            "+ COALESCE(pg_catalog.octet_length(l.rationale), 0) + COALESCE(pg_catalog.octet_length(l.risk), 0) ",
+            "+ pg_catalog.octet_length(l.change_id) + pg_catalog.octet_length(l.origin) ",
+            "+ COALESCE(pg_catalog.octet_length(l.derived::text), 0))::int8 ",
             "FROM patchdiff.manifest_ledger l LEFT JOIN patchdiff.pdcp_logs p ON p.pdcp_log_id = l.pdcp_log_id ",
             "WHERE (l.target_file_id, l.ledger_sequence) <= ($1::uuid, $2) AND ", $range,
             " ORDER BY l.target_file_id DESC, l.ledger_sequence DESC LIMIT $3"
@@ -50,15 +56,20 @@ fn ledger_row(r: &Row<Deformed>) -> LedgerRow {
     }
 }
 
+/// The column of a ledger page's row with the stored size of the text it shows whole, and the
+/// most a page reads of it.
+const PAGE_BYTES: (usize, i64) = (16, HISTORY_PAGE_TEXT_BYTES as i64);
+
 /// A page of ledger entries of the target, newest first: at most `fetch` rows at or below
-/// `max_sequence`, of the editing cycle `cycle` or, without one, of every cycle.
+/// `max_sequence`, of the editing cycle `cycle` or, without one, of every cycle; `true` when its
+/// text budget ended it early.
 pub fn ledger_page(
     c: &SpiClient,
     target_file_id: &str,
     cycle: Option<&str>,
     max_sequence: i64,
     fetch: i64,
-) -> Vec<LedgerRow> {
+) -> (Vec<LedgerRow>, bool) {
     let mut args = vec![target_file_id.into(), max_sequence.into(), fetch.into()];
     let sql = match cycle {
         Some(cycle) => {
@@ -67,5 +78,12 @@ pub fn ledger_page(
         }
         None => LEDGER_ALL_SQL,
     };
-    read_rows(c, sql, &args, "reading ledger page", ledger_row)
+    read_rows(
+        c,
+        sql,
+        &args,
+        "reading ledger page",
+        Some(PAGE_BYTES),
+        ledger_row,
+    )
 }

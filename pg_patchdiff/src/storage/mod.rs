@@ -240,20 +240,27 @@ impl Columns for Deformed<'_> {
 /// `heap_deform_tuple` per row, where pgrx's tuple wrapper reads each column by itself
 /// (`SPI_getbinval`), walking the row from its start for every column after the first
 /// variable-width one when the row has a null: quadratic in the columns of a log page's row.
+///
+/// With a `budget`, it stops before the row that would take the sum of column `budget.0` (an
+/// `int8` of the row's stored text bytes, which the statement computes from the stored sizes,
+/// without reading the text) over `budget.1`; the first row is always read, and `true` says rows
+/// were left unread so. Rows past the budget are never converted, so their text is never read
+/// out of TOAST.
 fn read_rows<R>(
     client: &SpiClient,
     sql: &'static str,
     args: &[DatumWithOid],
     what: &'static str,
+    budget: Option<(usize, i64)>,
     mut row: impl FnMut(&Row<Deformed>) -> R,
-) -> Vec<R> {
+) -> (Vec<R>, bool) {
     let table = read(client, sql, args, what);
     let n = table.len();
     // SAFETY: `read` has just run the statement, so SPI_tuptable is the result `table` wraps,
     // with `n` rows; SPI keeps it until the connection ends, after this function.
     let result = unsafe { pg_sys::SPI_tuptable };
     if n == 0 || result.is_null() {
-        return Vec::new();
+        return (Vec::new(), false);
     }
     // SAFETY: a non-null SPI result has a descriptor and `n` row pointers.
     let (desc, vals) = unsafe { ((*result).tupdesc, (*result).vals) };
@@ -262,6 +269,7 @@ fn read_rows<R>(
     let mut values = vec![pg_sys::Datum::from(0usize); natts];
     let mut nulls = vec![false; natts];
     let mut out = Vec::with_capacity(n);
+    let mut used: i64 = 0;
     for i in 0..n {
         // SAFETY: row i < n of the result, deformed into arrays of the descriptor's width.
         unsafe {
@@ -272,9 +280,16 @@ fn read_rows<R>(
             values: &values,
             nulls: &nulls,
         };
-        out.push(row(&Row(&cols, what)));
+        let r = Row(&cols, what);
+        if let Some((column, limit)) = budget {
+            used = used.saturating_add(r.int(column));
+            if i > 0 && used > limit {
+                return (out, true);
+            }
+        }
+        out.push(row(&r));
     }
-    out
+    (out, false)
 }
 
 /// Typed column access that turns a conversion failure into an infrastructure fault.

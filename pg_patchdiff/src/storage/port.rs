@@ -201,7 +201,7 @@ impl Reads for SpiStore<'_, '_> {
         targets::readable_cycle(self.client, target_file_id, self.caller)
     }
 
-    fn log_page(&mut self, q: &LogQuery) -> Vec<AttemptRow> {
+    fn log_page(&mut self, q: &LogQuery) -> (Vec<AttemptRow>, bool) {
         attempts::log_page(self.client, q)
     }
 
@@ -215,7 +215,7 @@ impl Reads for SpiStore<'_, '_> {
         cycle: Option<&str>,
         max_sequence: i64,
         fetch: i64,
-    ) -> Vec<LedgerRow> {
+    ) -> (Vec<LedgerRow>, bool) {
         ledger::ledger_page(self.client, target_file_id, cycle, max_sequence, fetch)
     }
 }

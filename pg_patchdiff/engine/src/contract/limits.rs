@@ -69,6 +69,17 @@ pub const HISTORY_MAX_LIMIT: usize = 200;
 /// per page (the first record with content is returned whole).
 pub const LOG_CONTENT_PAGE_BYTES: usize = 1_048_576;
 
+/// The stored text (not counting records) a log or ledger page reads: its rows' text columns
+/// that it shows whole (a log row's `failure_detail`, `diagnostic`, `source`, ...; a ledger row's
+/// `intent`, `rationale`, `derived`, ...), as PostgreSQL stores them. A page stops before the row
+/// that would take it over this (always keeping its first row), answers `has_more: true`, and its
+/// `next_sequence` continues from there. The contract bounds pages by rows only; caps at write
+/// time (`RATIONALE_MAX_BYTES`, `INTENT_MAX_BYTES`, the quoting of unknown names) keep every page
+/// written by this version far below it, but rows written before those caps could be megabytes
+/// each: 50 such ledger rows made a 700 MB page and a 3.4 GB backend (helper-77). At most six
+/// times this (every byte escaped) is written out, plus one row.
+pub const HISTORY_PAGE_TEXT_BYTES: usize = 16 * 1_048_576;
+
 /// "patchdiff_get_pdcp_log": an entry's transaction intent, at most 256 code points.
 pub const LOG_INTENT_MAX_CHARS: usize = 256;
 

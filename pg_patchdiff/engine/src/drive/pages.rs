@@ -18,7 +18,7 @@ pub fn log_page(store: &mut impl Reads, args: &str) -> String {
     if store.readable_cycle(id).is_none() {
         return to_string(&history::not_found(id), LITERAL);
     }
-    let rows = store.log_page(&q);
+    let (rows, cut) = store.log_page(&q);
     let shown = rows.len().min(q.page.limit);
     let contents = if q.include_content {
         history::content_plan(&rows[..shown])
@@ -29,7 +29,7 @@ pub fn log_page(store: &mut impl Reads, args: &str) -> String {
     } else {
         Vec::new()
     };
-    history::log_page(&q.page, rows, q.include_content, contents)
+    history::log_page(&q.page, rows, cut, q.include_content, contents)
 }
 
 /// Accepted manifest ledger entries: the newest page of the active cycle (or of every cycle),
@@ -44,11 +44,11 @@ pub fn ledger_page(store: &mut impl Reads, args: &str) -> String {
     let Some(cycle) = store.readable_cycle(id) else {
         return to_string(&history::not_found(id), LITERAL);
     };
-    let rows = store.ledger_page(
+    let (rows, cut) = store.ledger_page(
         id,
         (!q.include_previous_cycles).then_some(cycle.as_str()),
         q.page.max_sequence,
         q.page.fetch(),
     );
-    history::ledger_page(&q.page, rows)
+    history::ledger_page(&q.page, rows, cut)
 }

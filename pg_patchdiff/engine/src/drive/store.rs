@@ -226,19 +226,21 @@ pub trait Reads {
     fn target(&mut self, target_file_id: &str) -> Option<StoredTarget>;
     /// The active editing cycle of a target the caller may read.
     fn readable_cycle(&mut self, target_file_id: &str) -> Option<String>;
-    /// A page of the query's attempts: at most `q.page.fetch()` rows, newest first.
-    fn log_page(&mut self, q: &LogQuery) -> Vec<AttemptRow>;
+    /// A page of the query's attempts: at most `q.page.fetch()` rows, newest first, and `true`
+    /// when the page's text budget (`HISTORY_PAGE_TEXT_BYTES`) ended it before them.
+    fn log_page(&mut self, q: &LogQuery) -> (Vec<AttemptRow>, bool);
     /// One stored record.
     fn record(&mut self, pdcp_log_id: &str) -> String;
     /// A page of the target's ledger entries, newest first: at most `fetch` rows at or below
-    /// `max_sequence`, of the editing cycle `cycle` or, without one, of every cycle.
+    /// `max_sequence`, of the editing cycle `cycle` or, without one, of every cycle, and `true`
+    /// when the page's text budget ended it before them.
     fn ledger_page(
         &mut self,
         target_file_id: &str,
         cycle: Option<&str>,
         max_sequence: i64,
         fetch: i64,
-    ) -> Vec<LedgerRow>;
+    ) -> (Vec<LedgerRow>, bool);
 }
 
 /// What grants and the target directory read and write, for the caller.

@@ -295,15 +295,17 @@ impl Writer {
     }
 }
 
-/// The page answer. `rows` are newest first, at most `page.limit + 1` of them; `contents[i]`
-/// is the record of `rows[i]` when it was fetched (`include_content` only).
+/// The page answer. `rows` are newest first, at most `page.limit + 1` of them; `cut` when the
+/// page's text budget left further rows unread; `contents[i]` is the record of `rows[i]` when it
+/// was fetched (`include_content` only).
 pub fn log_page(
     page: &Page,
     mut rows: Vec<AttemptRow>,
+    cut: bool,
     include_content: bool,
     mut contents: Vec<Option<String>>,
 ) -> String {
-    let has_more = rows.len() > page.limit;
+    let has_more = cut || rows.len() > page.limit;
     rows.truncate(page.limit);
     let next_sequence = if has_more {
         rows.iter().map(|r| r.log_sequence).min()
@@ -404,10 +406,11 @@ pub struct LedgerRow {
     pub created_at_us: i64,
 }
 
-/// The ledger answer. `rows` are the newest first, at most `page.limit + 1`; the page is
-/// displayed oldest first and `next_sequence` is its smallest ledger_sequence.
-pub fn ledger_page(page: &Page, mut rows: Vec<LedgerRow>) -> String {
-    let has_more = rows.len() > page.limit;
+/// The ledger answer. `rows` are the newest first, at most `page.limit + 1`; `cut` when the
+/// page's text budget left further rows unread; the page is displayed oldest first and
+/// `next_sequence` is its smallest ledger_sequence.
+pub fn ledger_page(page: &Page, mut rows: Vec<LedgerRow>, cut: bool) -> String {
+    let has_more = cut || rows.len() > page.limit;
     rows.truncate(page.limit);
     let next_sequence = if has_more {
         rows.iter().map(|r| r.ledger_sequence).min()
@@ -602,10 +605,10 @@ mod tests {
 
     /// The written pages, read back as values for the tests that check their content.
     fn log_page(p: &Page, rows: Vec<AttemptRow>, inc: bool, c: Vec<Option<String>>) -> Value {
-        serde_json::from_str(&super::log_page(p, rows, inc, c)).unwrap()
+        serde_json::from_str(&super::log_page(p, rows, false, inc, c)).unwrap()
     }
     fn ledger_page(p: &Page, rows: Vec<LedgerRow>) -> Value {
-        serde_json::from_str(&super::ledger_page(p, rows)).unwrap()
+        serde_json::from_str(&super::ledger_page(p, rows, false)).unwrap()
     }
 
     /// A small deterministic generator for whole pages of rows.
@@ -765,16 +768,54 @@ mod tests {
                 .collect();
             let contents: Vec<Option<String>> =
                 (0..g.below(n as u64 + 1)).map(|_| g.opt_text(40)).collect();
-            let new = super::log_page(&p, new_rows, include_content, contents.clone());
+            let new = super::log_page(&p, new_rows, false, include_content, contents.clone());
             let old = to_string(&before::log_page(&p, old_rows, include_content, contents), LITERAL);
             proptest::prop_assert_eq!(new, old);
 
             let (new_rows, old_rows): (Vec<LedgerRow>, Vec<before::LedgerRow>) =
                 (0..n).map(|i| any_ledger_row(&mut g, 100 - i as i64)).unzip();
-            let new = super::ledger_page(&p, new_rows);
+            let new = super::ledger_page(&p, new_rows, false);
             let old = to_string(&before::ledger_page(&p, old_rows), LITERAL);
             proptest::prop_assert_eq!(new, old);
         }
+    }
+
+    /// limits::HISTORY_PAGE_TEXT_BYTES: a page its text budget ended early (fewer rows than its
+    /// limit) says `has_more: true` and continues below its smallest sequence, for the log and
+    /// the ledger; otherwise it is the page those rows always made.
+    #[test]
+    fn a_page_its_budget_ended_continues_where_it_stopped() {
+        use crate::contract::json::{LITERAL, to_string};
+        let mut g = Gen(crate::contract::rng::XorShift(7));
+        let p = Page {
+            limit: 50,
+            max_sequence: i64::MAX,
+        };
+        let rows: Vec<AttemptRow> = (0..2).map(|i| any_log_row(&mut g, 90 - i).0).collect();
+        let v: Value =
+            serde_json::from_str(&super::log_page(&p, rows.clone(), true, false, vec![])).unwrap();
+        assert_eq!(
+            (&v["has_more"], &v["next_sequence"]),
+            (&json!(true), &json!(89))
+        );
+        assert_eq!(v["entries"].as_array().unwrap().len(), 2);
+        let whole: Value =
+            serde_json::from_str(&super::log_page(&p, rows, false, false, vec![])).unwrap();
+        assert_eq!(
+            (&whole["has_more"], &whole["next_sequence"]),
+            (&json!(false), &Value::Null)
+        );
+        assert_eq!(whole["entries"], v["entries"]);
+        let (rows, old): (Vec<LedgerRow>, Vec<before::LedgerRow>) =
+            (0..3).map(|i| any_ledger_row(&mut g, 40 - i)).unzip();
+        let v: Value = serde_json::from_str(&super::ledger_page(&p, rows, true)).unwrap();
+        assert_eq!(
+            (&v["has_more"], &v["next_sequence"]),
+            (&json!(true), &json!(38))
+        );
+        let entries: Value =
+            serde_json::from_str(&to_string(&before::ledger_page(&p, old), LITERAL)).unwrap();
+        assert_eq!(v["entries"], entries["entries"]);
     }
 
     fn page(v: Value) -> Result<Page, ArgError> {

@@ -1309,8 +1309,19 @@ fn conflict(sub: &Submission, id: &Identity, stored: &AttemptRow, start: &Target
         String::new(),
         &mut paths,
     );
-    let truncated = paths.len() > DIFFERING_FIELDS_MAX;
+    let mut truncated = paths.len() > DIFFERING_FIELDS_MAX;
     paths.truncate(DIFFERING_FIELDS_MAX);
+    // A path is made of the sender's keys: quoted as an unknown field's name is, at most 128
+    // code points (a megabyte-long key made a megabyte-long path, stored in the conflict's
+    // diagnostic and shown on every log page).
+    for p in &mut paths {
+        let (quoted, cut) = crate::contract::args::quoted_name(p);
+        if cut {
+            let quoted = quoted.into_owned();
+            *p = quoted;
+            truncated = true;
+        }
+    }
     let r = Rejection::coded(
         FailureReason::ContextInvalid,
         Stage::PreconditionGuard,
