@@ -789,3 +789,64 @@ async fn history_pages_read_a_bounded_amount_of_text() {
         );
     }
 }
+
+/// docs/sql-api.md, "Work is bounded": what a rejection quotes of the sender's names is short.
+/// An unknown field's name is quoted at most 128 code points long (`field_truncated`), and so is
+/// each path of a key conflict's `differing_fields` (`differing_fields_truncated`); both were
+/// quoted whole, so a megabyte-long name stored a megabyte in the rejection's detail and
+/// diagnostic and showed it on every log page (helper-77).
+#[tokio::test]
+async fn rejections_quote_a_senders_long_names_briefly() {
+    let c = connect(&dsn()).await.unwrap();
+    let id = initialize_target(&c, "short-quotes.md", "alpha beta\n")
+        .await
+        .unwrap();
+    let long = "w".repeat(1_000_000);
+    let edit = |extra: bool| {
+        let mut e = json!({"match": "zzz", "replace": "x"});
+        if extra {
+            e[long.as_str()] = json!(1);
+        }
+        json!({"target_file_id": id, "expected_target_version": 0, "intent": "i",
+               "client_request_id": "short-quotes", "edits": [e]})
+    };
+    let cut = format!("{}...", &long[..128]);
+    let mut unkeyed = edit(true);
+    unkeyed.as_object_mut().unwrap().remove("client_request_id");
+    let r = call(&c, "patchdiff_submit_edits", &unkeyed).await.unwrap();
+    assert_eq!(r["failure_reason"], "block_malformed");
+    assert_eq!(r["diagnostic"]["field"], json!(cut));
+    assert_eq!(r["diagnostic"]["field_truncated"], true);
+    assert!(
+        r["failure_detail"].as_str().unwrap().len() < 200,
+        "{}",
+        r["failure_detail"]
+    );
+    let first = call(&c, "patchdiff_submit_edits", &edit(false))
+        .await
+        .unwrap();
+    assert_eq!(first["status"], "rejected", "{first}");
+    let r = call(&c, "patchdiff_submit_edits", &edit(true))
+        .await
+        .unwrap();
+    assert_eq!(r["diagnostic"]["code"], "request_key_conflict", "{r}");
+    assert_eq!(
+        r["diagnostic"]["differing_fields"],
+        json!([format!("edits[0].{}", &cut)[..128].to_owned() + "..."])
+    );
+    assert_eq!(r["diagnostic"]["differing_fields_truncated"], true);
+    let stored: i32 = patchdiff_tests::tables_for(&dsn(), &id)
+        .await
+        .query_one(
+            "SELECT max(octet_length(failure_detail) + octet_length(diagnostic::text)) \
+             FROM patchdiff.pdcp_logs WHERE target_file_id = $1::text::uuid",
+            &[&id],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(
+        stored < 4096,
+        "a rejection stored {stored} bytes of detail and diagnostic"
+    );
+}
