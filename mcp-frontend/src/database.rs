@@ -313,13 +313,13 @@ impl Db {
     }
 
     /// Makes every later call of this connection run as `role` (`SET ROLE`), now and after any
-    /// reconnection. Nothing to do when it already does. On failure the connection must not be
-    /// used again.
+    /// reconnection. Sent on every call, also when the connection already runs as `role`:
+    /// PostgreSQL checks the login role's membership only when the role is set, so a connection
+    /// kept as `role` went on serving its token after `REVOKE role FROM login` (helper-78).
+    /// After [`RoleError::Refused`] the session is as it was and may be used again (with this
+    /// method first); after [`RoleError::Unreachable`] it must not be.
     pub async fn assume_role(&mut self, role: &str) -> Result<(), RoleError> {
         let sql = format!("SET ROLE {}", quote_ident(role));
-        if sql == self.role_sql && !(self.broken || self.client.is_closed()) {
-            return Ok(());
-        }
         self.role_sql.clear();
         self.reconnect_if_lost().await.map_err(|e| {
             RoleError::Unreachable(format!("cannot reach the database: {}", e.message))

@@ -1062,8 +1062,11 @@ async fn checkout(shared: &Shared, role: &str, wait: Duration) -> Result<(Permit
         }
         // The token names a role that does not exist (dropped since the token file was read) or
         // that the login role may not become: no retry helps, so no `503` inviting one (each
-        // retry opened a new backend: helper-76).
+        // retry opened a new backend: helper-76). The session is unchanged by the failed
+        // `SET ROLE` and keeps no role (`assume_role` runs before every use): back to the pool,
+        // so that refusals open no backends (helper-78).
         Err(RoleError::Refused(why)) => {
+            checkin(shared, db);
             tracing::error!(role, error = why, "this token's role cannot be taken");
             return Err(plain(
                 StatusCode::FORBIDDEN,

@@ -308,6 +308,44 @@ async fn a_token_whose_role_cannot_be_taken_is_refused_for_good() {
     let (status, answer) = e.modern(good, "tools/list", json!({}));
     assert_eq!(status, 200, "{answer}");
     assert!(answer["result"]["tools"].is_array(), "{answer}");
+    // Refusals reuse the pooled connection: one request at a time keeps one backend (each
+    // refusal used to end it and the next request to start another: helper-78).
+    let su = superuser().await;
+    let backends = || async {
+        let pids: Vec<i32> = su
+            .query(
+                "SELECT pid FROM pg_stat_activity WHERE usename = $1 ORDER BY pid",
+                &[&login],
+            )
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        pids
+    };
+    let before = backends().await;
+    assert!(!before.is_empty());
+    for token in [dropped, foreign].repeat(10) {
+        let (status, _) = e.modern(token, "tools/list", json!({}));
+        assert_eq!(status, 403, "{token}");
+    }
+    let (status, _) = e.modern(good, "tools/list", json!({}));
+    assert_eq!(status, 200);
+    assert_eq!(backends().await, before, "refusals started backends");
+    // A membership revoked from the login role stops its token at the next request, also on the
+    // connection already set to that role (helper-78: it went on serving it), and a grant
+    // brings it back.
+    su.batch_execute(&format!("REVOKE {} FROM {login}", tenants[0]))
+        .await
+        .unwrap();
+    let (status, _) = e.modern(good, "tools/list", json!({}));
+    assert_eq!(status, 403, "a revoked membership still served");
+    su.batch_execute(&format!("GRANT {} TO {login}", tenants[0]))
+        .await
+        .unwrap();
+    let (status, _) = e.modern(good, "tools/list", json!({}));
+    assert_eq!(status, 200);
 }
 
 /// Issue 18 item 2 "Authentication": a missing or unknown token is 401 with WWW-Authenticate

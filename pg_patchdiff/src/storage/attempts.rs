@@ -431,10 +431,17 @@ macro_rules! log_page_sql {
             "p.attempt, p.source, p.diagnostic::text, pg_catalog.left(p.intent, 257), ",
             "pg_catalog.octet_length(p.pdcp_content)::int8, p.created_at, ",
             // The text a page shows whole, by its stored size (no text read: [`PAGE_BYTES`]).
+            // Every text column it shows, though only the first few hold a sender's text: the
+            // others are the engine's words and hashes, long only in a row written by hand.
             "(COALESCE(pg_catalog.octet_length(p.failure_detail), 0) ",
             "+ COALESCE(pg_catalog.octet_length(p.diagnostic::text), 0) + pg_catalog.octet_length(p.source) ",
             "+ COALESCE(pg_catalog.octet_length(p.failed_change_id), 0) ",
-            "+ COALESCE(pg_catalog.octet_length(p.client_request_id), 0))::int8 ",
+            "+ COALESCE(pg_catalog.octet_length(p.client_request_id), 0) + pg_catalog.octet_length(p.status) ",
+            "+ pg_catalog.octet_length(p.protocol_version) + pg_catalog.octet_length(p.runtime_version) ",
+            "+ pg_catalog.octet_length(p.pdcp_content_hash) + pg_catalog.octet_length(p.request_fingerprint) ",
+            "+ pg_catalog.octet_length(p.before_hash) + COALESCE(pg_catalog.octet_length(p.after_hash), 0) ",
+            "+ COALESCE(pg_catalog.octet_length(p.failure_reason), 0) ",
+            "+ COALESCE(pg_catalog.octet_length(p.failure_stage), 0))::int8 ",
             "FROM patchdiff.pdcp_logs p WHERE ",
             $where,
             " LIMIT $6"
