@@ -26,6 +26,8 @@ pub struct Db {
     /// `SET ROLE ...` of the role this connection calls as (the HTTP endpoint's token role),
     /// run after the session settings on every reconnection, so no call runs as the login role.
     role_sql: String,
+    /// When `role_sql` was last run and succeeded ([`Db::assume_role`]).
+    role_set: Option<std::time::Instant>,
     /// `SET ...` statements every session carries (strict observation mode), run right after
     /// connecting and after every reconnect, before any call.
     session: String,
@@ -283,6 +285,7 @@ impl Db {
             statements: HashMap::new(),
             broken: false,
             role_sql: String::new(),
+            role_set: None,
             session: String::new(),
             router,
             publication: None,
@@ -313,14 +316,23 @@ impl Db {
     }
 
     /// Makes every later call of this connection run as `role` (`SET ROLE`), now and after any
-    /// reconnection. Sent on every call, also when the connection already runs as `role`:
-    /// PostgreSQL checks the login role's membership only when the role is set, so a connection
-    /// kept as `role` went on serving its token after `REVOKE role FROM login` (helper-78).
+    /// reconnection. Sent again when the connection has run as `role` for [`ROLE_RECHECK`] or
+    /// longer: PostgreSQL checks the login role's membership only when a role is set, so a
+    /// connection kept as `role` went on serving its token after `REVOKE role FROM login` for
+    /// as long as it lived (helper-78). (Sending it on every call cost an HTTP call 0.12 to 0.23
+    /// ms more and a fifth of the endpoint's throughput: docs/benchmarks.md.)
     /// After [`RoleError::Refused`] the session is as it was and may be used again (with this
     /// method first); after [`RoleError::Unreachable`] it must not be.
     pub async fn assume_role(&mut self, role: &str) -> Result<(), RoleError> {
         let sql = format!("SET ROLE {}", quote_ident(role));
+        if sql == self.role_sql
+            && self.role_set.is_some_and(|t| t.elapsed() < ROLE_RECHECK)
+            && !(self.broken || self.client.is_closed())
+        {
+            return Ok(());
+        }
         self.role_sql.clear();
+        self.role_set = None;
         self.reconnect_if_lost().await.map_err(|e| {
             RoleError::Unreachable(format!("cannot reach the database: {}", e.message))
         })?;
@@ -338,6 +350,7 @@ impl Db {
             }
         })?;
         self.role_sql = sql;
+        self.role_set = Some(std::time::Instant::now());
         Ok(())
     }
 
@@ -766,6 +779,10 @@ fn session_sql<V: AsRef<str>>(settings: &[(&str, V)]) -> String {
         .collect::<Vec<_>>()
         .join("; ")
 }
+
+/// How long [`Db::assume_role`] trusts a connection's role before setting it again: the most a
+/// membership revoked from the login role (or a role dropped) goes on serving its token.
+pub const ROLE_RECHECK: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Why [`Db::assume_role`] failed.
 #[derive(Debug)]
