@@ -1062,9 +1062,9 @@ async fn checkout(shared: &Shared, role: &str, wait: Duration) -> Result<(Permit
         }
         // The token names a role that does not exist (dropped since the token file was read) or
         // that the login role may not become: no retry helps, so no `503` inviting one (each
-        // retry opened a new backend: helper-76). The session is unchanged by the failed
-        // `SET ROLE` and keeps no role (`assume_role` runs before every use): back to the pool,
-        // so that refusals open no backends (helper-78).
+        // retry opened a new backend: helper-76). The failed `SET ROLE` left the session as it
+        // was, and `assume_role`, which forgot the role, sets one anew before any later use:
+        // back to the pool, so that refusals open no backends (helper-78).
         Err(RoleError::Refused(why)) => {
             checkin(shared, db);
             tracing::error!(role, error = why, "this token's role cannot be taken");
