@@ -1552,6 +1552,25 @@ mod tests {
             (e.code, e.extra["path"].clone()),
             ("rationale_too_large", json!("operations[0]"))
         );
+        // An observed batch's groups (patchdiff_submit_observed_operations, commit_bundle).
+        let batch = |r: &str| {
+            json!({"target_file_id": TARGET, "intent": "i", "expected_target_version": 0,
+                   "observation_bundle_id": TARGET, "groups": [
+                       {"observation_id": TARGET, "operations": [
+                           {"op": "span", "start": 0, "end": 0, "expected_text": "", "replace": "b"}]},
+                       {"observation_id": TARGET, "operations": [
+                           {"op": "span", "start": 0, "end": 0, "expected_text": "", "replace": "c"},
+                           {"op": "span", "start": 1, "end": 1, "expected_text": "", "replace": "d",
+                            "rationale": r}]}]})
+            .to_string()
+        };
+        use crate::submission::scoped::parse_submit_observed_operations as observed;
+        assert_eq!(code(observed(&batch(&at))), None);
+        let e = observed(&batch(&over)).unwrap_err();
+        assert_eq!(
+            (e.code, e.extra["path"].clone()),
+            ("rationale_too_large", json!("groups[1].operations[1]"))
+        );
     }
 
     /// limits::RECORD_MAX_BYTES bounds the stored pdcp_content exactly; a sole replacement over
