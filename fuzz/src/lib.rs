@@ -210,6 +210,7 @@ pub fn args(data: &[u8]) {
                 page_value(history::log_page(
                     &q.page,
                     Vec::new(),
+                    false,
                     q.include_content,
                     Vec::new(),
                 ))
@@ -217,7 +218,7 @@ pub fn args(data: &[u8]) {
         },
         10 => match history::parse_ledger(&raw) {
             Err(e) => history::invalid(&e, "patchdiff_get_manifest_ledger"),
-            Ok(q) => page_value(history::ledger_page(&q.page, Vec::new())),
+            Ok(q) => page_value(history::ledger_page(&q.page, Vec::new(), false)),
         },
         _ => {
             // patchdiff_observe_scope's and patchdiff_submit_observed_operations' parsers.
