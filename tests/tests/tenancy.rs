@@ -1847,14 +1847,9 @@ async fn a_revoke_stops_writes_of_transactions_that_began_before_it(
     b: &Client,
     s: &Setup,
 ) {
-    let made = call(
-        a,
-        "patchdiff_initialize_target",
-        &json!({"filename": "revoked.txt", "content": "alpha beta\n"}),
-    )
-    .await
-    .unwrap();
-    let t = id_of(&made, "target_file_id");
+    let t = patchdiff_tests::initialize_target(a, "revoked.txt", "alpha beta\n")
+        .await
+        .unwrap();
     let attempts = || async {
         let n: i64 = su
             .query_one(
