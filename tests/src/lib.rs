@@ -287,6 +287,14 @@ pub async fn share_read(client: &impl GenericClient, target: &str, role: &str, r
     assert_eq!(r["status"], "ok", "{function}: {r}");
 }
 
+/// The process ID of the backend serving `c` (`pg_backend_pid()`).
+pub async fn backend_pid(c: &impl GenericClient) -> i32 {
+    c.query_one("SELECT pg_backend_pid()", &[])
+        .await
+        .expect("pg_backend_pid()")
+        .get(0)
+}
+
 /// Initializes a target with `content` and returns its `target_file_id`.
 pub async fn initialize_target(
     client: &impl GenericClient,

@@ -11,6 +11,7 @@
 //! Environment: `PATCHDIFF_TEST_DSN` (required), `PATCHDIFF_MCP_BIN`, and
 //! `PATCHDIFF_TEST_SERVER_LOG` (the server's log file; scripts/test.sh sets it).
 
+use patchdiff_tests::backend_pid;
 use patchdiff_tests::stdio::Session;
 use patchdiff_tests::{call, connect, initialize_target};
 use serde_json::{Value, json};
@@ -112,13 +113,6 @@ fn server_log() -> String {
 /// take or free another's slots (CI's run of 7a2e293: a slot test, run beside the other, found
 /// free a slot its own slow parse should have held).
 static PARSING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-async fn backend_pid(c: &Client) -> i32 {
-    c.query_one("SELECT pg_backend_pid()", &[])
-        .await
-        .unwrap()
-        .get(0)
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pathological_files_never_take_the_server_down() {

@@ -16,6 +16,7 @@
 //! be installed in the system PostgreSQL 15 (`PATCHDIFF_PG_BIN`, default
 //! /usr/lib/postgresql/15/bin).
 
+use patchdiff_tests::backend_pid;
 use std::process::Command;
 use std::sync::{Mutex, MutexGuard, Once, OnceLock};
 use std::time::{Duration, Instant};
@@ -242,13 +243,6 @@ async fn connect_quietly(dsn: &str) -> Result<Client, tokio_postgres::Error> {
         let _ = connection.await;
     });
     Ok(client)
-}
-
-async fn backend_pid(c: &Client) -> i32 {
-    c.query_one("SELECT pg_backend_pid()", &[])
-        .await
-        .unwrap()
-        .get(0)
 }
 
 /// Waits until a backend is blocked on a heavyweight lock: `pid`, or any session whose

@@ -12,6 +12,7 @@
 //! ones that truncate or hold a write transaction open run on a database of their own
 //! (`on_own_database`).
 
+use patchdiff_tests::backend_pid;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
@@ -34,13 +35,6 @@ async fn client() -> Client {
     connect(&dsn())
         .await
         .expect("connecting with PATCHDIFF_TEST_DSN")
-}
-
-async fn backend_pid(c: &Client) -> i32 {
-    c.query_one("SELECT pg_backend_pid()", &[])
-        .await
-        .unwrap()
-        .get(0)
 }
 
 /// A version-guarded tx/1 submission that replaces one word.

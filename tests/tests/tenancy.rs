@@ -1917,11 +1917,7 @@ async fn a_revoke_stops_writes_of_transactions_that_began_before_it(
     assert_eq!(stale["status"], "rejected", "{stale}");
     let login = |role: &str| config_for(&s.db, Some((role, &s.password)));
     let writer = open(&login(&s.b)).await.unwrap();
-    let writer_pid: i32 = writer
-        .query_one("SELECT pg_backend_pid()", &[])
-        .await
-        .unwrap()
-        .get(0);
+    let writer_pid = patchdiff_tests::backend_pid(&writer).await;
     let write = {
         let args = submit(version, "gamma");
         tokio::spawn(async move { call(&writer, "patchdiff_submit_edits", &args).await })
@@ -1946,11 +1942,7 @@ async fn a_revoke_stops_writes_of_transactions_that_began_before_it(
     };
     waits(writer_pid).await;
     let owner = open(&login(&s.a)).await.unwrap();
-    let owner_pid: i32 = owner
-        .query_one("SELECT pg_backend_pid()", &[])
-        .await
-        .unwrap()
-        .get(0);
+    let owner_pid = patchdiff_tests::backend_pid(&owner).await;
     let revoke = {
         let (t, b) = (t.clone(), s.b.clone());
         tokio::spawn(async move { grant(&owner, "patchdiff_revoke", &t, &b, None).await })
@@ -1988,11 +1980,7 @@ async fn a_revoke_stops_writes_of_transactions_that_began_before_it(
     .unwrap();
     assert_eq!(own["status"], "accepted", "{own}");
     let writer = open(&login(&s.b)).await.unwrap();
-    let writer_pid: i32 = writer
-        .query_one("SELECT pg_backend_pid()", &[])
-        .await
-        .unwrap()
-        .get(0);
+    let writer_pid = patchdiff_tests::backend_pid(&writer).await;
     let write = {
         let args = submit(version + 1, "epsilon");
         tokio::spawn(async move { call(&writer, "patchdiff_submit_edits", &args).await })
