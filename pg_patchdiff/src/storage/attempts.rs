@@ -540,7 +540,7 @@ pub fn log_page(
             q.page.fetch().into(),
         ],
         "reading log page",
-        Some(PAGE_BYTES),
+        PAGE_BYTES,
         log_row,
     )
 }

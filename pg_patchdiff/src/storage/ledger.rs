@@ -78,12 +78,5 @@ pub fn ledger_page(
         }
         None => LEDGER_ALL_SQL,
     };
-    read_rows(
-        c,
-        sql,
-        &args,
-        "reading ledger page",
-        Some(PAGE_BYTES),
-        ledger_row,
-    )
+    read_rows(c, sql, &args, "reading ledger page", PAGE_BYTES, ledger_row)
 }

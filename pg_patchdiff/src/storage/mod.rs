@@ -241,17 +241,16 @@ impl Columns for Deformed<'_> {
 /// (`SPI_getbinval`), walking the row from its start for every column after the first
 /// variable-width one when the row has a null: quadratic in the columns of a log page's row.
 ///
-/// With a `budget`, it stops before the row that would take the sum of column `budget.0` (an
-/// `int8` of the row's stored text bytes, which the statement computes from the stored sizes,
-/// without reading the text) over `budget.1`; the first row is always read, and `true` says rows
-/// were left unread so. Rows past the budget are never converted, so their text is never read
-/// out of TOAST.
+/// It stops before the row that would take the sum of column `budget.0` (an `int8` of the row's
+/// stored text bytes, which the statement computes from the stored sizes, without reading the
+/// text) over `budget.1`; the first row is always read, and `true` says rows were left unread
+/// so. Rows past the budget are never converted, so their text is never read out of TOAST.
 fn read_rows<R>(
     client: &SpiClient,
     sql: &'static str,
     args: &[DatumWithOid],
     what: &'static str,
-    budget: Option<(usize, i64)>,
+    budget: (usize, i64),
     mut row: impl FnMut(&Row<Deformed>) -> R,
 ) -> (Vec<R>, bool) {
     let table = read(client, sql, args, what);
@@ -281,11 +280,9 @@ fn read_rows<R>(
             nulls: &nulls,
         };
         let r = Row(&cols, what);
-        if let Some((column, limit)) = budget {
-            used = used.saturating_add(r.int(column));
-            if i > 0 && used > limit {
-                return (out, true);
-            }
+        used = used.saturating_add(r.int(budget.0));
+        if i > 0 && used > budget.1 {
+            return (out, true);
         }
         out.push(row(&r));
     }
