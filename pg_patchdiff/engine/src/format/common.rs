@@ -166,17 +166,35 @@ pub(crate) fn parse_list(list: List, v: Option<&Value>) -> Result<&Vec<Value>, R
     }
 }
 
-/// `field` is quoted at most `UNKNOWN_NAME_MAX_CHARS` code points long (an unknown field's name
-/// is the sender's), with `field_truncated: true` when it was cut.
 pub(crate) fn block(list: List, i: usize, field: &str, what: String) -> Rejection {
+    malformed_field(
+        list.code,
+        &format!("{}[{i}]", list.name),
+        (list.index_key, i),
+        field,
+        what,
+    )
+}
+
+/// The `block_malformed` rejection of `field` of the item at `at` (`edits[0]`, `groups[1]`),
+/// whose position the diagnostic names as `index`. `field` is quoted at most
+/// `UNKNOWN_NAME_MAX_CHARS` code points long (an unknown field's name is the sender's), with
+/// `field_truncated: true` when it was cut.
+pub(crate) fn malformed_field(
+    code: DiagnosticCode,
+    at: &str,
+    index: (&str, usize),
+    field: &str,
+    what: String,
+) -> Rejection {
     let (field, cut) = quoted_name(field);
     let r = Rejection::coded(
         FailureReason::BlockMalformed,
         Stage::ProtocolValidation,
-        list.code,
-        format!("{}[{i}].{field}: {what}.", list.name),
+        code,
+        format!("{at}.{field}: {what}."),
     )
-    .field(list.index_key, json!(i))
+    .field(index.0, json!(index.1))
     .field("field", json!(field));
     if cut {
         r.field("field_truncated", json!(true))

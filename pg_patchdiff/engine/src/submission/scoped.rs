@@ -340,22 +340,14 @@ fn parse_proposal<'r>(
     }
 }
 
-/// `field` quoted as [`crate::format::common::block`] quotes it.
 fn group_block(g: usize, field: &str, what: String) -> Rejection {
-    let (field, cut) = crate::contract::args::quoted_name(field);
-    let r = Rejection::coded(
-        FailureReason::BlockMalformed,
-        Stage::ProtocolValidation,
+    crate::format::common::malformed_field(
         DiagnosticCode::InvalidGroup,
-        format!("groups[{}].{field}: {what}.", g - 1),
+        &format!("groups[{}]", g - 1),
+        ("group_index", g),
+        field,
+        what,
     )
-    .field("group_index", json!(g))
-    .field("field", json!(field));
-    if cut {
-        r.field("field_truncated", json!(true))
-    } else {
-        r
-    }
 }
 
 /// A group's rejection from the tx/2 parser: named by its group (1-based `group_index` after
