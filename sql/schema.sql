@@ -61,16 +61,22 @@ COMMENT ON COLUMN patchdiff.targets.workspace_binding_nonce IS 'Workspace bindin
 COMMENT ON COLUMN patchdiff.targets.workspace_binding_proof IS 'Workspace binding: HMAC-SHA256 over the root, the path and the nonce under a key only the importing front end holds. The database cannot check it; the front end does before it publishes. NULL: never published.';
 COMMENT ON COLUMN patchdiff.targets.workspace_baseline_sha256 IS 'SHA-256 of the bytes the workspace file is expected to hold: the imported bytes, then the last published bytes. A publication refuses any other disk content as external_disk_drift.';
 
--- One row per target, written in the statement that creates it and never changed.
+-- One row per target, written in the statement that creates it; only its owner_role changes,
+-- with the target's (trigger follow_owner below).
 CREATE TABLE patchdiff.target_directory (
     target_file_id          uuid PRIMARY KEY REFERENCES patchdiff.targets,
     created_at              timestamptz NOT NULL,
     -- A binding's proof is tied to the one target it was made for: a copied nonce is refused.
-    workspace_binding_nonce text UNIQUE
+    workspace_binding_nonce text UNIQUE,
+    -- patchdiff.targets.owner_role, copied so that a role's listing reads its own targets only.
+    owner_role              regrole NOT NULL
 );
--- patchdiff_list_targets: newest first, keyset pages.
+-- patchdiff_list_targets: newest first, keyset pages; administrators read the first index,
+-- every other role the second, one range per role whose privileges it has.
 CREATE INDEX ON patchdiff.target_directory (created_at DESC, target_file_id DESC);
-COMMENT ON TABLE patchdiff.target_directory IS 'Each target''s creation time and workspace binding nonce: the listing order and the one-target-per-nonce rule, kept off patchdiff.targets so that edits do not maintain their indexes.';
+CREATE INDEX ON patchdiff.target_directory (owner_role, created_at DESC, target_file_id DESC);
+COMMENT ON TABLE patchdiff.target_directory IS 'Each target''s creation time, owner and workspace binding nonce: the listing order, the listing by owner and the one-target-per-nonce rule, kept off patchdiff.targets so that edits do not maintain their indexes.';
+COMMENT ON COLUMN patchdiff.target_directory.owner_role IS 'patchdiff.targets.owner_role, kept equal by the trigger follow_owner: the index a role''s listing reads.';
 
 -- Access given by a target's owner to another role (patchdiff_grant / patchdiff_revoke). A
 -- grant to a role applies to every role that has its privileges (pg_has_role ... 'USAGE').
@@ -287,6 +293,22 @@ CREATE TRIGGER keep_rows_truncate BEFORE TRUNCATE ON patchdiff.editing_cycles
     FOR EACH STATEMENT EXECUTE FUNCTION patchdiff.refuse_removal();
 ALTER TABLE patchdiff.targets ENABLE ALWAYS TRIGGER keep_rows, ENABLE ALWAYS TRIGGER keep_ids, ENABLE ALWAYS TRIGGER keep_rows_truncate;
 ALTER TABLE patchdiff.editing_cycles ENABLE ALWAYS TRIGGER keep_rows, ENABLE ALWAYS TRIGGER keep_ids, ENABLE ALWAYS TRIGGER keep_rows_truncate;
+
+-- The directory's copy of a target's owner follows the target's: a superuser reassigning
+-- targets by UPDATE (docs/security.md) keeps them listed to their new owner. The WHEN clause
+-- skips the grants' row-lock UPDATE, which sets owner_role to itself.
+CREATE FUNCTION patchdiff.follow_owner() RETURNS trigger
+LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+BEGIN
+    UPDATE patchdiff.target_directory SET owner_role = NEW.owner_role
+     WHERE target_file_id = NEW.target_file_id;
+    RETURN NULL;
+END
+$$;
+CREATE TRIGGER follow_owner AFTER UPDATE OF owner_role ON patchdiff.targets
+    FOR EACH ROW WHEN (OLD.owner_role IS DISTINCT FROM NEW.owner_role)
+    EXECUTE FUNCTION patchdiff.follow_owner();
+ALTER TABLE patchdiff.targets ENABLE ALWAYS TRIGGER follow_owner;
 
 -- pg_dump keeps the data of extension tables only when they are registered.
 SELECT pg_catalog.pg_extension_config_dump('patchdiff.targets', '');

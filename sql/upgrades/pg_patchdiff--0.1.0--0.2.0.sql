@@ -195,3 +195,34 @@ $generic$;
 CREATE SEQUENCE patchdiff.feed_silences;
 GRANT SELECT ON SEQUENCE patchdiff.feed_silences TO PUBLIC;
 COMMENT ON SEQUENCE patchdiff.feed_silences IS 'Changes committed without their announcement because the notification queue was at or over patchdiff.notify_queue_limit: listeners watch pg_sequence_last_value of it to learn that they may have missed changes.';
+
+-- A role's listing reads its own targets only (sql/schema.sql; pg_patchdiff/src/storage/grants.rs,
+-- list_mine_sql): the directory keeps each target's owner, indexed, and follows it when a
+-- superuser reassigns a target by UPDATE. Objects from before 0.1.0 may lack the directory: the
+-- update then leaves it to the advice patchdiff-mcp gives for them (docs/sql-api.md).
+DO $directory$
+BEGIN
+    IF pg_catalog.to_regclass('patchdiff.target_directory') IS NULL THEN
+        RETURN;
+    END IF;
+    ALTER TABLE patchdiff.target_directory ADD COLUMN owner_role regrole;
+    UPDATE patchdiff.target_directory d SET owner_role = t.owner_role
+      FROM patchdiff.targets t WHERE t.target_file_id = d.target_file_id;
+    ALTER TABLE patchdiff.target_directory ALTER COLUMN owner_role SET NOT NULL;
+    CREATE INDEX ON patchdiff.target_directory (owner_role, created_at DESC, target_file_id DESC);
+    COMMENT ON TABLE patchdiff.target_directory IS 'Each target''s creation time, owner and workspace binding nonce: the listing order, the listing by owner and the one-target-per-nonce rule, kept off patchdiff.targets so that edits do not maintain their indexes.';
+    COMMENT ON COLUMN patchdiff.target_directory.owner_role IS 'patchdiff.targets.owner_role, kept equal by the trigger follow_owner: the index a role''s listing reads.';
+END
+$directory$;
+CREATE FUNCTION patchdiff.follow_owner() RETURNS trigger
+LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+BEGIN
+    UPDATE patchdiff.target_directory SET owner_role = NEW.owner_role
+     WHERE target_file_id = NEW.target_file_id;
+    RETURN NULL;
+END
+$$;
+CREATE TRIGGER follow_owner AFTER UPDATE OF owner_role ON patchdiff.targets
+    FOR EACH ROW WHEN (OLD.owner_role IS DISTINCT FROM NEW.owner_role)
+    EXECUTE FUNCTION patchdiff.follow_owner();
+ALTER TABLE patchdiff.targets ENABLE ALWAYS TRIGGER follow_owner;

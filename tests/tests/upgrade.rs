@@ -20,6 +20,8 @@
 //!    planted in a schema").
 //! 6. A `pg_dump` restored in one transaction gives back every row and the same documents
 //!    ([`a_dump_restores_whole_in_one_transaction`]; docs/sql-api.md, "Backup and restore").
+//! 7. The update gives the directory each target's owner, which a role's listing reads, and it
+//!    follows a reassignment ([`an_update_gives_the_directory_each_targets_owner`]).
 //!
 //! Environment: `PATCHDIFF_TEST_DSN` (a superuser connection string; the cluster's server runs
 //! on this machine, with pg_patchdiff installed by `install_extension` of scripts/lib.sh) and
@@ -350,6 +352,94 @@ async fn update_from_every_release_equals_a_fresh_install() {
     }
     drop(fresh);
     fresh_db.drop().await;
+}
+
+/// docs/security.md, "Listing": a role's listing reads the directory's copy of each target's
+/// owner. The update gives every directory row of a 0.1.0 database its target's owner (here one
+/// reassigned by a superuser's UPDATE before the update, as docs/security.md advises before a
+/// role is dropped), and a reassignment after it is followed; each role then lists exactly its
+/// own targets.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_update_gives_the_directory_each_targets_owner() {
+    let db = Database::create("patchdiff_owner").await;
+    let c = db.connect().await;
+    let role = unique("patchdiff_owner_role");
+    c.batch_execute(&format!(
+        "CREATE EXTENSION pg_patchdiff VERSION '0.1.0'; CREATE ROLE {role} NOLOGIN"
+    ))
+    .await
+    .unwrap();
+    // Rows of 0.1.0 made by hand (its functions do not run with this library), created in the
+    // order a, b, c.
+    let ids: Vec<String> = (1..=3)
+        .map(|n| format!("{n:08x}-1111-4111-8111-111111111111"))
+        .collect();
+    let mut sql = String::from("BEGIN;");
+    for (n, id) in ids.iter().enumerate() {
+        sql.push_str(&format!(
+            "INSERT INTO patchdiff.targets (target_file_id, filename, target_type, current_content, current_hash,
+                                            version, active_editing_cycle_id, owner_role)
+               VALUES ('{id}', 't{n}.md', 'text/markdown', 'x', repeat('0', 64), 0, '{id}', 'postgres');
+             INSERT INTO patchdiff.editing_cycles (editing_cycle_id, target_file_id, opened_version)
+               VALUES ('{id}', '{id}', 0);
+             INSERT INTO patchdiff.target_directory (target_file_id, created_at)
+               VALUES ('{id}', '2026-12-01'::timestamptz + {n} * interval '1 minute');"
+        ));
+    }
+    sql.push_str("COMMIT;");
+    c.batch_execute(&sql).await.unwrap();
+    let reassign = |id: &str| {
+        format!("UPDATE patchdiff.targets SET owner_role = '{role}' WHERE target_file_id = '{id}'")
+    };
+    c.batch_execute(&reassign(&ids[0])).await.unwrap();
+    c.batch_execute("ALTER EXTENSION pg_patchdiff UPDATE")
+        .await
+        .unwrap();
+    // Every directory row names its target's owner: none differs, one is the role's.
+    let directory = async |c: &Client| -> (i64, i64) {
+        let r = c
+            .query_one(
+                &format!(
+                    "SELECT count(*) FILTER (WHERE d.owner_role::oid <> t.owner_role::oid), \
+                            count(*) FILTER (WHERE d.owner_role = '{role}'::regrole) \
+                     FROM patchdiff.target_directory d JOIN patchdiff.targets t USING (target_file_id)"
+                ),
+                &[],
+            )
+            .await
+            .unwrap();
+        (r.get(0), r.get(1))
+    };
+    assert_eq!(directory(&c).await, (0, 1));
+    c.batch_execute(&reassign(&ids[1])).await.unwrap();
+    assert_eq!(directory(&c).await, (0, 2), "a reassignment after the update");
+    let listed = async |c: &Client| -> Vec<String> {
+        patchdiff_tests::call(c, "patchdiff_list_targets", &json!({}))
+            .await
+            .unwrap()["targets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["target_file_id"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(
+        listed(&c).await,
+        [ids[2].clone(), ids[1].clone(), ids[0].clone()]
+    );
+    c.batch_execute(&format!("SET ROLE {role}")).await.unwrap();
+    assert_eq!(listed(&c).await, [ids[1].clone(), ids[0].clone()]);
+    drop(c);
+    db.drop().await;
+    db_admin_drop_role(&role).await;
+}
+
+async fn db_admin_drop_role(role: &str) {
+    let admin = open(&config_for("postgres", None)).await.unwrap();
+    admin
+        .batch_execute(&format!("DROP ROLE {role}"))
+        .await
+        .unwrap();
 }
 
 /// Issue 21, item 1 (2026-12-06): the update gives every editing cycle of a 0.1.0 database its

@@ -203,8 +203,8 @@ pub fn insert_target(
     ];
     let rows = write_once(
         client,
-        "WITH d AS (INSERT INTO patchdiff.target_directory (target_file_id, created_at, workspace_binding_nonce) \
-             VALUES ($1::uuid, pg_catalog.clock_timestamp(), $15) \
+        "WITH d AS (INSERT INTO patchdiff.target_directory (target_file_id, created_at, workspace_binding_nonce, owner_role) \
+             VALUES ($1::uuid, pg_catalog.clock_timestamp(), $15, $14::regrole) \
              ON CONFLICT (workspace_binding_nonce) DO NOTHING RETURNING created_at), \
          t AS (INSERT INTO patchdiff.targets (target_file_id, project_id, filename, target_type, current_content, \
              current_hash, version, active_editing_cycle_id, source_line_endings, workspace_root_device, \

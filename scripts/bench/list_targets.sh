@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# What a role's patchdiff_list_targets costs among many targets of another role (docs/benchmarks.md,
+# "Listing among another tenant's targets"; docs/security.md, "Listing").
+#   bash scripts/bench/list_targets.sh [OTHERS [CALLS]]     (default 100000 targets, 200 calls)
+# In database listbench (made and dropped), tenant_big owns OTHERS targets and tenant_small 3, and
+# tenant_small holds a read grant on one of tenant_big's. Each figure is the median wall time of
+# CALLS calls of patchdiff_list_targets made from one PL/pgSQL block in one backend (no client
+# round trip): tenant_small's first page, with a filename prefix that matches all of
+# tenant_big's names and with one that matches none; tenant_big's first page and a page 1,000
+# rows in (its cursor); the superuser's (an administrator's) first page.
+# It needs a running cluster with pg_patchdiff installed, reached as superuser postgres on
+# 127.0.0.1:$PATCHDIFF_BENCH_PORT (default 54395). The roles tenant_big and tenant_small are made
+# (NOLOGIN) when missing and dropped again.
+set -eu
+OTHERS="${1:-100000}" CALLS="${2:-200}"
+PORT="${PATCHDIFF_BENCH_PORT:-54395}"
+PSQL=(psql -X -q -At -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$PORT" -U postgres)
+export PGOPTIONS="-c client_min_messages=warning"
+
+"${PSQL[@]}" -d postgres -c "DROP DATABASE IF EXISTS listbench" -c "CREATE DATABASE listbench"
+"${PSQL[@]}" -d postgres -c "DROP ROLE IF EXISTS tenant_big" -c "DROP ROLE IF EXISTS tenant_small" \
+  -c "CREATE ROLE tenant_big NOLOGIN" -c "CREATE ROLE tenant_small NOLOGIN"
+trap '"${PSQL[@]}" -d postgres -c "DROP DATABASE IF EXISTS listbench" -c "DROP ROLE IF EXISTS tenant_big" -c "DROP ROLE IF EXISTS tenant_small"' EXIT
+
+"${PSQL[@]}" -d listbench <<SQL
+CREATE EXTENSION pg_patchdiff;
+SELECT count(*) FROM (SELECT patchdiff_initialize_target(json_build_object(
+  'filename', 'big-' || n || '.md', 'content', 'x')) FROM generate_series(1, $OTHERS) n) x;
+UPDATE patchdiff.targets SET owner_role = 'tenant_big';
+SELECT count(*) FROM (SELECT patchdiff_initialize_target(json_build_object(
+  'filename', 'small-' || n || '.md', 'content', 'x')) FROM generate_series(1, 3) n) x;
+UPDATE patchdiff.targets SET owner_role = 'tenant_small' WHERE filename LIKE 'small-%';
+SELECT patchdiff_grant(json_build_object('target_file_id', target_file_id, 'role', 'tenant_small',
+  'privilege', 'read')) FROM patchdiff.targets WHERE filename = 'big-7.md';
+VACUUM ANALYZE;
+CREATE TABLE timings (label text, ms float8);
+GRANT INSERT ON timings TO PUBLIC;
+CREATE PROCEDURE timed(label text, who text, args json, n int) LANGUAGE plpgsql AS \$\$
+DECLARE t0 timestamptz; r json; ms float8[] := '{}';
+BEGIN
+  IF who IS NOT NULL THEN EXECUTE format('SET ROLE %I', who); END IF;
+  FOR i IN 1..n LOOP
+    t0 := clock_timestamp();
+    r := patchdiff_list_targets(args)::json;
+    ms := ms || (extract(epoch FROM clock_timestamp() - t0) * 1000)::float8;
+  END LOOP;
+  IF (r ->> 'status') IS DISTINCT FROM 'ok' THEN RAISE EXCEPTION '%: %', label, r; END IF;
+  RESET ROLE;
+  INSERT INTO timings SELECT label, unnest(ms);
+END \$\$;
+SQL
+
+# tenant_big's cursor 1,000 rows in: the 1,000th row of its list, newest first.
+CURSOR="$("${PSQL[@]}" -d listbench -c "SELECT (EXTRACT(epoch FROM d.created_at) * 1000000)::int8 || '.' || d.target_file_id
+  FROM patchdiff.target_directory d JOIN patchdiff.targets t USING (target_file_id)
+  WHERE t.owner_role = 'tenant_big'::regrole ORDER BY d.created_at DESC, d.target_file_id DESC OFFSET 999 LIMIT 1")"
+
+"${PSQL[@]}" -d listbench <<SQL
+CALL timed('small: first page', 'tenant_small', '{}', $CALLS);
+CALL timed('small: prefix matching all of big''s names', 'tenant_small', '{"filename_prefix": "big-"}', $CALLS);
+CALL timed('small: prefix matching none', 'tenant_small', '{"filename_prefix": "zzz"}', $CALLS);
+CALL timed('big: first page', 'tenant_big', '{}', $CALLS);
+CALL timed('big: a page 1,000 rows in', 'tenant_big', '{"cursor": "$CURSOR"}', $CALLS);
+CALL timed('superuser: first page', NULL, '{}', $CALLS);
+SQL
+
+echo "patchdiff_list_targets among $OTHERS targets of another role: median ms of $CALLS calls"
+"${PSQL[@]}" -d listbench -F ' | ' -c "SELECT label, round(percentile_cont(0.5) WITHIN GROUP (ORDER BY ms)::numeric, 3)
+  FROM timings GROUP BY label ORDER BY min(ctid)"
