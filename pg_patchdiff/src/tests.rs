@@ -1317,7 +1317,11 @@ mod tests {
         Spi::run("CREATE ROLE patchdiff_list_probe NOLOGIN").unwrap();
         // Grants among others: each of the 600 to three other roles, which the probe's listing
         // must not read (with a few hundred, a sequential scan of the grants is the cheaper plan).
-        for other in ["patchdiff_list_other1", "patchdiff_list_other2", "patchdiff_list_other3"] {
+        for other in [
+            "patchdiff_list_other1",
+            "patchdiff_list_other2",
+            "patchdiff_list_other3",
+        ] {
             Spi::run(&format!("CREATE ROLE {other} NOLOGIN")).unwrap();
             Spi::run(&format!(
                 "SELECT patchdiff_grant(json_build_object('target_file_id', target_file_id, \
@@ -1403,7 +1407,11 @@ mod tests {
              'content', 'x')) FROM generate_series(1, 600) n",
         )
         .unwrap();
-        for other in ["patchdiff_list_other1", "patchdiff_list_other2", "patchdiff_list_other3"] {
+        for other in [
+            "patchdiff_list_other1",
+            "patchdiff_list_other2",
+            "patchdiff_list_other3",
+        ] {
             Spi::run(&format!(
                 "SELECT patchdiff_grant(json_build_object('target_file_id', target_file_id, \
                  'role', '{other}', 'privilege', 'write')) \
@@ -1428,7 +1436,10 @@ mod tests {
         let before = read();
         let r = call("patchdiff_list_targets", json!({"limit": 500}));
         assert_eq!(r["count"], 500, "{r}");
-        assert!(read() - before >= 500, "the counters count this listing's rows");
+        assert!(
+            read() - before >= 500,
+            "the counters count this listing's rows"
+        );
     }
 
     /// Issue 15 item 2 ("a forged cursor is refused"), in SQL: a cursor whose microseconds the

@@ -412,7 +412,11 @@ async fn an_update_gives_the_directory_each_targets_owner() {
     };
     assert_eq!(directory(&c).await, (0, 1));
     c.batch_execute(&reassign(&ids[1])).await.unwrap();
-    assert_eq!(directory(&c).await, (0, 2), "a reassignment after the update");
+    assert_eq!(
+        directory(&c).await,
+        (0, 2),
+        "a reassignment after the update"
+    );
     let listed = async |c: &Client| -> Vec<String> {
         patchdiff_tests::call(c, "patchdiff_list_targets", &json!({}))
             .await

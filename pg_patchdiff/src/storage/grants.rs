@@ -200,10 +200,12 @@ const ROLES_OF_SQL: &str =
 pub(crate) fn list_mine_sql(roles: usize) -> String {
     const CURSOR_AND_PREFIX: &str = after_cursor_and_prefix!();
     const LISTED: &str = listed!();
-    let mut sql = String::from("SELECT DISTINCT ON (created_at, id) id::text AS target_file_id, filename, \
+    let mut sql = String::from(
+        "SELECT DISTINCT ON (created_at, id) id::text AS target_file_id, filename, \
          target_type, version, current_hash, size, (EXTRACT(epoch FROM created_at) * 1000000)::int8, \
          (EXTRACT(epoch FROM updated_at) * 1000000)::int8, owner_role::text, \
-         CASE reach WHEN 3 THEN 'owner' WHEN 2 THEN 'write' ELSE 'read' END FROM (");
+         CASE reach WHEN 3 THEN 'owner' WHEN 2 THEN 'write' ELSE 'read' END FROM (",
+    );
     for n in 0..roles {
         let r = n + 8;
         if n > 0 {
@@ -258,7 +260,13 @@ pub fn list_targets(c: &SpiClient, caller: Caller, q: &ListQuery) -> Vec<ListedT
             return Vec::new();
         }
         args.extend(roles.iter().map(|&r| DatumWithOid::from(r)));
-        read_once(c, &list_mine_sql(roles.len()), None, &args, "listing targets")
+        read_once(
+            c,
+            &list_mine_sql(roles.len()),
+            None,
+            &args,
+            "listing targets",
+        )
     };
     let mut listed = Vec::new();
     for row in rows {
