@@ -1293,19 +1293,18 @@ mod tests {
         }
     }
 
-    /// docs/security.md, "Listing" and "Side channels": a role's listing reads only the rows
-    /// of the targets it may see, so neither the number of another tenant's targets nor how many
-    /// of their filenames start with a prefix changes its work (helper-77: 0.26-0.56 s per call
-    /// among 100,000 targets of another role; helper-71: a prefix tested on other tenants'
-    /// names timed them). Here 600 targets of another role, each granted to three others, 3
-    /// of a probe role (made its own by a superuser's reassignment, which the directory
-    /// follows) and one granted to it. The probe's `patchdiff_list_targets` calls, with and
-    /// without a prefix that matches all the others, read the same number of rows of the
-    /// directory, the targets, the grants and their indexes (as this backend's own statistics
-    /// count them, `pg_stat_get_xact_tuples_returned` / `_fetched`; the planner's probes of index
-    /// ends included, about 100) before and after the other role's targets and grants double;
-    /// scanning the directory, as the listing did before, read at least 600 of them, and 1,200
-    /// after.
+    /// docs/security.md, "Finding your documents" and "Side channels": a role's listing reads only
+    /// the rows of the targets it may see, so neither the number of another tenant's targets nor
+    /// how many of their filenames start with a prefix changes its work (helper-77: 0.26-0.56 s per
+    /// call among 100,000 targets of another role; helper-71: a prefix tested on other tenants'
+    /// names timed them). Here 600 targets of another role, each granted to three others, 3 of a
+    /// probe role (made its own by a superuser's reassignment, which the directory follows) and one
+    /// granted to it. The probe's `patchdiff_list_targets` calls, with and without a prefix that
+    /// matches all the others, read the same number of rows of the directory, the targets, the
+    /// grants and their indexes (as this backend's own statistics count them,
+    /// `pg_stat_get_xact_tuples_returned` / `_fetched`, about 100 here, most of them read by
+    /// PostgreSQL while it plans the statement) before and after the other role's targets and grants double; scanning
+    /// the directory, as the listing did before, read at least 600 of them, and 1,200 after.
     #[pg_test]
     fn a_roles_listing_reads_only_what_it_may_see() {
         init("listed\n");

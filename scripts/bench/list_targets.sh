@@ -1,18 +1,23 @@
 #!/usr/bin/env bash
 # What a role's patchdiff_list_targets costs among many targets of another role (docs/benchmarks.md,
-# "Listing among another tenant's targets"; docs/security.md, "Listing").
+# "Listing among another tenant's targets"; docs/security.md, "Finding your documents").
 #   bash scripts/bench/list_targets.sh [OTHERS [CALLS]]     (default 100000 targets, 200 calls)
 # In database listbench (made and dropped), tenant_big owns OTHERS targets and tenant_small 3, and
 # tenant_small holds a read grant on one of tenant_big's. Each figure is the median wall time of
 # CALLS calls of patchdiff_list_targets made from one PL/pgSQL block in one backend (no client
 # round trip): tenant_small's first page, with a filename prefix that matches all of
 # tenant_big's names and with one that matches none; tenant_big's first page and a page 1,000
-# rows in (its cursor); the superuser's (an administrator's) first page.
+# rows in (its cursor; all of them when it has fewer); the superuser's (an administrator's) first page.
 # It needs a running cluster with pg_patchdiff installed, reached as superuser postgres on
 # 127.0.0.1:$PATCHDIFF_BENCH_PORT (default 54395). The roles tenant_big and tenant_small are made
-# (NOLOGIN) when missing and dropped again.
+# (NOLOGIN) when missing and dropped again (kept, with the database, when PATCHDIFF_BENCH_KEEP=1).
 set -eu
 OTHERS="${1:-100000}" CALLS="${2:-200}"
+case "$OTHERS$CALLS" in *[!0-9]*) ;; *) [ "$OTHERS" -ge 1 ] && [ "$CALLS" -ge 1 ] && ok=1 ;; esac
+if [ "${ok:-0}" != 1 ]; then
+  echo "list_targets.sh: OTHERS and CALLS must be whole numbers of at least 1 (got '$OTHERS' '$CALLS')" >&2
+  exit 2
+fi
 PORT="${PATCHDIFF_BENCH_PORT:-54395}"
 PSQL=(psql -X -q -At -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$PORT" -U postgres)
 export PGOPTIONS="-c client_min_messages=warning"
@@ -20,7 +25,7 @@ export PGOPTIONS="-c client_min_messages=warning"
 "${PSQL[@]}" -d postgres -c "DROP DATABASE IF EXISTS listbench" -c "CREATE DATABASE listbench"
 "${PSQL[@]}" -d postgres -c "DROP ROLE IF EXISTS tenant_big" -c "DROP ROLE IF EXISTS tenant_small" \
   -c "CREATE ROLE tenant_big NOLOGIN" -c "CREATE ROLE tenant_small NOLOGIN"
-trap '"${PSQL[@]}" -d postgres -c "DROP DATABASE IF EXISTS listbench" -c "DROP ROLE IF EXISTS tenant_big" -c "DROP ROLE IF EXISTS tenant_small"' EXIT
+[ "${PATCHDIFF_BENCH_KEEP:-0}" = 1 ] || trap '"${PSQL[@]}" -d postgres -c "DROP DATABASE IF EXISTS listbench" -c "DROP ROLE IF EXISTS tenant_big" -c "DROP ROLE IF EXISTS tenant_small"' EXIT
 
 "${PSQL[@]}" -d listbench <<SQL
 CREATE EXTENSION pg_patchdiff;
@@ -50,17 +55,19 @@ BEGIN
 END \$\$;
 SQL
 
-# tenant_big's cursor 1,000 rows in: the 1,000th row of its list, newest first.
+# tenant_big's cursor DEPTH rows in (1,000, or all of them when fewer): that row of its list,
+# newest first.
+DEPTH=$(( OTHERS < 1000 ? OTHERS : 1000 ))
 CURSOR="$("${PSQL[@]}" -d listbench -c "SELECT (EXTRACT(epoch FROM d.created_at) * 1000000)::int8 || '.' || d.target_file_id
   FROM patchdiff.target_directory d JOIN patchdiff.targets t USING (target_file_id)
-  WHERE t.owner_role = 'tenant_big'::regrole ORDER BY d.created_at DESC, d.target_file_id DESC OFFSET 999 LIMIT 1")"
+  WHERE t.owner_role = 'tenant_big'::regrole ORDER BY d.created_at DESC, d.target_file_id DESC OFFSET $((DEPTH - 1)) LIMIT 1")"
 
 "${PSQL[@]}" -d listbench <<SQL
 CALL timed('small: first page', 'tenant_small', '{}', $CALLS);
 CALL timed('small: prefix matching all of big''s names', 'tenant_small', '{"filename_prefix": "big-"}', $CALLS);
 CALL timed('small: prefix matching none', 'tenant_small', '{"filename_prefix": "zzz"}', $CALLS);
 CALL timed('big: first page', 'tenant_big', '{}', $CALLS);
-CALL timed('big: a page 1,000 rows in', 'tenant_big', '{"cursor": "$CURSOR"}', $CALLS);
+CALL timed('big: a page $DEPTH rows in', 'tenant_big', '{"cursor": "$CURSOR"}', $CALLS);
 CALL timed('superuser: first page', NULL, '{}', $CALLS);
 SQL
 

@@ -468,6 +468,69 @@ fn the_router_bench_command_times_calls_on_the_shard_and_through_the_router() {
 }
 
 /// Every command refuses a count of zero (and one it cannot read) before it connects.
+// docs/benchmarks.md, "Listing among another tenant's targets": scripts/bench/list_targets.sh
+// prints the median of each of its six listings, drops its database and roles, and refuses a
+// count of zero.
+#[test]
+fn the_list_targets_script_times_every_listing_and_cleans_up() {
+    let dsn = dsn();
+    let port = dsn
+        .split_whitespace()
+        .find_map(|kv| kv.strip_prefix("port="))
+        .expect("PATCHDIFF_TEST_DSN names its port (host=... port=...)")
+        .to_owned();
+    let script = format!(
+        "{}/../scripts/bench/list_targets.sh",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let env = [("PATCHDIFF_BENCH_PORT", port.as_str())];
+    let out = succeeds_with("bash", &[script.as_str(), "30", "3"], &env);
+    let rows: Vec<&str> = out.lines().filter(|l| l.contains(" | ")).collect();
+    let labels: Vec<&str> = rows
+        .iter()
+        .map(|l| {
+            let (label, ms) = l.split_once(" | ").unwrap();
+            assert!(number(ms) >= 0.0, "{out}");
+            label
+        })
+        .collect();
+    assert_eq!(
+        labels,
+        [
+            "small: first page",
+            "small: prefix matching all of big's names",
+            "small: prefix matching none",
+            "big: first page",
+            "big: a page 30 rows in",
+            "superuser: first page",
+        ],
+        "{out}"
+    );
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    let left: i64 = runtime.block_on(async {
+        let client = patchdiff_tests::connect(&dsn).await.expect("connecting");
+        client
+            .query_one(
+                "SELECT (SELECT count(*) FROM pg_database WHERE datname = 'listbench') \
+                      + (SELECT count(*) FROM pg_roles WHERE rolname IN ('tenant_big', 'tenant_small'))",
+                &[],
+            )
+            .await
+            .expect("looking for what the script left")
+            .get(0)
+    });
+    assert_eq!(left, 0, "the script left its database or roles behind");
+    refuses_with(
+        "bash",
+        &[script.as_str(), "30", "0"],
+        &env,
+        "must be whole numbers of at least 1",
+    );
+}
+
 #[test]
 fn every_bench_command_refuses_a_count_of_zero() {
     let db = dsn();

@@ -354,11 +354,11 @@ async fn update_from_every_release_equals_a_fresh_install() {
     fresh_db.drop().await;
 }
 
-/// docs/security.md, "Listing": a role's listing reads the directory's copy of each target's
-/// owner. The update gives every directory row of a 0.1.0 database its target's owner (here one
-/// reassigned by a superuser's UPDATE before the update, as docs/security.md advises before a
-/// role is dropped), and a reassignment after it is followed; each role then lists exactly its
-/// own targets.
+/// docs/security.md, "Finding your documents": a role's listing reads the directory's copy of each
+/// target's owner. The update gives every directory row of a 0.1.0 database its target's owner
+/// (here one reassigned by a superuser's UPDATE before the update, as docs/security.md advises
+/// before a role is dropped), and a reassignment after it is followed; each role then lists exactly
+/// its own targets.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_update_gives_the_directory_each_targets_owner() {
     let db = Database::create("patchdiff_owner").await;

@@ -180,9 +180,15 @@ pub(crate) const LIST_ALL_SQL: &str = concat!(
     "ORDER BY d.created_at DESC, d.target_file_id DESC LIMIT $7"
 );
 
-/// The roles whose privileges `$1` has: itself and the roles it inherits.
-const ROLES_OF_SQL: &str =
-    "SELECT r.oid FROM pg_catalog.pg_roles r WHERE pg_catalog.pg_has_role($1::oid, r.oid, 'USAGE')";
+/// The roles whose privileges `$1` has: itself and the roles it inherits, found by walking its
+/// memberships as PostgreSQL 15 does for privileges (a role that does not inherit passes on
+/// none of its own memberships), each confirmed by `pg_has_role`. Walking the memberships reads
+/// the caller's own (about 0.2 ms per call); testing every role of the cluster with
+/// `pg_has_role` grew with every other tenant's role (0.12 ms among 263 roles).
+const ROLES_OF_SQL: &str = "WITH RECURSIVE mine(oid) AS (SELECT $1::oid UNION \
+     SELECT m.roleid FROM mine JOIN pg_catalog.pg_auth_members m ON m.member = mine.oid \
+     WHERE (SELECT r.rolinherit FROM pg_catalog.pg_roles r WHERE r.oid = mine.oid)) \
+     SELECT oid FROM mine WHERE pg_catalog.pg_has_role($1::oid, oid, 'USAGE')";
 
 /// The same for every other caller, reading only the rows it may see: for each of `roles` (the
 /// roles whose privileges it has, $8 onward) at most $7 targets it owns, by the directory's index
