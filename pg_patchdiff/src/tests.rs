@@ -1293,6 +1293,130 @@ mod tests {
         }
     }
 
+    /// docs/security.md, "Finding your documents": a role lists exactly the targets it may read,
+    /// newest first, with the widest access it has, whether its roles are read apart (up to
+    /// `ROLES_APART`) or together: a probe role that is a member of N group roles, each owning
+    /// two targets, one of them also granted write to another group of the probe's (owner wins),
+    /// one other target granted read to a group and write to another (write wins), and a target
+    /// of a group the probe belongs to without inheriting (not listed). Pages of 7 walk the same
+    /// list without repeats.
+    #[pg_test]
+    fn a_roles_listing_is_exactly_what_it_may_read_however_many_roles_it_has() {
+        init("listed\n");
+        Spi::run("CREATE ROLE patchdiff_many_probe NOLOGIN").unwrap();
+        Spi::run("CREATE ROLE patchdiff_many_noinherit NOLOGIN NOINHERIT").unwrap();
+        Spi::run("CREATE ROLE patchdiff_many_hidden NOLOGIN").unwrap();
+        Spi::run("GRANT patchdiff_many_noinherit TO patchdiff_many_probe").unwrap();
+        Spi::run("GRANT patchdiff_many_hidden TO patchdiff_many_noinherit").unwrap();
+        let make = |name: &str, owner: &str| -> String {
+            let r = call(
+                "patchdiff_initialize_target",
+                json!({"filename": name, "content": "x\n"}),
+            );
+            let id = r["target_file_id"].as_str().unwrap().to_owned();
+            Spi::run(&format!(
+                "UPDATE patchdiff.targets SET owner_role = '{owner}' WHERE target_file_id = '{id}'"
+            ))
+            .unwrap();
+            id
+        };
+        let grant = |id: &str, role: &str, privilege: &str| {
+            let g = call(
+                "patchdiff_grant",
+                json!({"target_file_id": id, "role": role, "privilege": privilege}),
+            );
+            assert_eq!(g["status"], "ok", "{g}");
+        };
+        let hidden = make("hidden.md", "patchdiff_many_hidden");
+        let other = make("other.md", "postgres");
+        let mut expected: Vec<(String, &str)> = Vec::new();
+        let mut roles = 0;
+        for n in [10, 20] {
+            for k in roles..n {
+                let group = format!("patchdiff_many_g{k}");
+                Spi::run(&format!(
+                    "CREATE ROLE {group} NOLOGIN; GRANT {group} TO patchdiff_many_probe"
+                ))
+                .unwrap();
+                for j in 0..2 {
+                    let id = make(&format!("g{k}-{j}.md"), &group);
+                    if j == 0 {
+                        grant(&id, "patchdiff_many_g0", "write");
+                    }
+                    expected.push((id, "owner"));
+                }
+            }
+            roles = n;
+            if n == 10 {
+                grant(&other, "patchdiff_many_g1", "read");
+                grant(&other, "patchdiff_many_g2", "write");
+                expected.push((other.clone(), "write"));
+            }
+            assert_eq!(
+                crate::storage::grants::ROLES_APART.cmp(&(n + 2)),
+                if n == 10 {
+                    std::cmp::Ordering::Greater
+                } else {
+                    std::cmp::Ordering::Less
+                },
+                "{n} groups, the NOINHERIT group and the probe itself: read apart, then together"
+            );
+            Spi::run("SET LOCAL ROLE patchdiff_many_probe").unwrap();
+            let whole = call("patchdiff_list_targets", json!({"limit": 500}));
+            let mut pages = Vec::new();
+            let mut cursor: Option<String> = None;
+            loop {
+                let mut args = json!({"limit": 7});
+                if let Some(c) = &cursor {
+                    args["cursor"] = json!(c);
+                }
+                let page = call("patchdiff_list_targets", args);
+                pages.extend(page["targets"].as_array().unwrap().iter().cloned());
+                match page["next_cursor"].as_str() {
+                    Some(c) => cursor = Some(c.to_owned()),
+                    None => break,
+                }
+            }
+            Spi::run("RESET ROLE").unwrap();
+            let got: Vec<(String, String)> = whole["targets"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|t| {
+                    (
+                        t["target_file_id"].as_str().unwrap().to_owned(),
+                        t["access"].as_str().unwrap().to_owned(),
+                    )
+                })
+                .collect();
+            // The truth, newest first: the directory's order.
+            let mut want: Vec<(String, String)> = Vec::new();
+            let order: Vec<String> = Spi::connect(|c| {
+                c.select(
+                    "SELECT target_file_id::text FROM patchdiff.target_directory \
+                     ORDER BY created_at DESC, target_file_id DESC",
+                    None,
+                    &[],
+                )
+                .unwrap()
+                .map(|r| r.get::<String>(1).unwrap().unwrap())
+                .collect()
+            });
+            for id in order {
+                if let Some((_, a)) = expected.iter().find(|(e, _)| *e == id) {
+                    want.push((id, (*a).to_owned()));
+                }
+            }
+            assert!(!got.iter().any(|(id, _)| *id == hidden), "{whole}");
+            assert_eq!(got, want, "{n} groups: {whole}");
+            assert_eq!(
+                &pages,
+                whole["targets"].as_array().unwrap(),
+                "{n} groups: pages of 7"
+            );
+        }
+    }
+
     /// docs/security.md, "Finding your documents" and "Side channels": a role's listing reads only
     /// the rows of the targets it may see, so neither the number of another tenant's targets nor
     /// how many of their filenames start with a prefix changes its work (helper-77: 0.26-0.56 s per
