@@ -275,21 +275,16 @@ pub fn list_targets(c: &SpiClient, caller: Caller, q: &ListQuery) -> Vec<ListedT
         })
         .collect();
         if roles.is_empty() {
-            // The caller's role was dropped since the call began: it may see nothing.
+            // Not seen: a role has its own privileges, so the walk finds at least the caller.
             return Vec::new();
         }
+        let sql = list_mine_sql(roles.len());
         if roles.len() > ROLES_APART {
-            args.push(roles.clone().into());
+            args.push(roles.into());
         } else {
-            args.extend(roles.iter().map(|&r| DatumWithOid::from(r)));
+            args.extend(roles.into_iter().map(DatumWithOid::from));
         }
-        read_once(
-            c,
-            &list_mine_sql(roles.len()),
-            None,
-            &args,
-            "listing targets",
-        )
+        read_once(c, &sql, None, &args, "listing targets")
     };
     let mut listed = Vec::new();
     for row in rows {
