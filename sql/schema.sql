@@ -86,10 +86,14 @@ CREATE TABLE patchdiff.target_grants (
     privilege      text NOT NULL CHECK (privilege IN ('read', 'write')),
     granted_by     regrole NOT NULL,
     granted_at     timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
-    PRIMARY KEY (target_file_id, grantee)
+    PRIMARY KEY (target_file_id, grantee),
+    -- The target's patchdiff.target_directory.created_at (never changed), so that a grantee's
+    -- listing reads its grants newest first, one page at a time, however many it was given.
+    target_created_at timestamptz NOT NULL
 );
-CREATE INDEX ON patchdiff.target_grants (grantee);
+CREATE INDEX ON patchdiff.target_grants (grantee, target_created_at DESC, target_file_id DESC);
 COMMENT ON TABLE patchdiff.target_grants IS 'Per-target access for roles other than the owner: read, or write (which includes read).';
+COMMENT ON COLUMN patchdiff.target_grants.target_created_at IS 'The target''s creation time (patchdiff.target_directory.created_at): the order a grantee''s listing reads its grants in.';
 
 CREATE TABLE patchdiff.editing_cycles (
     editing_cycle_id uuid PRIMARY KEY,

@@ -1428,7 +1428,10 @@ mod tests {
     /// grants and their indexes (as this backend's own statistics count them,
     /// `pg_stat_get_xact_tuples_returned` / `_fetched`, about 100 here, most of them read by
     /// PostgreSQL while it plans the statement) before and after the other role's targets and grants double; scanning
-    /// the directory, as the listing did before, read at least 600 of them, and 1,200 after.
+    /// the directory, as the listing did before, read at least 600 of them, and 1,200 after. Then
+    /// the other role shares 600 of its targets with the probe, and 600 more: a page of 5 reads
+    /// as many rows after the second 600 as after the first (each grant keeps its target's
+    /// creation time, so a grantee's grants are read newest first, a page at a time).
     #[pg_test]
     fn a_roles_listing_reads_only_what_it_may_see() {
         init("listed\n");
@@ -1493,7 +1496,7 @@ mod tests {
                                      'target_directory_owner_role_created_at_target_file_id_idx', \
                                      'target_directory_created_at_target_file_id_idx', \
                                      'target_directory_pkey', 'targets_pkey', 'target_grants_pkey', \
-                                     'target_grants_grantee_idx')",
+                                     'target_grants_grantee_target_created_at_target_file_id_idx')",
             )
             .unwrap()
             .unwrap_or(0)
@@ -1502,7 +1505,8 @@ mod tests {
             "SELECT count(*) FROM pg_catalog.pg_class WHERE relnamespace = 'patchdiff'::regnamespace \
              AND relname IN ('target_directory_owner_role_created_at_target_file_id_idx', \
                              'target_directory_created_at_target_file_id_idx', 'target_directory_pkey', \
-                             'targets_pkey', 'target_grants_pkey', 'target_grants_grantee_idx')",
+                             'targets_pkey', 'target_grants_pkey', \
+                             'target_grants_grantee_target_created_at_target_file_id_idx')",
         )
         .unwrap()
         .unwrap();
@@ -1555,6 +1559,31 @@ mod tests {
                 "prefix {prefix:?}: {n1} rows read among 600 targets of another role, {n2} among 1,200"
             );
         }
+        // Shares it did not ask for: 600 of the other role's targets granted to the probe, then
+        // 600 more. Its first page of 5 reads no more for the second 600 than before them.
+        let shared = |which: &str| {
+            Spi::run(&format!(
+                "SELECT patchdiff_grant(json_build_object('target_file_id', target_file_id, \
+                 'role', 'patchdiff_list_probe', 'privilege', 'read')) \
+                 FROM patchdiff.targets WHERE {which}"
+            ))
+            .unwrap();
+            Spi::run("ANALYZE patchdiff.target_grants").unwrap();
+            let before = read();
+            Spi::run("SET LOCAL ROLE patchdiff_list_probe").unwrap();
+            let r = call("patchdiff_list_targets", json!({"limit": 5}));
+            Spi::run("RESET ROLE").unwrap();
+            assert_eq!(r["count"], 5, "{r}");
+            read() - before
+        };
+        let (n1, n2) = (
+            shared(r"filename ~ '^other-\d+\.md$'"),
+            shared("filename LIKE 'other-more-%'"),
+        );
+        assert!(
+            n1 <= 150 && n2 <= n1 + 10,
+            "a page of 5 read {n1} rows among 600 grants to the probe, {n2} among 1,200"
+        );
         // The same listing by the superuser (an administrator) reads every directory row.
         let before = read();
         let r = call("patchdiff_list_targets", json!({"limit": 500}));

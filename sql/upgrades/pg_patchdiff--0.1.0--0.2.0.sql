@@ -212,6 +212,17 @@ BEGIN
     CREATE INDEX ON patchdiff.target_directory (owner_role, created_at DESC, target_file_id DESC);
     COMMENT ON TABLE patchdiff.target_directory IS 'Each target''s creation time, owner and workspace binding nonce: the listing order, the listing by owner and the one-target-per-nonce rule, kept off patchdiff.targets so that edits do not maintain their indexes.';
     COMMENT ON COLUMN patchdiff.target_directory.owner_role IS 'patchdiff.targets.owner_role, kept equal by the trigger follow_owner: the index a role''s listing reads.';
+    -- Each grant keeps its target's creation time, so that a grantee reads its grants newest
+    -- first, a page at a time: the directory's, or the target row's for a target without a
+    -- directory row (made by hand; such a target is listed to no one but administrators).
+    ALTER TABLE patchdiff.target_grants ADD COLUMN target_created_at timestamptz;
+    UPDATE patchdiff.target_grants g SET target_created_at = COALESCE(d.created_at, t.created_at)
+      FROM patchdiff.targets t LEFT JOIN patchdiff.target_directory d USING (target_file_id)
+     WHERE t.target_file_id = g.target_file_id;
+    ALTER TABLE patchdiff.target_grants ALTER COLUMN target_created_at SET NOT NULL;
+    DROP INDEX patchdiff.target_grants_grantee_idx;
+    CREATE INDEX ON patchdiff.target_grants (grantee, target_created_at DESC, target_file_id DESC);
+    COMMENT ON COLUMN patchdiff.target_grants.target_created_at IS 'The target''s creation time (patchdiff.target_directory.created_at): the order a grantee''s listing reads its grants in.';
 END
 $directory$;
 CREATE FUNCTION patchdiff.follow_owner() RETURNS trigger

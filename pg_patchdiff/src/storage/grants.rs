@@ -115,8 +115,9 @@ pub fn grant(
     touch_target(c, id);
     write_once(
         c,
-        "INSERT INTO patchdiff.target_grants (target_file_id, grantee, privilege, granted_by) \
-         VALUES ($1::uuid, $2::regrole, $3, $4::regrole) \
+        "INSERT INTO patchdiff.target_grants (target_file_id, grantee, privilege, granted_by, target_created_at) \
+         VALUES ($1::uuid, $2::regrole, $3, $4::regrole, \
+                 (SELECT created_at FROM patchdiff.target_directory WHERE target_file_id = $1::uuid)) \
          ON CONFLICT (target_file_id, grantee) DO UPDATE \
          SET privilege = EXCLUDED.privilege, granted_by = EXCLUDED.granted_by, \
              granted_at = pg_catalog.clock_timestamp()",
@@ -143,24 +144,30 @@ pub fn revoke(c: &mut SpiClient, id: &str, role: pg_sys::Oid, write_only: bool) 
     write_once(c, sql, None, &[id.into(), role.into()], "revoking");
 }
 
-/// "Directory row `d` comes after the cursor ($5/$6) and its target `t` matches the prefix ($4)."
+/// "The row whose creation time and ID are `$created`, `$id` comes after the cursor ($5/$6),
+/// and its target `t` matches the prefix ($4)."
 macro_rules! after_cursor_and_prefix {
-    () => {
+    ($created:literal, $id:literal) => {
         concat!(
-            "($5::int8 IS NULL OR (d.created_at, d.target_file_id) < ",
+            "($5::int8 IS NULL OR (",
+            $created,
+            ", ",
+            $id,
+            ") < ",
             "('epoch'::timestamptz + $5::int8 * interval '1 microsecond', $6::uuid)) ",
             "AND ($4::text IS NULL OR pg_catalog.starts_with(t.filename, $4)) "
         )
     };
 }
 
-/// The columns a listing reads of target `t` and its directory row `d`.
+/// The columns a listing reads of target `t`, with `$created` its creation time.
 macro_rules! listed {
-    () => {
+    ($created:literal) => {
         concat!(
             "t.target_file_id AS id, t.filename, t.target_type, t.version, t.current_hash, ",
-            "pg_catalog.octet_length(t.current_content)::int8 AS size, d.created_at, t.updated_at, ",
-            "t.owner_role, "
+            "pg_catalog.octet_length(t.current_content)::int8 AS size, ",
+            $created,
+            " AS created_at, t.updated_at, t.owner_role, "
         )
     };
 }
@@ -176,7 +183,7 @@ pub(crate) const LIST_ALL_SQL: &str = concat!(
     "t.owner_role::text, CASE WHEN t.owner_role::oid = $2::oid THEN 'owner' ELSE 'admin' END ",
     "FROM patchdiff.target_directory d JOIN patchdiff.targets t ON t.target_file_id = d.target_file_id ",
     "WHERE ",
-    after_cursor_and_prefix!(),
+    after_cursor_and_prefix!("d.created_at", "d.target_file_id"),
     "ORDER BY d.created_at DESC, d.target_file_id DESC LIMIT $7"
 );
 
@@ -197,7 +204,8 @@ pub(crate) const ROLES_APART: usize = 16;
 /// roles whose privileges it has, $8 onward) at most $7 targets it owns, by the directory's index
 /// by owner (each checked against its target's own `owner_role`, so a directory row changed by
 /// hand hides a target but never shows one), and at most $7 granted to it, by the grants' index
-/// by grantee; of those the newest $7, each with the widest way the caller reaches it. Each role
+/// by grantee and creation time (each grant keeps its target's creation time); of those the
+/// newest $7, each with the widest way the caller reaches it. Each role
 /// is a parameter of its own, which PostgreSQL plans as a constant (one-shot statements): one
 /// statement with every role in one parameter was planned for the average owner, and a role
 /// with three targets had its listing scan all of a large tenant's directory rows and grants.
@@ -213,8 +221,11 @@ pub(crate) const ROLES_APART: usize = 16;
 /// 65,528 roles one it cannot take. That statement reads every row the caller may see, not a
 /// page per role, which is still none of anyone else's.
 pub(crate) fn list_mine_sql(roles: usize) -> String {
-    const CURSOR_AND_PREFIX: &str = after_cursor_and_prefix!();
-    const LISTED: &str = listed!();
+    const CURSOR_AND_PREFIX: &str = after_cursor_and_prefix!("d.created_at", "d.target_file_id");
+    const LISTED: &str = listed!("d.created_at");
+    const GRANT_CURSOR_AND_PREFIX: &str =
+        after_cursor_and_prefix!("g.target_created_at", "g.target_file_id");
+    const GRANTED: &str = listed!("g.target_created_at");
     let conditions: Vec<String> = if roles > ROLES_APART {
         vec!["= ANY ($8::oid[])".to_owned()]
     } else {
@@ -236,11 +247,10 @@ pub(crate) fn list_mine_sql(roles: usize) -> String {
              WHERE d.owner_role::oid {role} AND t.owner_role::oid {role} AND {CURSOR_AND_PREFIX}\
              ORDER BY d.created_at DESC, d.target_file_id DESC LIMIT $7) \
              UNION ALL \
-             (SELECT {LISTED}CASE WHEN g.privilege = 'write' THEN 2 ELSE 1 END AS reach \
-             FROM patchdiff.target_grants g JOIN patchdiff.target_directory d ON d.target_file_id = g.target_file_id \
-             JOIN patchdiff.targets t ON t.target_file_id = d.target_file_id \
-             WHERE g.grantee::oid {role} AND {CURSOR_AND_PREFIX}\
-             ORDER BY d.created_at DESC, d.target_file_id DESC LIMIT $7)"
+             (SELECT {GRANTED}CASE WHEN g.privilege = 'write' THEN 2 ELSE 1 END AS reach \
+             FROM patchdiff.target_grants g JOIN patchdiff.targets t ON t.target_file_id = g.target_file_id \
+             WHERE g.grantee::oid {role} AND {GRANT_CURSOR_AND_PREFIX}\
+             ORDER BY g.target_created_at DESC, g.target_file_id DESC LIMIT $7)"
         ));
     }
     sql.push_str(") seen ORDER BY created_at DESC, id DESC, reach DESC LIMIT $7");
