@@ -1293,6 +1293,71 @@ mod tests {
         }
     }
 
+    /// docs/security.md, "Finding your documents": the database's owner, and a role that
+    /// inherits from it, have the privileges of `pg_database_owner`, a membership PostgreSQL
+    /// implies rather than stores (helper-79: their listings missed what they may read through
+    /// it). A target made under `SET ROLE pg_database_owner` is listed to both as `owner`, one
+    /// granted to `pg_database_owner` as `read`, as `patchdiff_get_target` reads them.
+    #[pg_test]
+    fn the_database_owner_lists_what_pg_database_owner_may_read() {
+        init("listed\n");
+        Spi::run("CREATE ROLE patchdiff_dbo NOLOGIN").unwrap();
+        Spi::run("CREATE ROLE patchdiff_dbo_member NOLOGIN").unwrap();
+        Spi::run("GRANT patchdiff_dbo TO patchdiff_dbo_member").unwrap();
+        Spi::run("CREATE ROLE patchdiff_dbo_other NOLOGIN").unwrap();
+        let db: String = Spi::get_one("SELECT current_database()::text")
+            .unwrap()
+            .unwrap();
+        Spi::run(&format!("ALTER DATABASE \"{db}\" OWNER TO patchdiff_dbo")).unwrap();
+        let made = |role: &str, name: &str| -> String {
+            let r = call(
+                "patchdiff_initialize_target",
+                json!({"filename": name, "content": "x\n"}),
+            );
+            let id = r["target_file_id"].as_str().unwrap().to_owned();
+            Spi::run(&format!(
+                "UPDATE patchdiff.targets SET owner_role = '{role}' WHERE target_file_id = '{id}'"
+            ))
+            .unwrap();
+            id
+        };
+        let owned = made("pg_database_owner", "pdo.md");
+        let shared = made("patchdiff_dbo_other", "shared.md");
+        let g = call(
+            "patchdiff_grant",
+            json!({"target_file_id": shared, "role": "pg_database_owner", "privilege": "read"}),
+        );
+        assert_eq!(g["status"], "ok", "{g}");
+        for who in ["patchdiff_dbo", "patchdiff_dbo_member"] {
+            Spi::run(&format!("SET LOCAL ROLE {who}")).unwrap();
+            let l = call("patchdiff_list_targets", json!({}));
+            for id in [&owned, &shared] {
+                let r = call("patchdiff_get_target", json!({"target_file_id": id}));
+                assert_eq!(r["status"], "ok", "{who} reads {id}: {r}");
+            }
+            Spi::run("RESET ROLE").unwrap();
+            let got: Vec<(String, String)> = l["targets"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|t| {
+                    (
+                        t["target_file_id"].as_str().unwrap().to_owned(),
+                        t["access"].as_str().unwrap().to_owned(),
+                    )
+                })
+                .collect();
+            assert_eq!(
+                got,
+                [
+                    (shared.clone(), "read".to_owned()),
+                    (owned.clone(), "owner".to_owned())
+                ],
+                "{who}: {l}"
+            );
+        }
+    }
+
     /// docs/security.md, "Finding your documents": a role lists exactly the targets it may read,
     /// newest first, with the widest access it has, whether its roles are read apart (up to
     /// `ROLES_APART`) or together: a probe role that is a member of N group roles, each owning

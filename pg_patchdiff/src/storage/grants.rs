@@ -189,15 +189,19 @@ pub(crate) const LIST_ALL_SQL: &str = concat!(
 
 /// The roles whose privileges `$1` has: itself and the roles it inherits, found by walking its
 /// memberships as PostgreSQL 15 does for privileges (a role that does not inherit passes on
-/// none of its own memberships), each confirmed by `pg_has_role`. Walking the memberships reads
-/// the caller's own (about 0.2 ms per call); testing every role of the cluster with
-/// `pg_has_role` grew with every other tenant's role (0.12 ms among 263 roles).
-const ROLES_OF_SQL: &str = "WITH RECURSIVE mine(oid) AS (SELECT $1::oid UNION \
+/// none of its own memberships), and `pg_database_owner`, whose one member, the database's
+/// owner, is implied rather than stored (helper-79: its targets were missed); each confirmed by
+/// `pg_has_role`. Walking the memberships reads the caller's own (about 0.2 ms per call);
+/// testing every role of the cluster with `pg_has_role` grew with every other tenant's role
+/// (0.12 ms among 263 roles).
+const ROLES_OF_SQL: &str = "WITH RECURSIVE mine(oid) AS (\
+     SELECT $1::oid UNION SELECT 'pg_database_owner'::pg_catalog.regrole::oid UNION \
      SELECT m.roleid FROM mine JOIN pg_catalog.pg_auth_members m ON m.member = mine.oid \
      WHERE (SELECT r.rolinherit FROM pg_catalog.pg_roles r WHERE r.oid = mine.oid)) \
      SELECT oid FROM mine WHERE pg_catalog.pg_has_role($1::oid, oid, 'USAGE')";
 
-/// The most roles a listing reads apart, each with its own page ([`list_mine_sql`]).
+/// The most roles a listing reads apart, each a constant of its own statement
+/// ([`list_mine_sql`]); beyond them, [`LIST_MANY_SQL`].
 pub(crate) const ROLES_APART: usize = 16;
 
 /// The same for every other caller, reading only the rows it may see: for each of `roles` (the
@@ -214,23 +218,13 @@ pub(crate) const ROLES_APART: usize = 16;
 /// (helper-77: 0.26-0.56 s per call among 100,000 targets of another role, when this scanned the
 /// whole directory and checked each row), and a prefix is only ever tested on the caller's own
 /// rows (the timing of other tenants' filenames, helper-71, cannot arise).
-///
-/// A caller with the privileges of more than [`ROLES_APART`] roles gets one branch of each
-/// kind instead, with every role in one array parameter ($8): each role of its own would make a
-/// statement PostgreSQL takes longer to plan than to run (about 0.25 ms per role), and at
-/// 65,528 roles one it cannot take. That statement reads every row the caller may see, not a
-/// page per role, which is still none of anyone else's.
 pub(crate) fn list_mine_sql(roles: usize) -> String {
     const CURSOR_AND_PREFIX: &str = after_cursor_and_prefix!("d.created_at", "d.target_file_id");
     const LISTED: &str = listed!("d.created_at");
     const GRANT_CURSOR_AND_PREFIX: &str =
         after_cursor_and_prefix!("g.target_created_at", "g.target_file_id");
     const GRANTED: &str = listed!("g.target_created_at");
-    let conditions: Vec<String> = if roles > ROLES_APART {
-        vec!["= ANY ($8::oid[])".to_owned()]
-    } else {
-        (8..8 + roles).map(|r| format!("= ${r}::oid")).collect()
-    };
+    let conditions: Vec<String> = (8..8 + roles).map(|r| format!("= ${r}::oid")).collect();
     let mut sql = String::from(
         "SELECT DISTINCT ON (created_at, id) id::text AS target_file_id, filename, \
          target_type, version, current_hash, size, (EXTRACT(epoch FROM created_at) * 1000000)::int8, \
@@ -256,6 +250,54 @@ pub(crate) fn list_mine_sql(roles: usize) -> String {
     sql.push_str(") seen ORDER BY created_at DESC, id DESC, reach DESC LIMIT $7");
     sql
 }
+
+/// "Row `$row`'s target matches the prefix ($4)", its filename read by the target's key alone
+/// (a subquery per row, which PostgreSQL cannot turn into a scan of every target).
+macro_rules! prefix_of {
+    ($row:literal) => {
+        concat!(
+            "($4::text IS NULL OR pg_catalog.starts_with((SELECT t.filename FROM patchdiff.targets t ",
+            "WHERE t.target_file_id = ",
+            $row,
+            ".target_file_id), $4)) "
+        )
+    };
+}
+
+/// The listing of a caller with the privileges of more than [`ROLES_APART`] roles, all of them
+/// in one array ($8): for each, at most $7 of the directory rows it owns and of the grants it
+/// holds, each read by its own index newest first (one lateral subquery per kind, whose plan
+/// does not grow with the roles), then the newest $7 of those, and only then their targets,
+/// each checked once more against the target's own `owner_role`. One branch per role here took
+/// PostgreSQL a time quadratic in the roles to plan (helper-79: 63 ms and 105 MB per call at
+/// 100 roles, 7 s and 1.4 GB at 2,000).
+pub(crate) const LIST_MANY_SQL: &str = concat!(
+    "WITH r AS MATERIALIZED (SELECT pg_catalog.unnest($8::oid[]) AS oid), ",
+    "seen AS (",
+    "SELECT o.* FROM r CROSS JOIN LATERAL (SELECT d.created_at, d.target_file_id AS id, 3 AS reach ",
+    "FROM patchdiff.target_directory d WHERE d.owner_role::oid = r.oid AND ",
+    "($5::int8 IS NULL OR (d.created_at, d.target_file_id) < ",
+    "('epoch'::timestamptz + $5::int8 * interval '1 microsecond', $6::uuid)) AND ",
+    prefix_of!("d"),
+    "ORDER BY d.created_at DESC, d.target_file_id DESC LIMIT $7) o ",
+    "UNION ALL ",
+    "SELECT o.* FROM r CROSS JOIN LATERAL (SELECT g.target_created_at AS created_at, g.target_file_id AS id, ",
+    "CASE WHEN g.privilege = 'write' THEN 2 ELSE 1 END AS reach ",
+    "FROM patchdiff.target_grants g WHERE g.grantee::oid = r.oid AND ",
+    "($5::int8 IS NULL OR (g.target_created_at, g.target_file_id) < ",
+    "('epoch'::timestamptz + $5::int8 * interval '1 microsecond', $6::uuid)) AND ",
+    prefix_of!("g"),
+    "ORDER BY g.target_created_at DESC, g.target_file_id DESC LIMIT $7) o), ",
+    "best AS (SELECT DISTINCT ON (created_at, id) created_at, id, reach FROM seen ",
+    "ORDER BY created_at DESC, id DESC, reach DESC LIMIT $7) ",
+    "SELECT t.target_file_id::text, t.filename, t.target_type, t.version, t.current_hash, ",
+    "pg_catalog.octet_length(t.current_content)::int8, ",
+    "(EXTRACT(epoch FROM b.created_at) * 1000000)::int8, (EXTRACT(epoch FROM t.updated_at) * 1000000)::int8, ",
+    "t.owner_role::text, CASE b.reach WHEN 3 THEN 'owner' WHEN 2 THEN 'write' ELSE 'read' END ",
+    "FROM best b JOIN patchdiff.targets t ON t.target_file_id = b.id ",
+    "WHERE b.reach < 3 OR t.owner_role::oid = ANY ($8::oid[]) ",
+    "ORDER BY b.created_at DESC, b.id DESC"
+);
 
 /// The targets the caller may read, newest first: at most `q.limit + 1` of them.
 pub fn list_targets(c: &SpiClient, caller: Caller, q: &ListQuery) -> Vec<ListedTarget> {
@@ -288,13 +330,14 @@ pub fn list_targets(c: &SpiClient, caller: Caller, q: &ListQuery) -> Vec<ListedT
             // Not seen: a role has its own privileges, so the walk finds at least the caller.
             return Vec::new();
         }
-        let sql = list_mine_sql(roles.len());
         if roles.len() > ROLES_APART {
             args.push(roles.into());
+            read_once(c, LIST_MANY_SQL, None, &args, "listing targets")
         } else {
+            let sql = list_mine_sql(roles.len());
             args.extend(roles.into_iter().map(DatumWithOid::from));
+            read_once(c, &sql, None, &args, "listing targets")
         }
-        read_once(c, &sql, None, &args, "listing targets")
     };
     let mut listed = Vec::new();
     for row in rows {
