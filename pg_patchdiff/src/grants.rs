@@ -29,3 +29,15 @@ fn patchdiff_revoke(args: JsonText) -> JsonText {
 fn patchdiff_list_targets(args: JsonText) -> JsonText {
     with_store(|s| drive::list_targets(s, &args.0))
 }
+
+// Never compiled by JIT: a listing reads at most a page per role of the caller, but PostgreSQL
+// estimates the statement of a caller with many roles (storage::grants::LIST_MANY_SQL) at a
+// page's worth of rows for every one of them, past `jit_above_cost`, and then spent 450 ms
+// compiling a statement that ran in 8 ms (2,001 roles). The upgrade script sets the same.
+pgrx::extension_sql!(
+    r#"
+ALTER FUNCTION @extschema@.patchdiff_list_targets(json) SET jit = off;
+"#,
+    name = "list_planner_settings",
+    requires = [patchdiff_list_targets]
+);

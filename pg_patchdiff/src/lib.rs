@@ -543,7 +543,8 @@ $generic$;
         patchdiff_submit_operations,
         patchdiff_submit_replacement,
         "history_planner_settings",
-        "diff_planner_settings"
+        "diff_planner_settings",
+        "list_planner_settings"
     ]
 );
 

@@ -166,6 +166,17 @@ BEGIN
 END
 $invoker$;
 
+-- patchdiff_list_targets is never compiled by JIT (pg_patchdiff/src/grants.rs, as a fresh
+-- install sets it; before plan_cache_mode below, in the order a fresh install has them).
+-- Objects from before 0.1.0 may lack the function (docs/sql-api.md).
+DO $list$
+BEGIN
+    IF pg_catalog.to_regprocedure('@extschema@.patchdiff_list_targets(json)') IS NOT NULL THEN
+        ALTER FUNCTION @extschema@.patchdiff_list_targets(json) SET jit = off;
+    END IF;
+END
+$list$;
+
 -- Every API function runs its statements on generic plans from its first call (as a fresh
 -- install sets in pg_patchdiff/src/lib.rs, generic_plans): custom plans of the attempt-writing
 -- statement folded its parameters into constants, copying an acceptance's new text twice more.
