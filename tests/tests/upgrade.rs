@@ -357,8 +357,8 @@ async fn update_from_every_release_equals_a_fresh_install() {
 /// docs/security.md, "Finding your documents": a role's listing reads the directory's copy of each
 /// target's owner. The update gives every directory row of a 0.1.0 database its target's owner
 /// (here one reassigned by a superuser's UPDATE before the update, as docs/security.md advises
-/// before a role is dropped), and a reassignment after it is followed; each role then lists exactly
-/// its own targets.
+/// before a role is dropped), and a reassignment after it is followed; each grant gets its target's
+/// creation time; each role then lists exactly its own targets and those granted to it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_update_gives_the_directory_each_targets_owner() {
     let db = Database::create("patchdiff_owner").await;
@@ -386,7 +386,13 @@ async fn an_update_gives_the_directory_each_targets_owner() {
                VALUES ('{id}', '2026-12-01'::timestamptz + {n} * interval '1 minute');"
         ));
     }
-    sql.push_str("COMMIT;");
+    // A grant of the third to the role, made by hand as well.
+    sql.push_str(&format!(
+        "INSERT INTO patchdiff.target_grants (target_file_id, grantee, privilege, granted_by)
+           VALUES ('{}', '{role}', 'read', 'postgres');
+         COMMIT;",
+        ids[2]
+    ));
     c.batch_execute(&sql).await.unwrap();
     let reassign = |id: &str| {
         format!("UPDATE patchdiff.targets SET owner_role = '{role}' WHERE target_file_id = '{id}'")
@@ -411,6 +417,17 @@ async fn an_update_gives_the_directory_each_targets_owner() {
         (r.get(0), r.get(1))
     };
     assert_eq!(directory(&c).await, (0, 1));
+    // The grant keeps its target's creation time, the directory's.
+    let kept: bool = c
+        .query_one(
+            "SELECT g.target_created_at = d.created_at FROM patchdiff.target_grants g \
+             JOIN patchdiff.target_directory d USING (target_file_id)",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(kept, "the grant's target_created_at");
     c.batch_execute(&reassign(&ids[1])).await.unwrap();
     assert_eq!(
         directory(&c).await,
@@ -432,7 +449,11 @@ async fn an_update_gives_the_directory_each_targets_owner() {
         [ids[2].clone(), ids[1].clone(), ids[0].clone()]
     );
     c.batch_execute(&format!("SET ROLE {role}")).await.unwrap();
-    assert_eq!(listed(&c).await, [ids[1].clone(), ids[0].clone()]);
+    assert_eq!(
+        listed(&c).await,
+        [ids[2].clone(), ids[1].clone(), ids[0].clone()],
+        "its two, and the one granted to it"
+    );
     drop(c);
     db.drop().await;
     db_admin_drop_role(&role).await;
