@@ -209,10 +209,10 @@ pub(crate) const ROLES_APART: usize = 16;
 /// by owner (each checked against its target's own `owner_role`, so a directory row changed by
 /// hand hides a target but never shows one), and at most $7 granted to it, by the grants' index
 /// by grantee and creation time (each grant keeps its target's creation time); of those the
-/// newest $7, each with the widest way the caller reaches it. Each role
-/// is a parameter of its own, which PostgreSQL plans as a constant (one-shot statements): one
-/// statement with every role in one parameter was planned for the average owner, and a role
-/// with three targets had its listing scan all of a large tenant's directory rows and grants.
+/// newest $7, each with the widest way the caller reaches it. Each role is a parameter of its
+/// own, which PostgreSQL plans as a constant (one-shot statements): one statement with every
+/// role in one parameter was planned for the average owner, and a role with three targets had
+/// its listing scan all of a large tenant's directory rows and grants.
 ///
 /// So another tenant's targets and grants are never read, their number costs nothing
 /// (helper-77: 0.26-0.56 s per call among 100,000 targets of another role, when this scanned the
