@@ -31,7 +31,7 @@ fn patchdiff_list_targets(args: JsonText) -> JsonText {
 }
 
 // Never compiled by JIT: a listing reads at most a page per role of the caller, but PostgreSQL
-// estimates the statement of a caller with many roles (storage::grants::LIST_MANY_SQL) at a
+// estimates the statement of a caller with many roles (storage::grants::list_mine_sql) at a
 // page's worth of rows for every one of them, past `jit_above_cost`, and then spent 450 ms
 // compiling a statement that ran in 8 ms (2,001 roles). The upgrade script sets the same.
 pgrx::extension_sql!(

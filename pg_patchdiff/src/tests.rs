@@ -1358,6 +1358,68 @@ mod tests {
         }
     }
 
+    /// docs/security.md, "Finding your documents" and "Side channels": a `filename_prefix` is
+    /// tested on the caller's own rows only, whatever the caller owns or holds. Among 3,000
+    /// targets of another role, a probe that owns 300 and holds grants on 300 others lists a
+    /// page of 5 with a prefix matching none of its names, some of them, and all of the other
+    /// role's names (none of its own), reading at most 700 rows of `targets` each time (its 600
+    /// and the page). With `targets` joined in the statement, PostgreSQL scanned all 3,300 of
+    /// them and tested the prefix on every tenant's names (helper-80: 109,031 rows of 109,031
+    /// to list 5 of a role's 2,000).
+    #[pg_test]
+    fn a_prefix_is_tested_only_on_the_callers_own_rows() {
+        Spi::run(
+            "SELECT patchdiff_initialize_target(json_build_object('filename', 'other-' || n || '.md', \
+             'content', 'x')) FROM generate_series(1, 3000) n",
+        )
+        .unwrap();
+        Spi::run("CREATE ROLE patchdiff_prefix_probe NOLOGIN").unwrap();
+        Spi::run(
+            "SELECT patchdiff_initialize_target(json_build_object('filename', 'mine-' || n || '.md', \
+             'content', 'x')) FROM generate_series(1, 300) n",
+        )
+        .unwrap();
+        Spi::run(
+            "UPDATE patchdiff.targets SET owner_role = 'patchdiff_prefix_probe' \
+             WHERE filename LIKE 'mine-%'",
+        )
+        .unwrap();
+        Spi::run(
+            "SELECT patchdiff_grant(json_build_object('target_file_id', target_file_id, \
+             'role', 'patchdiff_prefix_probe', 'privilege', 'read')) \
+             FROM patchdiff.targets WHERE filename ~ '^other-[0-9]*0\\.md$'",
+        )
+        .unwrap();
+        Spi::run("ANALYZE patchdiff.target_directory, patchdiff.targets, patchdiff.target_grants")
+            .unwrap();
+        for (prefix, listed) in [("zzz", 0), ("mine-1", 5), ("other-1", 5), ("other", 5)] {
+            let before: i64 = Spi::get_one(
+                "SELECT (pg_catalog.pg_stat_get_xact_tuples_returned('patchdiff.targets'::regclass) \
+                       + pg_catalog.pg_stat_get_xact_tuples_fetched('patchdiff.targets'::regclass))::int8",
+            )
+            .unwrap()
+            .unwrap();
+            Spi::run("SET LOCAL ROLE patchdiff_prefix_probe").unwrap();
+            let r = call(
+                "patchdiff_list_targets",
+                json!({"limit": 5, "filename_prefix": prefix}),
+            );
+            Spi::run("RESET ROLE").unwrap();
+            let after: i64 = Spi::get_one(
+                "SELECT (pg_catalog.pg_stat_get_xact_tuples_returned('patchdiff.targets'::regclass) \
+                       + pg_catalog.pg_stat_get_xact_tuples_fetched('patchdiff.targets'::regclass))::int8",
+            )
+            .unwrap()
+            .unwrap();
+            assert_eq!(r["count"], listed, "prefix {prefix}: {r}");
+            assert!(
+                after - before <= 700,
+                "prefix {prefix}: {} rows of targets read among 3,300: {r}",
+                after - before
+            );
+        }
+    }
+
     /// docs/security.md, "Finding your documents": a role lists exactly the targets it may read,
     /// newest first, with the widest access it has, whether its roles are read apart (up to
     /// `ROLES_APART`) or together: a probe role that is a member of N group roles, each owning
@@ -1396,7 +1458,7 @@ mod tests {
         let other = make("other.md", "postgres");
         let mut expected: Vec<(String, &str)> = Vec::new();
         let mut roles = 0;
-        for n in [10, 20] {
+        for n in [1, 10] {
             for k in roles..n {
                 let group = format!("patchdiff_many_g{k}");
                 Spi::run(&format!(
@@ -1419,7 +1481,7 @@ mod tests {
             }
             assert_eq!(
                 crate::storage::grants::ROLES_APART.cmp(&(n + 2)),
-                if n == 10 {
+                if n == 1 {
                     std::cmp::Ordering::Greater
                 } else {
                     std::cmp::Ordering::Less
@@ -1645,8 +1707,10 @@ mod tests {
             shared(r"filename ~ '^other-\d+\.md$'"),
             shared("filename LIKE 'other-more-%'"),
         );
+        // (What PostgreSQL reads while planning, at the ends of indexes the grants' writes left
+        // dead rows in, varies by a few dozen.)
         assert!(
-            n1 <= 150 && n2 <= n1 + 10,
+            n1 <= 150 && n2 <= n1 + 50,
             "a page of 5 read {n1} rows among 600 grants to the probe, {n2} among 1,200"
         );
         // The same listing by the superuser (an administrator) reads every directory row.

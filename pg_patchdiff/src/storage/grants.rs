@@ -144,36 +144,21 @@ pub fn revoke(c: &mut SpiClient, id: &str, role: pg_sys::Oid, write_only: bool) 
     write_once(c, sql, None, &[id.into(), role.into()], "revoking");
 }
 
-/// "The row whose creation time and ID are `$created`, `$id` comes after the cursor ($5/$6),
-/// and its target `t` matches the prefix ($4)."
-macro_rules! after_cursor_and_prefix {
+/// "Row `$row`'s (created_at, target_file_id) comes after the cursor ($5/$6)."
+macro_rules! after_cursor {
     ($created:literal, $id:literal) => {
         concat!(
             "($5::int8 IS NULL OR (",
             $created,
             ", ",
             $id,
-            ") < ",
-            "('epoch'::timestamptz + $5::int8 * interval '1 microsecond', $6::uuid)) ",
-            "AND ($4::text IS NULL OR pg_catalog.starts_with(t.filename, $4)) "
-        )
-    };
-}
-
-/// The columns a listing reads of target `t`, with `$created` its creation time.
-macro_rules! listed {
-    ($created:literal) => {
-        concat!(
-            "t.target_file_id AS id, t.filename, t.target_type, t.version, t.current_hash, ",
-            "pg_catalog.octet_length(t.current_content)::int8 AS size, ",
-            $created,
-            " AS created_at, t.updated_at, t.owner_role, "
+            ") < ('epoch'::timestamptz + $5::int8 * interval '1 microsecond', $6::uuid)) "
         )
     };
 }
 
 /// $1 admin, $2 caller, $3 'read', $4 filename prefix, $5/$6 the cursor (created_at
-/// microseconds, id), $7 rows to fetch (both statements take the same parameters and use some).
+/// microseconds, id), $7 rows to fetch (every listing statement takes these and uses some).
 /// Administrators: every target, in the order of the directory's index by creation, `owner` on
 /// their own and `admin` on every other.
 pub(crate) const LIST_ALL_SQL: &str = concat!(
@@ -183,7 +168,8 @@ pub(crate) const LIST_ALL_SQL: &str = concat!(
     "t.owner_role::text, CASE WHEN t.owner_role::oid = $2::oid THEN 'owner' ELSE 'admin' END ",
     "FROM patchdiff.target_directory d JOIN patchdiff.targets t ON t.target_file_id = d.target_file_id ",
     "WHERE ",
-    after_cursor_and_prefix!("d.created_at", "d.target_file_id"),
+    after_cursor!("d.created_at", "d.target_file_id"),
+    "AND ($4::text IS NULL OR pg_catalog.starts_with(t.filename, $4)) ",
     "ORDER BY d.created_at DESC, d.target_file_id DESC LIMIT $7"
 );
 
@@ -200,104 +186,79 @@ const ROLES_OF_SQL: &str = "WITH RECURSIVE mine(oid) AS (\
      WHERE (SELECT r.rolinherit FROM pg_catalog.pg_roles r WHERE r.oid = mine.oid)) \
      SELECT oid FROM mine WHERE pg_catalog.pg_has_role($1::oid, oid, 'USAGE')";
 
-/// The most roles a listing reads apart, each a constant of its own statement
-/// ([`list_mine_sql`]); beyond them, [`LIST_MANY_SQL`].
-pub(crate) const ROLES_APART: usize = 16;
+/// The most roles a listing names one by one, each a constant of its statement; beyond them
+/// the roles go in one array ([`list_mine_sql`]).
+pub(crate) const ROLES_APART: usize = 4;
 
-/// The same for every other caller, reading only the rows it may see: for each of `roles` (the
-/// roles whose privileges it has, $8 onward) at most $7 targets it owns, by the directory's index
-/// by owner (each checked against its target's own `owner_role`, so a directory row changed by
-/// hand hides a target but never shows one), and at most $7 granted to it, by the grants' index
-/// by grantee and creation time (each grant keeps its target's creation time); of those the
-/// newest $7, each with the widest way the caller reaches it. Each role is a parameter of its
-/// own, which PostgreSQL plans as a constant (one-shot statements): one statement with every
-/// role in one parameter was planned for the average owner, and a role with three targets had
-/// its listing scan all of a large tenant's directory rows and grants.
+/// The two branches of role `role` (an SQL expression: a parameter, or the lateral's `r.oid`):
+/// at most $7 of the directory rows it owns and $7 of the grants it holds, newest first after
+/// the cursor, each read by its own index (directory: `(owner_role, created_at,
+/// target_file_id)`, grants: `(grantee, target_created_at, target_file_id)`), as `(created_at,
+/// id, reach)`. Neither branch joins `targets`: each row's target is read by its key in a
+/// scalar subquery, which PostgreSQL runs per row and never turns into a join. With a join, a
+/// prefix let the planner scan every tenant's targets and test the prefix on their names
+/// (helper-80: 109,031 rows read, all of `targets`, to list 5 of a role's 2,000). An owned row
+/// also needs its target to name the same owner, before the limit, so a directory row changed by
+/// hand hides its target and nothing else (helper-80: checked after the limit, it cut the
+/// listing short).
+fn branches(role: &str) -> String {
+    format!(
+        "(SELECT d.created_at, d.target_file_id AS id, 3 AS reach \
+         FROM patchdiff.target_directory d \
+         WHERE d.owner_role::oid = {role} AND {cursor_d}\
+         AND (SELECT t.owner_role::oid = {role} AND ($4::text IS NULL OR pg_catalog.starts_with(t.filename, $4)) \
+              FROM patchdiff.targets t WHERE t.target_file_id = d.target_file_id) \
+         ORDER BY d.created_at DESC, d.target_file_id DESC LIMIT $7) \
+         UNION ALL \
+         (SELECT g.target_created_at, g.target_file_id, CASE WHEN g.privilege = 'write' THEN 2 ELSE 1 END \
+         FROM patchdiff.target_grants g \
+         WHERE g.grantee::oid = {role} AND {cursor_g}\
+         AND ($4::text IS NULL OR (SELECT pg_catalog.starts_with(t.filename, $4) \
+              FROM patchdiff.targets t WHERE t.target_file_id = g.target_file_id)) \
+         ORDER BY g.target_created_at DESC, g.target_file_id DESC LIMIT $7)",
+        cursor_d = after_cursor!("d.created_at", "d.target_file_id"),
+        cursor_g = after_cursor!("g.target_created_at", "g.target_file_id"),
+    )
+}
+
+/// The listing of every caller but an administrator, reading only the rows it may see: for each
+/// role whose privileges it has, [`branches`]; of all their rows one per target, with the widest
+/// way the caller reaches it; the newest $7 of those; and only then their targets, by key.
+///
+/// Up to [`ROLES_APART`] roles are parameters of their own ($8 onward), which PostgreSQL plans
+/// as constants (one-shot statements), knowing how many rows each role has. More go in one
+/// array ($8), read by one lateral subquery over it, so that planning does not grow with the
+/// roles: a branch per role took PostgreSQL a time quadratic in the roles to plan (helper-79:
+/// 63 ms and 105 MB per call at 100 roles, 7 s and 1.4 GB at 2,000; helper-80: 6-10 ms at 16).
 ///
 /// So another tenant's targets and grants are never read, their number costs nothing
 /// (helper-77: 0.26-0.56 s per call among 100,000 targets of another role, when this scanned the
 /// whole directory and checked each row), and a prefix is only ever tested on the caller's own
 /// rows (the timing of other tenants' filenames, helper-71, cannot arise).
 pub(crate) fn list_mine_sql(roles: usize) -> String {
-    const CURSOR_AND_PREFIX: &str = after_cursor_and_prefix!("d.created_at", "d.target_file_id");
-    const LISTED: &str = listed!("d.created_at");
-    const GRANT_CURSOR_AND_PREFIX: &str =
-        after_cursor_and_prefix!("g.target_created_at", "g.target_file_id");
-    const GRANTED: &str = listed!("g.target_created_at");
-    let conditions: Vec<String> = (8..8 + roles).map(|r| format!("= ${r}::oid")).collect();
-    let mut sql = String::from(
-        "SELECT DISTINCT ON (created_at, id) id::text AS target_file_id, filename, \
-         target_type, version, current_hash, size, (EXTRACT(epoch FROM created_at) * 1000000)::int8, \
-         (EXTRACT(epoch FROM updated_at) * 1000000)::int8, owner_role::text, \
-         CASE reach WHEN 3 THEN 'owner' WHEN 2 THEN 'write' ELSE 'read' END FROM (",
-    );
-    for (n, role) in conditions.iter().enumerate() {
-        if n > 0 {
-            sql.push_str(" UNION ALL ");
-        }
-        sql.push_str(&format!(
-            "(SELECT {LISTED}3 AS reach \
-             FROM patchdiff.target_directory d JOIN patchdiff.targets t ON t.target_file_id = d.target_file_id \
-             WHERE d.owner_role::oid {role} AND t.owner_role::oid {role} AND {CURSOR_AND_PREFIX}\
-             ORDER BY d.created_at DESC, d.target_file_id DESC LIMIT $7) \
-             UNION ALL \
-             (SELECT {GRANTED}CASE WHEN g.privilege = 'write' THEN 2 ELSE 1 END AS reach \
-             FROM patchdiff.target_grants g JOIN patchdiff.targets t ON t.target_file_id = g.target_file_id \
-             WHERE g.grantee::oid {role} AND {GRANT_CURSOR_AND_PREFIX}\
-             ORDER BY g.target_created_at DESC, g.target_file_id DESC LIMIT $7)"
-        ));
-    }
-    sql.push_str(") seen ORDER BY created_at DESC, id DESC, reach DESC LIMIT $7");
-    sql
-}
-
-/// "Row `$row`'s target matches the prefix ($4)", its filename read by the target's key alone
-/// (a subquery per row, which PostgreSQL cannot turn into a scan of every target).
-macro_rules! prefix_of {
-    ($row:literal) => {
-        concat!(
-            "($4::text IS NULL OR pg_catalog.starts_with((SELECT t.filename FROM patchdiff.targets t ",
-            "WHERE t.target_file_id = ",
-            $row,
-            ".target_file_id), $4)) "
+    let seen = if roles > ROLES_APART {
+        format!(
+            "SELECT o.* FROM pg_catalog.unnest($8::oid[]) AS r(oid) CROSS JOIN LATERAL ({}) o",
+            branches("r.oid")
         )
+    } else {
+        (8..8 + roles)
+            .map(|r| branches(&format!("${r}::oid")))
+            .collect::<Vec<_>>()
+            .join(" UNION ALL ")
     };
+    format!(
+        "WITH seen(created_at, id, reach) AS ({seen}), \
+         best AS (SELECT DISTINCT ON (id) created_at, id, reach FROM seen ORDER BY id, reach DESC), \
+         page AS (SELECT created_at, id, reach FROM best ORDER BY created_at DESC, id DESC LIMIT $7) \
+         SELECT t.target_file_id::text, t.filename, t.target_type, t.version, t.current_hash, \
+         pg_catalog.octet_length(t.current_content)::int8, \
+         (EXTRACT(epoch FROM p.created_at) * 1000000)::int8, (EXTRACT(epoch FROM t.updated_at) * 1000000)::int8, \
+         t.owner_role::text, CASE p.reach WHEN 3 THEN 'owner' WHEN 2 THEN 'write' ELSE 'read' END \
+         FROM page p JOIN patchdiff.targets t ON t.target_file_id = p.id \
+         ORDER BY p.created_at DESC, p.id DESC"
+    )
 }
-
-/// The listing of a caller with the privileges of more than [`ROLES_APART`] roles, all of them
-/// in one array ($8): for each, at most $7 of the directory rows it owns and of the grants it
-/// holds, each read by its own index newest first (one lateral subquery per kind, whose plan
-/// does not grow with the roles), then the newest $7 of those, and only then their targets,
-/// each checked once more against the target's own `owner_role`. One branch per role here took
-/// PostgreSQL a time quadratic in the roles to plan (helper-79: 63 ms and 105 MB per call at
-/// 100 roles, 7 s and 1.4 GB at 2,000).
-pub(crate) const LIST_MANY_SQL: &str = concat!(
-    "WITH r AS MATERIALIZED (SELECT pg_catalog.unnest($8::oid[]) AS oid), ",
-    "seen AS (",
-    "SELECT o.* FROM r CROSS JOIN LATERAL (SELECT d.created_at, d.target_file_id AS id, 3 AS reach ",
-    "FROM patchdiff.target_directory d WHERE d.owner_role::oid = r.oid AND ",
-    "($5::int8 IS NULL OR (d.created_at, d.target_file_id) < ",
-    "('epoch'::timestamptz + $5::int8 * interval '1 microsecond', $6::uuid)) AND ",
-    prefix_of!("d"),
-    "ORDER BY d.created_at DESC, d.target_file_id DESC LIMIT $7) o ",
-    "UNION ALL ",
-    "SELECT o.* FROM r CROSS JOIN LATERAL (SELECT g.target_created_at AS created_at, g.target_file_id AS id, ",
-    "CASE WHEN g.privilege = 'write' THEN 2 ELSE 1 END AS reach ",
-    "FROM patchdiff.target_grants g WHERE g.grantee::oid = r.oid AND ",
-    "($5::int8 IS NULL OR (g.target_created_at, g.target_file_id) < ",
-    "('epoch'::timestamptz + $5::int8 * interval '1 microsecond', $6::uuid)) AND ",
-    prefix_of!("g"),
-    "ORDER BY g.target_created_at DESC, g.target_file_id DESC LIMIT $7) o), ",
-    "best AS (SELECT DISTINCT ON (created_at, id) created_at, id, reach FROM seen ",
-    "ORDER BY created_at DESC, id DESC, reach DESC LIMIT $7) ",
-    "SELECT t.target_file_id::text, t.filename, t.target_type, t.version, t.current_hash, ",
-    "pg_catalog.octet_length(t.current_content)::int8, ",
-    "(EXTRACT(epoch FROM b.created_at) * 1000000)::int8, (EXTRACT(epoch FROM t.updated_at) * 1000000)::int8, ",
-    "t.owner_role::text, CASE b.reach WHEN 3 THEN 'owner' WHEN 2 THEN 'write' ELSE 'read' END ",
-    "FROM best b JOIN patchdiff.targets t ON t.target_file_id = b.id ",
-    "WHERE b.reach < 3 OR t.owner_role::oid = ANY ($8::oid[]) ",
-    "ORDER BY b.created_at DESC, b.id DESC"
-);
 
 /// The targets the caller may read, newest first: at most `q.limit + 1` of them.
 pub fn list_targets(c: &SpiClient, caller: Caller, q: &ListQuery) -> Vec<ListedTarget> {
@@ -330,14 +291,13 @@ pub fn list_targets(c: &SpiClient, caller: Caller, q: &ListQuery) -> Vec<ListedT
             // Not seen: a role has its own privileges, so the walk finds at least the caller.
             return Vec::new();
         }
+        let sql = list_mine_sql(roles.len());
         if roles.len() > ROLES_APART {
             args.push(roles.into());
-            read_once(c, LIST_MANY_SQL, None, &args, "listing targets")
         } else {
-            let sql = list_mine_sql(roles.len());
             args.extend(roles.into_iter().map(DatumWithOid::from));
-            read_once(c, &sql, None, &args, "listing targets")
         }
+        read_once(c, &sql, None, &args, "listing targets")
     };
     let mut listed = Vec::new();
     for row in rows {
