@@ -87,8 +87,9 @@ CREATE TABLE patchdiff.target_grants (
     granted_by     regrole NOT NULL,
     granted_at     timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
     PRIMARY KEY (target_file_id, grantee),
-    -- The target's patchdiff.target_directory.created_at (never changed), so that a grantee's
-    -- listing reads its grants newest first, one page at a time, however many it was given.
+    -- The target's patchdiff.target_directory.created_at (kept equal by the trigger
+    -- follow_creation), so that a grantee's listing reads its grants newest first, one page at
+    -- a time, however many it was given.
     target_created_at timestamptz NOT NULL
 );
 CREATE INDEX ON patchdiff.target_grants (grantee, target_created_at DESC, target_file_id DESC);
@@ -313,6 +314,21 @@ CREATE TRIGGER follow_owner AFTER UPDATE OF owner_role ON patchdiff.targets
     FOR EACH ROW WHEN (OLD.owner_role IS DISTINCT FROM NEW.owner_role)
     EXECUTE FUNCTION patchdiff.follow_owner();
 ALTER TABLE patchdiff.targets ENABLE ALWAYS TRIGGER follow_owner;
+
+-- Each grant's copy of its target's creation time follows the directory's, should a superuser
+-- change that by UPDATE (no function does).
+CREATE FUNCTION patchdiff.follow_creation() RETURNS trigger
+LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+BEGIN
+    UPDATE patchdiff.target_grants SET target_created_at = NEW.created_at
+     WHERE target_file_id = NEW.target_file_id;
+    RETURN NULL;
+END
+$$;
+CREATE TRIGGER follow_creation AFTER UPDATE OF created_at ON patchdiff.target_directory
+    FOR EACH ROW WHEN (OLD.created_at IS DISTINCT FROM NEW.created_at)
+    EXECUTE FUNCTION patchdiff.follow_creation();
+ALTER TABLE patchdiff.target_directory ENABLE ALWAYS TRIGGER follow_creation;
 
 -- pg_dump keeps the data of extension tables only when they are registered.
 SELECT pg_catalog.pg_extension_config_dump('patchdiff.targets', '');

@@ -211,6 +211,14 @@ COMMENT ON SEQUENCE patchdiff.feed_silences IS 'Changes committed without their 
 -- list_mine_sql): the directory keeps each target's owner, indexed, and follows it when a
 -- superuser reassigns a target by UPDATE. Objects from before 0.1.0 may lack the directory: the
 -- update then leaves it to the advice patchdiff-mcp gives for them (docs/sql-api.md).
+CREATE FUNCTION patchdiff.follow_creation() RETURNS trigger
+LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+BEGIN
+    UPDATE patchdiff.target_grants SET target_created_at = NEW.created_at
+     WHERE target_file_id = NEW.target_file_id;
+    RETURN NULL;
+END
+$$;
 DO $directory$
 BEGIN
     IF pg_catalog.to_regclass('patchdiff.target_directory') IS NULL THEN
@@ -219,20 +227,27 @@ BEGIN
     ALTER TABLE patchdiff.target_directory ADD COLUMN owner_role regrole;
     UPDATE patchdiff.target_directory d SET owner_role = t.owner_role
       FROM patchdiff.targets t WHERE t.target_file_id = d.target_file_id;
+    -- A target without a directory row (made by hand; 0.1.0's functions always wrote both) gets
+    -- one, from its own row, so that every listing and grant finds it alike.
+    INSERT INTO patchdiff.target_directory (target_file_id, created_at, owner_role)
+    SELECT t.target_file_id, t.created_at, t.owner_role FROM patchdiff.targets t
+     WHERE NOT EXISTS (SELECT FROM patchdiff.target_directory d WHERE d.target_file_id = t.target_file_id);
     ALTER TABLE patchdiff.target_directory ALTER COLUMN owner_role SET NOT NULL;
     CREATE INDEX ON patchdiff.target_directory (owner_role, created_at DESC, target_file_id DESC);
     COMMENT ON TABLE patchdiff.target_directory IS 'Each target''s creation time, owner and workspace binding nonce: the listing order, the listing by owner and the one-target-per-nonce rule, kept off patchdiff.targets so that edits do not maintain their indexes.';
     COMMENT ON COLUMN patchdiff.target_directory.owner_role IS 'patchdiff.targets.owner_role, kept equal by the trigger follow_owner: the index a role''s listing reads.';
-    -- Each grant keeps its target's creation time, so that a grantee reads its grants newest
-    -- first, a page at a time: the directory's, or the target row's for a target without a
-    -- directory row (made by hand; such a target is listed to no one but administrators).
+    -- Each grant keeps its target's creation time, the directory's, so that a grantee reads
+    -- its grants newest first, a page at a time.
     ALTER TABLE patchdiff.target_grants ADD COLUMN target_created_at timestamptz;
-    UPDATE patchdiff.target_grants g SET target_created_at = COALESCE(d.created_at, t.created_at)
-      FROM patchdiff.targets t LEFT JOIN patchdiff.target_directory d USING (target_file_id)
-     WHERE t.target_file_id = g.target_file_id;
+    UPDATE patchdiff.target_grants g SET target_created_at = d.created_at
+      FROM patchdiff.target_directory d WHERE d.target_file_id = g.target_file_id;
     ALTER TABLE patchdiff.target_grants ALTER COLUMN target_created_at SET NOT NULL;
     DROP INDEX patchdiff.target_grants_grantee_idx;
     CREATE INDEX ON patchdiff.target_grants (grantee, target_created_at DESC, target_file_id DESC);
+    CREATE TRIGGER follow_creation AFTER UPDATE OF created_at ON patchdiff.target_directory
+        FOR EACH ROW WHEN (OLD.created_at IS DISTINCT FROM NEW.created_at)
+        EXECUTE FUNCTION patchdiff.follow_creation();
+    ALTER TABLE patchdiff.target_directory ENABLE ALWAYS TRIGGER follow_creation;
     COMMENT ON COLUMN patchdiff.target_grants.target_created_at IS 'The target''s creation time (patchdiff.target_directory.created_at): the order a grantee''s listing reads its grants in.';
 END
 $directory$;

@@ -358,7 +358,8 @@ async fn update_from_every_release_equals_a_fresh_install() {
 /// target's owner. The update gives every directory row of a 0.1.0 database its target's owner
 /// (here one reassigned by a superuser's UPDATE before the update, as docs/security.md advises
 /// before a role is dropped), and a reassignment after it is followed; each grant gets its target's
-/// creation time; each role then lists exactly its own targets and those granted to it.
+/// creation time (and follows it); a target without a directory row gets one; each role then
+/// lists exactly its own targets and those granted to it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_update_gives_the_directory_each_targets_owner() {
     let db = Database::create("patchdiff_owner").await;
@@ -386,10 +387,17 @@ async fn an_update_gives_the_directory_each_targets_owner() {
                VALUES ('{id}', '2026-12-01'::timestamptz + {n} * interval '1 minute');"
         ));
     }
-    // A grant of the third to the role, made by hand as well.
+    // A grant of the third to the role, made by hand as well, and a fourth target of the role
+    // without a directory row (0.1.0's functions always wrote one; by hand it can be missing).
+    let lone = "00000004-1111-4111-8111-111111111111";
     sql.push_str(&format!(
         "INSERT INTO patchdiff.target_grants (target_file_id, grantee, privilege, granted_by)
            VALUES ('{}', '{role}', 'read', 'postgres');
+         INSERT INTO patchdiff.targets (target_file_id, filename, target_type, current_content, current_hash,
+                                        version, active_editing_cycle_id, owner_role)
+           VALUES ('{lone}', 'lone.md', 'text/markdown', 'x', repeat('0', 64), 0, '{lone}', '{role}');
+         INSERT INTO patchdiff.editing_cycles (editing_cycle_id, target_file_id, opened_version)
+           VALUES ('{lone}', '{lone}', 0);
          COMMIT;",
         ids[2]
     ));
@@ -416,7 +424,11 @@ async fn an_update_gives_the_directory_each_targets_owner() {
             .unwrap();
         (r.get(0), r.get(1))
     };
-    assert_eq!(directory(&c).await, (0, 1));
+    assert_eq!(
+        directory(&c).await,
+        (0, 2),
+        "the reassigned one and the lone one"
+    );
     // The grant keeps its target's creation time, the directory's.
     let kept: bool = c
         .query_one(
@@ -431,7 +443,7 @@ async fn an_update_gives_the_directory_each_targets_owner() {
     c.batch_execute(&reassign(&ids[1])).await.unwrap();
     assert_eq!(
         directory(&c).await,
-        (0, 2),
+        (0, 3),
         "a reassignment after the update"
     );
     let listed = async |c: &Client| -> Vec<String> {
@@ -444,15 +456,43 @@ async fn an_update_gives_the_directory_each_targets_owner() {
             .map(|t| t["target_file_id"].as_str().unwrap().to_owned())
             .collect()
     };
-    assert_eq!(
-        listed(&c).await,
-        [ids[2].clone(), ids[1].clone(), ids[0].clone()]
-    );
+    let all = [
+        lone.to_owned(),
+        ids[2].clone(),
+        ids[1].clone(),
+        ids[0].clone(),
+    ];
+    assert_eq!(listed(&c).await, all);
+    // A superuser's change of a directory row's creation time reaches the grant's copy.
+    c.batch_execute(&format!(
+        "UPDATE patchdiff.target_directory SET created_at = created_at - interval '1 hour' \
+         WHERE target_file_id = '{}'",
+        ids[2]
+    ))
+    .await
+    .unwrap();
+    let followed: bool = c
+        .query_one(
+            "SELECT g.target_created_at = d.created_at FROM patchdiff.target_grants g \
+             JOIN patchdiff.target_directory d USING (target_file_id)",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(followed, "the grant's copy follows the directory");
+    let moved = [
+        lone.to_owned(),
+        ids[1].clone(),
+        ids[0].clone(),
+        ids[2].clone(),
+    ];
+    assert_eq!(listed(&c).await, moved);
     c.batch_execute(&format!("SET ROLE {role}")).await.unwrap();
     assert_eq!(
         listed(&c).await,
-        [ids[2].clone(), ids[1].clone(), ids[0].clone()],
-        "its two, and the one granted to it"
+        moved,
+        "its three, and the one granted to it, once each"
     );
     drop(c);
     db.drop().await;
