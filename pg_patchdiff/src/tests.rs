@@ -1293,6 +1293,21 @@ mod tests {
         }
     }
 
+    /// Each listed target's ID and `access`, in the listing's order.
+    fn ids_and_access(listing: &Value) -> Vec<(String, String)> {
+        listing["targets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| {
+                (
+                    t["target_file_id"].as_str().unwrap().to_owned(),
+                    t["access"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect()
+    }
+
     /// docs/security.md, "Finding your documents": the database's owner, and a role that
     /// inherits from it, have the privileges of `pg_database_owner`, a membership PostgreSQL
     /// implies rather than stores (helper-79: their listings missed what they may read through
@@ -1336,17 +1351,7 @@ mod tests {
                 assert_eq!(r["status"], "ok", "{who} reads {id}: {r}");
             }
             Spi::run("RESET ROLE").unwrap();
-            let got: Vec<(String, String)> = l["targets"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|t| {
-                    (
-                        t["target_file_id"].as_str().unwrap().to_owned(),
-                        t["access"].as_str().unwrap().to_owned(),
-                    )
-                })
-                .collect();
+            let got = ids_and_access(&l);
             assert_eq!(
                 got,
                 [
@@ -1505,17 +1510,7 @@ mod tests {
                 }
             }
             Spi::run("RESET ROLE").unwrap();
-            let got: Vec<(String, String)> = whole["targets"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|t| {
-                    (
-                        t["target_file_id"].as_str().unwrap().to_owned(),
-                        t["access"].as_str().unwrap().to_owned(),
-                    )
-                })
-                .collect();
+            let got = ids_and_access(&whole);
             // The truth, newest first: the directory's order.
             let mut want: Vec<(String, String)> = Vec::new();
             let order: Vec<String> = Spi::connect(|c| {

@@ -430,16 +430,20 @@ async fn an_update_gives_the_directory_each_targets_owner() {
         "the reassigned one and the lone one"
     );
     // The grant keeps its target's creation time, the directory's.
-    let kept: bool = c
-        .query_one(
+    let grant_has_its_targets_time = async |c: &Client| -> bool {
+        c.query_one(
             "SELECT g.target_created_at = d.created_at FROM patchdiff.target_grants g \
              JOIN patchdiff.target_directory d USING (target_file_id)",
             &[],
         )
         .await
         .unwrap()
-        .get(0);
-    assert!(kept, "the grant's target_created_at");
+        .get(0)
+    };
+    assert!(
+        grant_has_its_targets_time(&c).await,
+        "the grant's target_created_at"
+    );
     c.batch_execute(&reassign(&ids[1])).await.unwrap();
     assert_eq!(
         directory(&c).await,
@@ -471,16 +475,10 @@ async fn an_update_gives_the_directory_each_targets_owner() {
     ))
     .await
     .unwrap();
-    let followed: bool = c
-        .query_one(
-            "SELECT g.target_created_at = d.created_at FROM patchdiff.target_grants g \
-             JOIN patchdiff.target_directory d USING (target_file_id)",
-            &[],
-        )
-        .await
-        .unwrap()
-        .get(0);
-    assert!(followed, "the grant's copy follows the directory");
+    assert!(
+        grant_has_its_targets_time(&c).await,
+        "the grant's copy follows the directory"
+    );
     let moved = [
         lone.to_owned(),
         ids[1].clone(),
