@@ -65,7 +65,9 @@ COMMENT ON COLUMN patchdiff.targets.workspace_baseline_sha256 IS 'SHA-256 of the
 -- with the target's (trigger follow_owner below).
 CREATE TABLE patchdiff.target_directory (
     target_file_id          uuid PRIMARY KEY REFERENCES patchdiff.targets,
-    created_at              timestamptz NOT NULL,
+    -- Finite: a listing's cursor holds it in microseconds (helper-81: 'infinity' set by hand
+    -- ended every listing that reached the row).
+    created_at              timestamptz NOT NULL CHECK (pg_catalog.isfinite(created_at)),
     -- A binding's proof is tied to the one target it was made for: a copied nonce is refused.
     workspace_binding_nonce text UNIQUE,
     -- patchdiff.targets.owner_role, copied so that a role's listing reads its own targets only.
@@ -87,9 +89,9 @@ CREATE TABLE patchdiff.target_grants (
     granted_by     regrole NOT NULL,
     granted_at     timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
     PRIMARY KEY (target_file_id, grantee),
-    -- The target's patchdiff.target_directory.created_at (kept equal by the trigger
-    -- follow_creation), so that a grantee's listing reads its grants newest first, one page at
-    -- a time, however many it was given.
+    -- The target's patchdiff.target_directory.created_at (kept equal by the triggers
+    -- grant_creation and follow_creation), so that a grantee's listing reads its grants newest
+    -- first, one page at a time, however many it was given.
     target_created_at timestamptz NOT NULL
 );
 CREATE INDEX ON patchdiff.target_grants (grantee, target_created_at DESC, target_file_id DESC);
@@ -315,8 +317,21 @@ CREATE TRIGGER follow_owner AFTER UPDATE OF owner_role ON patchdiff.targets
     EXECUTE FUNCTION patchdiff.follow_owner();
 ALTER TABLE patchdiff.targets ENABLE ALWAYS TRIGGER follow_owner;
 
--- Each grant's copy of its target's creation time follows the directory's, should a superuser
--- change that by UPDATE (no function does).
+-- Each grant's copy of its target's creation time is the directory's, whatever writes the grant
+-- (the API, a superuser's INSERT or UPDATE, a restore's COPY: helper-81 listed a target twice
+-- after a hand-written one), and follows the directory's should a superuser change that by
+-- UPDATE (no function does).
+CREATE FUNCTION patchdiff.grant_creation() RETURNS trigger
+LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+BEGIN
+    NEW.target_created_at := (SELECT d.created_at FROM patchdiff.target_directory d
+                               WHERE d.target_file_id = NEW.target_file_id);
+    RETURN NEW;
+END
+$$;
+CREATE TRIGGER grant_creation BEFORE INSERT OR UPDATE ON patchdiff.target_grants
+    FOR EACH ROW EXECUTE FUNCTION patchdiff.grant_creation();
+ALTER TABLE patchdiff.target_grants ENABLE ALWAYS TRIGGER grant_creation;
 CREATE FUNCTION patchdiff.follow_creation() RETURNS trigger
 LANGUAGE plpgsql SET search_path = pg_catalog AS $$
 BEGIN

@@ -1363,6 +1363,109 @@ mod tests {
         }
     }
 
+    /// docs/security.md, "Finding your documents": a page reads a page, also without planner
+    /// statistics (a restored database before its first ANALYZE; here the tables were never
+    /// analyzed). A role with 3,000 targets and 3,000 grants from another lists a page of 500 of
+    /// each kind reading at most 3,000 rows of the directory, the grants and `targets` together;
+    /// with bitmap scans allowed PostgreSQL read all of the role's rows and sorted them
+    /// (helper-81: 200,000 rows for a page of 500 among 100,000).
+    #[pg_test]
+    fn a_page_reads_a_page_without_statistics() {
+        Spi::run("CREATE ROLE patchdiff_nostats_probe NOLOGIN").unwrap();
+        Spi::run(
+            "SELECT patchdiff_initialize_target(json_build_object('filename', 'n-' || n || '.md', \
+             'content', 'x')) FROM generate_series(1, 6000) n",
+        )
+        .unwrap();
+        Spi::run(
+            "UPDATE patchdiff.targets SET owner_role = 'patchdiff_nostats_probe' \
+             WHERE filename ~ '^n-[0-9]*[02468]\\.md$'",
+        )
+        .unwrap();
+        Spi::run(
+            "INSERT INTO patchdiff.target_grants (target_file_id, grantee, privilege, granted_by) \
+             SELECT target_file_id, 'patchdiff_nostats_probe', 'read', 'postgres' \
+             FROM patchdiff.targets WHERE filename ~ '^n-[0-9]*[13579]\\.md$'",
+        )
+        .unwrap();
+        let analyzed: i64 = Spi::get_one(
+            "SELECT count(*) FROM pg_catalog.pg_stats WHERE schemaname = 'patchdiff' \
+             AND tablename IN ('target_directory', 'target_grants')",
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(analyzed, 0, "the tables have no column statistics");
+        let read = || -> i64 {
+            Spi::get_one(
+                "SELECT sum(pg_catalog.pg_stat_get_xact_tuples_returned(c.oid) \
+                          + pg_catalog.pg_stat_get_xact_tuples_fetched(c.oid))::int8 \
+                 FROM pg_catalog.pg_class c WHERE c.relnamespace = 'patchdiff'::regnamespace \
+                 AND c.relname IN ('target_directory', 'target_grants', 'targets')",
+            )
+            .unwrap()
+            .unwrap_or(0)
+        };
+        let before = read();
+        Spi::run("SET LOCAL ROLE patchdiff_nostats_probe").unwrap();
+        let r = call("patchdiff_list_targets", json!({"limit": 500}));
+        Spi::run("RESET ROLE").unwrap();
+        let n = read() - before;
+        assert_eq!(r["count"], 500, "{}", r["count"]);
+        assert!(
+            n <= 3000,
+            "{n} rows read for a page of 500 among 6,000 of the role's"
+        );
+    }
+
+    /// docs/security.md, "Finding your documents": each grant's copy of its target's creation
+    /// time is the directory's, whoever writes it (a hand-written one listed a target twice,
+    /// helper-81), and a creation time is finite ('infinity' set by hand ended every listing
+    /// that reached it).
+    #[pg_test]
+    fn a_grants_creation_time_is_its_targets() {
+        let id = init("x\n");
+        Spi::run("CREATE ROLE patchdiff_time_probe NOLOGIN").unwrap();
+        Spi::run(&format!(
+            "INSERT INTO patchdiff.target_grants (target_file_id, grantee, privilege, granted_by, target_created_at) \
+             VALUES ('{id}', 'patchdiff_time_probe', 'read', 'postgres', '2027-01-01')"
+        ))
+        .unwrap();
+        let same = || -> bool {
+            Spi::get_one(
+                "SELECT bool_and(g.target_created_at = d.created_at) FROM patchdiff.target_grants g \
+                 JOIN patchdiff.target_directory d USING (target_file_id)",
+            )
+            .unwrap()
+            .unwrap()
+        };
+        assert!(
+            same(),
+            "an INSERT's own time is replaced by the directory's"
+        );
+        Spi::run(
+            "UPDATE patchdiff.target_grants SET target_created_at = '2027-01-01' \
+             WHERE grantee = 'patchdiff_time_probe'::regrole",
+        )
+        .unwrap();
+        assert!(same(), "so is an UPDATE's");
+        Spi::run(&format!(
+            "UPDATE patchdiff.target_directory SET created_at = created_at - interval '1 day' \
+             WHERE target_file_id = '{id}'"
+        ))
+        .unwrap();
+        assert!(same(), "and the directory's change is followed");
+        // Refused as a check violation (a subtransaction keeps the test's transaction usable);
+        // stored, it fails the test.
+        Spi::run(&format!(
+            "DO $t$ BEGIN \
+               UPDATE patchdiff.target_directory SET created_at = 'infinity' \
+                WHERE target_file_id = '{id}'; \
+               RAISE EXCEPTION 'an infinite creation time was stored'; \
+             EXCEPTION WHEN check_violation THEN NULL; END $t$"
+        ))
+        .unwrap();
+    }
+
     /// docs/security.md, "Finding your documents" and "Side channels": a `filename_prefix` is
     /// tested on the caller's own rows only, whatever the caller owns or holds. Among 3,000
     /// targets of another role, a probe that owns 300 and holds grants on 300 others lists a

@@ -166,13 +166,14 @@ BEGIN
 END
 $invoker$;
 
--- patchdiff_list_targets is never compiled by JIT (pg_patchdiff/src/grants.rs, as a fresh
--- install sets it; before plan_cache_mode below, in the order a fresh install has them).
--- Objects from before 0.1.0 may lack the function (docs/sql-api.md).
+-- patchdiff_list_targets is never compiled by JIT and reads its indexes in order
+-- (pg_patchdiff/src/grants.rs, as a fresh install sets it; before plan_cache_mode below, in the
+-- order a fresh install has them). Objects from before 0.1.0 may lack the function
+-- (docs/sql-api.md).
 DO $list$
 BEGIN
     IF pg_catalog.to_regprocedure('@extschema@.patchdiff_list_targets(json)') IS NOT NULL THEN
-        ALTER FUNCTION @extschema@.patchdiff_list_targets(json) SET jit = off;
+        ALTER FUNCTION @extschema@.patchdiff_list_targets(json) SET jit = off SET enable_bitmapscan = off SET enable_seqscan = off;
     END IF;
 END
 $list$;
@@ -211,6 +212,14 @@ COMMENT ON SEQUENCE patchdiff.feed_silences IS 'Changes committed without their 
 -- list_mine_sql): the directory keeps each target's owner, indexed, and follows it when a
 -- superuser reassigns a target by UPDATE. Objects from before 0.1.0 may lack the directory: the
 -- update then leaves it to the advice patchdiff-mcp gives for them (docs/sql-api.md).
+CREATE FUNCTION patchdiff.grant_creation() RETURNS trigger
+LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+BEGIN
+    NEW.target_created_at := (SELECT d.created_at FROM patchdiff.target_directory d
+                               WHERE d.target_file_id = NEW.target_file_id);
+    RETURN NEW;
+END
+$$;
 CREATE FUNCTION patchdiff.follow_creation() RETURNS trigger
 LANGUAGE plpgsql SET search_path = pg_catalog AS $$
 BEGIN
@@ -244,6 +253,10 @@ BEGIN
     ALTER TABLE patchdiff.target_grants ALTER COLUMN target_created_at SET NOT NULL;
     DROP INDEX patchdiff.target_grants_grantee_idx;
     CREATE INDEX ON patchdiff.target_grants (grantee, target_created_at DESC, target_file_id DESC);
+    ALTER TABLE patchdiff.target_directory ADD CHECK (pg_catalog.isfinite(created_at));
+    CREATE TRIGGER grant_creation BEFORE INSERT OR UPDATE ON patchdiff.target_grants
+        FOR EACH ROW EXECUTE FUNCTION patchdiff.grant_creation();
+    ALTER TABLE patchdiff.target_grants ENABLE ALWAYS TRIGGER grant_creation;
     CREATE TRIGGER follow_creation AFTER UPDATE OF created_at ON patchdiff.target_directory
         FOR EACH ROW WHEN (OLD.created_at IS DISTINCT FROM NEW.created_at)
         EXECUTE FUNCTION patchdiff.follow_creation();

@@ -115,9 +115,9 @@ pub fn grant(
     touch_target(c, id);
     write_once(
         c,
-        "INSERT INTO patchdiff.target_grants (target_file_id, grantee, privilege, granted_by, target_created_at) \
-         VALUES ($1::uuid, $2::regrole, $3, $4::regrole, \
-                 (SELECT created_at FROM patchdiff.target_directory WHERE target_file_id = $1::uuid)) \
+        // target_created_at is the directory's, set by the trigger grant_creation.
+        "INSERT INTO patchdiff.target_grants (target_file_id, grantee, privilege, granted_by) \
+         VALUES ($1::uuid, $2::regrole, $3, $4::regrole) \
          ON CONFLICT (target_file_id, grantee) DO UPDATE \
          SET privilege = EXCLUDED.privilege, granted_by = EXCLUDED.granted_by, \
              granted_at = pg_catalog.clock_timestamp()",
