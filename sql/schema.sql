@@ -320,12 +320,14 @@ ALTER TABLE patchdiff.targets ENABLE ALWAYS TRIGGER follow_owner;
 -- Each grant's copy of its target's creation time is the directory's, whatever writes the grant
 -- (the API, a superuser's INSERT or UPDATE, a restore's COPY: helper-81 listed a target twice
 -- after a hand-written one), and follows the directory's should a superuser change that by
--- UPDATE (no function does).
+-- UPDATE (no function does). The grant reads the directory row FOR SHARE, so that a grant and
+-- such an UPDATE running at once wait for each other instead of each missing the other's
+-- (helper-82); the order of locks stays the target's row, its directory row, the grant.
 CREATE FUNCTION patchdiff.grant_creation() RETURNS trigger
 LANGUAGE plpgsql SET search_path = pg_catalog AS $$
 BEGIN
     NEW.target_created_at := (SELECT d.created_at FROM patchdiff.target_directory d
-                               WHERE d.target_file_id = NEW.target_file_id);
+                               WHERE d.target_file_id = NEW.target_file_id FOR SHARE);
     RETURN NEW;
 END
 $$;

@@ -30,17 +30,15 @@ fn patchdiff_list_targets(args: JsonText) -> JsonText {
     with_store(|s| drive::list_targets(s, &args.0))
 }
 
-// Planner settings of the listing (storage::grants::list_mine_sql). Never compiled by JIT: a
-// listing reads at most a page per role of the caller, but PostgreSQL estimates the statement
-// of a caller with many roles at a page's worth of rows for every one of them, past
-// `jit_above_cost`, and then spent 450 ms compiling a statement that ran in 8 ms (2,001 roles).
-// No bitmap or sequential scans: each branch reads its index in order and stops after a page;
-// without statistics (after a restore, before ANALYZE) PostgreSQL instead read all of a role's
-// rows through a bitmap scan and sorted them (helper-81: 639 ms and 200,000 rows read for a page
-// of 500 of a role's 100,000 targets, 20 ms once these were off). The upgrade sets the same.
+// Never compiled by JIT: a listing reads at most a page per role of the caller, but PostgreSQL
+// estimates the statement of a caller with many roles (storage::grants::list_mine_sql) at a
+// page's worth of rows for every one of them, past `jit_above_cost`, and then spent 450 ms
+// compiling a statement that ran in 8 ms (2,001 roles). (A setting of the function also makes
+// PostgreSQL undo at its end whatever it set itself, which storage::grants::list_targets relies
+// on.) The upgrade script sets the same.
 pgrx::extension_sql!(
     r#"
-ALTER FUNCTION @extschema@.patchdiff_list_targets(json) SET jit = off SET enable_bitmapscan = off SET enable_seqscan = off;
+ALTER FUNCTION @extschema@.patchdiff_list_targets(json) SET jit = off;
 "#,
     name = "list_planner_settings",
     requires = [patchdiff_list_targets]

@@ -1368,7 +1368,8 @@ mod tests {
     /// analyzed). A role with 3,000 targets and 3,000 grants from another lists a page of 500 of
     /// each kind reading at most 3,000 rows of the directory, the grants and `targets` together;
     /// with bitmap scans allowed PostgreSQL read all of the role's rows and sorted them
-    /// (helper-81: 200,000 rows for a page of 500 among 100,000).
+    /// (helper-81: 200,000 rows for a page of 500 among 100,000). The settings that prevent it
+    /// end with the call.
     #[pg_test]
     fn a_page_reads_a_page_without_statistics() {
         Spi::run("CREATE ROLE patchdiff_nostats_probe NOLOGIN").unwrap();
@@ -1415,6 +1416,13 @@ mod tests {
             n <= 3000,
             "{n} rows read for a page of 500 among 6,000 of the role's"
         );
+        // The planner settings the listing took for its statement ended with the call.
+        let kept: String = Spi::get_one(
+            "SELECT current_setting('enable_seqscan') || current_setting('enable_bitmapscan')",
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(kept, "onon", "the caller's settings after the call");
     }
 
     /// docs/security.md, "Finding your documents": each grant's copy of its target's creation

@@ -166,14 +166,13 @@ BEGIN
 END
 $invoker$;
 
--- patchdiff_list_targets is never compiled by JIT and reads its indexes in order
--- (pg_patchdiff/src/grants.rs, as a fresh install sets it; before plan_cache_mode below, in the
--- order a fresh install has them). Objects from before 0.1.0 may lack the function
+-- patchdiff_list_targets is never compiled by JIT (pg_patchdiff/src/grants.rs, as a fresh
+-- install sets it; before plan_cache_mode below, in the order a fresh install has them). Objects from before 0.1.0 may lack the function
 -- (docs/sql-api.md).
 DO $list$
 BEGIN
     IF pg_catalog.to_regprocedure('@extschema@.patchdiff_list_targets(json)') IS NOT NULL THEN
-        ALTER FUNCTION @extschema@.patchdiff_list_targets(json) SET jit = off SET enable_bitmapscan = off SET enable_seqscan = off;
+        ALTER FUNCTION @extschema@.patchdiff_list_targets(json) SET jit = off;
     END IF;
 END
 $list$;
@@ -216,7 +215,7 @@ CREATE FUNCTION patchdiff.grant_creation() RETURNS trigger
 LANGUAGE plpgsql SET search_path = pg_catalog AS $$
 BEGIN
     NEW.target_created_at := (SELECT d.created_at FROM patchdiff.target_directory d
-                               WHERE d.target_file_id = NEW.target_file_id);
+                               WHERE d.target_file_id = NEW.target_file_id FOR SHARE);
     RETURN NEW;
 END
 $$;
@@ -253,6 +252,12 @@ BEGIN
     ALTER TABLE patchdiff.target_grants ALTER COLUMN target_created_at SET NOT NULL;
     DROP INDEX patchdiff.target_grants_grantee_idx;
     CREATE INDEX ON patchdiff.target_grants (grantee, target_created_at DESC, target_file_id DESC);
+    IF EXISTS (SELECT FROM patchdiff.target_directory WHERE NOT pg_catalog.isfinite(created_at)) THEN
+        RAISE EXCEPTION 'pg_patchdiff: targets % have a creation time that is not finite (set by hand), which a listing cannot page by; nothing was updated',
+            (SELECT pg_catalog.string_agg(target_file_id::text, ', ') FROM patchdiff.target_directory
+              WHERE NOT pg_catalog.isfinite(created_at))
+            USING HINT = 'As a superuser, give each a finite time (UPDATE patchdiff.target_directory SET created_at = ... WHERE target_file_id = ...; and the same in patchdiff.targets), then run ALTER EXTENSION pg_patchdiff UPDATE again.';
+    END IF;
     ALTER TABLE patchdiff.target_directory ADD CHECK (pg_catalog.isfinite(created_at));
     CREATE TRIGGER grant_creation BEFORE INSERT OR UPDATE ON patchdiff.target_grants
         FOR EACH ROW EXECUTE FUNCTION patchdiff.grant_creation();

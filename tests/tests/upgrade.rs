@@ -21,7 +21,8 @@
 //! 6. A `pg_dump` restored in one transaction gives back every row and the same documents
 //!    ([`a_dump_restores_whole_in_one_transaction`]; docs/sql-api.md, "Backup and restore").
 //! 7. The update gives the directory each target's owner, which a role's listing reads, and it
-//!    follows a reassignment ([`an_update_gives_the_directory_each_targets_owner`]).
+//!    follows a reassignment ([`an_update_gives_the_directory_each_targets_owner`]); a creation
+//!    time it cannot keep is named, with advice ([`an_update_names_a_creation_time_it_cannot_keep`]).
 //!
 //! Environment: `PATCHDIFF_TEST_DSN` (a superuser connection string; the cluster's server runs
 //! on this machine, with pg_patchdiff installed by `install_extension` of scripts/lib.sh) and
@@ -495,6 +496,55 @@ async fn an_update_gives_the_directory_each_targets_owner() {
     drop(c);
     db.drop().await;
     db_admin_drop_role(&role).await;
+}
+
+/// docs/sql-api.md: an update that cannot take a database's rows says which and how to fix them,
+/// and changes nothing. A 0.1.0 directory row whose creation time is not finite (set by hand; a
+/// listing's cursor holds the time in microseconds) is named, with the advice, and the database
+/// stays at 0.1.0 until it is fixed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_update_names_a_creation_time_it_cannot_keep() {
+    let db = Database::create("patchdiff_infinite").await;
+    let c = db.connect().await;
+    let id = "00000001-2222-4222-8222-222222222222";
+    c.batch_execute(&format!(
+        "CREATE EXTENSION pg_patchdiff VERSION '0.1.0';
+         BEGIN;
+         INSERT INTO patchdiff.targets (target_file_id, filename, target_type, current_content, current_hash,
+                                        version, active_editing_cycle_id, owner_role)
+           VALUES ('{id}', 'i.md', 'text/markdown', 'x', repeat('0', 64), 0, '{id}', 'postgres');
+         INSERT INTO patchdiff.editing_cycles (editing_cycle_id, target_file_id, opened_version)
+           VALUES ('{id}', '{id}', 0);
+         INSERT INTO patchdiff.target_directory (target_file_id, created_at) VALUES ('{id}', '-infinity');
+         COMMIT;"
+    ))
+    .await
+    .unwrap();
+    let err = c
+        .batch_execute("ALTER EXTENSION pg_patchdiff UPDATE")
+        .await
+        .expect_err("an update past a creation time that is not finite");
+    let db_err = err.as_db_error().expect("a database error");
+    assert!(
+        db_err.message().contains(id) && db_err.message().contains("not finite"),
+        "{db_err:?}"
+    );
+    assert!(
+        db_err
+            .hint()
+            .is_some_and(|h| h.contains("ALTER EXTENSION pg_patchdiff UPDATE")),
+        "{db_err:?}"
+    );
+    assert_eq!(extversion(&c).await, "0.1.0");
+    c.batch_execute(&format!(
+        "UPDATE patchdiff.target_directory SET created_at = '2026-12-01' WHERE target_file_id = '{id}';
+         ALTER EXTENSION pg_patchdiff UPDATE"
+    ))
+    .await
+    .unwrap();
+    assert_eq!(extversion(&c).await, default_version(&c).await);
+    drop(c);
+    db.drop().await;
 }
 
 async fn db_admin_drop_role(role: &str) {
