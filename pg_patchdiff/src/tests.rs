@@ -1365,8 +1365,8 @@ mod tests {
 
     /// docs/security.md, "Finding your documents": a page reads a page, also without planner
     /// statistics (a restored database before its first ANALYZE; here the tables were never
-    /// analyzed). A role with 3,000 targets and 3,000 grants from another lists a page of 500 of
-    /// each kind reading at most 3,000 rows of the directory, the grants and `targets` together;
+    /// analyzed). A role with 3,000 targets and 3,000 grants from another lists a page of 500,
+    /// reading at most 3,000 rows of the directory, the grants and `targets` together;
     /// with bitmap scans allowed PostgreSQL read all of the role's rows and sorted them
     /// (helper-81: 200,000 rows for a page of 500 among 100,000). The settings that prevent it
     /// end with the call.
@@ -1650,21 +1650,21 @@ mod tests {
         }
     }
 
-    /// docs/security.md, "Finding your documents" and "Side channels": a role's listing reads only
-    /// the rows of the targets it may see, so neither the number of another tenant's targets nor
-    /// how many of their filenames start with a prefix changes its work (helper-77: 0.26-0.56 s per
-    /// call among 100,000 targets of another role; helper-71: a prefix tested on other tenants'
-    /// names timed them). Here 600 targets of another role, each granted to three others, 3 of a
-    /// probe role (made its own by a superuser's reassignment, which the directory follows) and one
-    /// granted to it. The probe's `patchdiff_list_targets` calls, with and without a prefix that
-    /// matches all the others, read the same number of rows of the directory, the targets, the
-    /// grants and their indexes (as this backend's own statistics count them,
-    /// `pg_stat_get_xact_tuples_returned` / `_fetched`, about 100 here, most of them read by
-    /// PostgreSQL while it plans the statement) before and after the other role's targets and grants double; scanning
-    /// the directory, as the listing did before, read at least 600 of them, and 1,200 after. Then
-    /// the other role shares 600 of its targets with the probe, and 600 more: a page of 5 reads
-    /// as many rows after the second 600 as after the first (each grant keeps its target's
-    /// creation time, so a grantee's grants are read newest first, a page at a time).
+    /// docs/security.md, "Finding your documents" and "Side channels": a role's listing reads only the
+    /// rows of the targets it may see, so neither the number of another tenant's targets nor how many
+    /// of their filenames start with a prefix changes its work (helper-77: 0.26-0.56 s per call among
+    /// 100,000 targets of another role; helper-71: a prefix tested on other tenants' names timed them).
+    /// Here 600 targets of another role, each granted to three others, 3 of a probe role (made its own
+    /// by a superuser's reassignment, which the directory follows) and one granted to it. The probe's
+    /// `patchdiff_list_targets` calls, with and without a prefix that matches all the others, read the
+    /// same number of rows of the directory, the targets, the grants and their indexes (as this
+    /// backend's own statistics count them, `pg_stat_get_xact_tuples_returned` / `_fetched`, about 100
+    /// here, most of them read by PostgreSQL while it plans the statement) before and after the other
+    /// role's targets and grants double; scanning the directory, as the listing did before, read at
+    /// least 600 of them, and 1,200 after. Then the other role shares 600 of its targets with the
+    /// probe, and 600 more: a page of 5 reads about as many rows after the second 600 as after the
+    /// first (within what planning reads; ordered by the target's own creation time instead of each
+    /// grant's copy of it, 2,449 and 6,048).
     #[pg_test]
     fn a_roles_listing_reads_only_what_it_may_see() {
         init("listed\n");

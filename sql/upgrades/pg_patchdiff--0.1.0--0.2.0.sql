@@ -167,8 +167,8 @@ END
 $invoker$;
 
 -- patchdiff_list_targets is never compiled by JIT (pg_patchdiff/src/grants.rs, as a fresh
--- install sets it; before plan_cache_mode below, in the order a fresh install has them). Objects from before 0.1.0 may lack the function
--- (docs/sql-api.md).
+-- install sets it; before plan_cache_mode below, in the order a fresh install has them).
+-- Objects from before 0.1.0 may lack the function (docs/sql-api.md).
 DO $list$
 BEGIN
     IF pg_catalog.to_regprocedure('@extschema@.patchdiff_list_targets(json)') IS NOT NULL THEN
