@@ -2,15 +2,16 @@
 # What a role's patchdiff_list_targets costs among many targets of another role (docs/benchmarks.md,
 # "Listing among another tenant's targets"; docs/security.md, "Finding your documents").
 #   bash scripts/bench/list_targets.sh [OTHERS [CALLS]]     (default 100000 targets, 200 calls)
-# In database listbench (made and dropped), tenant_big owns OTHERS targets and tenant_small 3, and
-# tenant_small holds a read grant on one of tenant_big's. Each figure is the median wall time of
+# In database listbench (made and dropped), listbench_big owns OTHERS targets and listbench_small 3, and
+# listbench_small holds a read grant on one of listbench_big's. Each figure is the median wall time of
 # CALLS calls of patchdiff_list_targets made from one PL/pgSQL block in one backend (no client
-# round trip): tenant_small's first page, with a filename prefix that matches all of
-# tenant_big's names and with one that matches none; tenant_big's first page and a page 1,000
+# round trip): listbench_small's first page, with a filename prefix that matches all of
+# listbench_big's names and with one that matches none; listbench_big's first page and a page 1,000
 # rows in (its cursor; all of them when it has fewer); the superuser's (an administrator's) first page.
 # It needs a running cluster with pg_patchdiff installed, reached as superuser postgres on
-# 127.0.0.1:$PATCHDIFF_BENCH_PORT (default 54395). The roles tenant_big and tenant_small are made
-# (NOLOGIN) when missing and dropped again (kept, with the database, when PATCHDIFF_BENCH_KEEP=1).
+# 127.0.0.1:$PATCHDIFF_BENCH_PORT (default 54395). The roles listbench_big and listbench_small
+# are made anew (NOLOGIN; dropped first if they exist) and dropped again (kept, with the
+# database, when PATCHDIFF_BENCH_KEEP=1).
 set -eu
 OTHERS="${1:-100000}" CALLS="${2:-200}"
 case "$OTHERS$CALLS" in *[!0-9]*) ;; *) [ "$OTHERS" -ge 1 ] && [ "$CALLS" -ge 1 ] && ok=1 ;; esac
@@ -23,19 +24,19 @@ PSQL=(psql -X -q -At -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$PORT" -U postgres)
 export PGOPTIONS="-c client_min_messages=warning"
 
 "${PSQL[@]}" -d postgres -c "DROP DATABASE IF EXISTS listbench" -c "CREATE DATABASE listbench"
-"${PSQL[@]}" -d postgres -c "DROP ROLE IF EXISTS tenant_big" -c "DROP ROLE IF EXISTS tenant_small" \
-  -c "CREATE ROLE tenant_big NOLOGIN" -c "CREATE ROLE tenant_small NOLOGIN"
-[ "${PATCHDIFF_BENCH_KEEP:-0}" = 1 ] || trap '"${PSQL[@]}" -d postgres -c "DROP DATABASE IF EXISTS listbench" -c "DROP ROLE IF EXISTS tenant_big" -c "DROP ROLE IF EXISTS tenant_small"' EXIT
+"${PSQL[@]}" -d postgres -c "DROP ROLE IF EXISTS listbench_big" -c "DROP ROLE IF EXISTS listbench_small" \
+  -c "CREATE ROLE listbench_big NOLOGIN" -c "CREATE ROLE listbench_small NOLOGIN"
+[ "${PATCHDIFF_BENCH_KEEP:-0}" = 1 ] || trap '"${PSQL[@]}" -d postgres -c "DROP DATABASE IF EXISTS listbench" -c "DROP ROLE IF EXISTS listbench_big" -c "DROP ROLE IF EXISTS listbench_small"' EXIT
 
 "${PSQL[@]}" -d listbench <<SQL
 CREATE EXTENSION pg_patchdiff;
 SELECT count(*) FROM (SELECT patchdiff_initialize_target(json_build_object(
   'filename', 'big-' || n || '.md', 'content', 'x')) FROM generate_series(1, $OTHERS) n) x;
-UPDATE patchdiff.targets SET owner_role = 'tenant_big';
+UPDATE patchdiff.targets SET owner_role = 'listbench_big';
 SELECT count(*) FROM (SELECT patchdiff_initialize_target(json_build_object(
   'filename', 'small-' || n || '.md', 'content', 'x')) FROM generate_series(1, 3) n) x;
-UPDATE patchdiff.targets SET owner_role = 'tenant_small' WHERE filename LIKE 'small-%';
-SELECT patchdiff_grant(json_build_object('target_file_id', target_file_id, 'role', 'tenant_small',
+UPDATE patchdiff.targets SET owner_role = 'listbench_small' WHERE filename LIKE 'small-%';
+SELECT patchdiff_grant(json_build_object('target_file_id', target_file_id, 'role', 'listbench_small',
   'privilege', 'read')) FROM patchdiff.targets WHERE filename = 'big-7.md';
 VACUUM ANALYZE;
 CREATE TABLE timings (label text, ms float8);
@@ -55,19 +56,19 @@ BEGIN
 END \$\$;
 SQL
 
-# tenant_big's cursor DEPTH rows in (1,000, or all of them when fewer): that row of its list,
+# listbench_big's cursor DEPTH rows in (1,000, or all of them when fewer): that row of its list,
 # newest first.
 DEPTH=$(( OTHERS < 1000 ? OTHERS : 1000 ))
 CURSOR="$("${PSQL[@]}" -d listbench -c "SELECT (EXTRACT(epoch FROM d.created_at) * 1000000)::int8 || '.' || d.target_file_id
   FROM patchdiff.target_directory d JOIN patchdiff.targets t USING (target_file_id)
-  WHERE t.owner_role = 'tenant_big'::regrole ORDER BY d.created_at DESC, d.target_file_id DESC OFFSET $((DEPTH - 1)) LIMIT 1")"
+  WHERE t.owner_role = 'listbench_big'::regrole ORDER BY d.created_at DESC, d.target_file_id DESC OFFSET $((DEPTH - 1)) LIMIT 1")"
 
 "${PSQL[@]}" -d listbench <<SQL
-CALL timed('small: first page', 'tenant_small', '{}', $CALLS);
-CALL timed('small: prefix matching all of big''s names', 'tenant_small', '{"filename_prefix": "big-"}', $CALLS);
-CALL timed('small: prefix matching none', 'tenant_small', '{"filename_prefix": "zzz"}', $CALLS);
-CALL timed('big: first page', 'tenant_big', '{}', $CALLS);
-CALL timed('big: a page $DEPTH rows in', 'tenant_big', '{"cursor": "$CURSOR"}', $CALLS);
+CALL timed('small: first page', 'listbench_small', '{}', $CALLS);
+CALL timed('small: prefix matching all of big''s names', 'listbench_small', '{"filename_prefix": "big-"}', $CALLS);
+CALL timed('small: prefix matching none', 'listbench_small', '{"filename_prefix": "zzz"}', $CALLS);
+CALL timed('big: first page', 'listbench_big', '{}', $CALLS);
+CALL timed('big: a page $DEPTH rows in', 'listbench_big', '{"cursor": "$CURSOR"}', $CALLS);
 CALL timed('superuser: first page', NULL, '{}', $CALLS);
 SQL
 

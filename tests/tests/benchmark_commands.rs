@@ -515,7 +515,7 @@ fn the_list_targets_script_times_every_listing_and_cleans_up() {
         client
             .query_one(
                 "SELECT (SELECT count(*) FROM pg_database WHERE datname = 'listbench') \
-                      + (SELECT count(*) FROM pg_roles WHERE rolname IN ('tenant_big', 'tenant_small'))",
+                      + (SELECT count(*) FROM pg_roles WHERE rolname IN ('listbench_big', 'listbench_small'))",
                 &[],
             )
             .await
