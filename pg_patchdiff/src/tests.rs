@@ -1293,6 +1293,30 @@ mod tests {
         }
     }
 
+    /// A new target `filename` that `owner` owns (made by the test's superuser, then reassigned
+    /// by UPDATE as docs/security.md describes, which the directory follows).
+    fn target_owned_by(owner: &str, filename: &str) -> String {
+        let r = call(
+            "patchdiff_initialize_target",
+            json!({"filename": filename, "content": "x\n"}),
+        );
+        let id = r["target_file_id"].as_str().unwrap().to_owned();
+        Spi::run(&format!(
+            "UPDATE patchdiff.targets SET owner_role = '{owner}' WHERE target_file_id = '{id}'"
+        ))
+        .unwrap();
+        id
+    }
+
+    /// `count` new targets named `<prefix><n>.md`, n from 1, made by the test's superuser.
+    fn targets_named(prefix: &str, count: usize) {
+        Spi::run(&format!(
+            "SELECT patchdiff_initialize_target(json_build_object('filename', '{prefix}' || n || '.md', \
+             'content', 'x')) FROM generate_series(1, {count}) n"
+        ))
+        .unwrap();
+    }
+
     /// Each listed target's ID and `access`, in the listing's order.
     fn ids_and_access(listing: &Value) -> Vec<(String, String)> {
         listing["targets"]
@@ -1324,20 +1348,8 @@ mod tests {
             .unwrap()
             .unwrap();
         Spi::run(&format!("ALTER DATABASE \"{db}\" OWNER TO patchdiff_dbo")).unwrap();
-        let made = |role: &str, name: &str| -> String {
-            let r = call(
-                "patchdiff_initialize_target",
-                json!({"filename": name, "content": "x\n"}),
-            );
-            let id = r["target_file_id"].as_str().unwrap().to_owned();
-            Spi::run(&format!(
-                "UPDATE patchdiff.targets SET owner_role = '{role}' WHERE target_file_id = '{id}'"
-            ))
-            .unwrap();
-            id
-        };
-        let owned = made("pg_database_owner", "pdo.md");
-        let shared = made("patchdiff_dbo_other", "shared.md");
+        let owned = target_owned_by("pg_database_owner", "pdo.md");
+        let shared = target_owned_by("patchdiff_dbo_other", "shared.md");
         let g = call(
             "patchdiff_grant",
             json!({"target_file_id": shared, "role": "pg_database_owner", "privilege": "read"}),
@@ -1373,11 +1385,7 @@ mod tests {
     #[pg_test]
     fn a_page_reads_a_page_without_statistics() {
         Spi::run("CREATE ROLE patchdiff_nostats_probe NOLOGIN").unwrap();
-        Spi::run(
-            "SELECT patchdiff_initialize_target(json_build_object('filename', 'n-' || n || '.md', \
-             'content', 'x')) FROM generate_series(1, 6000) n",
-        )
-        .unwrap();
+        targets_named("n-", 6000);
         Spi::run(
             "UPDATE patchdiff.targets SET owner_role = 'patchdiff_nostats_probe' \
              WHERE filename ~ '^n-[0-9]*[02468]\\.md$'",
@@ -1484,17 +1492,9 @@ mod tests {
     /// to list 5 of a role's 2,000).
     #[pg_test]
     fn a_prefix_is_tested_only_on_the_callers_own_rows() {
-        Spi::run(
-            "SELECT patchdiff_initialize_target(json_build_object('filename', 'other-' || n || '.md', \
-             'content', 'x')) FROM generate_series(1, 3000) n",
-        )
-        .unwrap();
+        targets_named("other-", 3000);
         Spi::run("CREATE ROLE patchdiff_prefix_probe NOLOGIN").unwrap();
-        Spi::run(
-            "SELECT patchdiff_initialize_target(json_build_object('filename', 'mine-' || n || '.md', \
-             'content', 'x')) FROM generate_series(1, 300) n",
-        )
-        .unwrap();
+        targets_named("mine-", 300);
         Spi::run(
             "UPDATE patchdiff.targets SET owner_role = 'patchdiff_prefix_probe' \
              WHERE filename LIKE 'mine-%'",
@@ -1551,18 +1551,6 @@ mod tests {
         Spi::run("CREATE ROLE patchdiff_many_hidden NOLOGIN").unwrap();
         Spi::run("GRANT patchdiff_many_noinherit TO patchdiff_many_probe").unwrap();
         Spi::run("GRANT patchdiff_many_hidden TO patchdiff_many_noinherit").unwrap();
-        let make = |name: &str, owner: &str| -> String {
-            let r = call(
-                "patchdiff_initialize_target",
-                json!({"filename": name, "content": "x\n"}),
-            );
-            let id = r["target_file_id"].as_str().unwrap().to_owned();
-            Spi::run(&format!(
-                "UPDATE patchdiff.targets SET owner_role = '{owner}' WHERE target_file_id = '{id}'"
-            ))
-            .unwrap();
-            id
-        };
         let grant = |id: &str, role: &str, privilege: &str| {
             let g = call(
                 "patchdiff_grant",
@@ -1570,8 +1558,8 @@ mod tests {
             );
             assert_eq!(g["status"], "ok", "{g}");
         };
-        let hidden = make("hidden.md", "patchdiff_many_hidden");
-        let other = make("other.md", "postgres");
+        let hidden = target_owned_by("patchdiff_many_hidden", "hidden.md");
+        let other = target_owned_by("postgres", "other.md");
         let mut expected: Vec<(String, &str)> = Vec::new();
         let mut roles = 0;
         for n in [1, 10] {
@@ -1582,7 +1570,7 @@ mod tests {
                 ))
                 .unwrap();
                 for j in 0..2 {
-                    let id = make(&format!("g{k}-{j}.md"), &group);
+                    let id = target_owned_by(&group, &format!("g{k}-{j}.md"));
                     if j == 0 {
                         grant(&id, "patchdiff_many_g0", "write");
                     }
@@ -1668,11 +1656,7 @@ mod tests {
     #[pg_test]
     fn a_roles_listing_reads_only_what_it_may_see() {
         init("listed\n");
-        Spi::run(
-            "SELECT patchdiff_initialize_target(json_build_object('filename', 'other-' || n || '.md', \
-             'content', 'x')) FROM generate_series(1, 600) n",
-        )
-        .unwrap();
+        targets_named("other-", 600);
         Spi::run("CREATE ROLE patchdiff_list_probe NOLOGIN").unwrap();
         // Grants among others: each of the 600 to three other roles, which the probe's listing
         // must not read (with a few hundred, a sequential scan of the grants is the cheaper plan).
@@ -1689,11 +1673,7 @@ mod tests {
             ))
             .unwrap();
         }
-        Spi::run(
-            "SELECT patchdiff_initialize_target(json_build_object('filename', 'mine-' || n || '.md', \
-             'content', 'x')) FROM generate_series(1, 3) n",
-        )
-        .unwrap();
+        targets_named("mine-", 3);
         Spi::run(
             "UPDATE patchdiff.targets SET owner_role = 'patchdiff_list_probe' \
              WHERE filename LIKE 'mine-%'",
@@ -1762,11 +1742,7 @@ mod tests {
             first.push(n);
         }
         // 600 more of the other role's targets, each granted to the three others.
-        Spi::run(
-            "SELECT patchdiff_initialize_target(json_build_object('filename', 'other-more-' || n || '.md', \
-             'content', 'x')) FROM generate_series(1, 600) n",
-        )
-        .unwrap();
+        targets_named("other-more-", 600);
         for other in [
             "patchdiff_list_other1",
             "patchdiff_list_other2",
