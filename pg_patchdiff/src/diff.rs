@@ -22,7 +22,9 @@ fn patchdiff_diff(args: JsonText) -> JsonText {
     let mut history = SpiHistory {
         caller: entered.caller,
     };
-    out(&drive::diff(&mut history, &args.0))
+    let answer = out(&drive::diff(&mut history, &args.0));
+    crate::memory::settle();
+    answer
 }
 
 // Planner settings, as for replay: the accepted log is read in sequence order from its index.

@@ -48,7 +48,9 @@ fn patchdiff_replay(args: JsonText) -> JsonText {
     let mut history = SpiHistory {
         caller: entered.caller,
     };
-    out(&drive::replay(&mut history, &args.0))
+    let answer = out(&drive::replay(&mut history, &args.0));
+    crate::memory::settle();
+    answer
 }
 
 // ---------------------------------------------------------------------------------------------

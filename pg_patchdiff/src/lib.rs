@@ -24,6 +24,7 @@ mod export;
 mod grants;
 mod history;
 mod json_text;
+mod memory;
 mod observe;
 mod ops;
 mod parser;
@@ -180,6 +181,9 @@ extern "C-unwind" fn _PG_init() {
         // SAFETY: a backend is single-threaded; nothing reads the environment concurrently.
         unsafe { std::env::set_var("RUST_LIB_BACKTRACE", "0") };
     }
+    // The memory this backend's calls finish on when an allocation fails (`memory`); each
+    // call sets it aside again if it was spent, or if it could not be set aside here.
+    memory::set_aside();
     GucRegistry::define_bool_guc(
         c"patchdiff.strict_observation_mode",
         c"Reject and log every unobserved write with OBSERVATION_REQUIRED.",
@@ -275,6 +279,8 @@ extern "C-unwind" fn _PG_init() {
 
 pub(crate) fn check_for_interrupts() {
     pg_sys::check_for_interrupts!();
+    // An allocation served from the memory reserve ends the call here (`memory`).
+    memory::settle();
 }
 
 pgrx::extension_sql_file!("../../sql/schema.sql", name = "schema", bootstrap);
@@ -333,7 +339,9 @@ pub(crate) fn with_store<A: Answer>(call: impl FnOnce(&mut SpiStore) -> A) -> Js
     if let Some(fault) = patchdiff_engine::api::near_miss::take_contained_fault() {
         pgrx::log!("pg_patchdiff: a near-miss search failed and was omitted: {fault}");
     }
-    JsonString(answer.into_text())
+    let text = answer.into_text();
+    memory::settle();
+    JsonString(text)
 }
 
 /// Creates a target from inline content: LF canonicalization, recorded source line endings,
@@ -476,6 +484,8 @@ mod tests;
 mod tests_history;
 #[cfg(any(test, feature = "pg_test"))]
 mod tests_issue17;
+#[cfg(any(test, feature = "pg_test"))]
+mod tests_memory;
 #[cfg(any(test, feature = "pg_test"))]
 mod tests_observed;
 #[cfg(any(test, feature = "pg_test"))]

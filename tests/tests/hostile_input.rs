@@ -844,3 +844,172 @@ async fn rejections_quote_a_senders_long_names_briefly() {
         "a rejection stored {stored} bytes of detail and diagnostic"
     );
 }
+
+/// The backend's address space now, in bytes (`VmSize` of `/proc/<pid>/status`).
+fn vm_size(pid: i32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_else(|e| panic!("the backend {pid} is not on this machine: {e}"));
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmSize:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmSize");
+    kb * 1024
+}
+
+/// Limits `pid`'s address space to `bytes` (soft and hard), as `ulimit -v` or a host whose
+/// memory is all committed (`vm.overcommit_memory = 2`) limits it.
+/// It runs as the backend's own user: lowering a limit needs no privilege there, where another
+/// user needs CAP_SYS_RESOURCE, which containers often drop (this machine's root lacks it).
+fn limit_address_space(pid: i32, bytes: u64) {
+    use std::os::unix::fs::MetadataExt;
+    let owner = std::fs::metadata(format!("/proc/{pid}")).expect("the backend's process");
+    let out = std::process::Command::new("setpriv")
+        .arg(format!("--reuid={}", owner.uid()))
+        .arg(format!("--regid={}", owner.gid()))
+        .arg("--clear-groups")
+        .arg("prlimit")
+        .arg(format!("--pid={pid}"))
+        .arg(format!("--as={bytes}:{bytes}"))
+        .output()
+        .expect("setpriv and prlimit (util-linux)");
+    assert!(out.status.success(), "prlimit: {out:?}");
+}
+
+/// DESIGN.md "Nothing an input can reach may take the server down", for memory: an allocation
+/// the backend cannot make ends that call (`ERROR: out of memory`) or, when even the library's
+/// reserve cannot serve it, that session (`FATAL: out of memory`), and nothing else. Before,
+/// Rust's answer to a failed allocation, abort(), made the postmaster end every session and
+/// restart the server ("terminated by signal 6"). A backend's address space is limited to a
+/// little more than it uses, in steps, and a read and a submission of a 2 MB target of control
+/// characters (a 12 MB answer once escaped) run under each limit; meanwhile a bystander holds
+/// an open write transaction. Every call answers, or fails with SQLSTATE 53200, or its session
+/// ends; the bystander's transaction commits; the server never restarted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_allocation_a_backend_cannot_make_never_restarts_the_server() {
+    if patchdiff_tests::not_through_a_router(
+        &dsn(),
+        "the backend whose memory is limited is the shard's session of PL/Proxy",
+    )
+    .await
+    {
+        return;
+    }
+    let log_before = server_log().len();
+    let bystander = connect(&dsn()).await.unwrap();
+    let started: std::time::SystemTime = bystander
+        .query_one("SELECT pg_postmaster_start_time()", &[])
+        .await
+        .unwrap()
+        .get(0);
+    bystander.batch_execute("BEGIN").await.unwrap();
+    let kept = initialize_target(&bystander, "bystander.md", "# kept\n")
+        .await
+        .unwrap();
+
+    let setup = connect(&dsn()).await.unwrap();
+    let text = "\u{1}".repeat(2_000_000);
+    let id = initialize_target(&setup, "controls.txt", &text)
+        .await
+        .unwrap();
+    let mut version = 0;
+    let (mut answered, mut refused, mut ended) = (0, 0, 0);
+    for headroom_mib in [2u64, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 256] {
+        for submit in [false, true] {
+            let c = connect(&dsn()).await.unwrap();
+            let pid = backend_pid(&c).await;
+            // The library loaded (and its reserve set aside) before the limit.
+            call(
+                &c,
+                "patchdiff_read_target",
+                &json!({"target_file_id": id, "length": 1}),
+            )
+            .await
+            .unwrap();
+            limit_address_space(pid, vm_size(pid) + (headroom_mib << 20));
+            let r = if submit {
+                call(
+                    &c,
+                    "patchdiff_submit_edits",
+                    &json!({"target_file_id": id, "expected_target_version": version,
+                            "intent": "x", "edits": [{"match": "\u{1}".repeat(8),
+                            "replace": "\u{2}", "occurrence_index": 1}]}),
+                )
+                .await
+            } else {
+                call(&c, "patchdiff_get_target", &json!({"target_file_id": id})).await
+            };
+            match r {
+                Ok(r) => {
+                    answered += 1;
+                    if submit {
+                        assert_eq!(r["status"], "accepted", "{headroom_mib} MiB: {r}");
+                        version += 1;
+                    } else {
+                        assert_eq!(r["status"], "ok", "{headroom_mib} MiB");
+                    }
+                }
+                Err(e)
+                    if c.is_closed()
+                        || e.as_db_error().is_some_and(|d| d.severity() == "FATAL") =>
+                {
+                    ended += 1;
+                    eprintln!("{headroom_mib} MiB, submit {submit}: session ended: {e:?}");
+                }
+                Err(e) => {
+                    assert_eq!(
+                        e.code(),
+                        Some(&tokio_postgres::error::SqlState::OUT_OF_MEMORY),
+                        "{headroom_mib} MiB: {e:?}"
+                    );
+                    refused += 1;
+                }
+            }
+            // The version is what the accepted submissions made, no more.
+            let now: i64 = setup
+                .query_one(
+                    "SELECT version FROM patchdiff.targets WHERE target_file_id = $1::text::uuid",
+                    &[&id],
+                )
+                .await
+                .unwrap()
+                .get(0);
+            assert_eq!(now, version, "{headroom_mib} MiB");
+        }
+    }
+    eprintln!("answered {answered}, refused {refused}, sessions ended {ended}");
+    assert!(
+        answered > 0 && refused + ended > 0,
+        "the limits missed both sides"
+    );
+
+    bystander.batch_execute("COMMIT").await.unwrap();
+    let r = call(
+        &setup,
+        "patchdiff_get_target",
+        &json!({"target_file_id": kept}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r["current_content"], "# kept\n", "{r}");
+    let now: std::time::SystemTime = setup
+        .query_one("SELECT pg_postmaster_start_time()", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(now, started, "the server restarted");
+    let log = server_log();
+    let new = &log[log_before.min(log.len())..];
+    for sign in [
+        "terminated by signal",
+        "terminating any other active server processes",
+        "all server processes terminated",
+    ] {
+        assert!(!new.contains(sign), "the server log says {sign:?}:\n{new}");
+    }
+    // The library's own answers were among the failures, not only PostgreSQL's.
+    assert!(
+        new.contains("in pg_patchdiff.") || new.contains("on its reserve"),
+        "no failure reached the library's allocator:\n{new}"
+    );
+}

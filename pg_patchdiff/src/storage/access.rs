@@ -38,6 +38,8 @@ impl Caller {
     /// superuser's `ANALYZE` ran as the table's owner acted as the superuser, so any role could
     /// grant itself every target. Now each acts as the role PostgreSQL runs it as.
     pub fn enter() -> Entered {
+        // Every call's first step: its memory reserve (`crate::memory`).
+        crate::memory::begin_call();
         // SAFETY: reads and sets the backend's user and security context, as fmgr does around a
         // SECURITY DEFINER call; the guard restores them on every return and unwinding, and an
         // error's abort restores them for its (sub)transaction.

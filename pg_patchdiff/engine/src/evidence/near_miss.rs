@@ -387,7 +387,7 @@ impl Budget {
         }
         self.left.set(self.left.get() - bytes);
         let mut v = Vec::new();
-        v.try_reserve_exact(cap).map_err(|_| SearchFailed)?;
+        crate::contract::memory::fallibly(|| v.try_reserve_exact(cap)).map_err(|_| SearchFailed)?;
         Ok(v)
     }
 
