@@ -37,6 +37,13 @@ enum Kept {
     Unavailable(parser::Unavailable),
 }
 
+/// Whether an answer without an outline was found now or kept from an earlier call.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Seen {
+    Now,
+    Kept,
+}
+
 thread_local! {
     static RESIDENT: RefCell<Vec<(OutlineKey, Kept, usize)>> =
         const { RefCell::new(Vec::new()) };
@@ -79,7 +86,7 @@ fn outline_of(
     t: &TargetView,
     language: Language,
     role: pg_sys::Oid,
-) -> Result<Rc<Outline>, parser::Unavailable> {
+) -> Result<Rc<Outline>, (parser::Unavailable, Seen)> {
     let key: OutlineKey = (
         t.target_file_id.to_owned(),
         t.version,
@@ -96,7 +103,7 @@ fn outline_of(
     }) {
         return match hit {
             Kept::Outline(o) => Ok(o),
-            Kept::Unavailable(why) => Err(why),
+            Kept::Unavailable(why) => Err((why, Seen::Kept)),
         };
     }
     match parser::outline(language, Some(t.target_file_id), t.content, role) {
@@ -115,7 +122,7 @@ fn outline_of(
             ) {
                 keep(key, Kept::Unavailable(why.clone()), 0);
             }
-            Err(why)
+            Err((why, Seen::Now))
         }
     }
 }
@@ -127,21 +134,24 @@ pub(crate) fn outline(
     language: Language,
     role: pg_sys::Oid,
 ) -> Result<Rc<Outline>, NoOutline> {
-    outline_of(t, language, role).map_err(|why| match why {
-        parser::Unavailable::Crashed(detail) => {
+    // Logged once, when it happens: an answer kept with the version is not news (helper-83:
+    // one connection logged the same crash 114 times).
+    let log = |seen: Seen, detail: &str| {
+        if seen == Seen::Now {
             pgrx::warning!(
                 "pg_patchdiff: {detail} (target {}, {})",
                 t.target_file_id,
                 language.grammar()
             );
+        }
+    };
+    outline_of(t, language, role).map_err(|(why, seen)| match why {
+        parser::Unavailable::Crashed(detail) => {
+            log(seen, &detail);
             NoOutline::Crashed
         }
         parser::Unavailable::Stopped(detail) => {
-            pgrx::warning!(
-                "pg_patchdiff: {detail} (target {}, {})",
-                t.target_file_id,
-                language.grammar()
-            );
+            log(seen, &detail);
             NoOutline::Stopped
         }
         parser::Unavailable::Limit(l) => NoOutline::Limit(l),

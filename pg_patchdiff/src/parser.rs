@@ -20,7 +20,7 @@ use std::cell::RefCell;
 use std::ffi::{CStr, CString};
 use std::io::{self, Read, Write};
 use std::os::fd::AsRawFd;
-use std::os::unix::process::ExitStatusExt;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -208,6 +208,14 @@ fn start(settings: &Settings) -> Result<Helper, Unavailable> {
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
+        // A process group of its own. PostgreSQL signals a backend's whole group to cancel
+        // (SIGINT) or end (SIGTERM, SIGQUIT) it; in the backend's group the helper got each of
+        // those too, died of it before the backend served the cancel, and its death was taken for
+        // a crash the text caused, kept with the version: every later observation of it on that
+        // connection answered `parser_crashed` without parsing (helper-83). A cancel of an idle
+        // backend killed its warm helper and the trees it kept. The backend kills its helper
+        // itself on every interrupt (`exchange`), and the helper dies with it (PR_SET_PDEATHSIG).
+        .process_group(0)
         .spawn()
         .map_err(|e| Unavailable::NotStarted(format!("{}: {e}", settings.program)))?;
     let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
@@ -475,7 +483,15 @@ fn death(mut h: Helper) -> Unavailable {
     match status {
         Ok(s) if s.signal() == Some(libc::SIGXCPU) => Unavailable::Limit(ParserLimit::Cpu),
         Ok(s) if s.code() == Some(wire::EXIT_MEMORY) => Unavailable::Limit(ParserLimit::Memory),
-        Ok(s) if matches!(s.signal(), Some(libc::SIGKILL | libc::SIGTERM)) => {
+        // The signals a helper only gets from outside: the kernel's OOM killer, an operator,
+        // or PostgreSQL's signals to a process group (a cancel, a terminate, an immediate
+        // shutdown), should one still reach it. None of them says anything about the text.
+        Ok(s)
+            if matches!(
+                s.signal(),
+                Some(libc::SIGKILL | libc::SIGTERM | libc::SIGINT | libc::SIGQUIT)
+            ) =>
+        {
             Unavailable::Stopped(format!(
                 "the parser helper was stopped by signal {} from outside (the OOM killer, an operator)",
                 s.signal().unwrap_or(0)
@@ -566,6 +582,9 @@ pub(crate) fn outline(
             });
         }
         Ok(Exchange::Died) => {
+            // A cancel or terminate that came with the death is served first: it is why the
+            // call ends, not the helper's end.
+            crate::check_for_interrupts();
             return Err(memory(helper.map_or_else(
                 || Unavailable::Stopped("the parser helper was stopped".into()),
                 death,

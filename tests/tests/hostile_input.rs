@@ -1013,3 +1013,116 @@ async fn an_allocation_a_backend_cannot_make_never_restarts_the_server() {
         "no failure reached the library's allocator:\n{new}"
     );
 }
+
+/// The running helper child of backend `pid` (a child that has exec'd the helper's program).
+fn helper_of(pid: i32) -> Option<i32> {
+    children_of(pid).into_iter().find(|p| {
+        running(*p)
+            && std::fs::read_link(format!("/proc/{p}/exe"))
+                .is_ok_and(|exe| exe.ends_with("patchdiff-waymark-helper"))
+    })
+}
+
+/// `patchdiff_observe_scope` of `target` on `c`, started now; the client comes back with it.
+fn observing(
+    c: Client,
+    target: String,
+) -> tokio::task::JoinHandle<(Client, Result<Value, tokio_postgres::Error>)> {
+    tokio::spawn(async move {
+        let r = call(
+            &c,
+            "patchdiff_observe_scope",
+            &json!({"target_file_id": target}),
+        )
+        .await;
+        (c, r)
+    })
+}
+
+/// helper-83: PostgreSQL cancels (SIGINT) and ends (SIGTERM) a backend by signalling its whole
+/// process group, and the parser helper was in it. A helper that died of the cancel before its
+/// backend served it was taken for one the text had crashed, and that answer was kept with the
+/// version: every later observation of it on that connection answered `parser_crashed` at once,
+/// without parsing, until the target changed or the connection ended (2 of 60 random client
+/// cancels did it; `pg_cancel_backend` in a loop, always). And a cancel of an idle backend killed
+/// its warm helper. Now the helper has a process group of its own, and a helper killed by a
+/// signal only sent from outside (SIGINT among them) is "stopped", never kept:
+/// - a cancel of the idle backend leaves its warm helper running;
+/// - a helper sent SIGINT while it parses answers `parser_crashed` with the "stopped from
+///   outside" message, and the same version observed again on the same connection is parsed
+///   again and answers its candidates;
+/// - `pg_cancel_backend` while the helper parses ends the call with 57014, and the version is
+///   then observed on the same connection with its candidates.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_is_never_kept_as_a_crash_of_the_text() {
+    let _turn = PARSING.lock().await;
+    if patchdiff_tests::not_through_a_router(
+        &dsn(),
+        "the backend that parses is the shard's session of PL/Proxy, not the caller's",
+    )
+    .await
+    {
+        return;
+    }
+    let c = connect(&dsn()).await.unwrap();
+    let other = connect(&dsn()).await.unwrap();
+    let pid = backend_pid(&c).await;
+    // Unclosed nested flow sequences: a parse of about a second.
+    let slow = "[a, ".repeat(131_072);
+    let stopped = initialize_target(&c, "stopped.yaml", &slow).await.unwrap();
+    let cancelled = initialize_target(&c, "cancelled.yaml", &format!("{slow}b"))
+        .await
+        .unwrap();
+    let small = initialize_target(&c, "small.yaml", "a: 1\n").await.unwrap();
+
+    assert_eq!(observe(&c, &small).await["status"], "candidates");
+    let warm = helper_of(pid).expect("a warm helper after an observation");
+    other
+        .execute("SELECT pg_cancel_backend($1)", &[&pid])
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(
+        running(warm),
+        "a cancel of the idle backend killed its warm helper"
+    );
+
+    let task = observing(c, stopped.clone());
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let parsing = helper_of(pid).expect("the helper parses");
+    let killed = std::process::Command::new("kill")
+        .args(["-INT", &parsing.to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let (c, r) = task.await.unwrap();
+    let r = r.unwrap();
+    assert_eq!(
+        (r["status"].as_str(), r["reason"].as_str()),
+        (Some("structure_unavailable"), Some("parser_crashed")),
+        "{r}"
+    );
+    assert!(r.to_string().contains("stopped from outside"), "{r}");
+    let again = observe(&c, &stopped).await;
+    assert_eq!(
+        again["status"], "candidates",
+        "kept as the text's crash: {again}"
+    );
+
+    let task = observing(c, cancelled.clone());
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(helper_of(pid).is_some(), "the helper parses");
+    other
+        .execute("SELECT pg_cancel_backend($1)", &[&pid])
+        .await
+        .unwrap();
+    let (c, r) = task.await.unwrap();
+    let e = r.expect_err("the cancel ends the call");
+    assert_eq!(
+        e.code(),
+        Some(&tokio_postgres::error::SqlState::QUERY_CANCELED),
+        "{e}"
+    );
+    let again = observe(&c, &cancelled).await;
+    assert_eq!(again["status"], "candidates", "after the cancel: {again}");
+}
