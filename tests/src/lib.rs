@@ -295,6 +295,17 @@ pub async fn backend_pid(c: &impl GenericClient) -> i32 {
         .get(0)
 }
 
+/// The version `patchdiff.targets` holds for target `id` (read as `c`, which may read the table).
+pub async fn stored_version(c: &impl GenericClient, id: &str) -> i64 {
+    c.query_one(
+        "SELECT version FROM patchdiff.targets WHERE target_file_id = $1::text::uuid",
+        &[&id],
+    )
+    .await
+    .expect("the target's version")
+    .get(0)
+}
+
 /// Initializes a target with `content` and returns its `target_file_id`.
 pub async fn initialize_target(
     client: &impl GenericClient,

@@ -109,6 +109,21 @@ fn server_log() -> String {
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 
+/// The server's log after its first `before` bytes, which must not show a backend that died by
+/// a signal, nor the restart of every session that follows one.
+fn log_without_a_restart_since(before: usize) -> String {
+    let log = server_log();
+    let new = log[before.min(log.len())..].to_owned();
+    for sign in [
+        "terminated by signal",
+        "terminating any other active server processes",
+        "all server processes terminated",
+    ] {
+        assert!(!new.contains(sign), "the server log says {sign:?}:\n{new}");
+    }
+    new
+}
+
 /// Parse slots are the server's, so the tests that parse take turns: one test's parses would
 /// take or free another's slots (CI's run of 7a2e293: a slot test, run beside the other, found
 /// free a slot its own slow parse should have held).
@@ -173,15 +188,7 @@ async fn pathological_files_never_take_the_server_down() {
         .await
         .unwrap();
     assert_eq!(r["current_content"], "# kept\n", "{r}");
-    let log = server_log();
-    let new = &log[log_before.min(log.len())..];
-    for sign in [
-        "terminated by signal",
-        "terminating any other active server processes",
-        "all server processes terminated",
-    ] {
-        assert!(!new.contains(sign), "the server log says {sign:?}:\n{new}");
-    }
+    log_without_a_restart_since(log_before);
 }
 
 /// 4 MiB of text ending in 10,000 unique markers, and the 10,000 edits (the cap) that rename
@@ -369,23 +376,43 @@ fn running(pid: i32) -> bool {
         .unwrap_or(false)
 }
 
-/// Issue 14: the parser helper is "killed on query cancel, statement timeout and backend
-/// exit". A backend terminated by pg_terminate_backend while its helper parses takes the
-/// helper with it (PR_SET_PDEATHSIG): no orphan parser keeps burning CPU.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_terminated_backend_takes_its_parser_helper_with_it() {
-    let _turn = PARSING.lock().await;
+/// The running helper child of backend `pid` (a child that has exec'd the helper's program).
+fn helper_of(pid: i32) -> Option<i32> {
+    children_of(pid).into_iter().find(|p| {
+        running(*p)
+            && std::fs::read_link(format!("/proc/{p}/exe"))
+                .is_ok_and(|exe| exe.ends_with("patchdiff-waymark-helper"))
+    })
+}
+
+/// The parse turn, a session that will parse and another that signals its backend, and the first
+/// one's backend pid; `None` through a router (the backend that parses is the shard's session of
+/// PL/Proxy, not the caller's).
+async fn parsing_and_signalling()
+-> Option<(tokio::sync::MutexGuard<'static, ()>, Client, Client, i32)> {
+    let turn = PARSING.lock().await;
     if patchdiff_tests::not_through_a_router(
         &dsn(),
         "the backend that parses is the shard's session of PL/Proxy, not the caller's",
     )
     .await
     {
-        return;
+        return None;
     }
     let c = connect(&dsn()).await.unwrap();
     let other = connect(&dsn()).await.unwrap();
     let pid = backend_pid(&c).await;
+    Some((turn, c, other, pid))
+}
+
+/// Issue 14: the parser helper is "killed on query cancel, statement timeout and backend
+/// exit". A backend terminated by pg_terminate_backend while its helper parses takes the
+/// helper with it (PR_SET_PDEATHSIG): no orphan parser keeps burning CPU.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_terminated_backend_takes_its_parser_helper_with_it() {
+    let Some((_turn, c, other, pid)) = parsing_and_signalling().await else {
+        return;
+    };
     let yaml = format!("{}{}", "[".repeat(1 << 20), "]".repeat(1 << 20));
     let y = initialize_target(&c, "terminated.yaml", &yaml)
         .await
@@ -396,15 +423,8 @@ async fn a_terminated_backend_takes_its_parser_helper_with_it() {
     let started = Instant::now();
     // The backend forks, then the child execs the helper: until the exec, the child is still
     // `postgres`, so wait for a child that runs the helper's program.
-    let is_helper = |p: i32| {
-        std::fs::read_link(format!("/proc/{p}/exe"))
-            .is_ok_and(|exe| exe.ends_with("patchdiff-waymark-helper"))
-    };
     let helper = loop {
-        if let Some(h) = children_of(pid)
-            .into_iter()
-            .find(|p| running(*p) && is_helper(*p))
-        {
+        if let Some(h) = helper_of(pid) {
             break h;
         }
         assert!(
@@ -966,15 +986,11 @@ async fn an_allocation_a_backend_cannot_make_never_restarts_the_server() {
                 }
             }
             // The version is what the accepted submissions made, no more.
-            let now: i64 = setup
-                .query_one(
-                    "SELECT version FROM patchdiff.targets WHERE target_file_id = $1::text::uuid",
-                    &[&id],
-                )
-                .await
-                .unwrap()
-                .get(0);
-            assert_eq!(now, version, "{headroom_mib} MiB");
+            assert_eq!(
+                patchdiff_tests::stored_version(&setup, &id).await,
+                version,
+                "{headroom_mib} MiB"
+            );
         }
     }
     eprintln!("answered {answered}, refused {refused}, sessions ended {ended}");
@@ -998,29 +1014,12 @@ async fn an_allocation_a_backend_cannot_make_never_restarts_the_server() {
         .unwrap()
         .get(0);
     assert_eq!(now, started, "the server restarted");
-    let log = server_log();
-    let new = &log[log_before.min(log.len())..];
-    for sign in [
-        "terminated by signal",
-        "terminating any other active server processes",
-        "all server processes terminated",
-    ] {
-        assert!(!new.contains(sign), "the server log says {sign:?}:\n{new}");
-    }
+    let new = log_without_a_restart_since(log_before);
     // The library's own answers were among the failures, not only PostgreSQL's.
     assert!(
         new.contains("in pg_patchdiff.") || new.contains("on its reserve"),
         "no failure reached the library's allocator:\n{new}"
     );
-}
-
-/// The running helper child of backend `pid` (a child that has exec'd the helper's program).
-fn helper_of(pid: i32) -> Option<i32> {
-    children_of(pid).into_iter().find(|p| {
-        running(*p)
-            && std::fs::read_link(format!("/proc/{p}/exe"))
-                .is_ok_and(|exe| exe.ends_with("patchdiff-waymark-helper"))
-    })
 }
 
 /// `patchdiff_observe_scope` of `target` on `c`, started now; the client comes back with it.
@@ -1055,18 +1054,9 @@ fn observing(
 ///   then observed on the same connection with its candidates.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancel_is_never_kept_as_a_crash_of_the_text() {
-    let _turn = PARSING.lock().await;
-    if patchdiff_tests::not_through_a_router(
-        &dsn(),
-        "the backend that parses is the shard's session of PL/Proxy, not the caller's",
-    )
-    .await
-    {
+    let Some((_turn, c, other, pid)) = parsing_and_signalling().await else {
         return;
-    }
-    let c = connect(&dsn()).await.unwrap();
-    let other = connect(&dsn()).await.unwrap();
-    let pid = backend_pid(&c).await;
+    };
     // Unclosed nested flow sequences: a parse of about a second.
     let slow = "[a, ".repeat(131_072);
     let stopped = initialize_target(&c, "stopped.yaml", &slow).await.unwrap();

@@ -1289,14 +1289,7 @@ async fn listed_access(c: &Client, id: &str) -> Option<Value> {
 
 /// An edit of target `id` at its current version (read by the superuser), by `c`.
 async fn edit(c: &Client, su: &Client, id: &str, from: &str, to: &str) -> Value {
-    let version: i64 = su
-        .query_one(
-            "SELECT version FROM patchdiff.targets WHERE target_file_id = $1::text::uuid",
-            &[&id],
-        )
-        .await
-        .unwrap()
-        .get(0);
+    let version = patchdiff_tests::stored_version(su, id).await;
     call(
         c,
         "patchdiff_submit_edits",
