@@ -483,6 +483,11 @@ fn death(mut h: Helper) -> Unavailable {
     match status {
         Ok(s) if s.signal() == Some(libc::SIGXCPU) => Unavailable::Limit(ParserLimit::Cpu),
         Ok(s) if s.code() == Some(wire::EXIT_MEMORY) => Unavailable::Limit(ParserLimit::Memory),
+        // It could not set itself up (its reason is in the server's log): not the text's doing,
+        // so nothing is kept with the version.
+        Ok(s) if s.code() == Some(wire::EXIT_USAGE) => Unavailable::NotStarted(
+            "the helper could not set itself up; the server's log says why".into(),
+        ),
         // The signals a helper only gets from outside: the kernel's OOM killer, an operator,
         // or PostgreSQL's signals to a process group (a cancel, a terminate, an immediate
         // shutdown), should one still reach it. None of them says anything about the text.

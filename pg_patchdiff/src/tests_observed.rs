@@ -574,6 +574,30 @@ mod tests {
         assert_eq!(r["status"], "observed", "{r}");
     }
 
+    /// helper-84: a helper that cannot set itself up (exit status 2, `wire::EXIT_USAGE`: here a
+    /// program that refuses the helper's arguments, as the helper refused to run under a hard
+    /// resource limit it could not raise) is not a crash the text caused: the call answers
+    /// `parser_not_started`, nothing is kept with the version, and with the real helper back the
+    /// same version is parsed and observed in the same backend.
+    #[pg_test]
+    fn a_helper_that_cannot_set_itself_up_is_not_kept_as_the_texts_crash() {
+        let t = init_file("setup.yaml", "server:\n  port: 8080\n");
+        let helper: String = Spi::get_one("SELECT current_setting('patchdiff.parser_helper')")
+            .unwrap()
+            .unwrap();
+        // `ls` exits with status 2 on an option it does not know (`--memory-bytes`).
+        Spi::run("SET LOCAL patchdiff.parser_helper = '/usr/bin/ls'").unwrap();
+        let r = observe(&t, json!({}));
+        assert_eq!(
+            (r["status"].as_str(), r["reason"].as_str()),
+            (Some("structure_unavailable"), Some("parser_not_started")),
+            "{r}"
+        );
+        Spi::run(&format!("SET LOCAL patchdiff.parser_helper = '{helper}'")).unwrap();
+        let r = observe(&t, json!({"symbol_name": "server.port"}));
+        assert_eq!(r["status"], "observed", "{r}");
+    }
+
     /// helper-55: a version whose text crashed the helper or passed a parser limit is kept as
     /// that answer, like an outline: asking again sends no request to a helper (each call on
     /// 100 KB of `\\` lines of Python cost 10 s of CPU). Changed limits parse again. (A `time`

@@ -16,9 +16,7 @@
 use patchdiff_engine::api::scope::wire;
 use std::io::{self, Read, Write};
 
-pub use patchdiff_engine::api::scope::wire::EXIT_MEMORY;
-/// The exit status of a helper started with bad arguments or that lost its parent.
-pub const EXIT_USAGE: i32 = 2;
+pub use patchdiff_engine::api::scope::wire::{EXIT_MEMORY, EXIT_USAGE};
 
 /// The helper's limits, from its command line.
 #[derive(Debug, Clone, Copy)]
@@ -64,6 +62,20 @@ impl Limits {
     }
 }
 
+/// The hard limit of `resource` this process inherited (`u64::MAX`: none). Only a privileged
+/// process may raise a hard limit: asking for more than this fails.
+fn hard_limit(resource: libc::__rlimit_resource_t) -> u64 {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes only into the struct we pass.
+    if unsafe { libc::getrlimit(resource, &mut r) } != 0 || r.rlim_max == libc::RLIM_INFINITY {
+        return u64::MAX;
+    }
+    r.rlim_max
+}
+
 fn set_limit(resource: libc::__rlimit_resource_t, soft: u64, hard: u64) -> io::Result<()> {
     let r = libc::rlimit {
         rlim_cur: soft as libc::rlim_t,
@@ -91,7 +103,9 @@ fn cpu_used() -> u64 {
 }
 
 /// Applies the limits that hold for the helper's whole life.
-pub fn confine(l: &Limits) -> Result<(), String> {
+/// The memory limit may come out lower than asked for: the one it inherited, which `l` then
+/// says.
+pub fn confine(l: &mut Limits) -> Result<(), String> {
     // SAFETY: plain system calls with constant arguments.
     unsafe {
         libc::prctl(
@@ -126,6 +140,10 @@ pub fn confine(l: &Limits) -> Result<(), String> {
     // Raising one's own score needs no privilege; a system that refuses it leaves the default.
     let _ = std::fs::write("/proc/self/oom_score_adj", "1000");
     if l.memory_bytes > 0 {
+        // At most what the helper inherited from its backend (a server started under `ulimit
+        // -v`, systemd's LimitAS=): asking for more failed, and every outline of every text was
+        // answered as a crash the text caused (helper-84).
+        l.memory_bytes = l.memory_bytes.min(hard_limit(libc::RLIMIT_AS));
         set_limit(libc::RLIMIT_AS, l.memory_bytes, l.memory_bytes)
             .map_err(|e| format!("RLIMIT_AS: {e}"))?;
     }
@@ -214,11 +232,19 @@ pub fn serve(l: &Limits, input: &mut impl Read, output: &mut impl Write) -> io::
         let text = String::from_utf8(text)
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "text is not UTF-8"))?;
         if l.cpu_seconds > 0 {
-            // The soft limit is per request: what was used so far plus this request's share.
+            // The soft limit is per request: what was used so far plus this request's share,
+            // under the hard limit the helper inherited, which it may not raise (helper-84: with
+            // any hard CPU limit on the server, asking for none failed every request). Past the
+            // hard limit the kernel kills the helper: a helper stopped, which resending survives.
+            let hard = hard_limit(libc::RLIMIT_CPU);
             set_limit(
                 libc::RLIMIT_CPU,
-                cpu_used().saturating_add(l.cpu_seconds),
-                libc::RLIM_INFINITY,
+                cpu_used().saturating_add(l.cpu_seconds).min(hard),
+                if hard == u64::MAX {
+                    libc::RLIM_INFINITY
+                } else {
+                    hard
+                },
             )?;
         }
         let outline = match lineage {

@@ -310,3 +310,51 @@ fn kept_memory_zero_keeps_nothing() {
     drop(h.stdin.take());
     assert!(h.wait().unwrap().success());
 }
+
+/// helper-84: a server started under hard resource limits (`ulimit -v`, `ulimit -t`, systemd's
+/// LimitAS= or LimitCPU=) passes them to every backend and so to every helper. The helper asked
+/// for its own limits above them, which only a privileged process may, failed, and exited before
+/// reading anything: every outline of every text was answered as a crash the text caused. Now it
+/// takes the inherited hard limits as its ceilings, and answers.
+#[test]
+fn a_helper_under_inherited_hard_limits_still_answers() {
+    use std::os::unix::process::CommandExt;
+    let hard = |resource, value: u64| -> std::io::Result<()> {
+        let r = libc::rlimit {
+            rlim_cur: value as libc::rlim_t,
+            rlim_max: value as libc::rlim_t,
+        };
+        // SAFETY: setrlimit reads the struct we pass; nothing else runs in the child yet.
+        if unsafe { libc::setrlimit(resource, &r) } == 0 {
+            Ok(())
+        } else {
+            Err(std::io::Error::last_os_error())
+        }
+    };
+    let mut command = Command::new(HELPER);
+    command
+        .args([
+            "--memory-bytes",
+            &(1u64 << 30).to_string(),
+            "--cpu-seconds",
+            "10",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    // SAFETY: only setrlimit, which is async-signal-safe, between fork and exec.
+    unsafe {
+        command.pre_exec(move || {
+            hard(libc::RLIMIT_AS, 512 << 20)?;
+            hard(libc::RLIMIT_CPU, 3_600)
+        });
+    }
+    let mut h = command.spawn().expect("the helper starts");
+    let text = "# Title\n\nText.\n";
+    for _ in 0..2 {
+        let answer = ask(&mut h, Language::Markdown, text).expect("an answer, not an exit");
+        assert_eq!(answer.unwrap(), outline(Language::Markdown, text).unwrap());
+    }
+    drop(h.stdin.take());
+    assert_eq!(h.wait().unwrap().code(), Some(0));
+}

@@ -296,6 +296,11 @@ pub mod wire {
     /// backend reports as `parser_limit` (`memory`), not as a crash.
     pub const EXIT_MEMORY: i32 = 3;
 
+    /// The helper's exit status when it could not set itself up or go on (bad arguments, a
+    /// parent gone, a limit it may not set, a broken pipe): never the text's doing, so the
+    /// backend answers `parser_not_started` and keeps nothing with the version.
+    pub const EXIT_USAGE: i32 = 2;
+
     /// The largest request text the helper accepts (tree-sitter addresses bytes with u32).
     pub const MAX_TEXT_BYTES: u64 = u32::MAX as u64;
 

@@ -8,8 +8,8 @@ use patchdiff_waymark::helper::{self, EXIT_USAGE, LimitedAlloc, Limits};
 static ALLOC: LimitedAlloc = LimitedAlloc;
 
 fn main() {
-    let limits =
-        Limits::from_args(std::env::args().skip(1)).and_then(|l| helper::confine(&l).map(|()| l));
+    let limits = Limits::from_args(std::env::args().skip(1))
+        .and_then(|mut l| helper::confine(&mut l).map(|()| l));
     let limits = limits.unwrap_or_else(|e| {
         eprintln!("patchdiff-waymark-helper: {e}");
         std::process::exit(EXIT_USAGE)
