@@ -396,7 +396,8 @@ pub fn canonical(data: &[u8]) {
         && let Ok(v) = serde_json::from_str::<Value>(&marked)
     {
         let mut defects = Vec::new();
-        invalid_text::find(&v, "$", Some(sentinel), &mut defects);
+        // Refused past its bound on the paths' bytes, which a fuzz input cannot reach.
+        let _ = invalid_text::find(&v, "$", Some(sentinel), &mut defects);
         emit(&invalid_text::locations(&defects));
         let _ = invalid_text::restore(&v, Some(sentinel));
     }

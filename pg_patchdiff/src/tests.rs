@@ -898,6 +898,42 @@ mod tests {
         assert_eq!(r["diagnostic"]["code"], "invalid_attempt");
     }
 
+    /// helper-83: the locations of invalid text name their whole paths, so long keys above many
+    /// NUL strings made paths without end (a 16 KiB key over 20,000 of them, a 196 KB request,
+    /// took 429 MB of the backend). Past `INVALID_TEXT_PATHS_MAX_BYTES` of paths the submission
+    /// is `invalid_argument` / `invalid_text_too_widespread` and writes nothing; under it, the
+    /// same shape is the contract's audited `target_encoding_invalid`, every location counted.
+    #[pg_test]
+    fn invalid_text_whose_locations_would_not_end_is_refused_unwritten() {
+        use patchdiff_engine::api::invalid_text::INVALID_TEXT_PATHS_MAX_BYTES;
+        let t = init("abc\n");
+        let key = "k".repeat(16 << 10);
+        let path_len = "record.edits[0].".len() + key.len() + "[100]".len();
+        let shape = |n: usize| {
+            json!({"target_file_id": t, "expected_target_version": 0, "intent": "x",
+                   "edits": [{"match": "abc", "replace": "z", key.clone(): vec!["\u{0}"; n]}]})
+        };
+        let r = call(
+            "patchdiff_submit_edits",
+            shape(INVALID_TEXT_PATHS_MAX_BYTES / path_len + 1),
+        );
+        assert_eq!(
+            (&r["status"], &r["code"]),
+            (
+                &json!("invalid_argument"),
+                &json!("invalid_text_too_widespread")
+            ),
+            "{}",
+            &r.to_string()[..300.min(r.to_string().len())]
+        );
+        assert_eq!(log_rows(&t), 0);
+        let fits = INVALID_TEXT_PATHS_MAX_BYTES / path_len;
+        let r = call("patchdiff_submit_edits", shape(fits));
+        assert_eq!(r["failure_reason"], "target_encoding_invalid");
+        assert_eq!(r["diagnostic"]["invalid_text_count"], json!(fits));
+        assert_eq!(log_rows(&t), 1);
+    }
+
     /// Contract "Common input and request-key rules" / host guide "Invalid text and safe
     /// rejected evidence": NUL or an escaped lone surrogate in a known-target proposal is an
     /// audited target_encoding_invalid rejection at PROTOCOL_VALIDATION whose pdcp_content is

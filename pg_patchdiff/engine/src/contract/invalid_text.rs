@@ -108,32 +108,31 @@ pub struct Defect {
     pub kind: &'static str,
 }
 
-/// Every defect in `v`, depth first in document order, paths rooted at `root`.
-pub fn find(v: &Value, root: &str, sentinel: Option<char>, out: &mut Vec<Defect>) {
-    match v {
-        Value::String(s) => {
-            if sentinel.is_some_and(|c| s.contains(c)) {
-                out.push(Defect {
-                    path: root.to_owned(),
-                    kind: "lone_surrogate",
-                });
-            }
-            if s.contains('\0') {
-                out.push(Defect {
-                    path: root.to_owned(),
-                    kind: "nul",
-                });
-            }
-        }
-        Value::Array(a) => {
-            for (i, x) in a.iter().enumerate() {
-                interrupt::check();
-                find(x, &format!("{root}[{i}]"), sentinel, out);
-            }
-        }
-        Value::Object(m) => find_in_object(m, root, sentinel, out),
-        _ => {}
-    }
+/// The most bytes the paths of one request's invalid-text locations may take together. Each
+/// location names its whole path, so a few long keys above many defects made paths without end
+/// (helper-83's case: a 16 KiB key over 20,000 NUL strings, a 196 KB request, took 429 MB of its
+/// backend; at the argument limit, terabytes). 10,000 edits with a NUL in both texts take about
+/// 600 KB.
+pub const INVALID_TEXT_PATHS_MAX_BYTES: usize = 4 << 20;
+
+/// The paths of the locations found would pass [`INVALID_TEXT_PATHS_MAX_BYTES`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PathsTooLarge;
+
+/// Every defect in `v`, depth first in document order, paths rooted at `root`, appended to
+/// `out`; refused once the paths in `out` would pass [`INVALID_TEXT_PATHS_MAX_BYTES`].
+///
+/// A path is written only for a defect, from the steps of the way down to it, each key's segment
+/// written once: each node used to format its whole path on the way down, so one long key above
+/// many nodes was copied once per node (helper-83: a 2 MiB key over 200,000 array elements and a
+/// NUL in `intent` took 12.4 s for a 2.5 MB request; at the argument limit, hours).
+pub fn find(
+    v: &Value,
+    root: &str,
+    sentinel: Option<char>,
+    out: &mut Vec<Defect>,
+) -> Result<(), PathsTooLarge> {
+    Walk::new(root, sentinel, out)?.value(v)
 }
 
 /// [`find`] over an object's members (an object that is not wrapped in a [`Value`]).
@@ -142,23 +141,141 @@ pub fn find_in_object(
     root: &str,
     sentinel: Option<char>,
     out: &mut Vec<Defect>,
-) {
-    for (k, x) in m {
-        interrupt::check();
-        let path = format!("{root}.{}", segment(k, sentinel));
-        // A defect in a key is reported at the key's own path.
-        find(&Value::String(k.clone()), &path, sentinel, out);
-        find(x, &path, sentinel, out);
+) -> Result<(), PathsTooLarge> {
+    Walk::new(root, sentinel, out)?.object(m)
+}
+
+/// A step of the way down, as its path writes it: `.key` (escaped when it must be) or `[i]`, and
+/// the length of the path up to and with it.
+struct Step<'a> {
+    segment: std::borrow::Cow<'a, str>,
+    index: Option<usize>,
+    path_len: usize,
+}
+
+struct Walk<'a, 'o> {
+    root: &'a str,
+    sentinel: Option<char>,
+    at: Vec<Step<'a>>,
+    out: &'o mut Vec<Defect>,
+    /// Path bytes still allowed.
+    left: usize,
+}
+
+impl<'a, 'o> Walk<'a, 'o> {
+    fn new(
+        root: &'a str,
+        sentinel: Option<char>,
+        out: &'o mut Vec<Defect>,
+    ) -> Result<Self, PathsTooLarge> {
+        let used: usize = out.iter().map(|d| d.path.len()).sum();
+        let left = INVALID_TEXT_PATHS_MAX_BYTES
+            .checked_sub(used)
+            .ok_or(PathsTooLarge)?;
+        Ok(Walk {
+            root,
+            sentinel,
+            at: Vec::new(),
+            out,
+            left,
+        })
     }
+
+    fn path_len(&self) -> usize {
+        self.at.last().map_or(self.root.len(), |s| s.path_len)
+    }
+
+    fn value(&mut self, v: &'a Value) -> Result<(), PathsTooLarge> {
+        match v {
+            Value::String(s) => self.text(s),
+            Value::Array(a) => {
+                for (i, x) in a.iter().enumerate() {
+                    interrupt::check();
+                    let path_len = self.path_len() + 2 + decimal_len(i);
+                    self.at.push(Step {
+                        segment: std::borrow::Cow::Borrowed(""),
+                        index: Some(i),
+                        path_len,
+                    });
+                    self.value(x)?;
+                    self.at.pop();
+                }
+                Ok(())
+            }
+            Value::Object(m) => self.object(m),
+            _ => Ok(()),
+        }
+    }
+
+    fn object(&mut self, m: &'a Map<String, Value>) -> Result<(), PathsTooLarge> {
+        for (k, x) in m {
+            interrupt::check();
+            let segment = segment(k, self.sentinel);
+            let path_len = self.path_len() + 1 + segment.len();
+            self.at.push(Step {
+                segment,
+                index: None,
+                path_len,
+            });
+            // A defect in a key is reported at the key's own path.
+            self.text(k)?;
+            self.value(x)?;
+            self.at.pop();
+        }
+        Ok(())
+    }
+
+    fn text(&mut self, s: &str) -> Result<(), PathsTooLarge> {
+        for (kind, found) in [
+            (
+                "lone_surrogate",
+                self.sentinel.is_some_and(|c| s.contains(c)),
+            ),
+            ("nul", s.contains('\0')),
+        ] {
+            if found {
+                let len = self.path_len();
+                self.left = self.left.checked_sub(len).ok_or(PathsTooLarge)?;
+                let path = self.path(len);
+                debug_assert_eq!(path.len(), len, "{path}");
+                self.out.push(Defect { path, kind });
+            }
+        }
+        Ok(())
+    }
+
+    /// The path of where the walk is, `len` bytes: `root.key[i]...`.
+    fn path(&self, len: usize) -> String {
+        let mut p = String::with_capacity(len);
+        p.push_str(self.root);
+        for step in &self.at {
+            match step.index {
+                Some(i) => {
+                    p.push('[');
+                    p.push_str(&i.to_string());
+                    p.push(']');
+                }
+                None => {
+                    p.push('.');
+                    p.push_str(&step.segment);
+                }
+            }
+        }
+        p
+    }
+}
+
+fn decimal_len(i: usize) -> usize {
+    i.checked_ilog10().map_or(1, |d| d as usize + 1)
 }
 
 /// A path segment that is safe to store as text and to show: a key with control characters,
 /// or a marked surrogate, is written as its ASCII-escaped JSON string.
-fn segment(k: &str, sentinel: Option<char>) -> String {
+fn segment(k: &str, sentinel: Option<char>) -> std::borrow::Cow<'_, str> {
     if k.chars().any(|c| c.is_control() || Some(c) == sentinel) {
-        restore(&Value::String(k.to_owned()), sentinel)
+        std::borrow::Cow::Owned(restore(&Value::String(k.to_owned()), sentinel))
     } else {
-        k.to_owned()
+        std::borrow::Cow::Borrowed(k)
     }
 }
 
@@ -248,7 +365,7 @@ mod tests {
         let (v, s) = parse(text);
         assert!(s.is_some());
         let mut d = Vec::new();
-        find(&v["edits"], "edits", s, &mut d);
+        find(&v["edits"], "edits", s, &mut d).unwrap();
         assert_eq!(
             d,
             vec![Defect {
@@ -292,7 +409,7 @@ mod tests {
         ] {
             let (v, s) = parse(text);
             let mut d = Vec::new();
-            find(&v, "$", s, &mut d);
+            find(&v, "$", s, &mut d).unwrap();
             assert_eq!(d.len(), n, "{text}");
             if n > 0 {
                 assert_eq!(restore(&v, s).to_lowercase(), text.to_lowercase());
@@ -315,7 +432,7 @@ mod tests {
     fn defect_paths_are_storable_text() {
         let (v, s) = parse(r#"{"a\u0000":"ok","b\ud800":1}"#);
         let mut d = Vec::new();
-        find(&v, "r", s, &mut d);
+        find(&v, "r", s, &mut d).unwrap();
         let paths: Vec<&str> = d.iter().map(|d| d.path.as_str()).collect();
         assert_eq!(paths, [r#"r."a\u0000""#, r#"r."b\ud800""#]);
     }
@@ -324,8 +441,114 @@ mod tests {
     fn nul_is_a_defect() {
         let (v, s) = parse(r#"{"a":"x\u0000"}"#);
         let mut d = Vec::new();
-        find(&v, "record", s, &mut d);
+        find(&v, "record", s, &mut d).unwrap();
         assert_eq!(d[0].path, "record.a");
         assert_eq!(d[0].kind, "nul");
+    }
+
+    /// The walk before it wrote paths lazily (helper-83), as the oracle of the one now.
+    fn eager(v: &Value, root: &str, sentinel: Option<char>, out: &mut Vec<Defect>) {
+        match v {
+            Value::String(x) => {
+                if sentinel.is_some_and(|c| x.contains(c)) {
+                    out.push(Defect {
+                        path: root.to_owned(),
+                        kind: "lone_surrogate",
+                    });
+                }
+                if x.contains('\0') {
+                    out.push(Defect {
+                        path: root.to_owned(),
+                        kind: "nul",
+                    });
+                }
+            }
+            Value::Array(a) => {
+                for (i, x) in a.iter().enumerate() {
+                    eager(x, &format!("{root}[{i}]"), sentinel, out);
+                }
+            }
+            Value::Object(m) => {
+                for (k, x) in m {
+                    let path = format!("{root}.{}", segment(k, sentinel));
+                    eager(&Value::String(k.clone()), &path, sentinel, out);
+                    eager(x, &path, sentinel, out);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Random nested values whose keys and strings hold NUL, the sentinel, control characters
+    /// and plain text: the lazy walk finds exactly the defects, paths and order of the eager one.
+    #[test]
+    fn lazy_paths_equal_the_eager_walk() {
+        fn text(r: &mut crate::contract::rng::XorShift, sentinel: char) -> String {
+            (0..r.below(4))
+                .map(|_| match r.below(6) {
+                    0 => '\0',
+                    1 => sentinel,
+                    2 => '\u{1}',
+                    3 => '.',
+                    4 => '[',
+                    _ => 'a',
+                })
+                .collect()
+        }
+        fn value(r: &mut crate::contract::rng::XorShift, depth: usize, sentinel: char) -> Value {
+            match if depth == 0 { r.below(3) } else { r.below(5) } {
+                0 => Value::String(text(r, sentinel)),
+                1 => json!(r.below(10)),
+                2 => Value::Null,
+                3 => Value::Array(
+                    (0..r.below(4))
+                        .map(|_| value(r, depth - 1, sentinel))
+                        .collect(),
+                ),
+                _ => Value::Object(
+                    (0..r.below(4))
+                        .map(|_| (text(r, sentinel), value(r, depth - 1, sentinel)))
+                        .collect(),
+                ),
+            }
+        }
+        let sentinel = '\u{fdd0}';
+        let mut r = crate::contract::rng::XorShift(0x9e37_79b9_7f4a_7c15);
+        for case in 0..3_000 {
+            let v = value(&mut r, 4, sentinel);
+            for s in [None, Some(sentinel)] {
+                let (mut lazy, mut old) = (Vec::new(), Vec::new());
+                find(&v, "record", s, &mut lazy).unwrap();
+                eager(&v, "record", s, &mut old);
+                assert_eq!(lazy, old, "case {case}: {v}");
+                if let Value::Object(m) = &v {
+                    let mut lazy = Vec::new();
+                    find_in_object(m, "record", s, &mut lazy).unwrap();
+                    assert_eq!(lazy, old, "case {case}: {v}");
+                }
+            }
+        }
+    }
+
+    /// The paths of a request's locations are bounded: a long key above many NUL strings passes
+    /// [`INVALID_TEXT_PATHS_MAX_BYTES`] and is refused, where it used to write a path per string
+    /// (helper-83); the same shape a little under the limit lists every location.
+    #[test]
+    fn the_locations_paths_are_bounded() {
+        let key = "k".repeat(16 << 10);
+        let nuls = |n: usize| json!({ key.clone(): vec!["\u{0}"; n] });
+        let path_len = "r.".len() + key.len() + "[100]".len();
+        let fits = INVALID_TEXT_PATHS_MAX_BYTES / path_len;
+        let mut d = Vec::new();
+        assert_eq!(find(&nuls(fits), "r", None, &mut d), Ok(()));
+        assert_eq!(d.len(), fits);
+        let mut d = Vec::new();
+        assert_eq!(find(&nuls(fits + 1), "r", None, &mut d), Err(PathsTooLarge));
+        // What earlier calls found counts against the same limit.
+        let mut d = vec![Defect {
+            path: "x".repeat(INVALID_TEXT_PATHS_MAX_BYTES),
+            kind: "nul",
+        }];
+        assert_eq!(find(&json!("\u{0}"), "r", None, &mut d), Err(PathsTooLarge));
     }
 }

@@ -156,7 +156,18 @@ pub(crate) fn envelope(
     check_caps(a, &record)?;
     // Invalid text first: it is audited against the target, whatever else is wrong.
     let mut invalid_text = Vec::new();
-    invalid_text::find_in_object(&record, "record", a.sentinel, &mut invalid_text);
+    let too_widespread = |_| {
+        ArgError::new(
+            "invalid_text_too_widespread",
+            format!(
+                "the locations of the text PostgreSQL cannot store (NUL, lone surrogates) would take over {} bytes of paths; send valid Unicode text",
+                invalid_text::INVALID_TEXT_PATHS_MAX_BYTES
+            ),
+        )
+        .with("limit", json!(invalid_text::INVALID_TEXT_PATHS_MAX_BYTES))
+    };
+    invalid_text::find_in_object(&record, "record", a.sentinel, &mut invalid_text)
+        .map_err(too_widespread)?;
     let metadata_keys = [
         "expected_current_hash",
         "client_request_id",
@@ -165,7 +176,7 @@ pub(crate) fn envelope(
     ];
     for k in metadata_keys {
         if let Some(v) = a.get(k) {
-            invalid_text::find(v, k, a.sentinel, &mut invalid_text);
+            invalid_text::find(v, k, a.sentinel, &mut invalid_text).map_err(too_widespread)?;
         }
     }
     // Identity must not depend on key order or escape spelling: list defects by path.
