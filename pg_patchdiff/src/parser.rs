@@ -459,6 +459,29 @@ fn cpu_ticks(pid: u32) -> u64 {
     field(14).unwrap_or(0) + field(15).unwrap_or(0)
 }
 
+/// Whether warm helper `h` can still give a request its whole CPU limit under the hard
+/// `RLIMIT_CPU` it inherited from this backend (a server started under `ulimit -t` or systemd's
+/// `LimitCPU=`): past that hard limit the kernel kills it, which is no answer about the text
+/// (helper-85). A helper that has used too much of it is replaced by a fresh one.
+fn room_for_a_request(h: &Helper, settings: &Settings) -> bool {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes only into the struct we pass.
+    if unsafe { libc::getrlimit(libc::RLIMIT_CPU, &mut r) } != 0
+        || r.rlim_max == libc::RLIM_INFINITY
+    {
+        return true;
+    }
+    // SAFETY: sysconf has no preconditions.
+    let per_second = u64::try_from(unsafe { libc::sysconf(libc::_SC_CLK_TCK) })
+        .unwrap_or(100)
+        .max(1);
+    let used = cpu_ticks(h.child.id()).div_ceil(per_second);
+    used + settings.cpu_seconds < r.rlim_max
+}
+
 /// How long a helper that closed its output may take to exit before it is killed.
 const EXIT_GRACE: Duration = Duration::from_secs(1);
 
@@ -543,7 +566,7 @@ pub(crate) fn outline(
         .with(|w| w.borrow_mut().take())
         .filter(|h| h.settings == settings);
     if let Some(h) = helper.as_mut()
-        && !matches!(h.child.try_wait(), Ok(None))
+        && (!matches!(h.child.try_wait(), Ok(None)) || !room_for_a_request(h, &settings))
     {
         helper = None;
     }

@@ -233,13 +233,18 @@ pub fn serve(l: &Limits, input: &mut impl Read, output: &mut impl Write) -> io::
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "text is not UTF-8"))?;
         if l.cpu_seconds > 0 {
             // The soft limit is per request: what was used so far plus this request's share,
-            // under the hard limit the helper inherited, which it may not raise (helper-84: with
-            // any hard CPU limit on the server, asking for none failed every request). Past the
-            // hard limit the kernel kills the helper: a helper stopped, which resending survives.
+            // and at least a second under the hard limit the helper inherited, which it may not
+            // raise (helper-84: with any hard CPU limit on the server, asking for none failed
+            // every request). At the hard limit the kernel sends SIGKILL, not SIGXCPU, which
+            // reads as a helper stopped from outside, never kept, each call spending the whole
+            // limit again (helper-85). The backend starts a fresh helper for a request that the
+            // hard limit would cut short.
             let hard = hard_limit(libc::RLIMIT_CPU);
             set_limit(
                 libc::RLIMIT_CPU,
-                cpu_used().saturating_add(l.cpu_seconds).min(hard),
+                cpu_used()
+                    .saturating_add(l.cpu_seconds)
+                    .min(hard.saturating_sub(1)),
                 if hard == u64::MAX {
                     libc::RLIM_INFINITY
                 } else {

@@ -358,3 +358,37 @@ fn a_helper_under_inherited_hard_limits_still_answers() {
     drop(h.stdin.take());
     assert_eq!(h.wait().unwrap().code(), Some(0));
 }
+
+/// helper-85: under an inherited hard CPU limit, the per-request soft limit stays a second under
+/// it, so a text that needs more CPU ends the helper with SIGXCPU, the backend's `cpu` answer,
+/// not with the SIGKILL the kernel sends at the hard limit (read as a helper stopped from
+/// outside, never kept, and spent again on every call).
+#[test]
+fn a_cpu_limit_under_an_inherited_hard_one_is_still_sigxcpu() {
+    use std::os::unix::process::CommandExt;
+    let mut command = Command::new(HELPER);
+    command
+        .args(["--cpu-seconds", "10"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    // SAFETY: only setrlimit, which is async-signal-safe, between fork and exec.
+    unsafe {
+        command.pre_exec(|| {
+            let r = libc::rlimit {
+                rlim_cur: 2,
+                rlim_max: 2,
+            };
+            if libc::setrlimit(libc::RLIMIT_CPU, &r) == 0 {
+                Ok(())
+            } else {
+                Err(std::io::Error::last_os_error())
+            }
+        });
+    }
+    let mut h = command.spawn().expect("the helper starts");
+    // Markdown of newlines: seconds of CPU for tree-sitter-md.
+    let text = "\n".repeat(4_000_000);
+    assert_eq!(ask(&mut h, Language::Markdown, &text), None);
+    assert_eq!(h.wait().unwrap().signal(), Some(libc::SIGXCPU));
+}

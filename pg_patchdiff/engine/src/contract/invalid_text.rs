@@ -335,13 +335,28 @@ pub fn evidence_envelope(
     restore(&v, sentinel)
 }
 
+/// The longest location path an answer or a stored envelope shows, in code points; a longer
+/// one is cut there and ends in `...`. Paths name keys, which can be megabytes: 16 whole paths
+/// of a quarter MiB each, from a 262 KB request, stored 4.2 MiB twice in its rejection's row and
+/// showed them on every log page (helper-85), as unknown field names did before they were cut
+/// the same way (`args::quoted_name`).
+pub const INVALID_TEXT_PATH_SHOWN_MAX_CHARS: usize = 256;
+
+/// A location's path as it is shown: at most [`INVALID_TEXT_PATH_SHOWN_MAX_CHARS`] code points.
+pub fn shown_path(path: &str) -> std::borrow::Cow<'_, str> {
+    match path.char_indices().nth(INVALID_TEXT_PATH_SHOWN_MAX_CHARS) {
+        Some((at, _)) => format!("{}...", &path[..at]).into(),
+        None => path.into(),
+    }
+}
+
 /// The bounded, safe list of defect locations (paths and kinds, never the text itself).
 pub fn locations(defects: &[Defect]) -> Value {
     Value::Array(
         defects
             .iter()
             .take(INVALID_TEXT_LOCATIONS_MAX)
-            .map(|d| json!({"path": d.path, "kind": d.kind}))
+            .map(|d| json!({"path": shown_path(&d.path), "kind": d.kind}))
             .collect(),
     )
 }
@@ -550,5 +565,25 @@ mod tests {
             kind: "nul",
         }];
         assert_eq!(find(&json!("\u{0}"), "r", None, &mut d), Err(PathsTooLarge));
+    }
+
+    /// helper-85: a location's path is shown at most 256 code points long, then `...`, in the
+    /// listing (stored in the envelope and the diagnostic); the walk's paths stay whole.
+    #[test]
+    fn long_paths_are_shown_cut() {
+        let key = "é".repeat(1_000);
+        let v = json!({ key.clone(): "\u{0}" });
+        let mut d = Vec::new();
+        find(&v, "r", None, &mut d).unwrap();
+        assert_eq!(d[0].path, format!("r.{key}"));
+        let shown = locations(&d)[0]["path"].as_str().unwrap().to_owned();
+        assert_eq!(shown, format!("r.{}...", "é".repeat(254)));
+        assert_eq!(
+            locations(&[Defect {
+                path: "r.a".into(),
+                kind: "nul"
+            }])[0]["path"],
+            "r.a"
+        );
     }
 }

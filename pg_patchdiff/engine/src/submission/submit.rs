@@ -765,7 +765,7 @@ fn invalid_text_rejection(defects: &[Defect]) -> Rejection {
         Stage::ProtocolValidation,
         format!(
             "The proposal contains text PostgreSQL cannot store: {what} at {}{}. Send valid Unicode text as a new proposal with a new request key; the stored pdcp_content is evidence ({}), not a proposal to resend.",
-            first.path,
+            invalid_text::shown_path(&first.path),
             match defects.len() {
                 1 => String::new(),
                 n => format!(" and {} more location(s)", n - 1),
