@@ -17,7 +17,9 @@ use serde_json::{Map, Value, json};
 
 /// The `format` of the stored evidence envelope.
 pub const INVALID_INPUT_FORMAT: &str = "patchdiff-invalid-input/1";
-/// At most this many defect locations are listed in a diagnostic; the count is always exact.
+/// At most this many defect locations are listed in a diagnostic. The count is of distinct
+/// locations by path: a NUL in a key and in its value share one, and so (its dots not escaped)
+/// do a key `a.b` and a key `b` under a key `a` (helper-85).
 pub const INVALID_TEXT_LOCATIONS_MAX: usize = 16;
 
 /// The noncharacters U+FDD0..U+FDEF are reserved for internal use; one absent from the request
