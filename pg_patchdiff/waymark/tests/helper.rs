@@ -311,6 +311,35 @@ fn kept_memory_zero_keeps_nothing() {
     assert!(h.wait().unwrap().success());
 }
 
+/// The helper started with `args` under hard (and soft) `limits`, as a backend of a server
+/// started under them (`ulimit`, systemd's `LimitAS=`/`LimitCPU=`) starts it.
+fn start_under_hard_limits(args: &[&str], limits: &[(libc::__rlimit_resource_t, u64)]) -> Child {
+    use std::os::unix::process::CommandExt;
+    let limits = limits.to_vec();
+    let mut command = Command::new(HELPER);
+    command
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    // SAFETY: only setrlimit, which is async-signal-safe, between fork and exec.
+    unsafe {
+        command.pre_exec(move || {
+            for &(resource, value) in &limits {
+                let r = libc::rlimit {
+                    rlim_cur: value as libc::rlim_t,
+                    rlim_max: value as libc::rlim_t,
+                };
+                if libc::setrlimit(resource, &r) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        });
+    }
+    command.spawn().expect("the helper starts")
+}
+
 /// helper-84: a server started under hard resource limits (`ulimit -v`, `ulimit -t`, systemd's
 /// LimitAS= or LimitCPU=) passes them to every backend and so to every helper. The helper asked
 /// for its own limits above them, which only a privileged process may, failed, and exited before
@@ -318,38 +347,15 @@ fn kept_memory_zero_keeps_nothing() {
 /// takes the inherited hard limits as its ceilings, and answers.
 #[test]
 fn a_helper_under_inherited_hard_limits_still_answers() {
-    use std::os::unix::process::CommandExt;
-    let hard = |resource, value: u64| -> std::io::Result<()> {
-        let r = libc::rlimit {
-            rlim_cur: value as libc::rlim_t,
-            rlim_max: value as libc::rlim_t,
-        };
-        // SAFETY: setrlimit reads the struct we pass; nothing else runs in the child yet.
-        if unsafe { libc::setrlimit(resource, &r) } == 0 {
-            Ok(())
-        } else {
-            Err(std::io::Error::last_os_error())
-        }
-    };
-    let mut command = Command::new(HELPER);
-    command
-        .args([
+    let mut h = start_under_hard_limits(
+        &[
             "--memory-bytes",
             &(1u64 << 30).to_string(),
             "--cpu-seconds",
             "10",
-        ])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null());
-    // SAFETY: only setrlimit, which is async-signal-safe, between fork and exec.
-    unsafe {
-        command.pre_exec(move || {
-            hard(libc::RLIMIT_AS, 512 << 20)?;
-            hard(libc::RLIMIT_CPU, 3_600)
-        });
-    }
-    let mut h = command.spawn().expect("the helper starts");
+        ],
+        &[(libc::RLIMIT_AS, 512 << 20), (libc::RLIMIT_CPU, 3_600)],
+    );
     let text = "# Title\n\nText.\n";
     for _ in 0..2 {
         let answer = ask(&mut h, Language::Markdown, text).expect("an answer, not an exit");
@@ -365,28 +371,7 @@ fn a_helper_under_inherited_hard_limits_still_answers() {
 /// outside, never kept, and spent again on every call).
 #[test]
 fn a_cpu_limit_under_an_inherited_hard_one_is_still_sigxcpu() {
-    use std::os::unix::process::CommandExt;
-    let mut command = Command::new(HELPER);
-    command
-        .args(["--cpu-seconds", "10"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null());
-    // SAFETY: only setrlimit, which is async-signal-safe, between fork and exec.
-    unsafe {
-        command.pre_exec(|| {
-            let r = libc::rlimit {
-                rlim_cur: 2,
-                rlim_max: 2,
-            };
-            if libc::setrlimit(libc::RLIMIT_CPU, &r) == 0 {
-                Ok(())
-            } else {
-                Err(std::io::Error::last_os_error())
-            }
-        });
-    }
-    let mut h = command.spawn().expect("the helper starts");
+    let mut h = start_under_hard_limits(&["--cpu-seconds", "10"], &[(libc::RLIMIT_CPU, 2)]);
     // Markdown of newlines: seconds of CPU for tree-sitter-md.
     let text = "\n".repeat(4_000_000);
     assert_eq!(ask(&mut h, Language::Markdown, &text), None);
