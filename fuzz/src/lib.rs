@@ -397,7 +397,13 @@ pub fn canonical(data: &[u8]) {
     {
         let mut defects = Vec::new();
         // Refused past its bound on the paths' bytes, which a fuzz input cannot reach.
-        let _ = invalid_text::find(&v, "$", Some(sentinel), &mut defects);
+        let _ = invalid_text::find(
+            &v,
+            "$",
+            Some(sentinel),
+            &mut defects,
+            invalid_text::INVALID_TEXT_PATHS_MAX_BYTES,
+        );
         emit(&invalid_text::locations(&defects));
         let _ = invalid_text::restore(&v, Some(sentinel));
     }

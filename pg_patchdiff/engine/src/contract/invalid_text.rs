@@ -122,7 +122,8 @@ pub const INVALID_TEXT_PATHS_MAX_BYTES: usize = 4 << 20;
 pub struct PathsTooLarge;
 
 /// Every defect in `v`, depth first in document order, paths rooted at `root`, appended to
-/// `out`; refused once the paths in `out` would pass [`INVALID_TEXT_PATHS_MAX_BYTES`].
+/// `out`; refused once the paths in `out` would pass `limit` bytes together
+/// ([`INVALID_TEXT_PATHS_MAX_BYTES`], or what a changeset's earlier members left of it).
 ///
 /// A path is written only for a defect, from the steps of the way down to it, each key's segment
 /// written once: each node used to format its whole path on the way down, so one long key above
@@ -133,8 +134,9 @@ pub fn find(
     root: &str,
     sentinel: Option<char>,
     out: &mut Vec<Defect>,
+    limit: usize,
 ) -> Result<(), PathsTooLarge> {
-    Walk::new(root, sentinel, out)?.value(v)
+    Walk::new(root, sentinel, out, limit)?.value(v)
 }
 
 /// [`find`] over an object's members (an object that is not wrapped in a [`Value`]).
@@ -143,8 +145,14 @@ pub fn find_in_object(
     root: &str,
     sentinel: Option<char>,
     out: &mut Vec<Defect>,
+    limit: usize,
 ) -> Result<(), PathsTooLarge> {
-    Walk::new(root, sentinel, out)?.object(m)
+    Walk::new(root, sentinel, out, limit)?.object(m)
+}
+
+/// The bytes the paths of `defects` take together, as [`find`] counts them against its limit.
+pub fn paths_bytes(defects: &[Defect]) -> usize {
+    defects.iter().map(|d| d.path.len()).sum()
 }
 
 /// A step of the way down, as its path writes it: `.key` (escaped when it must be) or `[i]`, and
@@ -169,11 +177,9 @@ impl<'a, 'o> Walk<'a, 'o> {
         root: &'a str,
         sentinel: Option<char>,
         out: &'o mut Vec<Defect>,
+        limit: usize,
     ) -> Result<Self, PathsTooLarge> {
-        let used: usize = out.iter().map(|d| d.path.len()).sum();
-        let left = INVALID_TEXT_PATHS_MAX_BYTES
-            .checked_sub(used)
-            .ok_or(PathsTooLarge)?;
+        let left = limit.checked_sub(paths_bytes(out)).ok_or(PathsTooLarge)?;
         Ok(Walk {
             root,
             sentinel,
@@ -382,7 +388,14 @@ mod tests {
         let (v, s) = parse(text);
         assert!(s.is_some());
         let mut d = Vec::new();
-        find(&v["edits"], "edits", s, &mut d).unwrap();
+        find(
+            &v["edits"],
+            "edits",
+            s,
+            &mut d,
+            INVALID_TEXT_PATHS_MAX_BYTES,
+        )
+        .unwrap();
         assert_eq!(
             d,
             vec![Defect {
@@ -426,7 +439,7 @@ mod tests {
         ] {
             let (v, s) = parse(text);
             let mut d = Vec::new();
-            find(&v, "$", s, &mut d).unwrap();
+            find(&v, "$", s, &mut d, INVALID_TEXT_PATHS_MAX_BYTES).unwrap();
             assert_eq!(d.len(), n, "{text}");
             if n > 0 {
                 assert_eq!(restore(&v, s).to_lowercase(), text.to_lowercase());
@@ -449,7 +462,7 @@ mod tests {
     fn defect_paths_are_storable_text() {
         let (v, s) = parse(r#"{"a\u0000":"ok","b\ud800":1}"#);
         let mut d = Vec::new();
-        find(&v, "r", s, &mut d).unwrap();
+        find(&v, "r", s, &mut d, INVALID_TEXT_PATHS_MAX_BYTES).unwrap();
         let paths: Vec<&str> = d.iter().map(|d| d.path.as_str()).collect();
         assert_eq!(paths, [r#"r."a\u0000""#, r#"r."b\ud800""#]);
     }
@@ -458,7 +471,7 @@ mod tests {
     fn nul_is_a_defect() {
         let (v, s) = parse(r#"{"a":"x\u0000"}"#);
         let mut d = Vec::new();
-        find(&v, "record", s, &mut d).unwrap();
+        find(&v, "record", s, &mut d, INVALID_TEXT_PATHS_MAX_BYTES).unwrap();
         assert_eq!(d[0].path, "record.a");
         assert_eq!(d[0].kind, "nul");
     }
@@ -535,12 +548,13 @@ mod tests {
             let v = value(&mut r, 4, sentinel);
             for s in [None, Some(sentinel)] {
                 let (mut lazy, mut old) = (Vec::new(), Vec::new());
-                find(&v, "record", s, &mut lazy).unwrap();
+                find(&v, "record", s, &mut lazy, INVALID_TEXT_PATHS_MAX_BYTES).unwrap();
                 eager(&v, "record", s, &mut old);
                 assert_eq!(lazy, old, "case {case}: {v}");
                 if let Value::Object(m) = &v {
                     let mut lazy = Vec::new();
-                    find_in_object(m, "record", s, &mut lazy).unwrap();
+                    find_in_object(m, "record", s, &mut lazy, INVALID_TEXT_PATHS_MAX_BYTES)
+                        .unwrap();
                     assert_eq!(lazy, old, "case {case}: {v}");
                 }
             }
@@ -557,16 +571,37 @@ mod tests {
         let path_len = "r.".len() + key.len() + "[100]".len();
         let fits = INVALID_TEXT_PATHS_MAX_BYTES / path_len;
         let mut d = Vec::new();
-        assert_eq!(find(&nuls(fits), "r", None, &mut d), Ok(()));
+        assert_eq!(
+            find(&nuls(fits), "r", None, &mut d, INVALID_TEXT_PATHS_MAX_BYTES),
+            Ok(())
+        );
         assert_eq!(d.len(), fits);
         let mut d = Vec::new();
-        assert_eq!(find(&nuls(fits + 1), "r", None, &mut d), Err(PathsTooLarge));
+        assert_eq!(
+            find(
+                &nuls(fits + 1),
+                "r",
+                None,
+                &mut d,
+                INVALID_TEXT_PATHS_MAX_BYTES
+            ),
+            Err(PathsTooLarge)
+        );
         // What earlier calls found counts against the same limit.
         let mut d = vec![Defect {
             path: "x".repeat(INVALID_TEXT_PATHS_MAX_BYTES),
             kind: "nul",
         }];
-        assert_eq!(find(&json!("\u{0}"), "r", None, &mut d), Err(PathsTooLarge));
+        assert_eq!(
+            find(
+                &json!("\u{0}"),
+                "r",
+                None,
+                &mut d,
+                INVALID_TEXT_PATHS_MAX_BYTES
+            ),
+            Err(PathsTooLarge)
+        );
     }
 
     /// helper-85: a location's path is shown at most 256 code points long, then `...`, in the
@@ -576,7 +611,7 @@ mod tests {
         let key = "é".repeat(1_000);
         let v = json!({ key.clone(): "\u{0}" });
         let mut d = Vec::new();
-        find(&v, "r", None, &mut d).unwrap();
+        find(&v, "r", None, &mut d, INVALID_TEXT_PATHS_MAX_BYTES).unwrap();
         assert_eq!(d[0].path, format!("r.{key}"));
         let shown = locations(&d)[0]["path"].as_str().unwrap().to_owned();
         assert_eq!(shown, format!("r.{}...", "é".repeat(254)));

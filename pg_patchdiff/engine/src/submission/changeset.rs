@@ -7,6 +7,7 @@
 //! own), and no target twice.
 
 use crate::contract::args::{ArgError, Args};
+use crate::contract::invalid_text::{self, INVALID_TEXT_PATHS_MAX_BYTES};
 use crate::contract::json::{CANONICAL, LITERAL, to_string, type_name};
 use crate::contract::limits::{CHANGESET_MAX_BYTES, CHANGESET_MAX_CHANGES, CHANGESET_MAX_MEMBERS};
 use crate::submission::submit::{self, Submission, valid_request_key};
@@ -15,8 +16,9 @@ use serde_json::{Value, json};
 
 pub const TOOL: &str = "patchdiff_submit_changeset";
 
-/// A member format's parser: one of the single submission tools' own.
-type Parser = fn(&str) -> Result<Submission, ArgError>;
+/// A member format's parser: one of the single submission tools' own, with the bytes the
+/// member's invalid-text locations' paths may take.
+type Parser = fn(&str, usize) -> Result<Submission, ArgError>;
 pub const SUBMIT_CHANGESET_ARGS: &[&str] = &["members", "client_request_id"];
 pub const SUBMIT_CHANGESET_REQUIRED: &[&str] = &["members"];
 
@@ -130,6 +132,10 @@ pub fn parse(text: &str) -> Result<Changeset, ArgError> {
         .with("actual", json!(changes)));
     }
     let mut out: Vec<Member> = Vec::with_capacity(members.len());
+    // The members share one budget for the paths of their invalid-text locations, the one a
+    // single submission has: each had a whole one, so 32 members could hold 128 MiB of paths
+    // while the changeset was parsed (helper-85: a 418 KB request took 174 MB of its backend).
+    let mut paths_left = INVALID_TEXT_PATHS_MAX_BYTES;
     for (index, m) in members.into_iter().enumerate() {
         let Value::Object(mut args) = m else {
             let e = ArgError::new(
@@ -145,10 +151,10 @@ pub fn parse(text: &str) -> Result<Changeset, ArgError> {
             args.contains_key("edits"),
             args.contains_key("operations"),
         ) {
-            (true, false) => ("patchdiff_submit_edits", submit::parse_submit_edits),
+            (true, false) => ("patchdiff_submit_edits", submit::parse_submit_edits_within),
             (false, true) => (
                 "patchdiff_submit_operations",
-                submit::parse_submit_operations,
+                submit::parse_submit_operations_within,
             ),
             _ => {
                 let e = ArgError::new(
@@ -168,8 +174,9 @@ pub fn parse(text: &str) -> Result<Changeset, ArgError> {
         if let Some(k) = &client_request_id {
             args.insert("client_request_id".into(), json!(k));
         }
-        let sub = parse(&to_string(&Value::Object(args), LITERAL))
+        let sub = parse(&to_string(&Value::Object(args), LITERAL), paths_left)
             .map_err(|e| member_error(index, &e))?;
+        paths_left = paths_left.saturating_sub(invalid_text::paths_bytes(&sub.invalid_text));
         if let Some(first) = out
             .iter()
             .find(|o| o.sub.target_file_id == sub.target_file_id)
@@ -245,4 +252,41 @@ pub fn stored_salt<'a>(envelopes: impl IntoIterator<Item = Option<&'a Value>>) -
         }
     }
     salt.map(str::to_owned)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The paths of a changeset's invalid-text locations have one budget for all its members,
+    /// a single submission's (docs/sql-api.md, "Work is bounded where the contract is
+    /// silent"): two members that each fit alone are refused together, at the member where
+    /// the budget ran out, as `invalid_text_too_widespread` with nothing read or written.
+    #[test]
+    fn members_share_one_budget_for_their_locations_paths() {
+        let key = "k".repeat(16 << 10);
+        let path_len = "record.edits[0].".len() + key.len() + "[100]".len();
+        let half = INVALID_TEXT_PATHS_MAX_BYTES / path_len / 2 + 1;
+        let member = |target: &str| {
+            json!({"target_file_id": target, "expected_target_version": 0, "intent": "x",
+                   "edits": [{"match": "a", "replace": "b", key.clone(): vec!["\u{0}"; half]}]})
+        };
+        let t1 = "00000000-0000-4000-8000-000000000001";
+        let t2 = "00000000-0000-4000-8000-000000000002";
+        let one = parse(&json!({"members": [member(t1)]}).to_string()).unwrap();
+        assert_eq!(one.members[0].sub.invalid_text.len(), half);
+        let e = parse(&json!({"members": [member(t1), member(t2)]}).to_string()).unwrap_err();
+        assert_eq!(e.code, "invalid_text_too_widespread", "{}", e.detail);
+        assert!(e.detail.starts_with("members[1]: "), "{}", e.detail);
+        assert_eq!(e.extra.get("member_index"), Some(&json!(1)));
+        // Members whose locations fit together are parsed as before.
+        let small = |target: &str| {
+            json!({"target_file_id": target, "expected_target_version": 0, "intent": "x",
+                   "edits": [{"match": "a", "replace": "\u{0}"}]})
+        };
+        let both = parse(&json!({"members": [small(t1), small(t2)]}).to_string()).unwrap();
+        for m in &both.members {
+            assert_eq!(m.sub.invalid_text[0].path, "record.edits[0].replace");
+        }
+    }
 }

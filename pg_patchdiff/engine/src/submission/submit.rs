@@ -107,18 +107,36 @@ pub struct Submission {
 /// is an `invalid_argument`: the object itself, names, the target ID, `source` and
 /// `include_correlation_id`. Everything else is judged, and logged, by [`evaluate`].
 pub fn parse_submit_edits(text: &str) -> Result<Submission, ArgError> {
+    parse_submit_edits_within(text, invalid_text::INVALID_TEXT_PATHS_MAX_BYTES)
+}
+
+/// [`parse_submit_edits`] with `paths_left` bytes for its invalid-text locations' paths: a
+/// changeset member's share of the one budget all its members have together.
+pub(crate) fn parse_submit_edits_within(
+    text: &str,
+    paths_left: usize,
+) -> Result<Submission, ArgError> {
     let mut a = Args::parse_proposal(text, SUBMIT_EDITS_ARGS, SUBMIT_EDITS_REQUIRED)?;
     let record = record_of(&mut a, tx1::PROTOCOL, "edits");
-    envelope(&a, record, tx1::PROTOCOL, tx1::RUNTIME)
+    envelope_within(&a, record, tx1::PROTOCOL, tx1::RUNTIME, paths_left)
 }
 
 /// Parses `patchdiff_submit_operations` arguments (patchdiff-tx/2). The runtime is fixed by the
 /// record: 0.5.0 when a span carries context keys, otherwise 0.3.0.
 pub fn parse_submit_operations(text: &str) -> Result<Submission, ArgError> {
+    parse_submit_operations_within(text, invalid_text::INVALID_TEXT_PATHS_MAX_BYTES)
+}
+
+/// [`parse_submit_operations`] with `paths_left` bytes for its locations' paths, as
+/// [`parse_submit_edits_within`].
+pub(crate) fn parse_submit_operations_within(
+    text: &str,
+    paths_left: usize,
+) -> Result<Submission, ArgError> {
     let mut a = Args::parse_proposal(text, SUBMIT_OPERATIONS_ARGS, SUBMIT_OPERATIONS_REQUIRED)?;
     let record = record_of(&mut a, tx2::PROTOCOL, "operations");
     let runtime = tx2::runtime_for(record.get("operations"));
-    envelope(&a, record, tx2::PROTOCOL, runtime)
+    envelope_within(&a, record, tx2::PROTOCOL, runtime, paths_left)
 }
 
 /// Parses `patchdiff_submit_replacement` arguments (patchdiff-tx/3, runtime 0.4.0).
@@ -147,6 +165,18 @@ pub(crate) fn envelope(
     protocol: &'static str,
     runtime: &'static str,
 ) -> Result<Submission, ArgError> {
+    let paths_left = invalid_text::INVALID_TEXT_PATHS_MAX_BYTES;
+    envelope_within(a, record, protocol, runtime, paths_left)
+}
+
+/// [`envelope`], the paths of the invalid-text locations refused past `paths_left` bytes.
+fn envelope_within(
+    a: &Args,
+    record: Map<String, Value>,
+    protocol: &'static str,
+    runtime: &'static str,
+    paths_left: usize,
+) -> Result<Submission, ArgError> {
     let target_file_id = a.proposal_target_file_id(protocol, runtime)?;
     let include_correlation_id = a.bool_or(
         "include_correlation_id",
@@ -166,7 +196,7 @@ pub(crate) fn envelope(
         )
         .with("limit", json!(invalid_text::INVALID_TEXT_PATHS_MAX_BYTES))
     };
-    invalid_text::find_in_object(&record, "record", a.sentinel, &mut invalid_text)
+    invalid_text::find_in_object(&record, "record", a.sentinel, &mut invalid_text, paths_left)
         .map_err(too_widespread)?;
     let metadata_keys = [
         "expected_current_hash",
@@ -176,7 +206,8 @@ pub(crate) fn envelope(
     ];
     for k in metadata_keys {
         if let Some(v) = a.get(k) {
-            invalid_text::find(v, k, a.sentinel, &mut invalid_text).map_err(too_widespread)?;
+            invalid_text::find(v, k, a.sentinel, &mut invalid_text, paths_left)
+                .map_err(too_widespread)?;
         }
     }
     // Identity must not depend on key order or escape spelling: list defects by path.
