@@ -5,6 +5,7 @@
 //! is written for it.
 
 use crate::contract::json::{as_int, is_big_int, type_name};
+use crate::contract::utf8;
 use crate::contract::uuid::canonical_uuid;
 use crate::contract::words::Status;
 use serde_json::{Map, Value, json};
@@ -102,10 +103,9 @@ pub fn quoted_names<'a>(names: impl ExactSizeIterator<Item = &'a str>) -> (Vec<S
 /// shorter; an unknown field's name can be megabytes, and was quoted whole in `failure_detail`
 /// and again in the diagnostic, stored and shown on every log page (helper-77).
 pub fn quoted_name(k: &str) -> (std::borrow::Cow<'_, str>, bool) {
-    match k.char_indices().nth(UNKNOWN_NAME_MAX_CHARS) {
-        Some((at, _)) => (format!("{}...", &k[..at]).into(), true),
-        None => (k.into(), false),
-    }
+    let quoted = utf8::cut_chars(k, UNKNOWN_NAME_MAX_CHARS);
+    let cut = matches!(quoted, std::borrow::Cow::Owned(_));
+    (quoted, cut)
 }
 
 /// The answer for a well-formed target ID that names no target.

@@ -13,6 +13,7 @@
 
 use crate::contract::interrupt;
 use crate::contract::json::{CANONICAL, to_string};
+use crate::contract::utf8;
 use serde_json::{Map, Value, json};
 
 /// The `format` of the stored evidence envelope.
@@ -352,10 +353,7 @@ pub const INVALID_TEXT_PATH_SHOWN_MAX_CHARS: usize = 256;
 
 /// A location's path as it is shown: at most [`INVALID_TEXT_PATH_SHOWN_MAX_CHARS`] code points.
 pub fn shown_path(path: &str) -> std::borrow::Cow<'_, str> {
-    match path.char_indices().nth(INVALID_TEXT_PATH_SHOWN_MAX_CHARS) {
-        Some((at, _)) => format!("{}...", &path[..at]).into(),
-        None => path.into(),
-    }
+    utf8::cut_chars(path, INVALID_TEXT_PATH_SHOWN_MAX_CHARS)
 }
 
 /// The bounded, safe list of defect locations (paths and kinds, never the text itself).

@@ -1,5 +1,15 @@
 //! Decoding one UTF-8 character in place, for the loops that walk a `str`'s bytes themselves
-//! (the record writer's escapes, the near-miss search's folding) and meet a non-ASCII one.
+//! (the record writer's escapes, the near-miss search's folding) and meet a non-ASCII one; and
+//! cutting a text a caller chose to a number of code points before an answer quotes it.
+
+/// `s` as an answer or a stored diagnostic quotes it: at most `max` code points, then `...`
+/// when it was cut (borrowed when it was not).
+pub fn cut_chars(s: &str, max: usize) -> std::borrow::Cow<'_, str> {
+    match s.char_indices().nth(max) {
+        Some((at, _)) => format!("{}...", &s[..at]).into(),
+        None => s.into(),
+    }
+}
 
 /// The code point at byte `i` of valid UTF-8 (the bytes of a `str`) whose lead byte is not
 /// ASCII, and its width in bytes.
