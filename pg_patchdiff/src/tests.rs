@@ -1329,6 +1329,77 @@ mod tests {
         }
     }
 
+    /// docs/security.md, "A target you may not read does not exist for you" and "Request keys
+    /// belong to one target" (helper-87): a role that resends the owner's request key on a target
+    /// it may not write reads nothing of the attempt stored under it. The stranger's answer is the
+    /// unknown target's, the reader's `write_not_granted`, and neither reads a ledger row (the
+    /// keyed recovery used to read the owner's attempt and aggregate its ledger rows before it
+    /// looked at access: a timing channel for whether a key was used, and work sized by another
+    /// tenant's attempt). The owner's own resend still recovers.
+    #[pg_test]
+    fn a_resent_key_on_a_target_the_caller_may_not_write_reads_nothing_of_it() {
+        let t = init("abc def\n");
+        let args = |id: &str| {
+            json!({"target_file_id": id, "expected_target_version": 0, "intent": "x",
+                   "client_request_id": "owners-key", "edits": [
+                       {"match": "abc", "replace": "abd"}, {"match": "def", "replace": "deg"}]})
+        };
+        let first = call("patchdiff_submit_edits", args(&t));
+        assert_eq!(first["status"], "accepted", "{first}");
+        Spi::run("CREATE ROLE patchdiff_key_stranger NOLOGIN").unwrap();
+        Spi::run("CREATE ROLE patchdiff_key_reader NOLOGIN").unwrap();
+        let g = call(
+            "patchdiff_grant",
+            json!({"target_file_id": t, "role": "patchdiff_key_reader", "privilege": "read"}),
+        );
+        assert_eq!(g["status"], "ok", "{g}");
+        let ledger_rows_read = || -> i64 {
+            // An index scan counts its fetches on the index, a sequential scan on the table.
+            Spi::get_one(
+                "SELECT sum(pg_catalog.pg_stat_get_xact_tuples_returned(r) \
+                          + pg_catalog.pg_stat_get_xact_tuples_fetched(r))::int8 \
+                   FROM (SELECT 'patchdiff.manifest_ledger'::regclass::oid UNION ALL \
+                         SELECT indexrelid FROM pg_catalog.pg_index \
+                          WHERE indrelid = 'patchdiff.manifest_ledger'::regclass) AS rels(r)",
+            )
+            .unwrap()
+            .unwrap()
+        };
+        let unknown = "00000000-0000-4000-8000-00000000abcd";
+        for (role, code) in [
+            ("patchdiff_key_stranger", "target_not_found"),
+            ("patchdiff_key_reader", "write_not_granted"),
+        ] {
+            let before = ledger_rows_read();
+            Spi::run(&format!("SET LOCAL ROLE {role}")).unwrap();
+            let resent = call("patchdiff_submit_edits", args(&t));
+            let elsewhere = call("patchdiff_submit_edits", args(unknown));
+            Spi::run("RESET ROLE").unwrap();
+            assert_eq!(
+                ledger_rows_read(),
+                before,
+                "{role} read the owner's ledger rows"
+            );
+            let text = resent.to_string();
+            assert!(text.contains(code), "{role}: {text}");
+            assert!(
+                !text.contains(first["pdcp_log_id"].as_str().unwrap()),
+                "{text}"
+            );
+            if code == "target_not_found" {
+                assert_eq!(text.replace(&t, unknown), elsewhere.to_string());
+            }
+        }
+        assert_eq!(log_rows(&t), 1);
+        let again = call("patchdiff_submit_edits", args(&t));
+        assert_eq!(again["deduplicated"], true, "{again}");
+        assert_eq!(again["pdcp_log_id"], first["pdcp_log_id"]);
+        assert!(
+            ledger_rows_read() > 0,
+            "the owner's recovery reads its ledger rows"
+        );
+    }
+
     /// A new target `filename` that `owner` owns (made by the test's superuser, then reassigned
     /// by UPDATE as docs/security.md describes, which the directory follows).
     fn target_owned_by(owner: &str, filename: &str) -> String {

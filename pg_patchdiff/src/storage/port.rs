@@ -58,7 +58,7 @@ impl Store for SpiStore<'_, '_> {
         target_file_id: &str,
         client_request_id: &str,
     ) -> Option<AttemptRow> {
-        attempts::keyed_attempt(self.client, target_file_id, client_request_id)
+        attempts::keyed_attempt(self.client, target_file_id, client_request_id, self.caller)
     }
 
     fn lock_observations(

@@ -91,7 +91,10 @@ pub trait Store: Session {
     }
     /// What the log knows of a parent attempt the caller may read.
     fn parent(&mut self, pdcp_log_id: &str) -> Parent;
-    /// The attempt stored under a request key on a target, with its ledger facts.
+    /// The attempt stored under a request key on a target the caller may write, with its
+    /// ledger facts; none on a target it may not write, whatever the log holds (an unlocked
+    /// keyed recovery runs this before any other look at the target: it must neither read
+    /// another tenant's attempt nor take longer for a key that tenant used).
     fn keyed_attempt(
         &mut self,
         target_file_id: &str,
