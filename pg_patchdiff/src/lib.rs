@@ -341,6 +341,8 @@ pub(crate) fn with_store<A: Answer>(call: impl FnOnce(&mut SpiStore) -> A) -> Js
     }
     let text = answer.into_text();
     memory::settle();
+    // A cancel that came while a large answer was written is served before its datum is copied.
+    pgrx::check_for_interrupts!();
     JsonString(text)
 }
 

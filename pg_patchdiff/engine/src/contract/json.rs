@@ -172,6 +172,8 @@ fn push_unit(u: u16, buf: &mut Vec<u8>) {
 /// in its stored record). In ASCII mode the output's size is bounded before it is written, so a
 /// megabyte of text is not copied again when the buffer would have grown.
 pub fn write_str(s: &str, ascii: bool, out: &mut String) {
+    /// Plain bytes between two interrupt checks (a millisecond or two of this loop).
+    const PLAIN_CHECK_BYTES: usize = 1 << 20;
     // The bytes are appended to `out`'s own buffer: whole characters of `s` and ASCII escapes
     // only. What was appended is checked once at the end (for the all-ASCII output of ASCII
     // mode, the word-at-a-time ASCII check); what `out` held before is not checked again.
@@ -187,14 +189,21 @@ pub fn write_str(s: &str, ascii: bool, out: &mut String) {
     let (mut run, mut i) = (0, 0);
     // Escapes are counted for interrupt checks: a 64 MiB text of control characters is 64
     // million of them (2.5 s for `patchdiff_get_target`, which a cancel could not stop:
-    // helper-58). Plain runs go eight bytes a step, a 64 MiB one in milliseconds, uncounted.
+    // helper-58). Plain runs go eight bytes a step and are checked every `PLAIN_CHECK_BYTES`:
+    // a 64 MiB run is tens of milliseconds, which with the other passes over a text that size
+    // (its detoasting, copies, the answer's datum) held a cancel for 0.45 s (helper-86).
     let mut ticks = interrupt::Every::new(interrupt::SEARCH_INTERVAL);
+    let mut next_check = PLAIN_CHECK_BYTES;
     while i < bytes.len() {
         let b = match bytes.get(i..i + 8) {
             Some(w) => {
                 let mask = escapes_in(u64::from_le_bytes(w.try_into().unwrap_or_default()), ascii);
                 if mask == 0 {
                     i += 8;
+                    if i >= next_check {
+                        interrupt::check();
+                        next_check = i + PLAIN_CHECK_BYTES;
+                    }
                     continue;
                 }
                 i += (mask.trailing_zeros() / 8) as usize;
@@ -504,8 +513,8 @@ mod tests {
 
     /// DESIGN.md, "Every loop whose length depends on input checks for interrupts": writing a
     /// string of escapes (a text of control characters or line feeds) checks, in both modes, so
-    /// a cancel stops `patchdiff_get_target` of such a text (helper-58); a plain string writes
-    /// without checks.
+    /// a cancel stops `patchdiff_get_target` of such a text (helper-58); a plain string checks
+    /// once a MiB.
     #[test]
     fn a_long_run_of_escapes_checks_for_interrupts() {
         for text in ["\u{1}", "\n", "é"] {
@@ -523,11 +532,21 @@ mod tests {
                 );
             }
         }
-        let plain = "a".repeat(1 << 20);
-        crate::contract::interrupt::testing::arm(None);
-        let mut out = String::new();
-        write_str(&plain, true, &mut out);
-        assert_eq!(crate::contract::interrupt::testing::calls(), 0);
+        // A plain run checks once a MiB (helper-86: a 64 MiB one held a cancel), a shorter
+        // string never.
+        for (len, checks) in [((1 << 20) - 8, 0), (8 << 20, 8)] {
+            let plain = "a".repeat(len);
+            for ascii in [false, true] {
+                crate::contract::interrupt::testing::arm(None);
+                let mut out = String::new();
+                write_str(&plain, ascii, &mut out);
+                assert_eq!(
+                    crate::contract::interrupt::testing::calls(),
+                    checks,
+                    "{len}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! before the target is looked up), the target the caller may read, the answer.
 
 use crate::contract::args::{ArgError, Args, not_found, target_too_large};
+use crate::contract::interrupt;
 use crate::drive::store::{Reads, StoredTarget, Targets};
 use crate::history::export;
 use crate::read::{self, lines};
@@ -52,7 +53,12 @@ fn with_target<R>(
     };
     match store.target(&id) {
         None => not_found(&id),
-        Some(t) => f(request, t.view(), &t).unwrap_or_else(|e| e.to_json(tool)),
+        Some(t) => {
+            // Reading a text of up to 64 MiB (its detoasting and copy) checks for no interrupt
+            // inside; a cancel that came meanwhile is served before the answer is built.
+            interrupt::check();
+            f(request, t.view(), &t).unwrap_or_else(|e| e.to_json(tool))
+        }
     }
 }
 
