@@ -943,6 +943,9 @@ mod tests {
     #[pg_test]
     fn invalid_text_is_an_audited_rejection() {
         let t = init("abc\n");
+        let nonchars: String = (0xFDD0..=0xFDEF_u32)
+            .map(|u| format!("\\u{u:04x}"))
+            .collect();
         let cases = [
             (
                 "patchdiff_submit_edits",
@@ -951,7 +954,7 @@ mod tests {
                 ),
                 "record.edits[0].replace",
                 "nul",
-                r#""replace":"a\u0000c""#,
+                r#""replace":"a\u0000c""#.to_owned(),
             ),
             (
                 "patchdiff_submit_operations",
@@ -960,7 +963,7 @@ mod tests {
                 ),
                 "record.intent",
                 "lone_surrogate",
-                r#""intent":"\ud800 intent""#,
+                r#""intent":"\ud800 intent""#.to_owned(),
             ),
             (
                 "patchdiff_submit_replacement",
@@ -969,7 +972,18 @@ mod tests {
                 ),
                 "record.replacement",
                 "lone_surrogate",
-                r#""replacement":"ok\udc00""#,
+                r#""replacement":"ok\udc00""#.to_owned(),
+            ),
+            // helper-85: all 32 noncharacters U+FDD0..U+FDEF beside the lone surrogate (they
+            // were the only sentinels: the call was invalid_json, nothing audited).
+            (
+                "patchdiff_submit_replacement",
+                format!(
+                    r#"{{"target_file_id":"{t}","expected_target_version":0,"intent":"y","replacement":"{nonchars}\udc01"}}"#
+                ),
+                "record.replacement",
+                "lone_surrogate",
+                format!(r#""replacement":"{nonchars}\udc01""#),
             ),
         ];
         for (i, (function, args, path, kind, spelled)) in cases.iter().enumerate() {
@@ -1000,7 +1014,10 @@ mod tests {
             )
             .unwrap()
             .unwrap();
-            assert!(stored.is_ascii() && stored.contains(spelled), "{stored}");
+            assert!(
+                stored.is_ascii() && stored.contains(spelled.as_str()),
+                "{stored}"
+            );
             assert!(
                 stored.contains(r#""format":"patchdiff-invalid-input/1""#),
                 "{stored}"
@@ -1010,7 +1027,7 @@ mod tests {
         // The keyed resend recovers the recorded rejection without a new row.
         let again = call_text(cases[0].0, &cases[0].1);
         assert_eq!(again["deduplicated"], true, "{again}");
-        assert_eq!(log_rows(&t), 3);
+        assert_eq!(log_rows(&t), cases.len() as i64);
         // Reads and search: invalid_argument, no row.
         for (function, args) in [
             (
@@ -1025,7 +1042,7 @@ mod tests {
             let r = call_text(function, &args);
             assert_eq!(r["status"], "invalid_argument", "{r}");
         }
-        assert_eq!(log_rows(&t), 3);
+        assert_eq!(log_rows(&t), cases.len() as i64);
         // Unknown target: nothing to audit against (the target-identity rejection, no row).
         let r = call_text(
             "patchdiff_submit_edits",

@@ -23,18 +23,42 @@ pub const INVALID_INPUT_FORMAT: &str = "patchdiff-invalid-input/1";
 /// do a key `a.b` and a key `b` under a key `a` (helper-85).
 pub const INVALID_TEXT_LOCATIONS_MAX: usize = 16;
 
-/// The noncharacters U+FDD0..U+FDEF are reserved for internal use; one absent from the request
-/// stands for "a lone surrogate escape follows".
+/// A character absent from the request, to stand for "a lone surrogate escape follows": one of
+/// the noncharacters U+FDD0..U+FDEF (reserved for internal use) when one is free, else a private
+/// use character U+E000..U+F8FF, else any other character of the Basic Multilingual Plane beyond
+/// ASCII and the C1 controls. Only the noncharacters were tried until 2026-12-07, so a request
+/// that spelt all 32 (96 bytes) and a lone surrogate was `invalid_json` instead of the audited
+/// `target_encoding_invalid` the contract asks for (helper-85); now that takes every one of the
+/// 63,328 candidates, about 188 KB of them. Each must be a BMP character: the marker is one
+/// `\uXXXX` escape in the canonical text [`restore`] reads.
+///
+/// The request is read once: every character it holds and every `\uXXXX` it spells, even one
+/// whose backslash is itself escaped (counting one too many only skips a candidate), its hex
+/// digits in either case, is present. (The noncharacters used to be looked for one by one, each with a
+/// byte-by-byte search for its escape.)
 fn pick_sentinel(text: &str) -> Option<char> {
-    (0xFDD0..=0xFDEF).filter_map(char::from_u32).find(|c| {
-        let escaped = format!("\\u{:04x}", *c as u32);
-        !text.contains(*c) && !contains_ignore_ascii_case(text, &escaped)
-    })
-}
-
-fn contains_ignore_ascii_case(hay: &str, needle: &str) -> bool {
-    let (h, n) = (hay.as_bytes(), needle.as_bytes());
-    h.windows(n.len()).any(|w| w.eq_ignore_ascii_case(n))
+    let mut present = vec![0u64; 0x1_0000 / 64];
+    let mut mark = |u: u32| {
+        if let Some(word) = present.get_mut((u / 64) as usize) {
+            *word |= 1 << (u % 64);
+        }
+    };
+    text.chars()
+        .filter(|c| !c.is_ascii())
+        .for_each(|c| mark(c as u32));
+    let b = text.as_bytes();
+    for at in memchr::memchr_iter(b'\\', b) {
+        if b.get(at + 1) == Some(&b'u')
+            && let Some(u) = hex4(&b[at + 2..])
+        {
+            mark(u32::from(u));
+        }
+    }
+    (0xFDD0..=0xFDEF)
+        .chain(0xE000..=0xF8FF)
+        .chain((0xA0..=0xD7FF).chain(0xF900..=0xFFFF))
+        .find(|&u| present[(u / 64) as usize] & (1 << (u % 64)) == 0)
+        .and_then(char::from_u32)
 }
 
 fn hex4(b: &[u8]) -> Option<u16> {
@@ -47,7 +71,7 @@ fn hex4(b: &[u8]) -> Option<u16> {
 
 /// Rewrites every escaped lone surrogate inside JSON strings of `text` as the escaped sentinel
 /// followed by the surrogate's four hex digits (lowercase). Returns `None` when there is none
-/// (or, for a request that uses all 32 noncharacters, when no sentinel is free).
+/// (or, for a request that holds every candidate of [`pick_sentinel`], when no sentinel is free).
 pub fn mark_lone_surrogates(text: &str) -> Option<(String, char)> {
     let b = text.as_bytes();
     let mut lone: Vec<(usize, u16)> = Vec::new();
@@ -453,6 +477,46 @@ mod tests {
         assert_eq!(c, '\u{FDD2}');
         let v: Value = serde_json::from_str(&t).unwrap();
         assert_eq!(restore(&v, Some(c)), "[\"\\ufdd0\\ufdd1\\ud800\"]");
+    }
+
+    /// helper-85: a request that holds all 32 noncharacters U+FDD0..U+FDEF (some sent as
+    /// escapes, their hex digits in either case) still has a sentinel, the first private use character, so its
+    /// lone surrogate is found and restored as sent; the sentinel is the same as before whenever
+    /// a noncharacter is free. Only a request holding every one of the 63,328 candidates has
+    /// none (and is then strict JSON's to refuse).
+    #[test]
+    fn a_sentinel_is_free_whatever_noncharacters_the_request_holds() {
+        let nonchars: String = (0xFDD0..=0xFDEF_u32)
+            .map(|u| match u % 3 {
+                0 => char::from_u32(u).unwrap().to_string(),
+                1 => format!("\\u{u:04x}"),
+                _ => format!("\\u{u:04X}"),
+            })
+            .collect();
+        let text = format!(r#"{{"a":"{nonchars}","b":"x\udc00"}}"#);
+        let (v, sentinel) = parse(&text);
+        assert_eq!(sentinel, Some('\u{E000}'));
+        let mut d = Vec::new();
+        find(&v, "r", sentinel, &mut d, INVALID_TEXT_PATHS_MAX_BYTES).unwrap();
+        assert_eq!(
+            d.iter().map(|d| d.path.as_str()).collect::<Vec<_>>(),
+            ["r.b"]
+        );
+        let escaped: String = (0xFDD0..=0xFDEF_u32)
+            .map(|u| format!("\\u{u:04x}"))
+            .collect();
+        assert_eq!(
+            restore(&v, sentinel),
+            format!(r#"{{"a":"{escaped}","b":"x\udc00"}}"#)
+        );
+        let mut every: String = (0xFDD0..=0xFDEF)
+            .chain(0xE000..=0xF8FF)
+            .chain((0xA0..=0xD7FF).chain(0xF900..=0xFFFF))
+            .filter_map(char::from_u32)
+            .collect();
+        assert_eq!(pick_sentinel(&every), None);
+        every.pop();
+        assert_eq!(pick_sentinel(&every), Some('\u{FFFF}'));
     }
 
     /// Paths are stored as text: a key holding NUL is spelled escaped.
