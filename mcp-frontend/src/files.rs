@@ -314,6 +314,25 @@ fn failure(path: &str, mut record: Map<String, Value>, text: String) -> (String,
     (text, Value::Object(record), true)
 }
 
+/// The answer to a call whose edits an identical earlier call already applied (files.md
+/// "Retries"): nothing written, nothing published.
+fn deduplicated(
+    path: &str,
+    target_file_id: &str,
+    version: i64,
+    hash: &str,
+    client_request_id: &Value,
+    pdcp_log_id: &Value,
+) -> (String, Value, bool) {
+    let text = format!(
+        "These edits were already applied to {path} by an identical earlier call (version {version}); they were not applied again.\n"
+    );
+    let v = json!({"content": text, "status": "deduplicated", "deduplicated": true, "path": path,
+        "target_file_id": target_file_id, "version": version, "current_hash": hash,
+        "client_request_id": client_request_id, "pdcp_log_id": pdcp_log_id});
+    (text, v, false)
+}
+
 fn invalid(path: &str, code: &str, detail: &str) -> (String, Value, bool) {
     let mut m = Map::new();
     m.insert("status".into(), json!(INVALID_ARGUMENT));
@@ -831,6 +850,42 @@ impl Server {
         Ok(same.then_some(row))
     }
 
+    /// Whether the disk (its canonical text's hash `hd`) holds exactly what `submission`'s
+    /// edits make of the target's current text, as `entry` knows it: then these edits were
+    /// installed by a call interrupted before its commit (a killed front end; docs/workspace.md
+    /// "Reconciling after `partial` or a crash"), and the target's text, which they were sent
+    /// against, is returned. The same call sent again was refused as a change on disk, with the
+    /// advice to read the file again and redo the edit, which applied it a second time
+    /// (helper-89: `x = 1` became `x = 1 + 1 + 1`). Read only: a preview of the edits on the
+    /// target's text, then that text itself.
+    async fn interrupted_publication(
+        &mut self,
+        entry: &Entry,
+        submission: &Value,
+        hd: &str,
+    ) -> Result<Option<String>, String> {
+        let mut preview = submission.clone();
+        preview["expected_current_hash"] = json!(entry.hash);
+        preview["format"] = json!("patchdiff-tx/1");
+        preview.as_object_mut().map(|m| m.remove("source"));
+        let v = self.sql("patchdiff_preview", &preview).await?;
+        if v["status"] != "accepted" || v["after_hash"].as_str() != Some(hd) {
+            return Ok(None);
+        }
+        let t = self
+            .sql(
+                "patchdiff_get_target",
+                &json!({"target_file_id": entry.target_file_id}),
+            )
+            .await?;
+        // The text the preview saw; if the target moved on since, the submission's guards
+        // refuse it as they would have.
+        if t["current_hash"].as_str() != Some(entry.hash.as_str()) {
+            return Ok(None);
+        }
+        Ok(t["current_content"].as_str().map(str::to_owned))
+    }
+
     async fn edit_file(
         &mut self,
         ws: &Workspace,
@@ -885,18 +940,35 @@ impl Server {
         if entry.hash == hd && entry.version >= 1 {
             match self.is_retry(&entry, rel, &edits).await {
                 Ok(Some(rec)) => {
-                    let prev = rec["client_request_id"].clone();
-                    let text = format!(
-                        "These edits were already applied to {path} by an identical earlier call (version {}); they were not applied again.\n",
-                        entry.version
+                    return deduplicated(
+                        path,
+                        &entry.target_file_id,
+                        entry.version,
+                        &entry.hash,
+                        &rec["client_request_id"],
+                        &rec["pdcp_log_id"],
                     );
-                    let v = json!({"content": text, "status": "deduplicated", "deduplicated": true, "path": path,
-                        "target_file_id": entry.target_file_id, "version": entry.version, "current_hash": entry.hash,
-                        "client_request_id": prev, "pdcp_log_id": rec.get("pdcp_log_id")});
-                    return (text, v, false);
                 }
                 Ok(None) => {}
                 Err(e) => return unknown(path, "checking for a resent call", e),
+            }
+        }
+        // A disk one edit ahead of the target: is it this very call, interrupted between the
+        // file's installation and its commit (a killed front end)? Then it is recorded now, on
+        // the text it was sent against, with the key it had.
+        let (mut before, mut key, mut base_hash) = (before, key, hd);
+        if entry.hash != base_hash {
+            match self
+                .interrupted_publication(&entry, &submission, &base_hash)
+                .await
+            {
+                Ok(Some(sent_against)) => {
+                    key = request_key(rel, &edits, entry.version, &entry.hash);
+                    submission["expected_current_hash"] = json!(entry.hash);
+                    (before, base_hash) = (sent_against, entry.hash.clone());
+                }
+                Ok(None) => {}
+                Err(e) => return unknown(path, "checking for an interrupted call", e),
             }
         }
         submission["client_request_id"] = json!(key);
@@ -914,6 +986,16 @@ impl Server {
         let (v, after) = match outcome {
             Submitted::Published(v, after) => (v, after),
             Submitted::Answer(a) => return a,
+            Submitted::Deduplicated(v) => {
+                return deduplicated(
+                    path,
+                    &entry.target_file_id,
+                    v["version"].as_i64().unwrap_or(entry.version + 1),
+                    v["after_hash"].as_str().unwrap_or_default(),
+                    &json!(key),
+                    &v["pdcp_log_id"],
+                );
+            }
             Submitted::Rejected(mut v) => {
                 self.near_misses(&mut v, &submission).await;
                 let text = rejection_text(path, &v, &edits);
@@ -927,7 +1009,7 @@ impl Server {
         let diff = apply_facts(&before, &edits, &facts, &after.hash)
             .map(|new| unified_diff(path, &before, &new));
         let mut e = after;
-        e.last_call = Some((key, e.version, hd));
+        e.last_call = Some((key, e.version, base_hash));
         self.files.entries.insert(rel.to_owned(), e);
         let text = match &diff {
             Some(d) => fenced(d),
@@ -1092,6 +1174,16 @@ impl Server {
                 let text = rejection_text(path, &v, &[]);
                 failure(path, rejection_record(&v), text)
             }
+            // A write carries no request key, so it is never a keyed recovery; were it one, the
+            // same answer as an edit's.
+            Submitted::Deduplicated(v) => deduplicated(
+                path,
+                v["target_file_id"].as_str().unwrap_or_default(),
+                v["version"].as_i64().unwrap_or_default(),
+                v["after_hash"].as_str().unwrap_or_default(),
+                &v["client_request_id"],
+                &v["pdcp_log_id"],
+            ),
         }
     }
 
@@ -1192,6 +1284,15 @@ impl Server {
             }
             return Submitted::Rejected(v);
         }
+        // The same keyed call, committed by another process since this one read the target (two
+        // servers sent it at once): that process installed the file before it committed, so it
+        // is not published again. It was: a second SAVE, with its checkpoint and a new editing
+        // cycle, the file renamed over once more, and both calls answered `accepted` (helper-89).
+        if v["deduplicated"] == true {
+            self.db.rollback().await;
+            self.files.entries.remove(rel);
+            return Submitted::Deduplicated(v);
+        }
         let version = v["version"].as_i64().unwrap_or(entry.version + 1);
         let save = save_args(&entry.target_file_id, version, eol_format);
         let after = Entry {
@@ -1281,6 +1382,9 @@ enum Submitted {
     Published(Value, Entry),
     /// Refused by the engine (logged and committed).
     Rejected(Value),
+    /// The recorded outcome of the same keyed call, which another process committed (and
+    /// published) meanwhile: nothing was written or published again.
+    Deduplicated(Value),
     /// Anything else, already presented.
     Answer((String, Value, bool)),
 }

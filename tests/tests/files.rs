@@ -647,3 +647,122 @@ fn a_target_of_another_role_with_the_files_label_is_never_used() {
         }
     });
 }
+
+/// Waits for the workspace test hook (docs/workspace.md "Test hooks") to pause in `dir`.
+fn wait_paused(dir: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !dir.join("paused").exists() {
+        assert!(Instant::now() < deadline, "the test hook never paused");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// docs/files.md "Retries", docs/workspace.md "Reconciling after `partial` or a crash"
+/// (helper-89): a front end killed between the file's installation and its commit leaves the
+/// disk one edit ahead of the target. The same `edit_file` sent again to a new process is that
+/// call: it is recorded once, on the text it was sent against, and the file is not edited again.
+/// It used to be refused as a change on disk ("read it again, then redo the edit"), and doing
+/// so applied the edit twice (`x = 1 + 1 + 1`).
+#[test]
+fn an_edit_interrupted_before_its_commit_is_recorded_once_when_sent_again() {
+    let base = scratch("interrupted");
+    let (root, hook) = (base.join("root"), base.join("hook"));
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::create_dir_all(&hook).unwrap();
+    let file = root.join("k.py");
+    std::fs::write(&file, "x = 1\ny = 2\n").unwrap();
+    let hook_dir = hook.display().to_string();
+    let mut a = start(
+        &root,
+        &[
+            ("PATCHDIFF_WORKSPACE_TEST_HOOK", "before_commit"),
+            ("PATCHDIFF_WORKSPACE_TEST_HOOK_DIR", &hook_dir),
+        ],
+    );
+    let (_, read, _) = call(&mut a, "read_file", json!({"path": "k.py"}));
+    let target = read["target_file_id"].as_str().unwrap().to_owned();
+    let line = json!({"jsonrpc": "2.0", "id": 99, "method": "tools/call", "params": {
+        "name": "edit_file", "arguments": {"path": "k.py", "edits": [{"oldText": "x = 1", "newText": "x = 1 + 1"}]}}});
+    a.pipes.send(format!("{line}\n").as_bytes());
+    wait_paused(&hook);
+    a.pipes.kill();
+    drop(a);
+    assert_eq!(std::fs::read(&file).unwrap(), b"x = 1 + 1\ny = 2\n");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while state(&target) != ("0".into(), "0".into(), sha(b"x = 1\ny = 2\n")) {
+        assert!(
+            Instant::now() < deadline,
+            "the killed call's transaction is still open"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let mut b = start(&root, &[]);
+    let (text, v, err) = edit(&mut b, "k.py", "x = 1", "x = 1 + 1");
+    assert!(!err, "{text} {v}");
+    assert_eq!(
+        (v["status"].as_str(), v["version"].as_i64()),
+        (Some("accepted"), Some(1)),
+        "{v}"
+    );
+    assert_eq!(v["target_file_id"], target.as_str());
+    assert!(text.contains("-x = 1\n+x = 1 + 1"), "{text}");
+    assert_eq!(std::fs::read(&file).unwrap(), b"x = 1 + 1\ny = 2\n");
+    assert_eq!(
+        state(&target),
+        ("1".into(), "1".into(), sha(b"x = 1 + 1\ny = 2\n"))
+    );
+    let kinds: Vec<String> = log(&target).into_iter().map(|r| r.0).collect();
+    assert_eq!(kinds, ["accepted"]);
+    // Sent once more, it is the resend of a call that succeeded.
+    let (_, v, err) = edit(&mut b, "k.py", "x = 1", "x = 1 + 1");
+    assert!(!err);
+    assert_eq!(v["status"], "deduplicated", "{v}");
+    assert_eq!(std::fs::read(&file).unwrap(), b"x = 1 + 1\ny = 2\n");
+}
+
+/// docs/files.md "Retries" (helper-89): the same `edit_file` from two processes at once is
+/// applied, published and checkpointed once; the other call answers `deduplicated`. The one that
+/// recovered the other's commit used to publish again: a second checkpoint and editing cycle,
+/// and both answered `accepted`.
+#[test]
+fn the_same_edit_from_two_processes_at_once_is_published_once() {
+    let root = scratch("twice");
+    let mut a = start(&root, &[]);
+    let mut b = start(&root, &[]);
+    for round in 0..4 {
+        let name = format!("t{round}.py");
+        let file = root.join(&name);
+        std::fs::write(&file, "x = 1\n").unwrap();
+        let (_, read, _) = call(&mut a, "read_file", json!({"path": name}));
+        let target = read["target_file_id"].as_str().unwrap().to_owned();
+        let (_, read, _) = call(&mut b, "read_file", json!({"path": name}));
+        assert_eq!(read["target_file_id"], target.as_str());
+        let line = |id: i64| {
+            let l = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
+                "name": "edit_file", "arguments": {"path": name, "edits": [{"oldText": "x = 1", "newText": "x = 2"}]}}});
+            format!("{l}\n")
+        };
+        a.pipes.send(line(1000 + round).as_bytes());
+        b.pipes.send(line(1000 + round).as_bytes());
+        let mut statuses = Vec::new();
+        for s in [&mut a, &mut b] {
+            let reply: Value =
+                serde_json::from_slice(&s.pipes.line(Duration::from_secs(30)).unwrap()).unwrap();
+            statuses.push(reply["result"]["structuredContent"]["status"].clone());
+        }
+        statuses.sort_by_key(|s| s.to_string());
+        assert_eq!(
+            statuses,
+            [json!("accepted"), json!("deduplicated")],
+            "round {round}"
+        );
+        assert_eq!(std::fs::read(&file).unwrap(), b"x = 2\n");
+        assert_eq!(state(&target), ("1".into(), "1".into(), sha(b"x = 2\n")));
+        assert_eq!(log(&target).len(), 1);
+        let cycles = rows(
+            "SELECT count(*)::text FROM patchdiff.editing_cycles WHERE target_file_id = $1::text::uuid",
+            &target,
+        );
+        assert_eq!(cycles[0][0].as_deref(), Some("2"), "round {round}");
+    }
+}
