@@ -1140,12 +1140,24 @@ impl Server {
                     Ok(e) => e,
                     Err(a) => return a,
                 };
+                let replacement = canonical(content);
+                // The disk already holds this very content and the target does not: a write
+                // interrupted between its installation and its commit (a killed front end),
+                // sent again. It is recorded against the target's text, and the publishing SAVE
+                // finds the disk holding what it publishes; it was refused as a change on disk
+                // (docs/files.md "Retries", as for edit_file).
+                let sent_against = if entry.hash != hd && sha256_hex(replacement.as_bytes()) == hd
+                {
+                    &entry.hash
+                } else {
+                    &hd
+                };
                 let submission = json!({
                     "target_file_id": entry.target_file_id,
                     "intent": format!("write_file {rel}"),
-                    "replacement": canonical(content),
+                    "replacement": replacement,
                     "expected_target_version": entry.version,
-                    "expected_current_hash": hd,
+                    "expected_current_hash": sent_against,
                     "source": "files/write_file",
                 });
                 self.submit_and_publish(

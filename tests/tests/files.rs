@@ -657,20 +657,21 @@ fn wait_paused(dir: &Path) {
     }
 }
 
-/// docs/files.md "Retries", docs/workspace.md "Reconciling after `partial` or a crash"
-/// (helper-89): a front end killed between the file's installation and its commit leaves the
-/// disk one edit ahead of the target. The same `edit_file` sent again to a new process is that
-/// call: it is recorded once, on the text it was sent against, and the file is not edited again.
-/// It used to be refused as a change on disk ("read it again, then redo the edit"), and doing
-/// so applied the edit twice (`x = 1 + 1 + 1`).
-#[test]
-fn an_edit_interrupted_before_its_commit_is_recorded_once_when_sent_again() {
-    let base = scratch("interrupted");
+/// A file `name` holding `before`, read (imported) by a front end that is then killed between
+/// the installation and the commit of `call` (the workspace test hook `before_commit`), once the
+/// disk holds `after` and the killed call's transaction has rolled back: the root and the target.
+fn interrupted_before_commit(
+    scratch_name: &str,
+    name: &str,
+    before: &str,
+    call_params: Value,
+    after: &str,
+) -> (PathBuf, String) {
+    let base = scratch(scratch_name);
     let (root, hook) = (base.join("root"), base.join("hook"));
     std::fs::create_dir_all(&root).unwrap();
     std::fs::create_dir_all(&hook).unwrap();
-    let file = root.join("k.py");
-    std::fs::write(&file, "x = 1\ny = 2\n").unwrap();
+    std::fs::write(root.join(name), before).unwrap();
     let hook_dir = hook.display().to_string();
     let mut a = start(
         &root,
@@ -679,23 +680,41 @@ fn an_edit_interrupted_before_its_commit_is_recorded_once_when_sent_again() {
             ("PATCHDIFF_WORKSPACE_TEST_HOOK_DIR", &hook_dir),
         ],
     );
-    let (_, read, _) = call(&mut a, "read_file", json!({"path": "k.py"}));
+    let (_, read, _) = call(&mut a, "read_file", json!({"path": name}));
     let target = read["target_file_id"].as_str().unwrap().to_owned();
-    let line = json!({"jsonrpc": "2.0", "id": 99, "method": "tools/call", "params": {
-        "name": "edit_file", "arguments": {"path": "k.py", "edits": [{"oldText": "x = 1", "newText": "x = 1 + 1"}]}}});
+    let line = json!({"jsonrpc": "2.0", "id": 99, "method": "tools/call", "params": call_params});
     a.pipes.send(format!("{line}\n").as_bytes());
     wait_paused(&hook);
     a.pipes.kill();
     drop(a);
-    assert_eq!(std::fs::read(&file).unwrap(), b"x = 1 + 1\ny = 2\n");
+    assert_eq!(std::fs::read_to_string(root.join(name)).unwrap(), after);
     let deadline = Instant::now() + Duration::from_secs(30);
-    while state(&target) != ("0".into(), "0".into(), sha(b"x = 1\ny = 2\n")) {
+    while state(&target) != ("0".into(), "0".into(), sha(before.as_bytes())) {
         assert!(
             Instant::now() < deadline,
             "the killed call's transaction is still open"
         );
         std::thread::sleep(Duration::from_millis(50));
     }
+    (root, target)
+}
+
+/// docs/files.md "Retries", docs/workspace.md "Reconciling after `partial` or a crash"
+/// (helper-89): a front end killed between the file's installation and its commit leaves the
+/// disk one edit ahead of the target. The same `edit_file` sent again to a new process is that
+/// call: it is recorded once, on the text it was sent against, and the file is not edited again.
+/// It used to be refused as a change on disk ("read it again, then redo the edit"), and doing
+/// so applied the edit twice (`x = 1 + 1 + 1`).
+#[test]
+fn an_edit_interrupted_before_its_commit_is_recorded_once_when_sent_again() {
+    let (root, target) = interrupted_before_commit(
+        "interrupted",
+        "k.py",
+        "x = 1\ny = 2\n",
+        json!({"name": "edit_file", "arguments": {"path": "k.py", "edits": [{"oldText": "x = 1", "newText": "x = 1 + 1"}]}}),
+        "x = 1 + 1\ny = 2\n",
+    );
+    let file = root.join("k.py");
     let mut b = start(&root, &[]);
     let (text, v, err) = edit(&mut b, "k.py", "x = 1", "x = 1 + 1");
     assert!(!err, "{text} {v}");
@@ -765,4 +784,33 @@ fn the_same_edit_from_two_processes_at_once_is_published_once() {
         );
         assert_eq!(cycles[0][0].as_deref(), Some("2"), "round {round}");
     }
+}
+
+/// docs/files.md "Retries": a `write_file` interrupted between installation and commit, sent
+/// again, is recorded once against the target's text; it was refused as a change on disk.
+#[test]
+fn a_write_interrupted_before_its_commit_is_recorded_when_sent_again() {
+    let (root, target) = interrupted_before_commit(
+        "interrupted-write",
+        "w.txt",
+        "old\n",
+        json!({"name": "write_file", "arguments": {"path": "w.txt", "content": "new\n"}}),
+        "new\n",
+    );
+    let mut b = start(&root, &[]);
+    let (text, v, err) = call(
+        &mut b,
+        "write_file",
+        json!({"path": "w.txt", "content": "new\n"}),
+    );
+    assert!(!err, "{text} {v}");
+    assert_eq!(
+        (v["status"].as_str(), v["version"].as_i64()),
+        (Some("accepted"), Some(1)),
+        "{v}"
+    );
+    assert_eq!(std::fs::read(root.join("w.txt")).unwrap(), b"new\n");
+    assert_eq!(state(&target), ("1".into(), "1".into(), sha(b"new\n")));
+    let kinds: Vec<String> = log(&target).into_iter().map(|r| r.0).collect();
+    assert_eq!(kinds, ["accepted"]);
 }
