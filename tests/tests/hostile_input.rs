@@ -867,14 +867,121 @@ async fn rejections_quote_a_senders_long_names_briefly() {
 
 /// The backend's address space now, in bytes (`VmSize` of `/proc/<pid>/status`).
 fn vm_size(pid: i32) -> u64 {
+    proc_status_bytes(pid, "VmSize:")
+}
+
+/// A size field of `/proc/<pid>/status` (`VmSize:`, `VmHWM:`), in bytes.
+fn proc_status_bytes(pid: i32, field: &str) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
         .unwrap_or_else(|e| panic!("the backend {pid} is not on this machine: {e}"));
     let kb: u64 = status
         .lines()
-        .find_map(|l| l.strip_prefix("VmSize:"))
+        .find_map(|l| l.strip_prefix(field))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmSize");
+        .unwrap_or_else(|| panic!("{field} of {pid}"));
     kb * 1024
+}
+
+/// docs/sql-api.md "Argument size is bounded" (its shape): an argument of many small JSON values
+/// or objects is refused from its text, before it is parsed, by every kind of function: a read,
+/// a submission, the typed submission's `edits`. 15 MiB of one-member objects took a backend
+/// about 960 MB to parse (a few such calls at once are enough for the OOM killer, which takes
+/// the whole server down with the backend it ends); now each call is `arguments_too_complex`,
+/// costs its backend no more memory than refusing one string of the same size (PostgreSQL's and
+/// the call's copies of the argument), and writes nothing.
+#[tokio::test]
+async fn an_argument_of_many_small_values_is_refused_before_it_is_parsed() {
+    if patchdiff_tests::not_through_a_router(
+        &dsn(),
+        "the backend whose memory is measured is the shard's session of PL/Proxy",
+    )
+    .await
+    {
+        return;
+    }
+    let c = connect(&dsn()).await.unwrap();
+    let id = initialize_target(&c, "shape.md", "a\n").await.unwrap();
+    let pid = backend_pid(&c).await;
+    let objects = format!("[{}0]", r#"{"a":0},"#.repeat(15 << 17));
+    let zeros = format!("[{}0]", "0,".repeat(15 << 19));
+    // The copies any argument of this size costs (the message, the json value, the library's
+    // string): one string, refused as an unknown argument.
+    let one_string = format!(
+        r#"{{"target_file_id":"{id}","x":"{}"}}"#,
+        "a".repeat(15 << 20)
+    );
+    let r = call(
+        &c,
+        "patchdiff_get_target",
+        &serde_json::from_str(&one_string).unwrap(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r["code"], "unknown_argument", "{r}");
+    let peak_before = proc_status_bytes(pid, "VmHWM:");
+    for (function, args, counted) in [
+        (
+            "patchdiff_get_target",
+            format!(r#"{{"target_file_id":"{id}","x":{objects}}}"#),
+            "objects",
+        ),
+        (
+            "patchdiff_get_target",
+            format!(r#"{{"target_file_id":"{id}","x":{zeros}}}"#),
+            "values",
+        ),
+        (
+            "patchdiff_submit_edits",
+            format!(
+                r#"{{"target_file_id":"{id}","expected_target_version":0,"intent":"x","edits":{objects}}}"#
+            ),
+            "objects",
+        ),
+    ] {
+        assert!(args.len() < 16 << 20);
+        let row = c
+            .query_one(
+                &format!("SELECT {function}($1::text::json)::text"),
+                &[&args],
+            )
+            .await
+            .unwrap();
+        let r: Value = serde_json::from_str(row.get(0)).unwrap();
+        assert_eq!(
+            (&r["status"], &r["code"], &r["counted"]),
+            (
+                &json!("invalid_argument"),
+                &json!("arguments_too_complex"),
+                &json!(counted)
+            ),
+            "{function}: {r}"
+        );
+    }
+    let row = c
+        .query_one(
+            "SELECT patchdiff_submit($1::text::uuid, 'x', $2::text::json, 0)::text",
+            &[&id, &objects],
+        )
+        .await
+        .unwrap();
+    let r: Value = serde_json::from_str(row.get(0)).unwrap();
+    assert_eq!(r["code"], "arguments_too_complex", "{r}");
+    let grew = proc_status_bytes(pid, "VmHWM:") - peak_before;
+    assert!(
+        grew < 32 << 20,
+        "the backend's peak grew by {} MB past what a string of the same size took",
+        grew >> 20
+    );
+    assert_eq!(patchdiff_tests::stored_version(&c, &id).await, 0);
+    let logged: i64 = c
+        .query_one(
+            "SELECT count(*) FROM patchdiff.pdcp_logs WHERE target_file_id = $1::text::uuid",
+            &[&id],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(logged, 0);
 }
 
 /// Limits `pid`'s address space to `bytes` (soft and hard), as `ulimit -v` or a host whose

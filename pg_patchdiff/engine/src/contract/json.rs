@@ -298,6 +298,60 @@ pub fn as_int(v: &Value) -> Option<i64> {
     }
 }
 
+/// What [`shape_within`] found past its bounds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TooComplex {
+    Values,
+    Objects,
+}
+
+/// Whether JSON `text` holds at most `max_values` values and `max_objects` objects, read from
+/// the text without parsing it (so that a request is refused before it is built in memory). A
+/// value is counted at each `,`, `:`, `[` and `{` outside strings, and once for the top value:
+/// every array element and object member name and value, or one more (an empty container).
+/// Malformed text is counted as far as it goes; the parser refuses it after.
+pub fn shape_within(text: &str, max_values: usize, max_objects: usize) -> Result<(), TooComplex> {
+    let b = text.as_bytes();
+    let (mut values, mut objects) = (1usize, 0usize);
+    if values > max_values {
+        return Err(TooComplex::Values);
+    }
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'"' => {
+                // To the closing quote, escapes skipped whole.
+                i += 1;
+                loop {
+                    match memchr::memchr2(b'"', b'\\', &b[i.min(b.len())..]) {
+                        None => return Ok(()),
+                        Some(j) if b[i + j] == b'\\' => i += j + 2,
+                        Some(j) => {
+                            i += j + 1;
+                            break;
+                        }
+                    }
+                }
+                continue;
+            }
+            b'{' => {
+                objects += 1;
+                values += 1;
+                if objects > max_objects {
+                    return Err(TooComplex::Objects);
+                }
+            }
+            b',' | b':' | b'[' => values += 1,
+            _ => {}
+        }
+        if values > max_values {
+            return Err(TooComplex::Values);
+        }
+        i += 1;
+    }
+    Ok(())
+}
+
 /// Whether a JSON integer is present but exceeds i64 (still "an integer" to a caller).
 pub fn is_big_int(v: &Value) -> bool {
     matches!(v, Value::Number(n) if n.is_u64() && n.as_i64().is_none())
@@ -510,6 +564,69 @@ pub fn type_name(v: &Value) -> &'static str {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// `shape_within` counts from the text exactly what the parsed value holds: every value and
+    /// object member name, plus one for each empty container; and the objects. Random values,
+    /// with strings full of the structural characters and escapes, written compactly and
+    /// pretty-printed (whitespace is not counted).
+    #[test]
+    fn the_shape_is_counted_from_the_text_as_the_value_holds_it() {
+        fn count(v: &Value) -> (usize, usize) {
+            match v {
+                Value::Array(a) if a.is_empty() => (2, 0),
+                Value::Object(m) if m.is_empty() => (2, 1),
+                Value::Array(a) => a
+                    .iter()
+                    .map(count)
+                    .fold((1, 0), |x, y| (x.0 + y.0, x.1 + y.1)),
+                Value::Object(m) => m
+                    .values()
+                    .map(count)
+                    .fold((1 + m.len(), 1), |x, y| (x.0 + y.0, x.1 + y.1)),
+                _ => (1, 0),
+            }
+        }
+        fn value(r: &mut crate::contract::rng::XorShift, depth: usize) -> Value {
+            let text = |r: &mut crate::contract::rng::XorShift| -> String {
+                (0..r.below(6))
+                    .map(|_| ['a', ',', ':', '[', '{', '"', '\\', '}', 'é'][r.below(9)])
+                    .collect()
+            };
+            match (depth, r.below(5)) {
+                (0, _) | (_, 0) => json!(text(r)),
+                (_, 1) => json!(r.below(1000)),
+                (_, 2) => Value::Array((0..r.below(4)).map(|_| value(r, depth - 1)).collect()),
+                _ => Value::Object(
+                    (0..r.below(4))
+                        .map(|_| (text(r), value(r, depth - 1)))
+                        .collect(),
+                ),
+            }
+        }
+        let mut r = crate::contract::rng::XorShift(0x5eed_cafe_f00d_0001);
+        for _ in 0..3_000 {
+            let v = value(&mut r, 4);
+            let (values, objects) = count(&v);
+            for text in [
+                serde_json::to_string(&v).unwrap(),
+                serde_json::to_string_pretty(&v).unwrap(),
+            ] {
+                assert_eq!(shape_within(&text, values, objects), Ok(()), "{text}");
+                assert_eq!(
+                    shape_within(&text, values - 1, objects),
+                    Err(TooComplex::Values),
+                    "{text}"
+                );
+                if objects > 0 {
+                    assert_eq!(
+                        shape_within(&text, values, objects - 1),
+                        Err(TooComplex::Objects),
+                        "{text}"
+                    );
+                }
+            }
+        }
+    }
 
     /// DESIGN.md, "Every loop whose length depends on input checks for interrupts": writing a
     /// string of escapes (a text of control characters or line feeds) checks, in both modes, so

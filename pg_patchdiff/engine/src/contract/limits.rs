@@ -37,6 +37,19 @@ pub const FILENAME_MAX_BYTES: usize = 4_096;
 /// `\u`-escaped, with room for the rest of the request.
 pub const DEFAULT_MAX_ARGUMENT_BYTES: usize = 16 * 1024 * 1024;
 
+/// The most JSON values one call's arguments may hold (counted from the text before it is
+/// parsed: every array element, object member name and member value, and the top value), and
+/// the most objects. A parsed value costs far more than its text: 16 MiB of `{"a":0},` (two
+/// million one-member objects, each its own hash map) took a backend about 930 MB, 16 MiB of
+/// `0,` about 550 MB, so a few such calls at once could make the kernel's OOM killer end a
+/// backend, and with it every session of the server. The largest request the caps allow (10,000
+/// edits or operations, each an object with every optional member, or a changeset of the same
+/// total) holds under a fifth of each (about 150,000 values and 10,000 objects); at the limits
+/// the parse stays under about 70 MB of values plus 50 MB of objects. Code
+/// `arguments_too_complex`.
+pub const ARGUMENT_VALUES_MAX: usize = 1_000_000;
+pub const ARGUMENT_OBJECTS_MAX: usize = 100_000;
+
 /// "patchdiff_submit_replacement": fresh admission of the raw replacement and of its canonical
 /// result, at most 1,000,000 code points and 1,048,576 UTF-8 bytes each, inclusive.
 pub const REPLACEMENT_MAX_CODE_POINTS: usize = 1_000_000;

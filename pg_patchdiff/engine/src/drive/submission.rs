@@ -429,6 +429,9 @@ impl TypedEdits<'_> {
         if let Some(id) = self.target_file_id {
             m.insert("target_file_id".into(), json!(id));
         }
+        if let Some(Err(e)) = self.edits.map(crate::contract::args::too_complex) {
+            return Err(e.to_json(TOOL));
+        }
         match self.edits.map(serde_json::from_str::<Value>) {
             Some(Ok(v)) => {
                 m.insert("edits".into(), v);

@@ -1550,6 +1550,66 @@ mod tests {
         );
     }
 
+    /// limits::ARGUMENT_VALUES_MAX / ARGUMENT_OBJECTS_MAX (docs/sql-api.md, "Work is bounded
+    /// where the contract is silent"): the largest requests the caps allow hold under a fifth of
+    /// each; many small values or objects are refused as `arguments_too_complex` from the text,
+    /// before it is parsed (16 MiB of one-member objects took a backend 930 MB to parse).
+    #[test]
+    fn arguments_are_refused_by_their_shape_before_they_are_parsed() {
+        use crate::contract::json::{TooComplex, shape_within};
+        use crate::contract::limits::{ARGUMENT_OBJECTS_MAX, ARGUMENT_VALUES_MAX, TX1_MAX_EDITS};
+        let edits: Vec<Value> = (0..TX1_MAX_EDITS)
+            .map(|i| json!({"match": "a", "replace": "b", "occurrence_index": 1, "rationale": "r",
+                            "change_id": format!("c{i}"), "context_before": "x", "context_after": "y"}))
+            .collect();
+        let largest = json!({"target_file_id": TARGET, "intent": "i", "edits": edits,
+                             "expected_target_version": 0, "client_request_id": "k"})
+        .to_string();
+        assert_eq!(
+            shape_within(&largest, ARGUMENT_VALUES_MAX / 5, ARGUMENT_OBJECTS_MAX / 5),
+            Ok(())
+        );
+        let many = |unit: &str, n: usize| {
+            format!(
+                r#"{{"target_file_id":"{TARGET}","x":[{}0]}}"#,
+                unit.repeat(n)
+            )
+        };
+        for (text, counted, limit) in [
+            (
+                many(r#"{"a":0},"#, ARGUMENT_OBJECTS_MAX),
+                "objects",
+                ARGUMENT_OBJECTS_MAX,
+            ),
+            (
+                many("0,", ARGUMENT_VALUES_MAX),
+                "values",
+                ARGUMENT_VALUES_MAX,
+            ),
+            (
+                many("[],", ARGUMENT_VALUES_MAX),
+                "values",
+                ARGUMENT_VALUES_MAX,
+            ),
+        ] {
+            let e = parse_submit_edits(&text).unwrap_err();
+            assert_eq!(
+                (e.code, &e.extra["counted"]),
+                ("arguments_too_complex", &json!(counted))
+            );
+            assert_eq!(e.extra["limit"], limit);
+            let read = crate::contract::args::Args::parse(&text, &["target_file_id"], &[]);
+            assert_eq!(read.err().map(|e| e.code), Some("arguments_too_complex"));
+        }
+        // Strings are text, however many structural characters they hold.
+        let one_string = format!(
+            r#"{{"intent":"{}"}}"#,
+            "{\"a\":0},".repeat(ARGUMENT_OBJECTS_MAX + 1)
+        );
+        assert_eq!(shape_within(&one_string, 3, 1), Ok(()));
+        assert_eq!(shape_within(&one_string, 2, 1), Err(TooComplex::Values));
+    }
+
     /// limits::INTENT_MAX_BYTES counts UTF-8 bytes, inclusive.
     #[test]
     fn intent_at_its_cap() {
