@@ -9,7 +9,9 @@
 # and the router functions (sql/router/patchdiff_router.sql). There are
 # $PATCHDIFF_SHARDS_PARTITIONS partitions (default 8, a power of two, at least N): partition p is
 # database patchdiff_p<p> on shard cluster p mod N (ports 54401 .. 54400+N), with pg_patchdiff.
-# Clusters live in $PATCHDIFF_SHARDS_DIR (default /tmp/patchdiff-shards). `up` installs what it
+# The router server's query_timeout is $PATCHDIFF_SHARDS_QUERY_TIMEOUT seconds (default 60, twice
+# patchdiff-mcp's statement_timeout; docs/scale-out.md). Clusters live in $PATCHDIFF_SHARDS_DIR
+# (default /tmp/patchdiff-shards). `up` installs what it
 # needs (the postgresql-15-plproxy package among the system's, the extension) unless
 # PATCHDIFF_SHARDS_SKIP_INSTALL=1,
 # and can be run again: it keeps running clusters and existing databases, and reloads the router.
@@ -18,6 +20,7 @@ source "$(dirname "$0")/lib.sh"
 DIR="${PATCHDIFF_SHARDS_DIR:-/tmp/patchdiff-shards}"
 PORT="${PATCHDIFF_SHARDS_PORT:-54400}"
 PARTITIONS="${PATCHDIFF_SHARDS_PARTITIONS:-8}"
+QUERY_TIMEOUT="${PATCHDIFF_SHARDS_QUERY_TIMEOUT:-60}"
 
 up() {
   local n="$1"
@@ -27,6 +30,10 @@ up() {
   fi
   if (( PARTITIONS < n || (PARTITIONS & (PARTITIONS - 1)) != 0 )); then
     echo "PATCHDIFF_SHARDS_PARTITIONS=$PARTITIONS must be a power of two and at least N=$n" >&2
+    exit 2
+  fi
+  if ! [[ "$QUERY_TIMEOUT" =~ ^[1-9][0-9]*$ ]]; then
+    echo "PATCHDIFF_SHARDS_QUERY_TIMEOUT=$QUERY_TIMEOUT must be a whole number of seconds, at least 1" >&2
     exit 2
   fi
   if [ -f "$DIR/shards" ] && [ "$(cat "$DIR/shards")" != "$n $PARTITIONS" ]; then
@@ -63,11 +70,17 @@ up() {
   options="$(IFS=,; echo "${servers[*]}")"
   # Every call reaches its partition as the calling role: the public user mapping names no user,
   # and PL/Proxy then connects as the current user (docs/scale-out.md "Roles").
+  # query_timeout bounds every routed call, not only one after a cancel: PL/Proxy checks it
+  # whenever a connection shows activity, so a call still reading its answer past it is ended
+  # ("query timeout"; helper-88). 60 s is twice patchdiff-mcp's default statement_timeout (30 s),
+  # so it never ends a call patchdiff-mcp lets run; it also bounds the wait, after a cancel, for
+  # a shard that no longer answers (docs/scale-out.md "When a call's outcome is unknown").
+  # Override with PATCHDIFF_SHARDS_QUERY_TIMEOUT (seconds).
   cluster_psql "$DIR/router" "$PORT" -d patchdiff >&2 <<SQL
 CREATE EXTENSION IF NOT EXISTS plproxy;
 DROP SERVER IF EXISTS patchdiff CASCADE;
 CREATE SERVER patchdiff FOREIGN DATA WRAPPER plproxy
-  OPTIONS (connection_lifetime '1800', query_timeout '10', $options);
+  OPTIONS (connection_lifetime '1800', query_timeout '$QUERY_TIMEOUT', $options);
 CREATE USER MAPPING FOR PUBLIC SERVER patchdiff;
 GRANT USAGE ON FOREIGN SERVER patchdiff TO PUBLIC;
 \i $ROOT/sql/router/patchdiff_router.sql

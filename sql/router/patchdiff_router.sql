@@ -147,6 +147,101 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
               ELSE 0 END
 $$;
 
+-- The router's limit on the arguments' size (helper-88). Every shard refuses arguments over its
+-- patchdiff.max_argument_bytes (default 16 MiB) before it reads them, but the router used to
+-- parse and copy them first, to route them: a 64 MiB argument took a router backend to 597 MB,
+-- and a 64 MiB list_targets argument to 855 MB, with 8 shard backends of 271 MB each. So every
+-- public function of the router refuses arguments over its own limit before anything else, with
+-- the shard's answer, byte for byte.
+--
+-- The limit is the placeholder patchdiff.max_argument_bytes on the router (the same units as the
+-- shard's setting: '16MB', '16777216'), else the extension's default, 16 MiB; a DBA who changes
+-- the shards' limit sets the router's too (docs/scale-out.md). The router has no pg_patchdiff, so
+-- its setting is a placeholder that any role may SET in its own session: lowering it there is
+-- honoured (the role only refuses its own calls sooner), but a value above 16 MiB counts only
+-- when it is the one ALTER DATABASE or ALTER ROLE ... SET gave (pg_db_role_setting, which only a
+-- superuser may write for a placeholder), or in a superuser's session: any other session is held
+-- at 16 MiB (PostgreSQL does not say where a placeholder's value came from, so postgresql.conf
+-- cannot raise it either).
+--
+-- The arguments' size: their text's byte length, read from the value's header as the shard reads
+-- it (toast_raw_datum_size), never copied or decompressed: PostgreSQL's own textoctetlen, which
+-- reads only the varlena header and so applies to json, whose datum is text's. (`args::text` is
+-- an I/O conversion for json: two copies of the arguments.)
+CREATE OR REPLACE FUNCTION patchdiff_router.octets(args json) RETURNS int4
+LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE AS 'textoctetlen';
+
+-- The limit as this session states it, within the shard setting's range. Inlined into its
+-- callers' expressions, so every name is qualified.
+CREATE OR REPLACE FUNCTION patchdiff_router.stated_limit() RETURNS int8
+LANGUAGE sql STABLE AS $$
+  SELECT pg_catalog.int8larger(1024::pg_catalog.int8, pg_catalog.int8smaller(2147483647::pg_catalog.int8,
+    CASE WHEN pg_catalog.current_setting('patchdiff.max_argument_bytes'::pg_catalog.text, true) IS NULL
+           OR pg_catalog.current_setting('patchdiff.max_argument_bytes'::pg_catalog.text, true)
+              OPERATOR(pg_catalog.=) ''::pg_catalog.text
+         THEN 16777216::pg_catalog.int8
+         ELSE pg_catalog.pg_size_bytes(pg_catalog.current_setting('patchdiff.max_argument_bytes'::pg_catalog.text, true))
+    END))
+$$;
+
+-- The answer to arguments of `size` bytes when they are over the router's limit, else NULL: the
+-- shard's answer (pg_patchdiff's args::too_large), written as compactly as the shard writes it,
+-- in the `form` of the function's answers: '' (most), 'page' (the history pages add an empty
+-- page) or 'preview' (which repeats the detail as `detail` first).
+-- Called only for arguments over min(stated limit, 16 MiB) (patchdiff_router.args_refusal), so the
+-- look at where a larger limit came from costs nothing on ordinary calls.
+CREATE OR REPLACE FUNCTION patchdiff_router.too_large(size int8, form text) RETURNS json
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  lim int8 := patchdiff_router.stated_limit();
+  detail text;
+BEGIN
+  IF lim > 16777216
+     AND NOT COALESCE((SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.rolname = session_user), false)
+     AND NOT EXISTS (
+       SELECT FROM pg_catalog.pg_db_role_setting s, unnest(s.setconfig) c
+        WHERE s.setdatabase IN (0, (SELECT d.oid FROM pg_catalog.pg_database d WHERE d.datname = current_database()))
+          AND s.setrole IN (0, (SELECT r.oid FROM pg_catalog.pg_roles r WHERE r.rolname = session_user))
+          AND c = 'patchdiff.max_argument_bytes=' || current_setting('patchdiff.max_argument_bytes')) THEN
+    lim := 16777216;
+  END IF;
+  IF size <= lim THEN
+    RETURN NULL;
+  END IF;
+  detail := format('the arguments are %s bytes, over this server''s limit of %s bytes (patchdiff.max_argument_bytes); nothing was read or written',
+                   size, lim);
+  RETURN ('{"status":"invalid_argument","code":"arguments_too_large",'
+          || CASE WHEN form = 'preview' THEN '"detail":"' || detail || '",' ELSE '' END
+          || '"failure_detail":"' || detail || '"'
+          || CASE WHEN form = 'page' THEN ',"entries":[],"has_more":false,"next_sequence":null' ELSE '' END
+          || '}')::json;
+END $$;
+
+-- The refusal of arguments too large for the router, or NULL. Inlined into every public
+-- function's first statement.
+CREATE OR REPLACE FUNCTION patchdiff_router.args_refusal(args json, form text) RETURNS json
+LANGUAGE sql STABLE AS $$
+  SELECT CASE WHEN patchdiff_router.octets(args)
+                   OPERATOR(pg_catalog.>) pg_catalog.int8smaller(patchdiff_router.stated_limit(), 16777216::pg_catalog.int8)
+              THEN patchdiff_router.too_large(patchdiff_router.octets(args), form) END
+$$;
+
+-- The same for arguments of `size` bytes (the typed patchdiff_submit's texts together).
+CREATE OR REPLACE FUNCTION patchdiff_router.size_refusal(size int8) RETURNS json
+LANGUAGE sql STABLE AS $$
+  SELECT CASE WHEN size OPERATOR(pg_catalog.>)
+                   pg_catalog.int8smaller(patchdiff_router.stated_limit(), 16777216::pg_catalog.int8)
+              THEN patchdiff_router.too_large(size, ''::pg_catalog.text) END
+$$;
+
+-- Whether arguments are over the limit this session states: the router's own functions (which
+-- every role may call directly) route them to partition 0 without reading them, whose shard
+-- refuses them.
+CREATE OR REPLACE FUNCTION patchdiff_router.oversized(args json) RETURNS bool
+LANGUAGE sql STABLE AS $$
+  SELECT COALESCE(patchdiff_router.octets(args) OPERATOR(pg_catalog.>) patchdiff_router.stated_limit(), false)
+$$;
+
 -- The arguments as the router reads them. PostgreSQL's json operators decode every string of
 -- the object they walk and fail on the escapes text cannot hold (\u0000 and the surrogates
 -- \ud800-\udfff, which a shard answers with an audited rejection or invalid_argument): the
@@ -199,10 +294,13 @@ END $$;
 
 -- One SQL expression, inlined into PL/Proxy's RUN ON query: the quick way for arguments without
 -- a \u escape (nearly all), patchdiff_router.field for the others.
+-- Arguments over the router's limit are not read: partition 0, whose shard refuses them. STABLE,
+-- as the limit is a setting (an IMMUTABLE function that reads one would not be inlined).
 CREATE OR REPLACE FUNCTION patchdiff_router.partition_of(args json) RETURNS int4
-LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+LANGUAGE sql STABLE PARALLEL SAFE AS $$
   SELECT patchdiff_router.partition_of_id(
-    CASE WHEN pg_catalog.json_typeof(args) IS NULL
+    CASE WHEN patchdiff_router.oversized(args) THEN NULL
+         WHEN pg_catalog.json_typeof(args) IS NULL
            OR NOT pg_catalog.json_typeof(args) OPERATOR(pg_catalog.=) 'object'::pg_catalog.text
          THEN NULL
          WHEN pg_catalog.strpos(args::pg_catalog.text, E'\\u'::pg_catalog.text) OPERATOR(pg_catalog.=) 0
@@ -229,7 +327,7 @@ END $$;
 CREATE OR REPLACE FUNCTION patchdiff_router.binding_partition(args json) RETURNS int4
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-  binding json := CASE WHEN json_typeof(args) = 'object'
+  binding json := CASE WHEN NOT patchdiff_router.oversized(args) AND json_typeof(args) = 'object'
                        THEN patchdiff_router.readable(args)->'workspace_binding' END;
 BEGIN
   IF json_typeof(binding) = 'object' AND json_typeof(binding->'nonce') = 'string' THEN
@@ -250,7 +348,9 @@ CREATE OR REPLACE FUNCTION patchdiff_router.publication_partition(
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
   partitions := patchdiff_router.partitions();
-  partition := CASE WHEN patchdiff_router.field(args, 'target_file_id') IS NOT NULL
+  -- Arguments over the router's limit are not read: partition 0's shard refuses them.
+  partition := CASE WHEN patchdiff_router.oversized(args) THEN 0
+                    WHEN patchdiff_router.field(args, 'target_file_id') IS NOT NULL
                     THEN patchdiff_router.partition_of(args) & (partitions - 1)
                     ELSE COALESCE(patchdiff_router.binding_partition(args), 0) END;
   SELECT substr(o, strpos(o, '=') + 1) INTO conninfo
@@ -282,10 +382,55 @@ LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
   -- A call on every partition (the list) names the one PL/Proxy could not reach.
   partition := COALESCE(partition, substring(message FROM E'\\[patchdiff_p([0-9]+)\\]')::int4);
+  -- A shard that refused the calling role is not an outage.
+  PERFORM patchdiff_router.login_refused(partition, message);
   RAISE EXCEPTION 'patchdiff: partition % is unavailable; the call did not start there and nothing was written: %',
     partition, message
     USING ERRCODE = '08001',
           HINT = 'Retry later; every target on other partitions is unaffected.';
+END $$;
+
+-- A connection the shard refused because of the calling role (helper-88): the role does not exist
+-- there, may not log in there, fails its password or certificate check, or matches no pg_hba.conf
+-- line. PL/Proxy connects to each partition as the calling role (docs/scale-out.md, "Roles"), so
+-- this is the deployment's configuration, not an outage, and resending changes nothing until a
+-- DBA changes it: SQLSTATE 28000 (invalid_authorization_specification), naming the role and the
+-- partition, without the hint to retry (it used to be 08001, "Retry later", which patchdiff-mcp
+-- answered as a retryable `unavailable` for ever). The call did not start there. Nothing is
+-- raised for any other message.
+CREATE OR REPLACE FUNCTION patchdiff_router.login_refused(partition int4, message text) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+  IF message ~* E'(role "[^"]*" does not exist|role "[^"]*" is not permitted to log in|authentication failed|no pg_hba\\.conf entry|pg_hba\\.conf rejects|no password supplied|password is required|permission denied for database)' THEN
+    partition := COALESCE(partition, substring(message FROM E'\\[patchdiff_p([0-9]+)\\]')::int4);
+    RAISE EXCEPTION 'patchdiff: role % cannot log in on partition %: its shard refused the connection, so the call did not start there and nothing was written: %',
+      quote_ident(current_user), partition, message
+      USING ERRCODE = '28000',
+            HINT = 'Every role that calls through the router must exist on every shard cluster, with LOGIN, and pass the shards'' authentication (docs/scale-out.md, "Roles"); the call fails the same way until a DBA changes that.';
+  END IF;
+END $$;
+
+-- A read that did not finish within the server's query_timeout (scripts/shards.sh sets it).
+-- PL/Proxy checks that timeout whenever a connection of the call shows activity, not only after
+-- a cancel: a call still reading its answer past it (an answer arriving in several reads after a
+-- long wait, or another partition's activity in RUN ON ALL) is ended with "query timeout", and
+-- PL/Proxy closes the connection, which rolls the shard's transaction back. A read writes
+-- nothing, so it is SQLSTATE 57014 (query_canceled), which patchdiff-mcp answers `cancelled`,
+-- nothing written, retryable (it used to be PL/Proxy's XX000, raised as it came). A write's is
+-- 40003 (patchdiff_router.completion_unknown). A partition NULL is one of a call on every
+-- partition (the list), which PL/Proxy does not name.
+CREATE OR REPLACE FUNCTION patchdiff_router.read_timed_out(partition int4, message text) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  seconds text;
+BEGIN
+  SELECT substr(o, strpos(o, '=') + 1) INTO seconds
+    FROM pg_catalog.pg_foreign_server s, unnest(s.srvoptions) o
+   WHERE s.srvname = 'patchdiff' AND substr(o, 1, 14) = 'query_timeout=';
+  RAISE EXCEPTION 'patchdiff: % did not finish the call within the router''s query_timeout (% s), so the router ended it; it was a read, so nothing was written: %',
+    COALESCE('partition ' || partition, 'a partition'), COALESCE(seconds, '?'), message
+    USING ERRCODE = '57014',
+          HINT = 'Send it again. A call that needs longer (a large target behind a long lock) needs a longer query_timeout on the router''s server patchdiff (docs/scale-out.md, "When a call''s outcome is unknown").';
 END $$;
 
 -- A call whose pooled connection to its shard turned out to be closed (the shard restarted or
@@ -345,7 +490,7 @@ DECLARE
   n int4 := patchdiff_router.partitions();
   parts int4[];
 BEGIN
-  IF json_typeof(args) IS DISTINCT FROM 'object' THEN
+  IF patchdiff_router.oversized(args) OR json_typeof(args) IS DISTINCT FROM 'object' THEN
     RETURN 0;
   END IF;
   r := patchdiff_router.readable(args);
@@ -423,10 +568,16 @@ BEGIN
       CREATE OR REPLACE FUNCTION public.%1$s(args json) RETURNS json
       LANGUAGE plpgsql AS $b$
       DECLARE
-        strict_mode pg_catalog.text := patchdiff_router.strict_mode();
+        -- Arguments over the router's limit: the shard's answer, before anything reads them.
+        refusal pg_catalog.json := patchdiff_router.args_refusal(args, %4$L::pg_catalog.text);
+        strict_mode pg_catalog.text;
         -- A first try of a write that may have run before its connection broke.
         may_have_run pg_catalog.bool := false;
       BEGIN
+        IF refusal IS NOT NULL THEN
+          RETURN refusal;
+        END IF;
+        strict_mode := patchdiff_router.strict_mode();
         FOR try IN 1 .. 2 LOOP
           BEGIN
             RETURN patchdiff_router.%1$s(args, strict_mode);
@@ -440,8 +591,14 @@ BEGIN
               END IF;
               RAISE;
             WHEN OTHERS THEN
-              -- The server's query_timeout (scripts/shards.sh): the shard never answered.
-              IF NOT %2$L AND SQLERRM OPERATOR(pg_catalog.~) 'query timeout$' THEN
+              -- The server's query_timeout (scripts/shards.sh): the call did not finish in
+              -- time. A write may have committed; a read wrote nothing.
+              IF SQLERRM OPERATOR(pg_catalog.~) 'query timeout$' THEN
+                IF %2$L THEN
+                  PERFORM patchdiff_router.read_timed_out(
+                    %3$s OPERATOR(pg_catalog.&)
+                      (patchdiff_router.partitions() OPERATOR(pg_catalog.-) 1), SQLERRM);
+                END IF;
                 PERFORM patchdiff_router.completion_unknown(
                   %3$s OPERATOR(pg_catalog.&)
                     (patchdiff_router.partitions() OPERATOR(pg_catalog.-) 1),
@@ -470,7 +627,10 @@ BEGIN
               may_have_run := NOT %2$L AND patchdiff_router.may_have_run(SQLSTATE, SQLERRM);
           END;
         END LOOP;
-      END $b$$q$, f, f = ANY (reads), route);
+      END $b$$q$, f, f = ANY (reads), route,
+        -- The form of the function's refusals (patchdiff_router.too_large).
+        CASE WHEN f IN ('patchdiff_get_manifest_ledger', 'patchdiff_get_pdcp_log') THEN 'page'
+             WHEN f = 'patchdiff_preview' THEN 'preview' ELSE '' END);
   END LOOP;
 END $do$;
 
@@ -495,7 +655,20 @@ CREATE OR REPLACE FUNCTION public.patchdiff_submit(
     parent_pdcp_log_id uuid DEFAULT NULL, attempt bigint DEFAULT NULL, source text DEFAULT 'sql',
     include_correlation_id boolean DEFAULT false) RETURNS json
 LANGUAGE plpgsql AS $b$
+DECLARE
+  -- Arguments over the router's limit, measured as the shard measures them (pg_patchdiff's
+  -- TypedEdits::arguments): `edits` alone when it is over, else the texts together.
+  refusal pg_catalog.json := COALESCE(patchdiff_router.args_refusal(edits, ''::pg_catalog.text),
+    patchdiff_router.size_refusal(
+      COALESCE(patchdiff_router.octets(edits), 0::pg_catalog.int4)::pg_catalog.int8
+      OPERATOR(pg_catalog.+) COALESCE(pg_catalog.octet_length(intent), 0::pg_catalog.int4)
+      OPERATOR(pg_catalog.+) COALESCE(pg_catalog.octet_length(expected_current_hash), 0::pg_catalog.int4)
+      OPERATOR(pg_catalog.+) COALESCE(pg_catalog.octet_length(client_request_id), 0::pg_catalog.int4)
+      OPERATOR(pg_catalog.+) COALESCE(pg_catalog.octet_length(source), 0::pg_catalog.int4)));
 BEGIN
+  IF refusal IS NOT NULL THEN
+    RETURN refusal;
+  END IF;
   RETURN patchdiff_router.patchdiff_submit(target_file_id, intent, edits, expected_target_version,
     expected_current_hash, client_request_id, parent_pdcp_log_id, attempt, source,
     include_correlation_id, patchdiff_router.strict_mode());
@@ -566,6 +739,8 @@ BEGIN
       RETURN true;
     EXCEPTION WHEN OTHERS THEN
       IF patchdiff_router.not_connected(SQLERRM) THEN
+        -- A shard that refuses the calling role is reachable, for no call of that role.
+        PERFORM patchdiff_router.login_refused(p, SQLERRM);
         RETURN false;
       END IF;
       IF try = 2 OR NOT patchdiff_router.lost(SQLSTATE, SQLERRM) THEN
@@ -616,9 +791,15 @@ BEGIN
         -- The shard may have made the target before the cancel reached it.
         PERFORM patchdiff_router.completion_unknown(p, SQLERRM);
       WHEN OTHERS THEN
+      -- The server's query_timeout: the shard may have made the target meanwhile.
+      IF SQLERRM ~ 'query timeout$' THEN
+        PERFORM patchdiff_router.completion_unknown(p,
+          'its shard did not answer within the router''s query_timeout: ' || SQLERRM);
+      END IF;
       IF NOT patchdiff_router.not_connected(SQLERRM) THEN
         RAISE;
       END IF;
+      PERFORM patchdiff_router.login_refused(p, SQLERRM);
       last_error := SQLERRM;
       CONTINUE;
     END;
@@ -639,11 +820,17 @@ BEGIN
   RETURN NULL;
 END $b$;
 
+-- Arguments over the router's limit are refused before create_target reads them (COALESCE
+-- evaluates its second argument only when the first is NULL).
 CREATE OR REPLACE FUNCTION public.patchdiff_initialize_target(args json) RETURNS json
-LANGUAGE sql SET search_path = pg_catalog, pg_temp AS $$ SELECT patchdiff_router.create_target(false, args) $$;
+LANGUAGE sql SET search_path = pg_catalog, pg_temp AS $$
+  SELECT COALESCE(patchdiff_router.args_refusal(args, ''), patchdiff_router.create_target(false, args))
+$$;
 
 CREATE OR REPLACE FUNCTION public.patchdiff_handle_upload(args json) RETURNS json
-LANGUAGE sql SET search_path = pg_catalog, pg_temp AS $$ SELECT patchdiff_router.create_target(true, args) $$;
+LANGUAGE sql SET search_path = pg_catalog, pg_temp AS $$
+  SELECT COALESCE(patchdiff_router.args_refusal(args, ''), patchdiff_router.create_target(true, args))
+$$;
 
 -- The list of targets, from every partition: each answers its own first page after the same
 -- cursor, newest first; the router keeps the newest `limit` of all (the same order: created_at,
@@ -669,7 +856,13 @@ DECLARE
   last_at text;
   last_id text;
   body text;
+  -- Arguments over the router's limit: the shard's answer, before they are read or sent to every
+  -- partition (a 64 MiB filename_prefix took the router to 855 MB and 8 shards to 271 MB each).
+  refusal json := patchdiff_router.args_refusal(args, '');
 BEGIN
+  IF refusal IS NOT NULL THEN
+    RETURN refusal;
+  END IF;
   -- A read, so safe to send again: each connection found closed (a shard restarted) is dropped
   -- by PL/Proxy, and the next try opens a new one; at most one try per partition more.
   FOR try IN 1 .. patchdiff_router.partitions() + 1 LOOP
@@ -677,6 +870,10 @@ BEGIN
       pages := ARRAY(SELECT patchdiff_router.list_targets_all(args));
       EXIT;
     EXCEPTION WHEN OTHERS THEN
+      -- The server's query_timeout: a read, nothing was written.
+      IF SQLERRM ~ 'query timeout$' THEN
+        PERFORM patchdiff_router.read_timed_out(NULL, 'listing needs every partition: ' || SQLERRM);
+      END IF;
       IF patchdiff_router.not_connected(SQLERRM) THEN
         PERFORM patchdiff_router.unavailable(NULL, 'listing needs every partition: ' || SQLERRM);
       END IF;

@@ -1541,8 +1541,9 @@ async fn objects_planted_in_the_router_database_never_run() {
     assert!(advertised(&tools, "patchdiff_read_target"), "{tools}");
 }
 
-/// The router server's `query_timeout` as scripts/shards.sh sets it (seconds).
-const QUERY_TIMEOUT: &str = "10";
+/// The router server's `query_timeout` as scripts/shards.sh sets it (seconds): twice
+/// patchdiff-mcp's default `statement_timeout`, so that it never ends a call patchdiff-mcp lets run.
+const QUERY_TIMEOUT: &str = "60";
 
 /// What a TCP proxy in front of a shard does to the shard's answers once a call's text has gone
 /// through it ([`proxy`]).
@@ -2149,4 +2150,357 @@ async fn a_call_whose_front_end_was_killed_commits_nothing_on_its_shard() {
         .unwrap()
         .get(0);
     assert_eq!(attempts, 0, "nothing was written for the killed call");
+}
+
+/// The answer of `function` to arguments given as JSON text, as the text the database wrote.
+async fn answer_text(c: &Client, function: &str, args: &str) -> String {
+    c.query_one(
+        &format!("SELECT {function}($1::text::json)::text"),
+        &[&args],
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{function}: {e:?}"))
+    .get(0)
+}
+
+/// helper-88, finding 1: arguments over `patchdiff.max_argument_bytes` are refused by the router
+/// before it reads them (no parse, no partition function, no call of any shard), with exactly the
+/// answer a shard gives, byte for byte, by every public function of the router that takes
+/// arguments (the typed `patchdiff_submit` too, measured as the shard measures it). The router's
+/// limit is its own setting: a session's lower one is honoured (which proves that the router
+/// answered: the shards keep their default), its default is the extension's (16 MiB), and a
+/// session cannot raise it above 16 MiB for itself, while ALTER ROLE ... SET (a superuser's) can.
+/// Before, a 64 MiB argument took a router backend to 677 MB (942 MB for the list of targets,
+/// which also sent it to every partition).
+#[tokio::test]
+async fn arguments_over_the_limit_are_refused_by_the_router_as_a_shard_refuses_them() {
+    let _turn = SHARDS.read().await;
+    let router = connect(&router_dsn()).await;
+    let layout = layout(&router).await;
+    let id = create(&router, "too-large.md", "alpha\n").await;
+    let shard = connect(&layout.partitions[partition_of(&id, layout.partitions.len())]).await;
+    let limited = connect(&router_dsn()).await;
+    for c in [&limited, &shard] {
+        c.batch_execute("SET patchdiff.max_argument_bytes = '2kB'")
+            .await
+            .unwrap();
+    }
+    let args = json!({"target_file_id": id, "intent": "x".repeat(3000)}).to_string();
+    let functions = [
+        "patchdiff_export_target",
+        "patchdiff_find_occurrences",
+        "patchdiff_get_manifest_ledger",
+        "patchdiff_get_pdcp_log",
+        "patchdiff_get_target",
+        "patchdiff_preview",
+        "patchdiff_read_lines",
+        "patchdiff_read_target",
+        "patchdiff_replay",
+        "patchdiff_diff",
+        "patchdiff_grant",
+        "patchdiff_observe_scope",
+        "patchdiff_revoke",
+        "patchdiff_save",
+        "patchdiff_submit_edits",
+        "patchdiff_submit_observed_operations",
+        "patchdiff_submit_operations",
+        "patchdiff_submit_replacement",
+        "patchdiff_submit_changeset",
+        "patchdiff_list_targets",
+        "patchdiff_initialize_target",
+        "patchdiff_handle_upload",
+    ];
+    for function in functions {
+        let routed = answer_text(&limited, function, &args).await;
+        let direct = answer_text(&shard, function, &args).await;
+        assert_eq!(routed, direct, "{function}");
+        assert!(
+            routed.contains("\"code\":\"arguments_too_large\"")
+                && routed.contains("limit of 2048 bytes"),
+            "{function}: {routed}"
+        );
+    }
+    // The typed submission: `edits` alone over the limit, and the texts together.
+    let typed = "SELECT patchdiff_submit($1::text::uuid, $2, $3::text::json, 0, NULL, $4)::text";
+    let edits = json!([{"match": "alpha", "replace": "x".repeat(2100)}]).to_string();
+    let small = json!([{"match": "alpha", "replace": "beta"}]).to_string();
+    let intent = "i".repeat(1100);
+    let key = "k".repeat(1000);
+    for (intent, edits, key) in [
+        ("x", edits.as_str(), "key"),
+        (intent.as_str(), small.as_str(), key.as_str()),
+    ] {
+        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 4] = [&id, &intent, &edits, &key];
+        let routed: String = limited.query_one(typed, &params).await.unwrap().get(0);
+        let direct: String = shard.query_one(typed, &params).await.unwrap().get(0);
+        assert_eq!(routed, direct, "patchdiff_submit");
+        assert!(routed.contains("arguments_too_large"), "{routed}");
+    }
+    // The router's default is the extension's: 16 MiB, whatever the session says above it.
+    let over = |bytes: usize| {
+        let empty = json!({"target_file_id": id, "intent": ""})
+            .to_string()
+            .len();
+        json!({"target_file_id": id, "intent": "x".repeat(bytes - empty)}).to_string()
+    };
+    let args = over(16 * 1_048_576 + 10);
+    let direct = connect(&layout.partitions[partition_of(&id, layout.partitions.len())]).await;
+    let expected = answer_text(&direct, "patchdiff_read_target", &args).await;
+    assert!(expected.contains("limit of 16777216 bytes"), "{expected}");
+    assert_eq!(
+        answer_text(&router, "patchdiff_read_target", &args).await,
+        expected
+    );
+    let layout_role = patchdiff_tests::roles::unique("too_large");
+    let dsn = role_everywhere(&layout, &layout_role).await;
+    let tenant = connect(&dsn).await;
+    tenant
+        .batch_execute("SET patchdiff.max_argument_bytes = '64MB'")
+        .await
+        .unwrap();
+    let args = over(21 * 1_048_576);
+    let held = answer_text(&tenant, "patchdiff_read_target", &args).await;
+    assert!(
+        held.contains("over this server's limit of 16777216 bytes"),
+        "a session's own raise is held at 16 MiB: {held}"
+    );
+    // A superuser's ALTER ROLE ... SET raises it (the router then refuses at 20 MiB).
+    router
+        .batch_execute(&format!(
+            "ALTER ROLE {layout_role} IN DATABASE patchdiff SET patchdiff.max_argument_bytes = '20MB'"
+        ))
+        .await
+        .unwrap();
+    let tenant = connect(&dsn).await;
+    let raised = answer_text(&tenant, "patchdiff_read_target", &args).await;
+    router
+        .batch_execute(&format!(
+            "ALTER ROLE {layout_role} IN DATABASE patchdiff RESET patchdiff.max_argument_bytes"
+        ))
+        .await
+        .unwrap();
+    assert!(
+        raised.contains("over this server's limit of 20971520 bytes"),
+        "{raised}"
+    );
+}
+
+/// Locks the partition's table of targets (every read of its targets waits) for 4 s; the
+/// handle ends once it is released.
+async fn hold_targets(partition: &str) -> tokio::task::JoinHandle<()> {
+    let holder = connect(partition).await;
+    holder
+        .batch_execute("BEGIN; LOCK TABLE patchdiff.targets IN ACCESS EXCLUSIVE MODE")
+        .await
+        .unwrap();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_secs(4)).await;
+        holder.batch_execute("ROLLBACK").await.unwrap();
+    })
+}
+
+/// helper-88, finding 2: PL/Proxy checks the server's `query_timeout` whenever a connection of
+/// the call shows activity, so a read whose answer arrives in several reads after a wait longer
+/// than `query_timeout` is ended ("query timeout"). Here an export of a 4 MB target waits on
+/// its partition for a table lock held longer than a `query_timeout` of 2 s. The read is
+/// answered SQLSTATE 57014 with a message that says nothing was written (it was PL/Proxy's
+/// XX000, unclassified), and patchdiff-mcp answers it `cancelled`, nothing written. The default
+/// of scripts/shards.sh is twice patchdiff-mcp's statement timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_ended_by_the_query_timeout_is_answered_nothing_written() {
+    let _turn = SHARDS.write().await;
+    let router = connect(&router_dsn()).await;
+    let option: String = router
+        .query_one(
+            "SELECT o FROM pg_foreign_server s, unnest(s.srvoptions) o \
+             WHERE s.srvname = 'patchdiff' AND o LIKE 'query_timeout=%'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(option, format!("query_timeout={QUERY_TIMEOUT}"));
+    let layout = layout(&router).await;
+    let line = format!("{}\n", "abcdefghij".repeat(10));
+    let id = create(&router, "timeout.md", &line.repeat(40_000)).await;
+    let partition = layout.partitions[partition_of(&id, layout.partitions.len())].clone();
+    let body = {
+        let (id, partition) = (id.clone(), partition.clone());
+        tokio::spawn(async move {
+            let router = connect(&router_dsn()).await;
+            router
+                .batch_execute("ALTER SERVER patchdiff OPTIONS (SET query_timeout '2')")
+                .await
+                .unwrap();
+            let session = connect(&router_dsn()).await;
+            let released = hold_targets(&partition).await;
+            let started = std::time::Instant::now();
+            let e = session
+                .query_one(
+                    "SELECT patchdiff_export_target($1::text::json)::text",
+                    &[&json!({"target_file_id": id}).to_string()],
+                )
+                .await
+                .expect_err("an export cut by the query_timeout");
+            released.await.unwrap();
+            let db = e.as_db_error().expect("a server error");
+            assert_eq!(db.code().code(), "57014", "{db:?}");
+            assert!(
+                db.message().contains("query_timeout")
+                    && db.message().contains("nothing was written"),
+                "{}",
+                db.message()
+            );
+            eprintln!(
+                "a read cut by the query_timeout: {} after {:?} ({})",
+                db.code().code(),
+                started.elapsed(),
+                db.message()
+            );
+            // Through patchdiff-mcp: `cancelled`, nothing written.
+            let mut m = tokio::task::block_in_place(|| mcp(&router_dsn()));
+            let released = hold_targets(&partition).await;
+            let args = json!({"target_file_id": id});
+            let r = tokio::task::block_in_place(|| tool(&mut m, "patchdiff_export_target", args));
+            released.await.unwrap();
+            assert_eq!(
+                (&r["status"], &r["nothing_written"], &r["retryable"]),
+                (&json!("cancelled"), &json!(true), &json!(true)),
+                "{r}"
+            );
+        })
+        .await
+    };
+    router
+        .batch_execute(&format!(
+            "ALTER SERVER patchdiff OPTIONS (SET query_timeout '{QUERY_TIMEOUT}')"
+        ))
+        .await
+        .unwrap();
+    if let Err(e) = body {
+        std::panic::resume_unwind(e.into_panic());
+    }
+    // Under the default, the same export waits out the lock and answers.
+    let released = hold_targets(&partition).await;
+    let exported = call(
+        &router,
+        "patchdiff_export_target",
+        &json!({"target_file_id": id}),
+    )
+    .await;
+    released.await.unwrap();
+    assert_eq!(exported["status"], "ok", "{}", exported["status"]);
+}
+
+/// helper-88, finding 3: a role the router knows but a shard does not (or one the shard's
+/// authentication refuses) is not an outage. The router raises SQLSTATE 28000 naming the role
+/// and the partition, with no hint to retry (it raised 08001 "unavailable ... Retry later", which
+/// patchdiff-mcp answered as retryable for ever), for a call of one target, the list and a new
+/// target; patchdiff-mcp does not answer it as retryable.
+#[tokio::test]
+async fn a_role_a_shard_refuses_is_not_an_outage() {
+    let _turn = SHARDS.read().await;
+    let router = connect(&router_dsn()).await;
+    let layout = layout(&router).await;
+    assert!(layout.shards >= 2, "this test needs two shards at least");
+    let role = patchdiff_tests::roles::unique("router_only");
+    // On the router and on shard cluster 0 (partition 0's, which patchdiff-mcp reads as it
+    // starts), not on shard cluster 1 (partition 1's).
+    for dsn in [
+        router_dsn().replace("dbname=patchdiff", "dbname=postgres"),
+        layout.partitions[0].replace("dbname=patchdiff_p0", "dbname=postgres"),
+    ] {
+        connect(&dsn)
+            .await
+            .batch_execute(&format!("CREATE ROLE {role} LOGIN"))
+            .await
+            .unwrap();
+    }
+    let dsn = router_dsn().replace("user=postgres", &format!("user={role}"));
+    let tenant = connect(&dsn).await;
+    let on_shard_1 = "00000001-0000-4000-8000-000000000000";
+    assert_eq!(
+        partition_of(on_shard_1, layout.partitions.len()) % layout.shards,
+        1
+    );
+    let refused = |e: tokio_postgres::Error, what: &str| {
+        let db = e.as_db_error().expect("a server error").clone();
+        assert_eq!(db.code().code(), "28000", "{what}: {db:?}");
+        assert!(
+            db.message().starts_with(&format!(
+                "patchdiff: role {role} cannot log in on partition "
+            )) && db.message().contains("nothing was written"),
+            "{what}: {}",
+            db.message()
+        );
+        assert!(
+            !db.hint()
+                .unwrap_or_default()
+                .to_lowercase()
+                .contains("retry"),
+            "{what}: {:?}",
+            db.hint()
+        );
+        db
+    };
+    let e = tenant
+        .query_one(
+            "SELECT patchdiff_read_target($1::text::json)::text",
+            &[&json!({"target_file_id": on_shard_1}).to_string()],
+        )
+        .await
+        .unwrap_err();
+    let db = refused(e, "read");
+    assert!(db.message().contains("on partition 1:"), "{}", db.message());
+    let e = tenant
+        .query_one(
+            "SELECT patchdiff_submit_edits($1::text::json)::text",
+            &[
+                &json!({"target_file_id": on_shard_1, "intent": "x", "expected_target_version": 0,
+                     "client_request_id": "k", "edits": [{"match": "a", "replace": "b"}]})
+                .to_string(),
+            ],
+        )
+        .await
+        .unwrap_err();
+    refused(e, "keyed write");
+    let e = tenant
+        .query_one("SELECT patchdiff_list_targets('{}')::text", &[])
+        .await
+        .unwrap_err();
+    refused(e, "list");
+    // A new target lands on a random partition: made on shard 0, refused on shard 1, never
+    // `unavailable` after trying every partition.
+    let mut refusals = 0;
+    for i in 0..24 {
+        match tenant
+            .query_one(
+                "SELECT patchdiff_initialize_target($1::text::json)::text",
+                &[&json!({"filename": format!("r{i}.md"), "content": "x"}).to_string()],
+            )
+            .await
+        {
+            Ok(_) => {}
+            Err(e) => {
+                refused(e, "creation");
+                refusals += 1;
+            }
+        }
+    }
+    assert!(refusals > 0, "no creation of 24 was sent to shard 1");
+    // patchdiff-mcp as that role: not `unavailable`, not retryable.
+    let mut m = mcp(&dsn);
+    let r = tool(
+        &mut m,
+        "patchdiff_read_target",
+        json!({"target_file_id": on_shard_1}),
+    );
+    assert_ne!(r["status"], "unavailable", "{r}");
+    assert_ne!(r["retryable"], true, "{r}");
+    assert!(
+        r["failure_detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("cannot log in on partition 1")),
+        "{r}"
+    );
 }
