@@ -125,6 +125,7 @@ impl Cancellation {
             message: "the client cancelled this call (notifications/cancelled): the rest of it was not run".into(),
             cancelled: Some(Cancelled::QueryCanceled),
             unavailable: false,
+            login_refused: false,
         })
     }
 }
@@ -138,6 +139,9 @@ pub struct CallError {
     /// A sharded deployment's router could not reach the target's partition (SQLSTATE 08001 from
     /// its functions, sql/router/patchdiff_router.sql): the call never started there.
     pub unavailable: bool,
+    /// The partition's shard refused the calling role's login (SQLSTATE 28000 from the router's
+    /// functions): the call never started there, and will not until a DBA lets the role in.
+    pub login_refused: bool,
 }
 
 /// Why PostgreSQL cancelled a statement (SQLSTATE 57014 query_canceled). The ERROR aborted the
@@ -168,6 +172,7 @@ impl CallError {
             message: message.into(),
             cancelled: None,
             unavailable: false,
+            login_refused: false,
         }
     }
 }
@@ -566,6 +571,7 @@ impl Db {
             ),
             cancelled: None,
             unavailable: true,
+            login_refused: false,
         })?;
         for sql in [&self.session, &self.role_sql] {
             if !sql.is_empty() {
@@ -588,6 +594,7 @@ impl Db {
             message: describe(&e),
             cancelled: cancelled(&e),
             unavailable: false,
+            login_refused: false,
         })?;
         self.publication = Some((client, schema, (number, count)));
         self.sessions_changed();
@@ -616,6 +623,7 @@ impl Db {
                 message: describe(&e),
                 cancelled: cancelled(&e),
                 unavailable: false,
+                login_refused: false,
             })
     }
 
@@ -635,6 +643,7 @@ impl Db {
                     message: describe(&e),
                     cancelled: cancelled(&e),
                     unavailable: false,
+                    login_refused: false,
                 })?;
             return row
                 .try_get::<_, Option<String>>(0)
@@ -658,6 +667,7 @@ impl Db {
                 message: describe(&e),
                 cancelled: cancelled(&e),
                 unavailable: false,
+                login_refused: false,
             })
         } else {
             let done = self.client.batch_execute("COMMIT").await;
@@ -717,6 +727,7 @@ impl Db {
             message: describe(e),
             cancelled: cancelled(e),
             unavailable: unavailable(e),
+            login_refused: login_refused(e),
         }
     }
 }
@@ -744,6 +755,16 @@ fn unavailable(e: &tokio_postgres::Error) -> bool {
         db.code().code() == "08001"
             && db.severity() == "ERROR"
             && db.message().starts_with("patchdiff: partition ")
+    })
+}
+
+/// The ERROR a sharded deployment's router raises when a partition's shard refused the calling
+/// role (docs/scale-out.md "Roles"): SQLSTATE 28000, its message naming the role and partition.
+fn login_refused(e: &tokio_postgres::Error) -> bool {
+    e.as_db_error().is_some_and(|db| {
+        db.code().code() == "28000"
+            && db.severity() == "ERROR"
+            && db.message().starts_with("patchdiff: role ")
     })
 }
 

@@ -46,7 +46,8 @@ pub const IDENTITY_ECHO_MAX_BYTES: usize = 256;
 /// observed-editor-v2 "Commit receipts": "Definitive tool failures set isError: true";
 /// "Infrastructure exceptions return status: outcome_unknown". A call PostgreSQL cancelled
 /// (`cancelled`, nothing written) is a failure too, and so is one a sharded router could not
-/// take to its partition (`unavailable`, nothing written; docs/scale-out.md). Accepted transactions (with or without
+/// take to its partition (`unavailable`, nothing written; docs/scale-out.md) or whose shard refused
+/// its role (`refused`). Accepted transactions (with or without
 /// warnings), candidates and issued observations are successes.
 pub fn is_definitive_failure(status: Option<&str>) -> bool {
     matches!(
@@ -62,6 +63,7 @@ pub fn is_definitive_failure(status: Option<&str>) -> bool {
                 | crate::server::CANCELLED
                 | crate::server::PERMISSION_DENIED
                 | crate::server::UNAVAILABLE
+                | crate::server::REFUSED
         )
     )
 }
@@ -924,6 +926,7 @@ mod tests {
             "permission_denied",
             "cancelled",
             "unavailable",
+            "refused",
         ] {
             assert!(is_definitive_failure(Some(s)), "{s}");
         }

@@ -116,6 +116,7 @@ fn is_error_status(status: Option<&str>) -> bool {
                 | CANCELLED
                 | PERMISSION_DENIED
                 | UNAVAILABLE
+                | REFUSED
         )
     )
 }
@@ -135,6 +136,11 @@ pub const CANCELLED: &str = "cancelled";
 /// is safe. Not in the contract, whose single database has no partitions.
 pub const UNAVAILABLE: &str = "unavailable";
 
+/// The status of a call whose partition's shard refused the front end's database role (issue 20;
+/// docs/scale-out.md "Roles"): it never started there, nothing was written, and resending fails
+/// the same way until a DBA lets the role in. Not in the contract.
+pub const REFUSED: &str = "refused";
+
 /// The answer to a failed database call (issue 14 item 5): `cancelled` when PostgreSQL cancelled
 /// the statement (nothing was written: retryable), else `outcome_unknown`. `after` tells a host
 /// what else is true of this call (for a publishing SAVE: no file was installed).
@@ -144,6 +150,13 @@ pub fn call_failure(tool: &str, e: &CallError, unknown_advice: &str, after: &str
             "status": UNAVAILABLE, "code": "partition_unavailable", "tool": tool,
             "failure_reason": "partition_unavailable", "retryable": true, "nothing_written": true,
             "failure_detail": format!("The target's partition could not be reached ({}); the call never started there, so nothing was written{after}. Resending the call is safe once the partition is back; targets on other partitions are unaffected.", e.message),
+        });
+    }
+    if e.login_refused {
+        return json!({
+            "status": REFUSED, "code": "login_refused", "tool": tool,
+            "failure_reason": "login_refused", "retryable": false, "nothing_written": true,
+            "failure_detail": format!("The target's partition refused this server's database role ({}); the call never started there, so nothing was written{after}. Resending fails the same way until a DBA lets the role log in on every shard (docs/scale-out.md, \"Roles\").", e.message),
         });
     }
     match e.cancelled {
@@ -1256,6 +1269,7 @@ mod tests {
             message: "ERROR: canceling statement due to statement timeout (57014)".into(),
             cancelled: Some(Cancelled::StatementTimeout),
             unavailable: false,
+            login_refused: false,
         };
         let v = call_failure("patchdiff_submit_edits", &e, "Read the target.", "");
         assert_eq!(v["status"], CANCELLED);

@@ -2488,15 +2488,28 @@ async fn a_role_a_shard_refuses_is_not_an_outage() {
         }
     }
     assert!(refusals > 0, "no creation of 24 was sent to shard 1");
-    // patchdiff-mcp as that role: not `unavailable`, not retryable.
+    // patchdiff-mcp as that role: `refused` / `login_refused`, nothing written, not retryable.
     let mut m = mcp(&dsn);
     let r = tool(
         &mut m,
         "patchdiff_read_target",
         json!({"target_file_id": on_shard_1}),
     );
-    assert_ne!(r["status"], "unavailable", "{r}");
-    assert_ne!(r["retryable"], true, "{r}");
+    assert_eq!(
+        (
+            &r["status"],
+            &r["code"],
+            &r["retryable"],
+            &r["nothing_written"]
+        ),
+        (
+            &json!("refused"),
+            &json!("login_refused"),
+            &json!(false),
+            &json!(true)
+        ),
+        "{r}"
+    );
     assert!(
         r["failure_detail"]
             .as_str()
