@@ -814,3 +814,65 @@ fn a_write_interrupted_before_its_commit_is_recorded_when_sent_again() {
     let kinds: Vec<String> = log(&target).into_iter().map(|r| r.0).collect();
     assert_eq!(kinds, ["accepted"]);
 }
+
+/// docs/files.md "Retries" (helper-91): a process whose remembered version was moved on and back
+/// by another (an edit and its revert) sends an edit keyed on that old version. The target is
+/// read again first, so the edit applies to the current version; it used to recover the first
+/// edit's recorded outcome and answer "already applied" to a file that did not hold it.
+#[test]
+fn an_edit_after_another_process_edited_and_reverted_is_applied() {
+    let root = scratch("aba");
+    let file = root.join("k.py");
+    std::fs::write(&file, "x = 1\ny = 2\n").unwrap();
+    let mut a = start(&root, &[]);
+    let mut b = start(&root, &[]);
+    let (_, read, _) = call(&mut a, "read_file", json!({"path": "k.py"}));
+    let target = read["target_file_id"].as_str().unwrap().to_owned();
+    call(&mut b, "read_file", json!({"path": "k.py"}));
+    let (text, _, err) = edit(&mut a, "k.py", "x = 1", "x = 2");
+    assert!(!err, "{text}");
+    let (text, _, err) = edit(&mut a, "k.py", "x = 2", "x = 1");
+    assert!(!err, "{text}");
+    let (text, v, err) = edit(&mut b, "k.py", "x = 1", "x = 2");
+    assert!(!err, "{text} {v}");
+    assert_eq!(
+        (v["status"].as_str(), v["version"].as_i64()),
+        (Some("accepted"), Some(3)),
+        "{v}"
+    );
+    assert_eq!(std::fs::read(&file).unwrap(), b"x = 2\ny = 2\n");
+    assert_eq!(state(&target).0, "3");
+}
+
+/// docs/files.md "Retries" (helper-91): after a kill between installation and commit, the file's
+/// line endings changed on disk; the resent edit is refused (the publication finds the bytes
+/// changed), and resent again without a read it is refused again: it never imports the file
+/// anew and applies itself to a disk that already holds it (it did: `x = 1 + 1 + 1`). A dry run
+/// of the same edit after the kill previews it as the call would record it.
+#[test]
+fn an_interrupted_edit_is_never_applied_twice_after_a_line_ending_change() {
+    let (root, target) = interrupted_before_commit(
+        "interrupted-eol",
+        "k.py",
+        "x = 1\ny = 2\n",
+        json!({"name": "edit_file", "arguments": {"path": "k.py", "edits": [{"oldText": "x = 1", "newText": "x = 1 + 1"}]}}),
+        "x = 1 + 1\ny = 2\n",
+    );
+    let file = root.join("k.py");
+    let mut b = start(&root, &[]);
+    let (text, v, err) = call(
+        &mut b,
+        "edit_file",
+        json!({"path": "k.py", "edits": [{"oldText": "x = 1", "newText": "x = 1 + 1"}], "dryRun": true}),
+    );
+    assert!(!err, "{text}");
+    assert_eq!(v["status"], "preview", "{v}");
+    assert!(text.contains("-x = 1\n+x = 1 + 1"), "{text}");
+    std::fs::write(&file, "x = 1 + 1\r\ny = 2\r\n").unwrap();
+    for _ in 0..2 {
+        let (text, _, err) = edit(&mut b, "k.py", "x = 1", "x = 1 + 1");
+        assert!(err && text.contains("changed on disk"), "{text}");
+        assert_eq!(std::fs::read(&file).unwrap(), b"x = 1 + 1\r\ny = 2\r\n");
+    }
+    assert_eq!(state(&target).0, "0");
+}
