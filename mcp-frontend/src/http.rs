@@ -640,8 +640,14 @@ fn is_loopback_host(host: &str) -> bool {
         },
     };
     let port_ok = port.is_none_or(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
-    // Host names are case-insensitive (RFC 9110 4.2.3): `LOCALHOST` is loopback too.
-    port_ok && (name.eq_ignore_ascii_case("localhost") || matches!(name, "127.0.0.1" | "::1"))
+    // Host names are case-insensitive (RFC 9110 4.2.3): `LOCALHOST` is loopback too. Every
+    // address of 127.0.0.0/8 is loopback, as `::1` in any spelling is (helper-92: a server bound
+    // to 127.0.0.2 refused its own address); an address literal can name no other host, so
+    // DNS rebinding cannot use one.
+    let literal = name
+        .parse::<std::net::IpAddr>()
+        .is_ok_and(|ip| ip.is_loopback());
+    port_ok && (name.eq_ignore_ascii_case("localhost") || literal)
 }
 
 fn origin_allowed(shared: &Shared, origin: &str) -> bool {
@@ -1559,6 +1565,10 @@ mod tests {
             "[::1]",
             "LOCALHOST:8080",
             "LocalHost",
+            // Every address of 127.0.0.0/8 (helper-92: a server bound to 127.0.0.2 refused it).
+            "127.0.0.2",
+            "127.255.255.254:9",
+            "[0:0:0:0:0:0:0:1]:80",
         ] {
             assert!(is_loopback_host(h), "{h}");
         }
@@ -1566,7 +1576,10 @@ mod tests {
         for h in [
             "evil.example",
             "localhost.evil.example:80",
-            "127.0.0.2",
+            "127.0.0.1.evil.example",
+            "128.0.0.1",
+            "127.1",
+            "0x7f000001",
             "",
             "localhost:1@evil.example",
             "localhost:evil.example",
