@@ -49,27 +49,39 @@ pub struct DiffQuery {
     pub cursor: Option<Cursor>,
 }
 
-/// `next_cursor`: `d1:<from>:<to>:<context>:<offset>`, opaque to callers; valid only with the
-/// same versions and context.
+/// `next_cursor`: `d2:<target>:<from>:<to>:<context>:<offset>`, opaque to callers; valid only
+/// with the same target, versions and context. `target` is the first eight hex digits of the
+/// target's ID: a cursor of another target was applied to this one's diff (helper-92; `d1:`
+/// cursors had none), and is refused now but for one chance in four billion.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Cursor {
+    pub target: u32,
     pub from: i64,
     pub to: i64,
     pub context: usize,
     pub offset: usize,
 }
 
+/// The part of a target's ID its cursors carry (the ID is canonical: lowercase hex).
+fn target_tag(target_file_id: &str) -> u32 {
+    target_file_id
+        .get(..8)
+        .and_then(|h| u32::from_str_radix(h, 16).ok())
+        .unwrap_or_default()
+}
+
 impl Cursor {
     fn encode(&self) -> String {
         format!(
-            "d1:{}:{}:{}:{}",
-            self.from, self.to, self.context, self.offset
+            "d2:{:08x}:{}:{}:{}:{}",
+            self.target, self.from, self.to, self.context, self.offset
         )
     }
 
     fn decode(s: &str) -> Option<Cursor> {
-        let mut it = s.strip_prefix("d1:")?.split(':');
+        let mut it = s.strip_prefix("d2:")?.split(':');
         let c = Cursor {
+            target: u32::from_str_radix(it.next()?, 16).ok()?,
             from: it.next()?.parse().ok()?,
             to: it.next()?.parse().ok()?,
             context: it.next()?.parse().ok()?,
@@ -132,6 +144,16 @@ pub fn parse(text: &str) -> Result<DiffQuery, ArgError> {
             )
         })?),
     };
+    // What the arguments alone contradict is refused before any version is rebuilt (helper-92:
+    // 3.2 s of replay on a 6.6 MB target before the refusal).
+    if let Some(c) = cursor
+        && (c.target != target_tag(&target_file_id)
+            || c.from != from_version
+            || c.context != context
+            || to_version.is_some_and(|to| to != c.to))
+    {
+        return Err(other_cursor());
+    }
     Ok(DiffQuery {
         target_file_id,
         from_version,
@@ -180,6 +202,13 @@ pub struct Version<'a> {
 }
 
 /// The answer: one page of the hunks of `from` -> `to`.
+fn other_cursor() -> ArgError {
+    ArgError::new(
+        "invalid_cursor",
+        "the cursor belongs to another target, from_version, to_version or context; send those again with it",
+    )
+}
+
 pub fn answer(
     q: &DiffQuery,
     filename: &str,
@@ -190,10 +219,7 @@ pub fn answer(
     if let Some(c) = q.cursor
         && (c.from != from.version || c.to != to.version || c.context != q.context)
     {
-        return Err(ArgError::new(
-            "invalid_cursor",
-            "the cursor belongs to another from_version, to_version or context; send those again with it",
-        ));
+        return Err(other_cursor());
     }
     check_size(from.version, from.content)?;
     check_size(to.version, to.content)?;
@@ -211,7 +237,17 @@ pub fn answer(
         },
     )?;
     let offset = q.cursor.map_or(0, |c| c.offset);
-    if offset > text.len() || !text.is_char_boundary(offset) {
+    // A page starts after a line end, or inside a line only when the page before it held no
+    // line end: at least a minimum page (less a code point) into that line. Any other offset
+    // was never handed out (helper-92: a forged one started a page inside a hunk's `@@`).
+    let line_start = text
+        .get(..offset)
+        .and_then(|head| memchr::memrchr(b'\n', head.as_bytes()))
+        .map_or(0, |nl| nl + 1);
+    if offset > text.len()
+        || !text.is_char_boundary(offset)
+        || (offset > line_start && offset - line_start < DIFF_MIN_PAGE_BYTES - 3)
+    {
         return Err(ArgError::new(
             "invalid_cursor",
             "the cursor does not point into this diff",
@@ -230,6 +266,7 @@ pub fn answer(
     let has_more = end < text.len();
     let next_cursor = has_more.then(|| {
         Cursor {
+            target: target_tag(&q.target_file_id),
             from: from.version,
             to: to.version,
             context: q.context,
@@ -393,6 +430,7 @@ mod tests {
     fn a_cursor_of_other_versions_is_refused() {
         let mut query = q(json!({"target_file_id": T, "from_version": 1})).unwrap();
         query.cursor = Some(Cursor {
+            target: target_tag(T),
             from: 0,
             to: 2,
             context: 3,
@@ -407,22 +445,83 @@ mod tests {
         assert_eq!(e.code, "invalid_cursor");
     }
 
+    /// helper-92: a cursor of another target, or one the arguments contradict, is refused when
+    /// the arguments are read, before any version is rebuilt; an offset inside a short line
+    /// (one no page of at least the minimum size could have ended in) is refused too, where a
+    /// page cut inside a line longer than a page is still served.
+    #[test]
+    fn a_cursor_of_another_target_or_a_forged_offset_is_refused() {
+        let cursor = |target: &str, from: i64, to: i64, offset: usize| {
+            Cursor {
+                target: target_tag(target),
+                from,
+                to,
+                context: 3,
+                offset,
+            }
+            .encode()
+        };
+        let other = "ffffffff-0000-4000-8000-000000000000";
+        for (c, to) in [
+            (cursor(other, 0, 1, 0), json!(null)),
+            (cursor(T, 1, 2, 0), json!(null)),
+            (cursor(T, 0, 2, 0), json!(1)),
+        ] {
+            let e =
+                q(json!({"target_file_id": T, "from_version": 0, "to_version": to, "cursor": c}))
+                    .unwrap_err();
+            assert_eq!(e.code, "invalid_cursor", "{c}");
+        }
+        let v = |version, content| Version {
+            version,
+            hash: "h",
+            content,
+        };
+        let long = "x".repeat(3_000);
+        let (a, b) = (format!("a\n{long}\nb\n"), format!("A\n{long}y\nB\n"));
+        let mut query = q(
+            json!({"target_file_id": T, "from_version": 0, "to_version": 1,
+                                 "max_page_bytes": 1024}),
+        )
+        .unwrap();
+        let mut offsets = vec![];
+        loop {
+            let page = answer(&query, "f", 1, &v(0, &a), &v(1, &b)).unwrap();
+            offsets.push(page["offset"].as_u64().unwrap() as usize);
+            match page["next_cursor"].as_str() {
+                Some(c) => query.cursor = Cursor::decode(c),
+                None => break,
+            }
+        }
+        assert!(offsets.len() > 3, "{offsets:?}");
+        for forged in [5, 1_000] {
+            query.cursor = Some(Cursor::decode(&cursor(T, 0, 1, forged)).unwrap());
+            let e = answer(&query, "f", 1, &v(0, &a), &v(1, &b)).unwrap_err();
+            assert_eq!(e.code, "invalid_cursor", "{forged}");
+        }
+    }
+
     /// A cursor is read only in the spelling this tool hands out (helper-61: `+1` was read).
     #[test]
     fn only_the_spelling_of_a_handed_out_cursor_is_read() {
         let c = Cursor {
+            target: 0x00ab_cdef,
             from: 1,
             to: 2,
             context: 3,
             offset: 0,
         };
+        assert_eq!(c.encode(), "d2:00abcdef:1:2:3:0");
         assert_eq!(Cursor::decode(&c.encode()), Some(c));
         for forged in [
-            "d1:+1:2:3:0",
-            "d1:01:2:3:0",
-            "d1:1:2:3:-0",
-            "d1:1:2:3:+0",
-            "d1:1:2:3:0:",
+            "d2:00abcdef:+1:2:3:0",
+            "d2:00abcdef:01:2:3:0",
+            "d2:00abcdef:1:2:3:-0",
+            "d2:00abcdef:1:2:3:+0",
+            "d2:00abcdef:1:2:3:0:",
+            "d2:00ABCDEF:1:2:3:0",
+            "d2:abcdef:1:2:3:0",
+            "d1:1:2:3:0",
         ] {
             assert_eq!(Cursor::decode(forged), None, "{forged}");
         }
