@@ -92,20 +92,88 @@ pub fn char_len(s: &str) -> usize {
 /// The text after replacements applied one after the other, each at the code-point span
 /// `[start, end)` of the text the earlier ones left (the spans of an acceptance's change facts,
 /// in order), or `None` when a span does not fit that text.
+///
+/// The text is kept as pieces of the original and of the replacements, and each source's code
+/// points are indexed once: a span is found by walking the pieces, not the text. Each span used
+/// to count code points from the start of the whole text and splice it (`replace_range`), so
+/// 1,000 edits of an 8 MB file took the files profile's front end 2.4 s (helper-91).
 pub fn apply_spans<'a>(
-    before: &str,
+    before: &'a str,
     replacements: impl IntoIterator<Item = (usize, usize, &'a str)>,
 ) -> Option<String> {
-    let mut text = before.to_owned();
+    let mut sources = vec![Indexed::new(before)];
+    // (source, first code point, code points), in text order.
+    let mut pieces: Vec<(usize, usize, usize)> = vec![(0, 0, sources[0].chars)];
     for (start, end, new) in replacements {
         if start > end {
             return None;
         }
-        let from = byte_offset(&text, start)?;
-        let to = from + byte_offset(&text[from..], end - start)?;
-        text.replace_range(from..to, new);
+        let at = split_pieces(&mut pieces, start)?;
+        let to = split_pieces(&mut pieces, end)?;
+        sources.push(Indexed::new(new));
+        let inserted = (sources.len() - 1, 0, sources[sources.len() - 1].chars);
+        pieces.splice(at..to, (inserted.2 > 0).then_some(inserted));
     }
-    Some(text)
+    let mut out = String::with_capacity(pieces.iter().map(|p| sources[p.0].text.len()).sum());
+    for (src, first, len) in pieces {
+        let s = &sources[src];
+        out.push_str(&s.text[s.byte_of(first)..s.byte_of(first + len)]);
+    }
+    Some(out)
+}
+
+/// A text with the byte offset of every [`Indexed::STEP`]-th code point.
+struct Indexed<'a> {
+    text: &'a str,
+    chars: usize,
+    marks: Vec<usize>,
+}
+
+impl<'a> Indexed<'a> {
+    const STEP: usize = 1024;
+
+    fn new(text: &'a str) -> Indexed<'a> {
+        let mut marks = Vec::with_capacity(text.len() / Self::STEP + 1);
+        let mut chars = 0;
+        for (i, &b) in text.as_bytes().iter().enumerate() {
+            if (b as i8) >= -0x40 {
+                if chars % Self::STEP == 0 {
+                    marks.push(i);
+                }
+                chars += 1;
+            }
+        }
+        Indexed { text, chars, marks }
+    }
+
+    /// The byte offset of code point `cp` (at most `chars`).
+    fn byte_of(&self, cp: usize) -> usize {
+        if cp >= self.chars {
+            return self.text.len();
+        }
+        let from = self.marks[cp / Self::STEP];
+        from + byte_offset(&self.text[from..], cp % Self::STEP).unwrap_or(self.text.len() - from)
+    }
+}
+
+/// The index of the first piece that starts at code point `at` of the text the pieces make,
+/// splitting the piece `at` falls inside; `None` when `at` is past the end.
+fn split_pieces(pieces: &mut Vec<(usize, usize, usize)>, at: usize) -> Option<usize> {
+    let mut seen = 0;
+    for i in 0..pieces.len() {
+        let (src, first, len) = pieces[i];
+        if at == seen {
+            return Some(i);
+        }
+        if at < seen + len {
+            let head = at - seen;
+            pieces[i] = (src, first, head);
+            pieces.insert(i + 1, (src, first + head, len - head));
+            return Some(i + 1);
+        }
+        seen += len;
+    }
+    (at == seen).then_some(pieces.len())
 }
 
 /// Byte offset of code point `cp` in `s`, or `None` when `cp` is past the end.
@@ -290,6 +358,48 @@ mod tests {
                 sha256_hex(&text);
             }
         ));
+    }
+
+    /// `apply_spans` (pieces) gives what splicing the text span by span gives, for random
+    /// spans anywhere in the evolving text, in any order, over multibyte text; and `None`
+    /// exactly when a span does not fit.
+    #[test]
+    fn pieces_equal_splicing_span_by_span() {
+        fn spliced(before: &str, spans: &[(usize, usize, String)]) -> Option<String> {
+            let mut text = before.to_owned();
+            for (start, end, new) in spans {
+                if start > end {
+                    return None;
+                }
+                let from = byte_offset(&text, *start)?;
+                let to = from + byte_offset(&text[from..], end - start)?;
+                text.replace_range(from..to, new);
+            }
+            Some(text)
+        }
+        let mut r = crate::contract::rng::XorShift(0x0dd5_0fa1_1ed5_0001);
+        let alphabet = ['a', 'é', '中', '🌍', '\n', ' '];
+        let word = |r: &mut crate::contract::rng::XorShift, n: usize| -> String {
+            (0..n).map(|_| alphabet[r.below(alphabet.len())]).collect()
+        };
+        for round in 0..2_000 {
+            let n = r.below(3_000);
+            let before = word(&mut r, n);
+            let mut len = before.chars().count();
+            let mut spans = Vec::new();
+            for _ in 0..r.below(40) {
+                let start = r.below(len + 2);
+                let end = start + r.below(6);
+                let n = r.below(5);
+                let new = word(&mut r, n);
+                if end <= len {
+                    len = len - (end - start) + new.chars().count();
+                }
+                spans.push((start, end, new));
+            }
+            let got = apply_spans(&before, spans.iter().map(|(s, e, n)| (*s, *e, n.as_str())));
+            assert_eq!(got, spliced(&before, &spans), "round {round}");
+        }
     }
 
     /// The spans of change facts apply in order, each in the text the earlier ones left, in
