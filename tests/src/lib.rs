@@ -306,6 +306,17 @@ pub async fn stored_version(c: &impl GenericClient, id: &str) -> i64 {
     .get(0)
 }
 
+/// How many attempts the log holds for a target, read from its table directly.
+pub async fn logged_attempts(c: &impl GenericClient, id: &str) -> i64 {
+    c.query_one(
+        "SELECT count(*) FROM patchdiff.pdcp_logs WHERE target_file_id = $1::text::uuid",
+        &[&id],
+    )
+    .await
+    .expect("the target's attempts")
+    .get(0)
+}
+
 /// Initializes a target with `content` and returns its `target_file_id`.
 pub async fn initialize_target(
     client: &impl GenericClient,

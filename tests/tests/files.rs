@@ -699,6 +699,18 @@ fn interrupted_before_commit(
     (root, target)
 }
 
+/// `k.py` (`x = 1`, `y = 2`) after the edit `x = 1` -> `x = 1 + 1` was killed between its
+/// installation and its commit ([`interrupted_before_commit`]).
+fn interrupted_edit(scratch_name: &str) -> (PathBuf, String) {
+    interrupted_before_commit(
+        scratch_name,
+        "k.py",
+        "x = 1\ny = 2\n",
+        json!({"name": "edit_file", "arguments": {"path": "k.py", "edits": [{"oldText": "x = 1", "newText": "x = 1 + 1"}]}}),
+        "x = 1 + 1\ny = 2\n",
+    )
+}
+
 /// docs/files.md "Retries", docs/workspace.md "Reconciling after `partial` or a crash"
 /// (helper-89): a front end killed between the file's installation and its commit leaves the
 /// disk one edit ahead of the target. The same `edit_file` sent again to a new process is that
@@ -707,13 +719,7 @@ fn interrupted_before_commit(
 /// so applied the edit twice (`x = 1 + 1 + 1`).
 #[test]
 fn an_edit_interrupted_before_its_commit_is_recorded_once_when_sent_again() {
-    let (root, target) = interrupted_before_commit(
-        "interrupted",
-        "k.py",
-        "x = 1\ny = 2\n",
-        json!({"name": "edit_file", "arguments": {"path": "k.py", "edits": [{"oldText": "x = 1", "newText": "x = 1 + 1"}]}}),
-        "x = 1 + 1\ny = 2\n",
-    );
+    let (root, target) = interrupted_edit("interrupted");
     let file = root.join("k.py");
     let mut b = start(&root, &[]);
     let (text, v, err) = edit(&mut b, "k.py", "x = 1", "x = 1 + 1");
@@ -851,13 +857,7 @@ fn an_edit_after_another_process_edited_and_reverted_is_applied() {
 /// of the same edit after the kill previews it as the call would record it.
 #[test]
 fn an_interrupted_edit_is_never_applied_twice_after_a_line_ending_change() {
-    let (root, target) = interrupted_before_commit(
-        "interrupted-eol",
-        "k.py",
-        "x = 1\ny = 2\n",
-        json!({"name": "edit_file", "arguments": {"path": "k.py", "edits": [{"oldText": "x = 1", "newText": "x = 1 + 1"}]}}),
-        "x = 1 + 1\ny = 2\n",
-    );
+    let (root, target) = interrupted_edit("interrupted-eol");
     let file = root.join("k.py");
     let mut b = start(&root, &[]);
     let (text, v, err) = call(

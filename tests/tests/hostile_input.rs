@@ -973,15 +973,7 @@ async fn an_argument_of_many_small_values_is_refused_before_it_is_parsed() {
         grew >> 20
     );
     assert_eq!(patchdiff_tests::stored_version(&c, &id).await, 0);
-    let logged: i64 = c
-        .query_one(
-            "SELECT count(*) FROM patchdiff.pdcp_logs WHERE target_file_id = $1::text::uuid",
-            &[&id],
-        )
-        .await
-        .unwrap()
-        .get(0);
-    assert_eq!(logged, 0);
+    assert_eq!(patchdiff_tests::logged_attempts(&c, &id).await, 0);
 }
 
 /// Limits `pid`'s address space to `bytes` (soft and hard), as `ulimit -v` or a host whose

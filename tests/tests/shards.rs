@@ -2141,15 +2141,11 @@ async fn a_call_whose_front_end_was_killed_commits_nothing_on_its_shard() {
         (&json!(0), &json!("alpha beta\n")),
         "{r}"
     );
-    let attempts: i64 = shard
-        .query_one(
-            "SELECT count(*) FROM patchdiff.pdcp_logs WHERE target_file_id = $1::text::uuid",
-            &[&id],
-        )
-        .await
-        .unwrap()
-        .get(0);
-    assert_eq!(attempts, 0, "nothing was written for the killed call");
+    assert_eq!(
+        patchdiff_tests::logged_attempts(&shard, &id).await,
+        0,
+        "nothing was written for the killed call"
+    );
 }
 
 /// The answer of `function` to arguments given as JSON text, as the text the database wrote.
