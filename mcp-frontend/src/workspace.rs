@@ -1007,6 +1007,16 @@ impl Workspace {
             unsafe { libc::unlinkat(parent.as_raw_fd(), tmp.as_ptr(), 0) };
         };
         let mut staged = std::fs::File::from(staged);
+        // Every refusal from here on leaves the staged file emptied, the front end's and
+        // unreadable, wherever it is by then, as well as unlinked under its name: whoever may write
+        // the directory (one not sticky) may have moved it elsewhere on the filesystem before the
+        // rename, and a root front end had already given it the replaced file's owner and mode
+        // (helper-94: 30 of 30 refused SAVEs left another user's file with the published bytes in
+        // a directory of the mover's choosing).
+        let abandon = |staged: &std::fs::File| {
+            neutralize(staged);
+            unlink_tmp();
+        };
         let staged_result = (|| -> std::io::Result<()> {
             use std::io::Write;
             let f = &mut staged;
@@ -1042,7 +1052,7 @@ impl Workspace {
             f.sync_all()
         })();
         if let Err(e) = staged_result {
-            unlink_tmp();
+            abandon(&staged);
             let what = if e.raw_os_error() == Some(libc::EPERM) {
                 "giving the staged file the replaced file's group, attributes and mode"
             } else {
@@ -1054,7 +1064,7 @@ impl Workspace {
         let now = match check("checked again after staging") {
             Ok(d) => d,
             Err(r) => {
-                unlink_tmp();
+                abandon(&staged);
                 return Err(r);
             }
         };
@@ -1062,7 +1072,7 @@ impl Workspace {
         if let Some(d) = &now
             && let Err(r) = check_writable(&parent, &name, d.mode, &p.relative_path)
         {
-            unlink_tmp();
+            abandon(&staged);
             return Err(r);
         }
         self.hook("after_staging");
@@ -1079,7 +1089,7 @@ impl Workspace {
                 };
                 if rc != 0 {
                     let e = last_error();
-                    unlink_tmp();
+                    abandon(&staged);
                     return Err(io_refusal("renaming the staged file into place", e));
                 }
                 Ok(())
@@ -1096,7 +1106,11 @@ impl Workspace {
                     )
                 };
                 let e = last_error();
-                unlink_tmp();
+                if rc != 0 {
+                    abandon(&staged);
+                } else {
+                    unlink_tmp();
+                }
                 if rc != 0 {
                     if e.raw_os_error() == Some(libc::EEXIST) {
                         Err(refuse(
@@ -1115,7 +1129,7 @@ impl Workspace {
             }
             // The file appeared or vanished between the two checks.
             _ => {
-                unlink_tmp();
+                abandon(&staged);
                 Err(refuse(
                     "external_disk_drift",
                     format!(
@@ -1134,6 +1148,9 @@ impl Workspace {
         match (staged_identity, installed_identity) {
             (Ok(a), Ok(b)) if a == b => {}
             (Ok(_), Ok(_)) => {
+                // Under the staged name was another process's file, installed in its place;
+                // this publication's bytes are wherever that process moved them.
+                neutralize(&staged);
                 return Err(refuse(
                     "external_disk_drift",
                     format!(
@@ -1143,6 +1160,7 @@ impl Workspace {
                 ));
             }
             (Err(e), _) | (_, Err(e)) => {
+                neutralize(&staged);
                 return Err(io_refusal("checking the installed file", e));
             }
         }
@@ -1170,6 +1188,21 @@ impl Workspace {
     /// Test hook point between installation and the caller's COMMIT.
     pub fn before_commit(&self) {
         self.hook("before_commit");
+    }
+}
+
+/// A staged file a publication gives up: emptied, unreadable to others and, under a root front
+/// end, root's again, through its descriptor (its name may be anywhere by now). Best effort: a
+/// step that fails leaves the ones before it done, and the refusal stands either way.
+fn neutralize(staged: &std::fs::File) {
+    let fd = staged.as_raw_fd();
+    // SAFETY: fd is open for the call; each function only reads it.
+    unsafe {
+        libc::fchmod(fd, 0o600);
+        libc::ftruncate(fd, 0);
+        if libc::geteuid() == 0 {
+            libc::fchown(fd, 0, 0);
+        }
     }
 }
 
@@ -1922,6 +1955,60 @@ mod tests {
         assert_eq!(result, Err("external_disk_drift"));
         // What the other process wrote is what the disk holds: the answer says so.
         assert_eq!(std::fs::read(root.join("s.txt")).unwrap(), b"EVIL\n");
+        let _ = std::fs::remove_dir_all(&base);
+    }
+
+    /// docs/workspace.md, "Publication" (helper-94): a process that may write the directory and
+    /// moves the staged file away before the rename (to anywhere on the filesystem it may write)
+    /// gets a refusal, and what it took is empty, unreadable to others and root's: a root front
+    /// end had given it the replaced file's owner and mode, and left it with the published bytes.
+    #[test]
+    fn a_staged_file_taken_away_before_the_rename_is_left_empty_and_unowned() {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        let root_user = unsafe { libc::geteuid() } == 0;
+        let base = scratch("taken");
+        let (root, hooks, away) = (base.join("root"), base.join("hooks"), base.join("away"));
+        for d in [&hooks, &away] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        let s = root.join("s.txt");
+        std::fs::write(&s, "v1\n").unwrap();
+        std::fs::set_permissions(&s, std::fs::Permissions::from_mode(0o644)).unwrap();
+        if root_user {
+            std::os::unix::fs::chown(&s, Some(NOBODY), Some(NOBODY)).unwrap();
+        }
+        let key = BindingKey::load_or_create(&base.join("root/keys/workspace.key")).unwrap();
+        let reserved = DEFAULT_RESERVED.iter().map(|s| s.to_string()).collect();
+        let hook = Hook {
+            point: "after_staging".into(),
+            dir: hooks.clone(),
+        };
+        let ws = Workspace::open(&root, key, reserved, Some(hook)).unwrap();
+        let p = publication(&ws, "s.txt", b"v1\n", "v2\n");
+        let result = std::thread::scope(|scope| {
+            let publishing = scope.spawn(|| publish_code(&ws, &p));
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while !hooks.join("paused").exists() {
+                assert!(Instant::now() < deadline, "the hook never paused");
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            let staged = std::fs::read_dir(&root)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().into_string().unwrap())
+                .find(|n| is_staging_name(n))
+                .expect("a staged file");
+            std::fs::rename(root.join(&staged), away.join("taken")).unwrap();
+            std::fs::write(hooks.join("resume"), "").unwrap();
+            publishing.join().unwrap()
+        });
+        assert_eq!(result, Err("workspace_io_error"));
+        assert_eq!(std::fs::read(&s).unwrap(), b"v1\n");
+        let taken = std::fs::metadata(away.join("taken")).unwrap();
+        assert_eq!((taken.len(), taken.mode() & 0o7777), (0, 0o600));
+        if root_user {
+            assert_eq!((taken.uid(), taken.gid()), (0, 0));
+        }
         let _ = std::fs::remove_dir_all(&base);
     }
 
