@@ -1007,12 +1007,8 @@ impl Server {
                 Err(e) => return unknown(path, "checking for an interrupted call", e),
             }
         }
-        if dry_run {
-            submission["format"] = json!("patchdiff-tx/1");
-            submission.as_object_mut().map(|m| m.remove("source"));
-            return self.dry_run(path, &before, &edits, &submission).await;
-        }
-        let key = request_key(rel, &edits, entry.version, &base_hash);
+        // The resend of the call that made the current version: a dry run answers what the call
+        // would (helper-93: it previewed applying the edits again).
         if entry.hash == hd && entry.version >= 1 {
             match self.is_retry(&entry, rel, &edits).await {
                 Ok(Some(rec)) => {
@@ -1029,6 +1025,12 @@ impl Server {
                 Err(e) => return unknown(path, "checking for a resent call", e),
             }
         }
+        if dry_run {
+            submission["format"] = json!("patchdiff-tx/1");
+            submission.as_object_mut().map(|m| m.remove("source"));
+            return self.dry_run(path, &before, &edits, &submission).await;
+        }
+        let key = request_key(rel, &edits, entry.version, &base_hash);
         submission["client_request_id"] = json!(key);
         let outcome = self
             .submit_and_publish(
@@ -1198,6 +1200,17 @@ impl Server {
                     Ok((e, _)) => e,
                     Err(a) => return a,
                 };
+                // The file already holds exactly this content, and the target its text: nothing
+                // to write, and no version. Each such write used to add a version that changed
+                // nothing, after which a resent edit no longer recognized itself as the last
+                // call and applied a second time (helper-93: `x = 1 + 1 + 1`).
+                if disk == content && entry.hash == hd {
+                    let text = format!("Successfully wrote to {path}");
+                    let v = json!({"content": text, "status": "unchanged", "path": path,
+                        "target_file_id": entry.target_file_id, "version": entry.version,
+                        "current_hash": entry.hash});
+                    return (text, v, false);
+                }
                 let replacement = canonical(content);
                 // The disk already holds this very content and the target does not: a write
                 // interrupted between its installation and its commit (a killed front end),

@@ -876,3 +876,45 @@ fn an_interrupted_edit_is_never_applied_twice_after_a_line_ending_change() {
     }
     assert_eq!(state(&target).0, "0");
 }
+
+/// docs/files.md "Retries" (helper-93): writing the content a file already holds writes nothing
+/// and makes no version (`status: "unchanged"`), so the edit that made the file's current text
+/// still recognizes its own resend, from another process too; it used to apply it a second time
+/// after such a write. A dry run of that resend answers what the call does: `deduplicated`.
+#[test]
+fn writing_the_same_content_makes_no_version_and_resends_stay_recognized() {
+    let root = scratch("no-op-write");
+    let file = root.join("nw.txt");
+    std::fs::write(&file, "x = 1\n").unwrap();
+    let mut a = start(&root, &[]);
+    let mut b = start(&root, &[]);
+    let (_, read, _) = call(&mut a, "read_file", json!({"path": "nw.txt"}));
+    let target = read["target_file_id"].as_str().unwrap().to_owned();
+    let (text, _, err) = edit(&mut a, "nw.txt", "x = 1", "x = 1 + 1");
+    assert!(!err, "{text}");
+    call(&mut b, "read_file", json!({"path": "nw.txt"}));
+    let (text, v, err) = call(
+        &mut b,
+        "write_file",
+        json!({"path": "nw.txt", "content": "x = 1 + 1\n"}),
+    );
+    assert!(!err, "{text}");
+    assert_eq!(
+        (v["status"].as_str(), v["version"].as_i64()),
+        (Some("unchanged"), Some(1)),
+        "{v}"
+    );
+    assert_eq!(state(&target).0, "1");
+    let (text, v, err) = call(
+        &mut a,
+        "edit_file",
+        json!({"path": "nw.txt", "edits": [{"oldText": "x = 1", "newText": "x = 1 + 1"}], "dryRun": true}),
+    );
+    assert!(!err, "{text}");
+    assert_eq!(v["status"], "deduplicated", "{v}");
+    let (text, v, err) = edit(&mut a, "nw.txt", "x = 1", "x = 1 + 1");
+    assert!(!err, "{text}");
+    assert_eq!(v["status"], "deduplicated", "{v}");
+    assert_eq!(std::fs::read(&file).unwrap(), b"x = 1 + 1\n");
+    assert_eq!(log(&target).len(), 1);
+}
