@@ -667,11 +667,27 @@ impl Server {
     /// The arguments that import `rel` (whose bytes are `disk`) as a new target bound to it,
     /// with this front end's binding proof (a new nonce each time).
     fn import_args(ws: &Workspace, rel: &str, disk: &str) -> Result<String, (String, Value, bool)> {
+        // The target's filename is the label, a little longer than the path: a path the
+        // workspace takes can still make a label over the extension's limit, which it refused
+        // as "filename must be at most 4096 bytes", a name the caller never gave (helper-94).
+        let name = label(ws, rel);
+        if name.len() > patchdiff_engine::api::limits::FILENAME_MAX_BYTES {
+            return Err(invalid(
+                rel,
+                "path_too_long",
+                &format!(
+                    "{rel} is {} bytes long; with the files profile's prefix ({} bytes) it is over the {}-byte limit of a target's name, so it cannot be imported; nothing was written",
+                    rel.len(),
+                    name.len() - rel.len(),
+                    patchdiff_engine::api::limits::FILENAME_MAX_BYTES
+                ),
+            ));
+        }
         let binding = ws
             .binding(rel)
             .map_err(|r| invalid(rel, r.code, &r.detail))?;
         Ok(to_string(
-            &json!({"filename": label(ws, rel), "content": disk, "content_type": "text/plain", "workspace_binding": binding}),
+            &json!({"filename": name, "content": disk, "content_type": "text/plain", "workspace_binding": binding}),
             LITERAL,
         ))
     }

@@ -918,3 +918,24 @@ fn writing_the_same_content_makes_no_version_and_resends_stay_recognized() {
     assert_eq!(std::fs::read(&file).unwrap(), b"x = 1 + 1\n");
     assert_eq!(log(&target).len(), 1);
 }
+
+/// docs/files.md "Paths" (helper-94): a path the workspace takes but whose target name (the
+/// files profile's label, the path behind a prefix) would pass the extension's 4,096 bytes is
+/// refused as `path_too_long`, naming the path's own length, before anything is created; the
+/// extension used to refuse it as a `filename` the caller never gave.
+#[test]
+fn a_path_too_long_for_its_label_is_refused_before_anything_is_created() {
+    let root = scratch("long-path");
+    let mut s = start(&root, &[]);
+    let path = format!("{}z.txt", "a/".repeat(2040));
+    assert!(path.len() < 4096);
+    let (text, v, err) = call(
+        &mut s,
+        "write_file",
+        json!({"path": path, "content": "x\n"}),
+    );
+    assert!(err, "{text}");
+    assert_eq!(v["code"], "path_too_long", "{v}");
+    assert!(text.contains("4085 bytes long"), "{text}");
+    assert!(!root.join("a").exists());
+}
