@@ -49,6 +49,10 @@ struct Entry {
     last_call: Option<(String, i64, String)>,
 }
 
+/// How many accepted versions that changed nothing `is_retry` passes over to find the call that
+/// made a file's current text (one page of the attempt log).
+const NO_OP_VERSIONS_PASSED: i64 = 20;
+
 /// The files profile's state for one connection.
 #[derive(Debug, Default)]
 pub struct Files {
@@ -860,20 +864,32 @@ impl Server {
             }
             _ => {}
         }
-        let newest = |v: &Value| v["entries"].as_array().and_then(|e| e.first()).cloned();
-        let args =
-            json!({"target_file_id": entry.target_file_id, "status": "accepted", "limit": 1});
-        let Some(row) = newest(&self.sql("patchdiff_get_pdcp_log", &args).await?) else {
+        // The acceptance that made the current text: the newest one that changed it. Versions
+        // that changed nothing (a write of the same text, in the same or other line endings, by
+        // this process or another) are passed over, up to a page of them: a resend after one of
+        // them was taken for a new request and applied a second time (helper-93, helper-95).
+        let args = json!({"target_file_id": entry.target_file_id, "status": "accepted",
+                          "limit": NO_OP_VERSIONS_PASSED});
+        let page = self.sql("patchdiff_get_pdcp_log", &args).await?;
+        let Some(row) = page["entries"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|r| r["before_hash"] != r["after_hash"])
+            .cloned()
+        else {
+            return Ok(None);
+        };
+        let Some(made) = row["after_version"].as_i64() else {
             return Ok(None);
         };
         let key = request_key(
             rel,
             edits,
-            entry.version - 1,
+            made - 1,
             row["before_hash"].as_str().unwrap_or_default(),
         );
-        if row["after_version"].as_i64() != Some(entry.version)
-            || row["after_hash"].as_str() != Some(entry.hash.as_str())
+        if row["after_hash"].as_str() != Some(entry.hash.as_str())
             || row["client_request_id"].as_str() != Some(key.as_str())
         {
             return Ok(None);
@@ -882,9 +898,13 @@ impl Server {
         // edits (helper-56: another role's different edit, sent with the key this call would
         // have, made it answer "already applied" for edits never made). The record must hold
         // these edits, as this front end sends them.
-        let mut args = args;
-        args["include_content"] = json!(true);
-        let Some(full) = newest(&self.sql("patchdiff_get_pdcp_log", &args).await?) else {
+        let args = json!({"target_file_id": entry.target_file_id, "client_request_id": key,
+                          "include_content": true, "limit": 1});
+        let Some(full) = self.sql("patchdiff_get_pdcp_log", &args).await?["entries"]
+            .as_array()
+            .and_then(|e| e.first())
+            .cloned()
+        else {
             return Ok(None);
         };
         let sent: Vec<Value> = edits
@@ -1055,7 +1075,7 @@ impl Server {
                 rel,
                 "patchdiff_submit_edits",
                 &submission,
-                "original_eol",
+                disk_eol_format(&disk),
                 &entry,
             )
             .await;
@@ -1216,17 +1236,6 @@ impl Server {
                     Ok((e, _)) => e,
                     Err(a) => return a,
                 };
-                // The file already holds exactly this content, and the target its text: nothing
-                // to write, and no version. Each such write used to add a version that changed
-                // nothing, after which a resent edit no longer recognized itself as the last
-                // call and applied a second time (helper-93: `x = 1 + 1 + 1`).
-                if disk == content && entry.hash == hd {
-                    let text = format!("Successfully wrote to {path}");
-                    let v = json!({"content": text, "status": "unchanged", "path": path,
-                        "target_file_id": entry.target_file_id, "version": entry.version,
-                        "current_hash": entry.hash});
-                    return (text, v, false);
-                }
                 let replacement = canonical(content);
                 // The disk already holds this very content and the target does not: a write
                 // interrupted between its installation and its commit (a killed front end),
@@ -1479,6 +1488,17 @@ impl Server {
                 Submitted::Answer(failure(path, m, text))
             }
         }
+    }
+}
+
+/// The line endings an edit publishes in: the file's own, as it is on disk now (it was the
+/// import's, `original_eol`, so an edit after a `write_file` that changed them turned them back:
+/// helper-95); a file without a line break keeps the recorded ones.
+fn disk_eol_format(disk: &str) -> &'static str {
+    match eol(disk) {
+        Eol::Crlf => "crlf",
+        Eol::Lf => "canonical_lf",
+        Eol::None | Eol::Mixed => "original_eol",
     }
 }
 

@@ -1146,7 +1146,12 @@ impl Workspace {
         // about the disk holds: the caller rolls back, no checkpoint.
         let installed_identity = stat_at(&parent, &name).map(|st| (st.st_dev, st.st_ino));
         match (staged_identity, installed_identity) {
-            (Ok(a), Ok(b)) if a == b => {}
+            (Ok(a), Ok(b)) if a == b => {
+                // A rename onto a name that was already a link to the staged file (its owner
+                // linked it) does nothing and leaves the staged name: the file then had two
+                // links, and every later call refused it as a hard link (helper-95).
+                unlink_tmp();
+            }
             (Ok(_), Ok(_)) => {
                 // Under the staged name was another process's file, installed in its place;
                 // this publication's bytes are wherever that process moved them.
@@ -1191,18 +1196,17 @@ impl Workspace {
     }
 }
 
-/// A staged file a publication gives up: emptied, unreadable to others and, under a root front
-/// end, root's again, through its descriptor (its name may be anywhere by now). Best effort: a
-/// step that fails leaves the ones before it done, and the refusal stands either way.
+/// A staged file a publication gives up: emptied and unreadable to others, through its
+/// descriptor (its name may be anywhere by now). Its owner stays the replaced file's: handing
+/// it back to root gave whoever had moved it a root-owned file, into which a descriptor kept
+/// open could still write (helper-95). Best effort: a step that fails leaves the ones before it
+/// done, and the refusal stands either way.
 fn neutralize(staged: &std::fs::File) {
     let fd = staged.as_raw_fd();
     // SAFETY: fd is open for the call; each function only reads it.
     unsafe {
         libc::fchmod(fd, 0o600);
         libc::ftruncate(fd, 0);
-        if libc::geteuid() == 0 {
-            libc::fchown(fd, 0, 0);
-        }
     }
 }
 
@@ -1960,10 +1964,10 @@ mod tests {
 
     /// docs/workspace.md, "Publication" (helper-94): a process that may write the directory and
     /// moves the staged file away before the rename (to anywhere on the filesystem it may write)
-    /// gets a refusal, and what it took is empty, unreadable to others and root's: a root front
-    /// end had given it the replaced file's owner and mode, and left it with the published bytes.
+    /// gets a refusal, and what it took is empty and unreadable to others: a root front end had
+    /// given it the replaced file's owner and mode, and left it with the published bytes.
     #[test]
-    fn a_staged_file_taken_away_before_the_rename_is_left_empty_and_unowned() {
+    fn a_staged_file_taken_away_before_the_rename_is_left_empty_and_unreadable() {
         use std::os::unix::fs::{MetadataExt, PermissionsExt};
         // SAFETY: geteuid has no preconditions and cannot fail.
         let root_user = unsafe { libc::geteuid() } == 0;
@@ -2007,8 +2011,54 @@ mod tests {
         let taken = std::fs::metadata(away.join("taken")).unwrap();
         assert_eq!((taken.len(), taken.mode() & 0o7777), (0, 0o600));
         if root_user {
-            assert_eq!((taken.uid(), taken.gid()), (0, 0));
+            // Not root's: that would hand whoever moved it a root-owned file (helper-95).
+            assert_eq!((taken.uid(), taken.gid()), (NOBODY, NOBODY));
         }
+        let _ = std::fs::remove_dir_all(&base);
+    }
+
+    /// helper-95: a rename onto a name that already links the staged file (its owner linked it
+    /// there) does nothing and used to leave the staged name, so the file had two links and every
+    /// later call refused it; the publication now removes that name.
+    #[test]
+    fn a_rename_onto_a_link_of_the_staged_file_leaves_one_link() {
+        use std::os::unix::fs::MetadataExt;
+        let base = scratch("linked");
+        let (root, hooks) = (base.join("root"), base.join("hooks"));
+        std::fs::create_dir_all(&hooks).unwrap();
+        std::fs::write(root.join("s.txt"), "v1\n").unwrap();
+        let key = BindingKey::load_or_create(&base.join("root/keys/workspace.key")).unwrap();
+        let reserved = DEFAULT_RESERVED.iter().map(|s| s.to_string()).collect();
+        let hook = Hook {
+            point: "after_staging".into(),
+            dir: hooks.clone(),
+        };
+        let ws = Workspace::open(&root, key, reserved, Some(hook)).unwrap();
+        let p = publication(&ws, "s.txt", b"v1\n", "v2\n");
+        let staging = |root: &Path| {
+            std::fs::read_dir(root)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().into_string().unwrap())
+                .find(|n| is_staging_name(n))
+        };
+        let result = std::thread::scope(|scope| {
+            let publishing = scope.spawn(|| publish_code(&ws, &p));
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while !hooks.join("paused").exists() {
+                assert!(Instant::now() < deadline, "the hook never paused");
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            let staged = staging(&root).expect("a staged file");
+            std::fs::hard_link(root.join(&staged), root.join("x")).unwrap();
+            std::fs::rename(root.join("x"), root.join("s.txt")).unwrap();
+            std::fs::write(hooks.join("resume"), "").unwrap();
+            publishing.join().unwrap()
+        });
+        assert_eq!(result, Ok(()));
+        assert_eq!(staging(&root), None);
+        let s = std::fs::metadata(root.join("s.txt")).unwrap();
+        assert_eq!(s.nlink(), 1);
+        assert_eq!(std::fs::read(root.join("s.txt")).unwrap(), b"v2\n");
         let _ = std::fs::remove_dir_all(&base);
     }
 

@@ -851,10 +851,11 @@ fn an_edit_after_another_process_edited_and_reverted_is_applied() {
 }
 
 /// docs/files.md "Retries" (helper-91): after a kill between installation and commit, the file's
-/// line endings changed on disk; the resent edit is refused (the publication finds the bytes
-/// changed), and resent again without a read it is refused again: it never imports the file
-/// anew and applies itself to a disk that already holds it (it did: `x = 1 + 1 + 1`). A dry run
-/// of the same edit after the kill previews it as the call would record it.
+/// line endings changed on disk; the resent edit is recorded once and published in the file's
+/// line endings, which the disk already holds, and a second resend is deduplicated: it never
+/// imports the file anew and applies itself to a disk that already holds it (it did:
+/// `x = 1 + 1 + 1`). A dry run of the same edit after the kill previews it as the call would
+/// record it.
 #[test]
 fn an_interrupted_edit_is_never_applied_twice_after_a_line_ending_change() {
     let (root, target) = interrupted_edit("interrupted-eol");
@@ -869,20 +870,25 @@ fn an_interrupted_edit_is_never_applied_twice_after_a_line_ending_change() {
     assert_eq!(v["status"], "preview", "{v}");
     assert!(text.contains("-x = 1\n+x = 1 + 1"), "{text}");
     std::fs::write(&file, "x = 1 + 1\r\ny = 2\r\n").unwrap();
-    for _ in 0..2 {
-        let (text, _, err) = edit(&mut b, "k.py", "x = 1", "x = 1 + 1");
-        assert!(err && text.contains("changed on disk"), "{text}");
+    // Recorded once, published in the file's own (new) line endings, which the disk already
+    // holds; sent again, it is the resend of a call that succeeded.
+    for status in ["accepted", "deduplicated"] {
+        let (text, v, err) = edit(&mut b, "k.py", "x = 1", "x = 1 + 1");
+        assert!(!err, "{text}");
+        assert_eq!(v["status"], status, "{v}");
         assert_eq!(std::fs::read(&file).unwrap(), b"x = 1 + 1\r\ny = 2\r\n");
     }
-    assert_eq!(state(&target).0, "0");
+    assert_eq!(state(&target).0, "1");
 }
 
-/// docs/files.md "Retries" (helper-93): writing the content a file already holds writes nothing
-/// and makes no version (`status: "unchanged"`), so the edit that made the file's current text
-/// still recognizes its own resend, from another process too; it used to apply it a second time
-/// after such a write. A dry run of that resend answers what the call does: `deduplicated`.
+/// docs/files.md "Retries" (helper-93, helper-95): a write that changes nothing (the same content,
+/// or the same text in other line endings) makes a version, which the edit that made the file's
+/// text passes over when it recognizes its own resend, from another process too; the resend used
+/// to be taken for a new request and applied a second time. A dry run of that resend answers what
+/// the call does: `deduplicated`. And an edit keeps the line endings the file has on disk (a
+/// `write_file` in CRLF, then an edit, turned the file back to LF).
 #[test]
-fn writing_the_same_content_makes_no_version_and_resends_stay_recognized() {
+fn versions_that_change_nothing_leave_resends_recognized() {
     let root = scratch("no-op-write");
     let file = root.join("nw.txt");
     std::fs::write(&file, "x = 1\n").unwrap();
@@ -893,30 +899,54 @@ fn writing_the_same_content_makes_no_version_and_resends_stay_recognized() {
     let (text, _, err) = edit(&mut a, "nw.txt", "x = 1", "x = 1 + 1");
     assert!(!err, "{text}");
     call(&mut b, "read_file", json!({"path": "nw.txt"}));
-    let (text, v, err) = call(
-        &mut b,
+    for content in ["x = 1 + 1\n", "x = 1 + 1\r\n"] {
+        let (text, v, err) = call(
+            &mut b,
+            "write_file",
+            json!({"path": "nw.txt", "content": content}),
+        );
+        assert!(!err, "{text}");
+        assert_eq!(v["status"], "accepted", "{v}");
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), content);
+        let (text, v, err) = call(
+            &mut a,
+            "edit_file",
+            json!({"path": "nw.txt", "edits": [{"oldText": "x = 1", "newText": "x = 1 + 1"}], "dryRun": true}),
+        );
+        assert!(!err, "{text}");
+        assert_eq!(v["status"], "deduplicated", "{v}");
+        let (text, v, err) = edit(&mut a, "nw.txt", "x = 1", "x = 1 + 1");
+        assert!(!err, "{text}");
+        assert_eq!(v["status"], "deduplicated", "{v}");
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), content);
+    }
+    assert_eq!(state(&target).0, "3");
+    // The file is CRLF now: an edit keeps it so.
+    let (text, _, err) = edit(&mut a, "nw.txt", "1 + 1", "2");
+    assert!(!err, "{text}");
+    assert_eq!(std::fs::read(&file).unwrap(), b"x = 2\r\n");
+}
+
+/// helper-95: a file whose line endings were changed on disk after it was read, written with
+/// exactly what it holds, is published (the publication's baseline follows the disk), and an
+/// edit after it applies.
+#[test]
+fn a_write_of_what_the_disk_holds_after_a_line_ending_change_keeps_the_file_editable() {
+    let root = scratch("eol-write");
+    let file = root.join("c.txt");
+    std::fs::write(&file, "a\r\nb\r\n").unwrap();
+    let mut s = start(&root, &[]);
+    call(&mut s, "read_file", json!({"path": "c.txt"}));
+    std::fs::write(&file, "a\nb\n").unwrap();
+    let (text, _, err) = call(
+        &mut s,
         "write_file",
-        json!({"path": "nw.txt", "content": "x = 1 + 1\n"}),
+        json!({"path": "c.txt", "content": "a\nb\n"}),
     );
     assert!(!err, "{text}");
-    assert_eq!(
-        (v["status"].as_str(), v["version"].as_i64()),
-        (Some("unchanged"), Some(1)),
-        "{v}"
-    );
-    assert_eq!(state(&target).0, "1");
-    let (text, v, err) = call(
-        &mut a,
-        "edit_file",
-        json!({"path": "nw.txt", "edits": [{"oldText": "x = 1", "newText": "x = 1 + 1"}], "dryRun": true}),
-    );
+    let (text, _, err) = edit(&mut s, "c.txt", "a", "A");
     assert!(!err, "{text}");
-    assert_eq!(v["status"], "deduplicated", "{v}");
-    let (text, v, err) = edit(&mut a, "nw.txt", "x = 1", "x = 1 + 1");
-    assert!(!err, "{text}");
-    assert_eq!(v["status"], "deduplicated", "{v}");
-    assert_eq!(std::fs::read(&file).unwrap(), b"x = 1 + 1\n");
-    assert_eq!(log(&target).len(), 1);
+    assert_eq!(std::fs::read(&file).unwrap(), b"A\nb\n");
 }
 
 /// docs/files.md "Paths" (helper-94): a path the workspace takes but whose target name (the
