@@ -1921,16 +1921,19 @@ mod tests {
         let _ = std::fs::remove_dir_all(&base);
     }
 
-    /// docs/workspace.md, "Publication": a process that may write the directory and puts a file
-    /// of its own under the staged name before the rename does not get a `saved`: the
-    /// publication answers `external_disk_drift`, so the caller rolls back (helper-50).
-    #[test]
-    fn a_staged_file_replaced_before_the_rename_is_not_installed() {
-        let base = scratch("staged");
-        let root = base.join("root");
-        let hooks = base.join("hooks");
+    /// A workspace `name` whose root holds `s.txt` (`v1`, prepared by `prepare`), publishing `v2`
+    /// over it while `act(root, staged name)` runs at the pause after staging; the base directory
+    /// and the publication's result.
+    fn publish_while_staged(
+        name: &str,
+        prepare: impl FnOnce(&Path),
+        act: impl FnOnce(&Path, &str) + Send,
+    ) -> (PathBuf, Result<(), &'static str>) {
+        let base = scratch(name);
+        let (root, hooks) = (base.join("root"), base.join("hooks"));
         std::fs::create_dir_all(&hooks).unwrap();
         std::fs::write(root.join("s.txt"), "v1\n").unwrap();
+        prepare(&base);
         let key = BindingKey::load_or_create(&base.join("root/keys/workspace.key")).unwrap();
         let reserved = DEFAULT_RESERVED.iter().map(|s| s.to_string()).collect();
         let hook = Hook {
@@ -1946,19 +1949,37 @@ mod tests {
                 assert!(Instant::now() < deadline, "the hook never paused");
                 std::thread::sleep(Duration::from_millis(5));
             }
-            let staged = std::fs::read_dir(&root)
-                .unwrap()
-                .map(|e| e.unwrap().file_name().into_string().unwrap())
-                .find(|n| is_staging_name(n))
-                .expect("a staged file");
-            std::fs::write(root.join("evil.tmp"), "EVIL\n").unwrap();
-            std::fs::rename(root.join("evil.tmp"), root.join(&staged)).unwrap();
+            act(&root, &staging_name_in(&root).expect("a staged file"));
             std::fs::write(hooks.join("resume"), "").unwrap();
             publishing.join().unwrap()
         });
+        (base, result)
+    }
+
+    /// The staging file's name in `dir`, if there is one.
+    fn staging_name_in(dir: &Path) -> Option<String> {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .find(|n| is_staging_name(n))
+    }
+
+    /// docs/workspace.md, "Publication": a process that may write the directory and puts a file
+    /// of its own under the staged name before the rename does not get a `saved`: the
+    /// publication answers `external_disk_drift`, so the caller rolls back (helper-50).
+    #[test]
+    fn a_staged_file_replaced_before_the_rename_is_not_installed() {
+        let (base, result) = publish_while_staged(
+            "staged",
+            |_| {},
+            |root, staged| {
+                std::fs::write(root.join("evil.tmp"), "EVIL\n").unwrap();
+                std::fs::rename(root.join("evil.tmp"), root.join(staged)).unwrap();
+            },
+        );
         assert_eq!(result, Err("external_disk_drift"));
         // What the other process wrote is what the disk holds: the answer says so.
-        assert_eq!(std::fs::read(root.join("s.txt")).unwrap(), b"EVIL\n");
+        assert_eq!(std::fs::read(base.join("root/s.txt")).unwrap(), b"EVIL\n");
         let _ = std::fs::remove_dir_all(&base);
     }
 
@@ -1971,44 +1992,24 @@ mod tests {
         use std::os::unix::fs::{MetadataExt, PermissionsExt};
         // SAFETY: geteuid has no preconditions and cannot fail.
         let root_user = unsafe { libc::geteuid() } == 0;
-        let base = scratch("taken");
-        let (root, hooks, away) = (base.join("root"), base.join("hooks"), base.join("away"));
-        for d in [&hooks, &away] {
-            std::fs::create_dir_all(d).unwrap();
-        }
-        let s = root.join("s.txt");
-        std::fs::write(&s, "v1\n").unwrap();
-        std::fs::set_permissions(&s, std::fs::Permissions::from_mode(0o644)).unwrap();
-        if root_user {
-            std::os::unix::fs::chown(&s, Some(NOBODY), Some(NOBODY)).unwrap();
-        }
-        let key = BindingKey::load_or_create(&base.join("root/keys/workspace.key")).unwrap();
-        let reserved = DEFAULT_RESERVED.iter().map(|s| s.to_string()).collect();
-        let hook = Hook {
-            point: "after_staging".into(),
-            dir: hooks.clone(),
-        };
-        let ws = Workspace::open(&root, key, reserved, Some(hook)).unwrap();
-        let p = publication(&ws, "s.txt", b"v1\n", "v2\n");
-        let result = std::thread::scope(|scope| {
-            let publishing = scope.spawn(|| publish_code(&ws, &p));
-            let deadline = Instant::now() + Duration::from_secs(30);
-            while !hooks.join("paused").exists() {
-                assert!(Instant::now() < deadline, "the hook never paused");
-                std::thread::sleep(Duration::from_millis(5));
-            }
-            let staged = std::fs::read_dir(&root)
-                .unwrap()
-                .map(|e| e.unwrap().file_name().into_string().unwrap())
-                .find(|n| is_staging_name(n))
-                .expect("a staged file");
-            std::fs::rename(root.join(&staged), away.join("taken")).unwrap();
-            std::fs::write(hooks.join("resume"), "").unwrap();
-            publishing.join().unwrap()
-        });
+        let (base, result) = publish_while_staged(
+            "taken",
+            |base| {
+                std::fs::create_dir_all(base.join("away")).unwrap();
+                let s = base.join("root/s.txt");
+                std::fs::set_permissions(&s, std::fs::Permissions::from_mode(0o644)).unwrap();
+                if root_user {
+                    std::os::unix::fs::chown(&s, Some(NOBODY), Some(NOBODY)).unwrap();
+                }
+            },
+            |root, staged| {
+                let away = root.parent().unwrap().join("away/taken");
+                std::fs::rename(root.join(staged), away).unwrap();
+            },
+        );
         assert_eq!(result, Err("workspace_io_error"));
-        assert_eq!(std::fs::read(&s).unwrap(), b"v1\n");
-        let taken = std::fs::metadata(away.join("taken")).unwrap();
+        assert_eq!(std::fs::read(base.join("root/s.txt")).unwrap(), b"v1\n");
+        let taken = std::fs::metadata(base.join("away/taken")).unwrap();
         assert_eq!((taken.len(), taken.mode() & 0o7777), (0, 0o600));
         if root_user {
             // Not root's: that would hand whoever moved it a root-owned file (helper-95).
@@ -2023,41 +2024,18 @@ mod tests {
     #[test]
     fn a_rename_onto_a_link_of_the_staged_file_leaves_one_link() {
         use std::os::unix::fs::MetadataExt;
-        let base = scratch("linked");
-        let (root, hooks) = (base.join("root"), base.join("hooks"));
-        std::fs::create_dir_all(&hooks).unwrap();
-        std::fs::write(root.join("s.txt"), "v1\n").unwrap();
-        let key = BindingKey::load_or_create(&base.join("root/keys/workspace.key")).unwrap();
-        let reserved = DEFAULT_RESERVED.iter().map(|s| s.to_string()).collect();
-        let hook = Hook {
-            point: "after_staging".into(),
-            dir: hooks.clone(),
-        };
-        let ws = Workspace::open(&root, key, reserved, Some(hook)).unwrap();
-        let p = publication(&ws, "s.txt", b"v1\n", "v2\n");
-        let staging = |root: &Path| {
-            std::fs::read_dir(root)
-                .unwrap()
-                .map(|e| e.unwrap().file_name().into_string().unwrap())
-                .find(|n| is_staging_name(n))
-        };
-        let result = std::thread::scope(|scope| {
-            let publishing = scope.spawn(|| publish_code(&ws, &p));
-            let deadline = Instant::now() + Duration::from_secs(30);
-            while !hooks.join("paused").exists() {
-                assert!(Instant::now() < deadline, "the hook never paused");
-                std::thread::sleep(Duration::from_millis(5));
-            }
-            let staged = staging(&root).expect("a staged file");
-            std::fs::hard_link(root.join(&staged), root.join("x")).unwrap();
-            std::fs::rename(root.join("x"), root.join("s.txt")).unwrap();
-            std::fs::write(hooks.join("resume"), "").unwrap();
-            publishing.join().unwrap()
-        });
+        let (base, result) = publish_while_staged(
+            "linked",
+            |_| {},
+            |root, staged| {
+                std::fs::hard_link(root.join(staged), root.join("x")).unwrap();
+                std::fs::rename(root.join("x"), root.join("s.txt")).unwrap();
+            },
+        );
+        let root = base.join("root");
         assert_eq!(result, Ok(()));
-        assert_eq!(staging(&root), None);
-        let s = std::fs::metadata(root.join("s.txt")).unwrap();
-        assert_eq!(s.nlink(), 1);
+        assert_eq!(staging_name_in(&root), None);
+        assert_eq!(std::fs::metadata(root.join("s.txt")).unwrap().nlink(), 1);
         assert_eq!(std::fs::read(root.join("s.txt")).unwrap(), b"v2\n");
         let _ = std::fs::remove_dir_all(&base);
     }
