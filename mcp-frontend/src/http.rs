@@ -233,6 +233,11 @@ struct Shared {
     /// ([`LARGE_ANSWER_BYTES`]), as much as [`Shared::body_budget`]'s.
     answer_budget: Arc<Semaphore>,
     answer_budget_kib: usize,
+    /// Each token role's share of [`Shared::answer_budget`], as for bodies: half of it when the
+    /// token file names more than one role (helper-96: one role's unread answers held all of
+    /// it, and every other role's large reads were dropped and answered `503`), and its size.
+    role_answer_budgets: HashMap<String, Arc<Semaphore>>,
+    role_answer_kib: usize,
     /// The calls running in tasks of their own ([`call`]), which a graceful shutdown waits for
     /// as it waits for connections: a call whose client hung up has no connection left.
     in_flight: Arc<InFlight>,
@@ -283,6 +288,12 @@ pub async fn serve(config: Config, first: Db, options: Options) -> Result<(), St
     let role_permits = role_shares(&roles, connections, (connections / 2).max(1));
     let budget_kib = budget_kib.min(Semaphore::MAX_PERMITS);
     let role_body_budgets = role_shares(&roles, budget_kib, budget_kib / 2);
+    let role_answer_budgets = role_shares(&roles, budget_kib, budget_kib / 2);
+    let role_answer_kib = if roles.len() > 1 {
+        budget_kib / 2
+    } else {
+        budget_kib
+    };
     let shared = Arc::new(Shared {
         config,
         tools,
@@ -303,6 +314,8 @@ pub async fn serve(config: Config, first: Db, options: Options) -> Result<(), St
         role_body_budgets,
         answer_budget: Arc::new(Semaphore::new(budget_kib)),
         answer_budget_kib: budget_kib,
+        role_answer_budgets,
+        role_answer_kib,
         in_flight: Arc::default(),
     });
     let in_flight = shared.in_flight.clone();
@@ -313,6 +326,9 @@ pub async fn serve(config: Config, first: Db, options: Options) -> Result<(), St
     eprintln!("patchdiff-mcp: listening on http://{bound}/mcp");
     tracing::info!(%bound, "listening");
     let mut http = hyper::server::conn::http1::Builder::new();
+    // A client that closes its side of the connection is gone (hyper's default, no half close):
+    // that is how a call's or a stream's hang-up is seen at once. A client that shuts down its
+    // sending side after its request (`nc -N`) therefore gets no answer (docs/http.md).
     http.timer(hyper_util::rt::TokioTimer::new())
         .header_read_timeout(options.request_timeout);
     let open = Arc::new(Semaphore::new(options.max_http_connections.max(1)));
@@ -596,7 +612,7 @@ fn json(status: StatusCode, line: String) -> Response {
 /// buffer, holding `room` in the answer budget until the last slice is taken: hyper takes the
 /// next slice only once it has written most of the ones before, so the room is held for as long
 /// as the answer is, give or take hyper's own write buffer.
-fn held_json(status: StatusCode, line: String, room: Option<OwnedSemaphorePermit>) -> Response {
+fn held_json<R: Send + 'static>(status: StatusCode, line: String, room: Option<R>) -> Response {
     const SLICE: usize = 64 * 1024;
     let bytes = Bytes::from(line);
     let length = bytes.len();
@@ -1140,18 +1156,32 @@ async fn call(
         if line.len() <= LARGE_ANSWER_BYTES {
             return json(status, line);
         }
-        // At most the whole budget: one answer larger than all of it still goes, alone.
-        let kib = line.len().div_ceil(1024).min(shared.answer_budget_kib);
+        // At most the role's share (the whole budget with one role): one answer larger than it
+        // still goes, holding all of the share, and the other roles keep the rest.
+        let kib = line
+            .len()
+            .div_ceil(1024)
+            .min(shared.answer_budget_kib)
+            .min(shared.role_answer_kib);
         let kib = u32::try_from(kib).unwrap_or(u32::MAX);
         let wait = if read_only {
             shared.queue_wait
         } else {
             Duration::ZERO
         };
-        match tokio::time::timeout(wait, shared.answer_budget.clone().acquire_many_owned(kib)).await
-        {
+        // The role's share first, then the server's.
+        let share = shared.role_answer_budgets.get(&role).cloned();
+        let rooms = async {
+            let own = match share {
+                Some(s) => Some(s.acquire_many_owned(kib).await?),
+                None => None,
+            };
+            let all = shared.answer_budget.clone().acquire_many_owned(kib).await?;
+            Ok::<_, tokio::sync::AcquireError>((own, all))
+        };
+        match tokio::time::timeout(wait, rooms).await {
             Ok(Ok(held)) => held_json(status, line, Some(held)),
-            _ if !read_only => held_json(status, line, None),
+            _ if !read_only => held_json::<()>(status, line, None),
             _ => {
                 tracing::warn!(
                     role,
@@ -1159,7 +1189,7 @@ async fn call(
                     "a large answer was dropped: the answer budget is held by answers not yet read"
                 );
                 busy(
-                    "large answers not yet read by their clients hold this server's room for answers; nothing was written: retry shortly",
+                    "large answers not yet read by their clients hold this server's room for answers, or this token's role's share of it (half when the token file names several roles); nothing was written: retry shortly",
                 )
             }
         }

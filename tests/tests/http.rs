@@ -1495,6 +1495,95 @@ async fn unread_large_answers_are_bounded() {
     }
 }
 
+/// docs/http.md "Answers in memory" (helper-96): when the token file names several roles, one
+/// role's unread large answers hold at most half of the answer budget. Its second large read is
+/// refused (503) while its first answer is unread, and another role's large reads are served;
+/// before, one role's few unread answers held all of it, and every other role's large reads were
+/// dropped and answered 503 for as long.
+#[tokio::test]
+async fn one_roles_unread_answers_hold_at_most_half_the_room() {
+    use tokio::io::AsyncWriteExt;
+    let dsn = dsn();
+    if patchdiff_tests::not_through_a_router(&dsn, "sets a superuser-only limit on one server")
+        .await
+    {
+        return;
+    }
+    let (login, tenants) = roles("answershares").await;
+    let (ta, tb) = ("token-answer-share-a-0123", "token-answer-share-b-0123");
+    let e = Endpoint::start(
+        &login,
+        &[(ta, &tenants[0]), (tb, &tenants[1])],
+        &["--queue-ms", "300"],
+        &[("PATCHDIFF_MCP_MAX_LINE_BYTES", "1048576")],
+    );
+    let su = superuser().await;
+    su.batch_execute(
+        "SELECT patchdiff_list_targets('{}'::json); SET patchdiff.max_argument_bytes = '64MB'",
+    )
+    .await
+    .unwrap();
+    let mut ids = Vec::new();
+    for tenant in &tenants[..2] {
+        su.batch_execute(&format!("SET ROLE {tenant}"))
+            .await
+            .unwrap();
+        let id: String = su
+            .query_one(
+                "SELECT (patchdiff_initialize_target(json_build_object('filename', 'big.txt', \
+                 'content', repeat('0123456789abcdef', 200000)))::json) ->> 'target_file_id'",
+                &[],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        su.batch_execute("RESET ROLE").await.unwrap();
+        ids.push(id);
+    }
+    su.batch_execute("RESET patchdiff.max_argument_bytes")
+        .await
+        .unwrap();
+    let read =
+        |id: &str| json!({"name": "patchdiff_get_target", "arguments": {"target_file_id": id}});
+    // Role A's client: a small receive buffer, and it never reads its 3.2 MB answer, which holds
+    // all of A's half of the 4 MiB budget.
+    let address = e.url.trim_start_matches("http://").trim_end_matches("/mcp");
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let mut unread = socket.connect(address.parse().unwrap()).await.unwrap();
+    let mut params = read(&ids[0]);
+    params["_meta"] = json!({"io.modelcontextprotocol/protocolVersion": MODERN,
+                             "io.modelcontextprotocol/clientCapabilities": {}});
+    let body =
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}).to_string();
+    let request = format!(
+        "POST /mcp HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {ta}\r\nMCP-Protocol-Version: {MODERN}\r\nMcp-Method: tools/call\r\nMcp-Name: patchdiff_get_target\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    unread.write_all(request.as_bytes()).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (status, _) = e.modern(ta, "tools/call", read(&ids[0]));
+        if status == 503 {
+            break;
+        }
+        assert_eq!(status, 200);
+        assert!(
+            Instant::now() < deadline,
+            "A's second read was never refused while its first answer was unread"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    for _ in 0..3 {
+        let (status, _) = e.modern(tb, "tools/call", read(&ids[1]));
+        assert_eq!(
+            status, 200,
+            "B's large reads are served while A's answer is unread"
+        );
+    }
+    drop(unread);
+}
+
 /// docs/http.md, shutdown: calls whose clients hung up still run, and a graceful shutdown waits
 /// for them as for any call in flight, up to `--shutdown-grace` (1 s here), then says how many it
 /// abandoned. Before, it counted only connections: with two such calls still waiting on a row
