@@ -1007,12 +1007,12 @@ impl Workspace {
             unsafe { libc::unlinkat(parent.as_raw_fd(), tmp.as_ptr(), 0) };
         };
         let mut staged = std::fs::File::from(staged);
-        // Every refusal from here on leaves the staged file emptied, the front end's and
-        // unreadable, wherever it is by then, as well as unlinked under its name: whoever may write
-        // the directory (one not sticky) may have moved it elsewhere on the filesystem before the
-        // rename, and a root front end had already given it the replaced file's owner and mode
-        // (helper-94: 30 of 30 refused SAVEs left another user's file with the published bytes in
-        // a directory of the mover's choosing).
+        // Every refusal from here on leaves the staged file emptied and unreadable to others,
+        // wherever it is by then ([`neutralize`]), as well as unlinked under its name: whoever may
+        // write the directory (one not sticky) may have moved it elsewhere on the filesystem
+        // before the rename, and a root front end had already given it the replaced file's owner
+        // and mode (helper-94: 30 of 30 refused SAVEs left another user's file with the published
+        // bytes in a directory of the mover's choosing).
         let abandon = |staged: &std::fs::File| {
             neutralize(staged);
             unlink_tmp();
