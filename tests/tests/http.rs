@@ -1410,7 +1410,6 @@ async fn one_role_holds_at_most_its_share_of_the_connections() {
 /// (helper-41: 64 unread exports of 29.5 MB, 1.7 GB).
 #[tokio::test]
 async fn unread_large_answers_are_bounded() {
-    use tokio::io::AsyncWriteExt;
     let dsn = dsn();
     if patchdiff_tests::not_through_a_router(&dsn, "sets a superuser-only limit on one server")
         .await
@@ -1425,42 +1424,11 @@ async fn unread_large_answers_are_bounded() {
         &["--queue-ms", "300"],
         &[("PATCHDIFF_MCP_MAX_LINE_BYTES", "1048576")],
     );
-    let su = superuser().await;
-    su.batch_execute(&format!(
-        "SELECT patchdiff_list_targets('{{}}'::json); SET patchdiff.max_argument_bytes = '64MB'; SET ROLE {}",
-        tenants[0]
-    ))
-    .await
-    .unwrap();
-    let id: String = su
-        .query_one(
-            "SELECT (patchdiff_initialize_target(json_build_object('filename', 'big.txt', \
-             'content', repeat('0123456789abcdef', 1500000)))::json) ->> 'target_file_id'",
-            &[],
-        )
-        .await
-        .unwrap()
-        .get(0);
-    su.batch_execute("RESET ROLE; RESET patchdiff.max_argument_bytes")
-        .await
-        .unwrap();
+    let id = big_target(&tenants[0], 1_500_000).await;
     let read = json!({"name": "patchdiff_get_target", "arguments": {"target_file_id": id}});
 
     // The first client: a small receive buffer, and it never reads.
-    let address = e.url.trim_start_matches("http://").trim_end_matches("/mcp");
-    let socket = tokio::net::TcpSocket::new_v4().unwrap();
-    socket.set_recv_buffer_size(4096).unwrap();
-    let mut unread = socket.connect(address.parse().unwrap()).await.unwrap();
-    let mut params = read.clone();
-    params["_meta"] = json!({"io.modelcontextprotocol/protocolVersion": MODERN,
-                             "io.modelcontextprotocol/clientCapabilities": {}});
-    let body =
-        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}).to_string();
-    let request = format!(
-        "POST /mcp HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {token}\r\nMCP-Protocol-Version: {MODERN}\r\nMcp-Method: tools/call\r\nMcp-Name: patchdiff_get_target\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    );
-    unread.write_all(request.as_bytes()).await.unwrap();
+    let unread = unread_call(&e, token, read.clone()).await;
 
     // The same read from another connection: refused while that answer is unread (it may be
     // served first, while the first one's answer is still being made).
@@ -1495,6 +1463,51 @@ async fn unread_large_answers_are_bounded() {
     }
 }
 
+/// A target of `tenant` whose text is `repeats` times 16 hex digits (made with a 64 MB argument
+/// limit, which only a superuser may set).
+async fn big_target(tenant: &str, repeats: usize) -> String {
+    let su = superuser().await;
+    su.batch_execute(&format!(
+        "SELECT patchdiff_list_targets('{{}}'::json); SET patchdiff.max_argument_bytes = '64MB'; SET ROLE {tenant}"
+    ))
+    .await
+    .unwrap();
+    let id: String = su
+        .query_one(
+            "SELECT (patchdiff_initialize_target(json_build_object('filename', 'big.txt', \
+             'content', repeat('0123456789abcdef', $1::int)))::json) ->> 'target_file_id'",
+            &[&i32::try_from(repeats).unwrap()],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    su.batch_execute("RESET ROLE; RESET patchdiff.max_argument_bytes")
+        .await
+        .unwrap();
+    id
+}
+
+/// A connection with a small receive buffer that has sent `tools/call` `params` as `token` and
+/// never reads the answer.
+async fn unread_call(e: &Endpoint, token: &str, mut params: Value) -> tokio::net::TcpStream {
+    use tokio::io::AsyncWriteExt;
+    let address = e.url.trim_start_matches("http://").trim_end_matches("/mcp");
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let mut unread = socket.connect(address.parse().unwrap()).await.unwrap();
+    let name = params["name"].as_str().unwrap().to_owned();
+    params["_meta"] = json!({"io.modelcontextprotocol/protocolVersion": MODERN,
+                             "io.modelcontextprotocol/clientCapabilities": {}});
+    let body =
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}).to_string();
+    let request = format!(
+        "POST /mcp HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {token}\r\nMCP-Protocol-Version: {MODERN}\r\nMcp-Method: tools/call\r\nMcp-Name: {name}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    unread.write_all(request.as_bytes()).await.unwrap();
+    unread
+}
+
 /// docs/http.md "Answers in memory" (helper-96): when the token file names several roles, one
 /// role's unread large answers hold at most half of the answer budget. Its second large read is
 /// refused (503) while its first answer is unread, and another role's large reads are served;
@@ -1502,7 +1515,6 @@ async fn unread_large_answers_are_bounded() {
 /// dropped and answered 503 for as long.
 #[tokio::test]
 async fn one_roles_unread_answers_hold_at_most_half_the_room() {
-    use tokio::io::AsyncWriteExt;
     let dsn = dsn();
     if patchdiff_tests::not_through_a_router(&dsn, "sets a superuser-only limit on one server")
         .await
@@ -1517,50 +1529,15 @@ async fn one_roles_unread_answers_hold_at_most_half_the_room() {
         &["--queue-ms", "300"],
         &[("PATCHDIFF_MCP_MAX_LINE_BYTES", "1048576")],
     );
-    let su = superuser().await;
-    su.batch_execute(
-        "SELECT patchdiff_list_targets('{}'::json); SET patchdiff.max_argument_bytes = '64MB'",
-    )
-    .await
-    .unwrap();
     let mut ids = Vec::new();
     for tenant in &tenants[..2] {
-        su.batch_execute(&format!("SET ROLE {tenant}"))
-            .await
-            .unwrap();
-        let id: String = su
-            .query_one(
-                "SELECT (patchdiff_initialize_target(json_build_object('filename', 'big.txt', \
-                 'content', repeat('0123456789abcdef', 200000)))::json) ->> 'target_file_id'",
-                &[],
-            )
-            .await
-            .unwrap()
-            .get(0);
-        su.batch_execute("RESET ROLE").await.unwrap();
-        ids.push(id);
+        ids.push(big_target(tenant, 200_000).await);
     }
-    su.batch_execute("RESET patchdiff.max_argument_bytes")
-        .await
-        .unwrap();
     let read =
         |id: &str| json!({"name": "patchdiff_get_target", "arguments": {"target_file_id": id}});
     // Role A's client: a small receive buffer, and it never reads its 3.2 MB answer, which holds
     // all of A's half of the 4 MiB budget.
-    let address = e.url.trim_start_matches("http://").trim_end_matches("/mcp");
-    let socket = tokio::net::TcpSocket::new_v4().unwrap();
-    socket.set_recv_buffer_size(4096).unwrap();
-    let mut unread = socket.connect(address.parse().unwrap()).await.unwrap();
-    let mut params = read(&ids[0]);
-    params["_meta"] = json!({"io.modelcontextprotocol/protocolVersion": MODERN,
-                             "io.modelcontextprotocol/clientCapabilities": {}});
-    let body =
-        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}).to_string();
-    let request = format!(
-        "POST /mcp HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {ta}\r\nMCP-Protocol-Version: {MODERN}\r\nMcp-Method: tools/call\r\nMcp-Name: patchdiff_get_target\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    );
-    unread.write_all(request.as_bytes()).await.unwrap();
+    let unread = unread_call(&e, ta, read(&ids[0])).await;
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let (status, _) = e.modern(ta, "tools/call", read(&ids[0]));
