@@ -858,7 +858,9 @@ impl Server {
             return Ok(None);
         }
         match &entry.last_call {
-            Some((k, v, base_hash)) if *v == entry.version => {
+            // This process's last call, when it made the current version and changed the text
+            // (a call that changed nothing hides no earlier one: helper-97).
+            Some((k, v, base_hash)) if *v == entry.version && *base_hash != entry.hash => {
                 let prev = request_key(rel, edits, v - 1, base_hash);
                 return Ok((*k == prev).then(|| json!({"client_request_id": k})));
             }
@@ -869,7 +871,7 @@ impl Server {
         // this process or another) are passed over, up to a page of them: a resend after one of
         // them was taken for a new request and applied a second time (helper-93, helper-95).
         let args = json!({"target_file_id": entry.target_file_id, "status": "accepted",
-                          "limit": NO_OP_VERSIONS_PASSED});
+                          "limit": NO_OP_VERSIONS_PASSED + 1});
         let page = self.sql("patchdiff_get_pdcp_log", &args).await?;
         let Some(row) = page["entries"]
             .as_array()
@@ -883,6 +885,11 @@ impl Server {
         let Some(made) = row["after_version"].as_i64() else {
             return Ok(None);
         };
+        // Read since that call made the text: the same edit is a new request (helper-97: a
+        // version that changed nothing in between made it answer "already applied").
+        if entry.read_at_version.is_some_and(|r| r >= made) {
+            return Ok(None);
+        }
         let key = request_key(
             rel,
             edits,

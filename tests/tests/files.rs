@@ -969,3 +969,54 @@ fn a_path_too_long_for_its_label_is_refused_before_anything_is_created() {
     assert!(text.contains("4085 bytes long"), "{text}");
     assert!(!root.join("a").exists());
 }
+
+/// docs/files.md "Retries" (helper-97): passing over versions that changed nothing (a) still
+/// honours a `read_file` made after the edit (the same edit is then a new request and applies),
+/// (b) passes over as many as it says (20), and (c) does not stop at this process's own last call
+/// when that call changed nothing.
+#[test]
+fn passing_over_versions_that_changed_nothing_keeps_the_other_retry_rules() {
+    let root = scratch("no-op-rules");
+    let mut a = start(&root, &[]);
+    let mut b = start(&root, &[]);
+    let fresh = |name: &str, a: &mut patchdiff_tests::stdio::Session| {
+        std::fs::write(root.join(name), "x = 1\n").unwrap();
+        call(a, "read_file", json!({"path": name}));
+        let (text, _, err) = edit(a, name, "x = 1", "x = 1 + 1");
+        assert!(!err, "{text}");
+    };
+    // (a) Read after the edit, then another process writes the same text: applied again.
+    fresh("ra.txt", &mut a);
+    call(&mut a, "read_file", json!({"path": "ra.txt"}));
+    call(
+        &mut b,
+        "write_file",
+        json!({"path": "ra.txt", "content": "x = 1 + 1\n"}),
+    );
+    let (text, v, err) = edit(&mut a, "ra.txt", "x = 1", "x = 1 + 1");
+    assert!(!err, "{text}");
+    assert_eq!(v["status"], "accepted", "{v}");
+    assert_eq!(
+        std::fs::read(root.join("ra.txt")).unwrap(),
+        b"x = 1 + 1 + 1\n"
+    );
+    // (b) Twenty writes that change nothing: still the resend of the call that made the text.
+    fresh("rb.txt", &mut a);
+    for _ in 0..20 {
+        call(
+            &mut b,
+            "write_file",
+            json!({"path": "rb.txt", "content": "x = 1 + 1\n"}),
+        );
+    }
+    let (_, v, _) = edit(&mut a, "rb.txt", "x = 1", "x = 1 + 1");
+    assert_eq!(v["status"], "deduplicated", "{v}");
+    assert_eq!(std::fs::read(root.join("rb.txt")).unwrap(), b"x = 1 + 1\n");
+    // (c) This process's own edit that changed nothing hides no earlier call.
+    fresh("rc.txt", &mut a);
+    let (text, _, err) = edit(&mut a, "rc.txt", "+ 1", "+ 1");
+    assert!(!err, "{text}");
+    let (_, v, _) = edit(&mut a, "rc.txt", "x = 1", "x = 1 + 1");
+    assert_eq!(v["status"], "deduplicated", "{v}");
+    assert_eq!(std::fs::read(root.join("rc.txt")).unwrap(), b"x = 1 + 1\n");
+}
