@@ -320,16 +320,19 @@ pub fn shape_within(text: &str, max_values: usize, max_objects: usize) -> Result
     while i < b.len() {
         match b[i] {
             b'"' => {
-                // To the closing quote, escapes skipped whole.
+                // To the closing quote: the next quote after an even run of backslashes (an odd
+                // run escapes it). Jumping from quote to quote, where stopping at every escape
+                // cost a 1 MB replacement with a line break every 20 bytes 0.36 ms.
                 i += 1;
                 loop {
-                    match memchr::memchr2(b'"', b'\\', &b[i.min(b.len())..]) {
-                        None => return Ok(()),
-                        Some(j) if b[i + j] == b'\\' => i += j + 2,
-                        Some(j) => {
-                            i += j + 1;
-                            break;
-                        }
+                    let Some(j) = memchr::memchr(b'"', &b[i..]) else {
+                        return Ok(());
+                    };
+                    let quote = i + j;
+                    i = quote + 1;
+                    let escapes = b[..quote].iter().rev().take_while(|&&c| c == b'\\').count();
+                    if escapes % 2 == 0 {
+                        break;
                     }
                 }
                 continue;
