@@ -306,6 +306,18 @@ pub async fn stored_version(c: &impl GenericClient, id: &str) -> i64 {
     .get(0)
 }
 
+/// A size field of process `pid`'s `/proc/<pid>/status` (`VmSize:`, `VmHWM:`), in bytes.
+pub fn proc_status_bytes(pid: impl std::fmt::Display, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_else(|e| panic!("process {pid} is not on this machine: {e}"));
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or_else(|| panic!("{field} of {pid}"));
+    kb * 1024
+}
+
 /// How many attempts the log holds for a target, read from its table directly.
 pub async fn logged_attempts(c: &impl GenericClient, id: &str) -> i64 {
     c.query_one(

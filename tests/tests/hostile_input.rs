@@ -867,19 +867,7 @@ async fn rejections_quote_a_senders_long_names_briefly() {
 
 /// The backend's address space now, in bytes (`VmSize` of `/proc/<pid>/status`).
 fn vm_size(pid: i32) -> u64 {
-    proc_status_bytes(pid, "VmSize:")
-}
-
-/// A size field of `/proc/<pid>/status` (`VmSize:`, `VmHWM:`), in bytes.
-fn proc_status_bytes(pid: i32, field: &str) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_else(|e| panic!("the backend {pid} is not on this machine: {e}"));
-    let kb: u64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix(field))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or_else(|| panic!("{field} of {pid}"));
-    kb * 1024
+    patchdiff_tests::proc_status_bytes(pid, "VmSize:")
 }
 
 /// docs/sql-api.md "Argument size is bounded" (its shape): an argument of many small JSON values
@@ -918,7 +906,7 @@ async fn an_argument_of_many_small_values_is_refused_before_it_is_parsed() {
     .await
     .unwrap();
     assert_eq!(r["code"], "unknown_argument", "{r}");
-    let peak_before = proc_status_bytes(pid, "VmHWM:");
+    let peak_before = patchdiff_tests::proc_status_bytes(pid, "VmHWM:");
     for (function, args, counted) in [
         (
             "patchdiff_get_target",
@@ -966,7 +954,7 @@ async fn an_argument_of_many_small_values_is_refused_before_it_is_parsed() {
         .unwrap();
     let r: Value = serde_json::from_str(row.get(0)).unwrap();
     assert_eq!(r["code"], "arguments_too_complex", "{r}");
-    let grew = proc_status_bytes(pid, "VmHWM:") - peak_before;
+    let grew = patchdiff_tests::proc_status_bytes(pid, "VmHWM:") - peak_before;
     assert!(
         grew < 32 << 20,
         "the backend's peak grew by {} MB past what a string of the same size took",

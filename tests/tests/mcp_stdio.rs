@@ -1385,12 +1385,7 @@ fn a_line_is_not_amplified_into_values() {
         (&Value::Null, &json!(-32600)),
         "{r}"
     );
-    let status = std::fs::read_to_string(format!("/proc/{}/status", m.pipes.pid())).unwrap();
-    let peak_kib: u64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap();
+    let peak_kib = patchdiff_tests::proc_status_bytes(m.pipes.pid(), "VmHWM:") / 1024;
     assert!(
         peak_kib < 160 * 1024,
         "the server's peak memory was {peak_kib} kB for a 16 MiB line"
