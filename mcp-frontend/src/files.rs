@@ -1080,7 +1080,7 @@ impl Server {
                 ws,
                 path,
                 rel,
-                "patchdiff_submit_edits",
+                Call::Edit,
                 &submission,
                 disk_eol_format(&disk),
                 &entry,
@@ -1262,16 +1262,8 @@ impl Server {
                     "expected_current_hash": sent_against,
                     "source": "files/write_file",
                 });
-                self.submit_and_publish(
-                    ws,
-                    path,
-                    rel,
-                    "patchdiff_submit_replacement",
-                    &submission,
-                    format,
-                    &entry,
-                )
-                .await
+                self.submit_and_publish(ws, path, rel, Call::Write, &submission, format, &entry)
+                    .await
             }
         };
         match outcome {
@@ -1348,12 +1340,13 @@ impl Server {
             json!({"status": "accepted", "target_file_id": entry.target_file_id,
             "version": entry.version, "current_hash": entry.hash}),
             entry,
+            Call::Write,
             true,
         )
         .await
     }
 
-    /// BEGIN; the submission (`function`, `submission`); if accepted, the publishing SAVE in
+    /// BEGIN; the submission (`call`'s function, `submission`); if accepted, the publishing SAVE in
     /// the same transaction, the file installed and COMMIT; if rejected, COMMIT of the logged
     /// attempt alone.
     #[allow(clippy::too_many_arguments)]
@@ -1362,7 +1355,7 @@ impl Server {
         ws: &Workspace,
         path: &str,
         rel: &str,
-        function: &str,
+        call: Call,
         submission: &Value,
         eol_format: &str,
         entry: &Entry,
@@ -1371,7 +1364,7 @@ impl Server {
         if let Err(a) = self.begin(path, &args).await {
             return Submitted::Answer(a);
         }
-        let text = match self.db.call_in_transaction(function, &args).await {
+        let text = match self.db.call_in_transaction(call.function(), &args).await {
             Ok(t) => t,
             Err(e) => {
                 self.db.rollback().await;
@@ -1431,7 +1424,8 @@ impl Server {
             last_call: None,
             target_file_id: entry.target_file_id.clone(),
         };
-        self.publish(ws, path, rel, &save, v, after, false).await
+        self.publish(ws, path, rel, &save, v, after, call, false)
+            .await
     }
 
     /// The publishing SAVE of the open transaction, then the answer: `submitted` with the
@@ -1447,6 +1441,7 @@ impl Server {
         save: &Value,
         submitted: Value,
         after: Entry,
+        call: Call,
         may_create: bool,
     ) -> Submitted {
         let answer = publish_in_transaction(
@@ -1483,13 +1478,20 @@ impl Server {
                     )
                 } else if code == "external_disk_drift" {
                     self.files.reimport.insert(rel.to_owned());
-                    format!(
-                        "Error: {path} changed on disk since it was last read; nothing was written and the edits were not applied. Read it again with read_file, then redo the edit."
-                    )
+                    match call {
+                        Call::Edit => format!(
+                            "Error: {path} changed on disk since it was last read; nothing was written and the edits were not applied. Read it again with read_file, then redo the edit."
+                        ),
+                        Call::Write => format!(
+                            "Error: {path} changed on disk since it was last read; nothing was written. Read it again with read_file, then write it again if it should still be replaced."
+                        ),
+                    }
                 } else {
-                    format!(
-                        "Error: {path} was not written ({code}): {detail} The edits were not applied."
-                    )
+                    let undone = match call {
+                        Call::Edit => "The edits were not applied.",
+                        Call::Write => "The file was left as it was.",
+                    };
+                    format!("Error: {path} was not written ({code}): {detail} {undone}")
                 };
                 let m = rejection_record(&v);
                 Submitted::Answer(failure(path, m, text))
@@ -1513,6 +1515,24 @@ fn disk_eol_format(disk: &str) -> &'static str {
 fn save_args(target_file_id: &str, version: i64, eol: &str) -> Value {
     json!({"target_file_id": target_file_id, "expected_target_version": version,
         "sync_workspace": true, "workspace_eol_format": eol})
+}
+
+/// The call a publication is for, which its refusal names.
+#[derive(Clone, Copy)]
+enum Call {
+    /// `edit_file`: `patchdiff_submit_edits`.
+    Edit,
+    /// `write_file` over an existing file (`patchdiff_submit_replacement`), or a new file.
+    Write,
+}
+
+impl Call {
+    fn function(self) -> &'static str {
+        match self {
+            Call::Edit => "patchdiff_submit_edits",
+            Call::Write => "patchdiff_submit_replacement",
+        }
+    }
 }
 
 /// How a submission with its publication ended.

@@ -336,47 +336,61 @@ fn another_edit_sent_with_this_calls_key_is_not_taken_for_it() {
 /// Issue 19 item 4 "all edits of one call atomic" and "publication under the workspace rules":
 /// the file changed between the submission and the installation (paused at the test hook): the
 /// publication is refused as external_disk_drift and the call's transaction rolls back, so the
-/// accepted attempt and the new version are gone; the human's bytes stay.
+/// accepted attempt and the new version are gone; the human's bytes stay. The refusal names the
+/// call it refuses: a refused `write_file` applied no edits (helper-95 found it said it had not).
 #[test]
 fn a_publication_refused_mid_call_rolls_the_whole_call_back() {
-    let root = scratch("drift");
-    let hooks = scratch("drift-hook");
-    let file = root.join("b.txt");
-    std::fs::write(&file, "alpha\nbeta\n").unwrap();
-    let hook_dir = hooks.to_string_lossy().into_owned();
-    let mut s = start(
-        &root,
-        &[
-            ("PATCHDIFF_WORKSPACE_TEST_HOOK", "after_walk"),
-            ("PATCHDIFF_WORKSPACE_TEST_HOOK_DIR", &hook_dir),
-        ],
-    );
-    let (_, read, _) = call(&mut s, "read_file", json!({"path": "b.txt"}));
-    let target = read["target_file_id"].as_str().unwrap().to_owned();
-    let line = json!({"jsonrpc": "2.0", "id": 99, "method": "tools/call",
-        "params": {"name": "edit_file", "arguments": {"path": "b.txt", "edits": [{"oldText": "alpha", "newText": "ALPHA"}]}}});
-    s.pipes.send(format!("{line}\n").as_bytes());
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !hooks.join("paused").exists() {
-        assert!(Instant::now() < deadline, "the hook never paused");
-        std::thread::sleep(Duration::from_millis(10));
+    let cases = [
+        (
+            "edit_file",
+            json!({"path": "b.txt", "edits": [{"oldText": "alpha", "newText": "ALPHA"}]}),
+            "nothing was written and the edits were not applied",
+        ),
+        (
+            "write_file",
+            json!({"path": "b.txt", "content": "ALPHA\nbeta\n"}),
+            "nothing was written. Read it again with read_file, then write it again",
+        ),
+    ];
+    for (tool, arguments, says) in cases {
+        let root = scratch(&format!("drift-{tool}"));
+        let hooks = scratch(&format!("drift-hook-{tool}"));
+        let file = root.join("b.txt");
+        std::fs::write(&file, "alpha\nbeta\n").unwrap();
+        let hook_dir = hooks.to_string_lossy().into_owned();
+        let mut s = start(
+            &root,
+            &[
+                ("PATCHDIFF_WORKSPACE_TEST_HOOK", "after_walk"),
+                ("PATCHDIFF_WORKSPACE_TEST_HOOK_DIR", &hook_dir),
+            ],
+        );
+        let (_, read, _) = call(&mut s, "read_file", json!({"path": "b.txt"}));
+        let target = read["target_file_id"].as_str().unwrap().to_owned();
+        let line = json!({"jsonrpc": "2.0", "id": 99, "method": "tools/call",
+            "params": {"name": tool, "arguments": arguments}});
+        s.pipes.send(format!("{line}\n").as_bytes());
+        wait_paused(&hooks);
+        std::fs::write(&file, "alpha\nbeta\nhuman\n").unwrap();
+        std::fs::write(hooks.join("resume"), "").unwrap();
+        let reply: Value =
+            serde_json::from_slice(&s.pipes.line(Duration::from_secs(30)).unwrap()).unwrap();
+        let r = &reply["result"];
+        assert_eq!(r["isError"], true, "{tool}: {reply}");
+        assert_eq!(
+            r["structuredContent"]["failure_reason"], "external_disk_drift",
+            "{tool}"
+        );
+        let text = r["content"][0]["text"].as_str().unwrap();
+        assert!(text.contains(says), "{tool}: {text}");
+        assert_eq!(text.contains("edit"), tool == "edit_file", "{tool}: {text}");
+        assert_eq!(std::fs::read(&file).unwrap(), b"alpha\nbeta\nhuman\n");
+        assert!(
+            log(&target).is_empty(),
+            "{tool}: the accepted attempt was rolled back with the publication"
+        );
+        assert_eq!(state(&target).0, "0", "{tool}");
     }
-    std::fs::write(&file, "alpha\nbeta\nhuman\n").unwrap();
-    std::fs::write(hooks.join("resume"), "").unwrap();
-    let reply: Value =
-        serde_json::from_slice(&s.pipes.line(Duration::from_secs(30)).unwrap()).unwrap();
-    let r = &reply["result"];
-    assert_eq!(r["isError"], true, "{reply}");
-    assert_eq!(
-        r["structuredContent"]["failure_reason"],
-        "external_disk_drift"
-    );
-    assert_eq!(std::fs::read(&file).unwrap(), b"alpha\nbeta\nhuman\n");
-    assert!(
-        log(&target).is_empty(),
-        "the accepted attempt was rolled back with the publication"
-    );
-    assert_eq!(state(&target).0, "0");
 }
 
 /// docs/files.md, "read_file of a stale file imports it again ... after which edits apply to
