@@ -638,6 +638,16 @@ fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
     headers.get(name).and_then(|v| v.to_str().ok())
 }
 
+/// Why `header_str` found no `shown` header: it is absent (`absent`), or it was sent with bytes
+/// that are not visible ASCII, which is said as such rather than as a missing header.
+fn no_header_text(headers: &HeaderMap, shown: &str, absent: String) -> String {
+    if headers.contains_key(shown) {
+        format!("the {shown} header is not visible ASCII text")
+    } else {
+        absent
+    }
+}
+
 /// `localhost`, `127.0.0.1` or `[::1]`, with or without a port (digits only): nothing else
 /// after the name, so `localhost:1@evil.example` or `localhost:evil.example` is not loopback.
 fn is_loopback_host(host: &str) -> bool {
@@ -747,7 +757,11 @@ fn modern_headers(
     params: Option<&RawValue>,
 ) -> Result<(), String> {
     let Some(sent) = header_str(headers, "mcp-method") else {
-        return Err("the Mcp-Method header is required".into());
+        return Err(no_header_text(
+            headers,
+            "Mcp-Method",
+            "the Mcp-Method header is required".into(),
+        ));
     };
     if sent != method {
         return Err(format!(
@@ -767,7 +781,11 @@ fn modern_headers(
             })
             .and_then(|n| serde_json::from_str::<String>(n.get()).ok());
         let Some(raw) = header_str(headers, "mcp-name") else {
-            return Err(format!("the Mcp-Name header is required on {method}"));
+            return Err(no_header_text(
+                headers,
+                "Mcp-Name",
+                format!("the Mcp-Name header is required on {method}"),
+            ));
         };
         let Some(value) = header_value(raw) else {
             return Err("the Mcp-Name header is not valid base64".into());
@@ -982,6 +1000,15 @@ async fn answer(shared: &Arc<Shared>, request: Request, log: &mut CallLog) -> Re
                 return refusal(StatusCode::BAD_REQUEST, &id, r.code, &r.message, r.data);
             }
         },
+        None if headers.contains_key("mcp-protocol-version") => {
+            return refusal(
+                StatusCode::BAD_REQUEST,
+                &id,
+                INVALID_REQUEST,
+                "Invalid Request: the MCP-Protocol-Version header is not visible ASCII text",
+                None,
+            );
+        }
         None if method == "initialize" => Era::Handshake,
         None => {
             return refusal(

@@ -910,8 +910,8 @@ async fn clients_that_never_finish_a_request_are_disconnected() {
 
 /// docs/http.md, DNS rebinding: an `Origin` that is not visible ASCII is refused like any other
 /// origin that is not allowed (it used to be overlooked, as if absent), an origin or host with
-/// more than a port after `localhost` is not loopback, and a request with two `Origin`, `Host`
-/// or `Authorization` headers is refused 400.
+/// more than a port after `localhost` is not loopback, a request with two `Origin`, `Host`
+/// or `Authorization` headers is refused 400, and so is an MCP header that is not visible ASCII.
 #[tokio::test]
 async fn odd_origins_and_hosts_are_refused() {
     use std::io::Write;
@@ -965,6 +965,19 @@ async fn odd_origins_and_hosts_are_refused() {
     assert!(got.starts_with("HTTP/1.1 400"), "{got}");
     let got = send(b"", "localhost\r\nAuthorization: Bearer another");
     assert!(got.starts_with("HTTP/1.1 400"), "{got}");
+    // A header sent with bytes that are not visible ASCII is refused as such; it was refused as
+    // missing (helper-96). The value sent first is the one read.
+    for (header, value) in [
+        ("Mcp-Method", "tools/listé"),
+        ("MCP-Protocol-Version", "2026-07-28é"),
+    ] {
+        let got = send(b"", &format!("localhost\r\n{header}: {value}"));
+        assert!(got.starts_with("HTTP/1.1 400"), "{got}");
+        assert!(
+            got.contains(&format!("the {header} header is not visible ASCII text")),
+            "{got}"
+        );
+    }
 }
 
 /// docs/http.md "Limits": connections over `--max-http-connections` are answered 503 and
