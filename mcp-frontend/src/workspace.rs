@@ -830,8 +830,19 @@ impl Workspace {
     }
 
     /// Opens the parent directory of `parts` (all but the last), one non-following component at
-    /// a time. With `create`, missing directories are created (mode 0700).
-    fn walk(&self, parts: &[&str], create: bool) -> Result<OwnedFd, Refusal> {
+    /// a time.
+    fn walk(&self, parts: &[&str]) -> Result<OwnedFd, Refusal> {
+        self.walk_making(parts, false, &mut MadeDirs::default())
+    }
+
+    /// [`Workspace::walk`]; with `create`, missing directories are created (mode 0700), each
+    /// noted in `made` for the caller to remove if what it created them for fails.
+    fn walk_making(
+        &self,
+        parts: &[&str],
+        create: bool,
+        made: &mut MadeDirs,
+    ) -> Result<OwnedFd, Refusal> {
         let mut dir = openat(self.root.as_raw_fd(), &c".".into(), DIR_FLAGS, 0)
             .map_err(|e| io_refusal("opening the workspace root", e))?;
         for part in &parts[..parts.len() - 1] {
@@ -840,14 +851,22 @@ impl Workspace {
                 Ok(d) => d,
                 Err(e) if e.raw_os_error() == Some(libc::ENOENT) && create => {
                     // SAFETY: name is NUL-terminated; dir is open.
-                    if unsafe { libc::mkdirat(dir.as_raw_fd(), name.as_ptr(), 0o700) } != 0 {
+                    let created =
+                        unsafe { libc::mkdirat(dir.as_raw_fd(), name.as_ptr(), 0o700) } == 0;
+                    if !created {
                         let e = last_error();
                         if e.raw_os_error() != Some(libc::EEXIST) {
                             return Err(io_refusal("creating a parent directory", e));
                         }
                     }
-                    openat(dir.as_raw_fd(), &name, DIR_FLAGS, 0)
-                        .map_err(|e| self.walk_error(&dir, &name, e))?
+                    let next = openat(dir.as_raw_fd(), &name, DIR_FLAGS, 0)
+                        .map_err(|e| self.walk_error(&dir, &name, e))?;
+                    if created && let Ok(st) = fstat(next.as_raw_fd()) {
+                        let parent = std::mem::replace(&mut dir, next);
+                        made.0.push((parent, name, (st.st_dev, st.st_ino)));
+                        continue;
+                    }
+                    next
                 }
                 Err(e) => return Err(self.walk_error(&dir, &name, e)),
             };
@@ -880,7 +899,7 @@ impl Workspace {
     pub fn import(&self, rel: &str) -> Result<String, Refusal> {
         let parts = validate(rel)?;
         self.check_reserved(&parts)?;
-        let parent = self.walk(&parts, false)?;
+        let parent = self.walk(&parts)?;
         let _lease = Lease::acquire(&parent)?;
         let name = cstr(parts[parts.len() - 1])?;
         let disk = read_at(&parent, &name, IMPORT_MAX_BYTES, self.key.file_identity)?;
@@ -941,11 +960,30 @@ impl Workspace {
                 ),
             )
         };
-        // Missing parent directories are created only for a file that may be created.
-        let parent = match self.walk(&parts, p.may_create) {
-            Err(r) if r.code == "workspace_file_not_found" => return Err(gone()),
-            parent => parent?,
+        // Missing parent directories are created only for a file that may be created, and
+        // removed again if it is not (helper-94: a new file refused on a full file system left
+        // the directories made for it).
+        let mut made = MadeDirs::default();
+        let parent = match self.walk_making(&parts, p.may_create, &mut made) {
+            Err(r) if r.code == "workspace_file_not_found" => Err(gone()),
+            parent => parent,
         };
+        let installed = parent.and_then(|parent| self.install_at(p, &parts, parent, gone));
+        if installed.is_err() {
+            made.remove();
+        }
+        installed
+    }
+
+    /// [`Workspace::try_publish`] from the walked parent directory on: lease, drift checks,
+    /// staging and installation.
+    fn install_at(
+        &self,
+        p: &Publication,
+        parts: &[&str],
+        parent: OwnedFd,
+        gone: impl Fn() -> Refusal,
+    ) -> Result<Outcome, Refusal> {
         self.hook("after_walk");
         let lease = Lease::acquire(&parent)?;
         self.hook("after_lease");
@@ -1193,6 +1231,31 @@ impl Workspace {
     /// Test hook point between installation and the caller's COMMIT.
     pub fn before_commit(&self) {
         self.hook("before_commit");
+    }
+}
+
+/// The directories a walk created, each with its parent and identity, newest last.
+#[derive(Default)]
+struct MadeDirs(Vec<(OwnedFd, CString, (libc::dev_t, libc::ino_t))>);
+
+impl MadeDirs {
+    /// Removes them, newest first, each only while its name still holds the directory made and
+    /// it is empty (`rmdir` refuses a directory holding anything, such as another publication's
+    /// file made meanwhile): what is left is as the walk found it.
+    fn remove(&mut self) {
+        while let Some((parent, name, made)) = self.0.pop() {
+            let Ok(st) = stat_at(&parent, &name) else {
+                return;
+            };
+            if (st.st_dev, st.st_ino) != made {
+                return;
+            }
+            // SAFETY: name is NUL-terminated; parent is open.
+            if unsafe { libc::unlinkat(parent.as_raw_fd(), name.as_ptr(), libc::AT_REMOVEDIR) } != 0
+            {
+                return;
+            }
+        }
     }
 }
 
@@ -1962,6 +2025,63 @@ mod tests {
             .unwrap()
             .map(|e| e.unwrap().file_name().into_string().unwrap())
             .find(|n| is_staging_name(n))
+    }
+
+    /// docs/workspace.md, "Publication": the directories a new file's publication made are
+    /// removed when it is refused (helper-94: one refused on a full file system left them), but
+    /// only while empty: one that holds another file meanwhile stays. Here the refusal is the
+    /// lease of the new directory, held by another process while the publication waits for it.
+    #[test]
+    fn a_refused_new_file_leaves_no_directory_made_for_it() {
+        let base = scratch("made-dirs");
+        let (root, hooks) = (base.join("root"), base.join("hooks"));
+        std::fs::create_dir_all(&hooks).unwrap();
+        std::fs::create_dir_all(root.join("old")).unwrap();
+        let key = BindingKey::load_or_create(&base.join("root/keys/workspace.key")).unwrap();
+        let reserved = DEFAULT_RESERVED.iter().map(|s| s.to_string()).collect();
+        let hook = Hook {
+            point: "after_walk".into(),
+            dir: hooks.clone(),
+        };
+        let ws = Workspace::open(&root, key, reserved, Some(hook)).unwrap();
+        // The path, a file another process puts meanwhile, the first directory made and removed,
+        // and what is left.
+        for (rel, other, gone, left) in [
+            ("old/new/deeper/f.txt", None, "old/new", "old"),
+            ("a/b/f.txt", Some("a/other.txt"), "a/b", "a/other.txt"),
+        ] {
+            let _ = std::fs::remove_file(hooks.join("paused"));
+            let _ = std::fs::remove_file(hooks.join("resume"));
+            ws.hook_fired
+                .store(false, std::sync::atomic::Ordering::Relaxed);
+            let mut p = publication(&ws, rel, b"", "new\n");
+            p.may_create = true;
+            let made = root.join(Path::new(rel).parent().unwrap());
+            let result = std::thread::scope(|scope| {
+                let publishing = scope.spawn(|| publish_code(&ws, &p));
+                let deadline = Instant::now() + Duration::from_secs(30);
+                while !hooks.join("paused").exists() {
+                    assert!(Instant::now() < deadline, "the hook never paused");
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                let held = std::fs::File::open(&made).unwrap();
+                // SAFETY: held is open.
+                let locked =
+                    unsafe { libc::flock(held.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+                assert_eq!(locked, 0);
+                if let Some(other) = other {
+                    std::fs::write(root.join(other), "another file\n").unwrap();
+                }
+                std::fs::write(hooks.join("resume"), "").unwrap();
+                let result = publishing.join().unwrap();
+                drop(held);
+                result
+            });
+            assert_eq!(result, Err("workspace_busy"), "{rel}");
+            assert!(!root.join(gone).exists(), "{rel}: {gone} was left");
+            assert!(root.join(left).exists(), "{rel}: {left} is gone");
+        }
+        let _ = std::fs::remove_dir_all(&base);
     }
 
     /// docs/workspace.md, "Publication": a process that may write the directory and puts a file
