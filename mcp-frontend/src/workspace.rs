@@ -1997,26 +1997,48 @@ mod tests {
         std::fs::create_dir_all(&hooks).unwrap();
         std::fs::write(root.join("s.txt"), "v1\n").unwrap();
         prepare(&base);
+        let ws = hooked(&base, "after_staging");
+        let p = publication(&ws, "s.txt", b"v1\n", "v2\n");
+        let result = publish_paused(&ws, &p, &hooks, || {
+            act(&root, &staging_name_in(&root).expect("a staged file"))
+        });
+        (base, result)
+    }
+
+    /// The workspace `<base>/root` with the test hook at `point` in `<base>/hooks`.
+    fn hooked(base: &Path, point: &str) -> Workspace {
         let key = BindingKey::load_or_create(&base.join("root/keys/workspace.key")).unwrap();
         let reserved = DEFAULT_RESERVED.iter().map(|s| s.to_string()).collect();
         let hook = Hook {
-            point: "after_staging".into(),
-            dir: hooks.clone(),
+            point: point.into(),
+            dir: base.join("hooks"),
         };
-        let ws = Workspace::open(&root, key, reserved, Some(hook)).unwrap();
-        let p = publication(&ws, "s.txt", b"v1\n", "v2\n");
-        let result = std::thread::scope(|scope| {
-            let publishing = scope.spawn(|| publish_code(&ws, &p));
+        Workspace::open(&base.join("root"), key, reserved, Some(hook)).unwrap()
+    }
+
+    /// Publishes `p` in a thread of its own, runs `act` while the hook holds it paused, then
+    /// lets it go on: its outcome. The hook fires again for the next call.
+    fn publish_paused(
+        ws: &Workspace,
+        p: &Publication,
+        hooks: &Path,
+        act: impl FnOnce(),
+    ) -> Result<(), &'static str> {
+        let _ = std::fs::remove_file(hooks.join("paused"));
+        let _ = std::fs::remove_file(hooks.join("resume"));
+        ws.hook_fired
+            .store(false, std::sync::atomic::Ordering::Relaxed);
+        std::thread::scope(|scope| {
+            let publishing = scope.spawn(|| publish_code(ws, p));
             let deadline = Instant::now() + Duration::from_secs(30);
             while !hooks.join("paused").exists() {
                 assert!(Instant::now() < deadline, "the hook never paused");
                 std::thread::sleep(Duration::from_millis(5));
             }
-            act(&root, &staging_name_in(&root).expect("a staged file"));
+            act();
             std::fs::write(hooks.join("resume"), "").unwrap();
             publishing.join().unwrap()
-        });
-        (base, result)
+        })
     }
 
     /// The staging file's name in `dir`, if there is one.
@@ -2037,46 +2059,28 @@ mod tests {
         let (root, hooks) = (base.join("root"), base.join("hooks"));
         std::fs::create_dir_all(&hooks).unwrap();
         std::fs::create_dir_all(root.join("old")).unwrap();
-        let key = BindingKey::load_or_create(&base.join("root/keys/workspace.key")).unwrap();
-        let reserved = DEFAULT_RESERVED.iter().map(|s| s.to_string()).collect();
-        let hook = Hook {
-            point: "after_walk".into(),
-            dir: hooks.clone(),
-        };
-        let ws = Workspace::open(&root, key, reserved, Some(hook)).unwrap();
+        let ws = hooked(&base, "after_walk");
         // The path, a file another process puts meanwhile, the first directory made and removed,
         // and what is left.
         for (rel, other, gone, left) in [
             ("old/new/deeper/f.txt", None, "old/new", "old"),
             ("a/b/f.txt", Some("a/other.txt"), "a/b", "a/other.txt"),
         ] {
-            let _ = std::fs::remove_file(hooks.join("paused"));
-            let _ = std::fs::remove_file(hooks.join("resume"));
-            ws.hook_fired
-                .store(false, std::sync::atomic::Ordering::Relaxed);
             let mut p = publication(&ws, rel, b"", "new\n");
             p.may_create = true;
             let made = root.join(Path::new(rel).parent().unwrap());
-            let result = std::thread::scope(|scope| {
-                let publishing = scope.spawn(|| publish_code(&ws, &p));
-                let deadline = Instant::now() + Duration::from_secs(30);
-                while !hooks.join("paused").exists() {
-                    assert!(Instant::now() < deadline, "the hook never paused");
-                    std::thread::sleep(Duration::from_millis(5));
-                }
-                let held = std::fs::File::open(&made).unwrap();
-                // SAFETY: held is open.
-                let locked =
-                    unsafe { libc::flock(held.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+            let mut held = None;
+            let result = publish_paused(&ws, &p, &hooks, || {
+                let dir = std::fs::File::open(&made).unwrap();
+                // SAFETY: dir is open.
+                let locked = unsafe { libc::flock(dir.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
                 assert_eq!(locked, 0);
+                held = Some(dir);
                 if let Some(other) = other {
                     std::fs::write(root.join(other), "another file\n").unwrap();
                 }
-                std::fs::write(hooks.join("resume"), "").unwrap();
-                let result = publishing.join().unwrap();
-                drop(held);
-                result
             });
+            drop(held);
             assert_eq!(result, Err("workspace_busy"), "{rel}");
             assert!(!root.join(gone).exists(), "{rel}: {gone} was left");
             assert!(root.join(left).exists(), "{rel}: {left} is gone");
