@@ -122,6 +122,26 @@ fn main() {
             format!("{}{}", "[".repeat(1 << 18), "]".repeat(1 << 18)),
         ),
         (
+            "yaml 40,000 documents '---' (160 KB)",
+            Language::Yaml,
+            "---\n".repeat(40_000),
+        ),
+        (
+            "yaml 40,000 documents '---' + 'a: 1'",
+            Language::Yaml,
+            "---\na: 1\n".repeat(40_000),
+        ),
+        (
+            "yaml 40,001 lines under one key",
+            Language::Yaml,
+            format!(
+                "top:\n{}",
+                (0..40_000)
+                    .map(|i| format!("  k{i}: 1\n"))
+                    .collect::<String>()
+            ),
+        ),
+        (
             "python 1 MiB (benchmark module)",
             Language::Python,
             python_1mib(),

@@ -258,6 +258,27 @@ pub(crate) fn children<'t>(
     }
 }
 
+/// The children of `node` (named and anonymous) into `out`, without their field names, which
+/// [`children`] reads for each child: the cursor finds a field name by walking back over the
+/// node's earlier children, so naming every child of a node with many (a YAML stream of 20,000
+/// documents) cost time quadratic in their number (helper-98).
+pub(crate) fn nodes<'t>(
+    cursor: &mut TreeCursor<'t>,
+    node: Node<'t>,
+    out: &mut Vec<(Node<'t>, Option<&'t str>)>,
+) {
+    out.clear();
+    cursor.reset(node);
+    if cursor.goto_first_child() {
+        loop {
+            out.push((cursor.node(), None));
+            if !cursor.goto_next_sibling() {
+                break;
+            }
+        }
+    }
+}
+
 /// The first child of `node` with the field `field` (for small nodes).
 pub(crate) fn field<'t>(node: Node<'t>, field: &str) -> Option<Node<'t>> {
     node.child_by_field_name(field)

@@ -2,8 +2,8 @@
 //! JSON. Every document's root collection is at the top level.
 
 use crate::common::{
-    ARRAY, CONFIG_ITEM, Collector, IdPicker, MAX_DEPTH, OBJECT, children, keyed_name, strip_quotes,
-    unescape,
+    ARRAY, CONFIG_ITEM, Collector, IdPicker, MAX_DEPTH, OBJECT, children, keyed_name, nodes,
+    strip_quotes, unescape,
 };
 use tree_sitter::Node;
 
@@ -65,11 +65,11 @@ pub(crate) fn extract(out: &mut Collector<'_>, root: Node<'_>) {
     let mut kids = Vec::new();
     let mut doc_kids = Vec::new();
     let mut roots = Vec::new();
-    children(&mut cursor, root, &mut kids);
+    nodes(&mut cursor, root, &mut kids);
     for &(child, _) in kids.iter() {
         match child.kind() {
             "document" => {
-                children(&mut cursor, child, &mut doc_kids);
+                nodes(&mut cursor, child, &mut doc_kids);
                 for &(node, _) in doc_kids.iter() {
                     if matches!(node.kind(), "block_node" | "flow_node") {
                         roots.extend(root_task(node));
@@ -93,7 +93,7 @@ pub(crate) fn extract(out: &mut Collector<'_>, root: Node<'_>) {
                 parent,
                 depth,
             } => {
-                children(&mut cursor, node, &mut kids);
+                nodes(&mut cursor, node, &mut kids);
                 for &(pair, _) in kids.iter() {
                     if out.full() {
                         break;
@@ -149,7 +149,7 @@ pub(crate) fn extract(out: &mut Collector<'_>, root: Node<'_>) {
                 parent,
                 depth,
             } => {
-                children(&mut cursor, node, &mut kids);
+                nodes(&mut cursor, node, &mut kids);
                 let items = kids.iter().filter(|(c, _)| {
                     matches!(c.kind(), "block_sequence_item" | "flow_node" | "flow_pair")
                 });
