@@ -445,3 +445,82 @@ async fn a_keyed_call_waiting_in_a_repeatable_read_transaction_is_recovered_not_
         }
     }
 }
+
+/// docs/reliability.md, "Found" (helper-100): a submission in a REPEATABLE READ or SERIALIZABLE
+/// transaction that names a `parent_pdcp_log_id`, or an `observation_id`, recorded by another
+/// session after the transaction's snapshot was taken fails with 40001 and writes nothing, as the
+/// keyed lookup and the guards do; the retried transaction finds it. Before (helper-100), the
+/// submission was logged as rejected (`parent_not_found`, `UNKNOWN_OBSERVATION_ID`,
+/// `retryable: false`) and committed: a permanent record that the row did not exist.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_parent_or_observation_newer_than_the_snapshot_is_a_serialization_failure() {
+    use patchdiff_tests::{call, initialize_target, logged_attempts};
+    use serde_json::json;
+
+    let api = connect(&dsn()).await.unwrap();
+    for isolation in [
+        tokio_postgres::IsolationLevel::RepeatableRead,
+        tokio_postgres::IsolationLevel::Serializable,
+    ] {
+        let target = initialize_target(&api, "snap.md", "# Title\n\n## Sub\n\nalpha\n")
+            .await
+            .unwrap();
+        let home = patchdiff_tests::table_dsn_for(&dsn(), &target).await;
+        let other = connect(&home).await.unwrap();
+        let mut late = connect(&home).await.unwrap();
+        let rejected = json!({"target_file_id": target, "expected_target_version": 0,
+            "intent": "first", "edits": [{"match": "zzz", "replace": "y"}]});
+        let observe = json!({"target_file_id": target, "symbol_name": "Title.Sub"});
+        for named in ["parent", "observation"] {
+            let tx = late
+                .build_transaction()
+                .isolation_level(isolation)
+                .start()
+                .await
+                .unwrap();
+            // The snapshot, taken before the other session records what the call names.
+            tx.batch_execute("SELECT 1").await.unwrap();
+            let (function, args) = if named == "parent" {
+                let r = call(&other, "patchdiff_submit_edits", &rejected)
+                    .await
+                    .unwrap();
+                assert_eq!(r["status"], "rejected", "{r}");
+                let args = json!({"target_file_id": target, "expected_target_version": 0,
+                    "intent": "retry", "parent_pdcp_log_id": r["pdcp_log_id"],
+                    "edits": [{"match": "alpha", "replace": "ALPHA"}]});
+                ("patchdiff_submit_edits", args)
+            } else {
+                let o = call(&other, "patchdiff_observe_scope", &observe)
+                    .await
+                    .unwrap();
+                let args = json!({"target_file_id": target, "observation_id": o["observation_id"],
+                    "intent": "observed", "expected_target_version": 1,
+                    "expected_current_hash": o["target_current_hash"],
+                    "operations": [{"op": "match", "match": "ALPHA", "replace": "omega"}]});
+                ("patchdiff_submit_observed_operations", args)
+            };
+            let logged = logged_attempts(&other, &target).await;
+            let e = call(&tx, function, &args)
+                .await
+                .expect_err("a row newer than the snapshot is not answered as missing");
+            assert_eq!(
+                e.code().map(|c| c.code()),
+                Some("40001"),
+                "{isolation:?} {named}: {:?}",
+                e.as_db_error().map(|d| d.message())
+            );
+            drop(tx);
+            assert_eq!(logged_attempts(&other, &target).await, logged, "{named}");
+            // The retried transaction finds it.
+            let tx = late
+                .build_transaction()
+                .isolation_level(isolation)
+                .start()
+                .await
+                .unwrap();
+            let r = call(&tx, function, &args).await.unwrap();
+            tx.commit().await.unwrap();
+            assert_eq!(r["status"], "accepted", "{isolation:?} {named}: {r}");
+        }
+    }
+}

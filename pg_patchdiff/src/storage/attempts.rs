@@ -2,7 +2,10 @@
 //! new target state), log pages, stored records and replay batches.
 
 use super::access::tiered;
-use super::{Caller, Deformed, Need, Row, access_args, fault, fresh, read, read_rows, write};
+use super::{
+    Caller, Deformed, Need, Row, access_args, committed_since_snapshot, fault, fresh, read,
+    read_rows, rows_since_snapshot, write,
+};
 use crate::json_text::JsonText;
 use patchdiff_engine::api::feed::{Event, Kind};
 use patchdiff_engine::api::limits::HISTORY_PAGE_TEXT_BYTES;
@@ -29,14 +32,20 @@ pub fn parent(client: &mut SpiClient, id: &str, caller: Caller) -> Parent {
     }
     const SQL: [&str; 3] = tiered!(parent_select, "t");
     let [a, n] = access_args(caller, Need::Read);
+    let args = [id.into(), a, n];
     let rows = fresh(
         client,
         SQL[caller.widest()],
-        &[id.into(), a, n],
+        &args,
         "reading parent attempt",
     );
     let row = rows.first();
     if row.is_empty() {
+        if rows_since_snapshot(SQL[caller.widest()], &args, "reading parent attempt")
+            .is_some_and(|n| n > 0)
+        {
+            committed_since_snapshot("the attempt parent_pdcp_log_id names");
+        }
         return Parent::NotFound;
     }
     let (t, s) = row

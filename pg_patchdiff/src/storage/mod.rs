@@ -135,6 +135,84 @@ fn read<'c>(
     select_kept(client, sql, args, false, what)
 }
 
+/// The rows of `sql` (a read) in the latest committed state, when the calling transaction reads
+/// one snapshot throughout (REPEATABLE READ, SERIALIZABLE); `None` in READ COMMITTED, whose
+/// statements already see it.
+///
+/// For a lookup by ID that found nothing under the transaction's snapshot, before the call
+/// records "names nothing" for good: the row may have been committed since the snapshot was
+/// taken (helper-100: a retry naming a rejected parent, or an observation, that another session
+/// had just recorded was itself logged as rejected, `retryable: false`, where the keyed lookup
+/// and the guards answer 40001). The same statement, with its access predicate, runs under the
+/// latest snapshot (`SPI_execute_snapshot`), as PostgreSQL's foreign key checks look for rows
+/// newer than a transaction snapshot. It is planned for this call only: it runs only when a
+/// lookup found nothing in such a transaction, and pgrx's kept plans run in the transaction's
+/// snapshot once it has written.
+fn rows_since_snapshot(sql: &'static str, args: &[DatumWithOid], what: &str) -> Option<usize> {
+    // SAFETY: a backend-global set by the transaction's start; read only.
+    let isolation = unsafe { pg_sys::XactIsoLevel };
+    if isolation < pg_sys::XACT_REPEATABLE_READ as i32 {
+        return None;
+    }
+    let text = std::ffi::CString::new(sql).unwrap_or_else(|e| fault(what, e));
+    let mut types: Vec<pg_sys::Oid> = args.iter().map(DatumWithOid::oid).collect();
+    let mut values: Vec<pg_sys::Datum> = args
+        .iter()
+        .map(|a| {
+            a.datum()
+                .map_or(pg_sys::Datum::from(0usize), |d| d.sans_lifetime())
+        })
+        .collect();
+    let nulls: Vec<std::ffi::c_char> = args
+        .iter()
+        .map(|a| if a.datum().is_some() { b' ' } else { b'n' } as std::ffi::c_char)
+        .collect();
+    let arity = i32::try_from(args.len()).unwrap_or_else(|e| fault(what, e));
+    // SAFETY: called inside the call's SPI connection; `text` is NUL-terminated and `types`
+    // holds `arity` OIDs. A failure raises an ERROR, which ends the call.
+    let plan = unsafe { pg_sys::SPI_prepare(text.as_ptr(), arity, types.as_mut_ptr()) };
+    if plan.is_null() {
+        fault(what, "the statement could not be prepared");
+    }
+    // SAFETY: the plan was prepared above with `arity` arguments, `values` and `nulls` hold as
+    // many; read only, with the latest snapshot and no crosscheck snapshot.
+    let status = unsafe {
+        pg_sys::SPI_execute_snapshot(
+            plan,
+            values.as_mut_ptr(),
+            nulls.as_ptr(),
+            pg_sys::GetLatestSnapshot(),
+            std::ptr::null_mut(),
+            true,
+            false,
+            0,
+        )
+    };
+    // SAFETY: read right after the execution that set it.
+    let found = unsafe { pg_sys::SPI_processed };
+    // SAFETY: the plan is this function's own and no longer used.
+    unsafe { pg_sys::SPI_freeplan(plan) };
+    if status != pg_sys::SPI_OK_SELECT as i32 {
+        fault(what, format!("SPI status {status}"));
+    }
+    Some(usize::try_from(found).unwrap_or(usize::MAX))
+}
+
+/// Error 40001 for a row `what` names that a transaction committed after the caller's snapshot
+/// was taken ([`rows_since_snapshot`]): nothing is written, and the retried transaction finds it.
+// The macro ends in `unreachable!()` as a statement, which does not make it an expression of
+// type `!`.
+#[allow(unreachable_code)]
+fn committed_since_snapshot(what: &str) -> ! {
+    pgrx::ereport!(
+        ERROR,
+        pgrx::PgSqlErrorCode::ERRCODE_T_R_SERIALIZATION_FAILURE,
+        format!("could not serialize access: {what} was recorded by a concurrent transaction"),
+        "Retry the transaction; it then finds what this one's snapshot could not see."
+    );
+    unreachable!("an ERROR does not return")
+}
+
 /// A read-only statement planned for this call only, returning at most `limit` rows.
 fn read_once<'c>(
     client: &SpiClient<'c>,

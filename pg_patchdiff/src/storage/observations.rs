@@ -1,7 +1,9 @@
 //! Issued observations (authority rows) and the consumptions that spend them.
 
 use super::access::tiered;
-use super::{Caller, Need, access_args, fault, fresh, write};
+use super::{
+    Caller, Need, access_args, committed_since_snapshot, fault, fresh, rows_since_snapshot, write,
+};
 use patchdiff_engine::api::store::{NewObservation, StoredObservation};
 use pgrx::datum::DatumWithOid;
 use pgrx::spi::{SpiClient, SpiTupleTable};
@@ -85,6 +87,13 @@ const LOCK_OBSERVATIONS_SQL: [&str; 3] = tiered!(
     "t",
     "WHERE o.observation_id = ANY ($1::text[]::uuid[]) AND o.target_file_id = $4::uuid",
     " FOR UPDATE OF o"
+);
+/// The named observations the caller may read, on any target.
+const VISIBLE_OBSERVATIONS_SQL: [&str; 3] = tiered!(
+    visible_observation_select,
+    "t",
+    "WHERE o.observation_id = ANY ($1::text[]::uuid[])",
+    ""
 );
 const OTHER_TARGETS_OBSERVATIONS_SQL: [&str; 3] = tiered!(
     visible_observation_select,
@@ -178,6 +187,18 @@ pub fn lock_observations(
                 .into_iter()
                 .map(|o| o.row),
         );
+    }
+    if out.len() < ids.len() {
+        let [a, n] = access_args(caller, Need::Read);
+        if rows_since_snapshot(
+            VISIBLE_OBSERVATIONS_SQL[caller.widest()],
+            &[ids.to_vec().into(), a, n],
+            "reading observations",
+        )
+        .is_some_and(|n| n > out.len())
+        {
+            committed_since_snapshot("an observation observation_id names");
+        }
     }
     out
 }
