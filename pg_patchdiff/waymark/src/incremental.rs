@@ -386,6 +386,14 @@ impl Trees {
         if u32::try_from(text.len()).is_err() {
             return (Err(ParserLimit::Input), Made::Fresh);
         }
+        // No outline, as `crate::outline` answers; the kept tree stays for the text after a fix.
+        if crate::counters::past_the_counters(language, &text) {
+            if let Some(h) = prior {
+                self.held.insert(0, h);
+            }
+            self.bound();
+            return (Ok(language.empty_outline(true)), Made::Fresh);
+        }
         let mut made = Made::Fresh;
         let mut tree = None;
         let mut reused: Option<(Collector<'_>, Vec<(usize, usize)>)> = None;

@@ -12,6 +12,7 @@
 use patchdiff_engine::api::scope::Outline;
 
 mod common;
+mod counters;
 mod ecma;
 pub mod incremental;
 mod json;
@@ -88,6 +89,9 @@ pub fn outline(language: Language, text: &str) -> Result<Outline, ParserLimit> {
     if u32::try_from(text.len()).is_err() {
         return Err(ParserLimit::Input);
     }
+    if counters::past_the_counters(language, text) {
+        return Ok(language.empty_outline(true));
+    }
     let Some((tree, _)) = fresh_tree(language, text) else {
         return Ok(language.empty_outline(true));
     };
@@ -107,28 +111,6 @@ fn extract(
     finish(language, symbols, has_errors)
 }
 
-/// The lines tree-sitter-yaml 0.7.2 parses: its scanner keeps rows in `int16_t` (upstream issue
-/// tree-sitter-grammars/tree-sitter-yaml#49).
-const YAML_MAX_LINES: usize = 32_768;
-
-/// Whether `text` holds more lines than the grammar of `language` parses for sure: YAML with
-/// anything but white space after line 32,768. Such a text whose tree has syntax errors parsed
-/// wrong, not as one error: the lines before went into error nodes and the pairs after were
-/// listed as if at the top level (a key that exists was not found, and `top.k39999` was
-/// `k39999`; helper-98); its outline has no symbols, as docs/structural.md says. Streams that
-/// parse without errors past that line (documents of `a: 1`, flow mappings) were found right
-/// (every symbol's path, kind and line equal to its document's parsed alone) and keep theirs.
-fn past_the_grammars_lines(language: Language, text: &str) -> bool {
-    language == Language::Yaml
-        && memchr::memchr_iter(b'\n', text.as_bytes())
-            .nth(YAML_MAX_LINES - 1)
-            .is_some_and(|end| {
-                text.as_bytes()[end + 1..]
-                    .iter()
-                    .any(|b| !b.is_ascii_whitespace())
-            })
-}
-
 /// The symbols of `tree` before conversion, and whether the tree has syntax errors.
 fn collect<'a>(
     language: Language,
@@ -137,7 +119,7 @@ fn collect<'a>(
 ) -> (common::Collector<'a>, bool) {
     let root = tree.root_node();
     let mut out = common::Collector::new(text);
-    if root.has_error() && past_the_grammars_lines(language, text) {
+    if root.has_error() && counters::past_the_yaml_lines(language, text) {
         return (out, true);
     }
     match language {
