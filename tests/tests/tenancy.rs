@@ -190,6 +190,7 @@ async fn tenants_see_and_touch_only_what_they_may() {
         a_readers_replay_never_holds_up_the_owner(&su, &a, &b, &s).await;
         a_readers_mismatched_observation_never_holds_up_the_owner(&su, &a, &b, &s).await;
         a_revoke_stops_writes_of_transactions_that_began_before_it(&su, &a, &b, &s).await;
+        grants_and_roles_newer_than_a_snapshot_are_seen(&su, &a, &b, &s).await;
         let served = front_end_answers_as_for_an_unknown_target(&su, &s, &world).await;
         let _ = writeln!(
             std::io::stderr(),
@@ -1823,6 +1824,106 @@ async fn a_readers_mismatched_observation_never_holds_up_the_owner(
         .unwrap()
         .get(0);
     assert_eq!(version, 1, "A's edit is committed");
+}
+
+/// docs/security.md, "A revoke": the other direction, and the roles a grant names (helper-101).
+/// A grant that lets B write, given after the snapshot of B's REPEATABLE READ or SERIALIZABLE
+/// transaction, is 40001 at B's write, nothing written, and the retried write is accepted: it was
+/// `target_not_found` (no grant before) or `write_not_granted` (a read grant before), answers a
+/// retry loop gives up on. And `patchdiff_grant` names the role that holds the name now, as
+/// `GRANT` does: in such a transaction of the owner it found a role created since as
+/// `unknown_role`, granted a role dropped since (a row for no role), and granted the old holder
+/// of a name renamed and taken since.
+async fn grants_and_roles_newer_than_a_snapshot_are_seen(
+    su: &Client,
+    a: &Client,
+    b: &Client,
+    s: &Setup,
+) {
+    let t = patchdiff_tests::initialize_target(a, "granted-late.txt", "alpha beta\n")
+        .await
+        .unwrap();
+    for (isolation, before) in [("REPEATABLE READ", None), ("SERIALIZABLE", Some("read"))] {
+        if let Some(p) = before {
+            grant_checked(a, &t, &s.b, p).await;
+        }
+        b.batch_execute(&format!("BEGIN ISOLATION LEVEL {isolation}; SELECT 1"))
+            .await
+            .unwrap();
+        grant_checked(a, &t, &s.b, "write").await;
+        let version = state_version(su, &t).await;
+        let args = json!({"target_file_id": t, "expected_target_version": version,
+            "intent": "granted late", "edits": [{"match": "beta", "replace": "gamma"}]});
+        let err = call(b, "patchdiff_submit_edits", &args)
+            .await
+            .expect_err("a write the snapshot does not allow yet");
+        assert_eq!(
+            err.code(),
+            Some(&SqlState::T_R_SERIALIZATION_FAILURE),
+            "{isolation}, {before:?} before: {err}"
+        );
+        b.batch_execute("ROLLBACK").await.unwrap();
+        assert_eq!(state_version(su, &t).await, version);
+        let r = call(b, "patchdiff_submit_edits", &args).await.unwrap();
+        assert_eq!(r["status"], "accepted", "{r}");
+        grant(a, "patchdiff_revoke", &t, &s.b, None).await;
+        // Back to beta for the next round.
+        let back = json!({"target_file_id": t, "expected_target_version": version + 1,
+            "intent": "back", "edits": [{"match": "gamma", "replace": "beta"}]});
+        assert_eq!(
+            call(a, "patchdiff_submit_edits", &back).await.unwrap()["status"],
+            "accepted"
+        );
+    }
+
+    let (created, renamed, dropped) = (unique("pd_late"), unique("pd_renamed"), unique("pd_gone"));
+    let old = format!("{renamed}_old");
+    for role in [&renamed, &dropped] {
+        su.batch_execute(&format!("CREATE ROLE {role}"))
+            .await
+            .unwrap();
+    }
+    a.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT 1")
+        .await
+        .unwrap();
+    su.batch_execute(&format!(
+        "CREATE ROLE {created}; ALTER ROLE {renamed} RENAME TO {old}; CREATE ROLE {renamed}; DROP ROLE {dropped}"
+    ))
+    .await
+    .unwrap();
+    grant_checked(a, &t, &created, "read").await;
+    grant_checked(a, &t, &renamed, "write").await;
+    let gone = grant(a, "patchdiff_grant", &t, &dropped, Some("write")).await;
+    assert_eq!(gone["code"], "unknown_role", "{gone}");
+    a.batch_execute("COMMIT").await.unwrap();
+    let grantees: Vec<(String, String)> = su
+        .query(
+            "SELECT grantee::regrole::text, privilege FROM patchdiff.target_grants \
+             WHERE target_file_id = $1::text::uuid ORDER BY 1",
+            &[&t],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    let mut want = vec![
+        (created.clone(), "read".to_owned()),
+        (renamed.clone(), "write".to_owned()),
+    ];
+    want.sort();
+    assert_eq!(
+        grantees, want,
+        "grants name the roles that hold the names now"
+    );
+    for role in [&created, &renamed] {
+        grant(a, "patchdiff_revoke", &t, role, None).await;
+    }
+    su.batch_execute(&format!(
+        "DROP ROLE {created}; DROP ROLE {renamed}; DROP ROLE {old}"
+    ))
+    .await
+    .unwrap();
 }
 
 /// docs/security.md, "A revoke": once `patchdiff_revoke` has returned, no write of the revoked

@@ -42,23 +42,16 @@ pub fn owns(c: &SpiClient, id: &str, caller: Caller) -> Option<bool> {
     })
 }
 
-/// The role named `name`, if it exists.
-pub fn role(c: &SpiClient, name: &str) -> Option<pg_sys::Oid> {
-    let roles = read_once(
-        c,
-        "SELECT r.oid FROM pg_catalog.pg_roles r WHERE r.rolname = $1",
-        Some(1),
-        &[name.into()],
-        "looking up the role",
-    );
-    (!roles.is_empty())
-        .then(|| {
-            roles
-                .first()
-                .get_one::<pg_sys::Oid>()
-                .unwrap_or_else(|e| fault("looking up the role", e))
-        })
-        .flatten()
+/// The role named `name`, if it exists now: looked up in the catalog's cache, as `GRANT` looks up
+/// its grantee. Read through SPI in the caller's snapshot, a REPEATABLE READ or SERIALIZABLE
+/// transaction found a role dropped after its snapshot (a grant row for a role that no longer
+/// exists), or the old holder of a name renamed and taken by a new role since (a write grant to a
+/// role the owner did not name; helper-101).
+pub fn role(name: &str) -> Option<pg_sys::Oid> {
+    let name = std::ffi::CString::new(name).ok()?;
+    // SAFETY: `name` is NUL-terminated; `missing_ok` answers InvalidOid instead of an ERROR.
+    let oid = unsafe { pg_sys::get_role_oid(name.as_ptr(), true) };
+    (oid != pg_sys::InvalidOid).then_some(oid)
 }
 
 /// The grant `role` now holds on target `id`.

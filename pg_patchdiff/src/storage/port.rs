@@ -228,7 +228,7 @@ impl Grants for SpiStore<'_, '_> {
     }
 
     fn role(&mut self, name: &str) -> Option<pg_sys::Oid> {
-        grants::role(self.client, name)
+        grants::role(name)
     }
 
     fn grant(&mut self, target_file_id: &str, role: pg_sys::Oid, privilege: Privilege) {

@@ -1,7 +1,10 @@
 //! Target rows: reads, the write lock, creation, and the checkpoint (SAVE) statements.
 
 use super::access::tiered;
-use super::{Caller, Need, Row, access_args, fault, first_row, fresh, read, write, write_once};
+use super::{
+    Caller, Need, Row, access_args, committed_since_snapshot, fault, first_row, fresh, read,
+    rows_since_snapshot, write, write_once,
+};
 use patchdiff_engine::api::feed::{Event, Kind};
 use patchdiff_engine::api::store::{PublishFacts, SaveLock, StoredState, StoredTarget};
 use patchdiff_engine::api::target::{BindingProof, WorkspaceBinding};
@@ -61,8 +64,14 @@ fn unlocked_target<'c>(
 /// Takes the row lock (`FOR UPDATE`) of a target the caller may write, and reads it. A target it
 /// may not write is neither read nor locked. From here on, every statement of this SPI
 /// connection runs read-write and sees the latest committed state.
+///
+/// In a REPEATABLE READ or SERIALIZABLE transaction, a target the caller may write only in the
+/// latest committed state (a grant given, or the target made, after its snapshot) is 40001, as a
+/// grant changed or revoked after it is (the lock meets the updated row): the lock's statement
+/// never reached that row, so nothing conflicted, and the call answered `target_not_found` or
+/// `write_not_granted` for a target the retried transaction may write (helper-101).
 pub fn lock_target(client: &mut SpiClient, id: &str, caller: Caller) -> Option<StoredTarget> {
-    caller.first(|tier| {
+    let locked = caller.first(|tier| {
         let [a, n] = access_args(caller, Need::Write);
         let rows = write(
             client,
@@ -72,7 +81,16 @@ pub fn lock_target(client: &mut SpiClient, id: &str, caller: Caller) -> Option<S
         );
         let found = target_row(id, rows)?;
         still_granted(client, id, caller, tier).then_some(found)
-    })
+    });
+    if locked.is_none() {
+        let [a, n] = access_args(caller, Need::Write);
+        // The size, not the row: a header read, where the row's text would be detoasted.
+        let sql = TARGET_BYTES_SQL[caller.widest()];
+        if rows_since_snapshot(sql, &[id.into(), a, n], "locking target").is_some_and(|n| n > 0) {
+            committed_since_snapshot("the target, or the grant that lets this role write it,");
+        }
+    }
+    locked
 }
 
 /// After a grantee's statement locked a target to write it (the grantees' tier, 2), whether its
