@@ -4,7 +4,7 @@
 //! sequential buffer import it without importing each other.
 
 use crate::contract::args::quoted_name;
-use crate::contract::json::{as_int, is_big_int, type_name};
+use crate::contract::json::type_name;
 use crate::contract::limits::CHANGE_ID_MAX;
 use crate::contract::words::{DiagnosticCode, FailureReason};
 use crate::evidence::rejection::{Rejection, Stage};
@@ -318,9 +318,10 @@ pub(crate) fn parse_edit(
     let (change_id, risk) = parse_advisory(list, i, o)?;
     let occurrence_index = match o.get("occurrence_index") {
         None | Some(Value::Null) => None,
-        Some(v) => match as_int(v) {
-            Some(n) if n >= 1 => Some(n as usize),
-            _ if is_big_int(v) => Some(usize::MAX),
+        // Any integer from 1 to 2^64 - 1, as sent: the refusal of one past the occurrences names
+        // it (one past 2^63 - 1 was read as usize::MAX, and named so; helper-103).
+        Some(v) => match v.as_u64() {
+            Some(n) if n >= 1 => Some(usize::try_from(n).unwrap_or(usize::MAX)),
             _ => {
                 return Err(block(
                     list,

@@ -96,4 +96,42 @@ mod tests {
         assert_eq!(l.not_array.as_str(), format!("invalid_{}", l.name));
         assert_eq!(l.code.as_str(), format!("invalid_{}", l.item));
     }
+
+    /// Contract, `occurrence_index (integer >= 1 | null)`: every integer from 1 up to 2^64 - 1
+    /// is read as sent (sql-api.md, "Integers are JSON integers up to 2^64"), and one past the
+    /// occurrences is refused naming it. One past 2^63 - 1 was read as usize::MAX and named so
+    /// (helper-103); 0, negative, fractional and boolean ones stay malformed.
+    #[test]
+    fn an_occurrence_index_is_read_as_sent() {
+        use serde_json::json;
+        let edits =
+            |index: Value| json!([{"match": "hello", "replace": "x", "occurrence_index": index}]);
+        for sent in [1u64, 2, i64::MAX as u64, i64::MAX as u64 + 6, u64::MAX] {
+            let (_, parsed) = parse(Some(&json!("x")), Some(&edits(json!(sent)))).unwrap();
+            assert_eq!(parsed[0].occurrence_index, Some(sent as usize));
+        }
+        for malformed in [json!(0), json!(-1), json!(1.0), json!(true), json!("1")] {
+            let r = parse(Some(&json!("x")), Some(&edits(malformed.clone()))).unwrap_err();
+            assert!(
+                r.detail.contains("occurrence_index"),
+                "{malformed}: {}",
+                r.detail
+            );
+        }
+        let text = crate::target::TargetView {
+            target_file_id: "t",
+            version: 0,
+            current_hash: "h",
+            content: "hello\n",
+        };
+        let sent = i64::MAX as u64 + 6;
+        let (_, parsed) = parse(Some(&json!("x")), Some(&edits(json!(sent)))).unwrap();
+        let r = apply(&text, &parsed).unwrap_err();
+        assert!(
+            r.detail
+                .contains(&format!("occurrence_index {sent} exceeds")),
+            "{}",
+            r.detail
+        );
+    }
 }
