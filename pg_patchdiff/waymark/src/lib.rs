@@ -119,9 +119,6 @@ fn collect<'a>(
 ) -> (common::Collector<'a>, bool) {
     let root = tree.root_node();
     let mut out = common::Collector::new(text);
-    if root.has_error() && counters::past_the_yaml_lines(language, text) {
-        return (out, true);
-    }
     match language {
         Language::Python => python::extract(&mut out, root),
         Language::TypeScript | Language::JavaScript => ecma::extract(&mut out, root),

@@ -56,6 +56,28 @@ fn python_indentation_past_65535_columns_has_no_outline() {
         ],
         good,
     );
+    // Lines joined by a backslash add up to one run of indentation, and more than 4,096 joins in
+    // one run have no outline either (the scanner's time grows with their square; helper-104).
+    no_outline(
+        Language::Python,
+        &[
+            format!(
+                "class A:\n    def m(self):\n        pass\n{}    def n(self): pass\n",
+                "\t\\\n".repeat(8192)
+            ),
+            format!(
+                "class A:\n    def m(self):\n        pass\n        \\\n{}    def n(self): pass\n",
+                "\t".repeat(8191)
+            ),
+            format!("x = 1\n{}y = 2\n", "\\\n".repeat(4097)),
+        ],
+        good,
+    );
+    let text = format!("x = 1\n{}y = 2\n", "\\\n".repeat(4096));
+    assert!(!checked(Language::Python, &text).has_errors);
+    // A backslash that ends a line of code joins no indentation.
+    let text = format!("x = (1 + \\\n{}2)\n", " ".repeat(40_000)).repeat(3);
+    assert!(!checked(Language::Python, &text).has_errors);
     // The widest indentation the scanner counts is still parsed.
     let text = format!("class A:\n{}def m(self): pass\n", " ".repeat(65_535));
     assert_eq!(
@@ -112,6 +134,8 @@ fn yaml_indentation_past_32767_columns_has_no_outline() {
         &[
             format!("a:\n{}b: 1\n  x: 3\nc: 2\n", " ".repeat(65_538)),
             format!("a:\n{}b: 1\nc: 2\n", " ".repeat(32_768)),
+            // After an indicator, too (helper-104).
+            format!("-{}a: 1\n  b: 2\n", " ".repeat(65_537)),
         ],
         "a:\n  b: 1\nc: 2\n",
     );
