@@ -1055,7 +1055,17 @@ async fn legacy_subscribers_hear_updates_over_stdio() {
         assert_eq!(r["error"]["code"], -32002, "{r}");
         let r = m.request("resources/subscribe", json!({"uri": unknown}));
         assert_eq!(r["error"]["code"], -32002, "{r}");
+        assert_eq!(r["error"]["data"]["uri"], json!(unknown), "{r}");
     }
+    // A long URI is echoed cut to 256 code points (helper-106: a 10 MB URI, a 10 MB answer).
+    let long = format!("patchdiff://targets/{}", "é".repeat(100_000));
+    let r = m.request("resources/read", json!({"uri": long}));
+    assert_eq!(r["error"]["code"], -32002, "{r}");
+    let echoed = r["error"]["data"]["uri"].as_str().unwrap();
+    assert_eq!(
+        echoed,
+        format!("{}...", long.chars().take(256).collect::<String>())
+    );
 
     let s = m.request("resources/subscribe", json!({"uri": uri(&id)}));
     assert_eq!(s["result"], json!({}), "{s}");

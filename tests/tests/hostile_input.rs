@@ -1203,3 +1203,83 @@ async fn a_cancel_is_never_kept_as_a_crash_of_the_text() {
     let again = observe(&c, &cancelled).await;
     assert_eq!(again["status"], "candidates", "after the cancel: {again}");
 }
+
+/// docs/reliability.md, "Resource bounds": a read through `patchdiff-mcp` costs its backend what
+/// the same call costs in SQL. The front end used to pass the argument as `text` and cast the
+/// answer to `text` (`f($1::text::json)::text`), which PostgreSQL does through text's output
+/// and input: two more copies of every answer (helper-106: `resources/read` of a 64 MiB target of
+/// control characters took its backend to 1,997 MB, the same call in SQL to 1,206 MB).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_through_the_front_end_costs_its_backend_what_the_call_costs() {
+    if patchdiff_tests::not_through_a_router(
+        &dsn(),
+        "the backend whose memory is measured is the shard's session of PL/Proxy",
+    )
+    .await
+    {
+        return;
+    }
+    let c = connect(&dsn()).await.unwrap();
+    // 8 MiB of U+0001: a 48 MB answer once escaped.
+    c.batch_execute("SET patchdiff.max_argument_bytes = '64MB'")
+        .await
+        .unwrap();
+    let id: String = c
+        .query_one(
+            "SELECT patchdiff_initialize_target(json_build_object('filename', 'ctl.txt', \
+             'content', repeat(chr(1), 8 << 20)))::json ->> 'target_file_id'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    // The call alone, in SQL: its answer made and sent as `json`, never cast.
+    let sql = connect(&dsn()).await.unwrap();
+    let pid = patchdiff_tests::backend_pid(&sql).await;
+    let before = patchdiff_tests::proc_status_bytes(pid, "VmHWM:");
+    let read: Value = sql
+        .query_one(
+            "SELECT patchdiff_get_target(json_build_object('target_file_id', $1::text))",
+            &[&id],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(
+        read["current_content"].as_str().map(str::len),
+        Some(8 << 20)
+    );
+    let alone = patchdiff_tests::proc_status_bytes(pid, "VmHWM:") - before;
+    // The same call through the front end, on a backend of its own.
+    let name = patchdiff_tests::roles::unique("pd_front_end_read");
+    let mut s = Session::start(
+        &format!("{} application_name={name}", dsn()),
+        &[],
+        "2025-06-18",
+    );
+    let small = initialize_target(&c, "small.txt", "a\n").await.unwrap();
+    let (small, _) = s.call("patchdiff_get_target", json!({"target_file_id": small}));
+    assert_eq!(small["current_content"], "a\n", "{small}");
+    let pid: i32 = c
+        .query_one(
+            "SELECT pid FROM pg_catalog.pg_stat_activity WHERE application_name = $1",
+            &[&name],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    let before = patchdiff_tests::proc_status_bytes(pid, "VmHWM:");
+    let (read, _) = s.call("patchdiff_get_target", json!({"target_file_id": id}));
+    assert_eq!(
+        read["current_content"].as_str().map(str::len),
+        Some(8 << 20)
+    );
+    let through = patchdiff_tests::proc_status_bytes(pid, "VmHWM:") - before;
+    // Before: about twice the answer more (96 MB here).
+    assert!(
+        through < alone + (16 << 20),
+        "through the front end {} MB, the call alone {} MB",
+        through >> 20,
+        alone >> 20
+    );
+}

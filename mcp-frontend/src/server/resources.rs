@@ -103,6 +103,9 @@ impl Server {
         } else {
             RESOURCE_NOT_FOUND
         };
+        // At most 256 code points of it: a URI of this server is 56 bytes, and the whole of
+        // any other was echoed, a 10 MB line for a 10 MB URI (helper-106).
+        let uri = patchdiff_engine::api::utf8::cut_chars(uri, 256);
         (code, "Resource not found".into(), Some(json!({"uri": uri})))
     }
 

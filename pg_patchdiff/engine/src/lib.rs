@@ -116,7 +116,9 @@ pub mod wire {
 /// The engine's calls, one namespace per tool family of the SQL API, plus the building blocks
 /// the fuzzers, property tests and benchmarks drive directly.
 pub mod api {
-    pub use crate::contract::{args, interrupt, invalid_text, limits, memory, time, uuid, words};
+    pub use crate::contract::{
+        args, interrupt, invalid_text, limits, memory, time, utf8, uuid, words,
+    };
     pub use crate::evidence::{block, drift, near_miss, rejection, whitespace};
     pub use crate::format::{protocol, sequential, tx1, tx2, tx3};
     pub use crate::history::{checkpoint, diff, export, feed, pages as history, replay, unified};
