@@ -1840,10 +1840,21 @@ async fn grants_and_roles_newer_than_a_snapshot_are_seen(
     b: &Client,
     s: &Setup,
 ) {
-    let t = patchdiff_tests::initialize_target(a, "granted-late.txt", "alpha beta\n")
+    let t = patchdiff_tests::initialize_target(a, "granted-late.md", "# Title\n\nalpha beta\n")
         .await
         .unwrap();
-    for (isolation, before) in [("REPEATABLE READ", None), ("SERIALIZABLE", Some("read"))] {
+    let edit = |version: i64| {
+        json!({"target_file_id": t, "expected_target_version": version,
+            "intent": "granted late", "edits": [{"match": "beta", "replace": "gamma"}]})
+    };
+    // Every call that needs write: a submission, a SAVE, an observation to edit with.
+    let cases = [
+        ("REPEATABLE READ", None, "patchdiff_submit_edits"),
+        ("SERIALIZABLE", Some("read"), "patchdiff_submit_edits"),
+        ("REPEATABLE READ", Some("read"), "patchdiff_save"),
+        ("SERIALIZABLE", None, "patchdiff_observe_scope"),
+    ];
+    for (isolation, before, function) in cases {
         if let Some(p) = before {
             grant_checked(a, &t, &s.b, p).await;
         }
@@ -1852,29 +1863,61 @@ async fn grants_and_roles_newer_than_a_snapshot_are_seen(
             .unwrap();
         grant_checked(a, &t, &s.b, "write").await;
         let version = state_version(su, &t).await;
-        let args = json!({"target_file_id": t, "expected_target_version": version,
-            "intent": "granted late", "edits": [{"match": "beta", "replace": "gamma"}]});
-        let err = call(b, "patchdiff_submit_edits", &args)
+        let args = match function {
+            "patchdiff_save" => json!({"target_file_id": t}),
+            "patchdiff_observe_scope" => json!({"target_file_id": t, "symbol_name": "Title"}),
+            _ => edit(version),
+        };
+        let err = call(b, function, &args)
             .await
             .expect_err("a write the snapshot does not allow yet");
         assert_eq!(
             err.code(),
             Some(&SqlState::T_R_SERIALIZATION_FAILURE),
-            "{isolation}, {before:?} before: {err}"
+            "{function} in {isolation}, {before:?} before: {err}"
         );
         b.batch_execute("ROLLBACK").await.unwrap();
         assert_eq!(state_version(su, &t).await, version);
-        let r = call(b, "patchdiff_submit_edits", &args).await.unwrap();
-        assert_eq!(r["status"], "accepted", "{r}");
-        grant(a, "patchdiff_revoke", &t, &s.b, None).await;
-        // Back to beta for the next round.
-        let back = json!({"target_file_id": t, "expected_target_version": version + 1,
-            "intent": "back", "edits": [{"match": "gamma", "replace": "beta"}]});
-        assert_eq!(
-            call(a, "patchdiff_submit_edits", &back).await.unwrap()["status"],
-            "accepted"
+        let r = call(b, function, &args).await.unwrap();
+        assert!(
+            ["accepted", "saved", "observed"].contains(&r["status"].as_str().unwrap_or("")),
+            "{function}: {r}"
         );
+        grant(a, "patchdiff_revoke", &t, &s.b, None).await;
+        if function == "patchdiff_submit_edits" {
+            // Back to beta for the next round.
+            let back = json!({"target_file_id": t, "expected_target_version": version + 1,
+                "intent": "back", "edits": [{"match": "gamma", "replace": "beta"}]});
+            assert_eq!(
+                call(a, "patchdiff_submit_edits", &back).await.unwrap()["status"],
+                "accepted"
+            );
+        }
     }
+    // A target of its own made after the snapshot, from another session: granting on it is
+    // 40001 too, not `target_not_found`.
+    let other_b = open(&config_for(&s.db, Some((&s.b, &s.password))))
+        .await
+        .unwrap();
+    b.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT 1")
+        .await
+        .unwrap();
+    let own = patchdiff_tests::initialize_target(&other_b, "made-late.txt", "x\n")
+        .await
+        .unwrap();
+    let err = call(
+        b,
+        "patchdiff_grant",
+        &json!({"target_file_id": own, "role": s.a, "privilege": "read"}),
+    )
+    .await
+    .expect_err("a target made after the snapshot");
+    assert_eq!(
+        err.code(),
+        Some(&SqlState::T_R_SERIALIZATION_FAILURE),
+        "{err}"
+    );
+    b.batch_execute("ROLLBACK").await.unwrap();
 
     let (created, renamed, dropped) = (unique("pd_late"), unique("pd_renamed"), unique("pd_gone"));
     let old = format!("{renamed}_old");

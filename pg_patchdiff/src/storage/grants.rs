@@ -1,7 +1,9 @@
 //! Grants, revokes and the directory of targets (issue 15; docs/security.md).
 
 use super::access::tiered;
-use super::{Caller, Need, fault, read_once, write_once};
+use super::{
+    Caller, Need, committed_since_snapshot, fault, read_once, rows_since_snapshot, write_once,
+};
 use patchdiff_engine::api::tenancy::{ListQuery, ListedTarget, Privilege};
 use pgrx::datum::DatumWithOid;
 use pgrx::pg_sys;
@@ -24,22 +26,35 @@ macro_rules! owns_select {
 const OWNS_SQL: [&str; 3] = tiered!(owns_select, "t");
 
 /// Whether the caller owns (or administers) target `id`; `None` when it may not read it.
+///
+/// A target the caller may read only in the latest committed state (made, or granted to it,
+/// after a REPEATABLE READ or SERIALIZABLE snapshot) is 40001, not `target_not_found`
+/// (helper-105).
 pub fn owns(c: &SpiClient, id: &str, caller: Caller) -> Option<bool> {
-    caller.first(|tier| {
-        let args: [DatumWithOid; 4] = [
+    let args = || -> [DatumWithOid; 4] {
+        [
             id.into(),
             caller.role.into(),
             Need::Read.as_str().into(),
             caller.admin.into(),
-        ];
-        let rows = read_once(c, OWNS_SQL[tier], Some(1), &args, "reading target");
+        ]
+    };
+    let owns = caller.first(|tier| {
+        let rows = read_once(c, OWNS_SQL[tier], Some(1), &args(), "reading target");
         (!rows.is_empty()).then(|| {
             rows.first()
                 .get_one::<bool>()
                 .unwrap_or_else(|e| fault("reading target", e))
                 .unwrap_or(false)
         })
-    })
+    });
+    if owns.is_none()
+        && rows_since_snapshot(OWNS_SQL[caller.widest()], &args(), "reading target")
+            .is_some_and(|n| n > 0)
+    {
+        committed_since_snapshot("the target, or the grant that lets this role read it,");
+    }
+    owns
 }
 
 /// The role named `name`, if it exists now: looked up in the catalog's cache, as `GRANT` looks up

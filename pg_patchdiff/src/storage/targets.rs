@@ -29,8 +29,16 @@ const LOCK_TARGET_SQL: [&str; 3] = tiered!(target_select, "t", " FOR UPDATE");
 /// Reads a target the caller may `need`, with a kept plan (a primary-key lookup: at most one
 /// row). Planning it per call took about 0.035 ms, a fifth of a small read's time end to end
 /// (docs/benchmarks.md, "The row rules").
+///
+/// One the caller may write only in the latest committed state, when it needs write, is 40001
+/// ([`refuse_if_writable_since_snapshot`]): `observe_scope`'s selections issue observations for
+/// a write.
 pub fn target(client: &SpiClient, id: &str, caller: Caller, need: Need) -> Option<StoredTarget> {
-    unlocked_target(client, id, caller, need, read)
+    let found = unlocked_target(client, id, caller, need, read);
+    if found.is_none() && need == Need::Write {
+        refuse_if_writable_since_snapshot(id, caller);
+    }
+    found
 }
 
 /// The target the caller may write, read without a lock and without a transaction ID, in a
@@ -83,14 +91,24 @@ pub fn lock_target(client: &mut SpiClient, id: &str, caller: Caller) -> Option<S
         still_granted(client, id, caller, tier).then_some(found)
     });
     if locked.is_none() {
-        let [a, n] = access_args(caller, Need::Write);
-        // The size, not the row: a header read, where the row's text would be detoasted.
-        let sql = TARGET_BYTES_SQL[caller.widest()];
-        if rows_since_snapshot(sql, &[id.into(), a, n], "locking target").is_some_and(|n| n > 0) {
-            committed_since_snapshot("the target, or the grant that lets this role write it,");
-        }
+        refuse_if_writable_since_snapshot(id, caller);
     }
     locked
+}
+
+/// 40001 when the caller, which may not write target `id` in its transaction's snapshot (a
+/// REPEATABLE READ or SERIALIZABLE one), may in the latest committed state: a grant given, or
+/// the target made, after the snapshot. Every lookup of a target to write found nothing there
+/// and answered `target_not_found` or `write_not_granted`, which a retry loop gives up on,
+/// where the retried transaction may write it (helper-101, helper-105: submissions, then SAVE
+/// and `observe_scope`).
+pub(super) fn refuse_if_writable_since_snapshot(id: &str, caller: Caller) {
+    let [a, n] = access_args(caller, Need::Write);
+    // The size, not the row: a header read, where the row's text would be detoasted.
+    let sql = TARGET_BYTES_SQL[caller.widest()];
+    if rows_since_snapshot(sql, &[id.into(), a, n], "locking target").is_some_and(|n| n > 0) {
+        committed_since_snapshot("the target, or the grant that lets this role write it,");
+    }
 }
 
 /// After a grantee's statement locked a target to write it (the grantees' tier, 2), whether its
@@ -339,7 +357,10 @@ pub fn lock_for_save(
     } else {
         SAVE_LOCK_SQL
     };
-    let tuple = first_row(c, caller, Need::Write, &sql, id, true)?;
+    let Some(tuple) = first_row(c, caller, Need::Write, &sql, id, true) else {
+        refuse_if_writable_since_snapshot(id, caller);
+        return None;
+    };
     let r = Row(&tuple, "locking target");
     Some(SaveLock {
         version: r.int(1),
