@@ -56,8 +56,9 @@ fn any_line(bytes: &[u8], over: fn(&[u8]) -> bool) -> bool {
 /// spaces count 1, tabs 8, a form feed or carriage return starts again from 0, and a backslash
 /// before a line feed joins the next line to the run, whose width goes on adding up (helper-104:
 /// 8,192 lines of a tab and a backslash made the nested `A.m.n` the method `A.n`). A run ends
-/// at the first other byte; the rest of that line is not indentation. Also more joins in one run
-/// than [`PYTHON_MAX_JOINS`].
+/// at the first other byte, whose indentation it is; the rest of that line is not indentation,
+/// and a line of white space alone indents nothing (helper-107: a blank line of 70,000 spaces
+/// took a correct outline away). Also more joins in one run than [`PYTHON_MAX_JOINS`].
 fn python_past(text: &[u8]) -> bool {
     let (mut width, mut joins, mut i) = (0usize, 0usize, 0usize);
     while i < text.len() {
@@ -74,6 +75,9 @@ fn python_past(text: &[u8]) -> bool {
                 i += 1;
             }
             _ => {
+                if width > PYTHON_MAX_INDENT {
+                    return true;
+                }
                 // Not indentation: on to the line feed that ends this line.
                 match memchr::memchr(b'\n', &text[i..]) {
                     Some(at) => i += at,
@@ -82,9 +86,6 @@ fn python_past(text: &[u8]) -> bool {
                 continue;
             }
         }
-        if width > PYTHON_MAX_INDENT {
-            return true;
-        }
         i += 1;
     }
     false
@@ -92,8 +93,12 @@ fn python_past(text: &[u8]) -> bool {
 
 /// A Markdown line's prefix of white space and container markers (`>`, and list markers `-`,
 /// `+`, `*`, `1.`, `1)` followed by a space or tab), in columns (tabs to the next multiple of 4),
-/// then a fence's length.
+/// then a fence's length. A line of white space alone is a blank line, whatever its width
+/// (helper-107: blank lines of 267 spaces in a real file's fences took its outline away).
 fn markdown_line(line: &[u8]) -> bool {
+    if line.iter().all(u8::is_ascii_whitespace) {
+        return false;
+    }
     let mut column = 0usize;
     let mut i = 0;
     while i < line.len() {
@@ -148,11 +153,17 @@ fn yaml_past_lines(text: &[u8]) -> bool {
         .is_some_and(|end| text[end + 1..].iter().any(|b| !b.is_ascii_whitespace()))
 }
 
-/// Whether a YAML line holds more spaces in a row than a column counts: indentation (the only
-/// one YAML has, helper-102), or the space after an indicator such as `- ` or `? `, which sets
-/// the column of what follows (helper-104: `-`, 65,537 spaces and `a: 1` listed an invalid text
-/// without errors).
+/// Whether a YAML line holds more spaces in a row than a column counts, before something else:
+/// indentation (the only one YAML has, helper-102), or the space after an indicator such as
+/// `- ` or `? `, which sets the column of what follows (helper-104: `-`, 65,537 spaces and
+/// `a: 1` listed an invalid text without errors). Spaces that end a line set no column
+/// (helper-107: a blank line of 33,000 spaces).
 fn yaml_line(line: &[u8]) -> bool {
-    line.split(|&b| b != b' ')
+    let end = line
+        .iter()
+        .rposition(|b| !b.is_ascii_whitespace())
+        .map_or(0, |last| last + 1);
+    line[..end]
+        .split(|&b| b != b' ')
         .any(|run| run.len() > YAML_MAX_SPACES)
 }

@@ -140,3 +140,45 @@ fn yaml_indentation_past_32767_columns_has_no_outline() {
         "a:\n  b: 1\nc: 2\n",
     );
 }
+
+/// A line of white space alone indents nothing and opens nothing: the tree is right, and the
+/// outline stays (helper-107: blank lines of 267 spaces inside the fences of a real Markdown
+/// file took its 41 symbols away).
+#[test]
+fn lines_of_white_space_alone_keep_the_outline() {
+    let md = format!("# Title\n\n```\ncode\n{}\n```\n\n## Two\n", " ".repeat(256));
+    assert_eq!(
+        paths(Language::Markdown, &md).len(),
+        3,
+        "{:?}",
+        paths(Language::Markdown, &md)
+    );
+    let py = format!(
+        "class A:\n    def m(self): pass\n{}\n    def n(self): pass\n",
+        " ".repeat(70_000)
+    );
+    assert_eq!(
+        paths(Language::Python, &py),
+        [
+            ("A".to_owned(), None),
+            ("A.m".to_owned(), Some("A".to_owned())),
+            ("A.n".to_owned(), Some("A".to_owned()))
+        ]
+    );
+    let yaml = format!("a:\n  b: 1\n{}\nc: 2\n", " ".repeat(33_000));
+    assert_eq!(
+        paths(Language::Yaml, &yaml),
+        [
+            ("a".to_owned(), None),
+            ("a.b".to_owned(), Some("a".to_owned())),
+            ("c".to_owned(), None)
+        ]
+    );
+    for (language, text) in [
+        (Language::Markdown, &md),
+        (Language::Python, &py),
+        (Language::Yaml, &yaml),
+    ] {
+        assert!(!checked(language, text).has_errors, "{language:?}");
+    }
+}
