@@ -879,12 +879,7 @@ fn vm_size(pid: i32) -> u64 {
 /// the call's copies of the argument), and writes nothing.
 #[tokio::test]
 async fn an_argument_of_many_small_values_is_refused_before_it_is_parsed() {
-    if patchdiff_tests::not_through_a_router(
-        &dsn(),
-        "the backend whose memory is measured is the shard's session of PL/Proxy",
-    )
-    .await
-    {
+    if !backend_measured_here().await {
         return;
     }
     let c = connect(&dsn()).await.unwrap();
@@ -1211,12 +1206,7 @@ async fn a_cancel_is_never_kept_as_a_crash_of_the_text() {
 /// control characters took its backend to 1,997 MB, the same call in SQL to 1,206 MB).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_read_through_the_front_end_costs_its_backend_what_the_call_costs() {
-    if patchdiff_tests::not_through_a_router(
-        &dsn(),
-        "the backend whose memory is measured is the shard's session of PL/Proxy",
-    )
-    .await
-    {
+    if !backend_measured_here().await {
         return;
     }
     let c = connect(&dsn()).await.unwrap();
@@ -1282,4 +1272,14 @@ async fn a_read_through_the_front_end_costs_its_backend_what_the_call_costs() {
         through >> 20,
         alone >> 20
     );
+}
+
+/// Whether the test database's backends are the ones a call runs in: through a router the call
+/// runs in the shard's session of PL/Proxy, whose memory a test cannot measure from here.
+async fn backend_measured_here() -> bool {
+    !patchdiff_tests::not_through_a_router(
+        &dsn(),
+        "the backend whose memory is measured is the shard's session of PL/Proxy",
+    )
+    .await
 }

@@ -472,12 +472,7 @@ async fn a_parent_or_observation_newer_than_the_snapshot_is_a_serialization_fail
             "intent": "first", "edits": [{"match": "zzz", "replace": "y"}]});
         let observe = json!({"target_file_id": target, "symbol_name": "Title.Sub"});
         for named in ["parent", "observation"] {
-            let tx = late
-                .build_transaction()
-                .isolation_level(isolation)
-                .start()
-                .await
-                .unwrap();
+            let tx = begin(&mut late, isolation).await;
             // The snapshot, taken before the other session records what the call names.
             tx.batch_execute("SELECT 1").await.unwrap();
             let (function, args) = if named == "parent" {
@@ -512,15 +507,22 @@ async fn a_parent_or_observation_newer_than_the_snapshot_is_a_serialization_fail
             drop(tx);
             assert_eq!(logged_attempts(&other, &target).await, logged, "{named}");
             // The retried transaction finds it.
-            let tx = late
-                .build_transaction()
-                .isolation_level(isolation)
-                .start()
-                .await
-                .unwrap();
+            let tx = begin(&mut late, isolation).await;
             let r = call(&tx, function, &args).await.unwrap();
             tx.commit().await.unwrap();
             assert_eq!(r["status"], "accepted", "{isolation:?} {named}: {r}");
         }
     }
+}
+
+/// A transaction of `c` at `isolation`.
+async fn begin(
+    c: &mut tokio_postgres::Client,
+    isolation: tokio_postgres::IsolationLevel,
+) -> tokio_postgres::Transaction<'_> {
+    c.build_transaction()
+        .isolation_level(isolation)
+        .start()
+        .await
+        .unwrap()
 }

@@ -246,16 +246,7 @@ pub(crate) fn children<'t>(
     node: Node<'t>,
     out: &mut Vec<(Node<'t>, Option<&'t str>)>,
 ) {
-    out.clear();
-    cursor.reset(node);
-    if cursor.goto_first_child() {
-        loop {
-            out.push((cursor.node(), cursor.field_name()));
-            if !cursor.goto_next_sibling() {
-                break;
-            }
-        }
-    }
+    walk_children(cursor, node, out, true);
 }
 
 /// The children of `node` (named and anonymous) into `out`, without their field names, which
@@ -267,11 +258,21 @@ pub(crate) fn nodes<'t>(
     node: Node<'t>,
     out: &mut Vec<(Node<'t>, Option<&'t str>)>,
 ) {
+    walk_children(cursor, node, out, false);
+}
+
+fn walk_children<'t>(
+    cursor: &mut TreeCursor<'t>,
+    node: Node<'t>,
+    out: &mut Vec<(Node<'t>, Option<&'t str>)>,
+    fields: bool,
+) {
     out.clear();
     cursor.reset(node);
     if cursor.goto_first_child() {
         loop {
-            out.push((cursor.node(), None));
+            let field = if fields { cursor.field_name() } else { None };
+            out.push((cursor.node(), field));
             if !cursor.goto_next_sibling() {
                 break;
             }
