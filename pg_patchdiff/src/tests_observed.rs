@@ -677,7 +677,7 @@ mod tests {
     fn a_parse_starved_of_cpu_is_answered_time_but_not_kept() {
         use crate::parser::parses_sent;
         // About 2 s of parsing: not done before the helper is stopped, however soon.
-        let t = init_file("starved.py", &"\\\n".repeat(16_000));
+        let t = init_file("starved.sh", &"<<E\n".repeat(10_000));
         let stopper = signal_the_helper(libc::SIGSTOP, std::time::Duration::ZERO);
         Spi::run("SET patchdiff.parser_timeout = 300").unwrap();
         // A helper kept warm from an earlier call is stopped at once; a new one as soon as it
@@ -698,8 +698,9 @@ mod tests {
     #[pg_test]
     fn a_helper_killed_from_outside_is_not_blamed_on_the_text() {
         use crate::parser::parses_sent;
-        // About 2 s of tree-sitter-python's time on this machine (helper-55).
-        let t = init_file("killed.py", &"\\\n".repeat(16_000));
+        // About 2 s of tree-sitter-bash's time on this machine (helper-55). (It was 16,000 lines
+        // of a lone backslash in Python, which now has no outline without a parse.)
+        let t = init_file("killed.sh", &"<<E\n".repeat(10_000));
         let killer = signal_the_helper(libc::SIGKILL, std::time::Duration::from_millis(200));
         let r = observe(&t, json!({}));
         assert!(killer.join().unwrap(), "the helper was seen and killed");

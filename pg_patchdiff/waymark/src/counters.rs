@@ -15,9 +15,10 @@ use crate::Language;
 /// Indentation a Python line may have: the scanner's widths are `uint16_t`, a tab counting 8.
 const PYTHON_MAX_INDENT: usize = u16::MAX as usize;
 /// Backslash-newline joins in one run of Python white space: the scanner skips the rest of such
-/// a run at every token, so its time grew with the square of their number (helper-104: 16,384
-/// took 3.3 s, 32,768 the whole 10 s of the helper's CPU limit; 4,096 took 0.2 s).
-const PYTHON_MAX_JOINS: usize = 4_096;
+/// a run at every token, so its time grows with the square of their number (helper-104: 16,384
+/// took 3.3 s, 32,768 the whole 10 s of the helper's CPU limit; 4,096 took 0.2 s). At 256, a
+/// text made of such runs costs about 1.5 µs a byte, 1.6 s for 1 MiB (at 4,096, 25 s).
+const PYTHON_MAX_JOINS: usize = 256;
 /// Columns of container markers and white space a Markdown line may start with, and the
 /// length of a fence: `uint8_t` in the block scanner.
 const MARKDOWN_MAX_PREFIX: usize = u8::MAX as usize;

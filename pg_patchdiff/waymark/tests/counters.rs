@@ -56,7 +56,7 @@ fn python_indentation_past_65535_columns_has_no_outline() {
         ],
         good,
     );
-    // Lines joined by a backslash add up to one run of indentation, and more than 4,096 joins in
+    // Lines joined by a backslash add up to one run of indentation, and more than 256 joins in
     // one run have no outline either (the scanner's time grows with their square; helper-104).
     no_outline(
         Language::Python,
@@ -69,11 +69,11 @@ fn python_indentation_past_65535_columns_has_no_outline() {
                 "class A:\n    def m(self):\n        pass\n        \\\n{}    def n(self): pass\n",
                 "\t".repeat(8191)
             ),
-            format!("x = 1\n{}y = 2\n", "\\\n".repeat(4097)),
+            format!("x = 1\n{}y = 2\n", "\\\n".repeat(257)),
         ],
         good,
     );
-    let text = format!("x = 1\n{}y = 2\n", "\\\n".repeat(4096));
+    let text = format!("x = 1\n{}y = 2\n", "\\\n".repeat(256));
     assert!(!checked(Language::Python, &text).has_errors);
     // A backslash that ends a line of code joins no indentation.
     let text = format!("x = (1 + \\\n{}2)\n", " ".repeat(40_000)).repeat(3);
