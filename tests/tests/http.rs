@@ -1445,35 +1445,27 @@ async fn unread_large_answers_are_bounded() {
 
     // The same read from another connection: refused while that answer is unread (it may be
     // served first, while the first one's answer is still being made).
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let (status, _) = e.modern(token, "tools/call", read.clone());
-        if status == 503 {
-            break;
-        }
-        assert_eq!(status, 200);
-        assert!(
-            Instant::now() < deadline,
-            "the second read was never refused while the first answer was unread"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    call_until(
+        &e,
+        token,
+        read.clone(),
+        503,
+        200,
+        "the second read was never refused while the first answer was unread",
+    )
+    .await;
     let (status, _) = e.modern(token, "tools/list", json!({}));
     assert_eq!(status, 200, "small answers are served meanwhile");
     drop(unread);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let (status, _) = e.modern(token, "tools/call", read.clone());
-        if status == 200 {
-            break;
-        }
-        assert_eq!(status, 503);
-        assert!(
-            Instant::now() < deadline,
-            "the read was not served again after the first client went"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    call_until(
+        &e,
+        token,
+        read.clone(),
+        200,
+        503,
+        "the read was not served again after the first client went",
+    )
+    .await;
 }
 
 /// A target of `tenant` whose text is `repeats` times 16 hex digits (made with a 64 MB argument
@@ -1551,19 +1543,15 @@ async fn one_roles_unread_answers_hold_at_most_half_the_room() {
     // Role A's client: a small receive buffer, and it never reads its 3.2 MB answer, which holds
     // all of A's half of the 4 MiB budget.
     let unread = unread_call(&e, ta, read(&ids[0])).await;
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let (status, _) = e.modern(ta, "tools/call", read(&ids[0]));
-        if status == 503 {
-            break;
-        }
-        assert_eq!(status, 200);
-        assert!(
-            Instant::now() < deadline,
-            "A's second read was never refused while its first answer was unread"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    call_until(
+        &e,
+        ta,
+        read(&ids[0]),
+        503,
+        200,
+        "A's second read was never refused while its first answer was unread",
+    )
+    .await;
     for _ in 0..3 {
         let (status, _) = e.modern(tb, "tools/call", read(&ids[1]));
         assert_eq!(
@@ -1614,4 +1602,26 @@ async fn shutdown_waits_for_calls_whose_clients_hung_up() {
         "{log}"
     );
     assert!(!log.contains("every call in flight finished"), "{log}");
+}
+
+/// `tools/call` of `params` as `token`, again every 200 ms while it answers `meanwhile`, until it
+/// answers `want`; `what` fails the test after 20 s.
+async fn call_until(
+    e: &Endpoint,
+    token: &str,
+    params: Value,
+    want: u16,
+    meanwhile: u16,
+    what: &str,
+) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (status, _) = e.modern(token, "tools/call", params.clone());
+        if status == want {
+            return;
+        }
+        assert_eq!(status, meanwhile);
+        assert!(Instant::now() < deadline, "{what}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
