@@ -340,10 +340,11 @@ impl Server {
                     tokio::pin!(call);
                     let mut check = tokio::time::interval(HOST_CHECK);
                     check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-                    // The running request's id when it is a tool call (the one kind a cancellation
-                    // stops: any other request finishes and is answered, and the cancellation is
-                    // then handled in its turn, which ends a listen stream it opened: helper-66
-                    // F2), read from its line when a cancellation comes.
+                    // The running request's id when a cancellation stops it (a tool call or a
+                    // resource read: [`cancellable_id`]; any other request finishes and is
+                    // answered, and the cancellation is then handled in its turn, which ends a
+                    // listen stream it opened: helper-66 F2), read from its line when a
+                    // cancellation comes.
                     let mut running: Option<Option<Value>> = None;
                     // Whether the call was cancelled; its cancel requests are sent again while it
                     // still runs: a statement sent after one reached an idle session (or whose
@@ -386,7 +387,7 @@ impl Server {
                                             ahead.push_back(Ahead::Line(next));
                                             continue;
                                         };
-                                        let id = running.get_or_insert_with(|| tool_call_id(&line));
+                                        let id = running.get_or_insert_with(|| cancellable_id(&line));
                                         if id.as_ref() == Some(&named) {
                                             if !cancelled {
                                                 cancelled = true;
@@ -1406,10 +1407,19 @@ fn request_id(line: &[u8]) -> Option<Value> {
     }
 }
 
-/// The id of a `tools/call` line, or `None` for any other line.
-fn tool_call_id(line: &[u8]) -> Option<Value> {
+/// The id of a request line that a `notifications/cancelled` stops while it runs: a tool call,
+/// and the two resource requests that read the database (`resources/read` of a large target takes
+/// as long as a read tool; helper-106 found it ran to its end). `None` for any other line.
+fn cancellable_id(line: &[u8]) -> Option<Value> {
     match rpc::parse_line(line.trim_ascii_end()) {
-        Ok(Incoming::Request { id, method, .. }) if method == "tools/call" => Some(id),
+        Ok(Incoming::Request { id, method, .. })
+            if matches!(
+                method.as_str(),
+                "tools/call" | "resources/read" | "resources/list"
+            ) =>
+        {
+            Some(id)
+        }
         _ => None,
     }
 }

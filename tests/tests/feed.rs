@@ -1583,6 +1583,68 @@ async fn a_listen_cancelled_as_it_starts_leaves_no_stream() {
     m.quiet("only the stream that was not cancelled hears the change");
 }
 
+/// MCP "Cancellation" (docs/profiles.md, "notifications/cancelled over stdio"): a running
+/// `resources/read` or `resources/list` is stopped by a `notifications/cancelled` naming it, as a
+/// tool call is: its statement is cancelled, it is never answered, and the request behind it is.
+/// helper-106 found a read of a 64 MiB target ran on to its end. Here each waits on a lock of the
+/// targets table that only the test releases, so nothing but the cancel can end it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_resource_read_or_listing_is_cancelled() {
+    let dsn = dsn();
+    let w = connect(&dsn).await.unwrap();
+    let id = initialize_target(&w, "feed-cancelled-read.md", "one\n")
+        .await
+        .unwrap();
+    let holder = patchdiff_tests::tables_for(&dsn, &id).await;
+    let holder_pid = pid(&holder).await;
+    let watcher = patchdiff_tests::tables_for(&dsn, &id).await;
+    let waiting = || async {
+        watcher
+            .query_one(
+                "SELECT count(*) FROM pg_catalog.pg_stat_activity WHERE $1 = ANY(pg_catalog.pg_blocking_pids(pid))",
+                &[&holder_pid],
+            )
+            .await
+            .unwrap()
+            .get::<_, i64>(0)
+    };
+    let mut m = Mcp::start(&dsn, "extended");
+    m.modern_request("server/discover", json!({}));
+    for (method, params) in [
+        ("resources/read", json!({"uri": uri(&id)})),
+        ("resources/list", json!({})),
+    ] {
+        holder
+            .batch_execute("BEGIN; LOCK TABLE patchdiff.targets IN ACCESS EXCLUSIVE MODE")
+            .await
+            .unwrap();
+        let running = m.send(method, params.clone(), true);
+        let until = std::time::Instant::now() + Duration::from_secs(20);
+        while waiting().await == 0 {
+            assert!(
+                std::time::Instant::now() < until,
+                "{method} never waited for the lock"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        m.notify("notifications/cancelled", json!({"requestId": running}));
+        let next = m.send("server/discover", json!({}), true);
+        let r = m.response(next);
+        assert!(r["result"].is_object(), "{method}: {r}");
+        assert_eq!(
+            waiting().await,
+            0,
+            "{method}: the cancelled request still waits"
+        );
+        holder.batch_execute("ROLLBACK").await.unwrap();
+        m.quiet(&format!("{method}: a cancelled request is never answered"));
+        let again = m.modern_request(method, params);
+        assert!(again["result"].is_object(), "{method} again: {again}");
+    }
+    let read = m.modern_request("resources/read", json!({"uri": uri(&id)}));
+    assert_eq!(read["result"]["contents"][0]["text"], "one\n", "{read}");
+}
+
 /// Item 2, tenancy: a subscriber never hears about a target it may not see.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn subscribers_hear_only_targets_they_may_see() {
