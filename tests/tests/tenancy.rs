@@ -1967,6 +1967,63 @@ async fn grants_and_roles_newer_than_a_snapshot_are_seen(
     ))
     .await
     .unwrap();
+
+    // A DROP ROLE not yet committed when the grant looks the role up: the grant waits for it, as
+    // GRANT does, and then finds no such role. It used to write a grant row for a role that was
+    // gone once the drop committed (helper-105).
+    let racing = unique("pd_racing");
+    su.batch_execute(&format!("CREATE ROLE {racing}"))
+        .await
+        .unwrap();
+    su.batch_execute(&format!("BEGIN; DROP ROLE {racing}"))
+        .await
+        .unwrap();
+    let dropper: i32 = su
+        .query_one("SELECT pg_catalog.pg_backend_pid()", &[])
+        .await
+        .unwrap()
+        .get(0);
+    let (answer, ()) = tokio::join!(
+        grant(a, "patchdiff_grant", &t, &racing, Some("write")),
+        async {
+            let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
+            loop {
+                su.batch_execute("SELECT pg_catalog.pg_stat_clear_snapshot()")
+                    .await
+                    .unwrap();
+                let waiting: i64 = su
+                    .query_one(
+                        "SELECT count(*) FROM pg_catalog.pg_stat_activity \
+                         WHERE $1 = ANY(pg_catalog.pg_blocking_pids(pid))",
+                        &[&dropper],
+                    )
+                    .await
+                    .unwrap()
+                    .get(0);
+                if waiting > 0 {
+                    break;
+                }
+                assert!(
+                    std::time::Instant::now() < until,
+                    "the grant never waited for the DROP ROLE"
+                );
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+            su.batch_execute("COMMIT").await.unwrap();
+        }
+    );
+    assert_eq!(answer["code"], "unknown_role", "{answer}");
+    let rows: i64 = su
+        .query_one(
+            "SELECT count(*) FROM patchdiff.target_grants g \
+             WHERE g.target_file_id = $1::text::uuid \
+               AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles r WHERE r.oid = g.grantee)",
+            &[&t],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(rows, 0, "no grant row names a role that is gone");
 }
 
 /// docs/security.md, "A revoke": once `patchdiff_revoke` has returned, no write of the revoked

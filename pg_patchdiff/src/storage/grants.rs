@@ -62,11 +62,41 @@ pub fn owns(c: &SpiClient, id: &str, caller: Caller) -> Option<bool> {
 /// transaction found a role dropped after its snapshot (a grant row for a role that no longer
 /// exists), or the old holder of a name renamed and taken by a new role since (a write grant to a
 /// role the owner did not name; helper-101).
+///
+/// The role found is then locked as `GRANT` locks its grantee when it records the dependency (a
+/// share lock on the role until the transaction ends; `DROP ROLE` takes it exclusively), and looked
+/// up again: a `DROP ROLE` committed while this call waited for the lock leaves no role of that
+/// name (`None`), and one that comes later waits for this transaction. Without the lock, a drop
+/// committed between the lookup and this transaction's commit left a grant row for no role
+/// (helper-105).
 pub fn role(name: &str) -> Option<pg_sys::Oid> {
     let name = std::ffi::CString::new(name).ok()?;
     // SAFETY: `name` is NUL-terminated; `missing_ok` answers InvalidOid instead of an ERROR.
-    let oid = unsafe { pg_sys::get_role_oid(name.as_ptr(), true) };
-    (oid != pg_sys::InvalidOid).then_some(oid)
+    let lookup = || unsafe { pg_sys::get_role_oid(name.as_ptr(), true) };
+    let mut oid = lookup();
+    // A name dropped and taken by a new role while this waited is looked up once more; a name
+    // that keeps changing hands is answered as unknown.
+    for _ in 0..3 {
+        if oid == pg_sys::InvalidOid {
+            return None;
+        }
+        // SAFETY: a lock on a shared object by its catalog and OID; it takes in the invalidation
+        // messages of what committed meanwhile, so the lookup after it sees the catalog as it is.
+        unsafe {
+            pg_sys::LockSharedObject(
+                pg_sys::AuthIdRelationId,
+                oid,
+                0,
+                pg_sys::AccessShareLock as pg_sys::LOCKMODE,
+            )
+        };
+        let now = lookup();
+        if now == oid {
+            return Some(oid);
+        }
+        oid = now;
+    }
+    None
 }
 
 /// The grant `role` now holds on target `id`.
