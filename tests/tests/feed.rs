@@ -146,7 +146,9 @@ async fn sql_listeners_hear_commits_never_rollbacks_or_rejections() {
     let ours = &ours[..];
     silent(&mut rx, ours, "initialization").await;
 
-    // An acceptance in autocommit: the documented payload, keys in order.
+    // An acceptance in autocommit: the documented payload, keys in order. No hash of the text:
+    // any role may LISTEN, and a hash lets one that may not read the target confirm a guess of
+    // its text (docs/security.md, "The change feed").
     let r = call(&w, "patchdiff_submit_edits", &edit(&a, 0, "alpha", "ALPHA"))
         .await
         .unwrap();
@@ -160,7 +162,6 @@ async fn sql_listeners_hear_commits_never_rollbacks_or_rejections() {
             "kind",
             "target_file_id",
             "version",
-            "hash",
             "pdcp_log_id",
             "log_sequence",
             "snapshot_id"
@@ -168,7 +169,7 @@ async fn sql_listeners_hear_commits_never_rollbacks_or_rejections() {
     );
     assert_eq!(
         p,
-        json!({"kind": "accepted", "target_file_id": a, "version": 1, "hash": r["current_hash"],
+        json!({"kind": "accepted", "target_file_id": a, "version": 1,
                "pdcp_log_id": log_id, "log_sequence": log_sequence(&w, log_id).await, "snapshot_id": null})
     );
 
@@ -229,7 +230,7 @@ async fn sql_listeners_hear_commits_never_rollbacks_or_rejections() {
     let p = heard(&mut rx, ours).await;
     assert_eq!(
         p,
-        json!({"kind": "saved", "target_file_id": a, "version": 4, "hash": s["current_hash"],
+        json!({"kind": "saved", "target_file_id": a, "version": 4,
                "pdcp_log_id": null, "log_sequence": null, "snapshot_id": s["snapshot_id"]})
     );
     // A SAVE rolled back is not announced either.

@@ -318,7 +318,6 @@ pub fn write_attempt(
                 kind: Kind::Accepted,
                 target_file_id,
                 version: a.after_version.unwrap_or_default(),
-                hash: a.after_hash.as_deref().unwrap_or_default(),
                 pdcp_log_id: Some(pdcp_log_id),
                 log_sequence,
                 snapshot_id: None,

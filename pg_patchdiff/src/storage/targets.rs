@@ -316,10 +316,10 @@ const SAVE_SQL: &str = "WITH closed AS ( \
          content_hash, content, acting_role) \
        SELECT $5::uuid, t.target_file_id, c.editing_cycle_id, 'save_checkpoint', t.version, t.current_hash, \
          t.current_content, pg_catalog.pg_get_userbyid($6::oid)::text \
-       FROM patchdiff.targets t, closed c WHERE t.target_file_id = $1::uuid RETURNING snapshot_id, content_hash) \
+       FROM patchdiff.targets t, closed c WHERE t.target_file_id = $1::uuid RETURNING snapshot_id) \
      UPDATE patchdiff.targets t SET active_editing_cycle_id = o.editing_cycle_id \
      FROM opened o, snap s WHERE t.target_file_id = $1::uuid \
-     RETURNING s.snapshot_id::text, s.content_hash";
+     RETURNING s.snapshot_id::text";
 
 macro_rules! save_lock_select {
     ($pred:expr, $columns:literal) => {
@@ -415,18 +415,12 @@ pub fn save_checkpoint(
             "the active editing cycle was not found",
         );
     }
-    let hash = rows
-        .first()
-        .get::<String>(2)
-        .unwrap_or_else(|e| fault("saving checkpoint", e))
-        .unwrap_or_default();
     super::feed::announce(
         c,
         &Event {
             kind: Kind::Saved,
             target_file_id: id,
             version,
-            hash: &hash,
             pdcp_log_id: None,
             log_sequence: None,
             snapshot_id: Some(snapshot),

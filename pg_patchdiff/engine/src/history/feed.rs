@@ -1,11 +1,14 @@
 //! The change feed (issue 19, item 2): the payload of `NOTIFY patchdiff`, which the extension
 //! issues at every acceptance and every SAVE, and which a listener (patchdiff-mcp) reads back.
 //!
-//! The payload names only IDs, a version and a hash: a listener that wants more asks the API,
-//! which checks access. Every field has a fixed shape (a UUID is 36 characters, a hash 64
-//! hexadecimal digits, an integer at most 20 characters), so the payload has a fixed upper
-//! bound, [`MAX_PAYLOAD_BYTES`], far below PostgreSQL's limit of 8,000 bytes; [`payload`]
-//! refuses a field of any other shape rather than announce it.
+//! The payload names only IDs and a version: a listener that wants more asks the API, which
+//! checks access. Any role that may connect can LISTEN, so the payload carries nothing derived
+//! from a target's text: until 2026-12-07 it carried the new `current_hash`, a SHA-256 of the
+//! whole text, with which a role that may not read the target could confirm a guess of it (a
+//! short configuration file, a value among a few). Every field has a fixed shape (a UUID is 36
+//! characters, an integer at most 20 characters), so the payload has a fixed upper bound,
+//! [`MAX_PAYLOAD_BYTES`], far below PostgreSQL's limit of 8,000 bytes; [`payload`] refuses a
+//! field of any other shape rather than announce it.
 
 use crate::contract::uuid::{canonical_uuid, is_sha256_hex};
 use serde::Deserialize;
@@ -30,8 +33,9 @@ pub const LISTENER_LOCK_KEY2: i32 = 0x6665_6564;
 /// in commands/async.c).
 pub const POSTGRES_PAYLOAD_LIMIT: usize = 8000;
 
-/// The longest payload [`payload`] can produce: a SAVE with every field at its longest (the
-/// `longest_payloads_fit` test builds it). Well under [`POSTGRES_PAYLOAD_LIMIT`].
+/// The longest payload a listener reads: [`payload`]'s longest is a SAVE with every field at its
+/// longest, and an earlier build's (with its `hash`) is 75 bytes longer (the `longest_payloads_fit`
+/// test builds both). Well under [`POSTGRES_PAYLOAD_LIMIT`].
 pub const MAX_PAYLOAD_BYTES: usize = 400;
 const _: () = assert!(MAX_PAYLOAD_BYTES < POSTGRES_PAYLOAD_LIMIT);
 
@@ -60,8 +64,6 @@ pub struct Event<'a> {
     pub target_file_id: &'a str,
     /// The target's version after the change.
     pub version: i64,
-    /// `current_hash` after the change.
-    pub hash: &'a str,
     /// The accepted attempt (`None` for a SAVE).
     pub pdcp_log_id: Option<&'a str>,
     /// The accepted attempt's `log_sequence` (`None` for a SAVE).
@@ -75,6 +77,12 @@ pub struct Event<'a> {
 /// not of its fixed shape, which no stored row is; the caller then announces nothing rather
 /// than something unbounded.
 pub fn payload(e: &Event) -> Option<String> {
+    written(e, None)
+}
+
+/// [`payload`], or with `hash` after `version` as builds before 2026-12-07 wrote it (which a
+/// listener still reads: a front end may serve a database whose extension is older).
+fn written(e: &Event, hash: Option<&str>) -> Option<String> {
     let id = |s: &str| canonical_uuid(s);
     let target = id(e.target_file_id)?;
     let log = match e.pdcp_log_id {
@@ -85,19 +93,20 @@ pub fn payload(e: &Event) -> Option<String> {
         Some(s) => Some(id(s)?),
         None => None,
     };
-    if !is_sha256_hex(e.hash) {
-        return None;
+    let mut v = serde_json::Map::new();
+    v.insert("kind".into(), json!(e.kind.as_str()));
+    v.insert("target_file_id".into(), json!(target));
+    v.insert("version".into(), json!(e.version));
+    if let Some(h) = hash {
+        if !is_sha256_hex(h) {
+            return None;
+        }
+        v.insert("hash".into(), json!(h));
     }
-    let v = json!({
-        "kind": e.kind.as_str(),
-        "target_file_id": target,
-        "version": e.version,
-        "hash": e.hash,
-        "pdcp_log_id": log,
-        "log_sequence": e.log_sequence,
-        "snapshot_id": snapshot,
-    });
-    let text = v.to_string();
+    v.insert("pdcp_log_id".into(), json!(log));
+    v.insert("log_sequence".into(), json!(e.log_sequence));
+    v.insert("snapshot_id".into(), json!(snapshot));
+    let text = serde_json::Value::Object(v).to_string();
     (text.len() <= MAX_PAYLOAD_BYTES).then_some(text)
 }
 
@@ -113,15 +122,17 @@ pub struct Announcement {
     pub kind: String,
     pub target_file_id: String,
     pub version: i64,
-    pub hash: String,
+    /// Only in an earlier build's payload (see [`written`]); never used.
+    #[serde(default)]
+    pub hash: Option<String>,
     pub pdcp_log_id: Option<String>,
     pub log_sequence: Option<i64>,
     pub snapshot_id: Option<String>,
 }
 
 /// Reads a payload of the channel; `None` for anything that is not one of ours, byte for byte
-/// as [`payload`] writes it: every key present and in order, IDs in their canonical lowercase
-/// form, a 64-digit hash, and the fields of its kind (an acceptance names its attempt, a SAVE its
+/// as [`payload`] writes it (or an earlier build, with a 64-digit `hash` after `version`): every
+/// key present and in order, IDs in their canonical lowercase form, and the fields of its kind (an acceptance names its attempt, a SAVE its
 /// snapshot). Any role may NOTIFY on any channel, so a listener trusts nothing it did not check,
 /// and still checks access through the API before it tells anyone.
 pub fn parse(text: &str) -> Option<Announcement> {
@@ -134,16 +145,18 @@ pub fn parse(text: &str) -> Option<Announcement> {
         "saved" if a.pdcp_log_id.is_none() && a.log_sequence.is_none() => Kind::Saved,
         _ => return None,
     };
-    let written = payload(&Event {
-        kind,
-        target_file_id: &a.target_file_id,
-        version: a.version,
-        hash: &a.hash,
-        pdcp_log_id: a.pdcp_log_id.as_deref(),
-        log_sequence: a.log_sequence,
-        snapshot_id: a.snapshot_id.as_deref(),
-    })?;
-    (written == text).then_some(a)
+    let back = written(
+        &Event {
+            kind,
+            target_file_id: &a.target_file_id,
+            version: a.version,
+            pdcp_log_id: a.pdcp_log_id.as_deref(),
+            log_sequence: a.log_sequence,
+            snapshot_id: a.snapshot_id.as_deref(),
+        },
+        a.hash.as_deref(),
+    )?;
+    (back == text).then_some(a)
 }
 
 #[cfg(test)]
@@ -154,24 +167,24 @@ mod tests {
 
     /// Issue 19 item 2: "a small JSON payload ... always under 8,000 bytes". Every field has a
     /// fixed shape, so the longest payload is the one with every field at its longest: both
-    /// integers at i64::MIN (20 characters), every optional field present.
+    /// integers at i64::MIN (20 characters), every optional field present; and an earlier
+    /// build's, with its hash, which a listener still reads.
     #[test]
     fn longest_payloads_fit() {
         let hash = "f".repeat(64);
-        let mut longest = 0;
+        let (mut longest, mut longest_earlier) = (0, 0);
         for kind in [Kind::Accepted, Kind::Saved] {
             for n in [i64::MIN, i64::MAX, 0] {
                 let e = Event {
                     kind,
                     target_file_id: ID,
                     version: n,
-                    hash: &hash,
                     pdcp_log_id: Some(ID),
                     log_sequence: Some(n),
                     snapshot_id: Some(ID),
                 };
-                let p = payload(&e).expect("a well-formed event");
-                longest = longest.max(p.len());
+                longest = longest.max(payload(&e).expect("a well-formed event").len());
+                longest_earlier = longest_earlier.max(written(&e, Some(&hash)).unwrap().len());
                 // Read back in the shape of its kind, the one the extension announces.
                 let e = match kind {
                     Kind::Accepted => Event {
@@ -184,37 +197,39 @@ mod tests {
                         ..e
                     },
                 };
-                let back = parse(&payload(&e).unwrap()).unwrap();
-                assert_eq!((back.version, back.log_sequence), (n, e.log_sequence));
-                assert_eq!(back.kind, kind.as_str());
+                for text in [payload(&e).unwrap(), written(&e, Some(&hash)).unwrap()] {
+                    let back = parse(&text).unwrap();
+                    assert_eq!((back.version, back.log_sequence), (n, e.log_sequence));
+                    assert_eq!(back.kind, kind.as_str());
+                }
             }
         }
-        assert!(longest <= MAX_PAYLOAD_BYTES, "{longest}");
+        assert_eq!(longest_earlier, longest + r#","hash":""#.len() + 64 + 1);
+        assert!(longest_earlier <= MAX_PAYLOAD_BYTES, "{longest_earlier}");
         // The bound is tight enough to notice a new field.
-        assert!(longest > MAX_PAYLOAD_BYTES - 100, "{longest}");
+        assert!(
+            longest_earlier > MAX_PAYLOAD_BYTES - 100,
+            "{longest_earlier}"
+        );
     }
 
     /// A field of any other shape is never announced, so nothing unbounded reaches NOTIFY.
     #[test]
     fn malformed_fields_are_not_announced() {
-        let hash = "a".repeat(64);
         let ok = Event {
             kind: Kind::Accepted,
             target_file_id: ID,
             version: 1,
-            hash: &hash,
             pdcp_log_id: Some(ID),
             log_sequence: Some(7),
             snapshot_id: None,
         };
         assert!(payload(&ok).is_some());
-        let long = "a".repeat(9000);
         for bad in [
             Event {
                 target_file_id: "x",
                 ..ok
             },
-            Event { hash: &long, ..ok },
             Event {
                 pdcp_log_id: Some("0f0f0f0f-0f0f-4f0f-8f0f-0f0f0f0f0f0\""),
                 ..ok
@@ -222,39 +237,55 @@ mod tests {
         ] {
             assert_eq!(payload(&bad), None);
         }
+        assert_eq!(written(&ok, Some(&"a".repeat(9000))), None);
     }
 
     /// A listener ignores what is not an announcement: other JSON, an oversized text, a
-    /// target that is not a UUID.
+    /// target that is not a UUID. The payload names IDs and a version, nothing derived from the
+    /// target's text (docs/security.md, "The change feed").
     #[test]
     fn listeners_read_only_announcements() {
         assert_eq!(parse("hello"), None);
         assert_eq!(parse("{}"), None);
-        let hash = "a".repeat(64);
-        let p = payload(&Event {
+        let e = Event {
             kind: Kind::Saved,
             target_file_id: ID,
             version: 3,
-            hash: &hash,
             pdcp_log_id: None,
             log_sequence: None,
             snapshot_id: Some(ID),
-        })
-        .unwrap();
+        };
+        let p = payload(&e).unwrap();
         assert_eq!(
             p,
             format!(
-                r#"{{"kind":"saved","target_file_id":"{ID}","version":3,"hash":"{hash}","pdcp_log_id":null,"log_sequence":null,"snapshot_id":"{ID}"}}"#
+                r#"{{"kind":"saved","target_file_id":"{ID}","version":3,"pdcp_log_id":null,"log_sequence":null,"snapshot_id":"{ID}"}}"#
             )
         );
         assert_eq!(parse(&p).unwrap().snapshot_id.as_deref(), Some(ID));
         assert_eq!(parse(&p.replace(ID, "../etc")), None);
+        // An earlier build's payload, with the hash, is read (its hash is never used).
+        let hash = "a".repeat(64);
+        let earlier = written(&e, Some(&hash)).unwrap();
+        assert_eq!(
+            earlier,
+            p.replace(
+                r#""version":3,"#,
+                &format!(r#""version":3,"hash":"{hash}","#)
+            )
+        );
+        assert_eq!(parse(&earlier).unwrap().snapshot_id.as_deref(), Some(ID));
         // Only what the extension writes (helper-48: these were read as announcements): IDs in
-        // their canonical form, a hash of 64 hexadecimal digits, no other key, the fields of
-        // the kind, compact and in order.
+        // their canonical form, a hash of 64 hexadecimal digits where there is one, no other
+        // key, the fields of the kind, compact and in order.
         for forged in [
             p.replace(ID, &ID.to_ascii_uppercase()),
-            p.replace(&hash, "x"),
+            earlier.replace(&hash, "x"),
+            p.replace(r#""version":3,"#, r#""version":3,"hash":null,"#),
+            p.replace(
+                r#""pdcp_log_id":null,"#,
+                &format!(r#""pdcp_log_id":null,"hash":"{hash}","#),
+            ),
             p.replace('}', r#","extra":1}"#),
             p.replace(r#""pdcp_log_id":null"#, &format!(r#""pdcp_log_id":"{ID}""#)),
             p.replace(r#""snapshot_id":"#, r#" "snapshot_id":"#),
