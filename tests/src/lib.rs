@@ -213,6 +213,40 @@ pub async fn end_lock_waiters_behind_router(dsn: &str, target: &str) {
         .expect("ending the partition's lock waiters");
 }
 
+/// Waits up to 20 s until some session waits for a lock that session `holder` holds, read on
+/// `observer` (which may be the holder itself, inside its transaction: the activity snapshot is
+/// cleared before each look). Panics with `what` if none does.
+pub async fn wait_until_blocked_by(observer: &Client, holder: i32, what: &str) {
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        if blocked_by(observer, holder).await > 0 {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < until,
+            "{what}: no session waited within 20 s"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+/// The number of sessions waiting for a lock that session `holder` holds, read on `observer`.
+pub async fn blocked_by(observer: &Client, holder: i32) -> i64 {
+    observer
+        .batch_execute("SELECT pg_catalog.pg_stat_clear_snapshot()")
+        .await
+        .expect("clearing the activity snapshot");
+    observer
+        .query_one(
+            "SELECT count(*) FROM pg_catalog.pg_stat_activity \
+              WHERE $1 = ANY (pg_catalog.pg_blocking_pids(pid))",
+            &[&holder],
+        )
+        .await
+        .expect("reading lock waits")
+        .get(0)
+}
+
 /// Where a caller's own transaction around calls on `target` runs: on `client` (a connection to
 /// `dsn`), or through a router on a direct connection to the target's partition, since a
 /// transaction cannot span PL/Proxy's calls (docs/scale-out.md, "What differs through the

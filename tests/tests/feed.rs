@@ -1599,16 +1599,6 @@ async fn a_running_resource_read_or_listing_is_cancelled() {
     let holder = patchdiff_tests::tables_for(&dsn, &id).await;
     let holder_pid = pid(&holder).await;
     let watcher = patchdiff_tests::tables_for(&dsn, &id).await;
-    let waiting = || async {
-        watcher
-            .query_one(
-                "SELECT count(*) FROM pg_catalog.pg_stat_activity WHERE $1 = ANY(pg_catalog.pg_blocking_pids(pid))",
-                &[&holder_pid],
-            )
-            .await
-            .unwrap()
-            .get::<_, i64>(0)
-    };
     let mut m = Mcp::start(&dsn, "extended");
     m.modern_request("server/discover", json!({}));
     for (method, params) in [
@@ -1620,20 +1610,13 @@ async fn a_running_resource_read_or_listing_is_cancelled() {
             .await
             .unwrap();
         let running = m.send(method, params.clone(), true);
-        let until = std::time::Instant::now() + Duration::from_secs(20);
-        while waiting().await == 0 {
-            assert!(
-                std::time::Instant::now() < until,
-                "{method} never waited for the lock"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        patchdiff_tests::wait_until_blocked_by(&watcher, holder_pid, method).await;
         m.notify("notifications/cancelled", json!({"requestId": running}));
         let next = m.send("server/discover", json!({}), true);
         let r = m.response(next);
         assert!(r["result"].is_object(), "{method}: {r}");
         assert_eq!(
-            waiting().await,
+            patchdiff_tests::blocked_by(&watcher, holder_pid).await,
             0,
             "{method}: the cancelled request still waits"
         );

@@ -1986,29 +1986,12 @@ async fn grants_and_roles_newer_than_a_snapshot_are_seen(
     let (answer, ()) = tokio::join!(
         grant(a, "patchdiff_grant", &t, &racing, Some("write")),
         async {
-            let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
-            loop {
-                su.batch_execute("SELECT pg_catalog.pg_stat_clear_snapshot()")
-                    .await
-                    .unwrap();
-                let waiting: i64 = su
-                    .query_one(
-                        "SELECT count(*) FROM pg_catalog.pg_stat_activity \
-                         WHERE $1 = ANY(pg_catalog.pg_blocking_pids(pid))",
-                        &[&dropper],
-                    )
-                    .await
-                    .unwrap()
-                    .get(0);
-                if waiting > 0 {
-                    break;
-                }
-                assert!(
-                    std::time::Instant::now() < until,
-                    "the grant never waited for the DROP ROLE"
-                );
-                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-            }
+            patchdiff_tests::wait_until_blocked_by(
+                su,
+                dropper,
+                "the grant waits for the DROP ROLE",
+            )
+            .await;
             su.batch_execute("COMMIT").await.unwrap();
         }
     );
