@@ -524,6 +524,30 @@ async fn run(
     }
 }
 
+/// Sends a cancel request for the statement of the session whose token it holds when dropped,
+/// without waiting for it (the session's wait for the feed's key, [`listen_once`]), unless
+/// emptied once the wait was granted.
+struct CancelWhenDropped(Option<tokio_postgres::CancelToken>);
+
+impl Drop for CancelWhenDropped {
+    fn drop(&mut self) {
+        let (Some(token), Ok(runtime)) = (self.0.take(), tokio::runtime::Handle::try_current())
+        else {
+            return;
+        };
+        runtime.spawn(async move {
+            let sent = tokio::time::timeout(
+                Duration::from_secs(5),
+                token.cancel_query(tokio_postgres::NoTls),
+            )
+            .await;
+            if !matches!(sent, Ok(Ok(()))) {
+                tracing::debug!("change feed: the cancel request for a given-up wait failed");
+            }
+        });
+    }
+}
+
 /// One session: connect, LISTEN, register as a listener (the feed's lock), pass on announcements
 /// until the session ends (`Err`) or the receiver is dropped (`Ok`). After a reconnection, a
 /// resync covers what the gap missed.
@@ -589,7 +613,17 @@ async fn listen_once(
         // once the key is granted, or after REGISTERED_WITHIN at the latest; then a resync
         // covers the writers that were still open.
         let (waiter, mut waiter_connection) = connect_with(config.clone()).await?;
-        let wait = format!("SELECT pg_catalog.pg_advisory_lock_shared({keys})");
+        // A wait this session gives up (the last stream closed, the front end stopped or died)
+        // must end in the server too: a backend waiting for a lock does not notice that its
+        // client has gone, and until 2026-12-07 each such wait stayed, one more backend every
+        // time the key was held (any role may hold it) when a listening session opened, until
+        // no role could connect (helper-110). Its server checks every second that this front
+        // end is still there (`PIN_SEARCH_PATH`), and a wait given up is cancelled at once.
+        let mut given_up = CancelWhenDropped(Some(waiter.cancel_token()));
+        let wait = format!(
+            "{}; SELECT pg_catalog.pg_advisory_lock_shared({keys})",
+            crate::database::PIN_SEARCH_PATH
+        );
         {
             let waited = waiter.batch_execute(&wait);
             tokio::pin!(waited);
@@ -599,6 +633,7 @@ async fn listen_once(
                 tokio::select! {
                     r = &mut waited => {
                         r.map_err(|e| format!("cannot register as a listener of {}: {}", feed::CHANNEL, describe(&e)))?;
+                        given_up.0 = None;
                         break;
                     }
                     () = &mut late, if ready.is_some() => {

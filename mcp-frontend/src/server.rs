@@ -375,38 +375,56 @@ impl Server {
                                 cancellation.cancel().await;
                             }
                             read = read_bounded_line(&mut input, &mut buf, &mut seen, max), if room => {
-                                match read? {
-                                    Line::End => {
-                                        input_ended = true;
-                                        ahead.push_back(Ahead::End);
-                                    }
-                                    Line::TooLong(n) => ahead.push_back(Ahead::TooLong(n)),
-                                    Line::Read => {
-                                        let next = std::mem::take(&mut buf);
-                                        let Some(named) = cancellation_of(&next) else {
-                                            ahead.push_back(Ahead::Line(next));
-                                            continue;
-                                        };
-                                        let id = running.get_or_insert_with(|| cancellable_id(&line));
-                                        if id.as_ref() == Some(&named) {
-                                            if !cancelled {
-                                                cancelled = true;
-                                                tracing::info!(id = %named, "notifications/cancelled: cancelling the running call");
-                                                cancellation.cancel().await;
-                                                again.reset();
-                                            }
-                                        } else {
-                                            ahead.retain(|a| match a {
-                                                Ahead::Line(l) => request_id(l).as_ref() != Some(&named),
-                                                _ => true,
-                                            });
-                                            ahead.push_back(Ahead::Line(next));
-                                        }
-                                    }
+                                let read = read?;
+                                if read_ahead(read, &mut buf, &mut ahead, &mut input_ended, &mut running, &line)
+                                    && !cancelled
+                                {
+                                    cancelled = true;
+                                    tracing::info!("notifications/cancelled: cancelling the running call");
+                                    cancellation.cancel().await;
+                                    again.reset();
                                 }
                             }
                         }
                     };
+                    // The answer was decoded and made without reading input, which takes a while
+                    // for a large one (helper-108: 0.35 s for a 64 MiB target's read, and the
+                    // cancellation sent meanwhile was read only once the answer was written). What
+                    // the client has sent by now is read before the answer is written: a
+                    // cancellation of this request among it drops the answer. Input that arrived
+                    // while the answer was made is seen only once the runtime has polled for it,
+                    // so a large answer waits up to a millisecond for it; any other takes only
+                    // what is already known to be there.
+                    let patient = reply
+                        .as_ref()
+                        .is_some_and(|r| r.len() > PATIENT_ANSWER_BYTES);
+                    while !cancelled
+                        && !input_ended
+                        && ahead.len() < AHEAD_LINES
+                        && ahead.iter().map(Ahead::len).sum::<usize>() < AHEAD_BYTES
+                    {
+                        let next = read_bounded_line(&mut input, &mut buf, &mut seen, max);
+                        let read = if patient {
+                            match tokio::time::timeout(PATIENT_WAIT, next).await {
+                                Ok(read) => read?,
+                                Err(_) => break,
+                            }
+                        } else {
+                            tokio::select! {
+                                biased;
+                                read = next => read?,
+                                () = std::future::ready(()) => break,
+                            }
+                        };
+                        cancelled = read_ahead(
+                            read,
+                            &mut buf,
+                            &mut ahead,
+                            &mut input_ended,
+                            &mut running,
+                            &line,
+                        );
+                    }
                     cancellation.clear();
                     if cancelled {
                         tracing::info!("the cancelled call ended; it is not answered");
@@ -1377,10 +1395,61 @@ impl Ahead {
 /// How often the cancel requests of a cancelled call that still runs are sent again.
 const CANCEL_AGAIN: std::time::Duration = std::time::Duration::from_millis(200);
 
+/// An answer longer than this took long enough to make that input may have come meanwhile:
+/// before it is written, input is awaited for up to [`PATIENT_WAIT`] ([`Server::serve`]).
+const PATIENT_ANSWER_BYTES: usize = 1 << 20;
+/// See [`PATIENT_ANSWER_BYTES`].
+const PATIENT_WAIT: std::time::Duration = std::time::Duration::from_millis(1);
+
 /// At most this many lines are read ahead while a call runs.
 const AHEAD_LINES: usize = 64;
 /// Reading ahead stops once the lines read ahead hold this many bytes.
 const AHEAD_BYTES: usize = 1 << 20;
+
+/// Takes a line read while request `running_line` runs (or once it has returned, before its
+/// answer is written) into `ahead`, the lines kept for after it; `true` when it is a cancellation
+/// of that request. A cancellation of a request read ahead removes every queued request with its
+/// id, as does one of the running request (JSON-RPC forbids a second request with an id still in
+/// flight, so only a client that breaks that rule has one queued: helper-108).
+fn read_ahead(
+    read: Line,
+    buf: &mut Vec<u8>,
+    ahead: &mut std::collections::VecDeque<Ahead>,
+    input_ended: &mut bool,
+    running: &mut Option<Option<Value>>,
+    running_line: &[u8],
+) -> bool {
+    match read {
+        Line::End => {
+            *input_ended = true;
+            ahead.push_back(Ahead::End);
+            false
+        }
+        Line::TooLong(n) => {
+            ahead.push_back(Ahead::TooLong(n));
+            false
+        }
+        Line::Read => {
+            let next = std::mem::take(buf);
+            let Some(named) = cancellation_of(&next) else {
+                ahead.push_back(Ahead::Line(next));
+                return false;
+            };
+            ahead.retain(|a| match a {
+                Ahead::Line(l) => request_id(l).as_ref() != Some(&named),
+                _ => true,
+            });
+            let id = running.get_or_insert_with(|| cancellable_id(running_line));
+            if id.as_ref() == Some(&named) {
+                tracing::info!(id = %named, "notifications/cancelled names the running request");
+                true
+            } else {
+                ahead.push_back(Ahead::Line(next));
+                false
+            }
+        }
+    }
+}
 
 /// The `requestId` a `notifications/cancelled` line names, or `None` for any other line. Only a
 /// line of at most 64 KiB is parsed (a cancellation is a few dozen bytes and a `reason`), since

@@ -1629,6 +1629,158 @@ async fn a_running_resource_read_or_listing_is_cancelled() {
     assert_eq!(read["result"]["contents"][0]["text"], "one\n", "{read}");
 }
 
+/// The same, for a cancellation that arrives once the read's statement has returned, while the
+/// front end decodes the answer and makes its line (about 0.35 s for a 64 MiB target): it is read
+/// before the answer is written, and the answer is dropped. helper-108: the cancellation was read
+/// only once the whole answer had been written, and a read cancelled 0.3 to 0.7 s into its 0.9 s
+/// was answered in full.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_cancelled_while_its_answer_is_made_is_not_answered() {
+    let dsn = dsn();
+    if patchdiff_tests::not_through_a_router(
+        &dsn,
+        "it watches the front end's own session in pg_stat_activity",
+    )
+    .await
+    {
+        return;
+    }
+    let w = connect(&dsn).await.unwrap();
+    let id: String = w
+        .query_one(
+            "SELECT set_config('patchdiff.max_argument_bytes', '100000000', false), \
+             (patchdiff_initialize_target(json_build_object('filename', 'feed-large.txt', \
+               'content', repeat(E'abcdefg\\n', 8000000)))::json ->> 'target_file_id')",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(1);
+    let app = unique("feed_made");
+    let mut m = Mcp::start(&format!("{dsn} application_name={app}"), "extended");
+    m.modern_request("server/discover", json!({}));
+    let state = || async {
+        let r = w
+            .query_opt(
+                "SELECT state, strpos(query, 'patchdiff_get_target') > 0 FROM pg_catalog.pg_stat_activity \
+                 WHERE application_name = $1",
+                &[&app],
+            )
+            .await
+            .unwrap();
+        r.map(|r| (r.get::<_, Option<String>>(0), r.get::<_, Option<bool>>(1)))
+    };
+    let read = m.send("resources/read", json!({"uri": uri(&id)}), true);
+    let until = std::time::Instant::now() + Duration::from_secs(60);
+    // The statement has returned: the session is idle after the read's query.
+    loop {
+        if let Some((Some(s), Some(true))) = state().await
+            && s == "idle"
+        {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < until,
+            "the read never ended: {:?}",
+            state().await
+        );
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    m.notify("notifications/cancelled", json!({"requestId": read}));
+    let next = m.send("server/discover", json!({}), true);
+    let r = m
+        .next(Duration::from_secs(60))
+        .expect("no line from patchdiff-mcp");
+    assert_eq!(
+        r["id"], next,
+        "the cancelled read was answered (its answer was made when the cancellation came)"
+    );
+}
+
+/// docs/http.md "Cost" ("at most `--connections` sessions plus its listening session(s)"):
+/// while another session holds the feed's key, a listening session registers through a second
+/// session that waits for it (docs/sql-api.md "The change feed"). When the front end gives that
+/// wait up, its backend ends too: at once when the last stream closes (a cancel request), and
+/// within seconds when the front end dies (the server's check that its client is still there).
+/// helper-110: each such wait stayed, waiting for the key, after its front end had closed it, one
+/// more backend each time a listening session opened while any role held the key, until no role
+/// could connect.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wait_for_the_feeds_key_that_the_front_end_gives_up_ends_in_the_server() {
+    let dsn = dsn();
+    if patchdiff_tests::not_through_a_router(
+        &dsn,
+        "it holds the key in the database the front end listens on",
+    )
+    .await
+    {
+        return;
+    }
+    let w = connect(&dsn).await.unwrap();
+    let id = initialize_target(&w, "feed-key-held.md", "one\n")
+        .await
+        .unwrap();
+    let holder = connect(&dsn).await.unwrap();
+    holder
+        .batch_execute(&format!(
+            "SELECT pg_advisory_lock({LISTENER_LOCK_KEY1}, {LISTENER_LOCK_KEY2})"
+        ))
+        .await
+        .unwrap();
+    let app = unique("feed_waits");
+    let waiting = || async {
+        w.query_one(
+            "SELECT count(*) FROM pg_catalog.pg_stat_activity \
+             WHERE application_name = $1 AND wait_event_type = 'Lock' AND wait_event = 'advisory'",
+            &[&app],
+        )
+        .await
+        .unwrap()
+        .get::<_, i64>(0)
+    };
+    let until = |secs| std::time::Instant::now() + Duration::from_secs(secs);
+    let watch = json!({"notifications": {"resourceSubscriptions": [uri(&id)]}});
+    // The last stream ends (its cancellation), then the front end dies.
+    for ends in ["the stream is cancelled", "the front end is killed"] {
+        let mut m = Mcp::start(&format!("{dsn} application_name={app}"), "extended");
+        m.modern_request("server/discover", json!({}));
+        let listen = m.send("subscriptions/listen", watch.clone(), true);
+        let ack = m.notification();
+        assert_eq!(
+            ack["method"], "notifications/subscriptions/acknowledged",
+            "{ack}"
+        );
+        let deadline = until(20);
+        while waiting().await == 0 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no session waits for the key"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        if ends == "the front end is killed" {
+            drop(m);
+        } else {
+            m.notify("notifications/cancelled", json!({"requestId": listen}));
+            m.modern_request("server/discover", json!({}));
+        }
+        let deadline = until(10);
+        while waiting().await > 0 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{ends}: its wait for the key still runs in the server"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    holder
+        .batch_execute(&format!(
+            "SELECT pg_advisory_unlock({LISTENER_LOCK_KEY1}, {LISTENER_LOCK_KEY2})"
+        ))
+        .await
+        .unwrap();
+}
+
 /// Item 2, tenancy: a subscriber never hears about a target it may not see.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn subscribers_hear_only_targets_they_may_see() {
