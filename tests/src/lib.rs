@@ -213,21 +213,38 @@ pub async fn end_lock_waiters_behind_router(dsn: &str, target: &str) {
         .expect("ending the partition's lock waiters");
 }
 
+/// Asks `done` every `every` until it says yes; panics with `what` if it has not within
+/// `within`.
+pub async fn eventually<F, Fut>(
+    what: &str,
+    within: std::time::Duration,
+    every: std::time::Duration,
+    mut done: F,
+) where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let until = std::time::Instant::now() + within;
+    while !done().await {
+        assert!(
+            std::time::Instant::now() < until,
+            "{what}: not within {within:?}"
+        );
+        tokio::time::sleep(every).await;
+    }
+}
+
 /// Waits up to 20 s until some session waits for a lock that session `holder` holds, read on
 /// `observer` (which may be the holder itself, inside its transaction: the activity snapshot is
 /// cleared before each look). Panics with `what` if none does.
 pub async fn wait_until_blocked_by(observer: &Client, holder: i32, what: &str) {
-    let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    loop {
-        if blocked_by(observer, holder).await > 0 {
-            return;
-        }
-        assert!(
-            std::time::Instant::now() < until,
-            "{what}: no session waited within 20 s"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
+    eventually(
+        what,
+        std::time::Duration::from_secs(20),
+        std::time::Duration::from_millis(50),
+        || async { blocked_by(observer, holder).await > 0 },
+    )
+    .await;
 }
 
 /// The number of sessions waiting for a lock that session `holder` holds, read on `observer`.

@@ -1671,21 +1671,14 @@ async fn a_read_cancelled_while_its_answer_is_made_is_not_answered() {
         r.map(|r| (r.get::<_, Option<String>>(0), r.get::<_, Option<bool>>(1)))
     };
     let read = m.send("resources/read", json!({"uri": uri(&id)}), true);
-    let until = std::time::Instant::now() + Duration::from_secs(60);
     // The statement has returned: the session is idle after the read's query.
-    loop {
-        if let Some((Some(s), Some(true))) = state().await
-            && s == "idle"
-        {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < until,
-            "the read never ended: {:?}",
-            state().await
-        );
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    }
+    patchdiff_tests::eventually(
+        "the read's statement returns",
+        Duration::from_secs(60),
+        Duration::from_millis(2),
+        || async { state().await == Some((Some("idle".to_owned()), Some(true))) },
+    )
+    .await;
     m.notify("notifications/cancelled", json!({"requestId": read}));
     let next = m.send("server/discover", json!({}), true);
     let r = m
@@ -1738,7 +1731,6 @@ async fn a_wait_for_the_feeds_key_that_the_front_end_gives_up_ends_in_the_server
         .unwrap()
         .get::<_, i64>(0)
     };
-    let until = |secs| std::time::Instant::now() + Duration::from_secs(secs);
     let watch = json!({"notifications": {"resourceSubscriptions": [uri(&id)]}});
     // The last stream ends (its cancellation), then the front end dies.
     for ends in ["the stream is cancelled", "the front end is killed"] {
@@ -1750,28 +1742,26 @@ async fn a_wait_for_the_feeds_key_that_the_front_end_gives_up_ends_in_the_server
             ack["method"], "notifications/subscriptions/acknowledged",
             "{ack}"
         );
-        let deadline = until(20);
-        while waiting().await == 0 {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "no session waits for the key"
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        patchdiff_tests::eventually(
+            "a session waits for the key",
+            Duration::from_secs(20),
+            Duration::from_millis(20),
+            || async { waiting().await > 0 },
+        )
+        .await;
         if ends == "the front end is killed" {
             drop(m);
         } else {
             m.notify("notifications/cancelled", json!({"requestId": listen}));
             m.modern_request("server/discover", json!({}));
         }
-        let deadline = until(10);
-        while waiting().await > 0 {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "{ends}: its wait for the key still runs in the server"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        patchdiff_tests::eventually(
+            &format!("{ends}: its wait for the key ends in the server"),
+            Duration::from_secs(10),
+            Duration::from_millis(50),
+            || async { waiting().await == 0 },
+        )
+        .await;
     }
     holder
         .batch_execute(&format!(
