@@ -1833,7 +1833,8 @@ async fn a_readers_mismatched_observation_never_holds_up_the_owner(
 /// retry loop gives up on. And `patchdiff_grant` names the role that holds the name now, as
 /// `GRANT` does: in such a transaction of the owner it found a role created since as
 /// `unknown_role`, granted a role dropped since (a row for no role), and granted the old holder
-/// of a name renamed and taken since.
+/// of a name renamed and taken since. And a grant naming a role whose `DROP ROLE` is still open
+/// waits for it, as `GRANT` does, then answers `unknown_role` (it wrote a row for no role).
 async fn grants_and_roles_newer_than_a_snapshot_are_seen(
     su: &Client,
     a: &Client,
