@@ -1338,22 +1338,45 @@ async fn listen(
             return r;
         }
     };
-    // The acknowledgment runs to its end in a task of its own, as every call does ([`call`]).
+    // The acknowledgment runs in a task of its own, as every call does ([`call`]), but only for
+    // as long as its client is there: it writes nothing, and a stream nobody reads is not worth
+    // a session. Each stream closed before its acknowledgment used to run on, holding a pooled
+    // connection of its role while it waited for the feed's shared sessions, which start one at
+    // a time (2 s each while another session holds the feed's key): a client that opened and
+    // closed streams in a loop took its role's share of the connections, every other call of
+    // that role was answered 503, and the listening sessions went on starting for tens of
+    // seconds after it stopped (helper-111).
+    let (client_here, gone) = tokio::sync::oneshot::channel::<()>();
     let acknowledging = {
         let (shared, role) = (shared.clone(), role.to_owned());
         let running = shared.in_flight.start();
         tokio::spawn(async move {
             let _running = running;
-            let (permit, db) = checkout(&shared, &role, shared.queue_wait).await?;
+            let mut gone = gone;
+            let (permit, db) = tokio::select! {
+                checked_out = checkout(&shared, &role, shared.queue_wait) => checked_out?,
+                _ = &mut gone => return Err(StatusCode::ACCEPTED.into_response()),
+            };
             let mut server = server_for(&shared, &Era::Modern, db)
                 .for_stream(Subscriptions::default(), shared.feed.clone());
-            let reply = server.handle_message(&body).await;
+            let reply = tokio::select! {
+                reply = server.handle_message(&body) => Some(reply),
+                _ = &mut gone => None,
+            };
+            let Some(reply) = reply else {
+                // Given up part way: its connection may be in the middle of a statement, so it
+                // is closed rather than pooled again (the permit lets the next call open one).
+                drop((server, permit, room));
+                return Err(StatusCode::ACCEPTED.into_response());
+            };
             let subs = server.take_subscriptions();
             checkin(&shared, server.into_db());
             drop((permit, room));
             Ok::<_, Response>((reply, subs))
         })
     };
+    // Dropped with this future when the client goes away, which ends the task above.
+    let _client_here = client_here;
     let (reply, subs) = match acknowledging.await {
         Ok(Ok(acknowledged)) => acknowledged,
         Ok(Err(refused)) => return refused,

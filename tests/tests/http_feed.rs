@@ -328,6 +328,111 @@ async fn listen_over_http_announces_commits_the_tokens_role_may_see() {
     expect_update(&s, &id, &mine, t);
 }
 
+/// docs/http.md "Subscriptions" and "Cost": a listen whose client hangs up before it is
+/// acknowledged stops there, holding no pooled connection and starting no listening session.
+/// Here the feed's key is held by another session, so each acknowledgment would take 2 s (the
+/// wait of a registration): helper-111 found that streams closed by their clients ran on, one
+/// after another, each holding a connection of the role's share, so the role's next calls were
+/// answered 503, and listening sessions went on starting for tens of seconds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listen_whose_client_hangs_up_before_its_acknowledgment_holds_nothing() {
+    if patchdiff_tests::not_through_a_router(
+        &dsn(),
+        "it holds the feed's key in the database the endpoint listens on",
+    )
+    .await
+    {
+        return;
+    }
+    let (su, target) = superuser_target("http-feed-hung-up.md", "one\n").await;
+    let holder = connect(&dsn()).await.unwrap();
+    holder
+        .batch_execute(&format!(
+            "SELECT pg_advisory_lock({LISTENER_LOCK_KEY1}, {LISTENER_LOCK_KEY2})"
+        ))
+        .await
+        .unwrap();
+    let e = Endpoint::start(
+        "extended",
+        &[(SU_TOKEN, "postgres")],
+        &["--connections", "2"],
+    );
+    let (host, path) = e
+        .url
+        .strip_prefix("http://")
+        .and_then(|r| r.split_once('/'))
+        .expect("an http:// URL with a path");
+    for n in 0..20 {
+        use std::io::Write;
+        let body = json!({"jsonrpc": "2.0", "id": n, "method": "subscriptions/listen",
+            "params": {"_meta": {"io.modelcontextprotocol/protocolVersion": MODERN,
+                                 "io.modelcontextprotocol/clientCapabilities": {}},
+                       "notifications": {"resourceSubscriptions": [uri(&target)]}}})
+        .to_string();
+        let mut socket = std::net::TcpStream::connect(host).unwrap();
+        write!(
+            socket,
+            "POST /{path} HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {SU_TOKEN}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMCP-Protocol-Version: {MODERN}\r\nMcp-Method: subscriptions/listen\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .unwrap();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        drop(socket);
+    }
+    // A call of the same role is served at once (it was 503 after --queue-ms, 5 s).
+    let started = Instant::now();
+    let (status, body) = e.post(
+        SU_TOKEN,
+        "2025-11-25",
+        "tools/call",
+        json!({"name": "patchdiff_read_target", "arguments": {"target_file_id": target}}),
+    );
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        body["result"]["structuredContent"]["text"], "one\n",
+        "{body}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "the call waited {:?} for a connection",
+        started.elapsed()
+    );
+    // No listening session is started for the streams that are gone.
+    let app = e.app.clone();
+    let starting = || {
+        let (su, app) = (&su, &app);
+        async move {
+            su.query_one(
+                "SELECT count(*) FROM pg_catalog.pg_stat_activity WHERE application_name = $1 \
+                 AND strpos(query, 'advisory_lock') > 0 AND state = 'active'",
+                &[app],
+            )
+            .await
+            .unwrap()
+            .get::<_, i64>(0)
+        }
+    };
+    patchdiff_tests::eventually(
+        "no listening session registers for streams that are gone",
+        Duration::from_secs(3),
+        Duration::from_millis(50),
+        || async { starting().await == 0 },
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        starting().await,
+        0,
+        "a listening session registered after its streams were gone"
+    );
+    holder
+        .batch_execute(&format!(
+            "SELECT pg_advisory_unlock({LISTENER_LOCK_KEY1}, {LISTENER_LOCK_KEY2})"
+        ))
+        .await
+        .unwrap();
+}
+
 /// Item 2 bounds over HTTP (docs/http.md "Subscriptions"): an open stream keeps the endpoint's
 /// LISTEN sessions open; beyond `--max-streams-per-role` a listen is refused 429 and beyond `--max-streams` 503, both
 /// with a JSON-RPC error and nothing held; closing a connection releases its session at once;
