@@ -213,6 +213,21 @@ pub async fn end_lock_waiters_behind_router(dsn: &str, target: &str) {
         .expect("ending the partition's lock waiters");
 }
 
+/// A session of `dsn` that holds the change feed's key exclusively, as any role may: a listening
+/// session then registers through a second session that waits for the key (docs/sql-api.md "The
+/// change feed"). The key is let go when the session ends.
+pub async fn holding_the_feed_key(dsn: &str) -> Client {
+    use patchdiff_engine::api::feed::{LISTENER_LOCK_KEY1, LISTENER_LOCK_KEY2};
+    let holder = connect(dsn).await.expect("connecting");
+    holder
+        .batch_execute(&format!(
+            "SELECT pg_catalog.pg_advisory_lock({LISTENER_LOCK_KEY1}, {LISTENER_LOCK_KEY2})"
+        ))
+        .await
+        .expect("taking the feed's key");
+    holder
+}
+
 /// Asks `done` every `every` until it says yes; panics with `what` if it has not within
 /// `within`.
 pub async fn eventually<F, Fut>(

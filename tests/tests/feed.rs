@@ -1713,13 +1713,7 @@ async fn a_wait_for_the_feeds_key_that_the_front_end_gives_up_ends_in_the_server
     let id = initialize_target(&w, "feed-key-held.md", "one\n")
         .await
         .unwrap();
-    let holder = connect(&dsn).await.unwrap();
-    holder
-        .batch_execute(&format!(
-            "SELECT pg_advisory_lock({LISTENER_LOCK_KEY1}, {LISTENER_LOCK_KEY2})"
-        ))
-        .await
-        .unwrap();
+    let holder = patchdiff_tests::holding_the_feed_key(&dsn).await;
     let app = unique("feed_waits");
     let waiting = || async {
         w.query_one(
@@ -1763,12 +1757,7 @@ async fn a_wait_for_the_feeds_key_that_the_front_end_gives_up_ends_in_the_server
         )
         .await;
     }
-    holder
-        .batch_execute(&format!(
-            "SELECT pg_advisory_unlock({LISTENER_LOCK_KEY1}, {LISTENER_LOCK_KEY2})"
-        ))
-        .await
-        .unwrap();
+    drop(holder);
 }
 
 /// Item 2, tenancy: a subscriber never hears about a target it may not see.

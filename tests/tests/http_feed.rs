@@ -345,13 +345,7 @@ async fn a_listen_whose_client_hangs_up_before_its_acknowledgment_holds_nothing(
         return;
     }
     let (su, target) = superuser_target("http-feed-hung-up.md", "one\n").await;
-    let holder = connect(&dsn()).await.unwrap();
-    holder
-        .batch_execute(&format!(
-            "SELECT pg_advisory_lock({LISTENER_LOCK_KEY1}, {LISTENER_LOCK_KEY2})"
-        ))
-        .await
-        .unwrap();
+    let holder = patchdiff_tests::holding_the_feed_key(&dsn()).await;
     let e = Endpoint::start(
         "extended",
         &[(SU_TOKEN, "postgres")],
@@ -425,12 +419,7 @@ async fn a_listen_whose_client_hangs_up_before_its_acknowledgment_holds_nothing(
         0,
         "a listening session registered after its streams were gone"
     );
-    holder
-        .batch_execute(&format!(
-            "SELECT pg_advisory_unlock({LISTENER_LOCK_KEY1}, {LISTENER_LOCK_KEY2})"
-        ))
-        .await
-        .unwrap();
+    drop(holder);
 }
 
 /// Item 2 bounds over HTTP (docs/http.md "Subscriptions"): an open stream keeps the endpoint's
