@@ -1148,12 +1148,18 @@ fn checkin(shared: &Shared, db: Db) {
 /// One request on a pooled connection as `role`: a free connection within `queue_wait`, or 503.
 ///
 /// The call runs in a task of its own, which holds the connection's permit and the body's room
-/// until the connection is back in the pool: a client that hangs up mid-call (which drops this
-/// future) no longer cancels it. Before, the permit and the connection were let go at once while
-/// the backend went on with the statement (or waited for a row lock), and the next request opened
-/// another backend: one tenant that cut its own calls short took every connection slot of the
-/// database, far past `--connections`. A call, once sent, runs to its end, as it would have at the
-/// database; what it committed is in the log, where a keyed resend recovers it.
+/// until its statements have ended: a client that hangs up mid-call (which drops this future)
+/// never lets them go while the backend still works. Before, the permit and the connection were
+/// let go at once while the backend went on with the statement (or waited for a row lock), and
+/// the next request opened another backend: one tenant that cut its own calls short took every
+/// connection slot of the database, far past `--connections`.
+///
+/// A hang-up is a cancellation in 2026-07-28 ("The server MUST treat a client disconnect as
+/// cancellation of that request"): the call's statements are cancelled as a
+/// `notifications/cancelled` cancels them over stdio, and its connection is closed rather than
+/// pooled. What it wrote is rolled back unless it had committed, and a keyed resend tells which.
+/// The earlier revisions say the opposite (a disconnect is not a cancellation): there a call, once
+/// sent, runs to its end, as it would have at the database.
 async fn call(
     shared: &Arc<Shared>,
     era: Era,
@@ -1164,14 +1170,34 @@ async fn call(
 ) -> Response {
     let shared = shared.clone();
     let running = shared.in_flight.start();
+    // Its sender lives in this future: dropped with it when the client hangs up.
+    let (client_here, gone) = tokio::sync::oneshot::channel::<()>();
+    let mut gone = matches!(era, Era::Modern).then_some(gone);
     let task = tokio::spawn(async move {
         let _running = running;
         let (permit, db) = match checkout(&shared, &role, shared.queue_wait).await {
             Ok(c) => c,
             Err(refused) => return refused,
         };
+        // A call whose client left while it waited for a connection is not started.
+        if gone.as_mut().is_some_and(|g| {
+            matches!(
+                g.try_recv(),
+                Err(tokio::sync::oneshot::error::TryRecvError::Closed)
+            )
+        }) {
+            checkin(&shared, db);
+            drop(permit);
+            return StatusCode::ACCEPTED.into_response();
+        }
+        let cancellation = db.cancellation();
+        cancellation.clear();
         let mut server = server_for(&shared, &era, db);
-        let reply = server.handle_message(&body).await;
+        let Some(reply) = unless_hung_up(&mut server, &body, &cancellation, gone).await else {
+            // Closed, not pooled: a cancel request may still be on its way to this session.
+            tracing::info!(role, "the client hung up: its call was cancelled");
+            return StatusCode::ACCEPTED.into_response();
+        };
         checkin(&shared, server.into_db());
         // The permits are held until the answer has its room: answers waiting for room are
         // then never more than `--connections`.
@@ -1221,10 +1247,44 @@ async fn call(
             }
         }
     });
-    task.await.unwrap_or_else(|e| {
+    let answer = task.await.unwrap_or_else(|e| {
         tracing::error!(error = %e, "a call's task failed");
         unavailable("the call failed inside the server")
-    })
+    });
+    drop(client_here);
+    answer
+}
+
+/// The answer of `server` to `body`; `None` when `gone` (the client's hang-up, 2026-07-28 only)
+/// came first: then the call's statements are cancelled, and cancelled again every
+/// [`server::CANCEL_AGAIN`] while it still runs (a statement sent after a cancel request reached
+/// an idle session), and this returns once the call has ended.
+async fn unless_hung_up(
+    server: &mut Server,
+    body: &[u8],
+    cancellation: &crate::database::Cancellation,
+    gone: Option<tokio::sync::oneshot::Receiver<()>>,
+) -> Option<Option<String>> {
+    let call = server.handle_message(body);
+    tokio::pin!(call);
+    let Some(mut gone) = gone else {
+        return Some(call.await);
+    };
+    tokio::select! {
+        biased;
+        reply = &mut call => return Some(reply),
+        _ = &mut gone => {}
+    }
+    cancellation.cancel().await;
+    let mut again = tokio::time::interval(server::CANCEL_AGAIN);
+    again.reset();
+    loop {
+        tokio::select! {
+            biased;
+            _ = &mut call => return None,
+            _ = again.tick() => cancellation.cancel().await,
+        }
+    }
 }
 
 /// A place among the open streams, given back when its stream ends (the stream's task owns it).

@@ -1393,7 +1393,7 @@ impl Ahead {
 }
 
 /// How often the cancel requests of a cancelled call that still runs are sent again.
-const CANCEL_AGAIN: std::time::Duration = std::time::Duration::from_millis(200);
+pub(crate) const CANCEL_AGAIN: std::time::Duration = std::time::Duration::from_millis(200);
 
 /// An answer longer than this took long enough to make that input may have come meanwhile:
 /// before it is written, input is awaited for up to [`PATIENT_WAIT`] ([`Server::serve`]). The

@@ -151,10 +151,7 @@ impl Endpoint {
         let auth = format!("Bearer {token}");
         let body = json!({"jsonrpc": "2.0", "id": 2, "method": method, "params": params});
         self.post(
-            &[
-                ("Authorization", &auth),
-                ("MCP-Protocol-Version", "2025-11-25"),
-            ],
+            &[("Authorization", &auth), ("MCP-Protocol-Version", LEGACY)],
             &body.to_string(),
         )
     }
@@ -1236,10 +1233,15 @@ async fn locked_target(e: &Endpoint, token: &str, filename: &str) -> (String, Cl
     (id, holder)
 }
 
-/// A 2026-07-28 `patchdiff_submit_edits` of target `id` at version 0, sent from a thread of its
-/// own by a client that gives up after `give_up` (if any): (status, body), or (0, the error).
+/// The revision every legacy call of these tests names.
+const LEGACY: &str = "2025-11-25";
+
+/// A `patchdiff_submit_edits` of target `id` at version 0 in MCP `revision` (2026-07-28 or a
+/// legacy one), sent from a thread of its own by a client that gives up after `give_up` (if any):
+/// (status, body), or (0, the error).
 fn submit_in_thread(
     e: &Endpoint,
+    revision: &'static str,
     token: &'static str,
     id: &str,
     i: usize,
@@ -1247,22 +1249,26 @@ fn submit_in_thread(
 ) -> std::thread::JoinHandle<(u16, String)> {
     let (url, id) = (e.url.clone(), id.to_owned());
     std::thread::spawn(move || {
-        let body = json!({"jsonrpc": "2.0", "id": i, "method": "tools/call",
+        let mut body = json!({"jsonrpc": "2.0", "id": i, "method": "tools/call",
             "params": {"name": "patchdiff_submit_edits", "arguments": {"target_file_id": id, "intent": "x",
-                       "expected_target_version": 0, "edits": [{"match": "alpha", "replace": format!("beta{i}")}]},
-                       "_meta": {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {}}}});
+                       "expected_target_version": 0, "edits": [{"match": "alpha", "replace": format!("beta{i}")}]}}});
         let mut agent = ureq::AgentBuilder::new();
         if let Some(t) = give_up {
             agent = agent.timeout(t);
         }
-        let sent = agent
+        let mut request = agent
             .build()
             .post(&url)
             .set("Authorization", &format!("Bearer {token}"))
-            .set("MCP-Protocol-Version", MODERN)
-            .set("Mcp-Method", "tools/call")
-            .set("Mcp-Name", "patchdiff_submit_edits")
-            .send_string(&body.to_string());
+            .set("MCP-Protocol-Version", revision);
+        if revision == MODERN {
+            body["params"]["_meta"] = json!({"io.modelcontextprotocol/protocolVersion": MODERN,
+                                             "io.modelcontextprotocol/clientCapabilities": {}});
+            request = request
+                .set("Mcp-Method", "tools/call")
+                .set("Mcp-Name", "patchdiff_submit_edits");
+        }
+        let sent = request.send_string(&body.to_string());
         match sent {
             Ok(r) => (r.status(), r.into_string().unwrap_or_default()),
             Err(ureq::Error::Status(s, r)) => (s, r.into_string().unwrap_or_default()),
@@ -1284,7 +1290,8 @@ async fn backends_of(su: &Client, login: &str, waiting: bool) -> i64 {
 }
 
 /// docs/http.md "Limits": a client that hangs up mid-call takes no more than `--connections`
-/// backends. Twelve submissions, in six waves of two, wait on a row lock another session holds,
+/// backends. Twelve submissions of a legacy revision (where a disconnect is not a cancellation),
+/// in six waves of two, wait on a row lock another session holds,
 /// and each client gives up after 300 ms. The first wave's two calls run on in the server, each
 /// holding its connection's permit, so the login role never has more than its two backends (the
 /// other ten are refused 503 in the queue); once the lock is let go the two end (one accepted,
@@ -1312,7 +1319,7 @@ async fn clients_that_hang_up_take_no_more_than_the_servers_connections() {
     // Six waves of two: each wave is sent once the one before has been cut or refused.
     for wave in 0..6 {
         let cut: Vec<_> = (2 * wave..2 * wave + 2)
-            .map(|i| submit_in_thread(&e, token, &id, i, Some(Duration::from_millis(300))))
+            .map(|i| submit_in_thread(&e, LEGACY, token, &id, i, Some(Duration::from_millis(300))))
             .collect();
         for t in cut {
             let (status, text) = t.join().unwrap();
@@ -1376,6 +1383,89 @@ async fn clients_that_hang_up_take_no_more_than_the_servers_connections() {
     );
 }
 
+/// MCP 2026-07-28, basic/patterns/cancellation, "Transport-Specific Cancellation": over Streamable
+/// HTTP "The server MUST treat a client disconnect as cancellation of that request" (docs/http.md
+/// "Calls"). With `--connections 1`: a legacy call A waits on a row lock another session holds and
+/// keeps the only connection (a legacy disconnect is not a cancellation); a 2026-07-28 call B
+/// queues behind it and its client leaves after 300 ms; a 2026-07-28 call C (to a second server)
+/// waits on the lock too, and its client closes the connection. Then, with the lock still held,
+/// C's backend stops waiting, and once the
+/// lock is let go A is accepted and nothing of B or C is in the log (B never started; C was
+/// rolled back). Before, C waited on with its connection until the lock was let go, and both B
+/// and C ran to their ends after A (rejected by their version guards, in the log).
+#[tokio::test]
+async fn a_2026_call_whose_client_hangs_up_is_cancelled() {
+    let dsn = dsn();
+    if patchdiff_tests::not_through_a_router(&dsn, "holds a row lock on one server").await {
+        return;
+    }
+    let (login, tenants) = roles("cut").await;
+    let token = "token-cut-0123456789";
+    let e = Endpoint::start(
+        &login,
+        &[(token, &tenants[0])],
+        &["--connections", "1", "--queue-ms", "5000"],
+        &[],
+    );
+    let (id, holder) = locked_target(&e, token, "c.md").await;
+    let su = superuser().await;
+    let waiting = |n: i64, what: &'static str| {
+        let (su, login) = (&su, &login);
+        patchdiff_tests::eventually(
+            what,
+            Duration::from_secs(20),
+            Duration::from_millis(20),
+            move || async move { backends_of(su, login, true).await == n },
+        )
+    };
+    let a = submit_in_thread(&e, LEGACY, token, &id, 1, None);
+    waiting(1, "the legacy call waits on the lock").await;
+    let b = submit_in_thread(&e, MODERN, token, &id, 2, Some(Duration::from_millis(300)));
+    assert_eq!(b.join().unwrap().0, 0, "B's client gave up in the queue");
+    // A holds the connection: a second server, where C waits on the lock, then is cut off.
+    let e2 = Endpoint::start(
+        &login,
+        &[(token, &tenants[0])],
+        &["--connections", "1"],
+        &[],
+    );
+    let (address, mut c) = raw(&e2);
+    let body = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+        "params": {"name": "patchdiff_submit_edits", "arguments": {"target_file_id": id, "intent": "x",
+                   "expected_target_version": 0, "edits": [{"match": "alpha", "replace": "beta3"}]},
+                   "_meta": {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {}}}})
+    .to_string();
+    std::io::Write::write_all(
+        &mut c,
+        format!(
+            "POST /mcp HTTP/1.1\r\nHost: {address}\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMCP-Protocol-Version: {MODERN}\r\nMcp-Method: tools/call\r\nMcp-Name: patchdiff_submit_edits\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .as_bytes(),
+    )
+    .unwrap();
+    waiting(2, "C waits on the lock too").await;
+    drop(c);
+    waiting(1, "C's statement is cancelled while the lock is held").await;
+    holder.batch_execute("ROLLBACK").await.unwrap();
+    let (status, text) = a.join().unwrap();
+    assert_eq!(status, 200, "{text}");
+    assert!(text.contains("accepted"), "{text}");
+    // Long enough for B, had it started after A, to be in the log.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let rows = su
+        .query(
+            "SELECT status, client_request_id FROM patchdiff.pdcp_logs WHERE target_file_id = $1::text::uuid",
+            &[&id],
+        )
+        .await
+        .unwrap();
+    let statuses: Vec<String> = rows.iter().map(|r| r.get(0)).collect();
+    assert_eq!(statuses, ["accepted"], "only A is in the log");
+    served_again(&e, token, "the first server serves again");
+    served_again(&e2, token, "the second server serves again");
+}
+
 /// docs/http.md "Limits": with a token file that names several roles, one role runs at most half
 /// of `--connections` calls at once. Alice's two submissions wait on a row lock (`--connections 2`:
 /// her share is one); her second is answered 503 naming her share, and Bob is served meanwhile.
@@ -1396,14 +1486,16 @@ async fn one_role_holds_at_most_its_share_of_the_connections() {
         &[],
     );
     let (id, holder) = locked_target(&e, alice, "s.md").await;
-    let first = submit_in_thread(&e, alice, &id, 1, None);
+    let first = submit_in_thread(&e, MODERN, alice, &id, 1, None);
     let su = superuser().await;
     let deadline = Instant::now() + Duration::from_secs(20);
     while backends_of(&su, &login, true).await == 0 {
         assert!(Instant::now() < deadline, "alice's first call never waited");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let (status, text) = submit_in_thread(&e, alice, &id, 2, None).join().unwrap();
+    let (status, text) = submit_in_thread(&e, MODERN, alice, &id, 2, None)
+        .join()
+        .unwrap();
     assert_eq!(status, 503, "alice's second call, over her share: {text}");
     assert!(text.contains("share"), "{text}");
     let (status, r) = e.modern(bob, "tools/list", json!({}));
@@ -1562,7 +1654,8 @@ async fn one_roles_unread_answers_hold_at_most_half_the_room() {
     drop(unread);
 }
 
-/// docs/http.md, shutdown: calls whose clients hung up still run, and a graceful shutdown waits
+/// docs/http.md, shutdown: calls whose clients hung up still run (in a legacy revision: in
+/// 2026-07-28 they are cancelled), and a graceful shutdown waits
 /// for them as for any call in flight, up to `--shutdown-grace` (1 s here), then says how many it
 /// abandoned. Before, it counted only connections: with two such calls still waiting on a row
 /// lock it logged "every call in flight finished" (helper-43).
@@ -1582,7 +1675,7 @@ async fn shutdown_waits_for_calls_whose_clients_hung_up() {
     );
     let (id, holder) = locked_target(&e, token, "a.md").await;
     let cut: Vec<_> = (0..2)
-        .map(|i| submit_in_thread(&e, token, &id, i, Some(Duration::from_millis(300))))
+        .map(|i| submit_in_thread(&e, LEGACY, token, &id, i, Some(Duration::from_millis(300))))
         .collect();
     for t in cut {
         assert_eq!(t.join().unwrap().0, 0, "the client gave up");
