@@ -446,7 +446,22 @@ fn rejection_record(v: &Value) -> Map<String, Value> {
 
 /// `edit_file`'s edits: `[{oldText, newText}]`, canonical LF (the reference server normalizes
 /// line endings the same way).
-fn parse_edits(v: Option<&Value>) -> Result<Vec<(String, String)>, &'static str> {
+/// The edits of an `edit_file` call, canonical LF, or the refusal's (code, message).
+fn parse_edits(v: Option<&Value>) -> Result<Vec<(String, String)>, (&'static str, &'static str)> {
+    let edits = parse_edit_list(v).map_err(|why| ("invalid_edits", why))?;
+    // A lone CR is not a line ending the file could keep byte for byte: the published text
+    // would have a line break there (helper-114: `o\rne` was accepted and `o\nne` written),
+    // so it is refused as `write_file` refuses it.
+    if edits.iter().any(|(_, new)| new.contains('\r')) {
+        return Err((
+            "mixed_line_endings",
+            "a newText has a carriage return that does not end a line (a lone CR), which could not be written byte for byte; use the file's line endings",
+        ));
+    }
+    Ok(edits)
+}
+
+fn parse_edit_list(v: Option<&Value>) -> Result<Vec<(String, String)>, &'static str> {
     let items = v
         .and_then(Value::as_array)
         .ok_or("edits must be an array of {oldText, newText}")?;
@@ -687,13 +702,41 @@ impl Server {
                 ),
             ));
         }
+        // A new file's text comes from the call: no larger than a file the profile reads, edits
+        // and writes (helper-114: a 10 MiB `write_file` made a file every later call refused).
+        if disk.len() as u64 > crate::workspace::IMPORT_MAX_BYTES {
+            return Err(invalid(
+                rel,
+                "workspace_file_too_large",
+                &format!(
+                    "the text is {} bytes; files of at most {} bytes are read, edited and written; nothing was written",
+                    disk.len(),
+                    crate::workspace::IMPORT_MAX_BYTES
+                ),
+            ));
+        }
         let binding = ws
             .binding(rel)
             .map_err(|r| invalid(rel, r.code, &r.detail))?;
-        Ok(to_string(
+        let args = to_string(
             &json!({"filename": name, "content": disk, "content_type": "text/plain", "workspace_binding": binding}),
             LITERAL,
-        ))
+        );
+        // As the workspace profile's import: refused here, before the text is sent, rather than
+        // answered `arguments_too_large` for a call whose own arguments were a path (helper-50,
+        // helper-114: 8 MiB of U+0001 made 48 MB of arguments).
+        if args.len() > crate::workspace::IMPORT_MAX_ARGUMENT_BYTES {
+            return Err(invalid(
+                rel,
+                "workspace_file_too_large",
+                &format!(
+                    "the file's text is {} bytes once JSON-escaped for the database (control characters take six bytes each, quotes and backslashes two); the limit is {} bytes; nothing was written",
+                    args.len(),
+                    crate::workspace::IMPORT_MAX_ARGUMENT_BYTES
+                ),
+            ));
+        }
+        Ok(args)
     }
 
     /// Imports `rel` (whose bytes are `disk`) as a new target bound to it, outside any
@@ -989,7 +1032,7 @@ impl Server {
     ) -> (String, Value, bool) {
         let edits = match parse_edits(args.get("edits")) {
             Ok(e) => e,
-            Err(why) => return invalid(path, "invalid_edits", why),
+            Err((code, why)) => return invalid(path, code, why),
         };
         let dry_run = match args.get("dryRun") {
             None | Some(Value::Null) => false,

@@ -113,10 +113,12 @@ fn is_default_ignorable(c: char) -> bool {
 /// `ss`, a precomposed `é` its decomposed spelling), upper-cased first, because NTFS compares
 /// names through an upper-case table, whose newer versions map the dotless `ı` to `I`, which
 /// case folding keeps apart from `i`; and trailing `.` and ` ` are cut (NTFS drops them: `.git.`
-/// is `.git`).
+/// is `.git`). On NTFS a `:` starts a stream's name, and `.git::$INDEX_ALLOCATION` names the
+/// directory `.git` itself (git's CVE-2019-1352), so only what comes before the first `:` counts.
 pub fn skeleton(component: &str) -> String {
     use caseless::Caseless;
     use unicode_normalization::UnicodeNormalization;
+    let component = component.split(':').next().unwrap_or_default();
     let folded: String = component
         .chars()
         .filter(|&c| !is_default_ignorable(c))
@@ -797,6 +799,23 @@ impl Workspace {
                     "the path names a staging file of a publication (.patchdiff-*.tmp); it is never imported or published",
                 ));
             }
+        }
+        // A file `HEAD` beside the directories `objects` and `refs` makes its directory a bare
+        // git repository, whose `config` (`core.fsmonitor`) and hooks run commands in any git
+        // run there, whether or not `.git` is near (helper-114: four files named
+        // HEAD, config, objects/x and refs/x planted one). The other three names are too common
+        // to reserve; without `HEAD` nothing is a repository.
+        let git_reserved = self.reserved.iter().any(|r| r.skeleton == skeleton(".git"));
+        if let Some(last) = parts
+            .last()
+            .filter(|l| git_reserved && skeleton(l) == skeleton("HEAD"))
+        {
+            return Err(refuse(
+                "workspace_path_reserved",
+                format!(
+                    "the path ends in the file name {last:?}, which reaches \"HEAD\": beside objects/ and refs/ it makes its directory a bare git repository, whose config runs commands, so it is reserved with .git (PATCHDIFF_WORKSPACE_RESERVED); it is never imported or published"
+                ),
+            ));
         }
         Ok(())
     }
@@ -1506,6 +1525,11 @@ mod tests {
             "svn~1",
             "hg~1",
             "\u{17f}vn~3",
+            // NTFS stream names: the directory itself (git's CVE-2019-1352).
+            ".git::$INDEX_ALLOCATION",
+            ".git:$DATA",
+            ".GIT. ::$INDEX_ALLOCATION",
+            "git~1::$INDEX_ALLOCATION",
         ];
         let accepted = [
             "\u{e9}.md",
@@ -1524,6 +1548,8 @@ mod tests {
             "\u{200b}",
             ".g\u{130}t",
             ".gjt",
+            "a:.git",
+            ".gitx:$DATA",
         ];
         // The table is sorted and disjoint, so its binary search finds every range's ends.
         assert!(DEFAULT_IGNORABLE.windows(2).all(|w| w[0].1 < w[1].0));
@@ -1576,6 +1602,50 @@ mod tests {
             "{}",
             r.detail
         );
+        let _ = std::fs::remove_dir_all(&base);
+    }
+
+    /// docs/workspace.md, "Reserved paths": while `.git` is reserved, so is a file named `HEAD`
+    /// in any spelling that reaches it (helper-114: `HEAD`, `config`, `objects/x` and `refs/x`
+    /// made a bare repository whose `core.fsmonitor` ran at the next `git status` there). It is
+    /// neither imported nor published, nor created; a directory of that name and names that
+    /// only begin with it are not reserved, nor is `HEAD` when the list is empty.
+    #[test]
+    fn a_file_named_head_is_reserved_with_git() {
+        let base = scratch("head");
+        let root = base.join("root");
+        std::fs::create_dir_all(root.join("bare/objects")).unwrap();
+        std::fs::create_dir_all(root.join("bare/refs")).unwrap();
+        for f in ["HEAD", "head", "He\u{200c}ad", "HEAD.", "HEAD::$DATA"] {
+            std::fs::write(root.join("bare").join(f), "x\n").unwrap();
+        }
+        for d in ["HEAD", "HEAD.txt", "HEADS"] {
+            std::fs::create_dir_all(root.join("ok").join(d)).unwrap();
+            std::fs::write(root.join("ok").join(d).join("config"), "x\n").unwrap();
+            std::fs::write(root.join("ok").join(format!("{d}x")), "x\n").unwrap();
+        }
+        let ws = open(&base, &DEFAULT_RESERVED);
+        for f in ["HEAD", "head", "He\u{200c}ad", "HEAD.", "HEAD::$DATA"] {
+            assert_reserved(&ws, &root, &format!("bare/{f}"));
+        }
+        let p = Publication {
+            may_create: true,
+            ..publication(&ws, "new/HEAD", b"", "ref: refs/heads/main\n")
+        };
+        assert_eq!(publish_code(&ws, &p), Err("workspace_path_reserved"));
+        assert!(!root.join("new").exists());
+        for d in ["HEAD", "HEAD.txt", "HEADS"] {
+            assert_not_reserved(&ws, &root, &format!("ok/{d}/config"));
+            assert_not_reserved(&ws, &root, &format!("ok/{d}x"));
+        }
+        let r = ws.import("bare/head").unwrap_err();
+        assert!(
+            r.detail.contains("\"head\"") && r.detail.contains("bare git repository"),
+            "{}",
+            r.detail
+        );
+        let none = open(&base, &[]);
+        assert_not_reserved(&none, &root, "bare/HEAD");
         let _ = std::fs::remove_dir_all(&base);
     }
 

@@ -1034,3 +1034,68 @@ fn passing_over_versions_that_changed_nothing_keeps_the_other_retry_rules() {
     assert_eq!(v["status"], "deduplicated", "{v}");
     assert_eq!(std::fs::read(root.join("rc.txt")).unwrap(), b"x = 1 + 1\n");
 }
+
+/// The refusal's code: `failure_reason` of a workspace or engine refusal, `code` of an invalid
+/// argument.
+fn refused_as(v: &Value) -> &str {
+    v["failure_reason"]
+        .as_str()
+        .or(v["code"].as_str())
+        .unwrap_or_default()
+}
+
+/// docs/files.md "Limits" and "edit_file", docs/workspace.md "Reserved paths" (helper-114): each of
+/// these is refused before anything is written, where before it was written or misnamed:
+/// - a `newText` with a lone CR is `mixed_line_endings`, as `write_file` refuses it (before: `o\rne`
+///   accepted, and `o\nne` written);
+/// - a new file over 8 MiB is `workspace_file_too_large` (before: written, and then refused by
+///   every later call on it);
+/// - a file whose text is over 16 MiB once JSON-escaped is `workspace_file_too_large` on its first
+///   read (before: `arguments_too_large`, "nothing was read or written", of a call that sent a path);
+/// - a file named `HEAD` is `workspace_path_reserved` (before: created, the key file of a bare git
+///   repository with `objects/`, `refs/` and a `config` whose `core.fsmonitor` runs commands).
+#[test]
+fn files_that_could_not_be_kept_or_that_run_commands_are_refused_before_anything_is_written() {
+    let root = scratch("refused-first");
+    std::fs::write(root.join("cr.txt"), "one\ntwo\n").unwrap();
+    std::fs::write(root.join("ctl.txt"), "\u{1}".repeat(3 * 1024 * 1024)).unwrap();
+    let mut s = start(&root, &[]);
+
+    let (text, v, err) = edit(&mut s, "cr.txt", "one", "o\rne");
+    assert!(err, "{text}");
+    assert_eq!(refused_as(&v), "mixed_line_endings", "{v}");
+    assert_eq!(std::fs::read(root.join("cr.txt")).unwrap(), b"one\ntwo\n");
+
+    let big = "a".repeat(8 * 1024 * 1024 + 1);
+    let (text, v, err) = call(
+        &mut s,
+        "write_file",
+        json!({"path": "big.txt", "content": big}),
+    );
+    assert!(err, "{text}");
+    assert_eq!(refused_as(&v), "workspace_file_too_large", "{v}");
+    assert!(!root.join("big.txt").exists());
+
+    let (text, v, err) = call(&mut s, "read_file", json!({"path": "ctl.txt"}));
+    assert!(err, "{text}");
+    assert_eq!(refused_as(&v), "workspace_file_too_large", "{v}");
+    assert!(text.contains("once JSON-escaped"), "{text}");
+
+    for path in ["evil/HEAD", "evil/head"] {
+        let (text, v, err) = call(
+            &mut s,
+            "write_file",
+            json!({"path": path, "content": "ref: refs/heads/main\n"}),
+        );
+        assert!(err, "{text}");
+        assert_eq!(refused_as(&v), "workspace_path_reserved", "{v}");
+    }
+    assert!(!root.join("evil").exists());
+    // Beside it, the other names of a repository are still ordinary files.
+    let (text, _, err) = call(
+        &mut s,
+        "write_file",
+        json!({"path": "evil/config", "content": "[core]\n"}),
+    );
+    assert!(!err, "{text}");
+}
