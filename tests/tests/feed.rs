@@ -435,6 +435,48 @@ async fn pid(c: &Client) -> i32 {
         .get(0)
 }
 
+/// docs/sql-api.md "The change feed": a session that is registered hears its own changes too,
+/// also when it is the only listener of the database (a database of its own here, so that no
+/// other test's listener is registered). Before, its writes tried the key, which a session's own
+/// share lock never blocks, and announced nothing (helper-112).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_registered_session_hears_its_own_changes() {
+    if patchdiff_tests::not_through_a_router(
+        &dsn(),
+        "it makes a database of its own (a registration is one database's, as NOTIFY is)",
+    )
+    .await
+    {
+        return;
+    }
+    let (result, _) = own_database("feed_own", |db| async move {
+        let db_dsn = format!("{} dbname={db}", dsn());
+        let su = connect(&db_dsn).await.unwrap();
+        su.batch_execute("CREATE EXTENSION pg_patchdiff")
+            .await
+            .unwrap();
+        let (own, mut rx) = listener(&db_dsn).await;
+        let id = initialize_target(&own, "own.md", "alpha\n").await.unwrap();
+        let r = call(&own, "patchdiff_submit_edits", &edit(&id, 0, "alpha", "beta"))
+            .await
+            .unwrap();
+        assert_eq!(r["status"], "accepted", "{r}");
+        assert_eq!(heard(&mut rx, &[id.as_str()]).await["version"], 1);
+        // And in a transaction of its own, at its commit.
+        own.batch_execute("BEGIN").await.unwrap();
+        let r = call(&own, "patchdiff_submit_edits", &edit(&id, 1, "beta", "gamma"))
+            .await
+            .unwrap();
+        assert_eq!(r["status"], "accepted", "{r}");
+        own.batch_execute("COMMIT").await.unwrap();
+        assert_eq!(heard(&mut rx, &[id.as_str()]).await["version"], 2);
+    })
+    .await;
+    if let Err(e) = result {
+        std::panic::resume_unwind(e.into_panic());
+    }
+}
+
 /// Issue 21, item 1: with `patchdiff.notify = listened` (the default) a change is announced only
 /// while a listener is registered (holds or awaits the feed's lock), so commits that nobody
 /// listens to take no notify-queue lock; and a registration cannot miss a change: a writer that

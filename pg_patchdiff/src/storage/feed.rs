@@ -116,7 +116,10 @@ pub fn announce(client: &mut SpiClient, e: &Event) {
     }
 }
 
-/// Whether a listener holds or awaits the feed's lock in this database: tries the key
+/// Whether a listener holds or awaits the feed's lock in this database: this session itself,
+/// when it holds the key in share mode (PostgreSQL never makes a session's lock conflict with its
+/// own, so the try below would succeed for it: helper-112 found a session that listens and
+/// writes heard none of its own changes when it was the only listener); otherwise tries the key
 /// (`RowExclusiveLock`, transaction-scoped, no wait) and says yes if that fails. On success the
 /// key stays held until the transaction ends; a later try in the same transaction finds it held
 /// and says no again, which is right: a listener that arrived meanwhile is still waiting for this
@@ -134,6 +137,10 @@ fn someone_listens() -> bool {
         locktag_type: pg_sys::LockTagType::LOCKTAG_ADVISORY as u8,
         locktag_lockmethodid: pg_sys::USER_LOCKMETHOD as u8,
     };
+    // SAFETY: a valid tag; this only looks in the backend's own table of the locks it holds.
+    if unsafe { pg_sys::LockHeldByMe(&tag, pg_sys::ShareLock as pg_sys::LOCKMODE) } {
+        return true;
+    }
     // SAFETY: a valid tag of the user lock method; dontWait, so this never sleeps, and a
     // transaction-scoped lock is released by PostgreSQL at the transaction's (or the
     // subtransaction's) end. Errors (out of shared memory for the lock table) are raised as
