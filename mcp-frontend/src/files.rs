@@ -1529,6 +1529,23 @@ impl Server {
                             "Error: {path} changed on disk since it was last read; nothing was written. Read it again with read_file, then write it again if it should still be replaced."
                         ),
                     }
+                } else if code == "workspace_binding_unverified" {
+                    // Its target was bound by a front end with another key (the key file was
+                    // replaced or lost) or over SQL: the next read imports the file anew, as a new
+                    // target, instead of this file being refused for good with advice to use a tool
+                    // this profile does not have (helper-114).
+                    self.files.reimport.insert(rel.to_owned());
+                    tracing::warn!(
+                        path = rel,
+                        "the file's target was bound by a front end with another key: the next read_file imports it as a new target"
+                    );
+                    let undone = match call {
+                        Call::Edit => "the edits were not applied",
+                        Call::Write => "the file was left as it was",
+                    };
+                    format!(
+                        "Error: {path} was not written ({code}): its record in the database was bound to this file by a front end with another workspace key (or over SQL), so this server cannot prove it is this file's; nothing was written and {undone}. Read the file with read_file, which imports it anew (its earlier history stays with the old record), then try again."
+                    )
                 } else {
                     let undone = match call {
                         Call::Edit => "The edits were not applied.",

@@ -1099,3 +1099,43 @@ fn files_that_could_not_be_kept_or_that_run_commands_are_refused_before_anything
     );
     assert!(!err, "{text}");
 }
+
+/// docs/files.md "Which target a file is" (helper-114): a file whose target was bound by a front
+/// end with another key (the key file replaced or lost) is refused as
+/// `workspace_binding_unverified` with advice this profile can follow: `read_file` imports it
+/// anew, and the edit then applies. Before, the advice named a tool the profile does not have
+/// (`from_workspace: true`), `read_file` imported nothing (the text matched), and every edit and
+/// write of the file was refused for good.
+#[test]
+fn a_file_bound_under_another_key_is_imported_anew_on_its_next_read() {
+    let root = scratch("other-key");
+    let file = root.join("k.txt");
+    std::fs::write(&file, "alpha\n").unwrap();
+    let mut a = start(&root, &[]);
+    let (text, _, err) = edit(&mut a, "k.txt", "alpha", "beta");
+    assert!(!err, "{text}");
+    drop(a);
+    let other = patchdiff_tests::workspace_key_file("pd-files-other")
+        .to_string_lossy()
+        .into_owned();
+    let mut b = start(&root, &[("PATCHDIFF_WORKSPACE_KEY_FILE", other.as_str())]);
+    let (text, v, err) = edit(&mut b, "k.txt", "beta", "gamma");
+    assert!(err, "{text}");
+    assert_eq!(refused_as(&v), "workspace_binding_unverified", "{v}");
+    assert!(
+        text.contains("read_file") && !text.contains("from_workspace"),
+        "{text}"
+    );
+    assert_eq!(std::fs::read(&file).unwrap(), b"beta\n");
+    let (text, _, err) = call(&mut b, "read_file", json!({"path": "k.txt"}));
+    assert!(!err && text == "beta\n", "{text:?}");
+    let (text, _, err) = edit(&mut b, "k.txt", "beta", "gamma");
+    assert!(!err, "{text}");
+    assert_eq!(std::fs::read(&file).unwrap(), b"gamma\n");
+    // A new process with that key finds the new target.
+    drop(b);
+    let mut c = start(&root, &[("PATCHDIFF_WORKSPACE_KEY_FILE", other.as_str())]);
+    let (text, _, err) = edit(&mut c, "k.txt", "gamma", "delta");
+    assert!(!err, "{text}");
+    assert_eq!(std::fs::read(&file).unwrap(), b"delta\n");
+}
