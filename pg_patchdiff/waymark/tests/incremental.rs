@@ -799,16 +799,31 @@ fn helper_113s_texts_outline_as_a_fresh_parse_does() {
             "const t = (f) => f.replace(/\\//g, 1) // c\nc={e:``}",
         ),
     ];
-    for (language, before, after) in pairs {
+    // The same JavaScript texts as TypeScript, whose reparse is used: they outline as fresh.
+    let typescript = [
+        ("const n = 1 // c\n", "const t = 1 // c\n"),
+        (
+            "const n = (f) => f.replace(/\\//g, 1) // c\nc={l:({})}",
+            "const t = (f) => f.replace(/\\//g, 1) // c\nc={e:``}",
+        ),
+    ]
+    .map(|(b, a)| (Language::TypeScript, b, a));
+    for (language, before, after) in pairs.into_iter().chain(typescript) {
         let mut trees = Trees::new(4, 64 << 20);
         let (first, _) = trees.outline_made(b"x", language, before.to_owned());
         assert_eq!(first, outline(language, before));
-        let (got, _) = trees.outline_made(b"x", language, after.to_owned());
+        let (got, how) = trees.outline_made(b"x", language, after.to_owned());
         assert_eq!(
             got,
             outline(language, after),
             "{language:?}: {before:?} -> {after:?}"
         );
+        let want = if language == Language::TypeScript {
+            Made::Incremental
+        } else {
+            Made::Fresh
+        };
+        assert_eq!(how, want, "{language:?}");
     }
 }
 
