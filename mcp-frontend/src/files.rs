@@ -57,11 +57,17 @@ const NO_OP_VERSIONS_PASSED: i64 = 20;
 #[derive(Debug, Default)]
 pub struct Files {
     entries: HashMap<String, Entry>,
-    /// Paths whose last publication found their bytes changed on disk (`external_disk_drift`):
-    /// the next look-up imports them again instead of finding their target. The target's text
-    /// can still equal the disk's when only the line endings changed on disk, and then only the
-    /// raw bytes (which the publication compares) tell them apart.
-    reimport: std::collections::HashSet<String>,
+    /// Paths whose last publication found their bytes changed on disk (`external_disk_drift`),
+    /// with the target it was refused for: the next read imports them again instead of taking
+    /// that target, whose text can still equal the disk's when only the line endings changed on
+    /// disk (then only the raw bytes, which the publication compares, tell them apart); another
+    /// target of the file with the disk's text is taken (one that another process publishes
+    /// to). Without a target (`workspace_binding_unverified`), the next read imports them.
+    reimport: HashMap<String, Option<String>>,
+    /// Per path, every target whose publication found the disk changed in this process: never
+    /// taken again for the disk's text on such a read (two old targets of the same text would
+    /// otherwise be taken in turn, each refused once).
+    drifted: HashMap<String, std::collections::HashSet<String>>,
     /// The role this front end calls as, as `patchdiff_list_targets` names owners (quoted where
     /// an identifier needs it); read once.
     me: Option<String>,
@@ -558,11 +564,27 @@ impl Server {
         rel: &str,
         disk: &str,
     ) -> Result<(Entry, Option<u64>), (String, Value, bool)> {
-        match self.find_target(ws, rel, false).await {
-            Ok(Some(e)) => self
-                .current(rel, e)
-                .await
-                .map_err(|e| unknown(path, "looking the file up", e)),
+        match self.find_target(ws, rel).await {
+            Ok(Some(e)) => {
+                // Another target of the file may hold the disk's text: this process's is one that
+                // another process stopped using (two first reads at once imported the file twice),
+                // or the newest of the label, found after a refusal forgot this process's
+                // (helper-114: edits sent to such a target, refused as stale, round after round).
+                let hd = sha256_hex(canonical(disk).as_bytes());
+                let e = if e.hash == hd {
+                    e
+                } else {
+                    let skip = self.files.drifted.get(rel).cloned().unwrap_or_default();
+                    match self.look_up(ws, rel, Some((&hd, &skip))).await {
+                        Ok(Some(m)) => m,
+                        Ok(None) => e,
+                        Err(why) => return Err(unknown(path, "looking the file up", why)),
+                    }
+                };
+                self.current(rel, e)
+                    .await
+                    .map_err(|e| unknown(path, "looking the file up", e))
+            }
             Ok(None) => Server::import(&mut self.db, ws, rel, disk)
                 .await
                 .map(|e| (e, None)),
@@ -607,21 +629,26 @@ impl Server {
     /// disk's: the file changed on disk since it was imported or published (stale).
     ///
     /// After a publication found the file's bytes changed on disk (`reimport`), a `read_file`
-    /// (`for_read`) imports the file again; an edit or a write keeps the target, whose guards
-    /// refuse it until the agent has read the file. An edit resent without a read used to import
-    /// it, and applied itself a second time to a disk that already held it (helper-91).
-    async fn find_target(
-        &mut self,
-        ws: &Workspace,
-        rel: &str,
-        for_read: bool,
-    ) -> Result<Option<Entry>, String> {
-        if for_read && self.files.reimport.remove(rel) {
-            return Ok(None);
-        }
+    /// imports the file again ([`Server::current_target`]); an edit or a write keeps the target,
+    /// whose guards refuse it until the agent has read the file. An edit resent without a read
+    /// used to import it, and applied itself a second time to a disk that already held it
+    /// (helper-91).
+    async fn find_target(&mut self, ws: &Workspace, rel: &str) -> Result<Option<Entry>, String> {
         if let Some(e) = self.files.entries.get(rel) {
             return Ok(Some(e.clone()));
         }
+        self.look_up(ws, rel, None).await
+    }
+
+    /// The newest target labelled for this root and path that this role owns or, given
+    /// `prefer`, the newest of them whose text has that hash and is not among the targets to
+    /// skip (none if none is); remembered as the file's.
+    async fn look_up(
+        &mut self,
+        ws: &Workspace,
+        rel: &str,
+        prefer: Option<(&str, &std::collections::HashSet<String>)>,
+    ) -> Result<Option<Entry>, String> {
         // Only a target this very role owns: any role can make a target with this label and
         // grant it to another, which would then send its edits there (another tenant reads them
         // in its log) or be refused on it for good (helper-48); `access: "owner"` would also
@@ -640,7 +667,7 @@ impl Server {
             }
         };
         let label = label(ws, rel);
-        let mut found = None;
+        let (mut newest, mut matching): (Option<Value>, Option<Value>) = (None, None);
         let mut cursor = Value::Null;
         for _ in 0..LOOKUP_PAGES {
             let v = self
@@ -649,20 +676,30 @@ impl Server {
                     &json!({"filename_prefix": label, "limit": LOOKUP_LIMIT, "cursor": cursor}),
                 )
                 .await?;
-            found = v["targets"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .find(|t| {
-                    t["filename"].as_str() == Some(label.as_str())
-                        && t["owner"].as_str() == Some(me.as_str())
-                })
-                .cloned();
+            for t in v["targets"].as_array().into_iter().flatten().filter(|t| {
+                t["filename"].as_str() == Some(label.as_str())
+                    && t["owner"].as_str() == Some(me.as_str())
+            }) {
+                if newest.is_none() {
+                    newest = Some(t.clone());
+                }
+                if prefer.is_some_and(|(h, skip)| {
+                    t["current_hash"].as_str() == Some(h)
+                        && t["target_file_id"]
+                            .as_str()
+                            .is_some_and(|id| !skip.contains(id))
+                }) {
+                    matching = Some(t.clone());
+                    break;
+                }
+            }
             cursor = v["next_cursor"].clone();
-            if found.is_some() || !cursor.is_string() {
+            let done = matching.is_some() || (prefer.is_none() && newest.is_some());
+            if done || !cursor.is_string() {
                 break;
             }
         }
+        let found = if prefer.is_some() { matching } else { newest };
         if found.is_none() && cursor.is_string() {
             tracing::warn!(
                 label,
@@ -810,31 +847,77 @@ impl Server {
         })
     }
 
-    /// The target for a file read now: the known one if its text is the disk's, else a new
-    /// import (the file changed on disk since it was imported, or was never imported).
+    /// The target for a file read now, and the text read: the known one if its text is the
+    /// disk's, else a new import (the file changed on disk since it was imported, or was never
+    /// imported).
+    ///
+    /// The disk is read before the database: a publication by another process may have
+    /// installed the file and committed in between, so that the database is newer than the
+    /// bytes read. Then the file is read once more, and when it now holds the target's text,
+    /// that is what was read (helper-114: two processes each reading, writing and editing one
+    /// file 150 times split its history over 49 targets, each read that lost this race
+    /// importing the text of a version already replaced).
     async fn current_target(
         &mut self,
         ws: &Workspace,
+        path: &str,
         rel: &str,
-        disk: &str,
-        hd: &str,
-    ) -> Result<Entry, (String, Value, bool)> {
-        let found = self
-            .find_target(ws, rel, true)
-            .await
-            .map_err(|e| unknown(rel, "looking the file up", e))?;
+        disk: String,
+    ) -> Result<(Entry, String), (String, Value, bool)> {
+        let hd = sha256_hex(canonical(&disk).as_bytes());
+        let found = match self.files.reimport.remove(rel) {
+            None => self.find_target(ws, rel).await,
+            Some(None) => Ok(None),
+            Some(Some(_)) => {
+                let skip = self.files.drifted.get(rel).cloned().unwrap_or_default();
+                self.look_up(ws, rel, Some((&hd, &skip))).await
+            }
+        }
+        .map_err(|e| unknown(rel, "looking the file up", e))?;
         let found = match found {
             Some(e) => Some(
-                self.refreshed(rel, e, hd)
+                self.refreshed(rel, e, &hd)
                     .await
                     .map_err(|e| unknown(rel, "looking the file up", e))?,
             ),
             None => None,
         };
-        match found {
-            Some(e) if e.hash == hd => Ok(e),
-            _ => Server::import(&mut self.db, ws, rel, disk).await,
+        let Some(mut e) = found else {
+            let e = Server::import(&mut self.db, ws, rel, &disk).await?;
+            return Ok((e, disk));
+        };
+        let (mut disk, mut hd) = (disk, hd);
+        // A publication holds the directory's lease until it has committed, and a read takes
+        // it: the database, asked after a read, is never older than what was read, unless the
+        // file was changed by someone else. A few rounds while other processes keep publishing.
+        for _ in 0..READ_AGAIN {
+            if e.hash == hd {
+                return Ok((e, disk));
+            }
+            disk = Self::disk(ws, path, rel)?;
+            hd = sha256_hex(canonical(&disk).as_bytes());
+            e = self
+                .refreshed(rel, e, &hd)
+                .await
+                .map_err(|e| unknown(rel, "looking the file up", e))?;
         }
+        if e.hash == hd {
+            return Ok((e, disk));
+        }
+        // Another target of the file may hold this text: two processes whose first reads were at
+        // once imported it twice, and the one whose target the other then published to went on
+        // importing on each read, as its own target fell behind (helper-114: 40 targets in 100
+        // rounds of two processes). The file's targets are looked up again for one with it.
+        let skip = self.files.drifted.get(rel).cloned().unwrap_or_default();
+        let found = self
+            .look_up(ws, rel, Some((&hd, &skip)))
+            .await
+            .map_err(|e| unknown(rel, "looking the file up", e))?;
+        if let Some(e) = found {
+            return Ok((e, disk));
+        }
+        let e = Server::import(&mut self.db, ws, rel, &disk).await?;
+        Ok((e, disk))
     }
 
     async fn read_file(
@@ -865,8 +948,8 @@ impl Server {
             Ok(d) => d,
             Err(a) => return a,
         };
-        let hd = sha256_hex(canonical(&disk).as_bytes());
-        let mut entry = match self.current_target(ws, rel, &disk, &hd).await {
+        ws.hook("after_read");
+        let (mut entry, disk) = match self.current_target(ws, path, rel, disk).await {
             Ok(e) => e,
             Err(a) => return a,
         };
@@ -1520,7 +1603,14 @@ impl Server {
                         "Error: {path} was written, but its record is uncertain ({code}): {detail}"
                     )
                 } else if code == "external_disk_drift" {
-                    self.files.reimport.insert(rel.to_owned());
+                    self.files
+                        .reimport
+                        .insert(rel.to_owned(), Some(after.target_file_id.clone()));
+                    self.files
+                        .drifted
+                        .entry(rel.to_owned())
+                        .or_default()
+                        .insert(after.target_file_id.clone());
                     match call {
                         Call::Edit => format!(
                             "Error: {path} changed on disk since it was last read; nothing was written and the edits were not applied. Read it again with read_file, then redo the edit."
@@ -1534,7 +1624,7 @@ impl Server {
                     // replaced or lost) or over SQL: the next read imports the file anew, as a new
                     // target, instead of this file being refused for good with advice to use a tool
                     // this profile does not have (helper-114).
-                    self.files.reimport.insert(rel.to_owned());
+                    self.files.reimport.insert(rel.to_owned(), None);
                     tracing::warn!(
                         path = rel,
                         "the file's target was bound by a front end with another key: the next read_file imports it as a new target"
@@ -1559,6 +1649,10 @@ impl Server {
         }
     }
 }
+
+/// How many times a read whose text is not its target's reads the file again before it imports
+/// it as a new target ([`Server::current_target`]).
+const READ_AGAIN: usize = 3;
 
 /// The line endings an edit publishes in: the file's own, as it is on disk now (it was the
 /// import's, `original_eol`, so an edit after a `write_file` that changed them turned them back:

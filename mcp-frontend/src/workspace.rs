@@ -186,7 +186,9 @@ fn io_refusal(what: &str, e: std::io::Error) -> Refusal {
 /// at the named point the process creates `<dir>/paused` and waits until `<dir>/resume` exists,
 /// so a test can change the file system, or kill the process, at exactly that point. Points:
 /// `after_walk`, `after_lease`, `after_staging` (the staged file written and the disk checked
-/// again, before the rename or link), `before_commit`. It fires once per process.
+/// again, before the rename or link), `before_commit`; and `after_read`, in the files profile's
+/// `read_file` once the file is read, before the database is asked for its target. It fires once
+/// per process.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Hook {
     pub point: String,
@@ -832,7 +834,7 @@ impl Workspace {
         }))
     }
 
-    fn hook(&self, point: &str) {
+    pub(crate) fn hook(&self, point: &str) {
         let Some(h) = &self.hook else { return };
         if h.point != point
             || self

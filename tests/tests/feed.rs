@@ -457,16 +457,24 @@ async fn a_registered_session_hears_its_own_changes() {
             .unwrap();
         let (own, mut rx) = listener(&db_dsn).await;
         let id = initialize_target(&own, "own.md", "alpha\n").await.unwrap();
-        let r = call(&own, "patchdiff_submit_edits", &edit(&id, 0, "alpha", "beta"))
-            .await
-            .unwrap();
+        let r = call(
+            &own,
+            "patchdiff_submit_edits",
+            &edit(&id, 0, "alpha", "beta"),
+        )
+        .await
+        .unwrap();
         assert_eq!(r["status"], "accepted", "{r}");
         assert_eq!(heard(&mut rx, &[id.as_str()]).await["version"], 1);
         // And in a transaction of its own, at its commit.
         own.batch_execute("BEGIN").await.unwrap();
-        let r = call(&own, "patchdiff_submit_edits", &edit(&id, 1, "beta", "gamma"))
-            .await
-            .unwrap();
+        let r = call(
+            &own,
+            "patchdiff_submit_edits",
+            &edit(&id, 1, "beta", "gamma"),
+        )
+        .await
+        .unwrap();
         assert_eq!(r["status"], "accepted", "{r}");
         own.batch_execute("COMMIT").await.unwrap();
         assert_eq!(heard(&mut rx, &[id.as_str()]).await["version"], 2);

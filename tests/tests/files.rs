@@ -1139,3 +1139,109 @@ fn a_file_bound_under_another_key_is_imported_anew_on_its_next_read() {
     assert!(!err, "{text}");
     assert_eq!(std::fs::read(&file).unwrap(), b"delta\n");
 }
+
+/// docs/files.md "Which target a file is" (helper-114): a `read_file` that read the file just
+/// before another process published a new version of it (installed and committed before the
+/// read asked the database) reads it again and takes the same target, at the new version. The
+/// test hook `after_read` pauses A's read between the two. Before, A imported the text it had
+/// read, of a version already replaced, as a new target of the file: two processes that each
+/// read, wrote and edited one file 150 times split its history over 49 targets.
+#[test]
+fn a_read_that_raced_another_process_s_publication_keeps_the_files_target() {
+    let root = scratch("read-race");
+    let file = root.join("r.txt");
+    std::fs::write(&file, "v0\n").unwrap();
+    let mut b = start(&root, &[]);
+    let (_, read, _) = call(&mut b, "read_file", json!({"path": "r.txt"}));
+    let target = read["target_file_id"].as_str().unwrap().to_owned();
+    let hook = scratch("read-race-hook");
+    let hook_dir = hook.to_string_lossy().into_owned();
+    let mut a = start(
+        &root,
+        &[
+            ("PATCHDIFF_WORKSPACE_TEST_HOOK", "after_read"),
+            ("PATCHDIFF_WORKSPACE_TEST_HOOK_DIR", &hook_dir),
+        ],
+    );
+    let line = json!({"jsonrpc": "2.0", "id": 77, "method": "tools/call",
+        "params": {"name": "read_file", "arguments": {"path": "r.txt"}}});
+    a.pipes.send(format!("{line}\n").as_bytes());
+    wait_paused(&hook);
+    let (text, _, err) = call(
+        &mut b,
+        "write_file",
+        json!({"path": "r.txt", "content": "v1\n"}),
+    );
+    assert!(!err, "{text}");
+    std::fs::write(hook.join("resume"), "").unwrap();
+    let reply: Value =
+        serde_json::from_slice(&a.pipes.line(Duration::from_secs(30)).unwrap()).unwrap();
+    let r = &reply["result"];
+    assert_eq!(r["content"][0]["text"], "v1\n", "{reply}");
+    assert_eq!(
+        r["structuredContent"]["target_file_id"],
+        target.as_str(),
+        "{reply}"
+    );
+    assert_eq!(r["structuredContent"]["version"], 1, "{reply}");
+    let label = rows(
+        "SELECT filename FROM patchdiff.targets WHERE target_file_id = $1::text::uuid",
+        &target,
+    );
+    let same = rows(
+        "SELECT count(*)::text FROM patchdiff.targets WHERE filename = $1",
+        label[0][0].as_deref().unwrap(),
+    );
+    assert_eq!(same[0][0].as_deref(), Some("1"), "one target for the file");
+}
+
+/// docs/files.md "Stale files" (helper-114): once a file changed on disk is imported again by one
+/// process, another process that reads it takes that new target rather than importing a third.
+/// Before, each process imported a target of its own on its read, and one whose target another
+/// process then published to kept importing on every read (40 targets in 100 rounds of two
+/// processes reading, writing and editing one file).
+#[test]
+fn a_file_changed_on_disk_is_imported_once_for_every_process() {
+    let root = scratch("one-import");
+    let file = root.join("s.txt");
+    std::fs::write(&file, "v0\n").unwrap();
+    let mut a = start(&root, &[]);
+    let mut b = start(&root, &[]);
+    let (_, first, _) = call(&mut a, "read_file", json!({"path": "s.txt"}));
+    let (_, same, _) = call(&mut b, "read_file", json!({"path": "s.txt"}));
+    assert_eq!(first["target_file_id"], same["target_file_id"]);
+    std::fs::write(&file, "v1\n").unwrap();
+    let (_, again, _) = call(&mut a, "read_file", json!({"path": "s.txt"}));
+    assert_ne!(
+        again["target_file_id"], first["target_file_id"],
+        "imported again"
+    );
+    let (text, other, err) = call(&mut b, "read_file", json!({"path": "s.txt"}));
+    assert!(!err && text == "v1\n", "{text}");
+    assert_eq!(other["target_file_id"], again["target_file_id"], "{other}");
+    let (text, _, err) = edit(&mut b, "s.txt", "v1", "v2");
+    assert!(!err, "{text}");
+    let (text, _, err) = edit(&mut a, "s.txt", "v2", "v3");
+    assert!(!err, "{text}");
+    assert_eq!(std::fs::read(&file).unwrap(), b"v3\n");
+    // The same for an edit: a process whose target is not the one with the disk's text sends
+    // its edit to that one (before: refused as stale against its own, round after round).
+    let mut c = start(&root, &[]);
+    let (_, _, err) = call(&mut c, "read_file", json!({"path": "s.txt"}));
+    assert!(!err);
+    std::fs::write(&file, "w0\n").unwrap();
+    let (_, moved, _) = call(&mut a, "read_file", json!({"path": "s.txt"}));
+    let (text, v, err) = edit(&mut c, "s.txt", "w0", "w1");
+    assert!(!err, "{text}");
+    assert_eq!(v["target_file_id"], moved["target_file_id"], "{v}");
+    assert_eq!(std::fs::read(&file).unwrap(), b"w1\n");
+    let label = rows(
+        "SELECT filename FROM patchdiff.targets WHERE target_file_id = $1::text::uuid",
+        again["target_file_id"].as_str().unwrap(),
+    );
+    let targets = rows(
+        "SELECT count(*)::text FROM patchdiff.targets WHERE filename = $1",
+        label[0][0].as_deref().unwrap(),
+    );
+    assert_eq!(targets[0][0].as_deref(), Some("3"));
+}
