@@ -64,10 +64,10 @@ pub struct Files {
     /// target of the file with the disk's text is taken (one that another process publishes
     /// to). Without a target (`workspace_binding_unverified`), the next read imports them.
     reimport: HashMap<String, Option<String>>,
-    /// Per path, every target whose publication found the disk changed in this process: never
-    /// taken again for the disk's text on such a read (two old targets of the same text would
-    /// otherwise be taken in turn, each refused once).
-    drifted: HashMap<String, std::collections::HashSet<String>>,
+    /// Per path, every target whose publication was refused in this process because the disk
+    /// had changed or its binding could not be verified: never taken again for the disk's text
+    /// (two old targets of the same text would otherwise be taken in turn, each refused once).
+    refused: HashMap<String, std::collections::HashSet<String>>,
     /// The role this front end calls as, as `patchdiff_list_targets` names owners (quoted where
     /// an identifier needs it); read once.
     me: Option<String>,
@@ -450,8 +450,6 @@ fn rejection_record(v: &Value) -> Map<String, Value> {
     m
 }
 
-/// `edit_file`'s edits: `[{oldText, newText}]`, canonical LF (the reference server normalizes
-/// line endings the same way).
 /// The edits of an `edit_file` call, canonical LF, or the refusal's (code, message).
 fn parse_edits(v: Option<&Value>) -> Result<Vec<(String, String)>, (&'static str, &'static str)> {
     let edits = parse_edit_list(v).map_err(|why| ("invalid_edits", why))?;
@@ -467,6 +465,8 @@ fn parse_edits(v: Option<&Value>) -> Result<Vec<(String, String)>, (&'static str
     Ok(edits)
 }
 
+/// `edit_file`'s edits: `[{oldText, newText}]`, canonical LF (the reference server normalizes
+/// line endings the same way).
 fn parse_edit_list(v: Option<&Value>) -> Result<Vec<(String, String)>, &'static str> {
     let items = v
         .and_then(Value::as_array)
@@ -574,7 +574,7 @@ impl Server {
                 let e = if e.hash == hd {
                     e
                 } else {
-                    let skip = self.files.drifted.get(rel).cloned().unwrap_or_default();
+                    let skip = self.files.refused.get(rel).cloned().unwrap_or_default();
                     match self.look_up(ws, rel, Some((&hd, &skip))).await {
                         Ok(Some(m)) => m,
                         Ok(None) => e,
@@ -869,7 +869,7 @@ impl Server {
             None => self.find_target(ws, rel).await,
             Some(None) => Ok(None),
             Some(Some(_)) => {
-                let skip = self.files.drifted.get(rel).cloned().unwrap_or_default();
+                let skip = self.files.refused.get(rel).cloned().unwrap_or_default();
                 self.look_up(ws, rel, Some((&hd, &skip))).await
             }
         }
@@ -908,7 +908,7 @@ impl Server {
         // once imported it twice, and the one whose target the other then published to went on
         // importing on each read, as its own target fell behind (helper-114: 40 targets in 100
         // rounds of two processes). The file's targets are looked up again for one with it.
-        let skip = self.files.drifted.get(rel).cloned().unwrap_or_default();
+        let skip = self.files.refused.get(rel).cloned().unwrap_or_default();
         let found = self
             .look_up(ws, rel, Some((&hd, &skip)))
             .await
@@ -1607,7 +1607,7 @@ impl Server {
                         .reimport
                         .insert(rel.to_owned(), Some(after.target_file_id.clone()));
                     self.files
-                        .drifted
+                        .refused
                         .entry(rel.to_owned())
                         .or_default()
                         .insert(after.target_file_id.clone());
@@ -1625,6 +1625,11 @@ impl Server {
                     // target, instead of this file being refused for good with advice to use a tool
                     // this profile does not have (helper-114).
                     self.files.reimport.insert(rel.to_owned(), None);
+                    self.files
+                        .refused
+                        .entry(rel.to_owned())
+                        .or_default()
+                        .insert(after.target_file_id.clone());
                     tracing::warn!(
                         path = rel,
                         "the file's target was bound by a front end with another key: the next read_file imports it as a new target"
