@@ -1,8 +1,8 @@
 //! Incremental outlines (issue 21, item 2) without a database: on the 1 MiB Python module of
 //! `patchdiff-structural-bench`, a fresh outline next to the outline of the same module after a
 //! 32-group commit (one `retries = 0` changed in each of 32 functions spread over the file),
-//! parsed incrementally from the kept tree; with the phases of the incremental one, and the
-//! resident memory a kept tree takes.
+//! parsed incrementally from the kept tree; with the phases of the incremental one, the
+//! resident memory a kept tree takes, and the cost of versions with a syntax error that stays.
 //!
 //!     cargo run --release -p patchdiff-waymark --example incremental_bench [iterations]
 //!
@@ -187,4 +187,44 @@ fn main() {
     let tree2 = parser.parse(&next, Some(&tree)).unwrap();
     println!("reparse with no change at all: {:.2} ms", ms(t));
     drop(tree2);
+    // A syntax error that stays (helper-113): `(` and a line break put before the module, then
+    // 32-group commits with the error still there. The first text with the error is parsed
+    // incrementally (the result has errors, so it is thrown away) and then afresh, which is what
+    // every such version cost until 2026-12-07; the later ones are parsed afresh only.
+    let mut trees = Trees::new(4, 64 << 20);
+    let (_, made) = trees.outline_made(b"broken", Language::Python, text.clone());
+    assert_eq!(made, Made::Fresh);
+    let mut broken = format!("(\n{text}");
+    let (mut first, mut later, mut fresh) = (Vec::new(), Vec::new(), Vec::new());
+    for round in 1..=n {
+        let t = Instant::now();
+        let (got, _) = trees.outline_made(b"broken", Language::Python, broken.clone());
+        let took = ms(t);
+        if round == 1 {
+            first.push(took);
+        } else {
+            later.push(took);
+        }
+        let t = Instant::now();
+        let want = outline(Language::Python, &broken);
+        fresh.push(ms(t));
+        assert_eq!(
+            got, want,
+            "round {round}: the outline with an error differs"
+        );
+        broken = format!(
+            "(\n{}",
+            commit(&broken[2..], functions, round, round + 1000)
+        );
+    }
+    println!(
+        "a syntax error that stays: first version {:.2} ms (an incremental parse thrown away, then a fresh one), later versions median {:.2} ms, a fresh outline median {:.2} ms",
+        first[0],
+        if later.is_empty() {
+            f64::NAN
+        } else {
+            median(later)
+        },
+        median(fresh)
+    );
 }
