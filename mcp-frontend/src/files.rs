@@ -510,7 +510,21 @@ impl Server {
     /// One call of a file tool: its text (the reference server's shape), its structured
     /// record and whether it is an error.
     pub(crate) async fn files_call(&mut self, tool: Tool, raw: &str) -> (String, Value, bool) {
-        let args: Map<String, Value> = serde_json::from_str(raw).unwrap_or_default();
+        // A string with an escaped lone surrogate is valid JSON that no Rust string holds: such
+        // arguments used to be read as none, and were answered "the path is empty" or "content
+        // must be a string" (helper-114).
+        let args: Map<String, Value> = match serde_json::from_str(raw) {
+            Ok(a) => a,
+            Err(e) => {
+                return invalid(
+                    "",
+                    "invalid_arguments",
+                    &format!(
+                        "the arguments could not be read as text ({e}): a string with an escaped lone surrogate (\\uD800 to \\uDFFF without its pair) names no file and is no file's text; nothing was read or written"
+                    ),
+                );
+            }
+        };
         let path = args.get("path").and_then(Value::as_str).unwrap_or_default();
         // Held apart for the call, so the steps can borrow the session mutably beside it; put
         // back below (the files profile is served over stdio only, where a call is never

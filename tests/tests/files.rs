@@ -1116,6 +1116,27 @@ fn files_that_could_not_be_kept_or_that_run_commands_are_refused_before_anything
         assert_eq!(refused_as(&v), "workspace_path_reserved", "{v}");
     }
     assert!(!root.join("evil").exists());
+
+    // A path or a text with an escaped lone surrogate is answered as what it is (before: "the path
+    // is empty", "content must be a string").
+    for (id, args) in [
+        (91, r#"{"path": "a\ud800.txt"}"#),
+        (92, r#"{"path": "s.txt", "content": "x\udc00"}"#),
+    ] {
+        let name = if id == 91 { "read_file" } else { "write_file" };
+        let line = format!(
+            r#"{{"jsonrpc": "2.0", "id": {id}, "method": "tools/call", "params": {{"name": "{name}", "arguments": {args}}}}}"#
+        );
+        s.pipes.send(format!("{line}\n").as_bytes());
+        let reply: Value =
+            serde_json::from_slice(&s.pipes.line(Duration::from_secs(30)).unwrap()).unwrap();
+        let text = reply["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default();
+        assert_eq!(reply["result"]["isError"], true, "{reply}");
+        assert!(text.contains("lone surrogate"), "{reply}");
+    }
+    assert!(!root.join("s.txt").exists());
     // Beside it, the other names of a repository are still ordinary files.
     let (text, _, err) = call(
         &mut s,
