@@ -963,16 +963,51 @@ async fn odd_origins_and_hosts_are_refused() {
     let got = send(b"", "localhost\r\nAuthorization: Bearer another");
     assert!(got.starts_with("HTTP/1.1 400"), "{got}");
     // A header sent with bytes that are not visible ASCII is refused as such; it was refused as
-    // missing (helper-96). The value sent first is the one read.
+    // missing (helper-96).
+    let send_as = |header: &str, value: &str| {
+        let (address, mut tcp) = raw(&e);
+        let mut request = format!(
+            "POST /mcp HTTP/1.1\r\nHost: {address}\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: {}\r\n",
+            list.len()
+        );
+        for (h, v) in [
+            ("MCP-Protocol-Version", MODERN),
+            ("Mcp-Method", "tools/list"),
+        ] {
+            let v = if h == header { value } else { v };
+            request.push_str(&format!("{h}: {v}\r\n"));
+        }
+        request.push_str("\r\n");
+        request.push_str(&list);
+        tcp.write_all(request.as_bytes()).unwrap();
+        until_closed(&mut tcp, Duration::from_secs(10)).unwrap_or_default()
+    };
     for (header, value) in [
         ("Mcp-Method", "tools/listé"),
         ("MCP-Protocol-Version", "2026-07-28é"),
     ] {
-        let got = send(b"", &format!("localhost\r\n{header}: {value}"));
+        let got = send_as(header, value);
         assert!(got.starts_with("HTTP/1.1 400"), "{got}");
         assert!(
             got.contains(&format!("the {header} header is not visible ASCII text")),
             "{got}"
+        );
+    }
+    // And an MCP header sent twice, as the three above (helper-115: with `MCP-Protocol-Version:
+    // 2025-11-25` first, a 2026-07-28 body was served as 2025-11-25, without its header checks).
+    for (header, value) in [
+        ("Mcp-Method", "tools/call"),
+        ("MCP-Protocol-Version", "2025-11-25"),
+        ("Mcp-Name", "patchdiff_submit_edits"),
+    ] {
+        let got = send(
+            b"",
+            &format!("localhost\r\n{header}: {value}\r\n{header}: {value}"),
+        );
+        assert!(got.starts_with("HTTP/1.1 400"), "{header}: {got}");
+        assert!(
+            got.contains("must not be sent more than once"),
+            "{header}: {got}"
         );
     }
 }
@@ -1435,10 +1470,12 @@ async fn a_2026_call_whose_client_hangs_up_is_cancelled() {
                    "expected_target_version": 0, "edits": [{"match": "alpha", "replace": "beta3"}]},
                    "_meta": {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {}}}})
     .to_string();
+    // Followed by a stray line break (RFC 9112 asks servers to tolerate one before a request):
+    // hyper then stops reading the connection, and its close was not seen (helper-115).
     std::io::Write::write_all(
         &mut c,
         format!(
-            "POST /mcp HTTP/1.1\r\nHost: {address}\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMCP-Protocol-Version: {MODERN}\r\nMcp-Method: tools/call\r\nMcp-Name: patchdiff_submit_edits\r\nContent-Length: {}\r\n\r\n{body}",
+            "POST /mcp HTTP/1.1\r\nHost: {address}\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMCP-Protocol-Version: {MODERN}\r\nMcp-Method: tools/call\r\nMcp-Name: patchdiff_submit_edits\r\nContent-Length: {}\r\n\r\n{body}\r\n",
             body.len()
         )
         .as_bytes(),
@@ -1464,6 +1501,86 @@ async fn a_2026_call_whose_client_hangs_up_is_cancelled() {
     assert_eq!(statuses, ["accepted"], "only A is in the log");
     served_again(&e, token, "the first server serves again");
     served_again(&e2, token, "the second server serves again");
+}
+
+/// docs/http.md "Calls": a 2026-07-28 call whose client hangs up but that ends within a moment
+/// (50 ms) ends by itself, and its connection stays pooled. A submission waits on a row lock;
+/// its client closes the connection and the lock is let go at once: the submission commits, and
+/// the server still has the one backend it had. Before, each such call was cancelled and its
+/// connection closed, so a client cutting every call made every other tenant's next call open a
+/// session (helper-115: 121 to 134 new sessions a second, another role's reads 25 to 80 times
+/// slower).
+#[tokio::test]
+async fn a_cut_call_that_ends_at_once_keeps_its_connection() {
+    use std::io::Write;
+    let dsn = dsn();
+    if patchdiff_tests::not_through_a_router(&dsn, "holds a row lock on one server").await {
+        return;
+    }
+    let (login, tenants) = roles("quickcut").await;
+    let token = "token-quickcut-0123456789";
+    let e = Endpoint::start(
+        &login,
+        &[(token, &tenants[0])],
+        &["--connections", "1"],
+        &[],
+    );
+    let (id, holder) = locked_target(&e, token, "q.md").await;
+    let su = superuser().await;
+    let started = async || -> Vec<String> {
+        su.query(
+            "SELECT backend_start::text FROM pg_stat_activity WHERE usename = $1",
+            &[&login],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect()
+    };
+    let before = started().await;
+    assert_eq!(before.len(), 1, "{before:?}");
+    let body = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+        "params": {"name": "patchdiff_submit_edits", "arguments": {"target_file_id": id, "intent": "x",
+                   "expected_target_version": 0, "edits": [{"match": "alpha", "replace": "beta"}]},
+                   "_meta": {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {}}}})
+    .to_string();
+    let (address, mut tcp) = raw(&e);
+    write!(
+        tcp,
+        "POST /mcp HTTP/1.1\r\nHost: {address}\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nMCP-Protocol-Version: {MODERN}\r\nMcp-Method: tools/call\r\nMcp-Name: patchdiff_submit_edits\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    patchdiff_tests::eventually(
+        "the submission waits on the lock",
+        Duration::from_secs(20),
+        Duration::from_millis(10),
+        || async { backends_of(&su, &login, true).await == 1 },
+    )
+    .await;
+    drop(tcp);
+    holder.batch_execute("ROLLBACK").await.unwrap();
+    patchdiff_tests::eventually(
+        "the submission commits",
+        Duration::from_secs(20),
+        Duration::from_millis(20),
+        || async { state_version(&su, &id).await == 1 },
+    )
+    .await;
+    served_again(&e, token, "served after the cut call");
+    assert_eq!(started().await, before, "the same backend");
+}
+
+/// The target's version, read as the superuser.
+async fn state_version(su: &Client, id: &str) -> i64 {
+    su.query_one(
+        "SELECT version FROM patchdiff.targets WHERE target_file_id = $1::text::uuid",
+        &[&id],
+    )
+    .await
+    .unwrap()
+    .get(0)
 }
 
 /// docs/http.md "Limits": with a token file that names several roles, one role runs at most half
