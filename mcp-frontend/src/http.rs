@@ -1327,9 +1327,9 @@ async fn call(
 /// are cancelled.
 const HANG_UP_GRACE: Duration = Duration::from_millis(50);
 
-/// The answer of `server` to `body`; `None` when `gone` (the client's hang-up, 2026-07-28 only)
-/// came first and the call did not end within [`HANG_UP_GRACE`] (its answer is then dropped
-/// too, and its connection pooled): then the call's statements are cancelled, and cancelled again every
+/// The answer of `server` to `body` (which nobody reads if `gone` came first); `None` when `gone`
+/// (the client's hang-up, 2026-07-28 only) came first and the call did not end within
+/// [`HANG_UP_GRACE`]: then the call's statements are cancelled, and cancelled again every
 /// [`server::CANCEL_AGAIN`] while it still runs (a statement sent after a cancel request reached
 /// an idle session), and this returns once the call has ended.
 async fn unless_hung_up(
