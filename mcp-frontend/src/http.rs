@@ -1213,9 +1213,10 @@ fn checkin(shared: &Shared, db: Db) {
 /// connection slot of the database, far past `--connections`.
 ///
 /// A hang-up is a cancellation in 2026-07-28 ("The server MUST treat a client disconnect as
-/// cancellation of that request"): the call's statements are cancelled as a
-/// `notifications/cancelled` cancels them over stdio, and its connection is closed rather than
-/// pooled. What it wrote is rolled back unless it had committed, and a keyed resend tells which.
+/// cancellation of that request"): a call still waiting for a connection is not started, and one
+/// that has not ended [`HANG_UP_GRACE`] after the hang-up has its statements cancelled as a
+/// `notifications/cancelled` cancels them over stdio, its connection closed rather than pooled.
+/// What it wrote is rolled back unless it had committed, and a keyed resend tells which.
 /// The earlier revisions say the opposite (a disconnect is not a cancellation): there a call, once
 /// sent, runs to its end, as it would have at the database.
 async fn call(
