@@ -412,17 +412,25 @@ fn take_free(kind: u32, role: pg_sys::Oid, count: u16) -> Option<pg_sys::LOCKTAG
 /// took all eight); the acting role's half of that keeps one tenant of a login that acts for
 /// many, as the HTTP front end's does, from taking all of the login's (helper-57: one tenant
 /// took the login's four, and the others waited 10 s for nothing).
+///
+/// The slots are taken narrowest first (the acting role's, the login's, the server's), and a
+/// call waits for the next while holding the ones it has: so a call waiting for its role's slot
+/// holds nothing, and one role holds at most its own share of the login's. Taken login first, a
+/// tenant's surplus calls each held one of the login's slots while they waited for the tenant's,
+/// and four of them left the login's other tenants none (helper-116: another tenant's observation
+/// 1 ms alone, 9 s or `parser_busy` meanwhile).
 fn take_slot(role: pg_sys::Oid, deadline: Instant) -> Option<Slot> {
     let all = u16::try_from(MAX_CONCURRENT.get().max(1)).unwrap_or(u16::MAX);
     let login_share = all.div_ceil(2);
     // SAFETY: reads the backend's session user, set at connection start.
     let login = unsafe { pg_sys::GetSessionUserId() };
-    let mut wanted: Vec<(u32, pg_sys::Oid, u16)> = vec![(SLOTS_OF_LOGIN, login, login_share)];
+    let mut wanted: Vec<(u32, pg_sys::Oid, u16)> = Vec::with_capacity(3);
     if login != role {
         // Counted apart from the role's own logins: a SECURITY DEFINER function of one role,
         // called by others, does not take that role's share as a login (helper-57).
         wanted.push((SLOTS_OF_TENANT, role, login_share.div_ceil(2)));
     }
+    wanted.push((SLOTS_OF_LOGIN, login, login_share));
     wanted.push((SLOTS_OF_SERVER, pg_sys::InvalidOid, all));
     let mut slot = Slot(Vec::with_capacity(wanted.len()));
     loop {

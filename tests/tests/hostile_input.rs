@@ -661,6 +661,10 @@ async fn one_tenant_of_a_login_leaves_room_for_the_others() {
     let small2 = initialize_target(&sessions[2], "tenant-two.py", "def g():\n    pass\n")
         .await
         .unwrap();
+    // Observed later, so that its outline is not the one the backend already holds.
+    let small3 = initialize_target(&sessions[2], "tenant-two-b.py", "def h():\n    pass\n")
+        .await
+        .unwrap();
     let mut sessions = sessions.into_iter();
     let first = sessions.next().unwrap();
     let (second, other) = (sessions.next().unwrap(), sessions.next().unwrap());
@@ -678,9 +682,30 @@ async fn one_tenant_of_a_login_leaves_room_for_the_others() {
         r["status"], "candidates",
         "another tenant of the login: {r}"
     );
+    // The same while the tenant's second call waits for its slot (helper-116): it waits holding
+    // none of the login's, so the other tenant is still answered. Before, it held the login's
+    // second slot while it waited, and the other tenant was `parser_busy`.
+    second
+        .batch_execute(&format!(
+            "RESET ROLE; SET patchdiff.parser_timeout = 10000; SET ROLE {t1}"
+        ))
+        .await
+        .unwrap();
+    let waiting = holding_a_slot(second, small1).await;
+    let r = observe(&other, &small3).await;
+    assert_eq!(
+        r["status"], "candidates",
+        "another tenant of the login, while the first one's second call waits: {r}"
+    );
     assert!(!observing.is_finished(), "the slow parse ended too soon");
     let (first, answer) = observing.await.unwrap();
     assert_ne!(answer.unwrap()["status"], "error");
+    let (second, answer) = waiting.await.unwrap();
+    assert_eq!(
+        answer.unwrap()["status"],
+        "candidates",
+        "the waiting call's turn"
+    );
     drop((first, second, other));
     admin
         .batch_execute(&format!("DROP OWNED BY {t1}, {t2}"))
