@@ -361,6 +361,18 @@ pub async fn backend_pid(c: &impl GenericClient) -> i32 {
         .get(0)
 }
 
+/// Runs `f` on a new connection to `dsn`, on a runtime of its own: for tests that are not async.
+pub fn with_sql<T>(dsn: &str, f: impl AsyncFnOnce(&Client) -> T) -> T {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    rt.block_on(async {
+        let c = connect(dsn).await.expect("connecting");
+        f(&c).await
+    })
+}
+
 /// The version `patchdiff.targets` holds for target `id` (read as `c`, which may read the table).
 pub async fn stored_version(c: &impl GenericClient, id: &str) -> i64 {
     c.query_one(

@@ -44,13 +44,8 @@ fn log(s: &mut Session, target: &str) -> Vec<Value> {
 
 /// The same call straight over SQL, as a DBA makes it.
 fn sql(function: &str, args: &Value) -> Value {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
-        let c = patchdiff_tests::connect(&dsn()).await.unwrap();
-        patchdiff_tests::call(&c, function, args).await.unwrap()
+    patchdiff_tests::with_sql(&dsn(), async |c| {
+        patchdiff_tests::call(c, function, args).await.unwrap()
     })
 }
 

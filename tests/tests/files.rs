@@ -1038,14 +1038,9 @@ fn passing_over_versions_that_changed_nothing_keeps_the_other_retry_rules() {
 /// How many targets are named `label` (through a router, on every partition): through the API,
 /// as the files profile looks them up.
 fn targets_named(label: &str) -> usize {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
-        let c = patchdiff_tests::connect(&dsn()).await.unwrap();
+    patchdiff_tests::with_sql(&dsn(), async |c| {
         let v = patchdiff_tests::call(
-            &c,
+            c,
             "patchdiff_list_targets",
             &json!({"filename_prefix": label, "limit": 200}),
         )

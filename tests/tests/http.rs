@@ -1565,22 +1565,11 @@ async fn a_cut_call_that_ends_at_once_keeps_its_connection() {
         "the submission commits",
         Duration::from_secs(20),
         Duration::from_millis(20),
-        || async { state_version(&su, &id).await == 1 },
+        || async { patchdiff_tests::stored_version(&su, &id).await == 1 },
     )
     .await;
     served_again(&e, token, "served after the cut call");
     assert_eq!(started().await, before, "the same backend");
-}
-
-/// The target's version, read as the superuser.
-async fn state_version(su: &Client, id: &str) -> i64 {
-    su.query_one(
-        "SELECT version FROM patchdiff.targets WHERE target_file_id = $1::text::uuid",
-        &[&id],
-    )
-    .await
-    .unwrap()
-    .get(0)
 }
 
 /// docs/http.md "Limits": with a token file that names several roles, one role runs at most half

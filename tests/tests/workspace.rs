@@ -580,14 +580,7 @@ fn workspace_profiles_do_not_start_without_a_root() {
 
 /// Runs `f` with a superuser connection (PATCHDIFF_TEST_DSN), as a SQL caller would.
 fn with_sql<T>(f: impl AsyncFnOnce(&tokio_postgres::Client) -> T) -> T {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
-        let c = patchdiff_tests::connect(&dsn()).await.unwrap();
-        f(&c).await
-    })
+    patchdiff_tests::with_sql(&dsn(), f)
 }
 
 /// A made-up nonce of the right shape, new on every call and every run (a nonce binds one
