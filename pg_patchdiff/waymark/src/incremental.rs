@@ -506,8 +506,10 @@ impl Trees {
             // A text with errors keeps the entry (below) and has it parse the next text afresh:
             // with an error that stays, each version was parsed twice, incrementally from the last
             // error-free tree (thrown away) and afresh (helper-113: 600 ms against a fresh 380 ms on
-            // 1 MiB of Python). A text without errors replaces the entry when it is kept.
-            h.broken_since = has_errors;
+            // 1 MiB of Python). So does a TypeScript text that needed the `tsx` dialect, whose
+            // reparse in the language's own grammar has errors as well. A text without errors
+            // replaces the entry when it is kept.
+            h.broken_since = has_errors || !primary;
         }
         let reusable = language == Language::Python;
         // A reused outline that passed a cap may name another cap than a fresh one would
