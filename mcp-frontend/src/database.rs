@@ -66,6 +66,8 @@ pub struct Db {
 #[derive(Default)]
 pub struct Cancellation {
     requested: AtomicBool,
+    /// Why: the client's `notifications/cancelled` (false) or, over HTTP, its hang-up (true).
+    hung_up: AtomicBool,
     tokens: std::sync::Mutex<Vec<CancelToken>>,
     /// A cancel request was sent: the session must be replaced before the next call.
     spent: AtomicBool,
@@ -85,9 +87,20 @@ impl Cancellation {
         self.requested.store(false, Ordering::SeqCst);
     }
 
+    /// What cancelled the call, as its messages and log lines say it.
+    fn why(&self) -> &'static str {
+        if self.hung_up.load(Ordering::SeqCst) {
+            "the client hung up"
+        } else {
+            "notifications/cancelled"
+        }
+    }
+
     /// Marks the running call cancelled and sends a cancel request for the statement each of its
-    /// sessions runs; each of those sessions is replaced before the next call.
-    pub async fn cancel(&self) {
+    /// sessions runs; each of those sessions is replaced before the next call. `hung_up`: the
+    /// client closed its HTTP connection (2026-07-28), rather than sending `notifications/cancelled`.
+    pub async fn cancel(&self, hung_up: bool) {
+        self.hung_up.store(hung_up, Ordering::SeqCst);
         self.requested.store(true, Ordering::SeqCst);
         self.spent.store(true, Ordering::SeqCst);
         let tokens = self
@@ -99,10 +112,11 @@ impl Cancellation {
             match tokio::time::timeout(CANCEL_TIMEOUT, token.cancel_query(NoTls)).await {
                 Ok(Ok(())) => {}
                 Ok(Err(e)) => {
-                    tracing::warn!("notifications/cancelled: the cancel request failed: {e}")
+                    tracing::warn!("{}: the cancel request failed: {e}", self.why())
                 }
                 Err(_) => tracing::warn!(
-                    "notifications/cancelled: the cancel request was not sent within {CANCEL_TIMEOUT:?}"
+                    "{}: the cancel request was not sent within {CANCEL_TIMEOUT:?}",
+                    self.why()
                 ),
             }
         }
@@ -123,7 +137,10 @@ impl Cancellation {
             return Ok(());
         }
         Err(CallError {
-            message: "the client cancelled this call (notifications/cancelled): the rest of it was not run".into(),
+            message: format!(
+                "the client cancelled this call ({}): the rest of it was not run",
+                self.why()
+            ),
             cancelled: Some(Cancelled::QueryCanceled),
             unavailable: false,
             login_refused: false,
@@ -1226,7 +1243,25 @@ async fn versions(client: &Client, functions: &BTreeSet<String>) -> Result<Versi
 
 #[cfg(test)]
 mod tests {
-    use super::{Versions, partition_config, session_sql};
+    use super::{Cancellation, Versions, partition_config, session_sql};
+
+    /// docs/http.md, cancellation: a call cut by its client's hang-up says so (its refusal and the
+    /// log lines of its cancel requests), not `notifications/cancelled`, which only stdio and a
+    /// client's own notification send; a call cancelled after it, on the same connection, names
+    /// its own cause.
+    #[tokio::test]
+    async fn a_cancelled_call_names_what_cancelled_it() {
+        let c = Cancellation::default();
+        assert!(c.refused().is_ok(), "nothing cancelled yet");
+        c.cancel(true).await;
+        let m = c.refused().unwrap_err().message;
+        assert!(m.contains("(the client hung up)"), "{m}");
+        c.clear();
+        assert!(c.refused().is_ok());
+        c.cancel(false).await;
+        let m = c.refused().unwrap_err().message;
+        assert!(m.contains("(notifications/cancelled)"), "{m}");
+    }
 
     /// docs/scale-out.md: a publication through a router connects to the partition's host, port
     /// and database as this front end's user, with its password and application name, and never

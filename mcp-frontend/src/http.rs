@@ -1356,14 +1356,14 @@ async fn unless_hung_up(
     if let Ok(reply) = tokio::time::timeout(HANG_UP_GRACE, &mut call).await {
         return Some(reply);
     }
-    cancellation.cancel().await;
+    cancellation.cancel(true).await;
     let mut again = tokio::time::interval(server::CANCEL_AGAIN);
     again.reset();
     loop {
         tokio::select! {
             biased;
             _ = &mut call => return None,
-            _ = again.tick() => cancellation.cancel().await,
+            _ = again.tick() => cancellation.cancel(true).await,
         }
     }
 }

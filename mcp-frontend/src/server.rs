@@ -372,7 +372,7 @@ impl Server {
                                 }
                             }
                             _ = again.tick(), if cancelled => {
-                                cancellation.cancel().await;
+                                cancellation.cancel(false).await;
                             }
                             read = read_bounded_line(&mut input, &mut buf, &mut seen, max), if room => {
                                 let read = read?;
@@ -381,7 +381,7 @@ impl Server {
                                 {
                                     cancelled = true;
                                     tracing::info!("notifications/cancelled: cancelling the running call");
-                                    cancellation.cancel().await;
+                                    cancellation.cancel(false).await;
                                     again.reset();
                                 }
                             }
