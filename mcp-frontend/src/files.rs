@@ -364,6 +364,35 @@ fn invalid(path: &str, code: &str, detail: &str) -> (String, Value, bool) {
     failure(path, m, format!("Error: {detail}"))
 }
 
+/// A front-end refusal of a files tool's arguments (unknown or missing names, deep nesting, not an
+/// object: crate::server) in the shape of every other failure of the profile: an `Error: ...`
+/// text, and the refusal's members with `content` and `path` (the `path` argument when it is a
+/// string, else empty) as `structuredContent`.
+pub(crate) fn refusal(raw: &str, payload: Value) -> (String, Value, bool) {
+    #[derive(serde::Deserialize)]
+    struct Path {
+        path: Option<Value>,
+    }
+    let path = serde_json::from_str::<Path>(raw)
+        .ok()
+        .and_then(|p| p.path)
+        .and_then(|p| p.as_str().map(str::to_owned))
+        .unwrap_or_default();
+    let Value::Object(m) = payload else {
+        return failure(
+            &path,
+            Map::new(),
+            "Error: the arguments were refused".into(),
+        );
+    };
+    let detail = m
+        .get("failure_detail")
+        .and_then(Value::as_str)
+        .unwrap_or("the arguments were refused")
+        .to_owned();
+    failure(&path, m, format!("Error: {detail}"))
+}
+
 /// The text of an engine rejection of `edit_file`'s edits, naming the edit and the evidence:
 /// the candidates of an ambiguous oldText, the near misses (whitespace ones first) of an
 /// absent one, the versions of a stale file.

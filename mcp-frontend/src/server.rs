@@ -613,13 +613,13 @@ impl Server {
         // function runs; the extension's parser stops at the same depth as this check. Either
         // way nothing can have been written, so it is an argument error, not outcome_unknown.
         if nesting_depth(raw) > MAX_ARGUMENT_DEPTH {
-            return Ok(self.refuse(tool, json!({"status": "invalid_argument", "code": "invalid_json", "tool": name,
+            return Ok(self.refuse(tool, raw, json!({"status": "invalid_argument", "code": "invalid_json", "tool": name,
                 "failure_detail": format!("arguments nest deeper than {MAX_ARGUMENT_DEPTH} levels")})));
         }
         // Names only: values reach SQL untouched (IgnoredAny decodes no string).
         let names = match serde_json::from_str::<BTreeMap<String, IgnoredAny>>(raw) {
             Ok(n) => n,
-            Err(_) => return Ok(self.refuse(tool, json!({"status": "invalid_argument", "code": "invalid_arguments", "tool": name, "failure_detail": "arguments must be a JSON object"}))),
+            Err(_) => return Ok(self.refuse(tool, raw, json!({"status": "invalid_argument", "code": "invalid_arguments", "tool": name, "failure_detail": "arguments must be a JSON object"}))),
         };
         let unknown: Vec<&String> = names
             .keys()
@@ -637,11 +637,11 @@ impl Server {
             if truncated {
                 refusal["unknown_arguments_truncated"] = json!(true);
             }
-            return Ok(self.refuse(tool, refusal));
+            return Ok(self.refuse(tool, raw, refusal));
         }
         let missing = declaration.missing(|n| names.contains_key(n));
         if !missing.is_empty() {
-            return Ok(self.refuse(tool, json!({
+            return Ok(self.refuse(tool, raw, json!({
                 "status": "invalid_argument", "code": "missing_argument", "tool": name,
                 "failure_detail": format!("missing required argument(s) for {name}: {}", missing.join(", ")), "missing_arguments": missing,
             })));
@@ -686,7 +686,7 @@ impl Server {
                     owned = args;
                     raw = &owned;
                 }
-                Err(refusal) => return Ok(self.refuse(tool, refusal)),
+                Err(refusal) => return Ok(self.refuse(tool, raw, refusal)),
             },
             _ => {}
         }
@@ -708,12 +708,12 @@ impl Server {
                         "database call failed"
                     );
                 }
-                return Ok(self.refuse(tool, call_failure(&name, &e,
+                return Ok(self.refuse(tool, raw, call_failure(&name, &e,
                     "Read the target, or resend the identical call with the same client_request_id, before proposing again.", "")));
             }
         };
         let Ok(mut value) = serde_json::from_str::<Value>(&text) else {
-            return Ok(self.refuse(tool, json!({"status": "outcome_unknown", "tool": name, "failure_detail": "the database returned a result that is not JSON"})));
+            return Ok(self.refuse(tool, raw, json!({"status": "outcome_unknown", "tool": name, "failure_detail": "the database returned a result that is not JSON"})));
         };
         // Contract "Bounded rejection context": SQL keeps the full current_context; the MCP
         // answer (preview included) names it same_as_failure_context when it repeats
@@ -862,10 +862,15 @@ impl Server {
         self.result(to_string(&payload, LITERAL), None, true)
     }
 
-    /// A front-end refusal of a call to `tool`: the profile's error envelope.
-    fn refuse(&self, tool: Tool, payload: Value) -> Value {
+    /// A front-end refusal of a call to `tool` whose arguments are `raw`: the profile's error
+    /// envelope (the files profile's `Error: ...` text and its structured record, as for every
+    /// other failure of a file tool).
+    fn refuse(&self, tool: Tool, raw: &str, payload: Value) -> Value {
         if self.config.profile == Profile::ObservedV2 {
             self.v2_answer(tool, payload)
+        } else if tool.family() == Family::Files {
+            let (text, value, is_error) = crate::files::refusal(raw, payload);
+            tool_result(text, Some(value), is_error, self.revision(), true)
         } else {
             self.tool_error(payload)
         }

@@ -499,6 +499,44 @@ fn non_utf8_and_outside_paths_are_refused() {
     let (text, v, err) = call(&mut s, "read_file", json!({"path": 5}));
     assert!(err && text.contains("path must be a string"), "{text}");
     assert_eq!(v["code"], "workspace_path_invalid", "{v}");
+    // Arguments the front end refuses before the call (unknown or missing names) are answered
+    // as every other failure of the profile: an `Error: ...` text and the record with its path
+    // (helper-114: they were a bare JSON text, without structuredContent).
+    let (text, v, err) = call(
+        &mut s,
+        "edit_file",
+        json!({"path": "latin1.txt", "edits": [], "dryrun": true}),
+    );
+    assert!(err, "{text}");
+    assert!(
+        text.starts_with("Error: unknown argument(s) for edit_file: dryrun"),
+        "{text}"
+    );
+    assert_eq!(
+        (
+            &v["code"],
+            &v["path"],
+            &v["unknown_arguments"],
+            &v["content"]
+        ),
+        (
+            &json!("unknown_argument"),
+            &json!("latin1.txt"),
+            &json!(["dryrun"]),
+            &json!(text)
+        ),
+        "{v}"
+    );
+    let (text, v, err) = call(&mut s, "write_file", json!({"path": 7}));
+    assert!(
+        err && text.starts_with("Error: missing required argument(s)"),
+        "{text}"
+    );
+    assert_eq!(
+        (&v["code"], &v["path"]),
+        (&json!("missing_argument"), &json!("")),
+        "{v}"
+    );
     assert_eq!(
         std::fs::read(root.join("latin1.txt")).unwrap(),
         b"caf\xe9\n"
