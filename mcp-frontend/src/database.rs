@@ -510,6 +510,54 @@ impl Db {
         Ok(row.get(0))
     }
 
+    /// Tries to take the session-level advisory lock `(class, key)` for up to `wait`, in steps of
+    /// 10 ms, serving cancellation between them: whether it was taken. Released by
+    /// [`Db::advisory_unlock`], or with the session.
+    pub async fn try_advisory_lock(
+        &mut self,
+        class: i32,
+        key: i32,
+        wait: std::time::Duration,
+    ) -> Result<bool, CallError> {
+        let deadline = std::time::Instant::now() + wait;
+        loop {
+            self.cancellation.refused()?;
+            self.reconnect_if_lost().await?;
+            let row = self
+                .client
+                .query_one(
+                    "SELECT pg_catalog.pg_try_advisory_lock($1, $2)",
+                    &[&class, &key],
+                )
+                .await
+                .map_err(|e| self.failed(&e))?;
+            if row.get::<_, bool>(0) {
+                return Ok(true);
+            }
+            if std::time::Instant::now() >= deadline {
+                return Ok(false);
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    }
+
+    /// Releases the advisory lock [`Db::try_advisory_lock`] took. A session where that fails
+    /// (lost, or its statement cancelled) is not used again: the next call reconnects, and the
+    /// lock ends with the old session.
+    pub async fn advisory_unlock(&mut self, class: i32, key: i32) {
+        let released = self
+            .client
+            .query_one(
+                "SELECT pg_catalog.pg_advisory_unlock($1, $2)",
+                &[&class, &key],
+            )
+            .await
+            .is_ok_and(|row| row.get::<_, bool>(0));
+        if !released {
+            self.broken = true;
+        }
+    }
+
     /// What cancels the statement the session runs now (PostgreSQL's cancel request, sent on a
     /// connection of its own).
     pub fn cancel_token(&self) -> tokio_postgres::CancelToken {

@@ -185,6 +185,20 @@ pub fn relative(ws: &Workspace, path: &str) -> Result<String, (&'static str, Str
     ))
 }
 
+/// The first of the two keys of the advisory lock under which the files profile imports a file
+/// ("pdfi"); the second is [`import_lock_key`] of its label.
+const IMPORT_LOCK_CLASS: i32 = 0x7064_6669;
+
+/// How long an import waits for another process's import of the same file.
+const IMPORT_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The second key of a file's import lock: the first four bytes of its label's SHA-256 (two
+/// labels that share them only wait for each other).
+fn import_lock_key(label: &str) -> i32 {
+    let h = sha256_hex(label.as_bytes());
+    u32::from_str_radix(&h[..8], 16).map_or(0, |k| k as i32)
+}
+
 /// The target label of a file: the root's identity and the relative path, so that a lookup
 /// finds only targets imported from this root (a forged one is refused at publication by the
 /// binding proof).
@@ -926,7 +940,7 @@ impl Server {
             None => None,
         };
         let Some(mut e) = found else {
-            let e = Server::import(&mut self.db, ws, rel, &disk).await?;
+            let e = self.import_once(ws, rel, &disk, &hd).await?;
             return Ok((e, disk));
         };
         let (mut disk, mut hd) = (disk, hd);
@@ -959,8 +973,48 @@ impl Server {
         if let Some(e) = found {
             return Ok((e, disk));
         }
-        let e = Server::import(&mut self.db, ws, rel, &disk).await?;
+        let e = self.import_once(ws, rel, &disk, &hd).await?;
         Ok((e, disk))
+    }
+
+    /// Imports `rel` (whose bytes are `disk`, whose canonical text has the hash `hd`) for a read
+    /// that found no target of the file with this text, unless another process has just imported
+    /// it: processes on one database take an advisory lock on the file's label for their import,
+    /// and look again for a target with the text once they hold it. Two processes whose first
+    /// reads of a file came at once imported it twice (helper-114). The lock is waited for at
+    /// most [`IMPORT_LOCK_WAIT`]; past it the file is imported as before.
+    async fn import_once(
+        &mut self,
+        ws: &Workspace,
+        rel: &str,
+        disk: &str,
+        hd: &str,
+    ) -> Result<Entry, (String, Value, bool)> {
+        let key = import_lock_key(&label(ws, rel));
+        let locked = self
+            .db
+            .try_advisory_lock(IMPORT_LOCK_CLASS, key, IMPORT_LOCK_WAIT)
+            .await
+            .map_err(|e| unknown(rel, "looking the file up", e.message))?;
+        ws.hook("before_import");
+        let imported = async {
+            if locked {
+                let skip = self.files.refused.get(rel).cloned().unwrap_or_default();
+                let found = self
+                    .look_up(ws, rel, Some((hd, &skip)))
+                    .await
+                    .map_err(|e| unknown(rel, "looking the file up", e))?;
+                if let Some(e) = found {
+                    return Ok(e);
+                }
+            }
+            Server::import(&mut self.db, ws, rel, disk).await
+        }
+        .await;
+        if locked {
+            self.db.advisory_unlock(IMPORT_LOCK_CLASS, key).await;
+        }
+        imported
     }
 
     async fn read_file(

@@ -1274,6 +1274,60 @@ fn a_read_that_raced_another_process_s_publication_keeps_the_files_target() {
     );
 }
 
+/// docs/files.md "Which target a file is": two processes whose first reads of a file come at
+/// once import it once. A's import is held by the test hook `before_import` (it holds the file's
+/// import lock there); B's read, which found no target either, waits for that lock, then finds
+/// A's target. Before, B imported the file while A was held and A imported it again: one file,
+/// two targets (helper-114).
+#[test]
+fn two_first_reads_at_once_import_the_file_once() {
+    let root = scratch("first-reads");
+    std::fs::write(root.join("f.txt"), "first\n").unwrap();
+    let hook = scratch("first-reads-hook");
+    let hook_dir = hook.to_string_lossy().into_owned();
+    let mut a = start(
+        &root,
+        &[
+            ("PATCHDIFF_WORKSPACE_TEST_HOOK", "before_import"),
+            ("PATCHDIFF_WORKSPACE_TEST_HOOK_DIR", &hook_dir),
+        ],
+    );
+    let mut b = start(&root, &[]);
+    let read = |id: u32| {
+        let line = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "read_file", "arguments": {"path": "f.txt"}}});
+        format!("{line}\n")
+    };
+    a.pipes.send(read(1).as_bytes());
+    wait_paused(&hook);
+    b.pipes.send(read(2).as_bytes());
+    // B has looked the file up (nothing) and waits for the lock A holds; it must not answer.
+    assert!(
+        b.pipes.line(Duration::from_millis(500)).is_err(),
+        "B read the file while A held its import"
+    );
+    std::fs::write(hook.join("resume"), "").unwrap();
+    let answer = |s: &mut Session| -> Value {
+        let reply: Value =
+            serde_json::from_slice(&s.pipes.line(Duration::from_secs(30)).unwrap()).unwrap();
+        assert_eq!(reply["result"]["isError"], false, "{reply}");
+        assert_eq!(reply["result"]["content"][0]["text"], "first\n", "{reply}");
+        reply["result"]["structuredContent"].clone()
+    };
+    let (va, vb) = (answer(&mut a), answer(&mut b));
+    assert_eq!(va["target_file_id"], vb["target_file_id"], "{va} {vb}");
+    let target = va["target_file_id"].as_str().unwrap();
+    let label = rows(
+        "SELECT filename FROM patchdiff.targets WHERE target_file_id = $1::text::uuid",
+        target,
+    );
+    assert_eq!(
+        targets_named(label[0][0].as_deref().unwrap()),
+        1,
+        "one target for the file"
+    );
+}
+
 /// docs/files.md "Stale files" (helper-114): once a file changed on disk is imported again by one
 /// process, another process that reads it takes that new target rather than importing a third.
 /// Before, each process imported a target of its own on its read, and one whose target another
