@@ -469,13 +469,33 @@ fn rejection_text(path: &str, v: &Value, edits: &[(String, String)]) -> String {
             }
             t
         }
+        // A write (no edits) is redone as a write.
         "target_hash_mismatch" | "target_version_mismatch" => format!(
-            "Error: {path} changed on disk since it was last read; nothing was written. Read it again with read_file, then redo the edit."
+            "Error: {path} changed on disk since it was last read; nothing was written. Read it again with read_file, then {}.",
+            if edits.is_empty() {
+                "write it again if that is still wanted"
+            } else {
+                "redo the edit"
+            }
         ),
-        _ => format!(
-            "Error: the edits to {path} were refused ({reason}): {}; nothing was written.",
-            v["failure_detail"].as_str().unwrap_or("")
-        ),
+        _ => {
+            // Details that already say so are not followed by it twice (helper-118).
+            let detail = v["failure_detail"].as_str().unwrap_or("");
+            let detail = detail
+                .trim_end_matches('.')
+                .trim_end_matches("; nothing was written")
+                .trim_end_matches("nothing was written")
+                .trim_end_matches([';', ',', ' ']);
+            format!(
+                "Error: the {} {path} {} refused ({reason}): {detail}; nothing was written.",
+                if edits.is_empty() {
+                    "write of"
+                } else {
+                    "edits to"
+                },
+                if edits.is_empty() { "was" } else { "were" }
+            )
+        }
     };
     if let Some(id) = v["pdcp_log_id"].as_str() {
         t.push_str(&format!("\n(attempt logged as {id})"));
@@ -491,6 +511,73 @@ fn rejection_record(v: &Value) -> Map<String, Value> {
         d.remove("failure_context");
     }
     m
+}
+
+/// The length of `s` as the inside of a JSON string literal, as [`LITERAL`] writes it (quotes,
+/// backslashes and the five named controls take two bytes, other controls six, every other byte
+/// one).
+fn literal_len(s: &str) -> usize {
+    s.bytes()
+        .map(|b| match b {
+            b'"' | b'\\' | b'\n' | b'\r' | b'\t' | 0x08 | 0x0c => 2,
+            0..0x20 => 6,
+            _ => 1,
+        })
+        .sum()
+}
+
+/// Refuses `edits` (canonical LF, each replacing one place of the file's text) when they would
+/// grow the file `rel`, whose bytes are `disk`, past what the profile reads: its bytes past
+/// [`crate::workspace::IMPORT_MAX_BYTES`], or its import's arguments (the text JSON-escaped)
+/// past [`crate::workspace::IMPORT_MAX_ARGUMENT_BYTES`]. The sizes after are counted, not made:
+/// each edit changes them by its newText's less its oldText's (a CRLF file's line breaks take a
+/// byte more, and two more escaped). Edits that do not match are refused as such by the engine;
+/// a file the profile could no longer read was left behind before (helper-118: an 8 MiB file one
+/// edit past the limit, then refused by every tool, and three edits of control characters that
+/// made 22 MB of arguments).
+fn edit_fits(
+    ws: &Workspace,
+    path: &str,
+    rel: &str,
+    disk: &str,
+    edits: &[(String, String)],
+) -> Result<(), (String, Value, bool)> {
+    let crlf = eol(disk) == Eol::Crlf;
+    let breaks = |t: &str| {
+        if crlf {
+            t.bytes().filter(|&b| b == b'\n').count() as i64
+        } else {
+            0
+        }
+    };
+    let bytes = |t: &str| t.len() as i64 + breaks(t);
+    let escaped = |t: &str| literal_len(t) as i64 + 2 * breaks(t);
+    let (grow, grow_escaped) = edits.iter().fold((0i64, 0i64), |(b, e), (old, new)| {
+        (b + bytes(new) - bytes(old), e + escaped(new) - escaped(old))
+    });
+    if grow <= 0 && grow_escaped <= 0 {
+        return Ok(());
+    }
+    let after = disk.len() as i64 + grow;
+    // The import's other arguments (the label, the binding) as they would be sent.
+    let Ok(rest) = Server::import_args(ws, rel, "") else {
+        return Ok(());
+    };
+    let after_escaped = rest.len() as i64 + literal_len(disk) as i64 + grow_escaped;
+    let (max, max_escaped) = (
+        crate::workspace::IMPORT_MAX_BYTES as i64,
+        crate::workspace::IMPORT_MAX_ARGUMENT_BYTES as i64,
+    );
+    if (grow > 0 && after > max) || (grow_escaped > 0 && after_escaped > max_escaped) {
+        return Err(invalid(
+            path,
+            "workspace_file_too_large",
+            &format!(
+                "the edits would make {path} {after} bytes ({after_escaped} once JSON-escaped for the database); files of at most {max} bytes ({max_escaped} escaped) are read, edited and written, so it could not be read again; nothing was written"
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// The edits of an `edit_file` call, canonical LF, or the refusal's (code, message).
@@ -1232,6 +1319,9 @@ impl Server {
                 ),
             );
         }
+        if let Err(a) = edit_fits(ws, path, rel, &disk, &edits) {
+            return a;
+        }
         let before = canonical(&disk);
         let hd = sha256_hex(before.as_bytes());
         // Import on first use; a known target whose text is not the disk's is stale: the
@@ -1808,6 +1898,21 @@ enum Submitted {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `edit_fits` counts escaped sizes as the import writes them: `literal_len` is the length of
+    /// the LITERAL JSON string less its quotes, for every byte that escapes differently.
+    #[test]
+    fn literal_len_is_the_escaped_length() {
+        let mut all: String = (0u8..0x80).map(char::from).collect();
+        all.push_str("é€😀\u{7f}\u{2028}\r\n");
+        for s in ["", "plain", "\"q\" \\ \u{1}\u{8}\u{c}\t", all.as_str()] {
+            assert_eq!(
+                literal_len(s),
+                to_string(&json!(s), LITERAL).len() - 2,
+                "{s:?}"
+            );
+        }
+    }
 
     /// docs/files.md, paths: an absolute path under the root is the rest as written, so the
     /// workspace's path rules see a trailing `/` or an empty or `.` component (they used to be

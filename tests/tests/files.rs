@@ -1179,6 +1179,55 @@ fn files_that_could_not_be_kept_or_that_run_commands_are_refused_before_anything
     assert!(!err, "{text}");
 }
 
+/// docs/files.md "Limits": an edit that would make the file larger than the profile reads (8 MiB,
+/// or 16 MiB once JSON-escaped) is refused before anything is sent or written, a dry run too;
+/// one that stays within them applies, and the file is read again. Before, the edit applied and
+/// every later call on the file was refused as too large (helper-118).
+#[test]
+fn an_edit_that_would_make_a_file_too_large_to_read_is_refused() {
+    let root = scratch("grow");
+    let limit = 8 * 1024 * 1024;
+    // 4 bytes under the limit.
+    let big = format!("@A@\n{}\n", "x".repeat(limit - 9));
+    std::fs::write(root.join("big.txt"), &big).unwrap();
+    std::fs::write(root.join("small.txt"), "a\n").unwrap();
+    let mut s = start(&root, &[]);
+    let (_, read, err) = call(&mut s, "read_file", json!({"path": "big.txt", "head": 1}));
+    assert!(!err, "{read}");
+    let target = read["target_file_id"].as_str().unwrap().to_owned();
+    let logged = log(&target).len();
+    for dry in [true, false] {
+        let (text, v, err) = call(
+            &mut s,
+            "edit_file",
+            json!({"path": "big.txt", "edits": [{"oldText": "@A@", "newText": "@A@12345"}], "dryRun": dry}),
+        );
+        assert!(err, "{text}");
+        assert_eq!(refused_as(&v), "workspace_file_too_large", "{v}");
+        assert!(text.contains(&format!("{} bytes", limit + 1)), "{text}");
+    }
+    assert_eq!(std::fs::read(root.join("big.txt")).unwrap(), big.as_bytes());
+    assert_eq!(log(&target).len(), logged, "nothing was sent");
+    // Exactly at the limit: applied, and the file is still read.
+    let (text, _, err) = edit(&mut s, "big.txt", "@A@", "@A@1234");
+    assert!(!err, "{text}");
+    assert_eq!(
+        std::fs::metadata(root.join("big.txt")).unwrap().len(),
+        limit as u64
+    );
+    drop(s);
+    let mut s = start(&root, &[]);
+    let (text, v, err) = call(&mut s, "read_file", json!({"path": "big.txt", "head": 1}));
+    assert!(!err && text == "@A@1234", "{text} {v}");
+    // Escaped: 2,800,000 control characters are 2.8 MB on disk but 16.8 MB of arguments.
+    let controls = "\u{1}".repeat(2_800_000);
+    let (text, v, err) = edit(&mut s, "small.txt", "a", &controls);
+    assert!(err, "{text}");
+    assert_eq!(refused_as(&v), "workspace_file_too_large", "{v}");
+    assert!(text.contains("once JSON-escaped"), "{text}");
+    assert_eq!(std::fs::read(root.join("small.txt")).unwrap(), b"a\n");
+}
+
 /// docs/files.md "Which target a file is" (helper-114): a file whose target was bound by a front
 /// end with another key (the key file replaced or lost) is refused as
 /// `workspace_binding_unverified` with advice this profile can follow: `read_file` imports it
