@@ -714,12 +714,18 @@ impl Server {
                 // another process stopped using (two first reads at once imported the file twice),
                 // or the newest of the label, found after a refusal forgot this process's
                 // (helper-114: edits sent to such a target, refused as stale, round after round).
+                // Only a newer one: a file changed back to an older target's text (a revert by
+                // another tool) is stale until read (helper-118: the edit was applied to the
+                // older target, over a text the agent had not read last).
                 let hd = sha256_hex(canonical(disk).as_bytes());
                 let e = if e.hash == hd {
                     e
                 } else {
                     let skip = self.files.refused.get(rel).cloned().unwrap_or_default();
-                    match self.look_up(ws, rel, Some((&hd, &skip))).await {
+                    match self
+                        .look_up(ws, rel, Some((&hd, &skip)), Some(&e.target_file_id))
+                        .await
+                    {
                         Ok(Some(m)) => m,
                         Ok(None) => e,
                         Err(why) => return Err(unknown(path, "looking the file up", why)),
@@ -781,17 +787,20 @@ impl Server {
         if let Some(e) = self.files.entries.get(rel) {
             return Ok(Some(e.clone()));
         }
-        self.look_up(ws, rel, None).await
+        self.look_up(ws, rel, None, None).await
     }
 
     /// The newest target labelled for this root and path that this role owns or, given
     /// `prefer`, the newest of them whose text has that hash and is not among the targets to
-    /// skip (none if none is); remembered as the file's.
+    /// skip (none if none is); remembered as the file's. With `newer_than`, only a target made
+    /// after that one is taken for the hash: an edit or a write never goes back to an older
+    /// target of the file whose text the disk holds again.
     async fn look_up(
         &mut self,
         ws: &Workspace,
         rel: &str,
         prefer: Option<(&str, &std::collections::HashSet<String>)>,
+        newer_than: Option<&str>,
     ) -> Result<Option<Entry>, String> {
         // Only a target this very role owns: any role can make a target with this label and
         // grant it to another, which would then send its edits there (another tenant reads them
@@ -812,6 +821,7 @@ impl Server {
         };
         let label = label(ws, rel);
         let (mut newest, mut matching): (Option<Value>, Option<Value>) = (None, None);
+        let mut older = false;
         let mut cursor = Value::Null;
         for _ in 0..LOOKUP_PAGES {
             let v = self
@@ -827,6 +837,14 @@ impl Server {
                 if newest.is_none() {
                     newest = Some(t.clone());
                 }
+                // Newest first: the known target reached, every later one is older.
+                if prefer.is_some()
+                    && newer_than.is_some()
+                    && t["target_file_id"].as_str() == newer_than
+                {
+                    older = true;
+                    break;
+                }
                 if prefer.is_some_and(|(h, skip)| {
                     t["current_hash"].as_str() == Some(h)
                         && t["target_file_id"]
@@ -838,7 +856,7 @@ impl Server {
                 }
             }
             cursor = v["next_cursor"].clone();
-            let done = matching.is_some() || (prefer.is_none() && newest.is_some());
+            let done = older || matching.is_some() || (prefer.is_none() && newest.is_some());
             if done || !cursor.is_string() {
                 break;
             }
@@ -1014,7 +1032,7 @@ impl Server {
             Some(None) => Ok(None),
             Some(Some(_)) => {
                 let skip = self.files.refused.get(rel).cloned().unwrap_or_default();
-                self.look_up(ws, rel, Some((&hd, &skip))).await
+                self.look_up(ws, rel, Some((&hd, &skip)), None).await
             }
         }
         .map_err(|e| unknown(rel, "looking the file up", e))?;
@@ -1054,7 +1072,7 @@ impl Server {
         // rounds of two processes). The file's targets are looked up again for one with it.
         let skip = self.files.refused.get(rel).cloned().unwrap_or_default();
         let found = self
-            .look_up(ws, rel, Some((&hd, &skip)))
+            .look_up(ws, rel, Some((&hd, &skip)), None)
             .await
             .map_err(|e| unknown(rel, "looking the file up", e))?;
         if let Some(e) = found {
@@ -1088,7 +1106,7 @@ impl Server {
             if locked {
                 let skip = self.files.refused.get(rel).cloned().unwrap_or_default();
                 let found = self
-                    .look_up(ws, rel, Some((hd, &skip)))
+                    .look_up(ws, rel, Some((hd, &skip)), None)
                     .await
                     .map_err(|e| unknown(rel, "looking the file up", e))?;
                 if let Some(e) = found {

@@ -1179,6 +1179,52 @@ fn files_that_could_not_be_kept_or_that_run_commands_are_refused_before_anything
     assert!(!err, "{text}");
 }
 
+/// docs/files.md "Stale files": a file changed on disk since it was last read is refused, also
+/// when it was changed back to the text of an older target of the file (another tool's `git
+/// checkout`): an edit or a write does not go back to that target. After a read, which takes it,
+/// the edit applies. Before, the edit was applied to the older target and published over the
+/// reverted file, the agent having last read another text (helper-118).
+#[test]
+fn a_file_changed_back_to_an_older_text_is_stale_until_read() {
+    let root = scratch("revert");
+    let file = root.join("c.txt");
+    let (x, y) = (
+        "limit = 10\nmode = \"safe\"\n",
+        "limit = 10\nmode = \"fast\"\n",
+    );
+    std::fs::write(&file, x).unwrap();
+    let mut s = start(&root, &[]);
+    let (_, first, _) = call(&mut s, "read_file", json!({"path": "c.txt"}));
+    std::fs::write(&file, y).unwrap();
+    let (text, second, _) = call(&mut s, "read_file", json!({"path": "c.txt"}));
+    assert_eq!(text, y);
+    assert_ne!(
+        first["target_file_id"], second["target_file_id"],
+        "{second}"
+    );
+    std::fs::write(&file, x).unwrap();
+    let (text, v, err) = edit(&mut s, "c.txt", "limit = 10", "limit = 99");
+    assert!(err, "{text}");
+    assert_eq!(refused_as(&v), "target_hash_mismatch", "{v}");
+    let (text, v, err) = call(
+        &mut s,
+        "write_file",
+        json!({"path": "c.txt", "content": "limit = 10\nretries = 3\n"}),
+    );
+    assert!(err, "{text}");
+    assert_eq!(refused_as(&v), "target_hash_mismatch", "{v}");
+    assert!(text.contains("write it again"), "{text}");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), x);
+    let (text, _, err) = call(&mut s, "read_file", json!({"path": "c.txt"}));
+    assert!(!err && text == x, "{text}");
+    let (text, _, err) = edit(&mut s, "c.txt", "limit = 10", "limit = 99");
+    assert!(!err, "{text}");
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        "limit = 99\nmode = \"safe\"\n"
+    );
+}
+
 /// docs/files.md "Limits": an edit that would make the file larger than the profile reads (8 MiB,
 /// or 16 MiB once JSON-escaped) is refused before anything is sent or written, a dry run too;
 /// one that stays within them applies, and the file is read again. Before, the edit applied and
