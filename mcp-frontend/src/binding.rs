@@ -287,6 +287,13 @@ impl BindingKey {
         ))
     }
 
+    /// A public name of this key: the first 8 bytes of its HMAC-SHA256 of a fixed text (no
+    /// binding's message begins that way), 16 lowercase hex characters. It tells targets bound
+    /// under different keys apart without revealing anything of the key (docs/files.md).
+    pub fn tag(&self) -> String {
+        hex(&hmac_sha256(&self.key, b"patchdiff-files-label/1")[..8])
+    }
+
     /// Whether `proof` is this key's proof of the binding and `nonce` a well-formed nonce; the
     /// comparison takes the same time wherever the proofs differ.
     pub fn verify(
@@ -308,6 +315,23 @@ impl BindingKey {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// docs/files.md "Which target a file is": a key's tag is 16 lowercase hex digits, the same
+    /// for the same key, another for another key, and none of a binding's proofs.
+    #[test]
+    fn a_key_tag_names_one_key() {
+        let (a, b) = (
+            BindingKey::from_bytes([7; KEY_BYTES]),
+            BindingKey::from_bytes([8; KEY_BYTES]),
+        );
+        assert!(is_lower_hex(&a.tag(), 16), "{}", a.tag());
+        assert_eq!(a.tag(), BindingKey::from_bytes([7; KEY_BYTES]).tag());
+        assert_ne!(a.tag(), b.tag());
+        assert!(
+            !a.proof(1, 2, "x", &"0".repeat(2 * NONCE_BYTES))
+                .starts_with(&a.tag())
+        );
+    }
 
     fn unhex(s: &str) -> Vec<u8> {
         (0..s.len())

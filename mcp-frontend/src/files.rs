@@ -199,10 +199,19 @@ fn import_lock_key(label: &str) -> i32 {
     u32::from_str_radix(&h[..8], 16).map_or(0, |k| k as i32)
 }
 
-/// The target label of a file: the root's identity and the relative path, so that a lookup
-/// finds only targets imported from this root (a forged one is refused at publication by the
-/// binding proof).
+/// The target label of a file: the public name of this front end's binding key, the root's
+/// identity and the relative path, so that a lookup finds only targets imported from this root
+/// with this key (a forged one is refused at publication by the binding proof). Front ends with
+/// different keys on one root (two users' default key files) took each other's targets, whose
+/// publications they then refused: 199 of 200 edits refused, and a new target at every read
+/// (helper-118).
 fn label(ws: &Workspace, rel: &str) -> String {
+    format!("files@{}:{}:{}:{rel}", ws.key_tag(), ws.device, ws.inode)
+}
+
+/// The label of a file's targets imported before labels named their key (2026-12-07), still
+/// looked up after [`label`]'s, so that a file keeps its history across the change.
+fn legacy_label(ws: &Workspace, rel: &str) -> String {
     format!("files:{}:{}:{rel}", ws.device, ws.inode)
 }
 
@@ -819,56 +828,65 @@ impl Server {
                 me
             }
         };
-        let label = label(ws, rel);
         let (mut newest, mut matching): (Option<Value>, Option<Value>) = (None, None);
         let mut older = false;
-        let mut cursor = Value::Null;
-        for _ in 0..LOOKUP_PAGES {
-            let v = self
-                .sql(
-                    "patchdiff_list_targets",
-                    &json!({"filename_prefix": label, "limit": LOOKUP_LIMIT, "cursor": cursor}),
-                )
-                .await?;
-            for t in v["targets"].as_array().into_iter().flatten().filter(|t| {
-                t["filename"].as_str() == Some(label.as_str())
-                    && t["owner"].as_str() == Some(me.as_str())
-            }) {
-                if newest.is_none() {
-                    newest = Some(t.clone());
-                }
-                // Newest first: the known target reached, every later one is older.
-                if prefer.is_some()
-                    && newer_than.is_some()
-                    && t["target_file_id"].as_str() == newer_than
-                {
-                    older = true;
-                    break;
-                }
-                if prefer.is_some_and(|(h, skip)| {
-                    t["current_hash"].as_str() == Some(h)
-                        && t["target_file_id"]
-                            .as_str()
-                            .is_some_and(|id| !skip.contains(id))
+        // Found: the known target reached (`newer_than`), one with the hash, or the newest.
+        let done = |older: bool, matching: &Option<Value>, newest: &Option<Value>| {
+            older || matching.is_some() || (prefer.is_none() && newest.is_some())
+        };
+        // This key's label, then the one of targets imported before labels named their key
+        // (each older than any of the first).
+        for label in [label(ws, rel), legacy_label(ws, rel)] {
+            let mut cursor = Value::Null;
+            for _ in 0..LOOKUP_PAGES {
+                let v = self
+                    .sql(
+                        "patchdiff_list_targets",
+                        &json!({"filename_prefix": label, "limit": LOOKUP_LIMIT, "cursor": cursor}),
+                    )
+                    .await?;
+                for t in v["targets"].as_array().into_iter().flatten().filter(|t| {
+                    t["filename"].as_str() == Some(label.as_str())
+                        && t["owner"].as_str() == Some(me.as_str())
                 }) {
-                    matching = Some(t.clone());
+                    if newest.is_none() {
+                        newest = Some(t.clone());
+                    }
+                    // Newest first: the known target reached, every later one is older.
+                    if prefer.is_some()
+                        && newer_than.is_some()
+                        && t["target_file_id"].as_str() == newer_than
+                    {
+                        older = true;
+                        break;
+                    }
+                    if prefer.is_some_and(|(h, skip)| {
+                        t["current_hash"].as_str() == Some(h)
+                            && t["target_file_id"]
+                                .as_str()
+                                .is_some_and(|id| !skip.contains(id))
+                    }) {
+                        matching = Some(t.clone());
+                        break;
+                    }
+                }
+                cursor = v["next_cursor"].clone();
+                if done(older, &matching, &newest) || !cursor.is_string() {
                     break;
                 }
             }
-            cursor = v["next_cursor"].clone();
-            let done = older || matching.is_some() || (prefer.is_none() && newest.is_some());
-            if done || !cursor.is_string() {
+            if done(older, &matching, &newest) {
                 break;
+            }
+            if cursor.is_string() {
+                tracing::warn!(
+                    label,
+                    "the role sees more than {} targets named like this file's label: the file is imported again as a new target",
+                    LOOKUP_PAGES as u64 * LOOKUP_LIMIT
+                );
             }
         }
         let found = if prefer.is_some() { matching } else { newest };
-        if found.is_none() && cursor.is_string() {
-            tracing::warn!(
-                label,
-                "the role sees more than {} targets named like this file's label: the file is imported again as a new target",
-                LOOKUP_PAGES as u64 * LOOKUP_LIMIT
-            );
-        }
         let entry = found.map(|t| Entry {
             target_file_id: t["target_file_id"].as_str().unwrap_or_default().to_owned(),
             version: t["version"].as_i64().unwrap_or(0),

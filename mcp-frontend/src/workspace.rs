@@ -834,6 +834,11 @@ impl Workspace {
         }))
     }
 
+    /// The public name of this front end's binding key ([`BindingKey::tag`]).
+    pub(crate) fn key_tag(&self) -> String {
+        self.key.tag()
+    }
+
     pub(crate) fn hook(&self, point: &str) {
         let Some(h) = &self.hook else { return };
         if h.point != point

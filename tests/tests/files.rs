@@ -1179,6 +1179,65 @@ fn files_that_could_not_be_kept_or_that_run_commands_are_refused_before_anything
     assert!(!err, "{text}");
 }
 
+/// docs/files.md "Which target a file is": front ends with different binding keys on one root
+/// and role (two users' default key files) each keep to targets of their own key, so their edits
+/// apply in turn; and a target imported before labels named their key is still found, so a file
+/// keeps its history. Before, each took the other's target for the disk's text and was refused
+/// by its binding proof: 199 of 200 edits refused, and a new target at every read (helper-118).
+#[test]
+fn front_ends_with_different_keys_keep_to_their_own_targets() {
+    let root = scratch("two-keys");
+    let file = root.join("f.txt");
+    std::fs::write(&file, "n = 0\n").unwrap();
+    let other = patchdiff_tests::workspace_key_file("pd-files-118")
+        .to_string_lossy()
+        .into_owned();
+    let mut a = start(&root, &[]);
+    let mut b = start(&root, &[("PATCHDIFF_WORKSPACE_KEY_FILE", other.as_str())]);
+    for n in 0..6 {
+        let s = if n % 2 == 0 { &mut a } else { &mut b };
+        let (text, _, err) = call(s, "read_file", json!({"path": "f.txt"}));
+        assert!(!err && text == format!("n = {n}\n"), "round {n}: {text}");
+        let (text, v, err) = edit(s, "f.txt", &format!("n = {n}"), &format!("n = {}", n + 1));
+        assert!(!err, "round {n}: {text} {v}");
+    }
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "n = 6\n");
+    drop((a, b));
+
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    if rt.block_on(patchdiff_tests::not_through_a_router(
+        &dsn(),
+        "a target renamed in place",
+    )) {
+        return;
+    }
+    use std::os::unix::fs::MetadataExt;
+    std::fs::write(root.join("g.txt"), "g0\n").unwrap();
+    let mut a = start(&root, &[]);
+    let (_, read, _) = call(&mut a, "read_file", json!({"path": "g.txt"}));
+    let target = read["target_file_id"].as_str().unwrap().to_owned();
+    drop(a);
+    // As an earlier version labelled it.
+    let meta = std::fs::metadata(&root).unwrap();
+    let legacy = format!("files:{}:{}:g.txt", meta.dev(), meta.ino());
+    patchdiff_tests::with_sql(&dsn(), async |c| {
+        c.execute(
+            "UPDATE patchdiff.targets SET filename = $1 WHERE target_file_id = $2::text::uuid",
+            &[&legacy, &target],
+        )
+        .await
+        .unwrap()
+    });
+    let mut a = start(&root, &[]);
+    let (text, v, err) = edit(&mut a, "g.txt", "g0", "g1");
+    assert!(!err, "{text}");
+    assert_eq!(v["target_file_id"], target.as_str(), "{v}");
+    assert_eq!(std::fs::read_to_string(root.join("g.txt")).unwrap(), "g1\n");
+}
+
 /// docs/files.md "Stale files": a file changed on disk since it was last read is refused, also
 /// when it was changed back to the text of an older target of the file (another tool's `git
 /// checkout`): an edit or a write does not go back to that target. After a read, which takes it,
@@ -1274,19 +1333,20 @@ fn an_edit_that_would_make_a_file_too_large_to_read_is_refused() {
     assert_eq!(std::fs::read(root.join("small.txt")).unwrap(), b"a\n");
 }
 
-/// docs/files.md "Which target a file is" (helper-114): a file whose target was bound by a front
-/// end with another key (the key file replaced or lost) is refused as
-/// `workspace_binding_unverified` with advice this profile can follow: `read_file` imports it
-/// anew, and the edit then applies. Before, the advice named a tool the profile does not have
-/// (`from_workspace: true`), `read_file` imported nothing (the text matched), and every edit and
-/// write of the file was refused for good.
+/// docs/files.md "Which target a file is": a file whose target was bound by a front end with
+/// another key (the key file replaced or lost) is a new file to this one, imported on its first
+/// use (labels name their key). One whose target has the label of an earlier version (no key in
+/// it) is refused as `workspace_binding_unverified` with advice this profile can follow (helper-114):
+/// `read_file` imports it anew, and the edit then applies. Before helper-114 the advice named a
+/// tool the profile does not have (`from_workspace: true`), `read_file` imported nothing (the text
+/// matched), and every edit and write of the file was refused for good.
 #[test]
 fn a_file_bound_under_another_key_is_imported_anew_on_its_next_read() {
     let root = scratch("other-key");
     let file = root.join("k.txt");
     std::fs::write(&file, "alpha\n").unwrap();
     let mut a = start(&root, &[]);
-    let (text, _, err) = edit(&mut a, "k.txt", "alpha", "beta");
+    let (text, first, err) = edit(&mut a, "k.txt", "alpha", "beta");
     assert!(!err, "{text}");
     drop(a);
     let other = patchdiff_tests::workspace_key_file("pd-files-other")
@@ -1294,24 +1354,62 @@ fn a_file_bound_under_another_key_is_imported_anew_on_its_next_read() {
         .into_owned();
     let mut b = start(&root, &[("PATCHDIFF_WORKSPACE_KEY_FILE", other.as_str())]);
     let (text, v, err) = edit(&mut b, "k.txt", "beta", "gamma");
+    assert!(!err, "{text}");
+    assert_ne!(v["target_file_id"], first["target_file_id"], "{v}");
+    assert_eq!(std::fs::read(&file).unwrap(), b"gamma\n");
+    // A new process with that key finds that target.
+    drop(b);
+    let mut c = start(&root, &[("PATCHDIFF_WORKSPACE_KEY_FILE", other.as_str())]);
+    let (text, w, err) = edit(&mut c, "k.txt", "gamma", "delta");
+    assert!(!err, "{text}");
+    assert_eq!(w["target_file_id"], v["target_file_id"], "{w}");
+    assert_eq!(std::fs::read(&file).unwrap(), b"delta\n");
+    drop(c);
+
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    if rt.block_on(patchdiff_tests::not_through_a_router(
+        &dsn(),
+        "a target renamed in place",
+    )) {
+        return;
+    }
+    // A file only the other key's front end imported, its target labelled as an earlier version
+    // labelled them: this key's front end finds it, and is refused by its binding proof.
+    let moved = root.join("m.txt");
+    std::fs::write(&moved, "one\n").unwrap();
+    let mut b = start(&root, &[("PATCHDIFF_WORKSPACE_KEY_FILE", other.as_str())]);
+    let (text, v, err) = edit(&mut b, "m.txt", "one", "two");
+    assert!(!err, "{text}");
+    drop(b);
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(&root).unwrap();
+    let legacy = format!("files:{}:{}:m.txt", meta.dev(), meta.ino());
+    let theirs = v["target_file_id"].as_str().unwrap().to_owned();
+    patchdiff_tests::with_sql(&dsn(), async |c| {
+        c.execute(
+            "UPDATE patchdiff.targets SET filename = $1 WHERE target_file_id = $2::text::uuid",
+            &[&legacy, &theirs],
+        )
+        .await
+        .unwrap()
+    });
+    let mut d = start(&root, &[]);
+    let (text, v, err) = edit(&mut d, "m.txt", "two", "three");
     assert!(err, "{text}");
     assert_eq!(refused_as(&v), "workspace_binding_unverified", "{v}");
     assert!(
         text.contains("read_file") && !text.contains("from_workspace"),
         "{text}"
     );
-    assert_eq!(std::fs::read(&file).unwrap(), b"beta\n");
-    let (text, _, err) = call(&mut b, "read_file", json!({"path": "k.txt"}));
-    assert!(!err && text == "beta\n", "{text:?}");
-    let (text, _, err) = edit(&mut b, "k.txt", "beta", "gamma");
+    assert_eq!(std::fs::read(&moved).unwrap(), b"two\n");
+    let (text, _, err) = call(&mut d, "read_file", json!({"path": "m.txt"}));
+    assert!(!err && text == "two\n", "{text:?}");
+    let (text, _, err) = edit(&mut d, "m.txt", "two", "three");
     assert!(!err, "{text}");
-    assert_eq!(std::fs::read(&file).unwrap(), b"gamma\n");
-    // A new process with that key finds the new target.
-    drop(b);
-    let mut c = start(&root, &[("PATCHDIFF_WORKSPACE_KEY_FILE", other.as_str())]);
-    let (text, _, err) = edit(&mut c, "k.txt", "gamma", "delta");
-    assert!(!err, "{text}");
-    assert_eq!(std::fs::read(&file).unwrap(), b"delta\n");
+    assert_eq!(std::fs::read(&moved).unwrap(), b"three\n");
 }
 
 /// docs/files.md "Which target a file is" (helper-114): a `read_file` that read the file just
