@@ -26,13 +26,16 @@ comma-separated).";
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     // Over HTTP, one line per call at info unless PATCHDIFF_LOG says otherwise (docs/http.md);
-    // over stdio, what PATCHDIFF_LOG asks (errors by default).
-    let filter = if args.first().map(String::as_str) == Some("serve") {
-        tracing_subscriber::EnvFilter::try_from_env("PATCHDIFF_LOG")
-            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"))
+    // over stdio, warnings and errors unless it says otherwise (docs/profiles.md). Over stdio
+    // the default was errors only, and the warnings the docs promise (a file imported anew, a
+    // cancel request that failed) were never written (helper-118).
+    let default = if args.first().map(String::as_str) == Some("serve") {
+        "info"
     } else {
-        tracing_subscriber::EnvFilter::from_env("PATCHDIFF_LOG")
+        "warn"
     };
+    let filter = tracing_subscriber::EnvFilter::try_from_env("PATCHDIFF_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_env_filter(filter)

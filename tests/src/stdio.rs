@@ -121,8 +121,21 @@ impl Session {
     /// Starts the server on `dsn` with extra environment, and completes the handshake on
     /// `revision`.
     pub fn start(dsn: &str, env: &[(&str, &str)], revision: &str) -> Session {
+        Session::start_logging(dsn, env, revision, Stdio::null())
+    }
+
+    /// [`Session::start`], its stderr sent to `stderr`, with the default log filter (the
+    /// test's own `PATCHDIFF_LOG` is not passed on).
+    pub fn start_logging(
+        dsn: &str,
+        env: &[(&str, &str)],
+        revision: &str,
+        stderr: impl Into<Stdio>,
+    ) -> Session {
         let mut cmd = Command::new(mcp_bin());
-        cmd.env("PATCHDIFF_DATABASE_URL", dsn).stderr(Stdio::null());
+        cmd.env("PATCHDIFF_DATABASE_URL", dsn)
+            .env_remove("PATCHDIFF_LOG")
+            .stderr(stderr);
         for (k, v) in env {
             cmd.env(k, v);
         }

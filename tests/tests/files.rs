@@ -1396,10 +1396,26 @@ fn a_file_bound_under_another_key_is_imported_anew_on_its_next_read() {
         .await
         .unwrap()
     });
-    let mut d = start(&root, &[]);
+    // Its stderr with the default filter: the refusal's warning is written (docs/profiles.md,
+    // `PATCHDIFF_LOG`: warnings and above; it was errors only over stdio, helper-118).
+    let log = scratch("other-key-log").join("stderr");
+    let key = key_file();
+    let root_text = root.to_string_lossy().into_owned();
+    let mut d = Session::start_logging(
+        &dsn(),
+        &[
+            ("PATCHDIFF_MCP_PROFILE", "files"),
+            ("PATCHDIFF_WORKSPACE_ROOT", root_text.as_str()),
+            ("PATCHDIFF_WORKSPACE_KEY_FILE", key.as_str()),
+        ],
+        "2025-06-18",
+        std::fs::File::create(&log).unwrap(),
+    );
     let (text, v, err) = edit(&mut d, "m.txt", "two", "three");
     assert!(err, "{text}");
     assert_eq!(refused_as(&v), "workspace_binding_unverified", "{v}");
+    let logged = std::fs::read_to_string(&log).unwrap();
+    assert!(logged.contains("WARN"), "{logged:?}");
     assert!(
         text.contains("read_file") && !text.contains("from_workspace"),
         "{text}"
