@@ -1179,6 +1179,31 @@ fn files_that_could_not_be_kept_or_that_run_commands_are_refused_before_anything
     assert!(!err, "{text}");
 }
 
+/// Whether the tests run through a router (then `why` is printed, and the caller skips).
+fn through_a_router(why: &str) -> bool {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(patchdiff_tests::not_through_a_router(&dsn(), why))
+}
+
+/// Renames target `id` of `rel` under `root` to the label front ends gave before labels named
+/// their key, as if an earlier version had imported it (on one database, not through a router).
+fn labelled_as_before_key_tags(root: &Path, rel: &str, id: &str) {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(root).unwrap();
+    let legacy = format!("files:{}:{}:{rel}", meta.dev(), meta.ino());
+    patchdiff_tests::with_sql(&dsn(), async |c| {
+        c.execute(
+            "UPDATE patchdiff.targets SET filename = $1 WHERE target_file_id = $2::text::uuid",
+            &[&legacy, &id],
+        )
+        .await
+        .unwrap()
+    });
+}
+
 /// docs/files.md "Which target a file is": front ends with different binding keys on one root
 /// and role (two users' default key files) each keep to targets of their own key, so their edits
 /// apply in turn; and a target imported before labels named their key is still found, so a file
@@ -1204,33 +1229,15 @@ fn front_ends_with_different_keys_keep_to_their_own_targets() {
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "n = 6\n");
     drop((a, b));
 
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    if rt.block_on(patchdiff_tests::not_through_a_router(
-        &dsn(),
-        "a target renamed in place",
-    )) {
+    if through_a_router("a target renamed in place") {
         return;
     }
-    use std::os::unix::fs::MetadataExt;
     std::fs::write(root.join("g.txt"), "g0\n").unwrap();
     let mut a = start(&root, &[]);
     let (_, read, _) = call(&mut a, "read_file", json!({"path": "g.txt"}));
     let target = read["target_file_id"].as_str().unwrap().to_owned();
     drop(a);
-    // As an earlier version labelled it.
-    let meta = std::fs::metadata(&root).unwrap();
-    let legacy = format!("files:{}:{}:g.txt", meta.dev(), meta.ino());
-    patchdiff_tests::with_sql(&dsn(), async |c| {
-        c.execute(
-            "UPDATE patchdiff.targets SET filename = $1 WHERE target_file_id = $2::text::uuid",
-            &[&legacy, &target],
-        )
-        .await
-        .unwrap()
-    });
+    labelled_as_before_key_tags(&root, "g.txt", &target);
     let mut a = start(&root, &[]);
     let (text, v, err) = edit(&mut a, "g.txt", "g0", "g1");
     assert!(!err, "{text}");
@@ -1366,14 +1373,7 @@ fn a_file_bound_under_another_key_is_imported_anew_on_its_next_read() {
     assert_eq!(std::fs::read(&file).unwrap(), b"delta\n");
     drop(c);
 
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    if rt.block_on(patchdiff_tests::not_through_a_router(
-        &dsn(),
-        "a target renamed in place",
-    )) {
+    if through_a_router("a target renamed in place") {
         return;
     }
     // A file only the other key's front end imported, its target labelled as an earlier version
@@ -1384,18 +1384,7 @@ fn a_file_bound_under_another_key_is_imported_anew_on_its_next_read() {
     let (text, v, err) = edit(&mut b, "m.txt", "one", "two");
     assert!(!err, "{text}");
     drop(b);
-    use std::os::unix::fs::MetadataExt;
-    let meta = std::fs::metadata(&root).unwrap();
-    let legacy = format!("files:{}:{}:m.txt", meta.dev(), meta.ino());
-    let theirs = v["target_file_id"].as_str().unwrap().to_owned();
-    patchdiff_tests::with_sql(&dsn(), async |c| {
-        c.execute(
-            "UPDATE patchdiff.targets SET filename = $1 WHERE target_file_id = $2::text::uuid",
-            &[&legacy, &theirs],
-        )
-        .await
-        .unwrap()
-    });
+    labelled_as_before_key_tags(&root, "m.txt", v["target_file_id"].as_str().unwrap());
     // Its stderr with the default filter: the refusal's warning is written (docs/profiles.md,
     // `PATCHDIFF_LOG`: warnings and above; it was errors only over stdio, helper-118).
     let log = scratch("other-key-log").join("stderr");
