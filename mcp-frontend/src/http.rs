@@ -1498,15 +1498,18 @@ async fn listen(
                 checked_out = checkout(&shared, &role, shared.queue_wait) => checked_out?,
                 _ = &mut gone => return Err(StatusCode::ACCEPTED.into_response()),
             };
+            let cancellation = db.cancellation();
+            cancellation.clear();
             let mut server = server_for(&shared, &Era::Modern, db)
                 .for_stream(Subscriptions::default(), shared.feed.clone());
-            let reply = tokio::select! {
-                reply = server.handle_message(&body) => Some(reply),
-                _ = &mut gone => None,
-            };
-            let Some(reply) = reply else {
-                // Given up part way: its connection may be in the middle of a statement, so it
-                // is closed rather than pooled again (the permit lets the next call open one).
+            // As a call's ([`unless_hung_up`]): given up part way, its statements are cancelled
+            // and waited for before the connection is closed and the permit given back. They
+            // were left running: a backend waiting on a lock does not notice its client's close,
+            // and while an administrator held a table lock, 120 listens cut at 50 ms left 95 of
+            // the login's backends and filled the cluster's connection slots (helper-119).
+            let Some(reply) = unless_hung_up(&mut server, &body, &cancellation, Some(gone)).await
+            else {
+                // Closed, not pooled: a cancel request may still be on its way to this session.
                 drop((server, permit, room));
                 return Err(StatusCode::ACCEPTED.into_response());
             };

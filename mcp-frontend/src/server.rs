@@ -694,13 +694,24 @@ impl Server {
             Ok(text) => text,
             Err(e) => {
                 if let Some(why) = e.cancelled {
-                    // A statement timeout, or the client's own notifications/cancelled.
-                    tracing::warn!(
-                        tool = tool.name(),
-                        reason = why.reason(),
-                        error = e.message,
-                        "database call cancelled"
-                    );
+                    // The client's own notifications/cancelled or hang-up is routine, one line at
+                    // info (a client cutting every call made a warning of each: helper-119); a
+                    // statement timeout, or a cancel from elsewhere, is a warning.
+                    if self.db.cancellation().requested() {
+                        tracing::info!(
+                            tool = tool.name(),
+                            reason = why.reason(),
+                            error = e.message,
+                            "database call cancelled by its client"
+                        );
+                    } else {
+                        tracing::warn!(
+                            tool = tool.name(),
+                            reason = why.reason(),
+                            error = e.message,
+                            "database call cancelled"
+                        );
+                    }
                 } else {
                     tracing::error!(
                         tool = tool.name(),

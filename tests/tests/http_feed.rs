@@ -328,6 +328,82 @@ async fn listen_over_http_announces_commits_the_tokens_role_may_see() {
     expect_update(&s, &id, &mine, t);
 }
 
+/// docs/http.md "Subscriptions" and "Cost": a listen whose client hangs up while its
+/// acknowledgment's statement waits (here on a table lock an administrator holds) has that
+/// statement cancelled, so its backend ends. Before, its connection was dropped and its permit
+/// given back at once while the backend went on waiting, which does not notice its client's
+/// close: 120 listens cut at 50 ms left 95 of the login's backends and filled the cluster's
+/// connection slots (helper-119).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listen_cut_while_its_acknowledgment_waits_leaves_no_backend() {
+    if patchdiff_tests::not_through_a_router(&dsn(), "it holds a table lock on one server").await {
+        return;
+    }
+    let (su, target) = superuser_target("http-feed-cut-lock.md", "one\n").await;
+    let e = Endpoint::start(
+        "extended",
+        &[(SU_TOKEN, "postgres")],
+        &["--connections", "2"],
+    );
+    let (host, path) = e
+        .url
+        .strip_prefix("http://")
+        .and_then(|r| r.split_once('/'))
+        .expect("an http:// URL with a path");
+    let holder = patchdiff_tests::connect(&dsn()).await.unwrap();
+    holder
+        .batch_execute("BEGIN; LOCK TABLE patchdiff.targets IN ACCESS EXCLUSIVE MODE")
+        .await
+        .unwrap();
+    let app = e.app.clone();
+    let waiting = || {
+        let (su, app) = (&su, &app);
+        async move {
+            su.query_one(
+                "SELECT count(*) FROM pg_catalog.pg_stat_activity WHERE application_name = $1 \
+                 AND wait_event_type = 'Lock'",
+                &[app],
+            )
+            .await
+            .unwrap()
+            .get::<_, i64>(0)
+        }
+    };
+    for n in 0..6 {
+        use std::io::Write;
+        let body = json!({"jsonrpc": "2.0", "id": n, "method": "subscriptions/listen",
+            "params": {"_meta": {"io.modelcontextprotocol/protocolVersion": MODERN,
+                                 "io.modelcontextprotocol/clientCapabilities": {}},
+                       "notifications": {"resourceSubscriptions": [uri(&target)]}}})
+        .to_string();
+        let mut socket = std::net::TcpStream::connect(host).unwrap();
+        write!(
+            socket,
+            "POST /{path} HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {SU_TOKEN}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMCP-Protocol-Version: {MODERN}\r\nMcp-Method: subscriptions/listen\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .unwrap();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        drop(socket);
+    }
+    patchdiff_tests::eventually(
+        "no backend of the endpoint still waits on the lock",
+        Duration::from_secs(5),
+        Duration::from_millis(50),
+        || async { waiting().await == 0 },
+    )
+    .await;
+    holder.batch_execute("ROLLBACK").await.unwrap();
+    // The endpoint serves again.
+    let (status, body) = e.post(
+        SU_TOKEN,
+        "2025-11-25",
+        "tools/call",
+        json!({"name": "patchdiff_read_target", "arguments": {"target_file_id": target}}),
+    );
+    assert_eq!(status, 200, "{body}");
+}
+
 /// docs/http.md "Subscriptions" and "Cost": a listen whose client hangs up before it is
 /// acknowledged stops there, holding no pooled connection and starting no listening session.
 /// Here the feed's key is held by another session, so each acknowledgment would take 2 s (the
