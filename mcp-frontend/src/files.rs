@@ -186,18 +186,11 @@ pub fn relative(ws: &Workspace, path: &str) -> Result<String, (&'static str, Str
 }
 
 /// The first of the two keys of the advisory lock under which the files profile imports a file
-/// ("pdfi"); the second is [`import_lock_key`] of its label.
+/// ("pdfi"); the second is [`Workspace::import_lock_key`] of its label.
 const IMPORT_LOCK_CLASS: i32 = 0x7064_6669;
 
 /// How long an import waits for another process's import of the same file.
 const IMPORT_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
-
-/// The second key of a file's import lock: the first four bytes of its label's SHA-256 (two
-/// labels that share them only wait for each other).
-fn import_lock_key(label: &str) -> i32 {
-    let h = sha256_hex(label.as_bytes());
-    u32::from_str_radix(&h[..8], 16).map_or(0, |k| k as i32)
-}
 
 /// The target label of a file: the public name of this front end's binding key, the root's
 /// identity and the relative path, so that a lookup finds only targets imported from this root
@@ -244,19 +237,7 @@ pub fn apply_facts(
     after_hash: &str,
 ) -> Option<String> {
     if facts.len() != edits.len() {
-        use patchdiff_engine::api::{target::TargetView, tx1};
-        let sent: Vec<Value> = edits
-            .iter()
-            .map(|(o, n)| json!({"match": o, "replace": n}))
-            .collect();
-        let (_, parsed) = tx1::parse(Some(&json!("edit_file")), Some(&Value::Array(sent))).ok()?;
-        let view = TargetView {
-            target_file_id: "",
-            version: 0,
-            current_hash: "",
-            content: before,
-        };
-        let text = tx1::apply(&view, &parsed).ok()?.content;
+        let text = applied_here(before, edits)?;
         return (sha256_hex(text.as_bytes()) == after_hash).then_some(text);
     }
     let spans = facts
@@ -535,23 +516,25 @@ fn literal_len(s: &str) -> usize {
         .sum()
 }
 
-/// Refuses `edits` (canonical LF, each replacing one place of the file's text) when they would
-/// grow the file `rel`, whose bytes are `disk`, past what the profile reads: its bytes past
-/// [`crate::workspace::IMPORT_MAX_BYTES`], or its import's arguments (the text JSON-escaped)
-/// past [`crate::workspace::IMPORT_MAX_ARGUMENT_BYTES`]. The sizes after are counted, not made:
-/// each edit changes them by its newText's less its oldText's (a CRLF file's line breaks take a
-/// byte more, and two more escaped). Edits that do not match are refused as such by the engine;
-/// a file the profile could no longer read was left behind before (helper-118: an 8 MiB file one
-/// edit past the limit, then refused by every tool, and three edits of control characters that
-/// made 22 MB of arguments).
+/// Refuses `edits` (canonical LF, each replacing one place of `base`, the canonical text they are
+/// sent against) when the file `rel` they publish would be larger than the profile reads: its
+/// bytes past [`crate::workspace::IMPORT_MAX_BYTES`], or its import's arguments (the text
+/// JSON-escaped) past [`crate::workspace::IMPORT_MAX_ARGUMENT_BYTES`]. `crlf`: the file is
+/// published with CRLF line breaks (a byte more each, and two more escaped). The sizes are first
+/// counted from the edits (each changes them by its newText's less its oldText's); only when that
+/// count is over a limit are the edits applied here, as the engine applies them, to measure the
+/// text itself: edits that do not apply are left to the engine to refuse as such (helper-120: an
+/// absent oldText was answered "too large"). Before, an edit could leave a file the profile could
+/// no longer read (helper-118: an 8 MiB file one edit past the limit, then refused by every
+/// tool; three edits of control characters that made 22 MB of arguments).
 fn edit_fits(
     ws: &Workspace,
     path: &str,
     rel: &str,
-    disk: &str,
+    base: &str,
+    crlf: bool,
     edits: &[(String, String)],
 ) -> Result<(), (String, Value, bool)> {
-    let crlf = eol(disk) == Eol::Crlf;
     let breaks = |t: &str| {
         if crlf {
             t.bytes().filter(|&b| b == b'\n').count() as i64
@@ -567,26 +550,51 @@ fn edit_fits(
     if grow <= 0 && grow_escaped <= 0 {
         return Ok(());
     }
-    let after = disk.len() as i64 + grow;
     // The import's other arguments (the label, the binding) as they would be sent.
     let Ok(rest) = Server::import_args(ws, rel, "") else {
         return Ok(());
     };
-    let after_escaped = rest.len() as i64 + literal_len(disk) as i64 + grow_escaped;
+    let rest = rest.len() as i64;
     let (max, max_escaped) = (
         crate::workspace::IMPORT_MAX_BYTES as i64,
         crate::workspace::IMPORT_MAX_ARGUMENT_BYTES as i64,
     );
-    if (grow > 0 && after > max) || (grow_escaped > 0 && after_escaped > max_escaped) {
-        return Err(invalid(
-            path,
-            "workspace_file_too_large",
-            &format!(
-                "the edits would make {path} {after} bytes ({after_escaped} once JSON-escaped for the database); files of at most {max} bytes ({max_escaped} escaped) are read, edited and written, so it could not be read again; nothing was written"
-            ),
-        ));
+    let over = |after: i64, after_escaped: i64| after > max || after_escaped > max_escaped;
+    if !over(bytes(base) + grow, rest + escaped(base) + grow_escaped) {
+        return Ok(());
     }
-    Ok(())
+    let Some(text) = applied_here(base, edits) else {
+        return Ok(());
+    };
+    let (after, after_escaped) = (bytes(&text), rest + escaped(&text));
+    if !over(after, after_escaped) {
+        return Ok(());
+    }
+    Err(invalid(
+        path,
+        "workspace_file_too_large",
+        &format!(
+            "the edits would make {path} {after} bytes ({after_escaped} once JSON-escaped for the database); files of at most {max} bytes ({max_escaped} escaped) are read, edited and written, so it could not be read again; nothing was written"
+        ),
+    ))
+}
+
+/// `edits` applied to `before` as the engine applies them (each oldText once), or `None` when
+/// they do not apply.
+fn applied_here(before: &str, edits: &[(String, String)]) -> Option<String> {
+    use patchdiff_engine::api::{target::TargetView, tx1};
+    let sent: Vec<Value> = edits
+        .iter()
+        .map(|(o, n)| json!({"match": o, "replace": n}))
+        .collect();
+    let (_, parsed) = tx1::parse(Some(&json!("edit_file")), Some(&Value::Array(sent))).ok()?;
+    let view = TargetView {
+        target_file_id: "",
+        version: 0,
+        current_hash: "",
+        content: before,
+    };
+    tx1::apply(&view, &parsed).ok().map(|a| a.content)
 }
 
 /// The edits of an `edit_file` call, canonical LF, or the refusal's (code, message).
@@ -723,18 +731,15 @@ impl Server {
                 // another process stopped using (two first reads at once imported the file twice),
                 // or the newest of the label, found after a refusal forgot this process's
                 // (helper-114: edits sent to such a target, refused as stale, round after round).
-                // Only a newer one: a file changed back to an older target's text (a revert by
-                // another tool) is stale until read (helper-118: the edit was applied to the
-                // older target, over a text the agent had not read last).
+                // Only the file's newest target: a file changed back to an older target's text
+                // (a revert by another tool) is stale until read (helper-118, helper-120: the
+                // edit was applied to the older target, over a text nobody had read since).
                 let hd = sha256_hex(canonical(disk).as_bytes());
                 let e = if e.hash == hd {
                     e
                 } else {
                     let skip = self.files.refused.get(rel).cloned().unwrap_or_default();
-                    match self
-                        .look_up(ws, rel, Some((&hd, &skip)), Some(&e.target_file_id))
-                        .await
-                    {
+                    match self.look_up(ws, rel, Some((&hd, &skip)), true).await {
                         Ok(Some(m)) => m,
                         Ok(None) => e,
                         Err(why) => return Err(unknown(path, "looking the file up", why)),
@@ -744,9 +749,14 @@ impl Server {
                     .await
                     .map_err(|e| unknown(path, "looking the file up", e))
             }
-            Ok(None) => Server::import(&mut self.db, ws, rel, disk)
-                .await
-                .map(|e| (e, None)),
+            // Serialized with other processes' imports of the file, as a read's (helper-120: two
+            // processes' first edits at once gave 4 of 60 files two targets).
+            Ok(None) => {
+                let hd = sha256_hex(canonical(disk).as_bytes());
+                self.import_once(ws, rel, disk, &hd)
+                    .await
+                    .map(|e| (e, None))
+            }
             Err(e) => Err(unknown(path, "looking the file up", e)),
         }
     }
@@ -796,20 +806,21 @@ impl Server {
         if let Some(e) = self.files.entries.get(rel) {
             return Ok(Some(e.clone()));
         }
-        self.look_up(ws, rel, None, None).await
+        self.look_up(ws, rel, None, false).await
     }
 
-    /// The newest target labelled for this root and path that this role owns or, given
+    /// The file's newest target (of this root and path, owned by this very role) or, given
     /// `prefer`, the newest of them whose text has that hash and is not among the targets to
-    /// skip (none if none is); remembered as the file's. With `newer_than`, only a target made
-    /// after that one is taken for the hash: an edit or a write never goes back to an older
-    /// target of the file whose text the disk holds again.
+    /// skip (none if none is); remembered as the file's. With `newest_only`, the file's newest
+    /// target if it is one with that hash, else none: an edit or a write follows only the file's
+    /// current target to the disk's text, never an older target whose text the disk holds again
+    /// (a revert by another tool, stale until read: helper-118, helper-120).
     async fn look_up(
         &mut self,
         ws: &Workspace,
         rel: &str,
         prefer: Option<(&str, &std::collections::HashSet<String>)>,
-        newer_than: Option<&str>,
+        newest_only: bool,
     ) -> Result<Option<Entry>, String> {
         // Only a target this very role owns: any role can make a target with this label and
         // grant it to another, which would then send its edits there (another tenant reads them
@@ -828,15 +839,20 @@ impl Server {
                 me
             }
         };
-        let (mut newest, mut matching): (Option<Value>, Option<Value>) = (None, None);
-        let mut older = false;
-        // Found: the known target reached (`newer_than`), one with the hash, or the newest.
-        let done = |older: bool, matching: &Option<Value>, newest: &Option<Value>| {
-            older || matching.is_some() || (prefer.is_none() && newest.is_some())
+        let matches = |t: &Value| {
+            prefer.is_some_and(|(h, skip)| {
+                t["current_hash"].as_str() == Some(h)
+                    && t["target_file_id"]
+                        .as_str()
+                        .is_some_and(|id| !skip.contains(id))
+            })
         };
-        // This key's label, then the one of targets imported before labels named their key
-        // (each older than any of the first).
+        // Each label's newest target and newest one with the hash: this key's label, and the
+        // one front ends gave before labels named their key (a front end of that version may
+        // still run on the same root and key, so neither is taken to be the newer).
+        let (mut newest, mut matching): (Vec<Value>, Vec<Value>) = (Vec::new(), Vec::new());
         for label in [label(ws, rel), legacy_label(ws, rel)] {
+            let (mut first, mut found) = (None, None);
             let mut cursor = Value::Null;
             for _ in 0..LOOKUP_PAGES {
                 let v = self
@@ -849,44 +865,40 @@ impl Server {
                     t["filename"].as_str() == Some(label.as_str())
                         && t["owner"].as_str() == Some(me.as_str())
                 }) {
-                    if newest.is_none() {
-                        newest = Some(t.clone());
+                    if first.is_none() {
+                        first = Some(t.clone());
                     }
-                    // Newest first: the known target reached, every later one is older.
-                    if prefer.is_some()
-                        && newer_than.is_some()
-                        && t["target_file_id"].as_str() == newer_than
-                    {
-                        older = true;
-                        break;
-                    }
-                    if prefer.is_some_and(|(h, skip)| {
-                        t["current_hash"].as_str() == Some(h)
-                            && t["target_file_id"]
-                                .as_str()
-                                .is_some_and(|id| !skip.contains(id))
-                    }) {
-                        matching = Some(t.clone());
+                    if matches(t) {
+                        found = Some(t.clone());
                         break;
                     }
                 }
                 cursor = v["next_cursor"].clone();
-                if done(older, &matching, &newest) || !cursor.is_string() {
+                let done = first.is_some() && (prefer.is_none() || newest_only || found.is_some());
+                if done || !cursor.is_string() {
                     break;
                 }
             }
-            if done(older, &matching, &newest) {
-                break;
-            }
-            if cursor.is_string() {
+            if first.is_none() && cursor.is_string() {
                 tracing::warn!(
                     label,
                     "the role sees more than {} targets named like this file's label: the file is imported again as a new target",
                     LOOKUP_PAGES as u64 * LOOKUP_LIMIT
                 );
             }
+            newest.extend(first);
+            matching.extend(found);
         }
-        let found = if prefer.is_some() { matching } else { newest };
+        // `created_at` is RFC 3339 in UTC with microseconds: its text orders as its time.
+        let latest = |ts: Vec<Value>| {
+            ts.into_iter()
+                .max_by(|a, b| a["created_at"].as_str().cmp(&b["created_at"].as_str()))
+        };
+        let found = match prefer {
+            None => latest(newest),
+            Some(_) if newest_only => latest(newest).filter(|t| matches(t)),
+            Some(_) => latest(matching),
+        };
         let entry = found.map(|t| Entry {
             target_file_id: t["target_file_id"].as_str().unwrap_or_default().to_owned(),
             version: t["version"].as_i64().unwrap_or(0),
@@ -1050,7 +1062,7 @@ impl Server {
             Some(None) => Ok(None),
             Some(Some(_)) => {
                 let skip = self.files.refused.get(rel).cloned().unwrap_or_default();
-                self.look_up(ws, rel, Some((&hd, &skip)), None).await
+                self.look_up(ws, rel, Some((&hd, &skip)), false).await
             }
         }
         .map_err(|e| unknown(rel, "looking the file up", e))?;
@@ -1090,7 +1102,7 @@ impl Server {
         // rounds of two processes). The file's targets are looked up again for one with it.
         let skip = self.files.refused.get(rel).cloned().unwrap_or_default();
         let found = self
-            .look_up(ws, rel, Some((&hd, &skip)), None)
+            .look_up(ws, rel, Some((&hd, &skip)), false)
             .await
             .map_err(|e| unknown(rel, "looking the file up", e))?;
         if let Some(e) = found {
@@ -1113,7 +1125,7 @@ impl Server {
         disk: &str,
         hd: &str,
     ) -> Result<Entry, (String, Value, bool)> {
-        let key = import_lock_key(&label(ws, rel));
+        let key = ws.import_lock_key(&label(ws, rel));
         let locked = self
             .db
             .try_advisory_lock(IMPORT_LOCK_CLASS, key, IMPORT_LOCK_WAIT)
@@ -1124,7 +1136,7 @@ impl Server {
             if locked {
                 let skip = self.files.refused.get(rel).cloned().unwrap_or_default();
                 let found = self
-                    .look_up(ws, rel, Some((hd, &skip)), None)
+                    .look_up(ws, rel, Some((hd, &skip)), false)
                     .await
                     .map_err(|e| unknown(rel, "looking the file up", e))?;
                 if let Some(e) = found {
@@ -1355,9 +1367,6 @@ impl Server {
                 ),
             );
         }
-        if let Err(a) = edit_fits(ws, path, rel, &disk, &edits) {
-            return a;
-        }
         let before = canonical(&disk);
         let hd = sha256_hex(before.as_bytes());
         // Import on first use; a known target whose text is not the disk's is stale: the
@@ -1416,6 +1425,13 @@ impl Server {
                 Ok(None) => {}
                 Err(e) => return unknown(path, "checking for a resent call", e),
             }
+        }
+        // After the resends, which change nothing (helper-120: a resend of an edit that grew the
+        // file was counted as growing it again, and refused). A file without a line break is
+        // published with the import's line endings, which are not known here: counted as CRLF.
+        let crlf = matches!(eol(&disk), Eol::Crlf | Eol::None);
+        if let Err(a) = edit_fits(ws, path, rel, &before, crlf, &edits) {
+            return a;
         }
         if dry_run {
             submission["format"] = json!("patchdiff-tx/1");

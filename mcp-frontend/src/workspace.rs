@@ -839,6 +839,12 @@ impl Workspace {
         self.key.tag()
     }
 
+    /// The second key of the files profile's import lock for a file's `label`
+    /// ([`BindingKey::lock_key`]).
+    pub(crate) fn import_lock_key(&self, label: &str) -> i32 {
+        self.key.lock_key(label)
+    }
+
     pub(crate) fn hook(&self, point: &str) {
         let Some(h) = &self.hook else { return };
         if h.point != point

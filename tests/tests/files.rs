@@ -1289,6 +1289,30 @@ fn a_file_changed_back_to_an_older_text_is_stale_until_read() {
         std::fs::read_to_string(&file).unwrap(),
         "limit = 99\nmode = \"safe\"\n"
     );
+    // With two processes: B read X; outside, the file became Y (A read it), then Z (A read it),
+    // then Y again. B's write follows only the file's newest target (Z), not the one of Y, made
+    // after B's: it is stale (helper-120: accepted on Y's target, the outside change lost).
+    let file = root.join("d.txt");
+    std::fs::write(&file, "X\n").unwrap();
+    let mut b = start(&root, &[]);
+    call(&mut b, "read_file", json!({"path": "d.txt"}));
+    for text in ["Y\n", "Z\n"] {
+        std::fs::write(&file, text).unwrap();
+        let (read, _, err) = call(&mut s, "read_file", json!({"path": "d.txt"}));
+        assert!(!err && read == text, "{read}");
+    }
+    std::fs::write(&file, "Y\n").unwrap();
+    let (text, v, err) = call(
+        &mut b,
+        "write_file",
+        json!({"path": "d.txt", "content": "W\n"}),
+    );
+    assert!(err, "{text}");
+    assert_eq!(refused_as(&v), "target_hash_mismatch", "{v}");
+    let (text, v, err) = edit(&mut b, "d.txt", "Y", "W");
+    assert!(err, "{text}");
+    assert_eq!(refused_as(&v), "target_hash_mismatch", "{v}");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "Y\n");
 }
 
 /// docs/files.md "Limits": an edit that would make the file larger than the profile reads (8 MiB,
@@ -1327,10 +1351,40 @@ fn an_edit_that_would_make_a_file_too_large_to_read_is_refused() {
         std::fs::metadata(root.join("big.txt")).unwrap().len(),
         limit as u64
     );
+    // The same call again (no read between) is its resend, answered as such, in this process and
+    // a new one, not counted as growing the file again (helper-120).
+    for fresh in [false, true] {
+        if fresh {
+            s = start(&root, &[]);
+        }
+        let (text, v, err) = edit(&mut s, "big.txt", "@A@", "@A@1234");
+        assert!(!err, "{text}");
+        assert_eq!(v["status"], "deduplicated", "{v}");
+    }
     drop(s);
     let mut s = start(&root, &[]);
     let (text, v, err) = call(&mut s, "read_file", json!({"path": "big.txt", "head": 1}));
     assert!(!err && text == "@A@1234", "{text} {v}");
+    // Edits that do not apply are refused as such, not as too large (helper-120).
+    let (text, v, err) = edit(&mut s, "big.txt", "@B@", &"y".repeat(100));
+    assert!(err, "{text}");
+    assert_eq!(refused_as(&v), "match_absent", "{v}");
+    // A file whose only line break an edit removed is published with the line endings it was
+    // imported with (CRLF here): its later line breaks count two bytes (helper-120: counted as
+    // one, an edit made an 8,776,002-byte file).
+    let crlf = format!("{}Q\r\nZ", "x".repeat(8_000_000));
+    std::fs::write(root.join("crlf.txt"), &crlf).unwrap();
+    let (text, _, err) = edit(&mut s, "crlf.txt", "Q\nZ", "QZ");
+    assert!(!err, "{text}");
+    let (text, v, err) = edit(
+        &mut s,
+        "crlf.txt",
+        "QZ",
+        &format!("Q{}Z", "\n".repeat(388_000)),
+    );
+    assert!(err, "{text}");
+    assert_eq!(refused_as(&v), "workspace_file_too_large", "{v}");
+    assert!(text.contains("8776002 bytes"), "{text}");
     // Escaped: 2,800,000 control characters are 2.8 MB on disk but 16.8 MB of arguments.
     let controls = "\u{1}".repeat(2_800_000);
     let (text, v, err) = edit(&mut s, "small.txt", "a", &controls);
