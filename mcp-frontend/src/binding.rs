@@ -343,6 +343,10 @@ mod tests {
             !a.proof(1, 2, "x", &"0".repeat(2 * NONCE_BYTES))
                 .starts_with(&a.tag())
         );
+        // The import lock's key: the key's own, per label (docs/files.md "Retries").
+        assert_eq!(a.lock_key("files@x:1:2:f"), a.lock_key("files@x:1:2:f"));
+        assert_ne!(a.lock_key("files@x:1:2:f"), b.lock_key("files@x:1:2:f"));
+        assert_ne!(a.lock_key("files@x:1:2:f"), a.lock_key("files@x:1:2:g"));
     }
 
     fn unhex(s: &str) -> Vec<u8> {
