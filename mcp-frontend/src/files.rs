@@ -7,7 +7,7 @@
 //! import of a file on first use, then one transaction holding the submission and the
 //! publishing SAVE. Every verdict on the edits themselves still comes from the extension.
 
-use crate::database::Db;
+use crate::database::{CallError, Db};
 use crate::server::{PublishAnswer, Server, publish_in_transaction};
 use crate::tool::Tool;
 use crate::workspace::{Workspace, sha256_hex};
@@ -653,6 +653,27 @@ fn unknown(path: &str, what: &str, detail: String) -> (String, Value, bool) {
     )
 }
 
+/// A failed SQL call's answer: cancelled (a statement timeout, the client's cancellation) or
+/// refused by a partition, nothing was written, as the other profiles answer it
+/// ([`crate::server::call_failure`]); otherwise its outcome is unknown ([`unknown`]). A statement
+/// timeout during an import was answered `outcome_unknown` (helper-120).
+fn db_failed(path: &str, what: &str, e: &CallError) -> (String, Value, bool) {
+    if e.cancelled.is_none() && !e.unavailable && !e.login_refused {
+        return unknown(path, what, e.message.clone());
+    }
+    let v = crate::server::call_failure(what, e, "", "");
+    let Value::Object(mut m) = v else {
+        return unknown(path, what, e.message.clone());
+    };
+    m.remove("tool");
+    let detail = m
+        .get("failure_detail")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    failure(path, m, format!("Error: {what}: {detail}"))
+}
+
 impl Server {
     /// One call of a file tool: its text (the reference server's shape), its structured
     /// record and whether it is an error.
@@ -701,13 +722,9 @@ impl Server {
     }
 
     /// One autocommit SQL call of a read-only function, its answer parsed.
-    async fn sql(&mut self, function: &str, args: &Value) -> Result<Value, String> {
-        let text = self
-            .db
-            .call(function, &to_string(args, LITERAL))
-            .await
-            .map_err(|e| e.message)?;
-        serde_json::from_str(&text).map_err(|e| e.to_string())
+    async fn sql(&mut self, function: &str, args: &Value) -> Result<Value, CallError> {
+        let text = self.db.call(function, &to_string(args, LITERAL)).await?;
+        serde_json::from_str(&text).map_err(|e| CallError::unknown(e.to_string()))
     }
 
     /// The target an edit or overwrite of `rel` (whose bytes are `disk`) applies to: the one
@@ -742,12 +759,12 @@ impl Server {
                     match self.look_up(ws, rel, Some((&hd, &skip)), true).await {
                         Ok(Some(m)) => m,
                         Ok(None) => e,
-                        Err(why) => return Err(unknown(path, "looking the file up", why)),
+                        Err(why) => return Err(db_failed(path, "looking the file up", &why)),
                     }
                 };
                 self.current(rel, e)
                     .await
-                    .map_err(|e| unknown(path, "looking the file up", e))
+                    .map_err(|e| db_failed(path, "looking the file up", &e))
             }
             // Serialized with other processes' imports of the file, as a read's (helper-120: two
             // processes' first edits at once gave 4 of 60 files two targets).
@@ -757,12 +774,16 @@ impl Server {
                     .await
                     .map(|e| (e, None))
             }
-            Err(e) => Err(unknown(path, "looking the file up", e)),
+            Err(e) => Err(db_failed(path, "looking the file up", &e)),
         }
     }
 
     /// `e` as the database has it now, and its text's length in code points.
-    async fn current(&mut self, rel: &str, mut e: Entry) -> Result<(Entry, Option<u64>), String> {
+    async fn current(
+        &mut self,
+        rel: &str,
+        mut e: Entry,
+    ) -> Result<(Entry, Option<u64>), CallError> {
         let v = self
             .sql(
                 "patchdiff_read_target",
@@ -786,7 +807,7 @@ impl Server {
     /// know an older version (another process, or a call whose answer it never had, made the
     /// newer one). Without this the file was imported again as a new target, its history split
     /// in two (helper-54), or an edit was refused as stale against a version long gone.
-    async fn refreshed(&mut self, rel: &str, e: Entry, hd: &str) -> Result<Entry, String> {
+    async fn refreshed(&mut self, rel: &str, e: Entry, hd: &str) -> Result<Entry, CallError> {
         if e.hash == hd {
             return Ok(e);
         }
@@ -802,7 +823,7 @@ impl Server {
     /// whose guards refuse it until the agent has read the file. An edit resent without a read
     /// used to import it, and applied itself a second time to a disk that already held it
     /// (helper-91).
-    async fn find_target(&mut self, ws: &Workspace, rel: &str) -> Result<Option<Entry>, String> {
+    async fn find_target(&mut self, ws: &Workspace, rel: &str) -> Result<Option<Entry>, CallError> {
         if let Some(e) = self.files.entries.get(rel) {
             return Ok(Some(e.clone()));
         }
@@ -821,7 +842,7 @@ impl Server {
         rel: &str,
         prefer: Option<(&str, &std::collections::HashSet<String>)>,
         newest_only: bool,
-    ) -> Result<Option<Entry>, String> {
+    ) -> Result<Option<Entry>, CallError> {
         // Only a target this very role owns: any role can make a target with this label and
         // grant it to another, which would then send its edits there (another tenant reads them
         // in its log) or be refused on it for good (helper-48); `access: "owner"` would also
@@ -834,7 +855,7 @@ impl Server {
         let me = match &self.files.me {
             Some(me) => me.clone(),
             None => {
-                let me = self.db.current_role().await.map_err(|e| e.message)?;
+                let me = self.db.current_role().await?;
                 self.files.me = Some(me.clone());
                 me
             }
@@ -994,7 +1015,7 @@ impl Server {
         } else {
             db.call("patchdiff_initialize_target", args).await
         }
-        .map_err(|e| unknown(rel, "importing the file", e.message))?;
+        .map_err(|e| db_failed(rel, "importing the file", &e))?;
         let v: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
         match (v["target_file_id"].as_str(), v["current_hash"].as_str()) {
             (Some(id), Some(h)) => Ok(Entry {
@@ -1065,12 +1086,12 @@ impl Server {
                 self.look_up(ws, rel, Some((&hd, &skip)), false).await
             }
         }
-        .map_err(|e| unknown(rel, "looking the file up", e))?;
+        .map_err(|e| db_failed(rel, "looking the file up", &e))?;
         let found = match found {
             Some(e) => Some(
                 self.refreshed(rel, e, &hd)
                     .await
-                    .map_err(|e| unknown(rel, "looking the file up", e))?,
+                    .map_err(|e| db_failed(rel, "looking the file up", &e))?,
             ),
             None => None,
         };
@@ -1091,7 +1112,7 @@ impl Server {
             e = self
                 .refreshed(rel, e, &hd)
                 .await
-                .map_err(|e| unknown(rel, "looking the file up", e))?;
+                .map_err(|e| db_failed(rel, "looking the file up", &e))?;
         }
         if e.hash == hd {
             return Ok((e, disk));
@@ -1104,7 +1125,7 @@ impl Server {
         let found = self
             .look_up(ws, rel, Some((&hd, &skip)), false)
             .await
-            .map_err(|e| unknown(rel, "looking the file up", e))?;
+            .map_err(|e| db_failed(rel, "looking the file up", &e))?;
         if let Some(e) = found {
             return Ok((e, disk));
         }
@@ -1130,7 +1151,7 @@ impl Server {
             .db
             .try_advisory_lock(IMPORT_LOCK_CLASS, key, IMPORT_LOCK_WAIT)
             .await
-            .map_err(|e| unknown(rel, "looking the file up", e.message))?;
+            .map_err(|e| db_failed(rel, "looking the file up", &e))?;
         ws.hook("before_import");
         let imported = async {
             if locked {
@@ -1138,7 +1159,7 @@ impl Server {
                 let found = self
                     .look_up(ws, rel, Some((hd, &skip)), false)
                     .await
-                    .map_err(|e| unknown(rel, "looking the file up", e))?;
+                    .map_err(|e| db_failed(rel, "looking the file up", &e))?;
                 if let Some(e) = found {
                     return Ok(e);
                 }
@@ -1211,7 +1232,7 @@ impl Server {
         entry: &Entry,
         rel: &str,
         edits: &[(String, String)],
-    ) -> Result<Option<Value>, String> {
+    ) -> Result<Option<Value>, CallError> {
         if entry.version < 1 || entry.read_at_version == Some(entry.version) {
             return Ok(None);
         }
@@ -1308,7 +1329,7 @@ impl Server {
         edits: &[(String, String)],
         target_chars: Option<u64>,
         disk_chars: u64,
-    ) -> Result<Option<String>, String> {
+    ) -> Result<Option<String>, CallError> {
         let growth: i128 = edits
             .iter()
             .map(|(old, new)| new.chars().count() as i128 - old.chars().count() as i128)
@@ -1405,7 +1426,7 @@ impl Server {
                     (before, base_hash) = (sent_against, entry.hash.clone());
                 }
                 Ok(None) => {}
-                Err(e) => return unknown(path, "checking for an interrupted call", e),
+                Err(e) => return db_failed(path, "checking for an interrupted call", &e),
             }
         }
         // The resend of the call that made the current version: a dry run answers what the call
@@ -1423,7 +1444,7 @@ impl Server {
                     );
                 }
                 Ok(None) => {}
-                Err(e) => return unknown(path, "checking for a resent call", e),
+                Err(e) => return db_failed(path, "checking for a resent call", &e),
             }
         }
         // After the resends, which change nothing (helper-120: a resend of an edit that grew the
@@ -1533,7 +1554,7 @@ impl Server {
             .await
         {
             Ok(t) => t,
-            Err(e) => return unknown(path, "the preview", e.message),
+            Err(e) => return db_failed(path, "the preview", &e),
         };
         let v: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
         if v["status"] != "accepted" {
@@ -1666,7 +1687,7 @@ impl Server {
         if let Err(e) = begun {
             // The BEGIN may have opened the block before its SET LOCAL failed.
             self.db.rollback().await;
-            return Err(unknown(path, "starting the transaction", e.message));
+            return Err(db_failed(path, "starting the transaction", &e));
         }
         Ok(())
     }
@@ -1734,7 +1755,7 @@ impl Server {
             Err(e) => {
                 self.db.rollback().await;
                 self.files.entries.remove(rel);
-                return Submitted::Answer(unknown(path, "the submission", e.message));
+                return Submitted::Answer(db_failed(path, "the submission", &e));
             }
         };
         let v: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
@@ -1743,7 +1764,7 @@ impl Server {
             // rejection included (helper-67 B).
             if let Err(e) = self.db.refuse_if_cancelled() {
                 self.db.rollback().await;
-                return Submitted::Answer(unknown(path, "the submission", e.message));
+                return Submitted::Answer(db_failed(path, "the submission", &e));
             }
             // The rejected attempt is logged: keep its row.
             let committed = self.db.commit().await;

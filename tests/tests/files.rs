@@ -1245,6 +1245,48 @@ fn front_ends_with_different_keys_keep_to_their_own_targets() {
     assert_eq!(std::fs::read_to_string(root.join("g.txt")).unwrap(), "g1\n");
 }
 
+/// docs/files.md "The tools": a call PostgreSQL cancels (here a statement timeout while an
+/// administrator holds a table lock) wrote nothing, and is answered so, with the code the other
+/// profiles give (`cancelled`, `statement_timeout`), not as an outcome unknown (helper-120).
+#[test]
+fn a_call_cancelled_by_a_statement_timeout_is_answered_as_such() {
+    if through_a_router("a table lock on one server") {
+        return;
+    }
+    let root = scratch("timeout");
+    std::fs::write(root.join("t.txt"), "t\n").unwrap();
+    let mut s = start(&root, &[("PATCHDIFF_MCP_STATEMENT_TIMEOUT", "300ms")]);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let holder = rt.block_on(async {
+        let c = patchdiff_tests::connect(&dsn()).await.unwrap();
+        c.batch_execute("BEGIN; LOCK TABLE patchdiff.targets IN ACCESS EXCLUSIVE MODE")
+            .await
+            .unwrap();
+        c
+    });
+    let (text, v, err) = call(&mut s, "read_file", json!({"path": "t.txt"}));
+    rt.block_on(holder.batch_execute("ROLLBACK")).unwrap();
+    assert!(err, "{text}");
+    assert_eq!(
+        (&v["status"], &v["code"], &v["nothing_written"]),
+        (
+            &json!("cancelled"),
+            &json!("statement_timeout"),
+            &json!(true)
+        ),
+        "{v}"
+    );
+    assert!(
+        text.starts_with("Error: looking the file up: PostgreSQL cancelled"),
+        "{text}"
+    );
+    let (text, _, err) = call(&mut s, "read_file", json!({"path": "t.txt"}));
+    assert!(!err && text == "t\n", "{text}");
+}
+
 /// docs/files.md "Stale files": a file changed on disk since it was last read is refused, also
 /// when it was changed back to the text of an older target of the file (another tool's `git
 /// checkout`): an edit or a write does not go back to that target. After a read, which takes it,
