@@ -190,7 +190,7 @@ pub fn relative(ws: &Workspace, path: &str) -> Result<String, (&'static str, Str
 const IMPORT_LOCK_CLASS: i32 = 0x7064_6669;
 
 /// How long an import waits for another process's import of the same file.
-const IMPORT_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+const IMPORT_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// The target label of a file: the public name of this front end's binding key, the root's
 /// identity and the relative path, so that a lookup finds only targets imported from this root
@@ -743,29 +743,18 @@ impl Server {
         disk: &str,
     ) -> Result<(Entry, Option<u64>), (String, Value, bool)> {
         match self.find_target(ws, rel).await {
-            Ok(Some(e)) => {
-                // Another target of the file may hold the disk's text: this process's is one that
-                // another process stopped using (two first reads at once imported the file twice),
-                // or the newest of the label, found after a refusal forgot this process's
-                // (helper-114: edits sent to such a target, refused as stale, round after round).
-                // Only the file's newest target: a file changed back to an older target's text
-                // (a revert by another tool) is stale until read (helper-118, helper-120: the
-                // edit was applied to the older target, over a text nobody had read since).
-                let hd = sha256_hex(canonical(disk).as_bytes());
-                let e = if e.hash == hd {
-                    e
-                } else {
-                    let skip = self.files.refused.get(rel).cloned().unwrap_or_default();
-                    match self.look_up(ws, rel, Some((&hd, &skip)), true).await {
-                        Ok(Some(m)) => m,
-                        Ok(None) => e,
-                        Err(why) => return Err(db_failed(path, "looking the file up", &why)),
-                    }
-                };
-                self.current(rel, e)
-                    .await
-                    .map_err(|e| db_failed(path, "looking the file up", &e))
-            }
+            // The target this process knows, as the database has it now: another process's
+            // publication may have moved it on to the disk's text. Never another target of the
+            // file, though one may hold the disk's text: only a read takes one. Taking the
+            // newest target with the disk's text (helper-114), then a target made after this
+            // process's (helper-118), then the file's newest (helper-120), each still let an edit
+            // or a write through over a change made outside that nobody had read since: a file
+            // changed back to an older version's text, whose target a read, an import race or a
+            // read of another version had left the newest (helper-118, helper-120, helper-122).
+            Ok(Some(e)) => self
+                .current(rel, e)
+                .await
+                .map_err(|e| db_failed(path, "looking the file up", &e)),
             // Serialized with other processes' imports of the file, as a read's (helper-120: two
             // processes' first edits at once gave 4 of 60 files two targets).
             Ok(None) => {
@@ -827,21 +816,17 @@ impl Server {
         if let Some(e) = self.files.entries.get(rel) {
             return Ok(Some(e.clone()));
         }
-        self.look_up(ws, rel, None, false).await
+        self.look_up(ws, rel, None).await
     }
 
     /// The file's newest target (of this root and path, owned by this very role) or, given
     /// `prefer`, the newest of them whose text has that hash and is not among the targets to
-    /// skip (none if none is); remembered as the file's. With `newest_only`, the file's newest
-    /// target if it is one with that hash, else none: an edit or a write follows only the file's
-    /// current target to the disk's text, never an older target whose text the disk holds again
-    /// (a revert by another tool, stale until read: helper-118, helper-120).
+    /// skip (none if none is); remembered as the file's.
     async fn look_up(
         &mut self,
         ws: &Workspace,
         rel: &str,
         prefer: Option<(&str, &std::collections::HashSet<String>)>,
-        newest_only: bool,
     ) -> Result<Option<Entry>, CallError> {
         // Only a target this very role owns: any role can make a target with this label and
         // grant it to another, which would then send its edits there (another tenant reads them
@@ -895,7 +880,7 @@ impl Server {
                     }
                 }
                 cursor = v["next_cursor"].clone();
-                let done = first.is_some() && (prefer.is_none() || newest_only || found.is_some());
+                let done = first.is_some() && (prefer.is_none() || found.is_some());
                 if done || !cursor.is_string() {
                     break;
                 }
@@ -917,7 +902,6 @@ impl Server {
         };
         let found = match prefer {
             None => latest(newest),
-            Some(_) if newest_only => latest(newest).filter(|t| matches(t)),
             Some(_) => latest(matching),
         };
         let entry = found.map(|t| Entry {
@@ -1083,7 +1067,7 @@ impl Server {
             Some(None) => Ok(None),
             Some(Some(_)) => {
                 let skip = self.files.refused.get(rel).cloned().unwrap_or_default();
-                self.look_up(ws, rel, Some((&hd, &skip)), false).await
+                self.look_up(ws, rel, Some((&hd, &skip))).await
             }
         }
         .map_err(|e| db_failed(rel, "looking the file up", &e))?;
@@ -1123,7 +1107,7 @@ impl Server {
         // rounds of two processes). The file's targets are looked up again for one with it.
         let skip = self.files.refused.get(rel).cloned().unwrap_or_default();
         let found = self
-            .look_up(ws, rel, Some((&hd, &skip)), false)
+            .look_up(ws, rel, Some((&hd, &skip)))
             .await
             .map_err(|e| db_failed(rel, "looking the file up", &e))?;
         if let Some(e) = found {
@@ -1138,7 +1122,9 @@ impl Server {
     /// it: processes on one database take an advisory lock on the file's label for their import,
     /// and look again for a target with the text once they hold it. Two processes whose first
     /// reads of a file came at once imported it twice (helper-114). The lock is waited for at
-    /// most [`IMPORT_LOCK_WAIT`]; past it the file is imported as before.
+    /// most [`IMPORT_LOCK_WAIT`] (any role sees its key in `pg_locks` and may hold it); past it
+    /// the file is looked for once more and imported. A file whose text changed since it was read
+    /// is refused instead: read it again.
     async fn import_once(
         &mut self,
         ws: &Workspace,
@@ -1154,15 +1140,31 @@ impl Server {
             .map_err(|e| db_failed(rel, "looking the file up", &e))?;
         ws.hook("before_import");
         let imported = async {
-            if locked {
-                let skip = self.files.refused.get(rel).cloned().unwrap_or_default();
-                let found = self
-                    .look_up(ws, rel, Some((hd, &skip)), false)
-                    .await
-                    .map_err(|e| db_failed(rel, "looking the file up", &e))?;
-                if let Some(e) = found {
-                    return Ok(e);
-                }
+            // What was read may have been replaced meanwhile (another process's publication,
+            // or the import this lock waited for): importing it made a second target of a text
+            // the file no longer held (helper-122: two first edits at once, 7 files of 60).
+            let now = Self::disk(ws, rel, rel)?;
+            if sha256_hex(canonical(&now).as_bytes()) != hd {
+                let mut m = Map::new();
+                m.insert("status".into(), json!("rejected"));
+                m.insert("failure_reason".into(), json!("external_disk_drift"));
+                return Err(failure(
+                    rel,
+                    m,
+                    format!(
+                        "Error: {rel} changed on disk while it was being read; nothing was written. Read it again with read_file."
+                    ),
+                ));
+            }
+            // Looked for again even without the lock (another role holding it, which
+            // `pg_locks` shows every role: helper-122), before a second target is made.
+            let skip = self.files.refused.get(rel).cloned().unwrap_or_default();
+            let found = self
+                .look_up(ws, rel, Some((hd, &skip)))
+                .await
+                .map_err(|e| db_failed(rel, "looking the file up", &e))?;
+            if let Some(e) = found {
+                return Ok(e);
             }
             Server::import(&mut self.db, ws, rel, disk).await
         }

@@ -1331,6 +1331,24 @@ fn a_file_changed_back_to_an_older_text_is_stale_until_read() {
         std::fs::read_to_string(&file).unwrap(),
         "limit = 99\nmode = \"safe\"\n"
     );
+    // One process: X read (its target), Y read (imported), X read again (the first target
+    // taken again), then Y outside, which nobody reads: a write is stale, though Y's target is
+    // the file's newest (helper-122: accepted there, the outside change lost).
+    let file = root.join("e.txt");
+    for text in ["X\n", "Y\n", "X\n"] {
+        std::fs::write(&file, text).unwrap();
+        let (read, _, err) = call(&mut s, "read_file", json!({"path": "e.txt"}));
+        assert!(!err && read == text, "{read}");
+    }
+    std::fs::write(&file, "Y\n").unwrap();
+    let (text, v, err) = call(
+        &mut s,
+        "write_file",
+        json!({"path": "e.txt", "content": "W\n"}),
+    );
+    assert!(err, "{text}");
+    assert_eq!(refused_as(&v), "target_hash_mismatch", "{v}");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "Y\n");
     // With two processes: B read X; outside, the file became Y (A read it), then Z (A read it),
     // then Y again. B's write follows only the file's newest target (Z), not the one of Y, made
     // after B's: it is stale (helper-120: accepted on Y's target, the outside change lost).
@@ -1622,6 +1640,57 @@ fn two_first_reads_at_once_import_the_file_once() {
     );
 }
 
+/// docs/files.md "Retries", imports: a text that the file no longer holds when its import gets its
+/// turn is not imported; the call answers that the file changed while it was read. A's read is
+/// held by the test hook `before_import` after it read `one`; the file then holds `two`. Before,
+/// the import made a target of `one`, a text the file no longer held, which a later edit could
+/// take for the disk's after an outside revert (helper-122: two first edits at once left 7 of 60
+/// files such a second target).
+#[test]
+fn an_import_of_a_text_the_file_no_longer_holds_is_refused() {
+    let root = scratch("import-moved");
+    let file = root.join("m.txt");
+    std::fs::write(&file, "one\n").unwrap();
+    let hook = scratch("import-moved-hook");
+    let hook_dir = hook.to_string_lossy().into_owned();
+    let mut a = start(
+        &root,
+        &[
+            ("PATCHDIFF_WORKSPACE_TEST_HOOK", "before_import"),
+            ("PATCHDIFF_WORKSPACE_TEST_HOOK_DIR", &hook_dir),
+        ],
+    );
+    let line = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+        "params": {"name": "read_file", "arguments": {"path": "m.txt"}}});
+    a.pipes.send(format!("{line}\n").as_bytes());
+    wait_paused(&hook);
+    std::fs::write(&file, "two\n").unwrap();
+    std::fs::write(hook.join("resume"), "").unwrap();
+    let reply: Value =
+        serde_json::from_slice(&a.pipes.line(Duration::from_secs(30)).unwrap()).unwrap();
+    let r = &reply["result"];
+    assert_eq!(r["isError"], true, "{reply}");
+    assert_eq!(
+        r["structuredContent"]["failure_reason"], "external_disk_drift",
+        "{reply}"
+    );
+    assert!(
+        r["structuredContent"]["target_file_id"].is_null(),
+        "{reply}"
+    );
+    let (text, read, err) = call(&mut a, "read_file", json!({"path": "m.txt"}));
+    assert!(!err && text == "two\n", "{text}");
+    let label = rows(
+        "SELECT filename FROM patchdiff.targets WHERE target_file_id = $1::text::uuid",
+        read["target_file_id"].as_str().unwrap(),
+    );
+    assert_eq!(
+        targets_named(label[0][0].as_deref().unwrap()),
+        1,
+        "no target of the text the file no longer held"
+    );
+}
+
 /// docs/files.md "Stale files" (helper-114): once a file changed on disk is imported again by one
 /// process, another process that reads it takes that new target rather than importing a third.
 /// Before, each process imported a target of its own on its read, and one whose target another
@@ -1651,13 +1720,21 @@ fn a_file_changed_on_disk_is_imported_once_for_every_process() {
     let (text, _, err) = edit(&mut a, "s.txt", "v2", "v3");
     assert!(!err, "{text}");
     assert_eq!(std::fs::read(&file).unwrap(), b"v3\n");
-    // The same for an edit: a process whose target is not the one with the disk's text sends
-    // its edit to that one (before: refused as stale against its own, round after round).
+    // An edit of a process that has not read the change made outside is stale, though another
+    // process imported it (only a read takes another target: helper-122); after its read, which
+    // takes that target rather than importing a fourth, the edit applies there.
     let mut c = start(&root, &[]);
     let (_, _, err) = call(&mut c, "read_file", json!({"path": "s.txt"}));
     assert!(!err);
     std::fs::write(&file, "w0\n").unwrap();
     let (_, moved, _) = call(&mut a, "read_file", json!({"path": "s.txt"}));
+    let (text, v, err) = edit(&mut c, "s.txt", "w0", "w1");
+    assert!(err, "{text}");
+    assert_eq!(refused_as(&v), "target_hash_mismatch", "{v}");
+    assert_eq!(std::fs::read(&file).unwrap(), b"w0\n");
+    let (text, read, err) = call(&mut c, "read_file", json!({"path": "s.txt"}));
+    assert!(!err && text == "w0\n", "{text}");
+    assert_eq!(read["target_file_id"], moved["target_file_id"], "{read}");
     let (text, v, err) = edit(&mut c, "s.txt", "w0", "w1");
     assert!(!err, "{text}");
     assert_eq!(v["target_file_id"], moved["target_file_id"], "{v}");
