@@ -328,6 +328,30 @@ async fn listen_over_http_announces_commits_the_tokens_role_may_see() {
     expect_update(&s, &id, &mine, t);
 }
 
+/// A raw connection to `e` that has sent a 2026-07-28 `subscriptions/listen` (`id`, watching
+/// `target`, as [`SU_TOKEN`]) and reads nothing: its client hangs up when it is dropped.
+fn raw_listen(e: &Endpoint, target: &str, id: i64) -> std::net::TcpStream {
+    use std::io::Write;
+    let (host, path) = e
+        .url
+        .strip_prefix("http://")
+        .and_then(|r| r.split_once('/'))
+        .expect("an http:// URL with a path");
+    let body = json!({"jsonrpc": "2.0", "id": id, "method": "subscriptions/listen",
+        "params": {"_meta": {"io.modelcontextprotocol/protocolVersion": MODERN,
+                             "io.modelcontextprotocol/clientCapabilities": {}},
+                   "notifications": {"resourceSubscriptions": [uri(target)]}}})
+    .to_string();
+    let mut socket = std::net::TcpStream::connect(host).unwrap();
+    write!(
+        socket,
+        "POST /{path} HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {SU_TOKEN}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMCP-Protocol-Version: {MODERN}\r\nMcp-Method: subscriptions/listen\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    socket
+}
+
 /// docs/http.md "Subscriptions" and "Cost": a listen whose client hangs up while its
 /// acknowledgment's statement waits (here on a table lock an administrator holds) has that
 /// statement cancelled, so its backend ends. Before, its connection was dropped and its permit
@@ -345,11 +369,6 @@ async fn a_listen_cut_while_its_acknowledgment_waits_leaves_no_backend() {
         &[(SU_TOKEN, "postgres")],
         &["--connections", "2"],
     );
-    let (host, path) = e
-        .url
-        .strip_prefix("http://")
-        .and_then(|r| r.split_once('/'))
-        .expect("an http:// URL with a path");
     let holder = patchdiff_tests::connect(&dsn()).await.unwrap();
     holder
         .batch_execute("BEGIN; LOCK TABLE patchdiff.targets IN ACCESS EXCLUSIVE MODE")
@@ -370,19 +389,7 @@ async fn a_listen_cut_while_its_acknowledgment_waits_leaves_no_backend() {
         }
     };
     for n in 0..6 {
-        use std::io::Write;
-        let body = json!({"jsonrpc": "2.0", "id": n, "method": "subscriptions/listen",
-            "params": {"_meta": {"io.modelcontextprotocol/protocolVersion": MODERN,
-                                 "io.modelcontextprotocol/clientCapabilities": {}},
-                       "notifications": {"resourceSubscriptions": [uri(&target)]}}})
-        .to_string();
-        let mut socket = std::net::TcpStream::connect(host).unwrap();
-        write!(
-            socket,
-            "POST /{path} HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {SU_TOKEN}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMCP-Protocol-Version: {MODERN}\r\nMcp-Method: subscriptions/listen\r\nContent-Length: {}\r\n\r\n{body}",
-            body.len()
-        )
-        .unwrap();
+        let socket = raw_listen(&e, &target, n);
         tokio::time::sleep(Duration::from_millis(200)).await;
         drop(socket);
     }
@@ -427,25 +434,8 @@ async fn a_listen_whose_client_hangs_up_before_its_acknowledgment_holds_nothing(
         &[(SU_TOKEN, "postgres")],
         &["--connections", "2"],
     );
-    let (host, path) = e
-        .url
-        .strip_prefix("http://")
-        .and_then(|r| r.split_once('/'))
-        .expect("an http:// URL with a path");
     for n in 0..20 {
-        use std::io::Write;
-        let body = json!({"jsonrpc": "2.0", "id": n, "method": "subscriptions/listen",
-            "params": {"_meta": {"io.modelcontextprotocol/protocolVersion": MODERN,
-                                 "io.modelcontextprotocol/clientCapabilities": {}},
-                       "notifications": {"resourceSubscriptions": [uri(&target)]}}})
-        .to_string();
-        let mut socket = std::net::TcpStream::connect(host).unwrap();
-        write!(
-            socket,
-            "POST /{path} HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {SU_TOKEN}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMCP-Protocol-Version: {MODERN}\r\nMcp-Method: subscriptions/listen\r\nContent-Length: {}\r\n\r\n{body}",
-            body.len()
-        )
-        .unwrap();
+        let socket = raw_listen(&e, &target, n);
         tokio::time::sleep(Duration::from_millis(50)).await;
         drop(socket);
     }
