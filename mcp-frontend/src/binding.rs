@@ -296,9 +296,10 @@ impl BindingKey {
 
     /// The second key of the advisory lock under which the files profile imports the file of
     /// `label`: four bytes of this key's HMAC-SHA256 of the label, which a role without the key
-    /// cannot compute, so it cannot hold the lock to slow every import of a file it knows the
-    /// label of (helper-120: with a key taken from the label alone, each import waited 5 s and
-    /// then imported without looking again). Two labels that share it only wait for each other.
+    /// cannot compute from a label it knows (helper-120: with a key taken from the label alone,
+    /// any role could hold it ahead of every import). It still shows in `pg_locks` while an import
+    /// holds it, so the wait for it is short and the import looks again past it (helper-122).
+    /// Two labels that share it only wait for each other.
     pub fn lock_key(&self, label: &str) -> i32 {
         let mut m = b"patchdiff-files-import-lock/1\0".to_vec();
         m.extend_from_slice(label.as_bytes());
