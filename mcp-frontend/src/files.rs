@@ -742,7 +742,22 @@ impl Server {
         rel: &str,
         disk: &str,
     ) -> Result<(Entry, Option<u64>), (String, Value, bool)> {
-        match self.find_target(ws, rel).await {
+        // A process that knows no target of the file (its first call on it) takes the newest
+        // one holding the disk's text, as a read would, else the newest: a resend from a new
+        // process found the file's newest target, not the one its first send had changed, and
+        // was refused as stale (helper-123).
+        let known = match self.files.entries.get(rel) {
+            Some(e) => Ok(Some(e.clone())),
+            None => {
+                let hd = sha256_hex(canonical(disk).as_bytes());
+                let skip = self.files.refused.get(rel).cloned().unwrap_or_default();
+                match self.look_up(ws, rel, Some((&hd, &skip))).await {
+                    Ok(None) => self.look_up(ws, rel, None).await,
+                    found => found,
+                }
+            }
+        };
+        match known {
             // The target this process knows, as the database has it now: another process's
             // publication may have moved it on to the disk's text. Never another target of the
             // file, though one may hold the disk's text: only a read takes one. Taking the
@@ -757,12 +772,9 @@ impl Server {
                 .map_err(|e| db_failed(path, "looking the file up", &e)),
             // Serialized with other processes' imports of the file, as a read's (helper-120: two
             // processes' first edits at once gave 4 of 60 files two targets).
-            Ok(None) => {
-                let hd = sha256_hex(canonical(disk).as_bytes());
-                self.import_once(ws, rel, disk, &hd)
-                    .await
-                    .map(|e| (e, None))
-            }
+            // If the file changed since the caller read it, the target is of the text it holds
+            // now, and the edit's guard (the hash of what it read) refuses it as stale.
+            Ok(None) => self.import_once(ws, rel).await.map(|(e, _)| (e, None)),
             Err(e) => Err(db_failed(path, "looking the file up", &e)),
         }
     }
@@ -1080,8 +1092,7 @@ impl Server {
             None => None,
         };
         let Some(mut e) = found else {
-            let e = self.import_once(ws, rel, &disk, &hd).await?;
-            return Ok((e, disk));
+            return self.import_once(ws, rel).await;
         };
         let (mut disk, mut hd) = (disk, hd);
         // A publication holds the directory's lease until it has committed, and a read takes
@@ -1113,25 +1124,21 @@ impl Server {
         if let Some(e) = found {
             return Ok((e, disk));
         }
-        let e = self.import_once(ws, rel, &disk, &hd).await?;
-        Ok((e, disk))
+        self.import_once(ws, rel).await
     }
 
-    /// Imports `rel` (whose bytes are `disk`, whose canonical text has the hash `hd`) for a read
-    /// that found no target of the file with this text, unless another process has just imported
-    /// it: processes on one database take an advisory lock on the file's label for their import,
-    /// and look again for a target with the text once they hold it. Two processes whose first
-    /// reads of a file came at once imported it twice (helper-114). The lock is waited for at
-    /// most [`IMPORT_LOCK_WAIT`] (any role sees its key in `pg_locks` and may hold it); past it
-    /// the file is looked for once more and imported. A file whose text changed since it was read
-    /// is refused instead: read it again.
+    /// The target of `rel` for a call that found none with the text it read, and the text it
+    /// holds: processes on one database take an advisory lock on the file's label for their
+    /// import, read the file again once they hold it, look again for a target with that text,
+    /// and import it only when there is none. Two processes whose first reads of a file came at
+    /// once imported it twice (helper-114). The lock is waited for at most [`IMPORT_LOCK_WAIT`]
+    /// (any role sees its key in `pg_locks` and may hold it); past it the file is read, looked
+    /// for and imported the same way.
     async fn import_once(
         &mut self,
         ws: &Workspace,
         rel: &str,
-        disk: &str,
-        hd: &str,
-    ) -> Result<Entry, (String, Value, bool)> {
+    ) -> Result<(Entry, String), (String, Value, bool)> {
         let key = ws.import_lock_key(&label(ws, rel));
         let locked = self
             .db
@@ -1140,33 +1147,25 @@ impl Server {
             .map_err(|e| db_failed(rel, "looking the file up", &e))?;
         ws.hook("before_import");
         let imported = async {
-            // What was read may have been replaced meanwhile (another process's publication,
-            // or the import this lock waited for): importing it made a second target of a text
-            // the file no longer held (helper-122: two first edits at once, 7 files of 60).
-            let now = Self::disk(ws, rel, rel)?;
-            if sha256_hex(canonical(&now).as_bytes()) != hd {
-                let mut m = Map::new();
-                m.insert("status".into(), json!("rejected"));
-                m.insert("failure_reason".into(), json!("external_disk_drift"));
-                return Err(failure(
-                    rel,
-                    m,
-                    format!(
-                        "Error: {rel} changed on disk while it was being read; nothing was written. Read it again with read_file."
-                    ),
-                ));
-            }
+            // Read under the lock: what the caller read may have been replaced meanwhile
+            // (another process's publication, or the import this lock waited for), and importing
+            // it made a second target of a text the file no longer held (helper-122: two first
+            // edits at once, 7 files of 60). Refusing such a read instead left a file another
+            // program keeps writing never read (helper-123).
+            let disk = Self::disk(ws, rel, rel)?;
+            let hd = sha256_hex(canonical(&disk).as_bytes());
             // Looked for again even without the lock (another role holding it, which
             // `pg_locks` shows every role: helper-122), before a second target is made.
             let skip = self.files.refused.get(rel).cloned().unwrap_or_default();
             let found = self
-                .look_up(ws, rel, Some((hd, &skip)))
+                .look_up(ws, rel, Some((&hd, &skip)))
                 .await
                 .map_err(|e| db_failed(rel, "looking the file up", &e))?;
-            if let Some(e) = found {
-                return Ok(e);
-            }
-            Server::import(&mut self.db, ws, rel, disk).await
+            let e = match found {
+                Some(e) => e,
+                None => Server::import(&mut self.db, ws, rel, &disk).await?,
+            };
+            Ok((e, disk))
         }
         .await;
         if locked {
@@ -1756,7 +1755,6 @@ impl Server {
             Ok(t) => t,
             Err(e) => {
                 self.db.rollback().await;
-                self.files.entries.remove(rel);
                 return Submitted::Answer(db_failed(path, "the submission", &e));
             }
         };
@@ -1770,10 +1768,10 @@ impl Server {
             }
             // The rejected attempt is logged: keep its row.
             let committed = self.db.commit().await;
-            // A target that moved on without this process is looked up again on the next call.
-            if v["failure_reason"] == "target_version_mismatch" {
-                self.files.entries.remove(rel);
-            }
+            // The target stays this process's, whatever the refusal: the next call reads it as
+            // the database has it then ([`Server::target_for_write`]). Forgotten here and after
+            // the refusals below, the next edit or write took the file's newest target, over a
+            // change made outside that this process had not read (helper-123).
             if let Err(e) = committed {
                 return Submitted::Answer(unknown(path, "logging the rejection", e.message));
             }
@@ -1796,7 +1794,6 @@ impl Server {
                 .map(|d| sha256_hex(canonical(&d).as_bytes()));
             if !current || on_disk.as_deref() == v["after_hash"].as_str() {
                 self.db.rollback().await;
-                self.files.entries.remove(rel);
                 return match current {
                     true => Submitted::Deduplicated(v),
                     false => Submitted::Answer(moved_on(path, &v)),
@@ -1852,7 +1849,6 @@ impl Server {
                 Submitted::Published(Value::Object(m), after)
             }
             PublishAnswer { text, value, .. } => {
-                self.files.entries.remove(rel);
                 let v = value.unwrap_or_else(|| serde_json::from_str(&text).unwrap_or(Value::Null));
                 let status = v["status"].as_str().unwrap_or("rejected");
                 let code = v["failure_reason"]
