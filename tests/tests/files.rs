@@ -1335,11 +1335,7 @@ fn a_file_changed_back_to_an_older_text_is_stale_until_read() {
     // taken again), then Y outside, which nobody reads: a write is stale, though Y's target is
     // the file's newest (helper-122: accepted there, the outside change lost).
     let file = root.join("e.txt");
-    for text in ["X\n", "Y\n", "X\n"] {
-        std::fs::write(&file, text).unwrap();
-        let (read, _, err) = call(&mut s, "read_file", json!({"path": "e.txt"}));
-        assert!(!err && read == text, "{read}");
-    }
+    read_each(&mut s, &file, &["X\n", "Y\n", "X\n"]);
     std::fs::write(&file, "Y\n").unwrap();
     let (text, v, err) = call(
         &mut s,
@@ -1350,17 +1346,13 @@ fn a_file_changed_back_to_an_older_text_is_stale_until_read() {
     assert_eq!(refused_as(&v), "target_hash_mismatch", "{v}");
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "Y\n");
     // With two processes: B read X; outside, the file became Y (A read it), then Z (A read it),
-    // then Y again. B's write follows only the file's newest target (Z), not the one of Y, made
-    // after B's: it is stale (helper-120: accepted on Y's target, the outside change lost).
+    // then Y again. B's write applies only to B's own target (X's): it is stale (helper-120:
+    // accepted on Y's target, made after B's, the outside change lost).
     let file = root.join("d.txt");
     std::fs::write(&file, "X\n").unwrap();
     let mut b = start(&root, &[]);
     call(&mut b, "read_file", json!({"path": "d.txt"}));
-    for text in ["Y\n", "Z\n"] {
-        std::fs::write(&file, text).unwrap();
-        let (read, _, err) = call(&mut s, "read_file", json!({"path": "d.txt"}));
-        assert!(!err && read == text, "{read}");
-    }
+    read_each(&mut s, &file, &["Y\n", "Z\n"]);
     std::fs::write(&file, "Y\n").unwrap();
     let (text, v, err) = call(
         &mut b,
@@ -1408,11 +1400,7 @@ fn refusals_keep_the_known_target_and_resends_find_theirs() {
     assert_eq!(std::fs::read_to_string(&file).unwrap(), y);
 
     let file = root.join("r.txt");
-    for text in ["x = 1\n", "y = 2\n", "x = 1\n"] {
-        std::fs::write(&file, text).unwrap();
-        let (read, _, err) = call(&mut a, "read_file", json!({"path": "r.txt"}));
-        assert!(!err && read == text, "{read}");
-    }
+    read_each(&mut a, &file, &["x = 1\n", "y = 2\n", "x = 1\n"]);
     let (text, first, err) = edit(&mut a, "r.txt", "x = 1", "x = 1 + 1");
     assert!(!err, "{text}");
     drop(a);
@@ -1580,6 +1568,57 @@ fn a_file_bound_under_another_key_is_imported_anew_on_its_next_read() {
     assert_eq!(std::fs::read(&moved).unwrap(), b"three\n");
 }
 
+/// Writes each of `texts` to `file` (under the session's root) in turn, and reads it with `s`
+/// after each write.
+fn read_each(s: &mut Session, file: &Path, texts: &[&str]) {
+    let name = file.file_name().unwrap().to_string_lossy().into_owned();
+    for text in texts {
+        std::fs::write(file, text).unwrap();
+        let (read, _, err) = call(s, "read_file", json!({"path": name}));
+        assert!(!err && read == *text, "{read}");
+    }
+}
+
+/// A process on `root` whose `read_file` of `path` (sent at once) the test hook `point` holds:
+/// the session, and the hook's folder (write `resume` there to let it go on).
+fn held_read(root: &Path, point: &str, path: &str) -> (Session, PathBuf) {
+    let hook = scratch(&format!("{point}-{path}-hook"));
+    let hook_dir = hook.to_string_lossy().into_owned();
+    let mut s = start(
+        root,
+        &[
+            ("PATCHDIFF_WORKSPACE_TEST_HOOK", point),
+            ("PATCHDIFF_WORKSPACE_TEST_HOOK_DIR", &hook_dir),
+        ],
+    );
+    send_read(&mut s, 7, path);
+    wait_paused(&hook);
+    (s, hook)
+}
+
+/// Sends `read_file` of `path` as request `id`, without waiting for its answer.
+fn send_read(s: &mut Session, id: u32, path: &str) {
+    let line = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+        "params": {"name": "read_file", "arguments": {"path": path}}});
+    s.pipes.send(format!("{line}\n").as_bytes());
+}
+
+/// The `result` of the next answer on `s`.
+fn next_result(s: &mut Session) -> Value {
+    let reply: Value =
+        serde_json::from_slice(&s.pipes.line(Duration::from_secs(30)).unwrap()).unwrap();
+    reply["result"].clone()
+}
+
+/// How many targets have the label of target `id` (the file's targets of this key).
+fn targets_like(id: &str) -> usize {
+    let label = rows(
+        "SELECT filename FROM patchdiff.targets WHERE target_file_id = $1::text::uuid",
+        id,
+    );
+    targets_named(label[0][0].as_deref().unwrap())
+}
+
 /// docs/files.md "Which target a file is" (helper-114): a `read_file` that read the file just
 /// before another process published a new version of it (installed and committed before the
 /// read asked the database) reads it again and takes the same target, at the new version. The
@@ -1594,19 +1633,7 @@ fn a_read_that_raced_another_process_s_publication_keeps_the_files_target() {
     let mut b = start(&root, &[]);
     let (_, read, _) = call(&mut b, "read_file", json!({"path": "r.txt"}));
     let target = read["target_file_id"].as_str().unwrap().to_owned();
-    let hook = scratch("read-race-hook");
-    let hook_dir = hook.to_string_lossy().into_owned();
-    let mut a = start(
-        &root,
-        &[
-            ("PATCHDIFF_WORKSPACE_TEST_HOOK", "after_read"),
-            ("PATCHDIFF_WORKSPACE_TEST_HOOK_DIR", &hook_dir),
-        ],
-    );
-    let line = json!({"jsonrpc": "2.0", "id": 77, "method": "tools/call",
-        "params": {"name": "read_file", "arguments": {"path": "r.txt"}}});
-    a.pipes.send(format!("{line}\n").as_bytes());
-    wait_paused(&hook);
+    let (mut a, hook) = held_read(&root, "after_read", "r.txt");
     let (text, _, err) = call(
         &mut b,
         "write_file",
@@ -1614,25 +1641,15 @@ fn a_read_that_raced_another_process_s_publication_keeps_the_files_target() {
     );
     assert!(!err, "{text}");
     std::fs::write(hook.join("resume"), "").unwrap();
-    let reply: Value =
-        serde_json::from_slice(&a.pipes.line(Duration::from_secs(30)).unwrap()).unwrap();
-    let r = &reply["result"];
-    assert_eq!(r["content"][0]["text"], "v1\n", "{reply}");
+    let r = next_result(&mut a);
+    assert_eq!(r["content"][0]["text"], "v1\n", "{r}");
     assert_eq!(
         r["structuredContent"]["target_file_id"],
         target.as_str(),
-        "{reply}"
+        "{r}"
     );
-    assert_eq!(r["structuredContent"]["version"], 1, "{reply}");
-    let label = rows(
-        "SELECT filename FROM patchdiff.targets WHERE target_file_id = $1::text::uuid",
-        &target,
-    );
-    assert_eq!(
-        targets_named(label[0][0].as_deref().unwrap()),
-        1,
-        "one target for the file"
-    );
+    assert_eq!(r["structuredContent"]["version"], 1, "{r}");
+    assert_eq!(targets_like(&target), 1, "one target for the file");
 }
 
 /// docs/files.md "Which target a file is": two processes whose first reads of a file come at
@@ -1644,24 +1661,9 @@ fn a_read_that_raced_another_process_s_publication_keeps_the_files_target() {
 fn two_first_reads_at_once_import_the_file_once() {
     let root = scratch("first-reads");
     std::fs::write(root.join("f.txt"), "first\n").unwrap();
-    let hook = scratch("first-reads-hook");
-    let hook_dir = hook.to_string_lossy().into_owned();
-    let mut a = start(
-        &root,
-        &[
-            ("PATCHDIFF_WORKSPACE_TEST_HOOK", "before_import"),
-            ("PATCHDIFF_WORKSPACE_TEST_HOOK_DIR", &hook_dir),
-        ],
-    );
+    let (mut a, hook) = held_read(&root, "before_import", "f.txt");
     let mut b = start(&root, &[]);
-    let read = |id: u32| {
-        let line = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
-            "params": {"name": "read_file", "arguments": {"path": "f.txt"}}});
-        format!("{line}\n")
-    };
-    a.pipes.send(read(1).as_bytes());
-    wait_paused(&hook);
-    b.pipes.send(read(2).as_bytes());
+    send_read(&mut b, 2, "f.txt");
     // B has looked the file up (nothing) and waits for the lock A holds; it must not answer.
     assert!(
         b.pipes.line(Duration::from_millis(500)).is_err(),
@@ -1669,21 +1671,15 @@ fn two_first_reads_at_once_import_the_file_once() {
     );
     std::fs::write(hook.join("resume"), "").unwrap();
     let answer = |s: &mut Session| -> Value {
-        let reply: Value =
-            serde_json::from_slice(&s.pipes.line(Duration::from_secs(30)).unwrap()).unwrap();
-        assert_eq!(reply["result"]["isError"], false, "{reply}");
-        assert_eq!(reply["result"]["content"][0]["text"], "first\n", "{reply}");
-        reply["result"]["structuredContent"].clone()
+        let r = next_result(s);
+        assert_eq!(r["isError"], false, "{r}");
+        assert_eq!(r["content"][0]["text"], "first\n", "{r}");
+        r["structuredContent"].clone()
     };
     let (va, vb) = (answer(&mut a), answer(&mut b));
     assert_eq!(va["target_file_id"], vb["target_file_id"], "{va} {vb}");
-    let target = va["target_file_id"].as_str().unwrap();
-    let label = rows(
-        "SELECT filename FROM patchdiff.targets WHERE target_file_id = $1::text::uuid",
-        target,
-    );
     assert_eq!(
-        targets_named(label[0][0].as_deref().unwrap()),
+        targets_like(va["target_file_id"].as_str().unwrap()),
         1,
         "one target for the file"
     );
@@ -1701,38 +1697,20 @@ fn an_import_takes_the_text_the_file_holds_when_its_turn_comes() {
     let root = scratch("import-moved");
     let file = root.join("m.txt");
     std::fs::write(&file, "one\n").unwrap();
-    let hook = scratch("import-moved-hook");
-    let hook_dir = hook.to_string_lossy().into_owned();
-    let mut a = start(
-        &root,
-        &[
-            ("PATCHDIFF_WORKSPACE_TEST_HOOK", "before_import"),
-            ("PATCHDIFF_WORKSPACE_TEST_HOOK_DIR", &hook_dir),
-        ],
-    );
-    let line = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
-        "params": {"name": "read_file", "arguments": {"path": "m.txt"}}});
-    a.pipes.send(format!("{line}\n").as_bytes());
-    wait_paused(&hook);
+    let (mut a, hook) = held_read(&root, "before_import", "m.txt");
     std::fs::write(&file, "two\n").unwrap();
     std::fs::write(hook.join("resume"), "").unwrap();
-    let reply: Value =
-        serde_json::from_slice(&a.pipes.line(Duration::from_secs(30)).unwrap()).unwrap();
-    let r = &reply["result"];
-    assert_eq!(r["isError"], false, "{reply}");
-    assert_eq!(r["content"][0]["text"], "two\n", "{reply}");
+    let r = next_result(&mut a);
+    assert_eq!(r["isError"], false, "{r}");
+    assert_eq!(r["content"][0]["text"], "two\n", "{r}");
     let (text, read, err) = call(&mut a, "read_file", json!({"path": "m.txt"}));
     assert!(!err && text == "two\n", "{text}");
     assert_eq!(
         read["target_file_id"], r["structuredContent"]["target_file_id"],
         "{read}"
     );
-    let label = rows(
-        "SELECT filename FROM patchdiff.targets WHERE target_file_id = $1::text::uuid",
-        read["target_file_id"].as_str().unwrap(),
-    );
     assert_eq!(
-        targets_named(label[0][0].as_deref().unwrap()),
+        targets_like(read["target_file_id"].as_str().unwrap()),
         1,
         "no target of the text the file no longer held"
     );
@@ -1786,9 +1764,5 @@ fn a_file_changed_on_disk_is_imported_once_for_every_process() {
     assert!(!err, "{text}");
     assert_eq!(v["target_file_id"], moved["target_file_id"], "{v}");
     assert_eq!(std::fs::read(&file).unwrap(), b"w1\n");
-    let label = rows(
-        "SELECT filename FROM patchdiff.targets WHERE target_file_id = $1::text::uuid",
-        again["target_file_id"].as_str().unwrap(),
-    );
-    assert_eq!(targets_named(label[0][0].as_deref().unwrap()), 3);
+    assert_eq!(targets_like(again["target_file_id"].as_str().unwrap()), 3);
 }
