@@ -771,10 +771,28 @@ impl Server {
                 .await
                 .map_err(|e| db_failed(path, "looking the file up", &e)),
             // Serialized with other processes' imports of the file, as a read's (helper-120: two
-            // processes' first edits at once gave 4 of 60 files two targets).
-            // If the file changed since the caller read it, the target is of the text it holds
-            // now, and the edit's guard (the hash of what it read) refuses it as stale.
-            Ok(None) => self.import_once(ws, rel).await.map(|(e, _)| (e, None)),
+            // processes' first edits at once gave 4 of 60 files two targets). The import reads
+            // the file again: if its bytes are not the ones the call read (another text, or the
+            // same text in other line endings), the call is refused, nothing written. The guard
+            // (the hash of the canonical text) let a change of line endings alone through, and the
+            // edit was published in the line endings of its first read over a CRLF re-save
+            // (helper-124: 79 of 80).
+            Ok(None) => {
+                let (e, now) = self.import_once(ws, rel).await?;
+                if now != disk {
+                    let mut m = Map::new();
+                    m.insert("status".into(), json!("rejected"));
+                    m.insert("failure_reason".into(), json!("external_disk_drift"));
+                    return Err(failure(
+                        path,
+                        m,
+                        format!(
+                            "Error: {path} changed on disk while this call read it; nothing was written. Read it again with read_file, then try again."
+                        ),
+                    ));
+                }
+                Ok((e, None))
+            }
             Err(e) => Err(db_failed(path, "looking the file up", &e)),
         }
     }

@@ -1582,7 +1582,16 @@ fn read_each(s: &mut Session, file: &Path, texts: &[&str]) {
 /// A process on `root` whose `read_file` of `path` (sent at once) the test hook `point` holds:
 /// the session, and the hook's folder (write `resume` there to let it go on).
 fn held_read(root: &Path, point: &str, path: &str) -> (Session, PathBuf) {
-    let hook = scratch(&format!("{point}-{path}-hook"));
+    held_call(root, point, "read_file", json!({"path": path}))
+}
+
+/// A process on `root` whose call of `tool` with `arguments` (sent at once) the test hook
+/// `point` holds: the session, and the hook's folder.
+fn held_call(root: &Path, point: &str, tool: &str, arguments: Value) -> (Session, PathBuf) {
+    let hook = scratch(&format!(
+        "{point}-{tool}-{}-hook",
+        arguments["path"].as_str().unwrap_or("")
+    ));
     let hook_dir = hook.to_string_lossy().into_owned();
     let mut s = start(
         root,
@@ -1591,7 +1600,9 @@ fn held_read(root: &Path, point: &str, path: &str) -> (Session, PathBuf) {
             ("PATCHDIFF_WORKSPACE_TEST_HOOK_DIR", &hook_dir),
         ],
     );
-    send_read(&mut s, 7, path);
+    let line = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+        "params": {"name": tool, "arguments": arguments}});
+    s.pipes.send(format!("{line}\n").as_bytes());
     wait_paused(&hook);
     (s, hook)
 }
@@ -1714,6 +1725,31 @@ fn an_import_takes_the_text_the_file_holds_when_its_turn_comes() {
         1,
         "no target of the text the file no longer held"
     );
+    // A first edit whose file is saved again in other line endings while its import waits is
+    // refused, nothing written: the import reads CRLF bytes the call did not read (helper-124:
+    // the edit was published in LF over the CRLF re-save, 79 times of 80).
+    let file = root.join("n.txt");
+    std::fs::write(&file, "x = 1\n").unwrap();
+    let (mut b, hook) = held_call(
+        &root,
+        "before_import",
+        "edit_file",
+        json!({"path": "n.txt", "edits": [{"oldText": "x = 1", "newText": "x = 2"}]}),
+    );
+    std::fs::write(&file, "x = 1\r\n").unwrap();
+    std::fs::write(hook.join("resume"), "").unwrap();
+    let r = next_result(&mut b);
+    assert_eq!(r["isError"], true, "{r}");
+    assert_eq!(
+        r["structuredContent"]["failure_reason"], "external_disk_drift",
+        "{r}"
+    );
+    assert_eq!(std::fs::read(&file).unwrap(), b"x = 1\r\n");
+    let (text, _, err) = call(&mut b, "read_file", json!({"path": "n.txt"}));
+    assert!(!err && text == "x = 1\r\n", "{text:?}");
+    let (text, _, err) = edit(&mut b, "n.txt", "x = 1", "x = 2");
+    assert!(!err, "{text}");
+    assert_eq!(std::fs::read(&file).unwrap(), b"x = 2\r\n");
 }
 
 /// docs/files.md "Stale files" (helper-114): once a file changed on disk is imported again by one
