@@ -189,6 +189,9 @@ pub fn relative(ws: &Workspace, path: &str) -> Result<String, (&'static str, Str
 /// ("pdfi"); the second is [`Workspace::import_lock_key`] of its label.
 const IMPORT_LOCK_CLASS: i32 = 0x7064_6669;
 
+/// How many other targets holding a file's text a new process's resend is looked for on.
+const MAX_TWINS: usize = 8;
+
 /// How long an import waits for another process's import of the same file.
 const IMPORT_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
@@ -795,6 +798,48 @@ impl Server {
             }
             Err(e) => Err(db_failed(path, "looking the file up", &e)),
         }
+    }
+
+    /// The file's other targets (both labels, owned by this role, on the first page of each
+    /// label) whose text has the hash `hd`, but `but`: at most [`MAX_TWINS`].
+    async fn twins(
+        &mut self,
+        ws: &Workspace,
+        rel: &str,
+        hd: &str,
+        but: &str,
+    ) -> Result<Vec<Entry>, CallError> {
+        let me = self.db.current_role().await?;
+        let mut out = Vec::new();
+        for label in [label(ws, rel), legacy_label(ws, rel)] {
+            let v = self
+                .sql(
+                    "patchdiff_list_targets",
+                    &json!({"filename_prefix": label, "limit": LOOKUP_LIMIT}),
+                )
+                .await?;
+            out.extend(
+                v["targets"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter(|t| {
+                        t["filename"].as_str() == Some(label.as_str())
+                            && t["owner"].as_str() == Some(me.as_str())
+                            && t["current_hash"].as_str() == Some(hd)
+                            && t["target_file_id"].as_str() != Some(but)
+                    })
+                    .map(|t| Entry {
+                        target_file_id: t["target_file_id"].as_str().unwrap_or_default().to_owned(),
+                        version: t["version"].as_i64().unwrap_or(0),
+                        hash: hd.to_owned(),
+                        read_at_version: None,
+                        last_call: None,
+                    }),
+            );
+        }
+        out.truncate(MAX_TWINS);
+        Ok(out)
     }
 
     /// `e` as the database has it now, and its text's length in code points.
@@ -1409,6 +1454,10 @@ impl Server {
         }
         let before = canonical(&disk);
         let hd = sha256_hex(before.as_bytes());
+        // This process's first call on the file: the target it takes is a guess (the newest
+        // holding the disk's text), so a resend is also looked for on the file's other targets
+        // holding that text, below.
+        let first_call = !self.files.entries.contains_key(rel);
         // Import on first use; a known target whose text is not the disk's is stale: the
         // submission's hash guard refuses it, and the refusal is logged.
         let (entry, target_chars) = match self.target_for_write(ws, path, rel, &disk).await {
@@ -1450,20 +1499,33 @@ impl Server {
         }
         // The resend of the call that made the current version: a dry run answers what the call
         // would (helper-93: it previewed applying the edits again).
-        if entry.hash == hd && entry.version >= 1 {
-            match self.is_retry(&entry, rel, &edits).await {
-                Ok(Some(rec)) => {
-                    return deduplicated(
-                        path,
-                        &entry.target_file_id,
-                        entry.version,
-                        &entry.hash,
-                        &rec["client_request_id"],
-                        &rec["pdcp_log_id"],
-                    );
+        if entry.hash == hd && (entry.version >= 1 || first_call) {
+            // A new process's resend may belong to another target holding the same text (the
+            // file held it earlier, made outside and read, then went back): it was taken for a
+            // new call there and applied a second time (helper-124: `x = 1 + 1 + 1`).
+            let mut candidates = vec![entry.clone()];
+            if first_call {
+                match self.twins(ws, rel, &hd, &entry.target_file_id).await {
+                    Ok(twins) => candidates.extend(twins),
+                    Err(e) => return db_failed(path, "checking for a resent call", &e),
                 }
-                Ok(None) => {}
-                Err(e) => return db_failed(path, "checking for a resent call", &e),
+            }
+            for candidate in candidates {
+                match self.is_retry(&candidate, rel, &edits).await {
+                    Ok(Some(rec)) => {
+                        self.files.entries.insert(rel.to_owned(), candidate.clone());
+                        return deduplicated(
+                            path,
+                            &candidate.target_file_id,
+                            candidate.version,
+                            &candidate.hash,
+                            &rec["client_request_id"],
+                            &rec["pdcp_log_id"],
+                        );
+                    }
+                    Ok(None) => {}
+                    Err(e) => return db_failed(path, "checking for a resent call", &e),
+                }
             }
         }
         // After the resends, which change nothing (helper-120: a resend of an edit that grew the

@@ -1410,6 +1410,21 @@ fn refusals_keep_the_known_target_and_resends_find_theirs() {
     assert_eq!(v["status"], "deduplicated", "{v}");
     assert_eq!(v["target_file_id"], first["target_file_id"], "{v}");
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "x = 1 + 1\n");
+    // The same when another, newer target already holds the edit's result (the file held it
+    // earlier, made outside and read, then went back): a new process's resend is recognized on
+    // the target the call changed, not applied to the other (helper-124: `x = 1 + 1 + 1`).
+    let file = root.join("t.txt");
+    let mut a = start(&root, &[]);
+    read_each(&mut a, &file, &["x = 1\n", "x = 1 + 1\n", "x = 1\n"]);
+    let (text, first, err) = edit(&mut a, "t.txt", "x = 1", "x = 1 + 1");
+    assert!(!err, "{text}");
+    drop(a);
+    let mut d = start(&root, &[]);
+    let (text, v, err) = edit(&mut d, "t.txt", "x = 1", "x = 1 + 1");
+    assert!(!err, "{text}");
+    assert_eq!(v["status"], "deduplicated", "{v}");
+    assert_eq!(v["target_file_id"], first["target_file_id"], "{v}");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "x = 1 + 1\n");
 }
 
 /// docs/files.md "Limits": an edit that would make the file larger than the profile reads (8 MiB,
