@@ -12,7 +12,7 @@ use crate::server::{PublishAnswer, Server, publish_in_transaction};
 use crate::tool::Tool;
 use crate::workspace::{Workspace, sha256_hex};
 use patchdiff_engine::wire::unified::{self, Budget, Change, DiffError, Ranges};
-use patchdiff_engine::wire::{LITERAL, to_string};
+use patchdiff_engine::wire::{LITERAL, literal_str_len, to_string};
 use serde_json::{Map, Value, json};
 use std::collections::HashMap;
 
@@ -506,19 +506,6 @@ fn rejection_record(v: &Value) -> Map<String, Value> {
     m
 }
 
-/// The length of `s` as the inside of a JSON string literal, as [`LITERAL`] writes it (quotes,
-/// backslashes and the five named controls take two bytes, other controls six, every other byte
-/// one).
-fn literal_len(s: &str) -> usize {
-    s.bytes()
-        .map(|b| match b {
-            b'"' | b'\\' | b'\n' | b'\r' | b'\t' | 0x08 | 0x0c => 2,
-            0..0x20 => 6,
-            _ => 1,
-        })
-        .sum()
-}
-
 /// Refuses `edits` (canonical LF, each replacing one place of `base`, the canonical text they are
 /// sent against) when the file `rel` they publish would be larger than the profile reads: its
 /// bytes past [`crate::workspace::IMPORT_MAX_BYTES`], or its import's arguments (the text
@@ -546,7 +533,8 @@ fn edit_fits(
         }
     };
     let bytes = |t: &str| t.len() as i64 + breaks(t);
-    let escaped = |t: &str| literal_len(t) as i64 + 2 * breaks(t);
+    // The inside of the string literal: its length less the two quotes.
+    let escaped = |t: &str| literal_str_len(t) as i64 - 2 + 2 * breaks(t);
     let (grow, grow_escaped) = edits.iter().fold((0i64, 0i64), |(b, e), (old, new)| {
         (b + bytes(new) - bytes(old), e + escaped(new) - escaped(old))
     });
@@ -2049,21 +2037,6 @@ enum Submitted {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// `edit_fits` counts escaped sizes as the import writes them: `literal_len` is the length of
-    /// the LITERAL JSON string less its quotes, for every byte that escapes differently.
-    #[test]
-    fn literal_len_is_the_escaped_length() {
-        let mut all: String = (0u8..0x80).map(char::from).collect();
-        all.push_str("é€😀\u{7f}\u{2028}\r\n");
-        for s in ["", "plain", "\"q\" \\ \u{1}\u{8}\u{c}\t", all.as_str()] {
-            assert_eq!(
-                literal_len(s),
-                to_string(&json!(s), LITERAL).len() - 2,
-                "{s:?}"
-            );
-        }
-    }
 
     /// docs/files.md, paths: an absolute path under the root is the rest as written, so the
     /// workspace's path rules see a trailing `/` or an empty or `.` component (they used to be

@@ -31,7 +31,7 @@ pub mod wire {
     pub use crate::contract::args::quoted_names;
     pub use crate::contract::json::{
         ASCII, CANONICAL, LITERAL, Style, ascii_len, ascii_str_len, is_literal_form,
-        stored_literal, to_string, write_str,
+        literal_str_len, stored_literal, to_string, write_str,
     };
     pub use crate::contract::limits;
     pub use crate::evidence::rejection::collapse_current_context;

@@ -67,6 +67,20 @@ pub fn ascii_str_len(s: &str) -> usize {
     n
 }
 
+/// Byte length of the string `s` as a [`LITERAL`] JSON string literal, quotes included: quotes,
+/// backslashes and the five named controls take two bytes, other controls six, every other byte
+/// one (non-ASCII stays as it is).
+pub fn literal_str_len(s: &str) -> usize {
+    2 + s
+        .bytes()
+        .map(|b| match b {
+            b'"' | b'\\' | b'\n' | b'\r' | b'\t' | 0x08 | 0x0c => 2,
+            0..0x20 => 6,
+            _ => 1,
+        })
+        .sum::<usize>()
+}
+
 pub fn write_value(v: &Value, style: Style, out: &mut String) {
     match v {
         Value::Null => out.push_str("null"),
@@ -682,6 +696,21 @@ mod tests {
             to_string(&v["b"], ASCII).len()
         );
         assert_eq!(to_string(&json!("中"), LITERAL), "\"中\"");
+    }
+
+    /// `literal_str_len` is the length of the LITERAL string, for every byte that escapes
+    /// differently (the files profile's size check counts with it, mcp-frontend/src/files.rs).
+    #[test]
+    fn literal_str_len_is_the_written_length() {
+        let mut all: String = (0u8..0x80).map(char::from).collect();
+        all.push_str("é€😀\u{7f}\u{2028}\r\n");
+        for s in ["", "plain", "\"q\" \\ \u{1}\u{8}\u{c}\t", all.as_str()] {
+            assert_eq!(
+                literal_str_len(s),
+                to_string(&json!(s), LITERAL).len(),
+                "{s:?}"
+            );
+        }
     }
 
     /// Issue 21, item 3: the stored record's bytes do not change with the faster escaping.
